@@ -1,0 +1,51 @@
+//! `simsync`: one shared simulation across several machines, for Bevy.
+//!
+//! This facade re-exports the plugins, each also usable alone:
+//! - [`time`] ([`simsync_time`]): [`VirtualTimePlugin`] — discrete-event virtual time (ticks plus
+//!   a priority ordering simultaneous events), tick rate, deterministic event queue.
+//! - [`deterministic`] ([`simsync_deterministic`]): [`DeterministicPlugin`] — verified and
+//!   predicted worlds, rollback of ECS and Rapier state, inputs, checksums.
+//!
+//! [`SimSyncPlugins`] adds the plugins that need no game-specific configuration; the
+//! deterministic session is added with its game plugin and input type:
+//!
+//! ```no_run
+//! use bevy::prelude::*;
+//! use simsync::prelude::*;
+//!
+//! #[derive(Clone)]
+//! struct MyGame;
+//! impl Plugin for MyGame {
+//!     fn build(&self, _app: &mut App) {}
+//! }
+//!
+//! App::new()
+//!     .add_plugins((MinimalPlugins, SimSyncPlugins))
+//!     .add_plugins(DeterministicPlugin::<PackedInput>::new(MyGame).rollback_window(60))
+//!     .run();
+//! ```
+#![warn(missing_docs)]
+
+pub use simsync_deterministic as deterministic;
+pub use simsync_time as time;
+
+pub use simsync_deterministic::DeterministicPlugin;
+pub use simsync_time::VirtualTimePlugin;
+
+use bevy::app::{PluginGroup, PluginGroupBuilder};
+
+/// The simsync plugins that need no game-specific configuration: [`VirtualTimePlugin`].
+pub struct SimSyncPlugins;
+
+impl PluginGroup for SimSyncPlugins {
+    fn build(self) -> PluginGroupBuilder {
+        PluginGroupBuilder::start::<Self>().add(VirtualTimePlugin::default())
+    }
+}
+
+/// Everything a game needs from every simsync plugin.
+pub mod prelude {
+    pub use crate::SimSyncPlugins;
+    pub use simsync_deterministic::prelude::*;
+    pub use simsync_time::prelude::*;
+}

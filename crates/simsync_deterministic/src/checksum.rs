@@ -1,0 +1,174 @@
+//! Checksums of simulation state.
+//!
+//! A checksum is a 64-bit FNV-1a hash over the registered state of a simulation world in a
+//! defined order: simulation entities by slot (with their generation), then for each entity
+//! every registered component that has a hash function, in registration order, then every
+//! registered resource that has one. Floats are hashed by their bits. Hash-map order and raw
+//! entity bits are never used, so unrelated non-simulation entities never change a checksum.
+//! The hasher is fixed (no random keys): the same build on the same target gives the same
+//! checksum in every process.
+
+use std::hash::Hasher;
+
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::Velocity;
+
+/// FNV-1a, 64 bits: the fixed hasher of checksums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateHasher(u64);
+
+impl Default for StateHasher {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl StateHasher {
+    /// Hashes a string (its length, then its bytes).
+    pub fn write_str(&mut self, s: &str) {
+        self.write_u64(s.len() as u64);
+        self.write(s.as_bytes());
+    }
+
+    /// Hashes an `f32` by its bits (so `-0.0` and `0.0`, and NaN payloads, differ).
+    pub fn write_f32(&mut self, value: f32) {
+        self.write_u32(value.to_bits());
+    }
+}
+
+impl Hasher for StateHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// A value that can be part of a checksum. Floats must be hashed by their bits.
+pub trait SimHash {
+    /// Feeds the value into `hasher`.
+    fn sim_hash(&self, hasher: &mut StateHasher);
+}
+
+macro_rules! sim_hash_via_hash {
+    ($($t:ty),*) => {$(
+        impl SimHash for $t {
+            fn sim_hash(&self, hasher: &mut StateHasher) {
+                std::hash::Hash::hash(self, hasher);
+            }
+        }
+    )*};
+}
+sim_hash_via_hash!(u8, u16, u32, u64, i8, i16, i32, i64, bool, String);
+
+impl SimHash for f32 {
+    fn sim_hash(&self, hasher: &mut StateHasher) {
+        hasher.write_f32(*self);
+    }
+}
+
+impl SimHash for Vec3 {
+    fn sim_hash(&self, hasher: &mut StateHasher) {
+        for v in self.to_array() {
+            hasher.write_f32(v);
+        }
+    }
+}
+
+impl SimHash for Quat {
+    fn sim_hash(&self, hasher: &mut StateHasher) {
+        for v in self.to_array() {
+            hasher.write_f32(v);
+        }
+    }
+}
+
+impl SimHash for Transform {
+    fn sim_hash(&self, hasher: &mut StateHasher) {
+        self.translation.sim_hash(hasher);
+        self.rotation.sim_hash(hasher);
+        self.scale.sim_hash(hasher);
+    }
+}
+
+impl SimHash for Velocity {
+    fn sim_hash(&self, hasher: &mut StateHasher) {
+        self.linear.sim_hash(hasher);
+        self.angular.sim_hash(hasher);
+    }
+}
+
+impl SimHash for crate::SimTick {
+    fn sim_hash(&self, hasher: &mut StateHasher) {
+        self.0.sim_hash(hasher);
+    }
+}
+
+impl<T: SimHash> SimHash for Option<T> {
+    fn sim_hash(&self, hasher: &mut StateHasher) {
+        match self {
+            Some(v) => {
+                hasher.write_u8(1);
+                v.sim_hash(hasher);
+            }
+            None => hasher.write_u8(0),
+        }
+    }
+}
+
+/// One recorded checksum of a verified tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect)]
+pub struct TickChecksum {
+    /// The verified tick.
+    pub tick: i32,
+    /// The checksum of the verified world after that tick.
+    pub checksum: u64,
+}
+
+impl std::fmt::Display for TickChecksum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tick {}: {:016x}", self.tick, self.checksum)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_matches_reference_vectors() {
+        // Reference values of FNV-1a 64 for "" and "a".
+        assert_eq!(StateHasher::default().finish(), 0xcbf2_9ce4_8422_2325);
+        let mut h = StateHasher::default();
+        h.write(b"a");
+        assert_eq!(h.finish(), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn floats_hash_by_bits() {
+        let mut a = StateHasher::default();
+        0.0f32.sim_hash(&mut a);
+        let mut b = StateHasher::default();
+        (-0.0f32).sim_hash(&mut b);
+        assert_ne!(a.finish(), b.finish());
+    }
+
+    #[test]
+    fn transform_hash_sees_every_field() {
+        let base = Transform::from_xyz(1.0, 2.0, 3.0);
+        let hash = |t: &Transform| {
+            let mut h = StateHasher::default();
+            t.sim_hash(&mut h);
+            h.finish()
+        };
+        let mut moved = base;
+        moved.scale.z = 1.5;
+        assert_ne!(hash(&base), hash(&moved));
+        assert_eq!(hash(&base), hash(&base.clone()));
+    }
+}

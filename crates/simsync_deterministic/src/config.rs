@@ -1,0 +1,197 @@
+//! Configuration of a deterministic session.
+
+use bevy::prelude::*;
+use simsync_time::TickRate;
+
+use crate::error::SessionError;
+use crate::input::PlayerIndex;
+
+/// Whether the session predicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Reflect)]
+pub enum SessionMode {
+    /// Verified ticks plus prediction and rollback (the default).
+    #[default]
+    Predicted,
+    /// Lockstep: only verified ticks; the predicted world is never touched (replays, tests).
+    Lockstep,
+}
+
+/// How the session's local clock advances.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Reflect)]
+pub enum SessionClock {
+    /// A fixed number of ticks per session update (headless runs and tests: as fast as
+    /// possible, reproducible).
+    Stepped {
+        /// Ticks polled per session update (≥ 1).
+        ticks_per_update: u32,
+    },
+    /// Real time: as many ticks as `Time<Real>` says have elapsed at the tick rate.
+    #[default]
+    RealTime,
+}
+
+/// A single-process session: every player is local; inputs reach a local relay after a delay.
+#[derive(Debug, Clone, PartialEq, Eq, Reflect)]
+pub struct LocalSessionConfig {
+    /// Ticks from sampling an input to its confirmation, per player (a shorter list repeats its
+    /// last value; empty means 0).
+    pub latency_ticks: Vec<u32>,
+    /// Extra random delay in `0..=jitter_ticks` ticks per input (seeded, deterministic).
+    pub jitter_ticks: u32,
+    /// Seed of the jitter.
+    pub seed: u64,
+    /// Players whose inputs this peer knows before confirmation (used directly by prediction);
+    /// the others are predicted by repeating their last confirmed input.
+    pub known_players: Vec<PlayerIndex>,
+}
+
+impl Default for LocalSessionConfig {
+    fn default() -> Self {
+        Self {
+            latency_ticks: vec![0],
+            jitter_ticks: 0,
+            seed: 0,
+            known_players: vec![0],
+        }
+    }
+}
+
+/// Everything a [`DeterministicPlugin`](crate::DeterministicPlugin) session is configured with.
+/// Defaults follow Quantum's reference values (DESIGN §3).
+#[derive(Debug, Clone, PartialEq, Reflect)]
+pub struct SessionConfig {
+    /// Number of players (1..=255).
+    pub players: PlayerIndex,
+    /// Ticks per second (default 64).
+    #[reflect(ignore)]
+    pub tick_rate: TickRate,
+    /// Ticks the predicted world may run ahead of the verified one (default 60). 0 = no
+    /// prediction.
+    pub rollback_window: u32,
+    /// Verified ticks at most per session update (default 60).
+    pub max_verified_ticks_per_update: u32,
+    /// A checksum every this many verified ticks (default 60, ≥ 1).
+    pub checksum_interval: u32,
+    /// Ticks between sampling a local input and the tick it applies to (default 0).
+    pub input_delay: u32,
+    /// Predicted or lockstep.
+    pub mode: SessionMode,
+    /// Debug aid: compare each predicted tick's state with the verified state of the same tick
+    /// once verified, when its inputs turned out right (default off; costs a state hash per
+    /// predicted tick).
+    pub verify_predictions: bool,
+    /// Size of the reserved range of simulation entity ids (default 16,384).
+    pub max_simulation_entities: u32,
+    /// How the local clock advances.
+    pub clock: SessionClock,
+    /// Run [`SimulationTick`](crate::SimulationTick) with Bevy's multi-threaded executor
+    /// (default off: ambiguous system order would break determinism).
+    pub parallel_simulation: bool,
+    /// The local session.
+    pub local: LocalSessionConfig,
+    /// Input ticks kept in the buffer (default 1,024; must exceed the rollback window plus the
+    /// largest latency).
+    pub input_capacity: u32,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            players: 2,
+            tick_rate: TickRate::default(),
+            rollback_window: 60,
+            max_verified_ticks_per_update: 60,
+            checksum_interval: 60,
+            input_delay: 0,
+            mode: SessionMode::Predicted,
+            verify_predictions: false,
+            max_simulation_entities: 16_384,
+            clock: SessionClock::RealTime,
+            parallel_simulation: false,
+            local: LocalSessionConfig::default(),
+            input_capacity: 1_024,
+        }
+    }
+}
+
+impl SessionConfig {
+    /// Checks every field.
+    ///
+    /// # Errors
+    /// [`SessionError::InvalidConfig`] naming the first field out of range.
+    pub fn validate(&self) -> Result<(), SessionError> {
+        let bad = |field: &'static str, value: String, reason: &'static str| {
+            Err(SessionError::InvalidConfig {
+                field,
+                value,
+                reason,
+            })
+        };
+        if self.players == 0 {
+            return bad("players", "0".into(), "at least one player");
+        }
+        if self.checksum_interval == 0 {
+            return bad("checksum_interval", "0".into(), "at least 1 tick");
+        }
+        if self.max_verified_ticks_per_update == 0 {
+            return bad(
+                "max_verified_ticks_per_update",
+                "0".into(),
+                "at least 1 tick",
+            );
+        }
+        if self.rollback_window > 1_000 {
+            return bad(
+                "rollback_window",
+                self.rollback_window.to_string(),
+                "at most 1000 ticks",
+            );
+        }
+        if self.max_simulation_entities == 0 || self.max_simulation_entities > 1 << 24 {
+            return bad(
+                "max_simulation_entities",
+                self.max_simulation_entities.to_string(),
+                "between 1 and 16,777,216",
+            );
+        }
+        if let SessionClock::Stepped { ticks_per_update } = self.clock
+            && ticks_per_update == 0
+        {
+            return bad("clock.ticks_per_update", "0".into(), "at least 1 tick");
+        }
+        let max_latency = self.local.latency_ticks.iter().copied().max().unwrap_or(0);
+        let needed = u64::from(self.rollback_window)
+            + u64::from(max_latency)
+            + u64::from(self.local.jitter_ticks)
+            + u64::from(self.input_delay)
+            + 2;
+        if u64::from(self.input_capacity) < needed {
+            return bad(
+                "input_capacity",
+                self.input_capacity.to_string(),
+                "must exceed rollback_window + latency + jitter + input_delay",
+            );
+        }
+        if let Some(p) = self
+            .local
+            .known_players
+            .iter()
+            .find(|p| **p >= self.players)
+        {
+            return Err(SessionError::UnknownPlayer {
+                player: *p,
+                players: self.players,
+            });
+        }
+        Ok(())
+    }
+
+    /// The latency of `player` in ticks.
+    pub fn latency_of(&self, player: PlayerIndex) -> u32 {
+        let list = &self.local.latency_ticks;
+        list.get(usize::from(player))
+            .or(list.last())
+            .copied()
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,239 @@
+//! [`DeterministicPlugin`]: wires the session into an app.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
+use bevy::prelude::*;
+use simsync_time::TickRate;
+
+use crate::config::{LocalSessionConfig, SessionClock, SessionConfig, SessionMode};
+use crate::context::SimulatorContext;
+use crate::error::SessionError;
+use crate::input::{PlayerIndex, SimInput};
+use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
+use crate::session::{
+    ChecksumRecorded, DeterministicSession, LocalInputs, PredictionMismatch, SessionStats,
+    SimulationWorlds, UnregisteredComponent, session_update,
+};
+use crate::snapshot::{RollbackRegistry, WorldRole};
+use crate::worlds::{
+    GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub_app, context_entities,
+    into_simulation_world,
+};
+
+/// The deterministic session: a verified and a predicted world (Bevy sub-apps running the same
+/// [`SimulationTick`](crate::SimulationTick)), driven by one session-update system that verifies
+/// confirmed ticks, rolls the predicted world back and predicts ahead (DESIGN §3).
+///
+/// `I` is the game's compact per-player input. The game's simulation plugin is added to both
+/// worlds; everything it registers with [`RollbackAppExt`](crate::RollbackAppExt) is rolled back.
+///
+/// ```no_run
+/// # use bevy::prelude::*;
+/// # use simsync_deterministic::prelude::*;
+/// #[derive(Clone)]
+/// struct MyGame;
+/// impl Plugin for MyGame {
+///     fn build(&self, app: &mut App) { /* systems in SimulationTick */ }
+/// }
+/// App::new()
+///     .add_plugins(MinimalPlugins)
+///     .add_plugins(DeterministicPlugin::<PackedInput>::new(MyGame).players(2).rollback_window(60))
+///     .run();
+/// ```
+///
+/// A configuration that fails [`SessionConfig::validate`] is logged as an error and the session
+/// is not installed (the [`SessionSetupError`] resource holds the error); nothing panics.
+pub struct DeterministicPlugin<I: SimInput> {
+    game: GameBuilder,
+    config: SessionConfig,
+    schedule: InternedScheduleLabel,
+    _input: PhantomData<fn() -> I>,
+}
+
+/// Inserted instead of the session when the plugin's configuration is invalid.
+#[derive(Resource, Debug, Clone, PartialEq)]
+pub struct SessionSetupError(pub SessionError);
+
+impl<I: SimInput> DeterministicPlugin<I> {
+    /// A session simulating `game` (added to both simulation worlds) with default settings.
+    pub fn new(game: impl Plugin + Clone) -> Self {
+        Self::from_fn(move |app: &mut App| {
+            app.add_plugins(game.clone());
+        })
+    }
+
+    /// A session whose simulation worlds are set up by `build`.
+    pub fn from_fn(build: impl Fn(&mut App) + Send + Sync + 'static) -> Self {
+        Self {
+            game: Arc::new(build),
+            config: SessionConfig::default(),
+            schedule: PreUpdate.intern(),
+            _input: PhantomData,
+        }
+    }
+
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: SessionConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Number of players (≥ 1).
+    pub fn players(mut self, players: PlayerIndex) -> Self {
+        self.config.players = players;
+        self
+    }
+
+    /// Ticks per second.
+    pub fn tick_rate(mut self, rate: TickRate) -> Self {
+        self.config.tick_rate = rate;
+        self
+    }
+
+    /// Ticks per second from an integer.
+    ///
+    /// # Errors
+    /// [`SessionError::TickRate`] for a rate of 0.
+    pub fn try_tick_rate(self, ticks_per_second: u32) -> Result<Self, SessionError> {
+        Ok(self.tick_rate(TickRate::new(ticks_per_second)?))
+    }
+
+    /// Ticks the predicted world may run ahead of the verified one.
+    pub fn rollback_window(mut self, ticks: u32) -> Self {
+        self.config.rollback_window = ticks;
+        self
+    }
+
+    /// A checksum every `ticks` verified ticks.
+    pub fn checksum_interval(mut self, ticks: u32) -> Self {
+        self.config.checksum_interval = ticks;
+        self
+    }
+
+    /// Ticks between sampling a local input and the tick it applies to.
+    pub fn input_delay(mut self, ticks: u32) -> Self {
+        self.config.input_delay = ticks;
+        self
+    }
+
+    /// Predicted or lockstep.
+    pub fn mode(mut self, mode: SessionMode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
+    /// The local clock.
+    pub fn clock(mut self, clock: SessionClock) -> Self {
+        self.config.clock = clock;
+        self
+    }
+
+    /// The local (single-process) session's latency, jitter and known players.
+    pub fn local_session(mut self, local: LocalSessionConfig) -> Self {
+        self.config.local = local;
+        self
+    }
+
+    /// Compare predictions with verification (debug aid).
+    pub fn verify_predictions(mut self, on: bool) -> Self {
+        self.config.verify_predictions = on;
+        self
+    }
+
+    /// Size of the reserved range of simulation entity ids.
+    pub fn max_simulation_entities(mut self, n: u32) -> Self {
+        self.config.max_simulation_entities = n;
+        self
+    }
+
+    /// The main-app schedule the session update runs in (default `PreUpdate`).
+    pub fn in_schedule(mut self, schedule: impl ScheduleLabel) -> Self {
+        self.schedule = schedule.intern();
+        self
+    }
+
+    /// The configuration as set so far.
+    pub fn session_config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    fn spec(&self) -> WorldSpec {
+        WorldSpec {
+            tick_rate: self.config.tick_rate,
+            max_simulation_entities: self.config.max_simulation_entities,
+            reuse_delay: self.config.rollback_window as i32 + 2,
+            players: self.config.players,
+            parallel: self.config.parallel_simulation,
+        }
+    }
+
+    fn install(&self, app: &mut App) -> Result<(), SessionError> {
+        let session = DeterministicSession::<I>::new(self.config.clone())?;
+        let spec = self.spec();
+        let verified = build_sub_app::<I>(WorldRole::Verified, &spec, self.game.clone())?;
+        let predicted = build_sub_app::<I>(WorldRole::Predicted, &spec, self.game.clone())?;
+        app.insert_sub_app(VerifiedApp, verified);
+        app.insert_sub_app(PredictedApp, predicted);
+        app.insert_resource(session)
+            .insert_resource(self.config.tick_rate)
+            .init_resource::<SimulatorContext>()
+            .init_resource::<SessionStats>()
+            .insert_resource(LocalInputs::<I>::new(self.config.players))
+            .add_message::<ChecksumRecorded>()
+            .add_message::<UnregisteredComponent>()
+            .add_message::<PredictionMismatch>()
+            .init_schedule(BeforeVerification)
+            .init_schedule(BeforePrediction)
+            .init_schedule(AfterPrediction)
+            .add_systems(
+                self.schedule,
+                session_update::<I>.in_set(DeterministicSet::SessionUpdate),
+            );
+        Ok(())
+    }
+}
+
+impl<I: SimInput> Plugin for DeterministicPlugin<I> {
+    fn build(&self, app: &mut App) {
+        if let Err(error) = self.install(app) {
+            error!("DeterministicPlugin not installed: {error}");
+            app.insert_resource(SessionSetupError(error));
+        }
+    }
+
+    fn cleanup(&self, app: &mut App) {
+        let (Some(mut verified), Some(mut predicted)) = (
+            app.remove_sub_app(VerifiedApp),
+            app.remove_sub_app(PredictedApp),
+        ) else {
+            return;
+        };
+        verified.cleanup();
+        predicted.cleanup();
+        let mut verified = into_simulation_world::<I>(verified, WorldRole::Verified);
+        let mut predicted = into_simulation_world::<I>(predicted, WorldRole::Predicted);
+        let registry = verified
+            .world
+            .remove_resource::<RollbackRegistry>()
+            .unwrap_or_default();
+        let (cv, cp) = (
+            context_entities(&mut verified.world),
+            context_entities(&mut predicted.world),
+        );
+        if cv != cp {
+            let error = SessionError::ContextEntityMismatch {
+                verified: cv.first().copied().unwrap_or(Entity::PLACEHOLDER),
+                predicted: cp.first().copied().unwrap_or(Entity::PLACEHOLDER),
+            };
+            error!("{error}");
+            app.insert_resource(SessionSetupError(error));
+        }
+        app.insert_resource(SimulationWorlds {
+            verified,
+            predicted,
+            registry,
+        });
+    }
+}

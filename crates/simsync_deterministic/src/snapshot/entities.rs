@@ -1,0 +1,345 @@
+//! Simulation entities: ids that are equal in the verified and the predicted world.
+//!
+//! Rapier's sets store entity bits, so a rollback can only copy them if every simulation entity
+//! has the same [`Entity`] id (index *and* generation) in both worlds. The scheme:
+//! - When a simulation world is built, a contiguous range of entity indices is reserved from
+//!   Bevy's allocator ([`ReservedSlots`]), so Bevy never hands them to other entities.
+//! - [`SimulationEntities`] is a deterministic allocator over that range. It is simulation
+//!   state (copied by rollback), so both worlds hand out the same ids for the same history.
+//! - A freed slot is reused only after [`SimulationEntities::reuse_delay`] ticks, longer than the
+//!   predicted world can run ahead of the verified one, so the predicted world's generations can
+//!   never run ahead of the verified world's.
+//! - The verified world despawns with `despawn_no_free`; the predicted world never really
+//!   despawns but *parks* the entity (removes its components, adds [`Parked`]), so a rollback
+//!   can bring it back with the same id.
+
+use std::collections::VecDeque;
+
+use bevy::ecs::entity::{Entity, EntityGeneration};
+use bevy::ecs::system::SystemParam;
+use bevy::prelude::*;
+
+use crate::error::SessionError;
+use crate::input::Tick;
+
+/// Which simulation world a [`World`] is.
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect)]
+pub enum WorldRole {
+    /// Runs only on confirmed input sets; only moves forward.
+    Verified,
+    /// Runs ahead on predicted inputs; rolled back to the verified world.
+    Predicted,
+}
+
+/// Marker on every live simulation entity (spawned through [`SimulationCommandsExt`]).
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+pub struct SimEntity;
+
+/// Marker on entities whose state a rollback copies: every [`SimEntity`] and each Rapier
+/// context entity.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+pub struct Synced;
+
+/// Marker on a despawned simulation entity in the predicted world, kept so that its id can be
+/// restored by a rollback. Parked entities have no other component.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+pub struct Parked;
+
+/// The entity indices reserved for simulation entities in one world (identical in both worlds).
+#[derive(Resource, Debug, Clone)]
+pub struct ReservedSlots {
+    first_index: u32,
+    len: u32,
+}
+
+impl ReservedSlots {
+    /// Reserves `len` entity indices from `world`'s allocator. They are never spawned by Bevy.
+    ///
+    /// # Errors
+    /// [`SessionError::ReservedRangeNotContiguous`] if the allocator did not hand out a
+    /// contiguous range (a world that already freed entities).
+    pub fn reserve(world: &mut World, len: u32) -> Result<Self, SessionError> {
+        let entities: Vec<Entity> = world.entity_allocator().alloc_many(len).collect();
+        let first_index = entities.first().map(|e| e.index_u32()).unwrap_or(0);
+        for (i, e) in entities.iter().enumerate() {
+            if e.index_u32() != first_index + i as u32 || e.generation() != EntityGeneration::FIRST
+            {
+                return Err(SessionError::ReservedRangeNotContiguous);
+            }
+        }
+        Ok(Self { first_index, len })
+    }
+
+    /// Number of reserved slots.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether no slot is reserved.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The entity index of `slot`.
+    pub fn index_of(&self, slot: u32) -> u32 {
+        self.first_index + slot
+    }
+
+    /// The slot of `entity`, if its index is in the reserved range.
+    pub fn slot_of(&self, entity: Entity) -> Option<u32> {
+        let index = entity.index_u32();
+        (index >= self.first_index && index < self.first_index + self.len)
+            .then(|| index - self.first_index)
+    }
+
+    /// The entity at `slot` with generation `generation`.
+    pub fn entity(&self, slot: u32, generation: EntityGeneration) -> Entity {
+        let index = bevy::ecs::entity::EntityIndex::from_raw_u32(self.index_of(slot))
+            .expect("reserved indices are valid entity indices");
+        Entity::from_index_and_generation(index, generation)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FreeSlot {
+    slot: u32,
+    next_generation: EntityGeneration,
+    freed_at: Tick,
+}
+
+/// The deterministic allocator of simulation entity ids (simulation state, copied by rollback).
+#[derive(Resource, Debug, Clone, PartialEq, Eq)]
+pub struct SimulationEntities {
+    next_unused: u32,
+    capacity: u32,
+    free: VecDeque<FreeSlot>,
+    reuse_delay: Tick,
+    live: u32,
+}
+
+impl SimulationEntities {
+    /// An allocator over `capacity` slots whose freed slots are reused after `reuse_delay` ticks.
+    pub fn new(capacity: u32, reuse_delay: Tick) -> Self {
+        Self {
+            next_unused: 0,
+            capacity,
+            free: VecDeque::new(),
+            reuse_delay: reuse_delay.max(1),
+            live: 0,
+        }
+    }
+
+    /// Slots handed out at least once (every slot below this may hold an entity).
+    pub fn slots_used(&self) -> u32 {
+        self.next_unused
+    }
+
+    /// Live simulation entities.
+    pub fn live(&self) -> u32 {
+        self.live
+    }
+
+    /// Ticks a freed slot waits before it is handed out again.
+    pub fn reuse_delay(&self) -> Tick {
+        self.reuse_delay
+    }
+
+    /// Allocates the id of a new simulation entity at tick `now`.
+    ///
+    /// # Errors
+    /// [`SessionError::SimulationEntitiesExhausted`] when every slot is live or waiting out
+    /// its reuse delay.
+    pub fn allocate(&mut self, now: Tick, slots: &ReservedSlots) -> Result<Entity, SessionError> {
+        if let Some(front) = self.free.front()
+            && now.saturating_sub(front.freed_at) >= self.reuse_delay
+        {
+            let front = self.free.pop_front().expect("checked above");
+            self.live += 1;
+            return Ok(slots.entity(front.slot, front.next_generation));
+        }
+        if self.next_unused < self.capacity.min(slots.len()) {
+            let slot = self.next_unused;
+            self.next_unused += 1;
+            self.live += 1;
+            return Ok(slots.entity(slot, EntityGeneration::FIRST));
+        }
+        Err(SessionError::SimulationEntitiesExhausted {
+            capacity: self.capacity.min(slots.len()),
+        })
+    }
+
+    /// Records that `entity` was despawned at tick `now`; its slot comes back with the next
+    /// generation after the reuse delay.
+    pub fn free(&mut self, entity: Entity, now: Tick, slots: &ReservedSlots) {
+        if let Some(slot) = slots.slot_of(entity) {
+            self.live = self.live.saturating_sub(1);
+            self.free.push_back(FreeSlot {
+                slot,
+                next_generation: entity.generation().after_versions(1),
+                freed_at: now,
+            });
+        }
+    }
+}
+
+/// Makes the index of `entity` hold exactly `entity`, spawned, with no component but
+/// [`SimEntity`] and [`Synced`]. Returns `false` if the index's generation is already past
+/// `entity`'s (which the reuse delay prevents).
+pub(crate) fn materialize(world: &mut World, entity: Entity) -> bool {
+    if !align_generation(world, entity) {
+        return false;
+    }
+    let index = entity.index();
+    if world.entities().is_index_spawned(index) {
+        let mut e = world.entity_mut(entity);
+        e.remove::<Parked>();
+        e.insert((SimEntity, Synced));
+        true
+    } else {
+        world.spawn_empty_at(entity).is_ok_and(|mut e| {
+            e.insert((SimEntity, Synced));
+            true
+        })
+    }
+}
+
+/// Bumps the generation of `target`'s index until it equals `target`'s (despawning a parked or
+/// live older entity on the way). Returns `false` if the index is already ahead.
+pub(crate) fn align_generation(world: &mut World, target: Entity) -> bool {
+    let index = target.index();
+    loop {
+        let current = world.entities().resolve_from_index(index);
+        if current.generation() == target.generation() {
+            return true;
+        }
+        let behind = target
+            .generation()
+            .to_bits()
+            .wrapping_sub(current.generation().to_bits());
+        if behind == 0 || behind > u32::MAX / 2 {
+            return false;
+        }
+        if world.entities().is_index_spawned(index) {
+            world.despawn_no_free(current);
+        } else if let Ok(e) = world.spawn_empty_at(current) {
+            e.despawn_no_free();
+        } else {
+            return false;
+        }
+    }
+}
+
+/// Parks `entity` in the predicted world: removes every component and adds [`Parked`].
+pub(crate) fn park(world: &mut World, entity: Entity) {
+    if let Ok(mut e) = world.get_entity_mut(entity) {
+        e.retain::<()>();
+        e.insert(Parked);
+    }
+}
+
+/// Spawning and despawning simulation entities from a system.
+///
+/// Simulation entities must be spawned and despawned through this parameter (or
+/// [`spawn_simulated_now`] / [`despawn_simulated_now`] with `&mut World`): a plain
+/// `commands.spawn` in [`SimulationTick`](crate::schedule::SimulationTick) gives ids that differ
+/// between the worlds, and a plain `despawn` cannot be rolled back.
+///
+/// Two systems that both use `SimCommands` must be ordered against each other (they are when
+/// [`SimulationTick`](crate::schedule::SimulationTick) runs single-threaded, the default).
+#[derive(SystemParam)]
+pub struct SimCommands<'w, 's> {
+    /// The ordinary command queue, for everything else.
+    pub commands: Commands<'w, 's>,
+    entities: ResMut<'w, SimulationEntities>,
+    slots: Res<'w, ReservedSlots>,
+    tick: Res<'w, crate::SimTick>,
+}
+
+impl SimCommands<'_, '_> {
+    /// Allocates a deterministic id now and queues the spawn of `bundle` on it.
+    ///
+    /// # Errors
+    /// [`SessionError::SimulationEntitiesExhausted`] when no slot is free.
+    pub fn spawn<B: Bundle>(&mut self, bundle: B) -> Result<Entity, SessionError> {
+        let entity = self.entities.allocate(self.tick.0, &self.slots)?;
+        self.commands.queue(move |world: &mut World| {
+            if materialize(world, entity) {
+                world.entity_mut(entity).insert(bundle);
+            } else {
+                error!(
+                    "simulation entity {entity}: its slot's generation ran ahead; spawn dropped"
+                );
+            }
+        });
+        Ok(entity)
+    }
+
+    /// Queues the despawn of a simulation entity so that a rollback can undo it (verified world:
+    /// `despawn_no_free`; predicted world: park). An entity that is not a live simulation entity
+    /// when the command applies is logged and ignored.
+    pub fn despawn(&mut self, entity: Entity) {
+        self.commands.queue(move |world: &mut World| {
+            if let Err(error) = despawn_simulated_now(world, entity) {
+                warn!("despawn of {entity} ignored: {error}");
+            }
+        });
+    }
+}
+
+/// Spawns `bundle` as a simulation entity now, returning its id.
+///
+/// # Errors
+/// [`SessionError::NotASimulationWorld`] outside a simulation world;
+/// [`SessionError::SimulationEntitiesExhausted`] when no slot is free;
+/// [`SessionError::GenerationAhead`] if the slot's generation ran ahead (a bug).
+pub fn spawn_simulated_now<B: Bundle>(
+    world: &mut World,
+    bundle: B,
+) -> Result<Entity, SessionError> {
+    let now = world
+        .get_resource::<crate::SimTick>()
+        .ok_or(SessionError::NotASimulationWorld)?
+        .0;
+    let slots = world
+        .get_resource::<ReservedSlots>()
+        .ok_or(SessionError::NotASimulationWorld)?
+        .clone();
+    let entity = world
+        .get_resource_mut::<SimulationEntities>()
+        .ok_or(SessionError::NotASimulationWorld)?
+        .allocate(now, &slots)?;
+    if !materialize(world, entity) {
+        return Err(SessionError::GenerationAhead { entity });
+    }
+    world.entity_mut(entity).insert(bundle);
+    Ok(entity)
+}
+
+/// Despawns a simulation entity now (see [`SimulationCommandsExt::despawn_simulated`]).
+///
+/// # Errors
+/// [`SessionError::NotASimulationWorld`] outside a simulation world;
+/// [`SessionError::NotASimulationEntity`] if `entity` is not a live simulation entity.
+pub fn despawn_simulated_now(world: &mut World, entity: Entity) -> Result<(), SessionError> {
+    let role = *world
+        .get_resource::<WorldRole>()
+        .ok_or(SessionError::NotASimulationWorld)?;
+    let now = world.resource::<crate::SimTick>().0;
+    let slots = world.resource::<ReservedSlots>().clone();
+    let live = world
+        .get_entity(entity)
+        .is_ok_and(|e| e.contains::<SimEntity>());
+    if !live || slots.slot_of(entity).is_none() {
+        return Err(SessionError::NotASimulationEntity { entity });
+    }
+    match role {
+        WorldRole::Verified => {
+            world.despawn_no_free(entity);
+        }
+        WorldRole::Predicted => park(world, entity),
+    }
+    world
+        .resource_mut::<SimulationEntities>()
+        .free(entity, now, &slots);
+    Ok(())
+}

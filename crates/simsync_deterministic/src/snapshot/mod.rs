@@ -1,0 +1,159 @@
+//! Snapshots and rollback: making the predicted world's simulation state equal the verified
+//! world's.
+//!
+//! Instead of storing snapshots per tick, a rollback copies the verified world (which is always
+//! at the target tick when a rollback happens) straight into the predicted world: the entity set
+//! ([`entities`]), every registered component and resource ([`registry`], [`strategy`]) and
+//! Rapier's state ([`rapier`]).
+
+pub mod entities;
+pub mod rapier;
+pub mod registry;
+pub mod strategy;
+
+use bevy::ecs::change_detection::Tick;
+use bevy::prelude::*;
+
+pub use entities::{
+    Parked, ReservedSlots, SimCommands, SimEntity, SimulationEntities, Synced, WorldRole,
+    despawn_simulated_now, spawn_simulated_now,
+};
+pub use registry::{RollbackAppExt, RollbackRegistry};
+pub use strategy::{RollbackStrategy, TickMap};
+
+use crate::checksum::StateHasher;
+use std::hash::Hasher;
+
+/// One simulation world (verified or predicted) owned by the session.
+pub struct SimulationWorld {
+    /// The world.
+    pub world: World,
+    /// Which world this is.
+    pub role: WorldRole,
+    /// The world's change tick at the end of its last [`SimulationTick`](crate::SimulationTick);
+    /// change ticks are copied relative to it.
+    pub(crate) mark: Tick,
+}
+
+impl SimulationWorld {
+    pub(crate) fn new(world: World, role: WorldRole) -> Self {
+        Self {
+            world,
+            role,
+            mark: Tick::new(0),
+        }
+    }
+
+    /// The last tick this world simulated.
+    pub fn tick(&self) -> crate::input::Tick {
+        self.world.resource::<crate::SimTick>().0
+    }
+
+    /// Live simulation entities in slot order.
+    pub fn simulation_entities(&mut self) -> Vec<Entity> {
+        let slots = self.world.resource::<ReservedSlots>().clone();
+        let mut query = self
+            .world
+            .query_filtered::<Entity, (With<SimEntity>, Without<Parked>)>();
+        let mut list: Vec<Entity> = query.iter(&self.world).collect();
+        list.sort_by_key(|e| slots.slot_of(*e));
+        list
+    }
+}
+
+/// What a rollback did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RollbackReport {
+    /// Entities spawned in the predicted world to match the verified world.
+    pub restored_entities: u32,
+    /// Entities parked because they existed only in the mispredicted timeline.
+    pub parked_entities: u32,
+    /// Slots whose id could not be restored (generation ahead: a bug, reported as an error).
+    pub failed_slots: u32,
+    /// Component types found on simulation entities that are not registered (each reported
+    /// once per session).
+    pub unregistered: Vec<String>,
+}
+
+/// Makes `dst`'s simulation state equal `src`'s.
+pub(crate) fn rollback(
+    src: &mut SimulationWorld,
+    dst: &mut SimulationWorld,
+    registry: &mut RollbackRegistry,
+) -> RollbackReport {
+    let mut report = RollbackReport::default();
+    align_entities(&mut src.world, &mut dst.world, &mut report);
+    let map = TickMap::new(src.mark, dst.mark, dst.world.read_change_tick());
+    for copier in registry.components.iter_mut() {
+        copier.copy(&mut src.world, &mut dst.world, map);
+    }
+    for copier in registry.resources.iter() {
+        copier.copy(&src.world, &mut dst.world, map);
+    }
+    report.unregistered = registry.unregistered_components(&src.world);
+    // Removals made by the rollback itself must not reach Rapier's removal detection in the
+    // next tick: the copied sets are already right.
+    dst.world.clear_trackers();
+    dst.world.clear_trackers();
+    report
+}
+
+fn align_entities(src: &mut World, dst: &mut World, report: &mut RollbackReport) {
+    let slots = src.resource::<ReservedSlots>().clone();
+    let used = src
+        .resource::<SimulationEntities>()
+        .slots_used()
+        .max(dst.resource::<SimulationEntities>().slots_used());
+    for slot in 0..used {
+        let index = bevy::ecs::entity::EntityIndex::from_raw_u32(slots.index_of(slot))
+            .expect("reserved index");
+        let src_entity = src.entities().resolve_from_index(index);
+        let src_live =
+            src.entities().is_index_spawned(index) && src.get::<SimEntity>(src_entity).is_some();
+        let dst_entity = dst.entities().resolve_from_index(index);
+        let dst_spawned = dst.entities().is_index_spawned(index);
+        let dst_live = dst_spawned
+            && dst.get::<SimEntity>(dst_entity).is_some()
+            && dst.get::<Parked>(dst_entity).is_none();
+        if src_live {
+            if dst_live && dst_entity == src_entity {
+                continue;
+            }
+            if dst_live {
+                // A different generation lives here in the mispredicted timeline.
+                entities::park(dst, dst_entity);
+            }
+            if entities::materialize(dst, src_entity) {
+                report.restored_entities += 1;
+            } else {
+                report.failed_slots += 1;
+                error!(
+                    "rollback: cannot restore {src_entity}: its slot ran ahead in the predicted world"
+                );
+            }
+        } else if dst_live {
+            entities::park(dst, dst_entity);
+            report.parked_entities += 1;
+        }
+    }
+}
+
+/// The checksum of a simulation world: see [`crate::checksum`].
+pub(crate) fn checksum(world: &mut SimulationWorld, registry: &RollbackRegistry) -> u64 {
+    let slots = world.world.resource::<ReservedSlots>().clone();
+    let entities = world.simulation_entities();
+    let world = &world.world;
+    let mut hasher = StateHasher::default();
+    hasher.write_u64(entities.len() as u64);
+    for entity in entities {
+        hasher.write_u32(slots.slot_of(entity).unwrap_or(u32::MAX));
+        hasher.write_u32(entity.generation().to_bits());
+        for copier in registry.components.iter().filter(|c| c.hashed()) {
+            copier.hash(world, entity, &mut hasher);
+        }
+    }
+    for copier in registry.resources.iter().filter(|c| c.hashed()) {
+        copier.hash(world, &mut hasher);
+    }
+    hasher.finish()
+}

@@ -1,0 +1,118 @@
+//! Rapier's state in a rollback.
+//!
+//! A bit-exact restore of Rapier needs more than `Transform` and `Velocity`: the rigid-body,
+//! collider and joint sets, and the island manager, broad phase, narrow phase (contact graph)
+//! and CCD solver of [`RapierContextSimulation`], plus the per-body components bevy_rapier keeps
+//! in sync with them (handles, sleeping state, mass properties...). This module registers all of
+//! them. The sets hold entity bits (`user_data`) and private entity-to-handle maps, which is why
+//! simulation entities have equal ids in both worlds.
+
+use std::any::TypeId;
+
+use bevy::ecs::query::QueryState;
+use bevy::ecs::world::WorldId;
+use bevy::prelude::*;
+use bevy::transform::components::TransformTreeChanged;
+use bevy_rapier3d::plugin::context::{
+    RapierContextColliders, RapierContextJoints, RapierContextSimulation, RapierRigidBodySet,
+    SimulationToRenderTime,
+};
+use bevy_rapier3d::prelude::*;
+
+use super::entities::Synced;
+use super::registry::RollbackRegistry;
+use super::strategy::{ComponentCopier, RollbackStrategy, TickMap};
+use crate::checksum::StateHasher;
+
+/// Registers Bevy's transform components and every bevy_rapier component that can sit on a
+/// simulation entity or a Rapier context entity.
+pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
+    use RollbackStrategy::{Clone as C, Copy as K};
+    macro_rules! reg {
+        ($s:expr; $($t:ty),* $(,)?) => {$(
+            registry.register_component::<$t>($s).expect("registry is open while building");
+        )*};
+    }
+    registry
+        .register_hashed_component::<Transform>(K)
+        .expect("open");
+    registry
+        .register_hashed_component::<Velocity>(K)
+        .expect("open");
+    reg!(K; GlobalTransform, TransformTreeChanged);
+    reg!(K; RigidBody, RapierRigidBodyHandle, RapierColliderHandle, RapierImpulseJointHandle,
+        RapierMultibodyJointHandle, RapierContextEntityLink, AdditionalMassProperties,
+        ReadMassProperties, Ccd, SoftCcd, Damping, Dominance, ExternalForce, ExternalImpulse,
+        GravityScale, LockedAxes, Sleeping, RigidBodyDisabled, ColliderDisabled,
+        ColliderMassProperties, Friction, Restitution, CollisionGroups, SolverGroups, Sensor,
+        ActiveEvents, ActiveHooks, ActiveCollisionTypes, ContactForceEventThreshold, ContactSkin,
+        ColliderScale, TransformInterpolation, AdditionalSolverIterations, ImpulseJoint,
+        MultibodyJoint, RapierConfiguration, DefaultRapierContext);
+    reg!(C; Collider, RapierRigidBodySet, RapierContextColliders, RapierContextJoints,
+        SimulationToRenderTime, KinematicCharacterController, KinematicCharacterControllerOutput);
+    registry
+        .components
+        .push(Box::new(ContextSimulationCopier::default()));
+    registry.ignore_component::<Name>();
+    registry.ignore_component::<super::entities::SimEntity>();
+    registry.ignore_component::<Synced>();
+    registry.ignore_component::<super::entities::Parked>();
+    registry.ignore_component::<CollidingEntities>();
+}
+
+/// Copies the stateful parts of [`RapierContextSimulation`] (it is not `Clone`): islands, broad
+/// phase, narrow phase, CCD solver and integration parameters. The pipeline keeps only scratch
+/// buffers and stays the predicted world's own.
+#[derive(Default)]
+struct ContextSimulationCopier {
+    src: Option<(
+        WorldId,
+        QueryState<(Entity, &'static RapierContextSimulation), With<Synced>>,
+    )>,
+    dst: Option<(
+        WorldId,
+        QueryState<&'static mut RapierContextSimulation, With<Synced>>,
+    )>,
+}
+
+impl ComponentCopier for ContextSimulationCopier {
+    fn type_id(&self) -> TypeId {
+        TypeId::of::<RapierContextSimulation>()
+    }
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<RapierContextSimulation>()
+    }
+
+    fn copy(&mut self, src: &mut World, dst: &mut World, _map: TickMap) {
+        if self.src.as_ref().is_none_or(|(id, _)| *id != src.id()) {
+            self.src = Some((src.id(), QueryState::new(src)));
+        }
+        if self.dst.as_ref().is_none_or(|(id, _)| *id != dst.id()) {
+            self.dst = Some((dst.id(), QueryState::new(dst)));
+        }
+        let (_, src_q) = self.src.as_mut().expect("set");
+        let (_, dst_q) = self.dst.as_mut().expect("set");
+        src_q.update_archetypes(src);
+        dst_q.update_archetypes(dst);
+        let src: &World = src;
+        for (entity, from) in src_q.iter(src) {
+            let Ok(mut to) = dst_q.get_mut(dst, entity) else {
+                warn!("Rapier context {entity} exists only in the verified world; not restored");
+                continue;
+            };
+            let to = to.bypass_change_detection();
+            to.islands.clone_from(&from.islands);
+            to.broad_phase.clone_from(&from.broad_phase);
+            to.narrow_phase.clone_from(&from.narrow_phase);
+            to.ccd_solver.clone_from(&from.ccd_solver);
+            to.integration_parameters = from.integration_parameters;
+        }
+    }
+
+    fn hash(&self, _world: &World, _entity: Entity, _hasher: &mut StateHasher) {}
+
+    fn hashed(&self) -> bool {
+        false
+    }
+}

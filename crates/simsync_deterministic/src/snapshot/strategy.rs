@@ -1,0 +1,244 @@
+//! How one registered type is copied from the verified world to the predicted world.
+//!
+//! A rollback makes the predicted world's simulation state equal the verified world's. Each
+//! registered component or resource type has a copier; all of them share one rule for change
+//! ticks: a restored value carries the verified world's change state *relative to the end of the
+//! last tick* ([`TickMap`]), so a system in the next tick sees `Changed<T>` in the predicted world
+//! exactly when it would in the verified world, and restoring an unchanged value never looks
+//! like a change.
+
+use std::any::TypeId;
+
+use bevy::ecs::change_detection::Tick;
+use bevy::ecs::component::Mutable;
+use bevy::ecs::query::QueryState;
+use bevy::ecs::world::WorldId;
+use bevy::prelude::*;
+use std::hash::Hasher;
+
+use super::entities::Synced;
+use crate::checksum::{SimHash, StateHasher};
+
+/// How a registered type is duplicated during a rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect)]
+pub enum RollbackStrategy {
+    /// `Copy` types: a bitwise copy.
+    Copy,
+    /// `Clone` types: `clone_from`, which reuses the destination's allocations.
+    Clone,
+}
+
+/// Maps change ticks of the verified world onto the predicted world, relative to the tick mark
+/// each world recorded at the end of its last [`SimulationTick`](crate::SimulationTick).
+#[derive(Debug, Clone, Copy)]
+pub struct TickMap {
+    src_mark: Tick,
+    dst_mark: Tick,
+    dst_now: Tick,
+}
+
+impl TickMap {
+    /// A map from a world marked `src_mark` to one marked `dst_mark` whose current change tick is
+    /// `dst_now`.
+    pub fn new(src_mark: Tick, dst_mark: Tick, dst_now: Tick) -> Self {
+        Self {
+            src_mark,
+            dst_mark,
+            dst_now,
+        }
+    }
+
+    /// The destination tick with the same offset from its mark as `tick` has from the source
+    /// mark; never later than the destination's current tick.
+    pub fn map(&self, tick: Tick) -> Tick {
+        let offset = tick.get().wrapping_sub(self.src_mark.get()) as i32;
+        let room = self.dst_now.get().wrapping_sub(self.dst_mark.get()) as i32;
+        let offset = offset.min(room);
+        Tick::new(self.dst_mark.get().wrapping_add(offset as u32))
+    }
+}
+
+/// One registered component type: copy and hash.
+pub(crate) trait ComponentCopier: Send + Sync {
+    fn type_id(&self) -> TypeId;
+    fn type_name(&self) -> &'static str;
+    /// Makes every [`Synced`] entity of `dst` hold the same value (or absence) of the component
+    /// as in `src`. Entities must already be aligned.
+    fn copy(&mut self, src: &mut World, dst: &mut World, map: TickMap);
+    /// Hashes the component of `entity` in `world`, if registered for checksums and present.
+    fn hash(&self, world: &World, entity: Entity, hasher: &mut StateHasher);
+    fn hashed(&self) -> bool;
+}
+
+/// One registered resource type.
+pub(crate) trait ResourceCopier: Send + Sync {
+    fn type_name(&self) -> &'static str;
+    fn copy(&self, src: &World, dst: &mut World, map: TickMap);
+    fn hash(&self, world: &World, hasher: &mut StateHasher);
+    fn hashed(&self) -> bool;
+}
+
+type HashFn<T> = fn(&T, &mut StateHasher);
+
+/// Copier of a `Clone` component (also used for `Copy` components).
+pub(crate) struct CloneComponent<T: Component<Mutability = Mutable> + Clone> {
+    src: Option<(WorldId, QueryState<(Entity, Ref<'static, T>), With<Synced>>)>,
+    dst: Option<(WorldId, QueryState<&'static mut T, With<Synced>>)>,
+    dst_all: Option<(WorldId, QueryState<Entity, (With<T>, With<Synced>)>)>,
+    hash: Option<HashFn<T>>,
+    inserts: Vec<(Entity, T, Tick, Tick)>,
+}
+
+impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
+    pub(crate) fn new(hash: Option<HashFn<T>>) -> Self {
+        Self {
+            src: None,
+            dst: None,
+            dst_all: None,
+            hash,
+            inserts: Vec::new(),
+        }
+    }
+}
+
+/// Returns a query state for `world`, rebuilding it when the cached one belongs to another world.
+fn state_for<
+    'a,
+    D: bevy::ecs::query::QueryData + 'static,
+    F: bevy::ecs::query::QueryFilter + 'static,
+>(
+    slot: &'a mut Option<(WorldId, QueryState<D, F>)>,
+    world: &mut World,
+) -> &'a mut QueryState<D, F> {
+    if slot.as_ref().is_none_or(|(id, _)| *id != world.id()) {
+        *slot = Some((world.id(), QueryState::new(world)));
+    }
+    let (_, state) = slot.as_mut().expect("set above");
+    state.update_archetypes(world);
+    state
+}
+
+impl<T: Component<Mutability = Mutable> + Clone> ComponentCopier for CloneComponent<T> {
+    fn type_id(&self) -> TypeId {
+        TypeId::of::<T>()
+    }
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+
+    fn copy(&mut self, src: &mut World, dst: &mut World, map: TickMap) {
+        let src_q = state_for(&mut self.src, src);
+        let src: &World = src;
+        let dst_q = state_for(&mut self.dst, dst);
+        let mut matched = 0usize;
+        for (entity, value) in src_q.iter(src) {
+            let changed = map.map(value.last_changed());
+            let added = map.map(value.added());
+            match dst_q.get_mut(dst, entity) {
+                Ok(mut target) => {
+                    target.bypass_change_detection().clone_from(&*value);
+                    target.set_last_changed(changed);
+                    target.set_last_added(added);
+                    matched += 1;
+                }
+                Err(_) => self
+                    .inserts
+                    .push((entity, (*value).clone(), changed, added)),
+            }
+        }
+        let dst_all = state_for(&mut self.dst_all, dst);
+        if dst_all.iter(dst).count() > matched {
+            let extra: Vec<Entity> = dst_all
+                .iter(dst)
+                .filter(|e| src.get::<T>(*e).is_none())
+                .collect();
+            for entity in extra {
+                dst.entity_mut(entity).remove::<T>();
+            }
+        }
+        for (entity, value, changed, added) in self.inserts.drain(..) {
+            let Ok(mut target) = dst.get_entity_mut(entity) else {
+                continue;
+            };
+            target.insert(value);
+            if let Some(mut inserted) = target.get_mut::<T>() {
+                inserted.set_last_changed(changed);
+                inserted.set_last_added(added);
+            }
+        }
+    }
+
+    fn hash(&self, world: &World, entity: Entity, hasher: &mut StateHasher) {
+        if let Some(hash) = self.hash
+            && let Some(value) = world.get::<T>(entity)
+        {
+            hasher.write_str(self.type_name());
+            hash(value, hasher);
+        }
+    }
+
+    fn hashed(&self) -> bool {
+        self.hash.is_some()
+    }
+}
+
+/// Copier of a `Clone` resource, including its absence.
+pub(crate) struct CloneResource<R: Resource<Mutability = Mutable> + Clone> {
+    hash: Option<HashFn<R>>,
+}
+
+impl<R: Resource<Mutability = Mutable> + Clone> CloneResource<R> {
+    pub(crate) fn new(hash: Option<HashFn<R>>) -> Self {
+        Self { hash }
+    }
+}
+
+impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource<R> {
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<R>()
+    }
+
+    fn copy(&self, src: &World, dst: &mut World, map: TickMap) {
+        let Some(value) = src.get_resource_ref::<R>() else {
+            if dst.contains_resource::<R>() {
+                dst.remove_resource::<R>();
+            }
+            return;
+        };
+        let changed = map.map(value.last_changed());
+        let added = map.map(value.added());
+        if let Some(mut target) = dst.get_resource_mut::<R>() {
+            target.bypass_change_detection().clone_from(&*value);
+            target.set_last_changed(changed);
+            target.set_last_added(added);
+        } else {
+            dst.insert_resource((*value).clone());
+            let mut target = dst.resource_mut::<R>();
+            target.set_last_changed(changed);
+            target.set_last_added(added);
+        }
+    }
+
+    fn hash(&self, world: &World, hasher: &mut StateHasher) {
+        if let Some(hash) = self.hash {
+            hasher.write_str(self.type_name());
+            match world.get_resource::<R>() {
+                Some(value) => {
+                    hasher.write_u8(1);
+                    hash(value, hasher);
+                }
+                None => hasher.write_u8(0),
+            }
+        }
+    }
+
+    fn hashed(&self) -> bool {
+        self.hash.is_some()
+    }
+}
+
+/// The `SimHash` function of a type, as a plain function pointer.
+pub(crate) fn sim_hash_fn<T: SimHash>() -> HashFn<T> {
+    |value, hasher| value.sim_hash(hasher)
+}

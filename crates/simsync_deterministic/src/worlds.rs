@@ -1,0 +1,224 @@
+//! The verified and the predicted world: two Bevy sub-apps built from the same plugins.
+//!
+//! Both are built as [`SubApp`]s so that plugins (the game's, Rapier's) go through Bevy's normal
+//! build / finish / cleanup lifecycle. When the app is cleaned up, the session takes their
+//! worlds and drives them itself: Bevy's own `App::update` would run sub-apps in hash-map order
+//! after the main schedule, which gives no control over verification and prediction.
+
+use bevy::app::AppLabel;
+use bevy::ecs::schedule::{MultiThreadedExecutor, ScheduleLabel, SingleThreadedExecutor};
+use bevy::prelude::*;
+use bevy::transform::TransformSystems;
+use bevy::transform::systems::{
+    mark_dirty_trees, propagate_parent_transforms, sync_simple_transforms,
+};
+use bevy_rapier3d::pipeline::{CollisionEvent, ContactForceEvent};
+use bevy_rapier3d::plugin::context::RapierContextSimulation;
+use bevy_rapier3d::prelude::*;
+use simsync_time::TickRate;
+
+use crate::SimTick;
+use crate::error::SessionError;
+use crate::input::{InputStatus, PlayerIndex, SimInput, Tick};
+use crate::player_inputs::PlayerInputs;
+use crate::schedule::{SimulationSet, SimulationStartup, SimulationTick};
+use crate::snapshot::{
+    ReservedSlots, RollbackRegistry, SimulationEntities, SimulationWorld, Synced, WorldRole,
+};
+
+/// Label of the verified world's sub-app (present only while the app is being built).
+#[derive(AppLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VerifiedApp;
+
+/// Label of the predicted world's sub-app (present only while the app is being built).
+#[derive(AppLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PredictedApp;
+
+/// What both simulation worlds are built from.
+#[derive(Clone)]
+pub(crate) struct WorldSpec {
+    pub tick_rate: TickRate,
+    pub max_simulation_entities: u32,
+    pub reuse_delay: Tick,
+    pub players: PlayerIndex,
+    pub parallel: bool,
+}
+
+/// Builds one simulation sub-app: reserved entity range, core resources, schedules, Rapier in
+/// [`SimulationTick`], then the game plugin.
+pub(crate) fn build_sub_app<I: SimInput>(
+    role: WorldRole,
+    spec: &WorldSpec,
+    game: GameBuilder,
+) -> Result<SubApp, SessionError> {
+    let mut sub = SubApp::new();
+    let slots = ReservedSlots::reserve(sub.world_mut(), spec.max_simulation_entities)?;
+    let dt = spec.tick_rate.tick_duration();
+    {
+        let world = sub.world_mut();
+        world.init_resource::<AppTypeRegistry>();
+        world.insert_resource(slots);
+        world.insert_resource(role);
+        world.insert_resource(SimTick(0));
+        world.insert_resource(spec.tick_rate);
+        world.insert_resource(Time::<()>::default());
+        world.insert_resource(SimulationEntities::new(
+            spec.max_simulation_entities,
+            spec.reuse_delay,
+        ));
+        world.insert_resource(PlayerInputs::<I>::new(spec.players));
+        world.insert_resource(TimestepMode::Fixed {
+            dt: dt.as_secs_f32(),
+            substeps: 1,
+        });
+        let mut registry = RollbackRegistry::default();
+        crate::snapshot::rapier::register_builtin(&mut registry);
+        registry
+            .register_hashed_resource::<SimTick>()
+            .expect("registry open while building");
+        registry
+            .register_resource::<Time>()
+            .expect("registry open while building");
+        registry
+            .register_resource::<PlayerInputs<I>>()
+            .expect("registry open while building");
+        registry
+            .register_resource::<SimulationEntities>()
+            .expect("registry open while building");
+        registry
+            .register_resource::<simsync_time::CurrentInstant>()
+            .expect("registry open while building");
+        world.insert_resource(registry);
+        world.insert_resource(simsync_time::CurrentInstant::default());
+    }
+    let mut tick = Schedule::new(SimulationTick);
+    if spec.parallel {
+        tick.set_executor(MultiThreadedExecutor::new());
+    } else {
+        tick.set_executor(SingleThreadedExecutor::new());
+    }
+    sub.add_schedule(tick);
+    sub.add_schedule(Schedule::new(SimulationStartup));
+    sub.add_schedule(Schedule::new(PreStartup));
+    sub.add_schedule(Schedule::new(Startup));
+    sub.add_schedule(Schedule::new(PostStartup));
+    sub.add_plugins((
+        bevy::transform::TransformPlugin,
+        RapierPhysicsPlugin::<NoUserData>::default().in_schedule(SimulationTick),
+    ));
+    sub.configure_sets(
+        SimulationTick,
+        (SimulationSet::Prepare, SimulationSet::Game)
+            .chain()
+            .before(PhysicsSet::SyncBackend),
+    );
+    sub.configure_sets(
+        SimulationTick,
+        SimulationSet::Cleanup
+            .after(PhysicsSet::Writeback)
+            .after(TransformSystems::Propagate),
+    );
+    sub.add_systems(
+        SimulationTick,
+        (
+            mark_dirty_trees,
+            propagate_parent_transforms,
+            sync_simple_transforms,
+        )
+            .chain()
+            .in_set(TransformSystems::Propagate),
+    );
+    // Removals made during a tick reach Rapier within the same tick in both worlds, so no
+    // removal is pending across a tick boundary (where a rollback could not copy it).
+    sub.add_systems(
+        SimulationTick,
+        bevy_rapier3d::plugin::systems::sync_removals.in_set(SimulationSet::Cleanup),
+    );
+    sub.add_plugins(GamePlugin(game));
+    Ok(sub)
+}
+
+/// The user's simulation plugins, as a closure run in each simulation sub-app.
+pub(crate) type GameBuilder = std::sync::Arc<dyn Fn(&mut App) + Send + Sync>;
+
+/// Adapter running the user's game closure inside a sub-app.
+struct GamePlugin(GameBuilder);
+
+impl Plugin for GamePlugin {
+    fn build(&self, app: &mut App) {
+        (self.0)(app);
+    }
+}
+
+/// Takes a built sub-app's world, runs its startup schedules and the setup tick (tick 0) with
+/// default inputs, so both worlds have run an identical first [`SimulationTick`].
+pub(crate) fn into_simulation_world<I: SimInput>(
+    mut sub: SubApp,
+    role: WorldRole,
+) -> SimulationWorld {
+    let world = std::mem::take(sub.world_mut());
+    drop(sub);
+    let mut sw = SimulationWorld::new(world, role);
+    for label in [
+        PreStartup.intern(),
+        Startup.intern(),
+        PostStartup.intern(),
+        SimulationStartup.intern(),
+    ] {
+        let _ = sw.world.try_run_schedule(label);
+    }
+    mark_contexts(&mut sw.world);
+    let players = sw.world.resource::<PlayerInputs<I>>().len();
+    let inputs = vec![I::default(); players];
+    let status = vec![InputStatus::Confirmed; players];
+    run_tick(&mut sw, 0, &inputs, &status);
+    sw
+}
+
+/// Adds [`Synced`] to every Rapier context entity so rollback copies it.
+fn mark_contexts(world: &mut World) {
+    let mut query =
+        world.query_filtered::<Entity, (With<RapierContextSimulation>, Without<Synced>)>();
+    let contexts: Vec<Entity> = query.iter(world).collect();
+    for entity in contexts {
+        world.entity_mut(entity).insert(Synced);
+    }
+}
+
+/// The Rapier context entities of a world, in id order.
+pub(crate) fn context_entities(world: &mut World) -> Vec<Entity> {
+    let mut query = world.query_filtered::<Entity, With<RapierContextSimulation>>();
+    let mut list: Vec<Entity> = query.iter(world).collect();
+    list.sort();
+    list
+}
+
+/// Runs one [`SimulationTick`] on `sw` as tick `tick` with the given input set: sets `SimTick`,
+/// `PlayerInputs`, advances `Time` by exactly one tick, clears Rapier's per-tick messages, runs
+/// the schedule, records the change-tick mark and clears the change trackers.
+pub(crate) fn run_tick<I: SimInput>(
+    sw: &mut SimulationWorld,
+    tick: Tick,
+    inputs: &[I],
+    status: &[InputStatus],
+) {
+    let world = &mut sw.world;
+    world.resource_mut::<SimTick>().0 = tick;
+    world
+        .resource_mut::<PlayerInputs<I>>()
+        .advance(tick, inputs, status);
+    let dt = world.resource::<TickRate>().tick_duration();
+    world.resource_mut::<Time>().advance_by(dt);
+    world.resource_mut::<simsync_time::CurrentInstant>().0 =
+        simsync_time::VirtualInstant::from_ticks(i64::from(tick));
+    if let Some(mut messages) = world.get_resource_mut::<Messages<CollisionEvent>>() {
+        messages.clear();
+    }
+    if let Some(mut messages) = world.get_resource_mut::<Messages<ContactForceEvent>>() {
+        messages.clear();
+    }
+    world.run_schedule(SimulationTick);
+    sw.mark = world.read_change_tick();
+    world.clear_trackers();
+    world.check_change_ticks();
+}

@@ -1,0 +1,64 @@
+//! Command-line arguments of the sandbox.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// The scene loaded when `--scene` is not given (absolute, so any working directory works).
+pub const DEFAULT_SCENE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/scenes/sandbox.ron");
+/// The trace loaded when `--trace` is not given.
+pub const DEFAULT_TRACE: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/assets/traces/two_players.ron");
+
+/// How the session's peers are connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Every player in this process; inputs reach a local relay after the input latency.
+    Local,
+}
+
+impl Mode {
+    /// The mode's name as given on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Local => "local",
+        }
+    }
+}
+
+/// Headless multiplayer physics sandbox: replays recorded player inputs through a deterministic
+/// rollback session (verified and predicted worlds) and reports whether prediction matched
+/// verification.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "sandbox", version)]
+pub struct Args {
+    /// Session mode.
+    #[arg(long, value_enum, default_value_t = Mode::Local)]
+    pub mode: Mode,
+    /// Ticks to verify (64 ticks per second of simulated time).
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
+    pub ticks: u32,
+    /// Players (the scene needs at least this many player spawns; players the trace does not
+    /// know send default input).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..))]
+    pub players: u8,
+    /// Ticks from sampling an input to its confirmation by the relay, for every player.
+    #[arg(long, default_value_t = 6)]
+    pub input_latency_ticks: u32,
+    /// Extra random confirmation delay in 0..=N ticks per input (seeded).
+    #[arg(long, default_value_t = 0)]
+    pub jitter_ticks: u32,
+    /// Scene file (RON).
+    #[arg(long, default_value = DEFAULT_SCENE)]
+    pub scene: PathBuf,
+    /// Input trace file (RON).
+    #[arg(long, default_value = DEFAULT_TRACE)]
+    pub trace: PathBuf,
+    /// Also write the summary as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub summary_json: Option<PathBuf>,
+    /// Do not compare predicted ticks with verified ones (the comparison costs a state hash per
+    /// predicted tick).
+    #[arg(long)]
+    pub no_verify_predictions: bool,
+}

@@ -1,0 +1,248 @@
+//! The main app of a local run: builds the session, feeds the trace, steps until the verified
+//! world reaches the requested tick, and collects the summary.
+
+use std::time::{Duration, Instant};
+
+use bevy::log::LogPlugin;
+use bevy::prelude::*;
+use simsync::deterministic::{DeterministicSession, PredictionMismatch, SessionSetupError};
+use simsync::prelude::{
+    BeforeVerification, DeterministicPlugin, DeterministicSet, LocalInputs, LocalSessionConfig,
+    PackedInput, SessionClock, SessionMode, SessionStats, SimulationWorlds, SimulatorContext,
+};
+
+use super::cli::Args;
+use super::game::{self, PlayerBody, SandboxGame};
+use super::summary::Summary;
+use super::trace::CompiledTrace;
+
+/// Seed of the local relay's jitter (fixed, so runs are reproducible).
+const JITTER_SEED: u64 = 0x5a4d_b0c5_1e55_eed5;
+/// Prediction mismatches printed at most (all are counted in the summary).
+const MAX_MISMATCH_REPORTS: usize = 10;
+
+/// How a run failed, and the process exit code for it.
+#[derive(Debug)]
+pub struct Failure {
+    /// 1: the run failed or mismatched; 2: bad input files or arguments.
+    pub code: u8,
+    /// One line for stderr.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure caused by the arguments or input files (exit code 2).
+    pub fn input(message: impl Into<String>) -> Self {
+        Self {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    /// A failure of the run itself (exit code 1).
+    pub fn run(message: impl Into<String>) -> Self {
+        Self {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+/// The trace, as the main app feeds it (main-app resource).
+#[derive(Resource)]
+struct TraceFeed(CompiledTrace);
+
+/// The tick the verified world stops at (main-app resource).
+#[derive(Resource, Clone, Copy)]
+struct StopAt(i32);
+
+/// Prediction mismatches printed so far (main-app resource).
+#[derive(Resource, Default)]
+struct MismatchReports(usize);
+
+/// Sets every player's input for the tick the next session update polls (`PreUpdate`, before
+/// the session update).
+fn feed_inputs(
+    feed: Res<TraceFeed>,
+    session: Res<DeterministicSession<PackedInput>>,
+    mut local: ResMut<LocalInputs<PackedInput>>,
+) {
+    let tick = session.next_poll_tick() + session.config().input_delay as i32;
+    for player in 0..session.config().players {
+        let input = game::encode(&feed.0.input(player, tick));
+        if let Err(error) = local.set(player, input) {
+            warn_once!("input of player {player} not set: {error}");
+        }
+    }
+}
+
+/// Keeps the verified world from passing the requested tick (`BeforeVerification` hook).
+fn stop_at_requested_tick(stop: Res<StopAt>, mut ctx: ResMut<SimulatorContext>) {
+    let remaining = (stop.0 - ctx.verified_from_tick()).max(0);
+    if ctx.ticks_to_verify() > remaining {
+        let _ = ctx.set_ticks_to_verify(remaining);
+    }
+}
+
+/// Prints the first prediction mismatches to stderr.
+fn report_mismatches(
+    mut mismatches: MessageReader<PredictionMismatch>,
+    mut reported: ResMut<MismatchReports>,
+) {
+    for mismatch in mismatches.read() {
+        if reported.0 < MAX_MISMATCH_REPORTS {
+            eprintln!(
+                "prediction mismatch at tick {}: predicted state {:016x}, verified {:016x}",
+                mismatch.tick, mismatch.predicted, mismatch.verified
+            );
+        }
+        reported.0 += 1;
+    }
+}
+
+/// Builds the app of a local session for `args`, with the scene and trace already loaded.
+///
+/// # Errors
+/// Exit code 2 when the session configuration is rejected; 1 when the worlds were not built.
+pub fn build_app(args: &Args, game: SandboxGame, trace: CompiledTrace) -> Result<App, Failure> {
+    let entities = game.entity_count() + 256;
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, LogPlugin::default()))
+        .add_plugins(
+            DeterministicPlugin::<PackedInput>::new(game)
+                .players(args.players)
+                .mode(SessionMode::Predicted)
+                .clock(SessionClock::Stepped {
+                    ticks_per_update: 1,
+                })
+                .local_session(LocalSessionConfig {
+                    latency_ticks: vec![args.input_latency_ticks; usize::from(args.players)],
+                    jitter_ticks: args.jitter_ticks,
+                    seed: JITTER_SEED,
+                    known_players: vec![0],
+                })
+                .verify_predictions(!args.no_verify_predictions)
+                .max_simulation_entities(entities),
+        )
+        .insert_resource(TraceFeed(trace))
+        .insert_resource(StopAt(args.ticks as i32))
+        .init_resource::<MismatchReports>()
+        .add_systems(
+            PreUpdate,
+            feed_inputs.before(DeterministicSet::SessionUpdate),
+        )
+        .add_systems(BeforeVerification, stop_at_requested_tick)
+        .add_systems(Last, report_mismatches);
+    app.finish();
+    app.cleanup();
+    if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
+        return Err(Failure::input(format!(
+            "invalid session configuration: {error}"
+        )));
+    }
+    if !app.world().contains_resource::<SimulationWorlds>() {
+        return Err(Failure::run("the simulation worlds were not built"));
+    }
+    Ok(app)
+}
+
+/// Counts the player bodies and all rigid bodies of the verified world.
+fn count_bodies(app: &App) -> (usize, usize) {
+    let world = app.world().resource::<SimulationWorlds>().verified();
+    let players = world
+        .try_query::<&PlayerBody>()
+        .map_or(0, |mut q| q.iter(world).count());
+    let bodies = world
+        .try_query::<&bevy_rapier3d::prelude::RigidBody>()
+        .map_or(0, |mut q| q.iter(world).count());
+    (players, bodies)
+}
+
+/// Runs a built app until the verified world reaches `args.ticks`, printing progress every
+/// wall-clock second, and returns the summary.
+///
+/// # Errors
+/// Exit code 1 if the scene was not fully spawned, the verified world does not reach the tick
+/// within a generous number of updates, or passes it.
+pub fn run(args: &Args, expected_bodies: u32, mut app: App) -> Result<Summary, Failure> {
+    let (players, bodies) = count_bodies(&app);
+    if players != usize::from(args.players) || bodies != expected_bodies as usize {
+        return Err(Failure::run(format!(
+            "scene not fully spawned: {bodies} of {expected_bodies} bodies, {players} of {} players",
+            args.players
+        )));
+    }
+    let target = args.ticks as i32;
+    let limit = u64::from(args.ticks) * 4
+        + u64::from(args.input_latency_ticks + args.jitter_ticks) * 2
+        + 10_000;
+    let start = Instant::now();
+    let mut last_report = (start, 0u64);
+    let mut updates = 0u64;
+    loop {
+        let stats = app.world().resource::<SessionStats>();
+        if stats.verified_tick >= target {
+            break;
+        }
+        if updates >= limit {
+            return Err(Failure::run(format!(
+                "the verified world is at tick {} of {target} after {updates} updates; giving up",
+                stats.verified_tick
+            )));
+        }
+        app.update();
+        updates += 1;
+        let now = Instant::now();
+        if now - last_report.0 >= Duration::from_secs(1) {
+            let stats = app.world().resource::<SessionStats>();
+            let rate =
+                (stats.ticks_verified - last_report.1) as f64 / (now - last_report.0).as_secs_f64();
+            println!(
+                "[{:5.1} s] verified {}/{target}  predicted tick {}  rollbacks {}  {rate:.0} ticks/s",
+                (now - start).as_secs_f64(),
+                stats.verified_tick,
+                stats.predicted_tick,
+                stats.rollbacks,
+            );
+            last_report = (now, stats.ticks_verified);
+        }
+    }
+    let stats = app.world().resource::<SessionStats>().clone();
+    if stats.verified_tick != target {
+        return Err(Failure::run(format!(
+            "the verified world passed the requested tick: at {} instead of {target}",
+            stats.verified_tick
+        )));
+    }
+    if !stats.unregistered_components.is_empty() {
+        eprintln!(
+            "warning: components on simulation entities that rollback does not restore: {}",
+            stats.unregistered_components.join(", ")
+        );
+    }
+    let checksum = app
+        .world_mut()
+        .resource_mut::<SimulationWorlds>()
+        .verified_checksum();
+    if let Some(recorded) = stats.last_checksum.filter(|c| c.tick == target)
+        && recorded.checksum != checksum
+    {
+        eprintln!(
+            "warning: the session recorded checksum {:016x} at tick {target}, the verified world \
+             now hashes to {checksum:016x}",
+            recorded.checksum
+        );
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    println!(
+        "finished in {elapsed:.2} s ({updates} updates, {:.0} verified ticks/s)",
+        f64::from(args.ticks) / elapsed.max(1e-9)
+    );
+    Ok(Summary::new(
+        args.mode.name(),
+        args.ticks,
+        args.players,
+        &stats,
+        checksum,
+    ))
+}

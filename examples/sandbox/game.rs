@@ -1,0 +1,294 @@
+//! The sandbox's simulation: the game plugin added to both simulation worlds.
+//!
+//! [`SandboxGame`] spawns the scene in [`SimulationStartup`] and, every [`SimulationTick`], turns
+//! each player's [`PackedInput`] into impulses on the bodies (before Rapier steps):
+//! - move axes: a horizontal impulse steering the player's velocity towards `axes × MAX_SPEED`,
+//!   limited to `MOVE_ACCEL` per second;
+//! - jump (button [`JUMP`], on the tick it is pressed): an upward velocity change of
+//!   `JUMP_SPEED`, only while the body is not moving vertically much (standing on something);
+//! - push (button [`PUSH`], on the tick it is pressed): an outward impulse on every other
+//!   dynamic body within [`PUSH_RADIUS`] of the player's centre.
+//!
+//! Every impulse depends only on the bodies' state at the start of the tick and on the inputs;
+//! contributions to one body are summed in player order, so the result never depends on query
+//! iteration order.
+
+use std::sync::Arc;
+
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::{
+    Collider, ColliderMassProperties, Damping, ExternalImpulse, Friction, RigidBody, Velocity,
+};
+use simsync::deterministic::{SimHash, StateHasher};
+use simsync::prelude::{
+    PackedInput, PlayerInputs, RollbackAppExt, SimCommands, SimulationSet, SimulationStartup,
+    SimulationTick,
+};
+
+use super::scene::{Scene, Shape};
+use super::trace::TraceInput;
+
+/// Button bit of "jump" in [`PackedInput`].
+pub const JUMP: u8 = 0;
+/// Button bit of "push" in [`PackedInput`].
+pub const PUSH: u8 = 1;
+/// Top horizontal speed a player steers towards, m/s.
+pub const MAX_SPEED: f32 = 5.0;
+/// Horizontal velocity change a player's movement may apply per second, m/s².
+pub const MOVE_ACCEL: f32 = 20.0;
+/// Upward velocity change of a jump, m/s.
+pub const JUMP_SPEED: f32 = 5.5;
+/// A jump is possible only while the vertical speed is below this, m/s.
+pub const GROUNDED_VERTICAL_SPEED: f32 = 0.75;
+/// Reach of a push: bodies whose centre is within this distance of the player's centre, m.
+pub const PUSH_RADIUS: f32 = 2.0;
+/// Impulse of a push on a body at the player's centre (falls off linearly to a quarter of it at
+/// [`PUSH_RADIUS`]), N·s.
+pub const PUSH_IMPULSE: f32 = 2.5;
+/// Upward share added to a push's outward direction before normalising.
+pub const PUSH_LIFT: f32 = 0.35;
+
+/// Encodes one player's trace actions as the session's input type (axes quantized to 1/127).
+pub fn encode(input: &TraceInput) -> PackedInput {
+    let mut packed = PackedInput::default();
+    // Slots 0 and 1 and bits JUMP and PUSH are in range, so none of these can fail.
+    let _ = packed.set_axis(0, input.movement[0]);
+    let _ = packed.set_axis(1, input.movement[1]);
+    let _ = packed.set_pressed(JUMP, input.jump);
+    let _ = packed.set_pressed(PUSH, input.push);
+    packed
+}
+
+/// Marks a player's body (rolled back and part of checksums).
+#[derive(Component, Debug, Clone, Copy, PartialEq)]
+pub struct PlayerBody {
+    /// The player controlling the body.
+    pub player: u8,
+    /// The body's mass in kilograms (impulses are scaled by it).
+    pub mass: f32,
+}
+
+impl SimHash for PlayerBody {
+    fn sim_hash(&self, hasher: &mut StateHasher) {
+        self.player.sim_hash(hasher);
+        self.mass.sim_hash(hasher);
+    }
+}
+
+/// The scene a simulation world spawns, and how many players it has (a constant resource of
+/// each simulation world; not simulation state).
+#[derive(Resource, Debug, Clone)]
+pub struct SandboxScene {
+    /// The scene.
+    pub scene: Arc<Scene>,
+    /// Players in the session: the first `players` player spawns are used.
+    pub players: u8,
+}
+
+/// The sandbox game plugin, added to both simulation worlds by the
+/// [`DeterministicPlugin`](simsync::DeterministicPlugin).
+#[derive(Debug, Clone)]
+pub struct SandboxGame {
+    scene: Arc<Scene>,
+    players: u8,
+}
+
+impl SandboxGame {
+    /// A game spawning `scene` with `players` player bodies (the scene must have that many
+    /// player spawns; the loader and `main` check it).
+    pub fn new(scene: Arc<Scene>, players: u8) -> Self {
+        Self { scene, players }
+    }
+
+    /// Number of simulation entities the scene spawns: ground, ramps, pile bodies and players.
+    pub fn entity_count(&self) -> u32 {
+        1 + self.scene.ramps.len() as u32 + self.scene.pile_bodies() + u32::from(self.players)
+    }
+
+    /// Number of dynamic bodies the scene spawns: pile bodies and players.
+    pub fn dynamic_body_count(&self) -> u32 {
+        self.scene.pile_bodies() + u32::from(self.players)
+    }
+}
+
+impl Plugin for SandboxGame {
+    fn build(&self, app: &mut App) {
+        app.insert_resource(SandboxScene {
+            scene: self.scene.clone(),
+            players: self.players,
+        })
+        .rollback_hashed_component::<PlayerBody>()
+        .add_systems(SimulationStartup, spawn_scene)
+        .add_systems(
+            SimulationTick,
+            apply_player_inputs.in_set(SimulationSet::Game),
+        );
+    }
+}
+
+fn vec3(v: [f32; 3]) -> Vec3 {
+    Vec3::from_array(v)
+}
+
+fn collider(shape: &Shape) -> Collider {
+    match *shape {
+        Shape::Box { size } => Collider::cuboid(size[0] / 2.0, size[1] / 2.0, size[2] / 2.0),
+        Shape::Ball { radius } => Collider::ball(radius),
+    }
+}
+
+/// Spawns the whole scene as simulation entities, in file order (ground, ramps, piles,
+/// players), so both worlds give every body the same id.
+fn spawn_scene(mut sim: SimCommands, scene: Res<SandboxScene>) {
+    let s = &scene.scene;
+    let half = |size: [f32; 3]| Collider::cuboid(size[0] / 2.0, size[1] / 2.0, size[2] / 2.0);
+    let mut spawned = Vec::new();
+    spawned.push(sim.spawn((
+        Transform::from_translation(vec3(s.ground.center)),
+        RigidBody::Fixed,
+        half(s.ground.size),
+        Friction::coefficient(s.ground.friction),
+    )));
+    for ramp in &s.ramps {
+        let [rx, ry, rz] = ramp.rotation_deg.map(f32::to_radians);
+        spawned.push(sim.spawn((
+            Transform::from_translation(vec3(ramp.center)).with_rotation(Quat::from_euler(
+                EulerRot::XYZ,
+                rx,
+                ry,
+                rz,
+            )),
+            RigidBody::Fixed,
+            half(ramp.size),
+            Friction::coefficient(ramp.friction),
+        )));
+    }
+    for pile in &s.piles {
+        for position in pile.positions() {
+            spawned.push(sim.spawn((
+                Transform::from_translation(vec3(position)),
+                RigidBody::Dynamic,
+                collider(&pile.shape),
+                ColliderMassProperties::Density(pile.density),
+                Friction::coefficient(pile.friction),
+                ExternalImpulse::default(),
+            )));
+        }
+    }
+    for (player, spawn) in s
+        .players
+        .iter()
+        .take(usize::from(scene.players))
+        .enumerate()
+    {
+        spawned.push(sim.spawn((
+            Transform::from_translation(vec3(spawn.spawn)),
+            RigidBody::Dynamic,
+            collider(&spawn.shape),
+            ColliderMassProperties::Density(spawn.density),
+            Friction::coefficient(spawn.friction),
+            Damping {
+                linear_damping: 0.2,
+                angular_damping: 1.0,
+            },
+            Velocity::zero(),
+            ExternalImpulse::default(),
+            PlayerBody {
+                player: player as u8,
+                mass: spawn.mass(),
+            },
+        )));
+    }
+    if let Some(error) = spawned.into_iter().find_map(Result::err) {
+        error!("sandbox scene not fully spawned: {error}");
+    }
+}
+
+/// The impulse a player's own movement and jump apply to its body this tick.
+fn player_impulse(
+    input: &PackedInput,
+    previous: &PackedInput,
+    velocity: &Velocity,
+    mass: f32,
+    dt: f32,
+) -> Vec3 {
+    let mut impulse = Vec3::ZERO;
+    let wish = Vec3::new(input.axis(0), 0.0, input.axis(1)).clamp_length_max(1.0);
+    if wish != Vec3::ZERO {
+        let horizontal = Vec3::new(velocity.linear.x, 0.0, velocity.linear.z);
+        let dv = (wish * MAX_SPEED - horizontal).clamp_length_max(MOVE_ACCEL * dt);
+        impulse += dv * mass;
+    }
+    if input.just_pressed(previous, JUMP) && velocity.linear.y.abs() < GROUNDED_VERTICAL_SPEED {
+        impulse.y += JUMP_SPEED * mass;
+    }
+    impulse
+}
+
+/// The impulse a push from `from` gives a body at `at`, or `None` out of reach.
+fn push_impulse(from: Vec3, at: Vec3) -> Option<Vec3> {
+    let offset = at - from;
+    let distance = offset.length();
+    if distance > PUSH_RADIUS {
+        return None;
+    }
+    let outward = if distance > 1e-4 {
+        offset / distance
+    } else {
+        Vec3::Y
+    };
+    let direction = (outward + Vec3::Y * PUSH_LIFT).normalize_or(Vec3::Y);
+    let strength = PUSH_IMPULSE * (1.0 - 0.75 * distance / PUSH_RADIUS);
+    Some(direction * strength)
+}
+
+/// Applies every player's input of this tick as impulses (see the module docs).
+fn apply_player_inputs(
+    inputs: Res<PlayerInputs<PackedInput>>,
+    time: Res<Time>,
+    players: Query<(Entity, &PlayerBody, &Transform, &Velocity)>,
+    mut bodies: Query<(Entity, &Transform, &RigidBody, &mut ExternalImpulse)>,
+) {
+    let dt = time.delta_secs();
+    let mut list: Vec<_> = players.iter().collect();
+    list.sort_by_key(|(_, body, _, _)| body.player);
+    // (body, impulse) of each player's own movement, and (pusher, centre) of each push, both in
+    // player order.
+    let mut own = Vec::new();
+    let mut pushes = Vec::new();
+    for (entity, body, transform, velocity) in list {
+        let Some(input) = inputs.get(body.player) else {
+            continue;
+        };
+        let previous = inputs.previous(body.player).copied().unwrap_or_default();
+        let impulse = player_impulse(input, &previous, velocity, body.mass, dt);
+        if impulse != Vec3::ZERO {
+            own.push((entity, impulse));
+        }
+        if input.just_pressed(&previous, PUSH) {
+            pushes.push((entity, transform.translation));
+        }
+    }
+    for (entity, impulse) in own {
+        if let Ok((_, _, _, mut external)) = bodies.get_mut(entity) {
+            external.impulse += impulse;
+        }
+    }
+    if pushes.is_empty() {
+        return;
+    }
+    for (entity, transform, rigid_body, mut external) in &mut bodies {
+        if *rigid_body != RigidBody::Dynamic {
+            continue;
+        }
+        let total = pushes
+            .iter()
+            .filter(|(pusher, _)| *pusher != entity)
+            .filter_map(|(_, from)| push_impulse(*from, transform.translation))
+            .fold(Vec3::ZERO, |sum, impulse| sum + impulse);
+        // Touch the component only for a real impulse: a zero one would still wake the body.
+        if total != Vec3::ZERO {
+            external.impulse += total;
+        }
+    }
+}
