@@ -168,6 +168,7 @@ fn drive_players(
     }
 }
 
+#[allow(clippy::too_many_arguments)] // a Bevy system: one parameter per resource it reads
 fn projectiles(
     game: Res<TestGame>,
     tick: Res<SimTick>,

@@ -9,8 +9,6 @@
 
 use std::any::TypeId;
 
-use bevy::ecs::query::QueryState;
-use bevy::ecs::world::WorldId;
 use bevy::prelude::*;
 use bevy::transform::components::TransformTreeChanged;
 use bevy_rapier3d::plugin::context::{
@@ -21,7 +19,7 @@ use bevy_rapier3d::prelude::*;
 
 use super::entities::Synced;
 use super::registry::RollbackRegistry;
-use super::strategy::{ComponentCopier, RollbackStrategy, TickMap};
+use super::strategy::{CachedQuery, ComponentCopier, RollbackStrategy, TickMap, state_for};
 use crate::checksum::StateHasher;
 
 /// Registers Bevy's transform components and every bevy_rapier component that can sit on a
@@ -65,14 +63,8 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
 /// buffers and stays the predicted world's own.
 #[derive(Default)]
 struct ContextSimulationCopier {
-    src: Option<(
-        WorldId,
-        QueryState<(Entity, &'static RapierContextSimulation), With<Synced>>,
-    )>,
-    dst: Option<(
-        WorldId,
-        QueryState<&'static mut RapierContextSimulation, With<Synced>>,
-    )>,
+    src: CachedQuery<(Entity, &'static RapierContextSimulation), With<Synced>>,
+    dst: CachedQuery<&'static mut RapierContextSimulation, With<Synced>>,
 }
 
 impl ComponentCopier for ContextSimulationCopier {
@@ -85,16 +77,8 @@ impl ComponentCopier for ContextSimulationCopier {
     }
 
     fn copy(&mut self, src: &mut World, dst: &mut World, _map: TickMap) {
-        if self.src.as_ref().is_none_or(|(id, _)| *id != src.id()) {
-            self.src = Some((src.id(), QueryState::new(src)));
-        }
-        if self.dst.as_ref().is_none_or(|(id, _)| *id != dst.id()) {
-            self.dst = Some((dst.id(), QueryState::new(dst)));
-        }
-        let (_, src_q) = self.src.as_mut().expect("set");
-        let (_, dst_q) = self.dst.as_mut().expect("set");
-        src_q.update_archetypes(src);
-        dst_q.update_archetypes(dst);
+        let src_q = state_for(&mut self.src, src);
+        let dst_q = state_for(&mut self.dst, dst);
         let src: &World = src;
         for (entity, from) in src_q.iter(src) {
             let Ok(mut to) = dst_q.get_mut(dst, entity) else {

@@ -80,11 +80,14 @@ pub(crate) trait ResourceCopier: Send + Sync {
 
 type HashFn<T> = fn(&T, &mut StateHasher);
 
+/// A query state cached for the world it was built for.
+pub(crate) type CachedQuery<D, F = ()> = Option<(WorldId, QueryState<D, F>)>;
+
 /// Copier of a `Clone` component (also used for `Copy` components).
 pub(crate) struct CloneComponent<T: Component<Mutability = Mutable> + Clone> {
-    src: Option<(WorldId, QueryState<(Entity, Ref<'static, T>), With<Synced>>)>,
-    dst: Option<(WorldId, QueryState<&'static mut T, With<Synced>>)>,
-    dst_all: Option<(WorldId, QueryState<Entity, (With<T>, With<Synced>)>)>,
+    src: CachedQuery<(Entity, Ref<'static, T>), With<Synced>>,
+    dst: CachedQuery<&'static mut T, With<Synced>>,
+    dst_all: CachedQuery<Entity, (With<T>, With<Synced>)>,
     hash: Option<HashFn<T>>,
     inserts: Vec<(Entity, T, Tick, Tick)>,
 }
@@ -102,12 +105,12 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
 }
 
 /// Returns a query state for `world`, rebuilding it when the cached one belongs to another world.
-fn state_for<
+pub(crate) fn state_for<
     'a,
     D: bevy::ecs::query::QueryData + 'static,
     F: bevy::ecs::query::QueryFilter + 'static,
 >(
-    slot: &'a mut Option<(WorldId, QueryState<D, F>)>,
+    slot: &'a mut CachedQuery<D, F>,
     world: &mut World,
 ) -> &'a mut QueryState<D, F> {
     if slot.as_ref().is_none_or(|(id, _)| *id != world.id()) {
