@@ -250,8 +250,20 @@ pub fn feed_scripted_inputs(
 
 use simsync::deterministic::DeterministicSession;
 
-/// A headless app running `game` in a local session.
+/// A headless app running `game` in a local session that rolls back on every verified tick
+/// (the rollback skip is off, to exercise rollback).
 pub fn app(game: TestGame, latency: u32, mode: SessionMode, verify: bool) -> App {
+    app_with_skip(game, latency, mode, verify, false)
+}
+
+/// [`app`] choosing whether rollbacks are skipped when every prediction held.
+pub fn app_with_skip(
+    game: TestGame,
+    latency: u32,
+    mode: SessionMode,
+    verify: bool,
+    skip_rollbacks: bool,
+) -> App {
     let players = game.players;
     let mut app = App::new();
     app.add_plugins(MinimalPlugins);
@@ -261,6 +273,7 @@ pub fn app(game: TestGame, latency: u32, mode: SessionMode, verify: bool) -> App
             .mode(mode)
             .checksum_interval(1)
             .verify_predictions(verify)
+            .skip_rollback_when_predictions_hold(skip_rollbacks)
             .clock(SessionClock::Stepped {
                 ticks_per_update: 1,
             })

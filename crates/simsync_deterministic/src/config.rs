@@ -89,6 +89,10 @@ pub struct SessionConfig {
     pub parallel_simulation: bool,
     /// The local session.
     pub local: LocalSessionConfig,
+    /// Skip the rollback when every tick of the current predicted timeline was simulated with
+    /// the inputs known now (then rollback plus re-simulation would reproduce it exactly).
+    /// Default on; `IsRollbackRequired` still forces a rollback.
+    pub skip_rollback_when_predictions_hold: bool,
     /// Input ticks kept in the buffer (default 1,024; must exceed the rollback window plus the
     /// largest latency).
     pub input_capacity: u32,
@@ -110,6 +114,7 @@ impl Default for SessionConfig {
             parallel_simulation: false,
             local: LocalSessionConfig::default(),
             input_capacity: 1_024,
+            skip_rollback_when_predictions_hold: true,
         }
     }
 }

@@ -142,6 +142,12 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// Skip rollbacks when every prediction of the current timeline held (default on).
+    pub fn skip_rollback_when_predictions_hold(mut self, on: bool) -> Self {
+        self.config.skip_rollback_when_predictions_hold = on;
+        self
+    }
+
     /// Size of the reserved range of simulation entity ids.
     pub fn max_simulation_entities(mut self, n: u32) -> Self {
         self.config.max_simulation_entities = n;

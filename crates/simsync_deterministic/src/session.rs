@@ -134,6 +134,11 @@ pub struct SessionStats {
     pub ticks_predicted: u64,
     /// Rollbacks performed.
     pub rollbacks: u64,
+    /// Rollbacks performed although skipping had been requested (IsRollbackRequired).
+    pub forced_rollbacks: u64,
+    /// Session updates that verified ticks but skipped the rollback because every prediction
+    /// of the current timeline held.
+    pub skipped_rollbacks: u64,
     /// Predicted ticks simulated again after a rollback (tick ≤ the highest tick predicted before).
     pub resimulated_ticks: u64,
     /// Inputs whose prediction differed from the confirmed value.
@@ -203,6 +208,8 @@ pub struct DeterministicSession<I: SimInput> {
     prediction_base: Tick,
     prediction_chain: u64,
     audit: BTreeMap<Tick, AuditEntry>,
+    /// Hash of the input set each tick of the current predicted timeline was simulated with.
+    used_inputs: BTreeMap<Tick, u64>,
     confirmed_hashes: VecDeque<(Tick, u64)>,
     accumulator: f64,
     started: bool,
@@ -237,6 +244,7 @@ impl<I: SimInput> DeterministicSession<I> {
             prediction_base: 0,
             prediction_chain: chain_seed(0),
             audit: BTreeMap::new(),
+            used_inputs: BTreeMap::new(),
             confirmed_hashes: VecDeque::new(),
             accumulator: 0.0,
             started: false,
@@ -458,6 +466,16 @@ fn update<I: SimInput>(
             .resource_mut::<SimulatorContext>()
             .enter_before_prediction(),
     );
+    if predicted_mode && config.skip_rollback_when_predictions_hold && predictions_hold(session) {
+        // Every tick of the current predicted timeline was simulated with the inputs known now:
+        // a rollback and re-simulation would reproduce it bit for bit, so ask to skip it (a
+        // request: IsRollbackRequired still forces one). Hooks may undo the request.
+        check(
+            world
+                .resource_mut::<SimulatorContext>()
+                .set_skip_prediction_rollback_if_possible(true),
+        );
+    }
     let _ = world.try_run_schedule(BeforePrediction);
     if predicted_mode {
         check(world.resource_mut::<SimulatorContext>().enter_prediction());
@@ -474,11 +492,18 @@ fn update<I: SimInput>(
             );
             check(world.resource_mut::<SimulatorContext>().record_rollback());
             stats.rollbacks += 1;
+            if world
+                .resource::<SimulatorContext>()
+                .skip_prediction_rollback_if_possible()
+            {
+                stats.forced_rollbacks += 1;
+            }
             stats.rollback_restored_entities += u64::from(report.restored_entities);
             stats.rollback_parked_entities += u64::from(report.parked_entities);
             session.predicted_tick = worlds.verified.tick();
             session.prediction_base = session.predicted_tick;
             session.prediction_chain = chain_seed(session.prediction_base);
+            session.used_inputs.clear();
             for type_name in report.unregistered {
                 warn!(
                     "component `{type_name}` on a simulation entity is not registered for rollback: \
@@ -487,6 +512,13 @@ fn update<I: SimInput>(
                 );
                 stats.unregistered_components.push(type_name.clone());
                 world.write_message(UnregisteredComponent { type_name });
+            }
+        }
+
+        {
+            let ctx = world.resource::<SimulatorContext>();
+            if !ctx.has_rolled_back_prediction() && ctx.ticks_verified() > 0 {
+                stats.skipped_rollbacks += 1;
             }
         }
 
@@ -527,8 +559,9 @@ fn update<I: SimInput>(
             stats.ticks_predicted += 1;
             session.predicted_tick = next;
             session.highest_predicted = session.highest_predicted.max(next);
-            session.prediction_chain =
-                chain_step(session.prediction_chain, hash_inputs(&session.inputs));
+            let inputs_hash = hash_inputs(&session.inputs);
+            session.prediction_chain = chain_step(session.prediction_chain, inputs_hash);
+            session.used_inputs.insert(next, inputs_hash);
             if config.verify_predictions {
                 let state = snapshot::checksum(&mut worlds.predicted, &worlds.registry);
                 session.audit.insert(
@@ -568,6 +601,13 @@ fn update<I: SimInput>(
         session.buffer.discard_through(keep_from);
     }
     while session
+        .used_inputs
+        .first_key_value()
+        .is_some_and(|(t, _)| *t <= verified_tick)
+    {
+        session.used_inputs.pop_first();
+    }
+    while session
         .confirmed_hashes
         .front()
         .is_some_and(|(t, _)| *t < keep_from)
@@ -586,6 +626,31 @@ fn check<T>(result: Result<T, crate::context::ContextError>) {
     if let Err(error) = result {
         error!("simulator context: {error}");
     }
+}
+
+/// Whether every tick of the current predicted timeline was simulated with exactly the inputs
+/// the session would use for it now (confirmed where known, else the current prediction).
+fn predictions_hold<I: SimInput>(session: &mut DeterministicSession<I>) -> bool {
+    if session.used_inputs.is_empty() {
+        return false;
+    }
+    let players = session.config.players;
+    let mut inputs = std::mem::take(&mut session.inputs);
+    let mut status = std::mem::take(&mut session.status);
+    let mut hold = true;
+    for (tick, used) in session.used_inputs.iter() {
+        session
+            .buffer
+            .fill_predicted(*tick, &mut inputs, &mut status);
+        debug_assert_eq!(inputs.len(), usize::from(players));
+        if hash_inputs(&inputs) != *used {
+            hold = false;
+            break;
+        }
+    }
+    session.inputs = inputs;
+    session.status = status;
+    hold
 }
 
 /// Compares the prediction of `tick` (if its inputs turned out right) with the verified state.

@@ -81,21 +81,39 @@ pub(crate) fn rollback(
     dst: &mut SimulationWorld,
     registry: &mut RollbackRegistry,
 ) -> RollbackReport {
+    let profile = profile_enabled();
+    let mut timer = std::time::Instant::now();
+    let mut lap = |name: &str| {
+        if profile {
+            eprintln!("rollback {name}: {:?}", timer.elapsed());
+            timer = std::time::Instant::now();
+        }
+    };
     let mut report = RollbackReport::default();
     align_entities(&mut src.world, &mut dst.world, &mut report);
+    lap("align");
     let map = TickMap::new(src.mark, dst.mark, dst.world.read_change_tick());
     for copier in registry.components.iter_mut() {
         copier.copy(&mut src.world, &mut dst.world, map);
+        lap(copier.type_name());
     }
     for copier in registry.resources.iter() {
         copier.copy(&src.world, &mut dst.world, map);
     }
+    lap("resources");
     report.unregistered = registry.unregistered_components(&src.world);
+    lap("unregistered scan");
     // Removals made by the rollback itself must not reach Rapier's removal detection in the
     // next tick: the copied sets are already right.
     dst.world.clear_trackers();
     dst.world.clear_trackers();
     report
+}
+
+/// `SIMSYNC_ROLLBACK_PROFILE=1` prints the time of each rollback step to stderr.
+fn profile_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SIMSYNC_ROLLBACK_PROFILE").is_some())
 }
 
 fn align_entities(src: &mut World, dst: &mut World, report: &mut RollbackReport) {

@@ -1,0 +1,266 @@
+//! Tests of the sandbox example's asset loaders (scene and trace), and of the shipped assets.
+//!
+//! The loaders live in `examples/sandbox/`; they are included here by path so `cargo test` runs
+//! these tests without building the example's own test target.
+
+#[allow(dead_code)]
+#[path = "../examples/sandbox/error.rs"]
+mod error;
+#[allow(dead_code)]
+#[path = "../examples/sandbox/scene.rs"]
+mod scene;
+#[allow(dead_code)]
+#[path = "../examples/sandbox/trace.rs"]
+mod trace;
+
+use std::path::{Path, PathBuf};
+
+use error::LoadError;
+use scene::{Shape, load_scene, parse_scene};
+use trace::{TraceInput, load_trace, parse_trace};
+
+fn asset(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets")
+        .join(relative)
+}
+
+const MINIMAL_SCENE: &str = r#"(
+    ground: (center: (0.0, -0.5, 0.0), size: (20.0, 1.0, 20.0)),
+    piles: [
+        (origin: (0.0, 0.5, 0.0), count: (2, 1, 3), spacing: (1.0, 1.0, 1.0),
+         shape: Box(size: (1.0, 1.0, 1.0))),
+    ],
+    players: [(spawn: (5.0, 0.5, 0.0), shape: Ball(radius: 0.5))],
+)"#;
+
+/// The minimal scene with `from` replaced by `to` (which must occur).
+fn scene_with(from: &str, to: &str) -> String {
+    assert!(
+        MINIMAL_SCENE.contains(from),
+        "{from} not in the minimal scene"
+    );
+    MINIMAL_SCENE.replacen(from, to, 1)
+}
+
+fn invalid(error: LoadError) -> (String, String) {
+    match error {
+        LoadError::Invalid { field, reason, .. } => (field, reason),
+        other => panic!("expected a semantic error, got: {other}"),
+    }
+}
+
+#[test]
+fn shipped_scene_has_ramps_piles_and_players() {
+    let scene = load_scene(&asset("scenes/sandbox.ron")).expect("the shipped scene loads");
+    assert!(scene.ramps.len() >= 2);
+    assert!(
+        scene.pile_bodies() >= 200,
+        "{} pile bodies",
+        scene.pile_bodies()
+    );
+    assert!(scene.players.len() >= 2);
+    assert!(
+        scene
+            .ramps
+            .iter()
+            .all(|r| r.rotation_deg.iter().any(|a| *a != 0.0))
+    );
+}
+
+#[test]
+fn shipped_trace_covers_1800_ticks_of_two_players() {
+    let trace = load_trace(&asset("traces/two_players.ron")).expect("the shipped trace loads");
+    assert_eq!(trace.players(), 2);
+    assert!(trace.end_tick() > 1800, "ends at {}", trace.end_tick());
+    for player in 0..2 {
+        let mut changes = 0;
+        let (mut jumps, mut pushes) = (0, 0);
+        let mut previous = TraceInput::default();
+        for tick in 1..=1800 {
+            let input = trace.input(player, tick);
+            changes += usize::from(input != previous);
+            jumps += usize::from(input.jump && !previous.jump);
+            pushes += usize::from(input.push && !previous.push);
+            previous = input;
+        }
+        // A change every 10–60 ticks on average.
+        assert!(
+            (30..=180).contains(&changes),
+            "player {player}: {changes} changes"
+        );
+        assert!(jumps >= 5, "player {player}: {jumps} jumps");
+        assert!(pushes >= 5, "player {player}: {pushes} pushes");
+    }
+}
+
+#[test]
+fn minimal_scene_parses_with_defaults() {
+    let scene = parse_scene(MINIMAL_SCENE, Path::new("mini.ron")).unwrap();
+    assert_eq!(scene.pile_bodies(), 6);
+    assert!(scene.ramps.is_empty());
+    assert_eq!(scene.piles[0].density, 1.0);
+    assert_eq!(scene.ground.friction, 0.5);
+    let positions: Vec<_> = scene.piles[0].positions().collect();
+    assert_eq!(positions.len(), 6);
+    assert_eq!(positions[0], [0.0, 0.5, 0.0]);
+    assert_eq!(positions[1], [1.0, 0.5, 0.0]);
+    assert_eq!(positions[5], [1.0, 0.5, 2.0]);
+    assert!(matches!(scene.players[0].shape, Shape::Ball { radius } if radius == 0.5));
+}
+
+#[test]
+fn missing_file_names_the_file() {
+    let path = asset("scenes/does_not_exist.ron");
+    let error = load_scene(&path).unwrap_err();
+    assert!(matches!(error, LoadError::Io { .. }));
+    let text = error.to_string();
+    assert!(text.contains("does_not_exist.ron"), "{text}");
+    let error = load_trace(&asset("traces/nope.ron")).unwrap_err();
+    assert!(error.to_string().contains("nope.ron"));
+}
+
+#[test]
+fn malformed_ron_reports_file_line_and_column() {
+    let text = scene_with("size: (20.0, 1.0, 20.0)", "size: (20.0, 1.0 20.0)");
+    let error = parse_scene(&text, Path::new("broken.ron")).unwrap_err();
+    let LoadError::Parse { line, column, .. } = &error else {
+        panic!("expected a parse error, got {error}");
+    };
+    assert_eq!(*line, 2);
+    assert!(*column > 30, "column {column}");
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!("broken.ron:2:{column}: ")),
+        "{message}"
+    );
+}
+
+#[test]
+fn unknown_field_and_wrong_type_are_parse_errors() {
+    let text = scene_with("ground: (", "ground: (colour: 3, ");
+    let error = parse_scene(&text, Path::new("x.ron")).unwrap_err();
+    assert!(matches!(error, LoadError::Parse { line: 2, .. }), "{error}");
+    let text = scene_with("count: (2, 1, 3)", "count: (2, -1, 3)");
+    let error = parse_scene(&text, Path::new("x.ron")).unwrap_err();
+    assert!(matches!(error, LoadError::Parse { line: 4, .. }), "{error}");
+}
+
+#[test]
+fn zero_size_pile_is_rejected() {
+    let text = scene_with("count: (2, 1, 3)", "count: (2, 0, 3)");
+    let (field, reason) = invalid(parse_scene(&text, Path::new("s.ron")).unwrap_err());
+    assert_eq!(field, "piles[0].count");
+    assert!(reason.contains("at least one"), "{reason}");
+}
+
+#[test]
+fn negative_or_zero_sizes_are_rejected() {
+    let text = scene_with("Box(size: (1.0, 1.0, 1.0))", "Box(size: (1.0, -1.0, 1.0))");
+    let (field, _) = invalid(parse_scene(&text, Path::new("s.ron")).unwrap_err());
+    assert_eq!(field, "piles[0].shape.size");
+    let text = scene_with("Ball(radius: 0.5)", "Ball(radius: 0.0)");
+    let (field, _) = invalid(parse_scene(&text, Path::new("s.ron")).unwrap_err());
+    assert_eq!(field, "players[0].shape.radius");
+    let text = scene_with("size: (20.0, 1.0, 20.0)", "size: (20.0, 0.0, 20.0)");
+    let (field, _) = invalid(parse_scene(&text, Path::new("s.ron")).unwrap_err());
+    assert_eq!(field, "ground.size");
+}
+
+#[test]
+fn overlapping_pile_spacing_is_rejected() {
+    let text = scene_with("spacing: (1.0, 1.0, 1.0)", "spacing: (1.0, 1.0, 0.5)");
+    let error = parse_scene(&text, Path::new("s.ron")).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("s.ron: invalid scene: `piles[0].spacing`")
+    );
+}
+
+#[test]
+fn scene_without_players_is_rejected() {
+    let text = scene_with(
+        "players: [(spawn: (5.0, 0.5, 0.0), shape: Ball(radius: 0.5))]",
+        "players: []",
+    );
+    let (field, _) = invalid(parse_scene(&text, Path::new("s.ron")).unwrap_err());
+    assert_eq!(field, "players");
+}
+
+const MINIMAL_TRACE: &str = r#"(
+    players: 2,
+    segments: [
+        (player: 0, start: 1, ticks: 10, move: (1.0, 0.0)),
+        (player: 0, start: 11, ticks: 2, move: (1.0, 0.0), jump: true),
+        (player: 1, start: 5, ticks: 3, push: true),
+        (player: 0, start: 20, ticks: 5, move: (-0.5, 0.25)),
+    ],
+)"#;
+
+#[test]
+fn trace_lookup_by_player_and_tick() {
+    let trace = parse_trace(MINIMAL_TRACE, Path::new("t.ron")).unwrap();
+    assert_eq!(trace.players(), 2);
+    assert_eq!(trace.end_tick(), 25);
+    assert_eq!(trace.segments(), 4);
+    let walk = TraceInput {
+        movement: [1.0, 0.0],
+        ..TraceInput::default()
+    };
+    assert_eq!(trace.input(0, 1), walk);
+    assert_eq!(trace.input(0, 10), walk);
+    assert!(trace.input(0, 11).jump);
+    assert!(trace.input(0, 12).jump);
+    // A gap, then a segment, then past the end: default input.
+    assert_eq!(trace.input(0, 13), TraceInput::default());
+    assert_eq!(trace.input(0, 24).movement, [-0.5, 0.25]);
+    assert_eq!(trace.input(0, 25), TraceInput::default());
+    assert_eq!(trace.input(0, 100_000), TraceInput::default());
+    assert_eq!(trace.input(0, 0), TraceInput::default());
+    assert_eq!(trace.input(0, -5), TraceInput::default());
+    assert!(trace.input(1, 5).push && trace.input(1, 7).push && !trace.input(1, 8).push);
+    // Players the trace does not know send default input.
+    assert_eq!(trace.input(2, 5), TraceInput::default());
+}
+
+#[test]
+fn segment_for_unknown_player_is_rejected() {
+    let text = MINIMAL_TRACE.replace("(player: 1, start: 5", "(player: 2, start: 5");
+    let error = parse_trace(&text, Path::new("t.ron")).unwrap_err();
+    let message = error.to_string();
+    let (field, reason) = invalid(error);
+    assert_eq!(field, "segments[2].player");
+    assert!(reason.contains("unknown player"), "{reason}");
+    assert!(message.starts_with("t.ron: invalid trace:"), "{message}");
+}
+
+#[test]
+fn overlapping_segments_are_rejected() {
+    let text = MINIMAL_TRACE.replace("(player: 0, start: 20", "(player: 0, start: 12");
+    let (field, reason) = invalid(parse_trace(&text, Path::new("t.ron")).unwrap_err());
+    assert_eq!(field, "segments[3]");
+    assert!(reason.contains("overlaps segments[1]"), "{reason}");
+}
+
+#[test]
+fn zero_tick_segment_and_axis_out_of_range_are_rejected() {
+    let text = MINIMAL_TRACE.replace("start: 5, ticks: 3", "start: 5, ticks: 0");
+    let (field, _) = invalid(parse_trace(&text, Path::new("t.ron")).unwrap_err());
+    assert_eq!(field, "segments[2].ticks");
+    let text = MINIMAL_TRACE.replace("move: (-0.5, 0.25)", "move: (-1.5, 0.25)");
+    let (field, _) = invalid(parse_trace(&text, Path::new("t.ron")).unwrap_err());
+    assert_eq!(field, "segments[3].move");
+    let text = MINIMAL_TRACE.replace("players: 2", "players: 0");
+    let (field, _) = invalid(parse_trace(&text, Path::new("t.ron")).unwrap_err());
+    assert_eq!(field, "players");
+}
+
+#[test]
+fn malformed_trace_reports_position() {
+    let text = MINIMAL_TRACE.replace("jump: true", "jump: yes");
+    let error = parse_trace(&text, Path::new("t.ron")).unwrap_err();
+    assert!(matches!(error, LoadError::Parse { line: 5, .. }), "{error}");
+    let error = parse_trace("(players: 1, segments: [", Path::new("t.ron")).unwrap_err();
+    assert!(matches!(error, LoadError::Parse { .. }), "{error}");
+}
