@@ -460,6 +460,21 @@ fn update<I: SimInput>(
         }
     }
 
+    // Components a rollback would not restore: checked on every new archetype of the verified
+    // world (cheap: archetypes already seen are skipped), reported once per type.
+    for type_name in worlds
+        .registry
+        .unregistered_components(&worlds.verified.world)
+    {
+        warn!(
+            "component `{type_name}` on a simulation entity is not registered for rollback: \
+             its value will not be restored (register it with rollback_component or \
+             ignore_rollback_component)"
+        );
+        stats.unregistered_components.push(type_name.clone());
+        world.write_message(UnregisteredComponent { type_name });
+    }
+
     // 4. BeforePrediction: hooks may set the skip flags; then the decision.
     check(
         world
@@ -504,15 +519,6 @@ fn update<I: SimInput>(
             session.prediction_base = session.predicted_tick;
             session.prediction_chain = chain_seed(session.prediction_base);
             session.used_inputs.clear();
-            for type_name in report.unregistered {
-                warn!(
-                    "component `{type_name}` on a simulation entity is not registered for rollback: \
-                     its value will not be restored (register it with rollback_component or \
-                     ignore_rollback_component)"
-                );
-                stats.unregistered_components.push(type_name.clone());
-                world.write_message(UnregisteredComponent { type_name });
-            }
         }
 
         {

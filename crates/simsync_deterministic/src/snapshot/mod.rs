@@ -70,9 +70,6 @@ pub struct RollbackReport {
     pub parked_entities: u32,
     /// Slots whose id could not be restored (generation ahead: a bug, reported as an error).
     pub failed_slots: u32,
-    /// Component types found on simulation entities that are not registered (each reported
-    /// once per session).
-    pub unregistered: Vec<String>,
 }
 
 /// Makes `dst`'s simulation state equal `src`'s.
@@ -101,8 +98,7 @@ pub(crate) fn rollback(
         copier.copy(&src.world, &mut dst.world, map);
     }
     lap("resources");
-    report.unregistered = registry.unregistered_components(&src.world);
-    lap("unregistered scan");
+    lap("done");
     // Removals made by the rollback itself must not reach Rapier's removal detection in the
     // next tick: the copied sets are already right.
     dst.world.clear_trackers();
