@@ -21,24 +21,26 @@ use simsync::prelude::*;
 
 use common::TestGame;
 
-fn game(bodies: u32) -> TestGame {
+fn game(bodies: u32, awake: bool) -> TestGame {
     TestGame {
         boxes: bodies,
+        awake,
         ..TestGame::default()
     }
 }
 
 /// A lockstep app: every update verifies exactly one tick (a plain tick plus session overhead).
-fn plain_app(bodies: u32) -> App {
-    let mut app = common::app(game(bodies), 0, SessionMode::Lockstep, false);
+fn plain_app(bodies: u32, awake: bool) -> App {
+    let mut app = common::app(game(bodies, awake), 0, SessionMode::Lockstep, false);
     common::run_until_verified(&mut app, 30);
     app
 }
 
 /// A predicting app whose inputs arrive 8 ticks late: every update verifies one tick, rolls
 /// back and predicts 8.
-fn predicting_app(bodies: u32) -> App {
-    let mut app = common::app(game(bodies), 8, SessionMode::Predicted, false);
+fn predicting_app(bodies: u32, awake: bool, skip: bool) -> App {
+    let mut app =
+        common::app_with_skip(game(bodies, awake), 8, SessionMode::Predicted, false, skip);
     common::run_until_verified(&mut app, 30);
     app
 }
@@ -76,36 +78,42 @@ fn time_rollbacks(app: &mut App, n: usize) -> Duration {
 
 fn bench(c: &mut Criterion) {
     let mut report = Vec::new();
-    for bodies in [100u32, 1_000] {
-        let mut group = c.benchmark_group(format!("{bodies}_bodies"));
+    for (bodies, awake) in [(100u32, false), (1_000, false), (1_000, true)] {
+        let label = if awake { "awake" } else { "resting" };
+        let mut group = c.benchmark_group(format!("{bodies}_bodies_{label}"));
         group
             .sample_size(10)
             .measurement_time(Duration::from_secs(3));
-        let mut plain = plain_app(bodies);
+        let mut plain = plain_app(bodies, awake);
         group.bench_function("plain_tick", |b| b.iter(|| plain.update()));
-        let mut predicting = predicting_app(bodies);
-        group.bench_function("rollback", |b| {
-            b.iter(|| {
-                app_rollback(&mut predicting);
-            })
-        });
+        let mut predicting = predicting_app(bodies, awake, false);
+        group.bench_function("rollback", |b| b.iter(|| app_rollback(&mut predicting)));
         group.bench_function("update_predicting_8", |b| b.iter(|| predicting.update()));
+        let mut skipping = predicting_app(bodies, awake, true);
+        group.bench_function("update_predicting_8_with_skip", |b| {
+            b.iter(|| skipping.update())
+        });
         group.finish();
 
         // Ratios from medians measured back to back in this run.
         let tick = time_ticks(&mut plain, 60);
         let rollback = time_rollbacks(&mut predicting, 30);
         let update = time_ticks(&mut predicting, 60);
-        let stats = predicting.world().resource::<SessionStats>().clone();
+        let skipped = time_ticks(&mut skipping, 60);
+        let depth = predicting
+            .world()
+            .resource::<SessionStats>()
+            .max_prediction_depth;
+        let s = skipping.world().resource::<SessionStats>().clone();
         report.push(format!(
-            "{bodies} bodies: tick {:?}, rollback {:?} → rollback/tick = {:.3} (target ≤ 0.25); \
-             update predicting {} ticks {:?} → update/(8 ticks) = {:.3} (target ≤ 1.15)",
-            tick,
-            rollback,
+            "{bodies} bodies ({label}): tick {tick:?}; rollback {rollback:?} → rollback/tick = {:.3} \
+             (target ≤ 0.25); update predicting {depth} ticks {update:?} → update/(8 ticks) = {:.3} \
+             (target ≤ 1.15); with rollback skip {skipped:?} → {:.3} ({} of {} rollbacks skipped)",
             rollback.as_secs_f64() / tick.as_secs_f64(),
-            stats.max_prediction_depth,
-            update,
             update.as_secs_f64() / (8.0 * tick.as_secs_f64()),
+            skipped.as_secs_f64() / (8.0 * tick.as_secs_f64()),
+            s.skipped_rollbacks,
+            s.skipped_rollbacks + s.rollbacks,
         ));
     }
     for line in report {

@@ -24,6 +24,8 @@ pub struct TestGame {
     pub flag_tick: Option<i32>,
     /// Extra non-simulation entities spawned at startup (to check they don't change checksums).
     pub unrelated_entities: u32,
+    /// Boxes never sleep (Rapier's sleeping disabled on them): every body is simulated every tick.
+    pub awake: bool,
 }
 
 impl Default for TestGame {
@@ -34,6 +36,7 @@ impl Default for TestGame {
             projectiles: false,
             flag_tick: None,
             unrelated_entities: 0,
+            awake: false,
         }
     }
 }
@@ -121,6 +124,11 @@ fn spawn_scene(mut sim: SimCommands, game: Res<TestGame>) {
             Transform::from_xyz(x, y, z),
             Velocity::zero(),
             Crate(n),
+            if game.awake {
+                Sleeping::disabled()
+            } else {
+                Sleeping::default()
+            },
         ))
         .expect("slot");
     }
@@ -242,13 +250,11 @@ pub fn feed_scripted_inputs(
     session: Res<DeterministicSession<PackedInput>>,
     mut local: ResMut<LocalInputs<PackedInput>>,
 ) {
-    let tick = session.next_poll_tick() + session.config().input_delay as i32;
+    let tick = session.next_input_tick();
     for p in 0..session.config().players {
         local.set(p, scripted_input(p, tick)).expect("known player");
     }
 }
-
-use simsync::deterministic::DeterministicSession;
 
 /// A headless app running `game` in a local session that rolls back on every verified tick
 /// (the rollback skip is off, to exercise rollback).

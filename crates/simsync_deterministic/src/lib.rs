@@ -59,9 +59,10 @@ pub mod prelude {
     pub use crate::input::{InputEncoder, PackedInput};
     pub use crate::{
         AfterPrediction, BeforePrediction, BeforeVerification, DeterministicPlugin,
-        DeterministicSet, InputStatus, LocalInputs, LocalSessionConfig, PlayerIndex, PlayerInputs,
-        RollbackAppExt, SessionClock, SessionConfig, SessionMode, SessionStats, SimCommands,
-        SimEntity, SimHash, SimInput, SimTick, SimulationSet, SimulationStartup, SimulationTick,
-        SimulationWorlds, SimulatorContext, Tick,
+        DeterministicSession, DeterministicSet, InputStatus, LocalInputs, LocalSessionConfig,
+        PlayerIndex, PlayerInputs, PredictionMismatch, RollbackAppExt, SessionClock, SessionConfig,
+        SessionMode, SessionSetupError, SessionStats, SimCommands, SimEntity, SimHash, SimInput,
+        SimTick, SimulationSet, SimulationStartup, SimulationTick, SimulationWorlds,
+        SimulatorContext, Tick,
     };
 }

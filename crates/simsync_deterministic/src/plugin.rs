@@ -148,6 +148,12 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// Input ticks kept in the buffer (must exceed rollback window + latency + jitter + delay).
+    pub fn input_capacity(mut self, ticks: u32) -> Self {
+        self.config.input_capacity = ticks;
+        self
+    }
+
     /// Size of the reserved range of simulation entity ids.
     pub fn max_simulation_entities(mut self, n: u32) -> Self {
         self.config.max_simulation_entities = n;

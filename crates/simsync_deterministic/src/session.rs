@@ -265,6 +265,12 @@ impl<I: SimInput> DeterministicSession<I> {
         self.local_tick + 1
     }
 
+    /// The tick the inputs written to [`LocalInputs`] before the next session update apply to
+    /// ([`next_poll_tick`](Self::next_poll_tick) plus the input delay).
+    pub fn next_input_tick(&self) -> Tick {
+        self.next_poll_tick() + self.config.input_delay as Tick
+    }
+
     /// The input buffer.
     pub fn buffer(&self) -> &InputBuffer<I> {
         &self.buffer
