@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use bevy::log::LogPlugin;
 use bevy::prelude::*;
+use bevy_rapier3d::prelude::{RigidBody, Sleeping};
 use simsync::deterministic::{DeterministicSession, PredictionMismatch, SessionSetupError};
 use simsync::prelude::{
     BeforeVerification, DeterministicPlugin, DeterministicSet, LocalInputs, LocalSessionConfig,
@@ -18,6 +19,8 @@ use super::trace::CompiledTrace;
 
 /// Seed of the local relay's jitter (fixed, so runs are reproducible).
 const JITTER_SEED: u64 = 0x5a4d_b0c5_1e55_eed5;
+/// Largest input buffer (ticks) the sandbox asks for to cover long latencies.
+const MAX_INPUT_CAPACITY: u32 = 1 << 16;
 /// Prediction mismatches printed at most (all are counted in the summary).
 const MAX_MISMATCH_REPORTS: usize = 10;
 
@@ -106,24 +109,37 @@ fn report_mismatches(
 /// Exit code 2 when the session configuration is rejected; 1 when the worlds were not built.
 pub fn build_app(args: &Args, game: SandboxGame, trace: CompiledTrace) -> Result<App, Failure> {
     let entities = game.entity_count() + 256;
+    let plugin = DeterministicPlugin::<PackedInput>::new(game)
+        .players(args.players)
+        .mode(SessionMode::Predicted)
+        .clock(SessionClock::Stepped {
+            ticks_per_update: 1,
+        })
+        .local_session(LocalSessionConfig {
+            latency_ticks: vec![args.input_latency_ticks; usize::from(args.players)],
+            jitter_ticks: args.jitter_ticks,
+            seed: JITTER_SEED,
+            known_players: vec![0],
+        })
+        .verify_predictions(!args.no_verify_predictions)
+        .max_simulation_entities(entities);
+    // The input buffer must hold the rollback window plus the longest confirmation delay; grow
+    // it for long latencies (up to a sane bound: beyond it the session rejects the config).
+    let mut config = plugin.session_config().clone();
+    let needed = u64::from(config.rollback_window)
+        + u64::from(args.input_latency_ticks)
+        + u64::from(args.jitter_ticks)
+        + u64::from(config.input_delay)
+        + 2;
+    if let Some(needed) = u32::try_from(needed)
+        .ok()
+        .filter(|n| *n <= MAX_INPUT_CAPACITY)
+    {
+        config.input_capacity = config.input_capacity.max(needed.next_power_of_two());
+    }
     let mut app = App::new();
     app.add_plugins((MinimalPlugins, LogPlugin::default()))
-        .add_plugins(
-            DeterministicPlugin::<PackedInput>::new(game)
-                .players(args.players)
-                .mode(SessionMode::Predicted)
-                .clock(SessionClock::Stepped {
-                    ticks_per_update: 1,
-                })
-                .local_session(LocalSessionConfig {
-                    latency_ticks: vec![args.input_latency_ticks; usize::from(args.players)],
-                    jitter_ticks: args.jitter_ticks,
-                    seed: JITTER_SEED,
-                    known_players: vec![0],
-                })
-                .verify_predictions(!args.no_verify_predictions)
-                .max_simulation_entities(entities),
-        )
+        .add_plugins(plugin.config(config))
         .insert_resource(TraceFeed(trace))
         .insert_resource(StopAt(args.ticks as i32))
         .init_resource::<MismatchReports>()
@@ -153,9 +169,23 @@ fn count_bodies(app: &App) -> (usize, usize) {
         .try_query::<&PlayerBody>()
         .map_or(0, |mut q| q.iter(world).count());
     let bodies = world
-        .try_query::<&bevy_rapier3d::prelude::RigidBody>()
+        .try_query::<&RigidBody>()
         .map_or(0, |mut q| q.iter(world).count());
     (players, bodies)
+}
+
+/// Counts the dynamic bodies of the verified world, and how many of them Rapier put to sleep.
+fn sleeping_bodies(app: &App) -> (usize, usize) {
+    let world = app.world().resource::<SimulationWorlds>().verified();
+    world
+        .try_query::<(&RigidBody, &Sleeping)>()
+        .map_or((0, 0), |mut q| {
+            q.iter(world)
+                .filter(|(body, _)| **body == RigidBody::Dynamic)
+                .fold((0, 0), |(asleep, all), (_, sleeping)| {
+                    (asleep + usize::from(sleeping.sleeping), all + 1)
+                })
+        })
 }
 
 /// Runs a built app until the verified world reaches `args.ticks`, printing progress every
@@ -234,6 +264,8 @@ pub fn run(args: &Args, expected_bodies: u32, mut app: App) -> Result<Summary, F
         );
     }
     let elapsed = start.elapsed().as_secs_f64();
+    let (asleep, dynamic) = sleeping_bodies(&app);
+    println!("dynamic bodies asleep at tick {target}: {asleep} of {dynamic}");
     println!(
         "finished in {elapsed:.2} s ({updates} updates, {:.0} verified ticks/s)",
         f64::from(args.ticks) / elapsed.max(1e-9)

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{
-    Collider, ColliderMassProperties, Damping, ExternalImpulse, Friction, RigidBody, Velocity,
+    Collider, ColliderMassProperties, Damping, ExternalImpulse, Friction, RigidBody, Sleeping,
+    Velocity,
 };
 use simsync::deterministic::{SimHash, StateHasher};
 use simsync::prelude::{
@@ -138,7 +139,8 @@ fn collider(shape: &Shape) -> Collider {
 }
 
 /// Spawns the whole scene as simulation entities, in file order (ground, ramps, piles,
-/// players), so both worlds give every body the same id.
+/// players), so both worlds give every body the same id. Dynamic bodies carry [`Sleeping`] so
+/// Rapier's sleep state is visible (and rolled back with the rest).
 fn spawn_scene(mut sim: SimCommands, scene: Res<SandboxScene>) {
     let s = &scene.scene;
     let half = |size: [f32; 3]| Collider::cuboid(size[0] / 2.0, size[1] / 2.0, size[2] / 2.0);
@@ -172,6 +174,7 @@ fn spawn_scene(mut sim: SimCommands, scene: Res<SandboxScene>) {
                 ColliderMassProperties::Density(pile.density),
                 Friction::coefficient(pile.friction),
                 ExternalImpulse::default(),
+                Sleeping::default(),
             )));
         }
     }
@@ -193,6 +196,7 @@ fn spawn_scene(mut sim: SimCommands, scene: Res<SandboxScene>) {
             },
             Velocity::zero(),
             ExternalImpulse::default(),
+            Sleeping::default(),
             PlayerBody {
                 player: player as u8,
                 mass: spawn.mass(),
