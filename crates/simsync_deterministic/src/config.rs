@@ -93,6 +93,9 @@ pub struct SessionConfig {
     /// the inputs known now (then rollback plus re-simulation would reproduce it exactly).
     /// Default on; `IsRollbackRequired` still forces a rollback.
     pub skip_rollback_when_predictions_hold: bool,
+    /// A networked session: inputs are confirmed by a relay server over renet (`None`: a
+    /// local session, see `local`).
+    pub network: Option<crate::net::NetworkSessionConfig>,
     /// Input ticks kept in the buffer (default 1,024; must exceed the rollback window plus the
     /// largest latency).
     pub input_capacity: u32,
@@ -115,6 +118,7 @@ impl Default for SessionConfig {
             local: LocalSessionConfig::default(),
             input_capacity: 1_024,
             skip_rollback_when_predictions_hold: true,
+            network: None,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! - [`worlds`]: building the two sub-apps and running one tick.
 //! - [`snapshot`]: simulation entity ids, the rollback registry, copy strategies, Rapier state.
 //! - [`input`]: the input buffer, the local relay and the leafwing adapter.
+//! - [`net`]: the networked session: relay server and client over `simsync_net`.
 //! - [`checksum`]: the fixed hasher and what a checksum covers.
 //! - [`plugin`], [`config`], [`schedule`], [`error`].
 //!
@@ -23,6 +24,7 @@ pub mod config;
 pub mod context;
 pub mod error;
 pub mod input;
+pub mod net;
 pub mod player_inputs;
 pub mod plugin;
 pub mod schedule;

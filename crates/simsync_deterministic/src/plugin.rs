@@ -148,6 +148,14 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// A networked session: confirmed inputs come from a relay server
+    /// ([`DeterministicServerPlugin`](crate::net::DeterministicServerPlugin)) over renet. The app
+    /// needs a `RenetClient` and a transport (`simsync_net::NetClientPlugin`).
+    pub fn networked(mut self, network: crate::net::NetworkSessionConfig) -> Self {
+        self.config.network = Some(network);
+        self
+    }
+
     /// Input ticks kept in the buffer (must exceed rollback window + latency + jitter + delay).
     pub fn input_capacity(mut self, ticks: u32) -> Self {
         self.config.input_capacity = ticks;
@@ -202,6 +210,10 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_systems(
                 self.schedule,
                 session_update::<I>.in_set(DeterministicSet::SessionUpdate),
+            )
+            .configure_sets(
+                self.schedule,
+                DeterministicSet::SessionUpdate.after(simsync_net::bevy_renet::RenetReceive),
             );
         Ok(())
     }

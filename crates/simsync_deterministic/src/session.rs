@@ -161,6 +161,8 @@ pub struct SessionStats {
     pub rollback_parked_entities: u64,
     /// Component types on simulation entities that rollback does not restore.
     pub unregistered_components: Vec<String>,
+    /// The client side of a networked session (`None` in a local session).
+    pub network: Option<crate::net::NetworkClientStats>,
 }
 
 /// A checksum was recorded on a verified tick.
@@ -195,12 +197,20 @@ struct AuditEntry {
     state: u64,
 }
 
+/// Where confirmed inputs come from.
+enum InputTransport<I: SimInput> {
+    /// A single-process session: a local relay with latency and jitter.
+    Local(LocalRelay<I>),
+    /// A networked session: a relay server over renet.
+    Network(Box<crate::net::client::NetworkClient<I>>),
+}
+
 /// The session's own state (main-app resource).
 #[derive(Resource)]
 pub struct DeterministicSession<I: SimInput> {
     pub(crate) config: SessionConfig,
     pub(crate) buffer: InputBuffer<I>,
-    relay: LocalRelay<I>,
+    transport: Option<InputTransport<I>>,
     local_tick: Tick,
     relay_now: Tick,
     predicted_tick: Tick,
@@ -228,15 +238,20 @@ impl<I: SimInput> DeterministicSession<I> {
                 buffer.confirm(p, tick, I::default())?;
             }
         }
-        let relay = LocalRelay::new(LocalRelayConfig {
-            players,
-            latency_ticks: (0..players).map(|p| config.latency_of(p)).collect(),
-            jitter_ticks: config.local.jitter_ticks,
-            seed: config.local.seed,
-        })?;
+        let transport = match &config.network {
+            Some(network) => InputTransport::Network(Box::new(
+                crate::net::client::NetworkClient::new(network.clone()),
+            )),
+            None => InputTransport::Local(LocalRelay::new(LocalRelayConfig {
+                players,
+                latency_ticks: (0..players).map(|p| config.latency_of(p)).collect(),
+                jitter_ticks: config.local.jitter_ticks,
+                seed: config.local.seed,
+            })?),
+        };
         Ok(Self {
             buffer,
-            relay,
+            transport: Some(transport),
             local_tick: 0,
             relay_now: 0,
             predicted_tick: 0,
@@ -332,6 +347,82 @@ fn ticks_to_poll<I: SimInput>(world: &World, session: &mut DeterministicSession<
     }
 }
 
+/// Polls `polls` ticks of local input into the local relay and delivers what arrived.
+fn poll_local<I: SimInput>(
+    world: &World,
+    session: &mut DeterministicSession<I>,
+    relay: &mut LocalRelay<I>,
+    polls: u32,
+) -> bool {
+    let config = &session.config;
+    let window = config.rollback_window as Tick;
+    let predicted_mode = config.mode == SessionMode::Predicted;
+    let mut stalling = false;
+    for _ in 0..polls {
+        session.relay_now += 1;
+        let next = session.local_tick + 1;
+        if predicted_mode && would_stall(next, session.buffer.max_verifiable_tick(), window) {
+            stalling = true;
+            relay.deliver(session.relay_now, &mut session.buffer);
+            continue;
+        }
+        session.local_tick = next;
+        let for_tick = next + config.input_delay as Tick;
+        for p in 0..config.players {
+            let input = world
+                .get_resource::<LocalInputs<I>>()
+                .and_then(|l| l.get(p).cloned())
+                .unwrap_or_default();
+            if config.local.known_players.contains(&p)
+                && let Err(error) = session.buffer.set_local(p, for_tick, input.clone())
+            {
+                warn!("local input of player {p} for tick {for_tick} rejected: {error}");
+            }
+            if let Err(error) = relay.submit(p, session.relay_now, for_tick, input) {
+                warn!("input of player {p} for tick {for_tick} not sent: {error}");
+            }
+        }
+        relay.deliver(session.relay_now, &mut session.buffer);
+    }
+    if polls == 0 {
+        relay.deliver(session.relay_now, &mut session.buffer);
+    }
+    stalling
+}
+
+/// Receives from the relay server, polls local input at the synchronised clock and sends it.
+fn poll_network<I: SimInput>(
+    world: &mut World,
+    session: &mut DeterministicSession<I>,
+    net: &mut crate::net::client::NetworkClient<I>,
+    polls: u32,
+) -> bool {
+    let dt = crate::net::client::NetworkClient::<I>::delta(world);
+    net.receive(world, &mut session.buffer, dt);
+    let hz = session.config.tick_rate.hz();
+    let window = session.config.rollback_window as Tick;
+    let predicted_mode = session.config.mode == SessionMode::Predicted;
+    let ticks = net.ticks_to_poll(polls, hz);
+    let delay = net.input_delay(hz) as Tick;
+    let mut stalling = false;
+    for _ in 0..ticks {
+        let next = session.local_tick + 1;
+        if predicted_mode && would_stall(next, session.buffer.max_verifiable_tick(), window) {
+            stalling = true;
+            break;
+        }
+        session.local_tick = next;
+        let input = net
+            .stats
+            .slot
+            .and_then(|slot| world.get_resource::<LocalInputs<I>>()?.get(slot).cloned())
+            .unwrap_or_default();
+        net.sample(next + delay, &input, &mut session.buffer);
+    }
+    net.send(world, &session.buffer);
+    stalling
+}
+
 fn update<I: SimInput>(
     world: &mut World,
     worlds: &mut SimulationWorlds,
@@ -342,44 +433,15 @@ fn update<I: SimInput>(
     let players = config.players;
     let predicted_mode = config.mode == SessionMode::Predicted;
 
-    // 1. Poll: local inputs for `now + input_delay`, then deliveries of the local relay.
+    // 1. Poll: local inputs for `now + input_delay`, and confirmed inputs from the relay.
     let polls = ticks_to_poll(world, session);
-    let mut stalling = false;
-    for _ in 0..polls {
-        session.relay_now += 1;
-        let next = session.local_tick + 1;
-        if predicted_mode && would_stall(next, session.buffer.max_verifiable_tick(), window) {
-            stalling = true;
-            session
-                .relay
-                .deliver(session.relay_now, &mut session.buffer);
-            continue;
-        }
-        session.local_tick = next;
-        let for_tick = next + config.input_delay as Tick;
-        for p in 0..players {
-            let input = world
-                .get_resource::<LocalInputs<I>>()
-                .and_then(|l| l.get(p).cloned())
-                .unwrap_or_default();
-            if config.local.known_players.contains(&p)
-                && let Err(error) = session.buffer.set_local(p, for_tick, input.clone())
-            {
-                warn!("local input of player {p} for tick {for_tick} rejected: {error}");
-            }
-            if let Err(error) = session.relay.submit(p, session.relay_now, for_tick, input) {
-                warn!("input of player {p} for tick {for_tick} not sent: {error}");
-            }
-        }
-        session
-            .relay
-            .deliver(session.relay_now, &mut session.buffer);
-    }
-    if polls == 0 {
-        session
-            .relay
-            .deliver(session.relay_now, &mut session.buffer);
-    }
+    let mut transport = session.transport.take();
+    let stalling = match transport.as_mut() {
+        Some(InputTransport::Local(relay)) => poll_local(world, session, relay, polls),
+        Some(InputTransport::Network(net)) => poll_network(world, session, net, polls),
+        None => false,
+    };
+    session.transport = transport;
 
     // 2. Reset the context.
     let verified_from = worlds.verified.tick();
@@ -456,6 +518,9 @@ fn update<I: SimInput>(
                 checksum: snapshot::checksum(&mut worlds.verified, &worlds.registry),
             };
             stats.last_checksum = Some(checksum);
+            if let Some(InputTransport::Network(net)) = session.transport.as_mut() {
+                net.send_checksum(world, checksum.tick, checksum.checksum);
+            }
             if stats.checksum_history.len() < 100_000 {
                 stats.checksum_history.push(checksum);
             }
@@ -608,6 +673,9 @@ fn update<I: SimInput>(
         .max_prediction_depth
         .max(session.predicted_tick - verified_tick);
     stats.mispredicted_inputs = session.buffer.mispredicted_inputs();
+    if let Some(InputTransport::Network(net)) = session.transport.as_ref() {
+        stats.network = Some(net.stats.clone());
+    }
     let keep_from = verified_tick - window - 2;
     if keep_from > 0 {
         session.buffer.discard_through(keep_from);

@@ -1,0 +1,371 @@
+//! The client side of a networked deterministic session.
+//!
+//! Each session update the client (DESIGN §3, Quantum's model):
+//! - receives: `Welcome` (its player slot), `Start`, confirmed input sets (decoded into the input
+//!   buffer, so `MaxVerifiableTick` advances), the server's `Clock` (how early its inputs
+//!   arrive), pings and pongs (RTT);
+//! - keeps its local tick ahead of the server so that its inputs arrive early by a jitter
+//!   margin: it runs slightly faster or slower (at most ±5 %, `LeadControl`) and snaps when more
+//!   than 8 ticks off (at most once per RTT);
+//! - picks its input delay from the RTT (`input_delay_ticks`: the minimum plus half the RTT
+//!   above 100 ms, in ticks, capped) unless a fixed delay is configured;
+//! - samples its local input for tick `now + input_delay` and sends its unconfirmed inputs with
+//!   redundancy (at least the last 3).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bevy::prelude::*;
+use simsync_net::bevy_renet::RenetClient;
+use simsync_net::{
+    ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, LeadControl, NetClock,
+    Protocols, RttEstimator, ServerMessage, SessionClientMessage, SessionServerMessage,
+    clock::millis_u32, input_delay_ticks, target_lead_ticks,
+};
+
+use crate::input::{InputBuffer, PlayerIndex, SimInput, Tick};
+
+/// Configuration of the client side of a networked session.
+#[derive(Debug, Clone, PartialEq, Reflect)]
+pub struct NetworkSessionConfig {
+    /// Name sent in `Hello`.
+    pub name: String,
+    /// Unconfirmed local inputs are resent in every message; at least this many (default 3).
+    pub input_redundancy: u32,
+    /// Fixed input delay in ticks; `None` picks it from the RTT (default).
+    pub fixed_input_delay: Option<u32>,
+    /// Smallest input delay when picked from the RTT (ticks, default 0).
+    pub min_input_delay: u32,
+    /// Largest input delay when picked from the RTT (ticks, default 10).
+    pub max_input_delay: u32,
+    /// RTT above which the input delay grows (ms, default 100).
+    pub input_delay_start_ms: f64,
+    /// Milliseconds between pings (default 250).
+    pub ping_interval_ms: u32,
+    /// Send a checksum of verified state to the server every this many checksums recorded
+    /// (default 1: every one).
+    pub checksum_every: u32,
+}
+
+impl Default for NetworkSessionConfig {
+    fn default() -> Self {
+        Self {
+            name: "player".into(),
+            input_redundancy: 3,
+            fixed_input_delay: None,
+            min_input_delay: 0,
+            max_input_delay: 10,
+            input_delay_start_ms: simsync_net::clock::DEFAULT_INPUT_DELAY_START_MS,
+            ping_interval_ms: 250,
+            checksum_every: 1,
+        }
+    }
+}
+
+/// What the client side measured (part of [`SessionStats`](crate::SessionStats)).
+#[derive(Debug, Clone, Default, PartialEq, Reflect)]
+pub struct NetworkClientStats {
+    /// This client's player slot, once welcomed.
+    pub slot: Option<PlayerIndex>,
+    /// Round-trip time in ms (EWMA; 0 before the first sample).
+    pub rtt_ms: f64,
+    /// RTT jitter in ms.
+    pub jitter_ms: f64,
+    /// The input delay in use (ticks).
+    pub input_delay_ticks: u32,
+    /// How early this client's inputs reach the server, in ticks (server's report).
+    pub input_lead_ticks: f32,
+    /// The clock speed factor in use (1.0 = real time).
+    pub speed: f64,
+    /// Clock snaps performed.
+    pub snaps: u64,
+    /// This client's own inputs the server replaced because they arrived late (or never).
+    pub late_inputs: u64,
+    /// Inputs (any player) the server replaced.
+    pub replaced_inputs: u64,
+    /// Server messages that failed to decode.
+    pub rejected_messages: u64,
+    /// Confirmed inputs that failed to decode or conflicted with an earlier confirmation.
+    pub rejected_inputs: u64,
+    /// Desyncs the server reported.
+    pub desyncs_reported: u64,
+    /// Why the server rejected this client, if it did.
+    pub rejected: Option<String>,
+    /// Whether the server started the session.
+    pub started: bool,
+}
+
+/// The client side's state, owned by the session.
+pub(crate) struct NetworkClient<I: SimInput> {
+    pub(crate) config: NetworkSessionConfig,
+    pub(crate) stats: NetworkClientStats,
+    hello_sent: bool,
+    now: Duration,
+    last_ping: Duration,
+    rtt: RttEstimator,
+    lead: LeadControl,
+    accumulator: f64,
+    snap_cooldown_until: Duration,
+    pending: VecDeque<(Tick, Vec<u8>)>,
+    last_input_tick: Tick,
+    decode: DecodeStats,
+    checksums_seen: u32,
+    _input: std::marker::PhantomData<fn() -> I>,
+}
+
+impl<I: SimInput> NetworkClient<I> {
+    pub(crate) fn new(config: NetworkSessionConfig) -> Self {
+        Self {
+            stats: NetworkClientStats {
+                speed: 1.0,
+                input_delay_ticks: config.fixed_input_delay.unwrap_or(config.min_input_delay),
+                ..NetworkClientStats::default()
+            },
+            config,
+            hello_sent: false,
+            now: Duration::ZERO,
+            last_ping: Duration::ZERO,
+            rtt: RttEstimator::new(),
+            lead: LeadControl::default(),
+            accumulator: 0.0,
+            snap_cooldown_until: Duration::ZERO,
+            pending: VecDeque::new(),
+            last_input_tick: 0,
+            decode: DecodeStats::default(),
+            checksums_seen: 0,
+            _input: std::marker::PhantomData,
+        }
+    }
+
+    /// Receives everything from the server into `buffer`. Returns `false` without a client.
+    pub(crate) fn receive(&mut self, world: &mut World, buffer: &mut InputBuffer<I>, dt: Duration) {
+        self.now += dt;
+        let Some(mut client) = world.get_resource_mut::<RenetClient>() else {
+            return;
+        };
+        if !self.hello_sent && client.is_connected() {
+            let hello =
+                ClientMessage::Hello(Hello::new(Protocols::SESSION, self.config.name.clone()));
+            match client.send_msg(&hello) {
+                Ok(()) => self.hello_sent = true,
+                Err(error) => warn!("session client: hello not sent: {error}"),
+            }
+        }
+        for received in client.receive_msgs(&mut self.decode) {
+            let message = match received.message {
+                Ok(message) => message,
+                Err(error) => {
+                    self.stats.rejected_messages += 1;
+                    debug!("session client: bad message: {error}");
+                    continue;
+                }
+            };
+            match message {
+                ServerMessage::Welcome(welcome) => {
+                    self.stats.slot = welcome.player_slot;
+                    info!(
+                        "session client: welcomed as player {:?}",
+                        welcome.player_slot
+                    );
+                }
+                ServerMessage::Rejected { reason } => {
+                    error!("session client: rejected by the server: {reason:?}");
+                    self.stats.rejected = Some(format!("{reason:?}"));
+                }
+                ServerMessage::Ping { t } => {
+                    let _ = client.send_msg(&ClientMessage::Pong { t });
+                }
+                ServerMessage::Pong { t, .. } => {
+                    if self.rtt.on_pong(t, millis_u32(self.now)).is_some() {
+                        self.stats.rtt_ms = self.rtt.rtt_ms_or(0.0);
+                        self.stats.jitter_ms = self.rtt.jitter_ms();
+                    }
+                }
+                ServerMessage::Session(SessionServerMessage::Start { .. }) => {
+                    self.stats.started = true;
+                }
+                ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
+                    first_tick,
+                    sets,
+                }) => {
+                    for (i, set) in sets.iter().enumerate() {
+                        let tick = first_tick.saturating_add(i as Tick);
+                        if tick <= buffer.discarded_through()
+                            || buffer.max_verifiable_tick() >= tick
+                        {
+                            continue;
+                        }
+                        for (p, bytes) in set.inputs.iter().enumerate() {
+                            let Ok(player) = PlayerIndex::try_from(p) else {
+                                self.stats.rejected_inputs += 1;
+                                continue;
+                            };
+                            let input: I = match simsync_net::decode(bytes) {
+                                Ok(input) => input,
+                                Err(_) => {
+                                    self.stats.rejected_inputs += 1;
+                                    continue;
+                                }
+                            };
+                            match buffer.confirm(player, tick, input) {
+                                Ok(crate::input::ConfirmOutcome::New) => {
+                                    if set.is_replaced(p) {
+                                        self.stats.replaced_inputs += 1;
+                                        if self.stats.slot == Some(player) {
+                                            self.stats.late_inputs += 1;
+                                        }
+                                    }
+                                }
+                                Ok(crate::input::ConfirmOutcome::Duplicate) => {}
+                                Err(_) => self.stats.rejected_inputs += 1,
+                            }
+                        }
+                    }
+                }
+                ServerMessage::Session(SessionServerMessage::Clock {
+                    input_lead_ticks, ..
+                }) => {
+                    self.stats.input_lead_ticks = input_lead_ticks;
+                }
+                ServerMessage::Session(SessionServerMessage::Desync { tick }) => {
+                    self.stats.desyncs_reported += 1;
+                    error!("session client: the server reports a desync at tick {tick}");
+                }
+                ServerMessage::Session(SessionServerMessage::PlayerLeft { slot }) => {
+                    info!("session client: player {slot} left; the server replaces its inputs");
+                }
+                ServerMessage::Ownership(_) => {}
+            }
+        }
+        if self.now.saturating_sub(self.last_ping).as_millis() as u32
+            >= self.config.ping_interval_ms
+        {
+            self.last_ping = self.now;
+            let _ = client.send_msg(&ClientMessage::Ping {
+                t: millis_u32(self.now),
+            });
+        }
+    }
+
+    /// Ticks to poll this update: `base` ticks scaled by the clock speed, plus snaps.
+    pub(crate) fn ticks_to_poll(&mut self, base: u32, tick_rate_hz: u32) -> u32 {
+        if !self.stats.started || self.stats.slot.is_none() {
+            return 0;
+        }
+        let target = target_lead_ticks(0.0, self.stats.jitter_ms, tick_rate_hz);
+        let mut extra: i64 = 0;
+        match self
+            .lead
+            .adjust(f64::from(self.stats.input_lead_ticks), target)
+        {
+            ClockAdjustment::Speed(factor) => self.stats.speed = factor,
+            ClockAdjustment::Snap { ticks } => {
+                if self.now >= self.snap_cooldown_until {
+                    extra = i64::from(ticks);
+                    self.stats.snaps += 1;
+                    let wait = Duration::from_millis(self.stats.rtt_ms as u64 + 100);
+                    self.snap_cooldown_until = self.now + wait;
+                }
+                self.stats.speed = 1.0;
+            }
+        }
+        self.accumulator += f64::from(base) * self.stats.speed;
+        let whole = self.accumulator.floor().max(0.0);
+        self.accumulator -= whole;
+        let n = whole as i64 + extra;
+        if n < 0 {
+            // Slow down by skipping: carry the debt.
+            self.accumulator += n as f64;
+            0
+        } else {
+            n.min(64) as u32
+        }
+    }
+
+    /// The input delay for new inputs.
+    pub(crate) fn input_delay(&mut self, tick_rate_hz: u32) -> u32 {
+        let delay = self.config.fixed_input_delay.unwrap_or_else(|| {
+            input_delay_ticks(
+                self.stats.rtt_ms,
+                tick_rate_hz,
+                self.config.min_input_delay,
+                self.config.input_delay_start_ms,
+                self.config.max_input_delay,
+            )
+        });
+        self.stats.input_delay_ticks = delay;
+        delay
+    }
+
+    /// Records the local input for every tick up to `for_tick` not sampled yet (a grown delay
+    /// repeats the input over the gap; a shrunk one samples nothing new).
+    pub(crate) fn sample(&mut self, for_tick: Tick, input: &I, buffer: &mut InputBuffer<I>) {
+        let Some(slot) = self.stats.slot else {
+            return;
+        };
+        let bytes = simsync_net::encode(input).unwrap_or_default();
+        while self.last_input_tick < for_tick {
+            self.last_input_tick += 1;
+            let tick = self.last_input_tick;
+            if let Err(error) = buffer.set_local(slot, tick, input.clone()) {
+                debug!("session client: local input for tick {tick} not stored: {error}");
+            }
+            self.pending.push_back((tick, bytes.clone()));
+        }
+    }
+
+    /// Sends unconfirmed local inputs (at least the last `input_redundancy`).
+    pub(crate) fn send(&mut self, world: &mut World, buffer: &InputBuffer<I>) {
+        let Some(slot) = self.stats.slot else {
+            return;
+        };
+        let confirmed = buffer.confirmed_through(slot).unwrap_or(0);
+        let keep = self.config.input_redundancy.max(1) as usize;
+        while self.pending.len() > keep
+            && self.pending.front().is_some_and(|(t, _)| *t <= confirmed)
+        {
+            self.pending.pop_front();
+        }
+        while self.pending.len() > 64 {
+            self.pending.pop_front();
+        }
+        let Some(first_tick) = self.pending.front().map(|(t, _)| *t) else {
+            return;
+        };
+        let inputs: Vec<Vec<u8>> = self.pending.iter().map(|(_, b)| b.clone()).collect();
+        let message = ClientMessage::Session(SessionClientMessage::Inputs {
+            first_tick,
+            inputs,
+            ack_tick: buffer.max_verifiable_tick(),
+        });
+        if let Some(mut client) = world.get_resource_mut::<RenetClient>()
+            && let Err(error) = client.send_msg(&message)
+        {
+            debug!("session client: inputs not sent: {error}");
+        }
+    }
+
+    /// Sends the checksum of a verified tick to the server (desync detection).
+    pub(crate) fn send_checksum(&mut self, world: &mut World, tick: Tick, checksum: u64) {
+        self.checksums_seen += 1;
+        if !self
+            .checksums_seen
+            .is_multiple_of(self.config.checksum_every.max(1))
+        {
+            return;
+        }
+        if let Some(mut client) = world.get_resource_mut::<RenetClient>() {
+            let message = ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum });
+            let _ = client.send_msg(&message);
+        }
+    }
+
+    /// The fixed step of the network clock, or the real delta.
+    pub(crate) fn delta(world: &World) -> Duration {
+        let clock = world
+            .get_resource::<NetClock>()
+            .copied()
+            .unwrap_or_default();
+        clock.delta(world.get_resource::<Time<bevy::time::Real>>())
+    }
+}

@@ -1,0 +1,491 @@
+//! The relay server: owns the session clock, gathers each player's input per tick, confirms
+//! input sets and broadcasts them with redundancy. It never simulates.
+//!
+//! Rules (DESIGN §3, Quantum's model):
+//! - A player's identity is its connection: slots are assigned at `Hello` in connection order,
+//!   and inputs are stored for the sender's slot only (messages carry no slot to spoof).
+//! - Tick `t` is confirmed when every slot's input for `t` has arrived, or at the latest when
+//!   the server clock reaches `t + input_hard_tolerance`: a missing input is then replaced by
+//!   that player's last input and marked replaced, so one slow player never stalls the others.
+//!   An input arriving after its tick was confirmed is late: dropped and counted.
+//! - A player that disconnects keeps its slot; its inputs are replaced from then on.
+//! - Confirmed sets are sent to every client with redundancy: the last `input_redundancy` sets
+//!   in every message, plus every set after the client's acknowledged tick (at most 32).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use bevy::prelude::*;
+use simsync_net::bevy_renet::{RenetReceive, RenetServer};
+use simsync_net::renet::{ClientId, ServerEvent};
+use simsync_net::{
+    ClientMessage, DecodeStats, InputSet, NetClock, ParticipantId, Protocols, RejectReason,
+    ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage, Welcome, check_hello,
+    clock::millis_u32,
+};
+
+use crate::input::{SimInput, Tick};
+
+/// Configuration of the relay server.
+#[derive(Debug, Clone, PartialEq, Reflect)]
+pub struct RelayServerConfig {
+    /// Player slots; the clock starts when all are taken.
+    pub players: u8,
+    /// Ticks per second.
+    pub tick_rate_hz: u16,
+    /// Ticks the server waits for a missing input before replacing it (default 8).
+    pub input_hard_tolerance: u32,
+    /// Confirmed sets repeated in every message (default 3).
+    pub input_redundancy: u32,
+    /// The encoded default input, used for a player that never sent one.
+    pub default_input: Vec<u8>,
+    /// Milliseconds between pings to each client (default 250).
+    pub ping_interval_ms: u32,
+}
+
+/// Counters of the relay server (a resource).
+#[derive(Resource, Debug, Clone, Default, PartialEq, Reflect)]
+pub struct RelayStats {
+    /// The server clock (ticks since start; 0 before start).
+    pub server_tick: Tick,
+    /// Last confirmed tick.
+    pub confirmed_tick: Tick,
+    /// Inputs replaced because they were missing at the hard tolerance, per slot.
+    pub replaced_inputs: Vec<u64>,
+    /// Inputs that arrived after their tick was confirmed, per slot.
+    pub late_inputs: Vec<u64>,
+    /// Messages that failed to decode.
+    pub rejected_messages: u64,
+    /// Messages ignored because the sender holds no player slot (or sent a wrong protocol).
+    pub ignored_messages: u64,
+    /// RTT per slot in ms (EWMA), 0 before the first sample.
+    pub rtt_ms: Vec<f64>,
+    /// Bytes sent in `ConfirmedInputs` messages, total.
+    pub confirmed_bytes_sent: u64,
+    /// Checksum disagreements detected between clients.
+    pub desyncs: u64,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    client: Option<ClientId>,
+    inputs: BTreeMap<Tick, Vec<u8>>,
+    last_input: Vec<u8>,
+    ack: Tick,
+    rtt: simsync_net::RttEstimator,
+}
+
+/// The relay server's state (a resource).
+#[derive(Resource)]
+pub struct RelayServer {
+    config: RelayServerConfig,
+    slots: Vec<Slot>,
+    by_client: HashMap<ClientId, u8>,
+    started: bool,
+    server_tick: Tick,
+    confirmed: VecDeque<(Tick, InputSet)>,
+    confirmed_tick: Tick,
+    now: Duration,
+    last_ping: Duration,
+    decode: DecodeStats,
+    checksums: BTreeMap<Tick, u64>,
+    stats: RelayStats,
+    next_participant: u16,
+}
+
+impl RelayServer {
+    /// A relay for `config.players` players.
+    pub fn new(config: RelayServerConfig) -> Self {
+        let n = usize::from(config.players);
+        let slots = (0..n)
+            .map(|_| Slot {
+                last_input: config.default_input.clone(),
+                ..Slot::default()
+            })
+            .collect();
+        Self {
+            stats: RelayStats {
+                replaced_inputs: vec![0; n],
+                late_inputs: vec![0; n],
+                rtt_ms: vec![0.0; n],
+                ..RelayStats::default()
+            },
+            config,
+            slots,
+            by_client: HashMap::new(),
+            started: false,
+            server_tick: 0,
+            confirmed: VecDeque::new(),
+            confirmed_tick: 0,
+            now: Duration::ZERO,
+            last_ping: Duration::ZERO,
+            decode: DecodeStats::default(),
+            checksums: BTreeMap::new(),
+            next_participant: 1,
+        }
+    }
+
+    /// Whether every slot was taken and the clock runs.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &RelayStats {
+        &self.stats
+    }
+
+    /// The slot of a connected client.
+    pub fn slot_of(&self, client: ClientId) -> Option<u8> {
+        self.by_client.get(&client).copied()
+    }
+
+    fn on_hello(&mut self, client: ClientId, server: &mut RenetServer, hello: &simsync_net::Hello) {
+        let reply = match check_hello(hello) {
+            Err(reason) => ServerMessage::Rejected { reason },
+            Ok(()) if !hello.protocols.contains(Protocols::SESSION) => ServerMessage::Rejected {
+                reason: RejectReason::UnsupportedProtocols(hello.protocols),
+            },
+            Ok(()) if self.by_client.contains_key(&client) => ServerMessage::Rejected {
+                reason: RejectReason::AlreadyJoined,
+            },
+            Ok(()) => match self
+                .slots
+                .iter()
+                .position(|s| s.client.is_none() && !self.started)
+            {
+                None => ServerMessage::Rejected {
+                    reason: if self.started {
+                        RejectReason::SessionStarted
+                    } else {
+                        RejectReason::ServerFull
+                    },
+                },
+                Some(slot) => {
+                    self.slots[slot].client = Some(client);
+                    self.by_client.insert(client, slot as u8);
+                    let participant = ParticipantId(self.next_participant);
+                    self.next_participant = self.next_participant.wrapping_add(1);
+                    ServerMessage::Welcome(Welcome {
+                        protocol_version: simsync_net::PROTOCOL_VERSION,
+                        participant,
+                        player_slot: Some(slot as u8),
+                        protocols: Protocols::SESSION,
+                        tick_rate_hz: self.config.tick_rate_hz,
+                        server_tick: self.server_tick,
+                    })
+                }
+            },
+        };
+        if let Err(error) = server.send_msg(client, &reply) {
+            warn!("relay: reply to {client} not sent: {error}");
+        }
+        if !self.started && self.slots.iter().all(|s| s.client.is_some()) {
+            self.started = true;
+            info!(
+                "relay: all {} players joined; the session starts",
+                self.slots.len()
+            );
+            let start = ServerMessage::Session(SessionServerMessage::Start {
+                tick: 0,
+                players: self.config.players,
+                tick_rate_hz: self.config.tick_rate_hz,
+            });
+            if let Err(error) = server.broadcast_msg(&start) {
+                warn!("relay: start not sent: {error}");
+            }
+        }
+    }
+
+    fn on_inputs(&mut self, slot: usize, first_tick: Tick, inputs: Vec<Vec<u8>>, ack: Tick) {
+        let s = &mut self.slots[slot];
+        s.ack = s.ack.max(ack.min(self.confirmed_tick));
+        for (i, input) in inputs.into_iter().enumerate() {
+            let tick = first_tick.saturating_add(i as Tick);
+            if tick <= 0 {
+                continue;
+            }
+            if tick <= self.confirmed_tick {
+                // Confirmed already: late if it was replaced (a duplicate otherwise).
+                if self
+                    .confirmed
+                    .iter()
+                    .find(|(t, _)| *t == tick)
+                    .is_some_and(|(_, set)| set.is_replaced(slot))
+                    && !s.inputs.contains_key(&tick)
+                {
+                    self.stats.late_inputs[slot] += 1;
+                    s.inputs.insert(tick, Vec::new());
+                }
+                continue;
+            }
+            // Bounded: never store inputs far in the future (hostile clients).
+            if tick > self.server_tick + 1_024 {
+                continue;
+            }
+            s.inputs.entry(tick).or_insert(input);
+        }
+    }
+
+    /// Handles received messages, advances the clock by `ticks`, confirms and broadcasts.
+    pub fn update(&mut self, server: &mut RenetServer, dt: Duration, ticks: u32) {
+        self.now += dt;
+        while let Some(event) = server.get_event() {
+            match event {
+                ServerEvent::ClientConnected { client_id } => {
+                    debug!("relay: {client_id} connected");
+                }
+                ServerEvent::ClientDisconnected { client_id, reason } => {
+                    if let Some(slot) = self.by_client.remove(&client_id) {
+                        info!(
+                            "relay: player {slot} left ({reason}); its inputs are replaced from now on"
+                        );
+                        self.slots[usize::from(slot)].client = None;
+                        let left =
+                            ServerMessage::Session(SessionServerMessage::PlayerLeft { slot });
+                        let _ = server.broadcast_msg(&left);
+                    }
+                }
+            }
+        }
+        for received in server.receive_msgs(&mut self.decode) {
+            let client = received.client_id;
+            let message = match received.message {
+                Ok(message) => message,
+                Err(error) => {
+                    self.stats.rejected_messages += 1;
+                    debug!("relay: bad message from {client}: {error}");
+                    continue;
+                }
+            };
+            match message {
+                ClientMessage::Hello(hello) => self.on_hello(client, server, &hello),
+                ClientMessage::Ping { t } => {
+                    let pong = ServerMessage::Pong {
+                        t,
+                        server_time_ms: millis_u32(self.now),
+                    };
+                    let _ = server.send_msg(client, &pong);
+                }
+                ClientMessage::Pong { t } => {
+                    if let Some(slot) = self.by_client.get(&client) {
+                        let s = &mut self.slots[usize::from(*slot)];
+                        if let Some(rtt) = s.rtt.on_pong(t, millis_u32(self.now)) {
+                            self.stats.rtt_ms[usize::from(*slot)] = s.rtt.rtt_ms_or(rtt);
+                        }
+                    }
+                }
+                ClientMessage::Session(SessionClientMessage::Inputs {
+                    first_tick,
+                    inputs,
+                    ack_tick,
+                }) => match self.by_client.get(&client) {
+                    Some(slot) => self.on_inputs(usize::from(*slot), first_tick, inputs, ack_tick),
+                    None => self.stats.ignored_messages += 1,
+                },
+                ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum }) => {
+                    if self.by_client.contains_key(&client) {
+                        match self.checksums.get(&tick) {
+                            Some(known) if *known != checksum => {
+                                self.stats.desyncs += 1;
+                                warn!("relay: checksum disagreement at tick {tick}");
+                                let desync =
+                                    ServerMessage::Session(SessionServerMessage::Desync { tick });
+                                let _ = server.broadcast_msg(&desync);
+                            }
+                            Some(_) => {}
+                            None => {
+                                self.checksums.insert(tick, checksum);
+                            }
+                        }
+                        while self.checksums.len() > 4_096 {
+                            self.checksums.pop_first();
+                        }
+                    } else {
+                        self.stats.ignored_messages += 1;
+                    }
+                }
+                ClientMessage::Goodbye => server.disconnect(client),
+                ClientMessage::Ownership(_) => self.stats.ignored_messages += 1,
+            }
+        }
+        if !self.started {
+            return;
+        }
+        self.server_tick += ticks as Tick;
+        self.stats.server_tick = self.server_tick;
+        self.confirm_ready();
+        self.broadcast(server);
+        if self.now.saturating_sub(self.last_ping).as_millis() as u32
+            >= self.config.ping_interval_ms
+        {
+            self.last_ping = self.now;
+            let ping = ServerMessage::Ping {
+                t: millis_u32(self.now),
+            };
+            let _ = server.broadcast_msg(&ping);
+        }
+    }
+
+    /// Confirms every tick whose inputs are complete, or that reached the hard tolerance.
+    fn confirm_ready(&mut self) {
+        loop {
+            let tick = self.confirmed_tick + 1;
+            if tick > self.server_tick {
+                return;
+            }
+            let complete = self.slots.iter().all(|s| s.inputs.contains_key(&tick));
+            let overdue = self.server_tick >= tick + self.config.input_hard_tolerance as Tick;
+            if !complete && !overdue {
+                return;
+            }
+            let mut set = InputSet::default();
+            for (i, slot) in self.slots.iter_mut().enumerate() {
+                match slot.inputs.remove(&tick) {
+                    Some(input) => {
+                        slot.last_input.clone_from(&input);
+                        set.inputs.push(input);
+                    }
+                    None => {
+                        set.inputs.push(slot.last_input.clone());
+                        if i < 64 {
+                            set.replaced |= 1 << i;
+                        }
+                        self.stats.replaced_inputs[i] += 1;
+                    }
+                }
+                slot.inputs.retain(|t, _| *t > tick);
+            }
+            self.confirmed.push_back((tick, set));
+            while self.confirmed.len() > 256 {
+                self.confirmed.pop_front();
+            }
+            self.confirmed_tick = tick;
+            self.stats.confirmed_tick = tick;
+        }
+    }
+
+    fn broadcast(&mut self, server: &mut RenetServer) {
+        let Some(newest) = self.confirmed.back().map(|(t, _)| *t) else {
+            return;
+        };
+        let redundancy = self.config.input_redundancy.max(1) as Tick;
+        for slot in &self.slots {
+            let Some(client) = slot.client else {
+                continue;
+            };
+            let first = (slot.ack + 1)
+                .max(newest - 31)
+                .min(newest - redundancy + 1)
+                .max(self.confirmed.front().map_or(1, |(t, _)| *t));
+            let sets: Vec<InputSet> = self
+                .confirmed
+                .iter()
+                .filter(|(t, _)| *t >= first)
+                .map(|(_, s)| s.clone())
+                .collect();
+            let message = ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
+                first_tick: first,
+                sets,
+            });
+            if let Ok(bytes) = simsync_net::encode(&message) {
+                self.stats.confirmed_bytes_sent += bytes.len() as u64;
+            }
+            if let Err(error) = server.send_msg(client, &message) {
+                debug!("relay: confirmed inputs to {client} not sent: {error}");
+            }
+            let newest_input = slot.inputs.keys().next_back().copied();
+            if let Some(newest_input) = newest_input {
+                let clock = ServerMessage::Session(SessionServerMessage::Clock {
+                    server_tick: self.server_tick,
+                    input_lead_ticks: (newest_input - self.server_tick) as f32,
+                });
+                let _ = server.send_msg(client, &clock);
+            } else {
+                let clock = ServerMessage::Session(SessionServerMessage::Clock {
+                    server_tick: self.server_tick,
+                    input_lead_ticks: (self.confirmed_tick - self.server_tick) as f32,
+                });
+                let _ = server.send_msg(client, &clock);
+            }
+        }
+    }
+}
+
+/// The relay server as a Bevy plugin: inserts [`RelayServer`] and [`RelayStats`] and runs the
+/// relay after renet receives (`PreUpdate`). The app must also hold a `RenetServer` and a
+/// transport (see `simsync_net::NetServerPlugin`); the clock advances one tick per update at
+/// a fixed [`NetClock`], or by real time.
+pub struct DeterministicServerPlugin {
+    config: RelayServerConfig,
+}
+
+impl DeterministicServerPlugin {
+    /// A relay for `players` players of input type `I`, at `tick_rate_hz`, with Quantum's
+    /// defaults: hard tolerance 8 ticks, redundancy 3.
+    pub fn new<I: SimInput>(players: u8, tick_rate_hz: u16) -> Self {
+        Self {
+            config: RelayServerConfig {
+                players,
+                tick_rate_hz,
+                input_hard_tolerance: 8,
+                input_redundancy: 3,
+                default_input: simsync_net::encode(&I::default()).unwrap_or_default(),
+                ping_interval_ms: 250,
+            },
+        }
+    }
+
+    /// Ticks to wait for a missing input before replacing it.
+    pub fn input_hard_tolerance(mut self, ticks: u32) -> Self {
+        self.config.input_hard_tolerance = ticks;
+        self
+    }
+
+    /// Confirmed sets repeated in every message.
+    pub fn input_redundancy(mut self, sets: u32) -> Self {
+        self.config.input_redundancy = sets;
+        self
+    }
+}
+
+#[derive(Resource, Default)]
+struct ServerClock {
+    accumulator: f64,
+}
+
+impl Plugin for DeterministicServerPlugin {
+    fn build(&self, app: &mut App) {
+        app.insert_resource(RelayServer::new(self.config.clone()))
+            .init_resource::<RelayStats>()
+            .init_resource::<ServerClock>()
+            .add_systems(PreUpdate, relay_update.after(RenetReceive));
+    }
+}
+
+fn relay_update(
+    mut relay: ResMut<RelayServer>,
+    server: Option<ResMut<RenetServer>>,
+    clock: Option<Res<NetClock>>,
+    real: Option<Res<Time<bevy::time::Real>>>,
+    mut acc: ResMut<ServerClock>,
+    mut stats: ResMut<RelayStats>,
+) {
+    let Some(mut server) = server else {
+        return;
+    };
+    let clock = clock.map(|c| *c).unwrap_or_default();
+    let dt = clock.delta(real.as_deref());
+    let hz = f64::from(relay.config.tick_rate_hz.max(1));
+    let ticks = match clock {
+        NetClock::Fixed(_) => 1,
+        NetClock::Real => {
+            acc.accumulator += dt.as_secs_f64() * hz;
+            let n = acc.accumulator.floor().clamp(0.0, 8.0);
+            acc.accumulator -= n;
+            n as u32
+        }
+    };
+    relay.update(&mut server, dt, ticks);
+    stats.clone_from(&relay.stats);
+}

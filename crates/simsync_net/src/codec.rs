@@ -1,0 +1,274 @@
+//! The codec: bincode 2 through serde, with a size limit, and a counter of rejected messages.
+//!
+//! Layout: `bincode::config::standard()` — little endian, variable-length integers (an integer
+//! below 251 takes one byte, below 2¹⁶ three, below 2³² five), `f32` as 4 raw bytes, enum tags
+//! as varints, sequences and strings as a varint length followed by the elements — with a limit
+//! of [`MAX_MESSAGE_BYTES`] bytes. There is no header: the protocol version is checked once, in
+//! the handshake (see [`crate::messages`]), and on UDP by netcode's protocol id
+//! ([`crate::udp::NETCODE_PROTOCOL_ID`]).
+//!
+//! Decoding never panics and never allocates more than the limit allows: every bad input —
+//! garbage, truncated bytes, bytes past the limit, bytes left over after a complete message —
+//! comes back as a typed [`NetError`], and [`DecodeStats`] counts them by kind.
+
+use bevy::prelude::Resource;
+use bincode::config::{Configuration, LittleEndian, Varint};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::NetError;
+
+/// Largest encoded message, in bytes (64 KiB). [`encode`] refuses to produce a longer one
+/// ([`NetError::MessageTooLarge`]) and [`decode`] refuses to read one
+/// ([`NetError::Oversized`]), including a short message whose length prefixes announce more.
+///
+/// renet splits messages above 1,200 bytes into slices; keep messages sent on unreliable
+/// channels well under that (see [`crate::channels`]).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// The bincode configuration of every message: `standard()` (varint, little endian) with the
+/// [`MAX_MESSAGE_BYTES`] limit.
+pub type WireConfig =
+    Configuration<LittleEndian, Varint, bincode::config::Limit<MAX_MESSAGE_BYTES>>;
+
+/// The bincode configuration of every message; see [`WireConfig`].
+pub const fn wire_config() -> WireConfig {
+    bincode::config::standard().with_limit::<MAX_MESSAGE_BYTES>()
+}
+
+/// Encodes `value` with the [wire configuration](wire_config).
+///
+/// # Errors
+///
+/// - [`NetError::MessageTooLarge`] if the result would be above [`MAX_MESSAGE_BYTES`].
+/// - [`NetError::Encode`] if the value's `Serialize` impl fails (never for this crate's message
+///   types).
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, NetError> {
+    let bytes = bincode::serde::encode_to_vec(value, wire_config())
+        .map_err(|error| NetError::Encode(error.to_string()))?;
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(NetError::MessageTooLarge {
+            size: bytes.len(),
+            limit: MAX_MESSAGE_BYTES,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Decodes one whole `T` from `bytes` with the [wire configuration](wire_config).
+///
+/// All of `bytes` must be used: this is the decoder for one renet message.
+///
+/// # Errors
+///
+/// - [`NetError::Oversized`] if `bytes` is longer than [`MAX_MESSAGE_BYTES`], or a length inside
+///   it announces more than the limit allows.
+/// - [`NetError::Truncated`] if the bytes end before the message does.
+/// - [`NetError::TrailingBytes`] if bytes are left over after a complete message.
+/// - [`NetError::Malformed`] for anything else that is not a valid `T` (bad enum tag, bad
+///   varint, invalid UTF-8, ...).
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, NetError> {
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(NetError::Oversized {
+            limit: MAX_MESSAGE_BYTES,
+        });
+    }
+    match bincode::serde::decode_from_slice::<T, _>(bytes, wire_config()) {
+        Ok((value, consumed)) if consumed == bytes.len() => Ok(value),
+        Ok((_, consumed)) => Err(NetError::TrailingBytes {
+            consumed,
+            trailing: bytes.len().saturating_sub(consumed),
+        }),
+        Err(error) => Err(map_decode_error(error)),
+    }
+}
+
+/// Decodes like [`decode`] and records the outcome in `stats`.
+///
+/// # Errors
+///
+/// As [`decode`].
+pub fn decode_counted<T: DeserializeOwned>(
+    bytes: &[u8],
+    stats: &mut DecodeStats,
+) -> Result<T, NetError> {
+    let result = decode(bytes);
+    stats.record(&result);
+    result
+}
+
+fn map_decode_error(error: bincode::error::DecodeError) -> NetError {
+    use bincode::error::DecodeError;
+    match error {
+        DecodeError::UnexpectedEnd { .. } => NetError::Truncated,
+        DecodeError::LimitExceeded => NetError::Oversized {
+            limit: MAX_MESSAGE_BYTES,
+        },
+        other => NetError::Malformed(other.to_string()),
+    }
+}
+
+/// Counts decoded messages, accepted and rejected by kind, so a server or client can report (and
+/// a test can check) how much garbage it was sent.
+///
+/// Fill it with [`decode_counted`], [`DecodeStats::record`], or the receive helpers of
+/// [`crate::ClientNetExt`] / [`crate::ServerNetExt`]. It is a Bevy resource so systems can share
+/// one per App; it is not inserted by any plugin.
+#[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DecodeStats {
+    /// Messages decoded successfully.
+    pub accepted: u64,
+    /// Rejected: bytes ended early ([`NetError::Truncated`]).
+    pub truncated: u64,
+    /// Rejected: past the size limit ([`NetError::Oversized`]).
+    pub oversized: u64,
+    /// Rejected: bytes left over ([`NetError::TrailingBytes`]).
+    pub trailing: u64,
+    /// Rejected: not a valid encoding ([`NetError::Malformed`]).
+    pub malformed: u64,
+    /// Rejected: another protocol version ([`NetError::VersionMismatch`]).
+    pub version_mismatch: u64,
+}
+
+impl DecodeStats {
+    /// Records the outcome of one decode. Errors that are not decode errors (see
+    /// [`NetError::is_decode_error`]) are not counted.
+    pub fn record<T>(&mut self, result: &Result<T, NetError>) {
+        match result {
+            Ok(_) => self.accepted += 1,
+            Err(error) => self.record_error(error),
+        }
+    }
+
+    /// Records one rejected message. Errors that are not decode errors are not counted.
+    pub fn record_error(&mut self, error: &NetError) {
+        match error {
+            NetError::Truncated => self.truncated += 1,
+            NetError::Oversized { .. } => self.oversized += 1,
+            NetError::TrailingBytes { .. } => self.trailing += 1,
+            NetError::Malformed(_) => self.malformed += 1,
+            NetError::VersionMismatch { .. } => self.version_mismatch += 1,
+            _ => {}
+        }
+    }
+
+    /// All rejected messages, of every kind.
+    pub fn rejected(&self) -> u64 {
+        self.truncated + self.oversized + self.trailing + self.malformed + self.version_mismatch
+    }
+
+    /// Accepted plus rejected.
+    pub fn total(&self) -> u64 {
+        self.accepted + self.rejected()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Sample {
+        a: u32,
+        name: String,
+        list: Vec<u16>,
+    }
+
+    fn sample() -> Sample {
+        Sample {
+            a: 300,
+            name: "abc".into(),
+            list: vec![1, 2, 70_000u32 as u16],
+        }
+    }
+
+    #[test]
+    fn round_trip_is_exact_and_varint_sized() {
+        let bytes = encode(&sample()).unwrap();
+        // 300 → 3 bytes (0xFB + u16), "abc" → 1 + 3, list → 1 + 1 + 1 + 1 (4464 < 65536 → 3).
+        assert_eq!(bytes.len(), 3 + 4 + 1 + 1 + 1 + 3);
+        assert_eq!(decode::<Sample>(&bytes).unwrap(), sample());
+    }
+
+    #[test]
+    fn truncated_bytes_are_a_typed_error_and_counted() {
+        let bytes = encode(&sample()).unwrap();
+        let mut stats = DecodeStats::default();
+        for cut in 0..bytes.len() {
+            let result = decode_counted::<Sample>(&bytes[..cut], &mut stats);
+            assert!(
+                matches!(result, Err(NetError::Truncated)),
+                "cut {cut}: {result:?}"
+            );
+        }
+        assert_eq!(stats.truncated, bytes.len() as u64);
+        assert_eq!(stats.rejected(), bytes.len() as u64);
+        assert_eq!(stats.accepted, 0);
+    }
+
+    #[test]
+    fn trailing_bytes_are_rejected() {
+        let mut bytes = encode(&sample()).unwrap();
+        let consumed = bytes.len();
+        bytes.extend_from_slice(&[0, 0]);
+        let mut stats = DecodeStats::default();
+        let result = decode_counted::<Sample>(&bytes, &mut stats);
+        assert!(matches!(
+            result,
+            Err(NetError::TrailingBytes { consumed: c, trailing: 2 }) if c == consumed
+        ));
+        assert_eq!(stats.trailing, 1);
+    }
+
+    #[test]
+    fn oversized_input_and_oversized_length_prefix_are_rejected() {
+        let mut stats = DecodeStats::default();
+        let huge = vec![0u8; MAX_MESSAGE_BYTES + 1];
+        assert!(matches!(
+            decode_counted::<Vec<u8>>(&huge, &mut stats),
+            Err(NetError::Oversized {
+                limit: MAX_MESSAGE_BYTES
+            })
+        ));
+        // A 5-byte message announcing a 1 MiB string: refused before any allocation.
+        let mut prefix = vec![0xFC]; // u32 varint marker
+        prefix.extend_from_slice(&(1u32 << 20).to_le_bytes());
+        assert!(matches!(
+            decode_counted::<String>(&prefix, &mut stats),
+            Err(NetError::Oversized { .. })
+        ));
+        assert_eq!(stats.oversized, 2);
+    }
+
+    #[test]
+    fn garbage_is_malformed() {
+        let mut stats = DecodeStats::default();
+        // 0xFF is not a valid varint marker in bincode standard config.
+        let result = decode_counted::<u32>(&[0xFF, 1, 2, 3, 4, 5, 6, 7, 8], &mut stats);
+        assert!(matches!(result, Err(NetError::Malformed(_))), "{result:?}");
+        // Invalid UTF-8 in a string.
+        let result = decode_counted::<String>(&[2, 0xC3, 0x28], &mut stats);
+        assert!(matches!(result, Err(NetError::Malformed(_))), "{result:?}");
+        assert_eq!(stats.malformed, 2);
+    }
+
+    #[test]
+    fn encode_refuses_messages_above_the_limit() {
+        // 65,536 bytes + a 5-byte length (0xFC marker + u32).
+        let big = vec![7u8; MAX_MESSAGE_BYTES];
+        let result = encode(&big);
+        assert!(
+            matches!(
+                result,
+                Err(NetError::MessageTooLarge { size, limit: MAX_MESSAGE_BYTES })
+                    if size == MAX_MESSAGE_BYTES + 5
+            ),
+            "{result:?}"
+        );
+        // Exactly the limit is fine (65,533 bytes + a 3-byte length: 0xFB marker + u16).
+        assert_eq!(
+            encode(&vec![7u8; MAX_MESSAGE_BYTES - 3]).unwrap().len(),
+            MAX_MESSAGE_BYTES
+        );
+    }
+}

@@ -1,0 +1,381 @@
+//! Messages of simulation ownership (entity server and participants), and the compact body
+//! state they carry.
+//!
+//! The server takes a bidder's identity from the connection, never from a message, so client
+//! messages carry no participant id; server messages that concern someone else's body name the
+//! owner.
+//!
+//! # Size of a state update
+//!
+//! [`BodyState`] is position as 3 × `f32` (12 bytes), rotation "smallest three" packed in 6
+//! bytes ([`PackedRotation`]), linear and angular velocity as 3 × `f32` each (24 bytes), plus
+//! the body id and sequence number as varints (1 byte each below 251, 3 below 65,536, 5 for
+//! larger `seq` and up to 9 for larger ids): 44 bytes for small numbers. Wrapped in
+//! [`crate::ClientMessage::Ownership`]`(`[`OwnershipClientMessage::StateUpdate`]`)` it costs two
+//! enum tags more: **46 bytes** for id and seq below 251, 48 with a seq below 65,536 (see the
+//! `state_update_wire_size` test).
+
+use std::f32::consts::FRAC_1_SQRT_2;
+
+use bevy::math::{Quat, Vec3};
+use serde::{Deserialize, Serialize};
+
+use crate::{NetChannel, ParticipantId};
+
+/// Network id of a simulated body, shared by all participants. A varint on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BodyId(pub u64);
+
+/// A unit quaternion in 6 bytes: "smallest three" — the index of the largest component
+/// (2 bits) and the other three, each in [-1/√2, 1/√2], quantized to 15 bits. The largest
+/// component is rebuilt as `sqrt(1 − a² − b² − c²)` (made non-negative by the sign flip `q ≡ −q`).
+///
+/// Quantization error: at most 2.2 × 10⁻⁵ on each sent component, and a little more on the
+/// rebuilt one; the rotation is off by at most about 2 × 10⁻⁴ rad (0.01°). Any 6 bytes decode to
+/// a valid unit quaternion (the 48th bit is ignored), so [`PackedRotation::to_quat`] never fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PackedRotation(pub [u8; 6]);
+
+const COMPONENT_BITS: u32 = 15;
+const COMPONENT_MAX: u32 = (1 << COMPONENT_BITS) - 1;
+
+impl PackedRotation {
+    /// The identity rotation, packed.
+    pub fn identity() -> Self {
+        Self::from_quat(Quat::IDENTITY)
+    }
+
+    /// Packs `rotation`, normalizing it first. A quaternion that is not finite or has (nearly)
+    /// zero length packs as the identity.
+    pub fn from_quat(rotation: Quat) -> Self {
+        let mut c = rotation.to_array();
+        let length_squared: f32 = c.iter().map(|v| v * v).sum();
+        if !length_squared.is_finite() || length_squared < 1e-12 {
+            c = Quat::IDENTITY.to_array();
+        } else {
+            let inverse = length_squared.sqrt().recip();
+            for v in &mut c {
+                *v *= inverse;
+            }
+        }
+        let mut largest = 0;
+        for i in 1..4 {
+            if c[i].abs() > c[largest].abs() {
+                largest = i;
+            }
+        }
+        if c[largest] < 0.0 {
+            for v in &mut c {
+                *v = -*v;
+            }
+        }
+        let mut packed = largest as u64;
+        let mut shift = 2;
+        for (i, v) in c.iter().enumerate() {
+            if i == largest {
+                continue;
+            }
+            let unit =
+                (v.clamp(-FRAC_1_SQRT_2, FRAC_1_SQRT_2) + FRAC_1_SQRT_2) / (2.0 * FRAC_1_SQRT_2);
+            let quantized = (unit * COMPONENT_MAX as f32)
+                .round()
+                .clamp(0.0, COMPONENT_MAX as f32) as u64;
+            packed |= quantized << shift;
+            shift += COMPONENT_BITS;
+        }
+        let bytes = packed.to_le_bytes();
+        Self([bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5]])
+    }
+
+    /// Unpacks to a unit quaternion (never fails, see the type docs).
+    pub fn to_quat(self) -> Quat {
+        let mut bytes = [0u8; 8];
+        bytes[..6].copy_from_slice(&self.0);
+        let packed = u64::from_le_bytes(bytes);
+        let largest = (packed & 3) as usize;
+        let mut c = [0.0f32; 4];
+        let mut shift = 2;
+        let mut sum = 0.0;
+        for (i, v) in c.iter_mut().enumerate() {
+            if i == largest {
+                continue;
+            }
+            let quantized = ((packed >> shift) & u64::from(COMPONENT_MAX)) as f32;
+            *v = quantized / COMPONENT_MAX as f32 * (2.0 * FRAC_1_SQRT_2) - FRAC_1_SQRT_2;
+            sum += *v * *v;
+            shift += COMPONENT_BITS;
+        }
+        c[largest] = (1.0 - sum).max(0.0).sqrt();
+        Quat::from_array(c).normalize()
+    }
+}
+
+impl From<Quat> for PackedRotation {
+    fn from(rotation: Quat) -> Self {
+        Self::from_quat(rotation)
+    }
+}
+
+impl From<PackedRotation> for Quat {
+    fn from(rotation: PackedRotation) -> Self {
+        rotation.to_quat()
+    }
+}
+
+/// The state of one body as its owner sends it: 44 bytes for small ids (see the
+/// [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BodyState {
+    /// The body.
+    pub body: BodyId,
+    /// Per-body sequence number set by the owner, increasing by one per update (wrapping); a
+    /// receiver drops an update that is not [newer](seq_newer) than the last it applied, since
+    /// the state channel neither orders nor deduplicates.
+    pub seq: u32,
+    /// World position, in metres.
+    pub position: [f32; 3],
+    /// World rotation, packed.
+    pub rotation: PackedRotation,
+    /// Linear velocity, in m/s.
+    pub linvel: [f32; 3],
+    /// Angular velocity, in rad/s.
+    pub angvel: [f32; 3],
+}
+
+impl BodyState {
+    /// Builds a state from Bevy math types (the rotation is packed, see [`PackedRotation`]).
+    pub fn new(
+        body: BodyId,
+        seq: u32,
+        position: Vec3,
+        rotation: Quat,
+        linvel: Vec3,
+        angvel: Vec3,
+    ) -> Self {
+        Self {
+            body,
+            seq,
+            position: position.to_array(),
+            rotation: PackedRotation::from_quat(rotation),
+            linvel: linvel.to_array(),
+            angvel: angvel.to_array(),
+        }
+    }
+
+    /// Position, in metres.
+    pub fn position(&self) -> Vec3 {
+        Vec3::from_array(self.position)
+    }
+
+    /// Rotation, unpacked (unit quaternion).
+    pub fn rotation(&self) -> Quat {
+        self.rotation.to_quat()
+    }
+
+    /// Linear velocity, in m/s.
+    pub fn linvel(&self) -> Vec3 {
+        Vec3::from_array(self.linvel)
+    }
+
+    /// Angular velocity, in rad/s.
+    pub fn angvel(&self) -> Vec3 {
+        Vec3::from_array(self.angvel)
+    }
+}
+
+/// Whether sequence number `a` is newer than `b`, allowing for wrap-around: true when `a` is
+/// ahead of `b` by less than half the `u32` range (2³¹).
+pub fn seq_newer(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < (1 << 31)
+}
+
+/// Who owns a body, at which priority: the ownership record. `owner: None` means unowned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OwnerRecord {
+    /// The body.
+    pub body: BodyId,
+    /// The owner, or `None` if the body is unowned.
+    pub owner: Option<ParticipantId>,
+    /// The owner's priority (0 when unowned).
+    pub priority: u8,
+}
+
+/// Why the entity server refused a bid or a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RefuseReason {
+    /// The body is locked against ownership changes.
+    Locked,
+    /// The current owner holds a higher priority.
+    LowerPriority,
+    /// Equal priority within the lockout after the last ownership change.
+    Lockout,
+    /// Only the current owner may release the body or change its priority.
+    NotOwner,
+    /// The server does not know this body.
+    UnknownBody,
+    /// The server never grants this priority as such (for example a volunteer bid on an owned
+    /// body).
+    InvalidPriority,
+}
+
+/// Ownership messages from a participant to the entity server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OwnershipClientMessage {
+    /// Asks to own `body` at `priority` (or, from the owner, to change its priority).
+    /// Channel: control.
+    Bid {
+        /// The body.
+        body: BodyId,
+        /// Bid priority.
+        priority: u8,
+    },
+    /// The owner gives `body` up. Channel: control.
+    Release {
+        /// The body.
+        body: BodyId,
+    },
+    /// The owner's state of a body, to relay to everyone else. Channel: state.
+    StateUpdate(BodyState),
+}
+
+impl OwnershipClientMessage {
+    /// The channel this message is meant to be sent on.
+    pub fn channel(&self) -> NetChannel {
+        match self {
+            OwnershipClientMessage::Bid { .. } | OwnershipClientMessage::Release { .. } => {
+                NetChannel::Control
+            }
+            OwnershipClientMessage::StateUpdate(_) => NetChannel::State,
+        }
+    }
+}
+
+/// Ownership messages from the entity server to participants.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OwnershipServerMessage {
+    /// The recipient's bid won: it owns `body` at `priority` (which may differ from the bid, e.g.
+    /// a volunteer bid granted as recruit). Channel: control.
+    Grant {
+        /// The body.
+        body: BodyId,
+        /// Granted priority.
+        priority: u8,
+    },
+    /// The recipient's bid or release was refused. Channel: control.
+    Refused {
+        /// The body.
+        body: BodyId,
+        /// Why.
+        reason: RefuseReason,
+    },
+    /// A body's owner or priority changed (sent to everyone). Channel: control.
+    OwnerChanged(OwnerRecord),
+    /// The ownership of many bodies at once, e.g. for a participant that just joined.
+    /// Channel: control.
+    Snapshot(Vec<OwnerRecord>),
+    /// A state update from the owner of `state.body`, relayed. Channel: state.
+    StateRelay {
+        /// The owner who sent it.
+        owner: ParticipantId,
+        /// Its state.
+        state: BodyState,
+    },
+}
+
+impl OwnershipServerMessage {
+    /// The channel this message is meant to be sent on.
+    pub fn channel(&self) -> NetChannel {
+        match self {
+            OwnershipServerMessage::StateRelay { .. } => NetChannel::State,
+            _ => NetChannel::Control,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_rotation_round_trips_within_2e_4_rad() {
+        let samples = [
+            Quat::IDENTITY,
+            Quat::from_rotation_x(1.0),
+            Quat::from_rotation_y(-2.5),
+            Quat::from_rotation_z(3.1),
+            Quat::from_euler(bevy::math::EulerRot::XYZ, 0.3, -1.2, 2.9),
+            Quat::from_xyzw(0.5, 0.5, 0.5, 0.5),
+            Quat::from_xyzw(-0.5, 0.5, -0.5, -0.5),
+            Quat::from_xyzw(0.0, 0.0, 0.0, -1.0),
+        ];
+        for q in samples {
+            let back = PackedRotation::from_quat(q).to_quat();
+            // Chordal distance, q ≡ −q; the rotation angle is about twice it.
+            let chord = (q - back).length().min((q + back).length());
+            assert!(chord < 1e-4, "{q:?} → {back:?}: {chord}");
+            assert!((back.length() - 1.0).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn packed_rotation_handles_degenerate_input_and_any_bytes() {
+        assert_eq!(
+            PackedRotation::from_quat(Quat::from_xyzw(f32::NAN, 0.0, 0.0, 1.0)),
+            PackedRotation::identity()
+        );
+        assert_eq!(
+            PackedRotation::from_quat(Quat::from_xyzw(0.0, 0.0, 0.0, 0.0)),
+            PackedRotation::identity()
+        );
+        for bytes in [[0u8; 6], [0xFF; 6], [1, 2, 3, 4, 5, 6]] {
+            let q = PackedRotation(bytes).to_quat();
+            assert!(q.is_finite() && (q.length() - 1.0).abs() < 1e-5, "{q:?}");
+        }
+    }
+
+    #[test]
+    fn sequence_comparison_wraps() {
+        assert!(seq_newer(1, 0));
+        assert!(!seq_newer(0, 1));
+        assert!(!seq_newer(5, 5));
+        assert!(seq_newer(0, u32::MAX));
+        assert!(seq_newer(10, u32::MAX - 10));
+        assert!(!seq_newer(u32::MAX - 10, 10));
+    }
+
+    #[test]
+    fn channels_of_ownership_messages() {
+        assert_eq!(
+            OwnershipClientMessage::Bid {
+                body: BodyId(1),
+                priority: 2
+            }
+            .channel(),
+            NetChannel::Control
+        );
+        let state = BodyState::new(
+            BodyId(1),
+            0,
+            Vec3::ZERO,
+            Quat::IDENTITY,
+            Vec3::ZERO,
+            Vec3::ZERO,
+        );
+        assert_eq!(
+            OwnershipClientMessage::StateUpdate(state).channel(),
+            NetChannel::State
+        );
+        assert_eq!(
+            OwnershipServerMessage::StateRelay {
+                owner: ParticipantId(1),
+                state
+            }
+            .channel(),
+            NetChannel::State
+        );
+        assert_eq!(
+            OwnershipServerMessage::Snapshot(vec![]).channel(),
+            NetChannel::Control
+        );
+    }
+}

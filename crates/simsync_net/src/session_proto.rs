@@ -1,0 +1,121 @@
+//! Messages of the networked deterministic session (relay server and clients).
+//!
+//! Inputs are opaque bytes here: the game encodes its compact input type with the same codec
+//! ([`crate::encode`]) and this crate never needs to know it. Ticks are `i32` frame numbers.
+//!
+//! Redundancy: both directions send the last few ticks again in every message
+//! ([`SessionClientMessage::Inputs`], [`SessionServerMessage::ConfirmedInputs`]) on the
+//! unreliable inputs channel, so a lost packet costs nothing as long as one of the next few
+//! arrives; the receiver keeps the first copy of each tick and ignores the rest.
+
+use serde::{Deserialize, Serialize};
+
+use crate::NetChannel;
+
+/// One player's input for one tick, encoded by the game (opaque to this crate).
+pub type InputBytes = Vec<u8>;
+
+/// The confirmed inputs of all players for one tick.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputSet {
+    /// One input per player slot, in slot order.
+    pub inputs: Vec<InputBytes>,
+    /// Bit `i` set: the server did not receive slot `i`'s input in time (hard tolerance) and
+    /// replaced it with that player's last input. Slots ≥ 64 cannot be marked.
+    pub replaced: u64,
+}
+
+impl InputSet {
+    /// Whether slot `slot`'s input was replaced by the server (always `false` for slots ≥ 64).
+    pub fn is_replaced(&self, slot: usize) -> bool {
+        slot < 64 && self.replaced & (1u64 << slot) != 0
+    }
+}
+
+/// Session messages from a client to the relay server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SessionClientMessage {
+    /// The client's inputs for ticks `first_tick ..= first_tick + inputs.len() - 1`, oldest
+    /// first, including ticks already sent (redundancy). Channel: inputs.
+    Inputs {
+        /// Tick of `inputs[0]`.
+        first_tick: i32,
+        /// One encoded input per tick.
+        inputs: Vec<InputBytes>,
+        /// The last tick up to which the client holds every confirmed input set, so the server
+        /// can stop repeating older ones; `i32::MIN` before the first.
+        ack_tick: i32,
+    },
+    /// Checksum of the client's verified state at `tick`, for desync detection.
+    /// Channel: control.
+    Checksum {
+        /// Verified tick the checksum is for.
+        tick: i32,
+        /// The checksum.
+        checksum: u64,
+    },
+}
+
+impl SessionClientMessage {
+    /// The channel this message is meant to be sent on.
+    pub fn channel(&self) -> NetChannel {
+        match self {
+            SessionClientMessage::Inputs { .. } => NetChannel::Inputs,
+            SessionClientMessage::Checksum { .. } => NetChannel::Control,
+        }
+    }
+}
+
+/// Session messages from the relay server to a client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SessionServerMessage {
+    /// The session starts (or started) at `tick`. Channel: control.
+    Start {
+        /// First tick of the session.
+        tick: i32,
+        /// Number of player slots (length of every [`InputSet::inputs`]).
+        players: u8,
+        /// Simulation ticks per second (Hz).
+        tick_rate_hz: u16,
+    },
+    /// Confirmed input sets of ticks `first_tick ..= first_tick + sets.len() - 1`, oldest first,
+    /// including sets already sent (redundancy). Channel: inputs.
+    ConfirmedInputs {
+        /// Tick of `sets[0]`.
+        first_tick: i32,
+        /// One set per tick.
+        sets: Vec<InputSet>,
+    },
+    /// Clock information for the client's lead control. Channel: inputs.
+    Clock {
+        /// The server's tick when it sent this message.
+        server_tick: i32,
+        /// How early this client's inputs arrive, in ticks: the tick of the newest input
+        /// received minus the server tick at its arrival (negative: late). Fractional.
+        input_lead_ticks: f32,
+    },
+    /// A client's checksum for `tick` differs from the others'. Channel: control.
+    Desync {
+        /// The first tick found to differ.
+        tick: i32,
+    },
+    /// A player left; from now on the server replaces its inputs. Channel: control.
+    PlayerLeft {
+        /// The player's slot.
+        slot: u8,
+    },
+}
+
+impl SessionServerMessage {
+    /// The channel this message is meant to be sent on.
+    pub fn channel(&self) -> NetChannel {
+        match self {
+            SessionServerMessage::ConfirmedInputs { .. } | SessionServerMessage::Clock { .. } => {
+                NetChannel::Inputs
+            }
+            SessionServerMessage::Start { .. }
+            | SessionServerMessage::Desync { .. }
+            | SessionServerMessage::PlayerLeft { .. } => NetChannel::Control,
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! One interface over both transports, so App code is the same for in-memory and UDP: the
+//! [`ServerTransport`] and [`ClientTransport`] resources, driven by [`crate::NetServerPlugin`] /
+//! [`crate::NetClientPlugin`] or by hand.
+
+use std::time::Duration;
+
+use bevy::prelude::Resource;
+use renet::{ClientId, RenetClient, RenetServer};
+
+use crate::NetError;
+use crate::memory::{MemoryClientTransport, MemoryServerTransport};
+use crate::udp::{UdpClientTransport, UdpServerTransport};
+
+/// The server's transport: in memory or UDP. A Bevy resource, next to a
+/// `bevy_renet::RenetServer` resource.
+#[derive(Resource, Debug)]
+pub enum ServerTransport {
+    /// In-memory ([`crate::memory`]).
+    Memory(MemoryServerTransport),
+    /// UDP through renet_netcode ([`crate::udp`]); boxed, as it holds a 1,400-byte buffer.
+    Udp(Box<UdpServerTransport>),
+}
+
+impl ServerTransport {
+    /// Advances the transport's clock by `dt` and hands received packets to `server` (adding and
+    /// removing connections). Call after `server.update(dt)`; the plugin does both in
+    /// `PreUpdate`.
+    ///
+    /// # Errors
+    ///
+    /// UDP: [`NetError::Transport`] if the socket fails. In memory: never.
+    pub fn update(&mut self, dt: Duration, server: &mut RenetServer) -> Result<(), NetError> {
+        match self {
+            ServerTransport::Memory(transport) => {
+                transport.update(dt, server);
+                Ok(())
+            }
+            ServerTransport::Udp(transport) => transport.update(dt, server),
+        }
+    }
+
+    /// Sends the packets renet has queued for every client.
+    pub fn send_packets(&mut self, server: &mut RenetServer) {
+        match self {
+            ServerTransport::Memory(transport) => transport.send_packets(server),
+            ServerTransport::Udp(transport) => transport.send_packets(server),
+        }
+    }
+
+    /// Disconnects every client.
+    pub fn disconnect_all(&mut self, server: &mut RenetServer) {
+        match self {
+            ServerTransport::Memory(transport) => transport.disconnect_all(server),
+            ServerTransport::Udp(transport) => transport.disconnect_all(server),
+        }
+    }
+}
+
+impl From<MemoryServerTransport> for ServerTransport {
+    fn from(transport: MemoryServerTransport) -> Self {
+        ServerTransport::Memory(transport)
+    }
+}
+
+impl From<UdpServerTransport> for ServerTransport {
+    fn from(transport: UdpServerTransport) -> Self {
+        ServerTransport::Udp(Box::new(transport))
+    }
+}
+
+/// A client's transport: in memory or UDP. A Bevy resource, next to a
+/// `bevy_renet::RenetClient` resource.
+#[derive(Resource, Debug)]
+pub enum ClientTransport {
+    /// In-memory ([`crate::memory`]).
+    Memory(MemoryClientTransport),
+    /// UDP through renet_netcode ([`crate::udp`]); boxed, as it holds a 1,400-byte buffer.
+    Udp(Box<UdpClientTransport>),
+}
+
+impl ClientTransport {
+    /// The client id: as registered (memory) or from the token (UDP).
+    pub fn client_id(&self) -> ClientId {
+        match self {
+            ClientTransport::Memory(transport) => transport.client_id(),
+            ClientTransport::Udp(transport) => transport.client_id(),
+        }
+    }
+
+    /// Advances the transport's clock by `dt`, updates `client`'s connection state and hands it
+    /// received packets. Call after `client.update(dt)`; the plugin does both in `PreUpdate`.
+    ///
+    /// # Errors
+    ///
+    /// [`NetError::NotConnected`] (memory) or [`NetError::Transport`] (UDP) once the connection
+    /// is closed or failed; `client` is then disconnected.
+    pub fn update(&mut self, dt: Duration, client: &mut RenetClient) -> Result<(), NetError> {
+        match self {
+            ClientTransport::Memory(transport) => transport.update(dt, client),
+            ClientTransport::Udp(transport) => transport.update(dt, client),
+        }
+    }
+
+    /// Sends the packets renet has queued.
+    ///
+    /// # Errors
+    ///
+    /// UDP: [`NetError::Transport`] if netcode is disconnected or the socket fails. In memory:
+    /// never.
+    pub fn send_packets(&mut self, client: &mut RenetClient) -> Result<(), NetError> {
+        match self {
+            ClientTransport::Memory(transport) => {
+                transport.send_packets(client);
+                Ok(())
+            }
+            ClientTransport::Udp(transport) => transport.send_packets(client),
+        }
+    }
+
+    /// Leaves: tells the server at once (UDP) or closes the link (memory).
+    pub fn disconnect(&mut self) {
+        match self {
+            ClientTransport::Memory(transport) => transport.disconnect(),
+            ClientTransport::Udp(transport) => transport.disconnect(),
+        }
+    }
+}
+
+impl From<MemoryClientTransport> for ClientTransport {
+    fn from(transport: MemoryClientTransport) -> Self {
+        ClientTransport::Memory(transport)
+    }
+}
+
+impl From<UdpClientTransport> for ClientTransport {
+    fn from(transport: UdpClientTransport) -> Self {
+        ClientTransport::Udp(Box::new(transport))
+    }
+}

@@ -1,0 +1,527 @@
+//! The codec on the real message types: exact round trips, every kind of bad bytes as a typed
+//! error and a counter, the version handshake, wire sizes, and proptests that random bytes never
+//! panic.
+
+use bevy::math::{Quat, Vec3};
+use proptest::prelude::*;
+use simsync_net::messages::{decode_client_message_counted, peek_handshake_version};
+use simsync_net::{
+    BodyId, BodyState, ClientMessage, DecodeStats, Hello, InputSet, MAX_MESSAGE_BYTES, NetChannel,
+    NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION,
+    PackedRotation, ParticipantId, Protocols, RefuseReason, RejectReason, ServerMessage,
+    SessionClientMessage, SessionServerMessage, Welcome, check_hello, decode,
+    decode_client_message, decode_server_message, encode,
+};
+
+fn state(body: u64, seq: u32) -> BodyState {
+    BodyState::new(
+        BodyId(body),
+        seq,
+        Vec3::new(1.5, -2.25, 1e6),
+        Quat::from_rotation_z(1.0),
+        Vec3::new(0.1, 0.2, 0.3),
+        Vec3::new(-4.0, 5.0, -6.0),
+    )
+}
+
+fn welcome() -> Welcome {
+    Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        participant: ParticipantId(3),
+        player_slot: Some(1),
+        protocols: Protocols::ALL,
+        tick_rate_hz: 64,
+        server_tick: 1234,
+    }
+}
+
+fn client_samples() -> Vec<ClientMessage> {
+    vec![
+        ClientMessage::Hello(Hello::new(Protocols::SESSION, "player one")),
+        ClientMessage::Ping { t: u32::MAX },
+        ClientMessage::Pong { t: 7 },
+        ClientMessage::Goodbye,
+        ClientMessage::Session(SessionClientMessage::Inputs {
+            first_tick: -3,
+            inputs: vec![vec![], vec![1, 2, 3], vec![255; 40]],
+            ack_tick: i32::MIN,
+        }),
+        ClientMessage::Session(SessionClientMessage::Checksum {
+            tick: 600,
+            checksum: u64::MAX,
+        }),
+        ClientMessage::Ownership(OwnershipClientMessage::Bid {
+            body: BodyId(u64::MAX),
+            priority: 128,
+        }),
+        ClientMessage::Ownership(OwnershipClientMessage::Release { body: BodyId(0) }),
+        ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state(42, 70_000))),
+    ]
+}
+
+fn server_samples() -> Vec<ServerMessage> {
+    vec![
+        ServerMessage::Welcome(welcome()),
+        ServerMessage::Rejected {
+            reason: RejectReason::VersionMismatch {
+                server: 1,
+                client: 2,
+            },
+        },
+        ServerMessage::Rejected {
+            reason: RejectReason::Other("full moon".into()),
+        },
+        ServerMessage::Ping { t: 0 },
+        ServerMessage::Pong {
+            t: 5,
+            server_time_ms: 99,
+        },
+        ServerMessage::Session(SessionServerMessage::Start {
+            tick: 0,
+            players: 4,
+            tick_rate_hz: 60,
+        }),
+        ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
+            first_tick: 100,
+            sets: vec![
+                InputSet {
+                    inputs: vec![vec![1], vec![2, 2]],
+                    replaced: 0,
+                },
+                InputSet {
+                    inputs: vec![vec![1], vec![2, 2]],
+                    replaced: 0b10,
+                },
+            ],
+        }),
+        ServerMessage::Session(SessionServerMessage::Clock {
+            server_tick: 77,
+            input_lead_ticks: -1.5,
+        }),
+        ServerMessage::Session(SessionServerMessage::Desync { tick: 60 }),
+        ServerMessage::Session(SessionServerMessage::PlayerLeft { slot: 2 }),
+        ServerMessage::Ownership(OwnershipServerMessage::Grant {
+            body: BodyId(8),
+            priority: 3,
+        }),
+        ServerMessage::Ownership(OwnershipServerMessage::Refused {
+            body: BodyId(8),
+            reason: RefuseReason::Lockout,
+        }),
+        ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(OwnerRecord {
+            body: BodyId(8),
+            owner: None,
+            priority: 0,
+        })),
+        ServerMessage::Ownership(OwnershipServerMessage::Snapshot(vec![OwnerRecord {
+            body: BodyId(1),
+            owner: Some(ParticipantId(2)),
+            priority: 128,
+        }])),
+        ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
+            owner: ParticipantId(2),
+            state: state(1, 1),
+        }),
+    ]
+}
+
+#[test]
+fn every_message_round_trips_exactly() {
+    for message in client_samples() {
+        let bytes = encode(&message).unwrap();
+        assert_eq!(decode_client_message(&bytes).unwrap(), message);
+    }
+    for message in server_samples() {
+        let bytes = encode(&message).unwrap();
+        assert_eq!(decode_server_message(&bytes).unwrap(), message);
+    }
+}
+
+#[test]
+fn channels_follow_the_design() {
+    use NetChannel::*;
+    let client: Vec<NetChannel> = client_samples()
+        .iter()
+        .map(ClientMessage::channel)
+        .collect();
+    assert_eq!(
+        client,
+        [
+            Control, Inputs, Inputs, Control, Inputs, Control, Control, Control, State
+        ]
+    );
+    let server: Vec<NetChannel> = server_samples()
+        .iter()
+        .map(ServerMessage::channel)
+        .collect();
+    assert_eq!(
+        server,
+        [
+            Control, Control, Control, Inputs, Inputs, Control, Inputs, Inputs, Control, Control,
+            Control, Control, Control, Control, State
+        ]
+    );
+}
+
+/// Bytes of one state update on the wire (the encoded renet message), by id and sequence size.
+#[test]
+fn state_update_wire_size() {
+    let size = |body, seq| {
+        encode(&ClientMessage::Ownership(
+            OwnershipClientMessage::StateUpdate(state(body, seq)),
+        ))
+        .unwrap()
+        .len()
+    };
+    let bare = |body, seq| encode(&state(body, seq)).unwrap().len();
+    // BodyState alone: 12 + 6 + 12 + 12 = 42 bytes + varint id + varint seq.
+    assert_eq!(bare(1, 1), 44);
+    // Two enum tags (ClientMessage::Ownership, OwnershipClientMessage::StateUpdate).
+    assert_eq!(size(1, 1), 46);
+    assert_eq!(size(250, 250), 46);
+    assert_eq!(size(250, 65_535), 48);
+    assert_eq!(size(65_535, 65_535), 50);
+    assert_eq!(size(250, u32::MAX), 50);
+    assert_eq!(size(u64::MAX, u32::MAX), 58);
+    // The relay adds the owner's id: one byte below 251.
+    let relay = encode(&ServerMessage::Ownership(
+        OwnershipServerMessage::StateRelay {
+            owner: ParticipantId(2),
+            state: state(1, 1),
+        },
+    ))
+    .unwrap();
+    assert_eq!(relay.len(), 47);
+    // Ownership record: id + owner + priority.
+    let record = encode(&OwnerRecord {
+        body: BodyId(10),
+        owner: Some(ParticipantId(1)),
+        priority: 128,
+    })
+    .unwrap();
+    assert_eq!(record.len(), 4);
+}
+
+#[test]
+fn truncated_messages_are_typed_errors_and_counted() {
+    let mut stats = DecodeStats::default();
+    let mut cases = 0;
+    for message in client_samples() {
+        let bytes = encode(&message).unwrap();
+        for cut in 0..bytes.len() {
+            let result = decode_client_message_counted(&bytes[..cut], &mut stats);
+            assert!(
+                matches!(result, Err(NetError::Truncated)),
+                "{message:?} cut at {cut}: {result:?}"
+            );
+            cases += 1;
+        }
+    }
+    assert_eq!(stats.truncated, cases);
+    assert_eq!(stats.rejected(), cases);
+    assert_eq!(stats.accepted, 0);
+}
+
+#[test]
+fn garbage_trailing_and_oversized_are_typed_errors_and_counted() {
+    let mut stats = DecodeStats::default();
+    // Unknown variant tag.
+    assert!(matches!(
+        decode_client_message_counted(&[200], &mut stats),
+        Err(NetError::Malformed(_))
+    ));
+    // Known tag, invalid varint marker inside.
+    assert!(matches!(
+        decode_client_message_counted(&[1, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0], &mut stats),
+        Err(NetError::Malformed(_))
+    ));
+    // Invalid UTF-8 in Hello's name.
+    let mut hello = encode(&ClientMessage::Hello(Hello::new(Protocols::ALL, "ab"))).unwrap();
+    let len = hello.len();
+    hello[len - 1] = 0xFF;
+    assert!(matches!(
+        decode_client_message_counted(&hello, &mut stats),
+        Err(NetError::Malformed(_))
+    ));
+    // Trailing bytes after a whole message.
+    let mut ping = encode(&ClientMessage::Ping { t: 3 }).unwrap();
+    ping.push(0);
+    assert!(matches!(
+        decode_client_message_counted(&ping, &mut stats),
+        Err(NetError::TrailingBytes {
+            consumed: 2,
+            trailing: 1
+        })
+    ));
+    // Longer than the limit.
+    let huge = vec![3u8; MAX_MESSAGE_BYTES + 1];
+    assert!(matches!(
+        decode_client_message_counted(&huge, &mut stats),
+        Err(NetError::Oversized { .. })
+    ));
+    // Short, but a length prefix announces 1 GiB of input bytes.
+    let mut lying = vec![4, 0, 1, 0xFC];
+    lying.extend_from_slice(&(1u32 << 30).to_le_bytes());
+    let result = decode_client_message_counted(&lying, &mut stats);
+    assert!(
+        matches!(
+            result,
+            Err(NetError::Truncated | NetError::Oversized { .. })
+        ),
+        "{result:?}"
+    );
+    assert_eq!(stats.malformed, 3);
+    assert_eq!(stats.trailing, 1);
+    assert_eq!(stats.oversized + stats.truncated, 2);
+    assert_eq!(stats.rejected(), 6);
+    // And encode refuses to build a message above the limit.
+    let too_big = ClientMessage::Session(SessionClientMessage::Inputs {
+        first_tick: 0,
+        inputs: vec![vec![0; 1024]; 64],
+        ack_tick: 0,
+    });
+    assert!(matches!(
+        encode(&too_big),
+        Err(NetError::MessageTooLarge {
+            limit: MAX_MESSAGE_BYTES,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn wrong_protocol_version_is_a_typed_error_and_counted() {
+    let mut stats = DecodeStats::default();
+    let mut hello = Hello::new(Protocols::ALL, "future");
+    hello.protocol_version = PROTOCOL_VERSION + 1;
+    assert_eq!(
+        check_hello(&hello),
+        Err(RejectReason::VersionMismatch {
+            server: PROTOCOL_VERSION,
+            client: PROTOCOL_VERSION + 1
+        })
+    );
+    let bytes = encode(&ClientMessage::Hello(hello)).unwrap();
+    assert_eq!(peek_handshake_version(&bytes), Some(PROTOCOL_VERSION + 1));
+    assert!(matches!(
+        decode_client_message_counted(&bytes, &mut stats),
+        Err(NetError::VersionMismatch { ours: PROTOCOL_VERSION, theirs }) if theirs == PROTOCOL_VERSION + 1
+    ));
+    // A future Hello whose fields after the version no longer decode: still a version error.
+    let future = [0u8, 0xFB, 0x34, 0x12, 0xFF, 0xFF];
+    assert!(matches!(
+        decode_client_message_counted(&future, &mut stats),
+        Err(NetError::VersionMismatch { theirs: 0x1234, .. })
+    ));
+    // The same on the client side, for a Welcome.
+    let mut old = welcome();
+    old.protocol_version = 0;
+    let bytes = encode(&ServerMessage::Welcome(old)).unwrap();
+    assert!(matches!(
+        decode_server_message(&bytes),
+        Err(NetError::VersionMismatch { theirs: 0, .. })
+    ));
+    assert_eq!(stats.version_mismatch, 2);
+    assert_eq!(stats.rejected(), 2);
+    // Our own version passes.
+    assert_eq!(check_hello(&Hello::new(Protocols::NONE, "")), Ok(()));
+    assert!(decode_server_message(&encode(&ServerMessage::Welcome(welcome())).unwrap()).is_ok());
+}
+
+fn any_f32() -> impl Strategy<Value = f32> {
+    any::<u32>().prop_map(f32::from_bits)
+}
+
+fn any_state() -> impl Strategy<Value = BodyState> {
+    (
+        any::<u64>(),
+        any::<u32>(),
+        [any_f32(), any_f32(), any_f32()],
+        any::<[u8; 6]>(),
+        [any_f32(), any_f32(), any_f32()],
+        [any_f32(), any_f32(), any_f32()],
+    )
+        .prop_map(
+            |(body, seq, position, rotation, linvel, angvel)| BodyState {
+                body: BodyId(body),
+                seq,
+                position,
+                rotation: PackedRotation(rotation),
+                linvel,
+                angvel,
+            },
+        )
+}
+
+fn any_client_message() -> impl Strategy<Value = ClientMessage> {
+    prop_oneof![
+        (any::<u16>(), any::<u8>(), ".{0,20}").prop_map(|(protocol_version, p, name)| {
+            ClientMessage::Hello(Hello {
+                protocol_version,
+                protocols: Protocols(p),
+                name,
+            })
+        }),
+        any::<u32>().prop_map(|t| ClientMessage::Ping { t }),
+        any::<u32>().prop_map(|t| ClientMessage::Pong { t }),
+        Just(ClientMessage::Goodbye),
+        (
+            any::<i32>(),
+            prop::collection::vec(prop::collection::vec(any::<u8>(), 0..16), 0..8),
+            any::<i32>()
+        )
+            .prop_map(|(first_tick, inputs, ack_tick)| ClientMessage::Session(
+                SessionClientMessage::Inputs {
+                    first_tick,
+                    inputs,
+                    ack_tick
+                }
+            )),
+        (any::<i32>(), any::<u64>()).prop_map(|(tick, checksum)| ClientMessage::Session(
+            SessionClientMessage::Checksum { tick, checksum }
+        )),
+        (any::<u64>(), any::<u8>()).prop_map(|(body, priority)| ClientMessage::Ownership(
+            OwnershipClientMessage::Bid {
+                body: BodyId(body),
+                priority
+            }
+        )),
+        any_state().prop_map(|s| ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(s))),
+    ]
+}
+
+fn any_server_message() -> impl Strategy<Value = ServerMessage> {
+    prop_oneof![
+        (
+            any::<u16>(),
+            proptest::option::of(any::<u8>()),
+            any::<i32>()
+        )
+            .prop_map(
+                |(participant, player_slot, server_tick)| ServerMessage::Welcome(Welcome {
+                    protocol_version: PROTOCOL_VERSION,
+                    participant: ParticipantId(participant),
+                    player_slot,
+                    protocols: Protocols::ALL,
+                    tick_rate_hz: 64,
+                    server_tick,
+                })
+            ),
+        (any::<u32>(), any::<u32>())
+            .prop_map(|(t, server_time_ms)| ServerMessage::Pong { t, server_time_ms }),
+        (
+            any::<i32>(),
+            prop::collection::vec(
+                (
+                    prop::collection::vec(prop::collection::vec(any::<u8>(), 0..8), 0..4),
+                    any::<u64>()
+                ),
+                0..6
+            )
+        )
+            .prop_map(|(first_tick, sets)| ServerMessage::Session(
+                SessionServerMessage::ConfirmedInputs {
+                    first_tick,
+                    sets: sets
+                        .into_iter()
+                        .map(|(inputs, replaced)| InputSet { inputs, replaced })
+                        .collect()
+                }
+            )),
+        (any::<i32>(), any_f32()).prop_map(|(server_tick, input_lead_ticks)| {
+            ServerMessage::Session(SessionServerMessage::Clock {
+                server_tick,
+                input_lead_ticks,
+            })
+        }),
+        prop::collection::vec(
+            (
+                any::<u64>(),
+                proptest::option::of(any::<u16>()),
+                any::<u8>()
+            ),
+            0..8
+        )
+        .prop_map(
+            |records| ServerMessage::Ownership(OwnershipServerMessage::Snapshot(
+                records
+                    .into_iter()
+                    .map(|(body, owner, priority)| OwnerRecord {
+                        body: BodyId(body),
+                        owner: owner.map(ParticipantId),
+                        priority
+                    })
+                    .collect()
+            ))
+        ),
+        (any::<u16>(), any_state()).prop_map(|(owner, state)| ServerMessage::Ownership(
+            OwnershipServerMessage::StateRelay {
+                owner: ParticipantId(owner),
+                state
+            }
+        )),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let mut stats = DecodeStats::default();
+        let client = decode_client_message_counted(&bytes, &mut stats);
+        let server = decode_server_message(&bytes);
+        let state = decode::<BodyState>(&bytes);
+        for error in [client.err(), server.err(), state.err()].into_iter().flatten() {
+            prop_assert!(error.is_decode_error(), "{error:?}");
+        }
+        prop_assert_eq!(stats.total(), 1);
+    }
+
+    #[test]
+    fn mutated_messages_never_panic(
+        message in any_client_message(),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    ) {
+        let mut bytes = encode(&message).unwrap();
+        for (index, value) in flips {
+            let i = index.index(bytes.len());
+            bytes[i] ^= value;
+        }
+        let _ = decode_client_message(&bytes);
+    }
+
+    #[test]
+    fn client_messages_round_trip_bit_exactly(message in any_client_message()) {
+        let bytes = encode(&message).unwrap();
+        let back = decode::<ClientMessage>(&bytes).unwrap();
+        prop_assert_eq!(encode(&back).unwrap(), bytes);
+        // Equal field by field too (compared through Debug, where NaN equals NaN).
+        prop_assert_eq!(format!("{back:?}"), format!("{message:?}"));
+    }
+
+    #[test]
+    fn server_messages_round_trip_bit_exactly(message in any_server_message()) {
+        let bytes = encode(&message).unwrap();
+        let back = decode_server_message(&bytes).unwrap();
+        prop_assert_eq!(encode(&back).unwrap(), bytes);
+        prop_assert_eq!(format!("{back:?}"), format!("{message:?}"));
+    }
+
+    #[test]
+    fn packed_rotation_is_close_and_always_unit(
+        x in -1.0f32..1.0, y in -1.0f32..1.0, z in -1.0f32..1.0, w in -1.0f32..1.0,
+        bytes in any::<[u8; 6]>(),
+    ) {
+        let q = Quat::from_xyzw(x, y, z, w);
+        prop_assume!(q.length() > 1e-3);
+        let q = q.normalize();
+        let back = PackedRotation::from_quat(q).to_quat();
+        // Chordal distance (q and −q are the same rotation); the rotation angle is about twice
+        // it. f32 `angle_between` is too coarse here (acos near 1).
+        let chord = (q - back).length().min((q + back).length());
+        prop_assert!(chord < 1e-4, "{:?} → {:?}: {}", q, back, chord);
+        let any = PackedRotation(bytes).to_quat();
+        prop_assert!(any.is_finite() && (any.length() - 1.0).abs() < 1e-5);
+    }
+}

@@ -1,0 +1,708 @@
+//! [`OwnershipArbiter`]: the entity server's side of the ownership rules (1–5 and the server half
+//! of 7), as plain data and methods that take the time as an argument.
+//!
+//! The arbiter answers three kinds of participant message — a bid, a release, a priority change —
+//! and records owner state updates so it can expire silent owners. It never reads a clock, never
+//! sends anything and never touches physics: every method returns what happened (a [`Grant`],
+//! [`Released`], [`Expired`] list or a [`Refusal`]) and the caller broadcasts it, zeroes
+//! velocities, and so on.
+//!
+//! The caller must pass the bidder's [`ParticipantId`] as taken from the connection the message
+//! arrived on, never an id written in the message (DESIGN §5).
+//!
+//! # Where High Fidelity's shipped code differs
+//! The rules are implemented as High Fidelity's `SimulationOwner.h` header states them and as
+//! DESIGN §5 lists them, not as its shipped entity server behaved:
+//! - the equal-priority lockout (rule 3) is measured from the *body's* last ownership change;
+//!   the shipped code checked it against an expiry carried with the bid;
+//! - a silent owner (rule 5) is cleared after 5 s *and* the body's velocities are zeroed; the
+//!   shipped code waited 10 s and did not zero.
+//!
+//! # Cost
+//! A bid is one hash lookup (Bevy's fixed foldhash hasher on the `u64` body id) into a dense
+//! `Vec` of records, a few comparisons and a counter increment: no allocation. `expire` and
+//! `disconnect` scan every record once.
+
+use core::time::Duration;
+
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::RigidBody;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::config::OwnershipConfig;
+use crate::error::OwnershipError;
+use crate::priority::{BodyId, ParticipantId, Priority};
+
+/// How a body moves, which decides whether it can have a simulation owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect, Serialize, Deserialize)]
+pub enum BodyKind {
+    /// Moved by the physics simulation; the only ownable kind.
+    Dynamic,
+    /// Never moves.
+    Static,
+    /// Moved by the server (or a script on it) setting its position or velocity; physics
+    /// does not move it, so there is nothing to own.
+    Kinematic,
+}
+
+impl BodyKind {
+    /// Whether a participant may own a body of this kind: only [`BodyKind::Dynamic`].
+    #[inline]
+    pub const fn is_ownable(self) -> bool {
+        matches!(self, BodyKind::Dynamic)
+    }
+}
+
+impl From<RigidBody> for BodyKind {
+    /// Rapier's `Dynamic` is dynamic, `Fixed` is static, both kinematic kinds are kinematic.
+    fn from(body: RigidBody) -> Self {
+        match body {
+            RigidBody::Dynamic => BodyKind::Dynamic,
+            RigidBody::Fixed => BodyKind::Static,
+            RigidBody::KinematicPositionBased | RigidBody::KinematicVelocityBased => {
+                BodyKind::Kinematic
+            }
+        }
+    }
+}
+
+/// The server's ownership record of one body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyRecord {
+    /// The body.
+    pub body: BodyId,
+    /// Its kind; only dynamic bodies are ownable.
+    pub kind: BodyKind,
+    /// Locked bodies refuse every bid (ownership rule 1). The current owner, if any, keeps the
+    /// body and may still update, release it or change its priority.
+    pub locked: bool,
+    /// The current simulation owner, `None` when unowned.
+    pub owner: Option<ParticipantId>,
+    /// The owner's priority; [`Priority::NONE`] when unowned. Never `volunteer_priority`
+    /// (ownership rule 7).
+    pub priority: Priority,
+    /// When the owner last changed (a new owner, or owner cleared), in time since the caller's
+    /// epoch; `None` if it never has. The equal-priority lockout (ownership rule 3) runs from
+    /// here. A priority change by the same owner is not an ownership change.
+    pub last_change: Option<Duration>,
+    /// When the current owner was last heard from about this body (grant, priority change or
+    /// state update), in time since the caller's epoch; the silence expiry (ownership rule 5)
+    /// runs from here. Meaningless while unowned.
+    pub last_update_from_owner: Duration,
+}
+
+impl BodyRecord {
+    fn new(body: BodyId, kind: BodyKind) -> Self {
+        Self {
+            body,
+            kind,
+            locked: false,
+            owner: None,
+            priority: Priority::NONE,
+            last_change: None,
+            last_update_from_owner: Duration::ZERO,
+        }
+    }
+}
+
+/// A bid or priority change the server accepted. The caller answers the bidder and broadcasts
+/// the new owner and priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// The body.
+    pub body: BodyId,
+    /// Its owner now.
+    pub owner: ParticipantId,
+    /// The priority now held: the asked priority, except that VOLUNTEER is recorded as RECRUIT
+    /// (ownership rule 7) and that a bid by the current owner never lowers its priority.
+    pub priority: Priority,
+    /// The owner before; equal to `Some(owner)` when the owner only changed its priority.
+    pub previous_owner: Option<ParticipantId>,
+}
+
+impl Grant {
+    /// Whether the body changed hands (as opposed to the owner adjusting its priority).
+    #[inline]
+    pub fn owner_changed(&self) -> bool {
+        self.previous_owner != Some(self.owner)
+    }
+}
+
+/// Why the server turned a participant's message down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Error, Reflect, Serialize, Deserialize)]
+pub enum RefusalReason {
+    /// The body is locked against bids (ownership rule 1).
+    #[error("the body is locked")]
+    Locked,
+    /// The bid is below the current owner's priority (ownership rule 2 only grants higher).
+    #[error("the bid is below the owner's priority")]
+    LowerPriority,
+    /// The bid equals the owner's priority and came within the equal-priority lockout of the
+    /// body's last ownership change (ownership rule 3).
+    #[error("equal priority within the lockout after the last ownership change")]
+    LockedOutEqualPriority,
+    /// A release, priority change or state update from someone who does not own the body
+    /// (ownership rule 4).
+    #[error("the sender does not own the body")]
+    NotOwner,
+    /// The body is not registered with the server.
+    #[error("unknown body")]
+    UnknownBody,
+    /// The body is static or kinematic; only dynamic bodies can be owned.
+    #[error("the body is not dynamic and cannot be owned")]
+    NotOwnable,
+    /// The priority is above the configured `max_bid_priority`.
+    #[error("the priority is above the maximum a participant may bid")]
+    PriorityTooHigh,
+    /// A bid below `volunteer_priority`, or a priority change below `yield_priority` (to give a
+    /// body up, release it).
+    #[error("the priority is below the minimum for this message")]
+    PriorityTooLow,
+}
+
+impl RefusalReason {
+    /// Number of reasons.
+    pub const COUNT: usize = 8;
+    /// Every reason, in declaration order (the order of [`RefusalCounts::iter`]).
+    pub const ALL: [RefusalReason; Self::COUNT] = [
+        RefusalReason::Locked,
+        RefusalReason::LowerPriority,
+        RefusalReason::LockedOutEqualPriority,
+        RefusalReason::NotOwner,
+        RefusalReason::UnknownBody,
+        RefusalReason::NotOwnable,
+        RefusalReason::PriorityTooHigh,
+        RefusalReason::PriorityTooLow,
+    ];
+
+    #[inline]
+    const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A message the server turned down, with the body's owner as the server knows it so the
+/// sender can correct its own view (and stop bidding where it cannot win).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error, Serialize, Deserialize)]
+#[error("{body}: refused, {reason}")]
+pub struct Refusal {
+    /// The body.
+    pub body: BodyId,
+    /// Why.
+    pub reason: RefusalReason,
+    /// The body's owner at the time; `None` when unowned or unknown.
+    pub owner: Option<ParticipantId>,
+    /// The owner's priority at the time; [`Priority::NONE`] when unowned or unknown.
+    pub priority: Priority,
+}
+
+/// The owner released a body (ownership rule 12). The caller broadcasts "no owner" with zero
+/// velocities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Released {
+    /// The body, now unowned.
+    pub body: BodyId,
+    /// Who owned it.
+    pub previous_owner: ParticipantId,
+    /// At which priority.
+    pub previous_priority: Priority,
+}
+
+/// Why an owner was cleared by the server rather than by its own release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect, Serialize, Deserialize)]
+pub enum ExpiryCause {
+    /// No update from the owner for `owner_silence_expiry` (ownership rule 5).
+    Silent,
+    /// The owner's connection closed; treated as silence without the wait (ownership rule 5).
+    Disconnected,
+}
+
+/// An owner the server cleared. The caller must zero the body's linear and angular velocities
+/// and broadcast "no owner" with that zero state (ownership rule 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expired {
+    /// The body, now unowned; zero its velocities.
+    pub body: BodyId,
+    /// Who owned it.
+    pub previous_owner: ParticipantId,
+    /// At which priority.
+    pub previous_priority: Priority,
+    /// Why it was cleared.
+    pub cause: ExpiryCause,
+}
+
+/// Refusals counted per [`RefusalReason`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefusalCounts([u64; RefusalReason::COUNT]);
+
+impl RefusalCounts {
+    /// Refusals for `reason` so far.
+    #[inline]
+    pub fn get(&self, reason: RefusalReason) -> u64 {
+        self.0[reason.index()]
+    }
+
+    /// Refusals for every reason together.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// `(reason, count)` for every reason, in [`RefusalReason::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (RefusalReason, u64)> + '_ {
+        RefusalReason::ALL.iter().map(|r| (*r, self.get(*r)))
+    }
+
+    #[inline]
+    fn add(&mut self, reason: RefusalReason) {
+        self.0[reason.index()] += 1;
+    }
+}
+
+/// What the arbiter has done since it was created.
+///
+/// `ownership_changes` counts every change of a body's owner: a grant to a new owner
+/// (`grants` minus owner re-bids), a release, an expiry or a disconnect clear.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ArbiterStats {
+    /// Bids granted, including bodies registered already owned by their creator (ownership
+    /// rule 6) and bids by the current owner (which only change its priority).
+    pub grants: u64,
+    /// Times a body's owner changed (to another participant or to none).
+    pub ownership_changes: u64,
+    /// Accepted `change_priority` calls (ownership rule 4).
+    pub priority_changes: u64,
+    /// Accepted releases (ownership rules 4, 12).
+    pub releases: u64,
+    /// Owners cleared for silence (ownership rule 5).
+    pub expiries: u64,
+    /// Owners cleared because they disconnected.
+    pub disconnect_clears: u64,
+    /// Accepted owner state updates.
+    pub owner_updates: u64,
+    /// Refused messages, per reason.
+    pub refusals: RefusalCounts,
+}
+
+/// The entity server's ownership table: one [`BodyRecord`] per registered body, the
+/// [`OwnershipConfig`] it applies, and [`ArbiterStats`].
+///
+/// Plain data: clone it to snapshot it. Every time argument is a [`Duration`] since an epoch of
+/// the caller's choosing, and must not go backwards between calls (a `now` earlier than a
+/// body's last change counts as "within the lockout").
+#[derive(Debug, Clone)]
+pub struct OwnershipArbiter {
+    config: OwnershipConfig,
+    index: HashMap<BodyId, usize>,
+    records: Vec<BodyRecord>,
+    stats: ArbiterStats,
+}
+
+impl Default for OwnershipArbiter {
+    /// An empty arbiter with the default config.
+    fn default() -> Self {
+        Self {
+            config: OwnershipConfig::default(),
+            index: HashMap::default(),
+            records: Vec::new(),
+            stats: ArbiterStats::default(),
+        }
+    }
+}
+
+impl OwnershipArbiter {
+    /// An empty arbiter applying `config`.
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] if `config.validate()` fails.
+    pub fn new(config: OwnershipConfig) -> Result<Self, OwnershipError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            ..Self::default()
+        })
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> &OwnershipConfig {
+        &self.config
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> &ArbiterStats {
+        &self.stats
+    }
+
+    /// Refusals since creation, per reason.
+    pub fn refusals_by_reason(&self) -> &RefusalCounts {
+        &self.stats.refusals
+    }
+
+    /// Registered bodies.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether no body is registered.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The record of `body`, if registered.
+    pub fn record(&self, body: BodyId) -> Option<&BodyRecord> {
+        self.slot(body).map(|i| &self.records[i])
+    }
+
+    /// Every record, in registration order (changed by `unregister_body`).
+    pub fn records(&self) -> &[BodyRecord] {
+        &self.records
+    }
+
+    /// The owner of `body` and its priority; `None` if unowned or unknown.
+    pub fn owner(&self, body: BodyId) -> Option<(ParticipantId, Priority)> {
+        self.record(body)
+            .and_then(|r| r.owner.map(|owner| (owner, r.priority)))
+    }
+
+    /// Adds an unowned, unlocked body.
+    ///
+    /// # Errors
+    /// [`OwnershipError::BodyAlreadyRegistered`] if `body` is already known.
+    pub fn register_body(&mut self, body: BodyId, kind: BodyKind) -> Result<(), OwnershipError> {
+        self.insert(BodyRecord::new(body, kind))
+    }
+
+    /// Adds a dynamic body already owned by the participant that created it, at `priority`
+    /// (VOLUNTEER recorded as RECRUIT): the exception of ownership rule 6, where a participant
+    /// that creates a moving body assumes it owns it. Counts as a grant and an ownership change
+    /// at `now` (so the equal-priority lockout applies from `now`), and the silence expiry runs
+    /// from `now`.
+    ///
+    /// # Errors
+    /// [`OwnershipError::BodyAlreadyRegistered`] if `body` is already known;
+    /// [`OwnershipError::PriorityOutOfRange`] if `priority` is below `yield_priority` or above
+    /// `max_bid_priority`.
+    pub fn register_owned_body(
+        &mut self,
+        body: BodyId,
+        creator: ParticipantId,
+        priority: Priority,
+        now: Duration,
+    ) -> Result<Grant, OwnershipError> {
+        if priority < self.config.yield_priority || priority > self.config.max_bid_priority {
+            return Err(OwnershipError::PriorityOutOfRange {
+                priority,
+                min: self.config.yield_priority,
+                max: self.config.max_bid_priority,
+            });
+        }
+        let granted = self.config.granted_priority(priority);
+        self.insert(BodyRecord {
+            owner: Some(creator),
+            priority: granted,
+            last_change: Some(now),
+            last_update_from_owner: now,
+            ..BodyRecord::new(body, BodyKind::Dynamic)
+        })?;
+        self.stats.grants += 1;
+        self.stats.ownership_changes += 1;
+        Ok(Grant {
+            body,
+            owner: creator,
+            priority: granted,
+            previous_owner: None,
+        })
+    }
+
+    /// Removes a body (it was despawned) and returns its last record.
+    ///
+    /// # Errors
+    /// [`OwnershipError::UnknownBody`] if `body` is not registered.
+    pub fn unregister_body(&mut self, body: BodyId) -> Result<BodyRecord, OwnershipError> {
+        let i = self
+            .index
+            .remove(&body)
+            .ok_or(OwnershipError::UnknownBody { body })?;
+        let removed = self.records.swap_remove(i);
+        if let Some(moved) = self.records.get(i) {
+            self.index.insert(moved.body, i);
+        }
+        Ok(removed)
+    }
+
+    /// Locks or unlocks `body` against bids (ownership rule 1). Locking does not clear the
+    /// current owner.
+    ///
+    /// # Errors
+    /// [`OwnershipError::UnknownBody`] if `body` is not registered.
+    pub fn set_locked(&mut self, body: BodyId, locked: bool) -> Result<(), OwnershipError> {
+        let i = self
+            .slot(body)
+            .ok_or(OwnershipError::UnknownBody { body })?;
+        self.records[i].locked = locked;
+        Ok(())
+    }
+
+    /// Decides a bid by `from` (the id of the connection it arrived on) for `body` at
+    /// `priority`, received at `now`.
+    ///
+    /// Checked in this order:
+    /// 1. unknown body → [`RefusalReason::UnknownBody`];
+    /// 2. static or kinematic body → [`RefusalReason::NotOwnable`];
+    /// 3. locked body → [`RefusalReason::Locked`] (ownership rule 1);
+    /// 4. `priority` above `max_bid_priority` → [`RefusalReason::PriorityTooHigh`], below
+    ///    `volunteer_priority` → [`RefusalReason::PriorityTooLow`];
+    /// 5. `from` already owns the body → granted, keeping the higher of its current and the
+    ///    asked priority (a late resend must not lower it; to lower, see
+    ///    [`Self::change_priority`]);
+    /// 6. higher than the owner's priority → granted (ownership rule 2);
+    /// 7. lower → [`RefusalReason::LowerPriority`];
+    /// 8. equal, less than `equal_priority_lockout` after the body's last ownership change →
+    ///    [`RefusalReason::LockedOutEqualPriority`], otherwise granted (ownership rule 3).
+    ///
+    /// A granted VOLUNTEER is recorded as RECRUIT (ownership rule 7). A grant to a new owner
+    /// starts its silence timer (ownership rule 5) and the body's lockout at `now`.
+    ///
+    /// # Errors
+    /// A [`Refusal`] with the reason above and the body's current owner; counted per reason.
+    pub fn bid(
+        &mut self,
+        from: ParticipantId,
+        body: BodyId,
+        priority: Priority,
+        now: Duration,
+    ) -> Result<Grant, Refusal> {
+        let Some(i) = self.slot(body) else {
+            return Err(self.refuse_unknown(body));
+        };
+        let config = &self.config;
+        let record = &self.records[i];
+        let refusal = if !record.kind.is_ownable() {
+            Some(RefusalReason::NotOwnable)
+        } else if record.locked {
+            Some(RefusalReason::Locked)
+        } else if priority > config.max_bid_priority {
+            Some(RefusalReason::PriorityTooHigh)
+        } else if priority < config.volunteer_priority {
+            Some(RefusalReason::PriorityTooLow)
+        } else if record.owner == Some(from) || priority > record.priority {
+            None
+        } else if priority < record.priority {
+            Some(RefusalReason::LowerPriority)
+        } else if record
+            .last_change
+            .is_some_and(|at| now.saturating_sub(at) < config.equal_priority_lockout)
+        {
+            Some(RefusalReason::LockedOutEqualPriority)
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            return Err(self.refuse(i, reason));
+        }
+        let record = &mut self.records[i];
+        let previous_owner = record.owner;
+        let mut granted = self.config.granted_priority(priority);
+        if previous_owner == Some(from) {
+            // The owner's bid can raise its priority, never lower it: a late resend of an
+            // earlier, weaker bid must not undo a raise (lowering is `change_priority`).
+            granted = granted.max(record.priority);
+        } else {
+            record.last_change = Some(now);
+            self.stats.ownership_changes += 1;
+        }
+        record.owner = Some(from);
+        record.priority = granted;
+        record.last_update_from_owner = now;
+        self.stats.grants += 1;
+        Ok(Grant {
+            body,
+            owner: from,
+            priority: granted,
+            previous_owner,
+        })
+    }
+
+    /// The owner `from` gives `body` up (ownership rules 4 and 12): the body becomes unowned at
+    /// [`Priority::NONE`], which is an ownership change at `now`. Allowed on locked bodies.
+    ///
+    /// # Errors
+    /// [`RefusalReason::UnknownBody`], or [`RefusalReason::NotOwner`] if `from` is not the
+    /// current owner (ownership rule 4); counted.
+    pub fn release(
+        &mut self,
+        from: ParticipantId,
+        body: BodyId,
+        now: Duration,
+    ) -> Result<Released, Refusal> {
+        let i = self.owned_slot(from, body)?;
+        let record = &mut self.records[i];
+        let released = Released {
+            body,
+            previous_owner: from,
+            previous_priority: record.priority,
+        };
+        record.owner = None;
+        record.priority = Priority::NONE;
+        record.last_change = Some(now);
+        self.stats.releases += 1;
+        self.stats.ownership_changes += 1;
+        Ok(released)
+    }
+
+    /// The owner `from` changes its priority on `body` to `priority` (ownership rule 4): down to
+    /// YIELD when it loses interest (ownership rule 13), up to GRAB when it grabs (ownership
+    /// rule 10). VOLUNTEER is recorded as RECRUIT (ownership rule 7). Not an ownership change:
+    /// the lockout clock keeps running from the last change of owner. Counts as hearing from
+    /// the owner (ownership rule 5).
+    ///
+    /// # Errors
+    /// [`RefusalReason::UnknownBody`]; [`RefusalReason::NotOwner`] if `from` is not the current
+    /// owner (ownership rule 4); [`RefusalReason::PriorityTooHigh`] above `max_bid_priority`;
+    /// [`RefusalReason::PriorityTooLow`] below `yield_priority` (use [`Self::release`]).
+    /// Counted.
+    pub fn change_priority(
+        &mut self,
+        from: ParticipantId,
+        body: BodyId,
+        priority: Priority,
+        now: Duration,
+    ) -> Result<Grant, Refusal> {
+        let i = self.owned_slot(from, body)?;
+        if priority > self.config.max_bid_priority {
+            return Err(self.refuse(i, RefusalReason::PriorityTooHigh));
+        }
+        if priority < self.config.yield_priority {
+            return Err(self.refuse(i, RefusalReason::PriorityTooLow));
+        }
+        let granted = self.config.granted_priority(priority);
+        let record = &mut self.records[i];
+        record.priority = granted;
+        record.last_update_from_owner = now;
+        self.stats.priority_changes += 1;
+        Ok(Grant {
+            body,
+            owner: from,
+            priority: granted,
+            previous_owner: Some(from),
+        })
+    }
+
+    /// Records that the owner `from` sent a state update for `body` at `now`, which restarts
+    /// its silence timer (ownership rule 5). The caller relays the update only on `Ok`.
+    ///
+    /// # Errors
+    /// [`RefusalReason::UnknownBody`], or [`RefusalReason::NotOwner`] if `from` is not the
+    /// current owner (only the owner's updates are relayed); counted.
+    pub fn owner_update(
+        &mut self,
+        from: ParticipantId,
+        body: BodyId,
+        now: Duration,
+    ) -> Result<(), Refusal> {
+        let i = self.owned_slot(from, body)?;
+        self.records[i].last_update_from_owner = now;
+        self.stats.owner_updates += 1;
+        Ok(())
+    }
+
+    /// Clears every owner not heard from for at least `owner_silence_expiry` before `now`
+    /// (ownership rule 5): 5 s of silence expires, 4.9 s does not. Each cleared body is an
+    /// ownership change at `now`. Returns the cleared bodies, in record order; the caller must
+    /// zero their velocities and broadcast.
+    pub fn expire(&mut self, now: Duration) -> Vec<Expired> {
+        let limit = self.config.owner_silence_expiry;
+        self.clear_where(now, ExpiryCause::Silent, |r| {
+            now.saturating_sub(r.last_update_from_owner) >= limit
+        })
+    }
+
+    /// Clears everything `participant` owned, as if it had gone silent (ownership rule 5, no
+    /// wait). Each cleared body is an ownership change at `now`. Returns the cleared bodies, in
+    /// record order; the caller must zero their velocities and broadcast.
+    pub fn disconnect(&mut self, participant: ParticipantId, now: Duration) -> Vec<Expired> {
+        self.clear_where(now, ExpiryCause::Disconnected, |r| {
+            r.owner == Some(participant)
+        })
+    }
+
+    fn clear_where(
+        &mut self,
+        now: Duration,
+        cause: ExpiryCause,
+        mut clear: impl FnMut(&BodyRecord) -> bool,
+    ) -> Vec<Expired> {
+        let mut cleared = Vec::new();
+        for record in &mut self.records {
+            let Some(owner) = record.owner else { continue };
+            if !clear(record) {
+                continue;
+            }
+            cleared.push(Expired {
+                body: record.body,
+                previous_owner: owner,
+                previous_priority: record.priority,
+                cause,
+            });
+            record.owner = None;
+            record.priority = Priority::NONE;
+            record.last_change = Some(now);
+        }
+        let n = cleared.len() as u64;
+        match cause {
+            ExpiryCause::Silent => self.stats.expiries += n,
+            ExpiryCause::Disconnected => self.stats.disconnect_clears += n,
+        }
+        self.stats.ownership_changes += n;
+        cleared
+    }
+
+    #[inline]
+    fn slot(&self, body: BodyId) -> Option<usize> {
+        self.index.get(&body).copied()
+    }
+
+    fn insert(&mut self, record: BodyRecord) -> Result<(), OwnershipError> {
+        let body = record.body;
+        if self.index.contains_key(&body) {
+            return Err(OwnershipError::BodyAlreadyRegistered { body });
+        }
+        self.index.insert(body, self.records.len());
+        self.records.push(record);
+        Ok(())
+    }
+
+    /// The slot of `body` if `from` owns it, else the counted refusal.
+    #[inline]
+    fn owned_slot(&mut self, from: ParticipantId, body: BodyId) -> Result<usize, Refusal> {
+        match self.slot(body) {
+            None => Err(self.refuse_unknown(body)),
+            Some(i) if self.records[i].owner == Some(from) => Ok(i),
+            Some(i) => Err(self.refuse(i, RefusalReason::NotOwner)),
+        }
+    }
+
+    #[cold]
+    fn refuse_unknown(&mut self, body: BodyId) -> Refusal {
+        self.stats.refusals.add(RefusalReason::UnknownBody);
+        Refusal {
+            body,
+            reason: RefusalReason::UnknownBody,
+            owner: None,
+            priority: Priority::NONE,
+        }
+    }
+
+    #[inline]
+    fn refuse(&mut self, i: usize, reason: RefusalReason) -> Refusal {
+        self.stats.refusals.add(reason);
+        let record = &self.records[i];
+        Refusal {
+            body: record.body,
+            reason,
+            owner: record.owner,
+            priority: record.priority,
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! [`OwnershipConfig`]: every priority level and timing of the ownership rules, with the defaults
+//! of DESIGN §5.
+
+use core::time::Duration;
+
+use bevy::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::OwnershipError;
+use crate::priority::Priority;
+
+/// The numbers behind the fourteen ownership rules (DESIGN §5). The entity server and every
+/// participant must use the same values, so the server hands its config to joining clients.
+///
+/// All times are [`Duration`]s compared against the `now` the caller passes in (time since an
+/// epoch of the caller's choosing; nothing here reads a clock).
+///
+/// | field | default | rule |
+/// |---|---|---|
+/// | `yield_priority` | 1 | 13, 14 |
+/// | `volunteer_priority` | 2 | 7 |
+/// | `recruit_priority` | 3 | 7 |
+/// | `poke_priority` | 127 | 8, 9 |
+/// | `grab_priority` | 128 | 10 |
+/// | `max_bid_priority` | 128 | bids above it are refused |
+/// | `equal_priority_lockout` | 200 ms | 3 |
+/// | `owner_silence_expiry` | 5 s | 5 |
+/// | `volunteer_delay` | 500 ms | 7 |
+/// | `bid_resend_interval` | 200 ms | 6 |
+/// | `position_threshold_meters` | 0.002 m | state relay |
+/// | `rotation_threshold_degrees` | 0.5° | state relay |
+/// | `heartbeat_interval` | 1 s | state relay, keeps 5 alive |
+#[derive(Resource, Debug, Clone, PartialEq, Reflect, Serialize, Deserialize)]
+#[reflect(Resource, Debug, Default, PartialEq, Clone)]
+pub struct OwnershipConfig {
+    /// Priority an owner drops to when it no longer wants the body (ownership rule 13); others
+    /// may then bid VOLUNTEER at once (ownership rule 14). Default 1; must be ≥ 1 (0 means "no
+    /// owner").
+    pub yield_priority: Priority,
+    /// Priority of a bid for a body that has been active and unowned for `volunteer_delay`
+    /// (ownership rule 7). Default 2.
+    pub volunteer_priority: Priority,
+    /// Priority the server grants instead of `volunteer_priority` (ownership rule 7). Default 3.
+    pub recruit_priority: Priority,
+    /// Priority of a bid after a script edit or an avatar collision (ownership rules 8, 9).
+    /// Default 127.
+    pub poke_priority: Priority,
+    /// Priority of a bid for a held body (ownership rule 10). Default 128.
+    pub grab_priority: Priority,
+    /// The highest priority a participant may bid or hold; the server refuses anything above it
+    /// (`RefusalReason::PriorityTooHigh`) and participants never ask for more. Default 128
+    /// (GRAB).
+    pub max_bid_priority: Priority,
+    /// After a body's last ownership change, a bid at the owner's own priority is refused for
+    /// this long (ownership rule 3). Measured from the body's last change of owner (not of
+    /// priority). Default 200 ms.
+    pub equal_priority_lockout: Duration,
+    /// An owner that sends no update for a body for this long loses it, and the body's
+    /// velocities are zeroed (ownership rule 5). Default 5 s.
+    pub owner_silence_expiry: Duration,
+    /// A participant bids VOLUNTEER for a body that has been active and unowned for this long
+    /// (ownership rule 7). Default 500 ms.
+    pub volunteer_delay: Duration,
+    /// An unanswered bid, priority change or release is sent again after this long (ownership
+    /// rules 6 and 12). Default 200 ms.
+    pub bid_resend_interval: Duration,
+    /// An owner sends a state update when the body is this far, in meters, from where receivers
+    /// extrapolate it from the last update sent. Default 0.002 m (2 mm).
+    pub position_threshold_meters: f32,
+    /// An owner sends a state update when the body's rotation is this far, in degrees, from the
+    /// rotation receivers extrapolate from the last update sent. Default 0.5°.
+    pub rotation_threshold_degrees: f32,
+    /// An owner sends a state update at least this often even when nothing moved, so the server
+    /// knows it is alive (ownership rule 5). Default 1 s; must be shorter than
+    /// `owner_silence_expiry`.
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for OwnershipConfig {
+    fn default() -> Self {
+        Self {
+            yield_priority: Priority::YIELD,
+            volunteer_priority: Priority::VOLUNTEER,
+            recruit_priority: Priority::RECRUIT,
+            poke_priority: Priority::POKE,
+            grab_priority: Priority::GRAB,
+            max_bid_priority: Priority::GRAB,
+            equal_priority_lockout: Duration::from_millis(200),
+            owner_silence_expiry: Duration::from_secs(5),
+            volunteer_delay: Duration::from_millis(500),
+            bid_resend_interval: Duration::from_millis(200),
+            position_threshold_meters: 0.002,
+            rotation_threshold_degrees: 0.5,
+            heartbeat_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl OwnershipConfig {
+    /// Checks every field.
+    ///
+    /// The priority levels must be strictly increasing,
+    /// `0 < yield < volunteer < recruit < poke < grab`, and `max_bid_priority` at least
+    /// `volunteer_priority` (or nothing could ever be owned). `owner_silence_expiry`,
+    /// `bid_resend_interval` and `heartbeat_interval` must be non-zero, the heartbeat shorter
+    /// than the silence expiry, and the thresholds finite and ≥ 0. A zero lockout or volunteer
+    /// delay is allowed (High Fidelity's shipped client volunteers with no delay).
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] naming the first field out of range.
+    pub fn validate(&self) -> Result<(), OwnershipError> {
+        let bad = |field: &'static str, value: String, reason: &'static str| {
+            Err(OwnershipError::InvalidConfig {
+                field,
+                value,
+                reason,
+            })
+        };
+        let levels = [
+            ("yield_priority", self.yield_priority),
+            ("volunteer_priority", self.volunteer_priority),
+            ("recruit_priority", self.recruit_priority),
+            ("poke_priority", self.poke_priority),
+            ("grab_priority", self.grab_priority),
+        ];
+        if self.yield_priority == Priority::NONE {
+            return bad(
+                "yield_priority",
+                "0".into(),
+                "at least 1 (0 means no owner)",
+            );
+        }
+        for pair in levels.windows(2) {
+            let ((_, low), (field, high)) = (pair[0], pair[1]);
+            if high <= low {
+                return bad(
+                    field,
+                    high.to_string(),
+                    "priority levels must increase: yield < volunteer < recruit < poke < grab",
+                );
+            }
+        }
+        if self.max_bid_priority < self.volunteer_priority {
+            return bad(
+                "max_bid_priority",
+                self.max_bid_priority.to_string(),
+                "at least volunteer_priority",
+            );
+        }
+        let ms = |d: Duration| format!("{} ms", d.as_millis());
+        if self.owner_silence_expiry.is_zero() {
+            return bad(
+                "owner_silence_expiry",
+                ms(self.owner_silence_expiry),
+                "greater than zero",
+            );
+        }
+        if self.bid_resend_interval.is_zero() {
+            return bad(
+                "bid_resend_interval",
+                ms(self.bid_resend_interval),
+                "greater than zero",
+            );
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.owner_silence_expiry
+        {
+            return bad(
+                "heartbeat_interval",
+                ms(self.heartbeat_interval),
+                "greater than zero and shorter than owner_silence_expiry",
+            );
+        }
+        for (field, value) in [
+            ("position_threshold_meters", self.position_threshold_meters),
+            (
+                "rotation_threshold_degrees",
+                self.rotation_threshold_degrees,
+            ),
+        ] {
+            if !value.is_finite() || value < 0.0 {
+                return bad(field, value.to_string(), "a finite number ≥ 0");
+            }
+        }
+        Ok(())
+    }
+
+    /// The priority a granted bid or priority change at `asked` is recorded at: VOLUNTEER
+    /// becomes RECRUIT (ownership rule 7), everything else stays.
+    #[inline]
+    pub fn granted_priority(&self, asked: Priority) -> Priority {
+        if asked == self.volunteer_priority {
+            self.recruit_priority
+        } else {
+            asked
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_design_table_and_valid() {
+        let c = OwnershipConfig::default();
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.equal_priority_lockout, Duration::from_millis(200));
+        assert_eq!(c.owner_silence_expiry, Duration::from_secs(5));
+        assert_eq!(c.volunteer_delay, Duration::from_millis(500));
+        assert_eq!(c.bid_resend_interval, Duration::from_millis(200));
+        assert_eq!(c.max_bid_priority, Priority::GRAB);
+    }
+
+    #[test]
+    fn validate_names_the_bad_field() {
+        let field_of = |c: OwnershipConfig| match c.validate() {
+            Err(OwnershipError::InvalidConfig { field, .. }) => field,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        };
+        let base = OwnershipConfig::default;
+        assert_eq!(
+            field_of(OwnershipConfig {
+                yield_priority: Priority(0),
+                ..base()
+            }),
+            "yield_priority"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                recruit_priority: Priority(2),
+                ..base()
+            }),
+            "recruit_priority"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                grab_priority: Priority(127),
+                ..base()
+            }),
+            "grab_priority"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                max_bid_priority: Priority::YIELD,
+                ..base()
+            }),
+            "max_bid_priority"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                owner_silence_expiry: Duration::ZERO,
+                ..base()
+            }),
+            "owner_silence_expiry"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                bid_resend_interval: Duration::ZERO,
+                ..base()
+            }),
+            "bid_resend_interval"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                heartbeat_interval: Duration::from_secs(5),
+                ..base()
+            }),
+            "heartbeat_interval"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                rotation_threshold_degrees: f32::NAN,
+                ..base()
+            }),
+            "rotation_threshold_degrees"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                position_threshold_meters: -1.0,
+                ..base()
+            }),
+            "position_threshold_meters"
+        );
+    }
+
+    #[test]
+    fn zero_lockout_and_delay_are_allowed() {
+        let c = OwnershipConfig {
+            equal_priority_lockout: Duration::ZERO,
+            volunteer_delay: Duration::ZERO,
+            ..OwnershipConfig::default()
+        };
+        assert_eq!(c.validate(), Ok(()));
+    }
+}

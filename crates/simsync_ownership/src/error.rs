@@ -1,0 +1,59 @@
+//! The one error type of this crate.
+//!
+//! Configuration checks and the entity server's own (non-participant) operations return
+//! [`OwnershipError`]. A participant's message that the server turns down is not an error of
+//! this kind: it is a [`Refusal`](crate::Refusal) with a [`RefusalReason`](crate::RefusalReason),
+//! counted and answered on the wire.
+
+use thiserror::Error;
+
+use crate::arbiter::BodyKind;
+use crate::priority::{BodyId, Priority};
+
+/// What went wrong in an [`OwnershipConfig`](crate::OwnershipConfig) or in an entity-server
+/// operation on the [`OwnershipArbiter`](crate::OwnershipArbiter).
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum OwnershipError {
+    /// A configuration value out of its range.
+    #[error("invalid ownership configuration `{field}` = {value}: {reason}")]
+    InvalidConfig {
+        /// The field, as named in `OwnershipConfig`.
+        field: &'static str,
+        /// The value given, as text (durations in ms, priorities as the byte).
+        value: String,
+        /// What the value must be.
+        reason: &'static str,
+    },
+    /// The body is not registered with the arbiter.
+    #[error("{body} is not registered with the ownership arbiter")]
+    UnknownBody {
+        /// The body asked about.
+        body: BodyId,
+    },
+    /// The body is already registered; ids must be unique.
+    #[error("{body} is already registered with the ownership arbiter")]
+    BodyAlreadyRegistered {
+        /// The body given twice.
+        body: BodyId,
+    },
+    /// Only dynamic bodies can have an owner (static and kinematic bodies move only as the
+    /// server says).
+    #[error("{body} is {kind:?}; only dynamic bodies can have a simulation owner")]
+    NotOwnable {
+        /// The body.
+        body: BodyId,
+        /// Its kind.
+        kind: BodyKind,
+    },
+    /// A priority outside what a participant may hold: from `yield_priority` to
+    /// `max_bid_priority` inclusive.
+    #[error("priority {priority} is outside {min}..={max}")]
+    PriorityOutOfRange {
+        /// The priority given.
+        priority: Priority,
+        /// The lowest a participant may hold (`yield_priority`).
+        min: Priority,
+        /// The highest a participant may hold (`max_bid_priority`).
+        max: Priority,
+    },
+}

@@ -1,0 +1,515 @@
+//! [`ParticipantOwnership`]: a participant's side of the ownership rules (6–14), as a pure state
+//! machine per body.
+//!
+//! Each simulation step the caller passes what it saw of each body it cares about (a
+//! [`BodyObservation`]: moving or at rest, touched by the avatar, edited by a script, held, hit
+//! by a body we own, still interesting) and the current time; [`ParticipantOwnership::tick`]
+//! returns the [`Action`]s to take: messages to send to the entity server and velocities to
+//! zero locally. The server's answers come back through [`ParticipantOwnership::on_grant`],
+//! [`ParticipantOwnership::on_refused`] and [`ParticipantOwnership::on_owner_changed`], which
+//! are the only way this participant's view of an owner changes (ownership rule 6) — apart
+//! from bodies it creates moving ([`ParticipantOwnership::created_moving`]).
+//!
+//! What the rules ask, and where each is applied:
+//!
+//! | rule | behaviour |
+//! |---|---|
+//! | 6 | a bid is *outstanding* until the server answers; ownership is never assumed; an unanswered bid, priority change or release is resent every `bid_resend_interval` (200 ms) while it can still succeed |
+//! | 7 | a body active and unowned for `volunteer_delay` (0.5 s) gets a VOLUNTEER bid |
+//! | 8, 9 | a script edit or an avatar collision gets a POKE bid |
+//! | 10 | a held body gets a GRAB bid (or, when already ours, a priority change up to GRAB) |
+//! | 11 | a body we own at priority N hitting an unowned body gets a bid at max(N − 1, VOLUNTEER) |
+//! | 12 | a body we own that comes to rest (and is not held) gets a release and its velocities zeroed |
+//! | 13 | a body we own that is still moving but no longer interesting drops to YIELD |
+//! | 14 | a moving, interesting body whose owner YIELDed gets a VOLUNTEER bid at once, no delay |
+//!
+//! A participant bids only where the bid can win as far as it knows: at or above the known
+//! owner's priority (an equal bid may win once the lockout has passed, ownership rule 3), and
+//! never above `max_bid_priority` (a higher trigger is clamped to it). After a refusal it waits
+//! `bid_resend_interval` before bidding that priority again, and it takes the owner named in
+//! the refusal as the truth.
+//!
+//! An owner raises its priority when a stronger trigger fires (a grab, ownership rule 10), but
+//! never lowers it except to YIELD (ownership rule 13) or by releasing at rest (ownership
+//! rule 12); the rules do not say when a grab's priority should end.
+//!
+//! # Where High Fidelity's shipped code differs
+//! High Fidelity's shipped client sends its first VOLUNTEER bid as soon as a body is active and
+//! unowned; the header it ships with (and DESIGN §5) asks for a 0.5 s wait, which is what this
+//! state machine does (`volunteer_delay`; set it to zero for the shipped behaviour).
+
+use core::time::Duration;
+
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::arbiter::{Grant, Refusal};
+use crate::config::OwnershipConfig;
+use crate::error::OwnershipError;
+use crate::priority::{BodyId, ParticipantId, Priority};
+
+/// What the participant saw of one body during the step being ticked.
+///
+/// One-tick events (`touched_by_avatar`, `script_edited`, `hit_by_owned`) are reported on the
+/// tick they happen; states (`active`, `held`, `interested`) on every tick they hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect, Serialize, Deserialize)]
+pub struct BodyObservation {
+    /// The body.
+    pub body: BodyId,
+    /// Moving (awake in the local physics simulation); `false` when at rest (sleeping).
+    pub active: bool,
+    /// Collided with this participant's avatar this tick (ownership rule 9).
+    pub touched_by_avatar: bool,
+    /// A local script changed its transform or velocity this tick (ownership rule 8).
+    pub script_edited: bool,
+    /// This participant holds it (ownership rule 10).
+    pub held: bool,
+    /// It was hit this tick by a body this participant owns; the highest priority among such
+    /// hitters (ownership rule 11). See [`ParticipantOwnership::owned_priority`].
+    pub hit_by_owned: Option<Priority>,
+    /// This participant still wants to simulate it (it is near, visible, relevant). An owner
+    /// that loses interest yields (ownership rule 13); an uninterested participant does not
+    /// volunteer (ownership rules 7 and 14).
+    pub interested: bool,
+}
+
+impl BodyObservation {
+    /// A body at rest, interesting, with nothing happening to it.
+    pub const fn at_rest(body: BodyId) -> Self {
+        Self {
+            body,
+            active: false,
+            touched_by_avatar: false,
+            script_edited: false,
+            held: false,
+            hit_by_owned: None,
+            interested: true,
+        }
+    }
+
+    /// A moving, interesting body with nothing else happening to it.
+    pub const fn moving(body: BodyId) -> Self {
+        Self {
+            active: true,
+            ..Self::at_rest(body)
+        }
+    }
+}
+
+/// Something the caller must do after a [`ParticipantOwnership::tick`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    /// Send a bid for `body` at `priority` to the entity server, with the body's current state
+    /// (ownership rules 6–11, 14).
+    SendBid {
+        /// The body.
+        body: BodyId,
+        /// The priority asked for.
+        priority: Priority,
+    },
+    /// As the owner, ask the server to change our priority on `body` (ownership rules 4, 10,
+    /// 13).
+    SendPriorityChange {
+        /// The body.
+        body: BodyId,
+        /// The new priority.
+        priority: Priority,
+    },
+    /// As the owner, ask the server to clear our ownership of `body`, with zero velocities
+    /// (ownership rule 12).
+    SendRelease {
+        /// The body.
+        body: BodyId,
+    },
+    /// Set the body's linear and angular velocities to zero locally (ownership rule 12).
+    ZeroVelocity {
+        /// The body.
+        body: BodyId,
+    },
+}
+
+/// A request sent to the server and not answered yet (ownership rule 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect, Serialize, Deserialize)]
+pub enum PendingRequest {
+    /// A bid at this priority.
+    Bid(Priority),
+    /// As the owner, a change to this priority.
+    PriorityChange(Priority),
+    /// As the owner, a release.
+    Release,
+}
+
+impl PendingRequest {
+    fn action(self, body: BodyId) -> Action {
+        match self {
+            PendingRequest::Bid(priority) => Action::SendBid { body, priority },
+            PendingRequest::PriorityChange(priority) => {
+                Action::SendPriorityChange { body, priority }
+            }
+            PendingRequest::Release => Action::SendRelease { body },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Outstanding {
+    request: PendingRequest,
+    /// When it was last sent, since the caller's epoch.
+    sent_at: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct TrackedBody {
+    /// The owner as last told by the server (or assumed for a body we created moving).
+    owner: Option<ParticipantId>,
+    /// Its priority as last told; `NONE` when unowned.
+    priority: Priority,
+    outstanding: Option<Outstanding>,
+    /// The last refused bid's priority and when the refusal arrived.
+    refused: Option<(Priority, Duration)>,
+    /// Since when the body has been seen active and unowned (ownership rule 7).
+    active_unowned_since: Option<Duration>,
+}
+
+/// One participant's ownership state: for each body it cares about, the owner as last told by
+/// the server, an outstanding request if any, and the timers of rules 6 and 7.
+///
+/// Plain data: clone it to snapshot it. Times are [`Duration`]s since an epoch of the caller's
+/// choosing and must not go backwards between calls.
+#[derive(Debug, Clone)]
+pub struct ParticipantOwnership {
+    me: ParticipantId,
+    config: OwnershipConfig,
+    bodies: HashMap<BodyId, TrackedBody>,
+}
+
+impl ParticipantOwnership {
+    /// The state of participant `me` (its id as assigned by the server), applying `config`
+    /// (the server's).
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] if `config.validate()` fails.
+    pub fn new(me: ParticipantId, config: OwnershipConfig) -> Result<Self, OwnershipError> {
+        config.validate()?;
+        Ok(Self {
+            me,
+            config,
+            bodies: HashMap::default(),
+        })
+    }
+
+    /// This participant's id.
+    pub fn me(&self) -> ParticipantId {
+        self.me
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> &OwnershipConfig {
+        &self.config
+    }
+
+    /// The owner of `body` and its priority, as last told by the server; `None` if unowned or
+    /// never heard of.
+    pub fn owner(&self, body: BodyId) -> Option<(ParticipantId, Priority)> {
+        let t = self.bodies.get(&body)?;
+        t.owner.map(|o| (o, t.priority))
+    }
+
+    /// Our priority on `body` if the server has told us we own it (or we created it moving);
+    /// the `N` to report in [`BodyObservation::hit_by_owned`] for bodies it hits (ownership
+    /// rule 11).
+    pub fn owned_priority(&self, body: BodyId) -> Option<Priority> {
+        match self.owner(body) {
+            Some((owner, priority)) if owner == self.me => Some(priority),
+            _ => None,
+        }
+    }
+
+    /// The request about `body` sent and not answered yet, if any (ownership rule 6).
+    pub fn pending(&self, body: BodyId) -> Option<PendingRequest> {
+        self.bodies
+            .get(&body)
+            .and_then(|t| t.outstanding.map(|o| o.request))
+    }
+
+    /// Stops tracking `body` (despawned, or out of this participant's world).
+    pub fn forget(&mut self, body: BodyId) {
+        self.bodies.remove(&body);
+    }
+
+    /// This participant created `body` moving and assumes it owns it at `priority` (clamped to
+    /// `yield_priority..=max_bid_priority`, VOLUNTEER recorded as RECRUIT) without waiting for
+    /// the server: the one exception of ownership rule 6. The server side is
+    /// [`OwnershipArbiter::register_owned_body`](crate::OwnershipArbiter::register_owned_body).
+    pub fn created_moving(&mut self, body: BodyId, priority: Priority) {
+        let priority = self.config.granted_priority(
+            priority.clamp(self.config.yield_priority, self.config.max_bid_priority),
+        );
+        self.bodies.insert(
+            body,
+            TrackedBody {
+                owner: Some(self.me),
+                priority,
+                ..TrackedBody::default()
+            },
+        );
+    }
+
+    /// The server granted one of our requests (a bid or a priority change): we own
+    /// `grant.body` at `grant.priority`, and the outstanding request is answered.
+    pub fn on_grant(&mut self, grant: &Grant) {
+        let t = self.bodies.entry(grant.body).or_default();
+        if grant.owner == self.me {
+            t.outstanding = None;
+            t.refused = None;
+        }
+        set_owner(t, self.me, Some(grant.owner), grant.priority, &self.config);
+    }
+
+    /// The server refused one of our requests at `now`. The outstanding request is answered;
+    /// the owner named in the refusal replaces our view; a refused bid's priority is not bid
+    /// again for `bid_resend_interval`.
+    pub fn on_refused(&mut self, refusal: &Refusal, now: Duration) {
+        let t = self.bodies.entry(refusal.body).or_default();
+        if let Some(o) = t.outstanding.take() {
+            let asked = match o.request {
+                PendingRequest::Bid(p) | PendingRequest::PriorityChange(p) => p,
+                PendingRequest::Release => Priority::NONE,
+            };
+            t.refused = Some((asked, now));
+        }
+        set_owner(t, self.me, refusal.owner, refusal.priority, &self.config);
+    }
+
+    /// The server announced that `body` is now owned by `owner` at `priority` (`None` and
+    /// [`Priority::NONE`] when cleared: a release, expiry or disconnect). Answers our
+    /// outstanding bid if we are the new owner, our release if we no longer own it, and our
+    /// priority change if the priority now matches it.
+    pub fn on_owner_changed(
+        &mut self,
+        body: BodyId,
+        owner: Option<ParticipantId>,
+        priority: Priority,
+    ) {
+        let t = self.bodies.entry(body).or_default();
+        set_owner(t, self.me, owner, priority, &self.config);
+    }
+
+    /// Applies the ownership rules to this step's `observations` at `now` and returns the
+    /// actions to take, in observation order. Bodies not observed are left as they are (their
+    /// outstanding requests are not resent).
+    pub fn tick(
+        &mut self,
+        now: Duration,
+        observations: impl IntoIterator<Item = BodyObservation>,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for obs in observations {
+            let t = self.bodies.entry(obs.body).or_default();
+            if t.owner == Some(self.me) {
+                tick_owned(t, &obs, now, &self.config, &mut actions);
+            } else {
+                tick_not_owned(t, &obs, now, &self.config, &mut actions);
+            }
+            resend_if_due(t, obs.body, now, &self.config, &mut actions);
+        }
+        actions
+    }
+}
+
+/// Records the owner as the server states it and settles what that answers.
+fn set_owner(
+    t: &mut TrackedBody,
+    me: ParticipantId,
+    owner: Option<ParticipantId>,
+    priority: Priority,
+    config: &OwnershipConfig,
+) {
+    t.owner = owner;
+    t.priority = if owner.is_some() {
+        priority
+    } else {
+        Priority::NONE
+    };
+    if owner.is_some() {
+        t.active_unowned_since = None;
+    }
+    let answered = match t.outstanding.map(|o| o.request) {
+        None => false,
+        Some(PendingRequest::Bid(_)) => owner == Some(me),
+        Some(PendingRequest::Release) => owner != Some(me),
+        Some(PendingRequest::PriorityChange(p)) => {
+            owner != Some(me) || config.granted_priority(p) == priority
+        }
+    };
+    if answered {
+        t.outstanding = None;
+    }
+}
+
+/// Rules 10, 12 and 13 for a body we own.
+fn tick_owned(
+    t: &mut TrackedBody,
+    obs: &BodyObservation,
+    now: Duration,
+    config: &OwnershipConfig,
+    actions: &mut Vec<Action>,
+) {
+    t.active_unowned_since = None;
+    let body = obs.body;
+    if let Some(Outstanding {
+        request: PendingRequest::Bid(_),
+        ..
+    }) = t.outstanding
+    {
+        t.outstanding = None;
+    }
+    // Rule 12: at rest (and not held) → release and zero, once; resends come from
+    // `resend_if_due`.
+    if !obs.active && !obs.held {
+        if !matches!(
+            t.outstanding.map(|o| o.request),
+            Some(PendingRequest::Release)
+        ) {
+            send(t, PendingRequest::Release, body, now, actions);
+            actions.push(Action::ZeroVelocity { body });
+        }
+        return;
+    }
+    let trigger = event_trigger(obs, config);
+    let wanted = match trigger {
+        // Rule 10 (and 8, 9 for an owner): raise, never lower.
+        Some(p) if p > t.priority => Some(p),
+        Some(_) => None,
+        // Rule 13: still moving, no longer wanted → YIELD.
+        None if !obs.interested && t.priority > config.yield_priority => {
+            Some(config.yield_priority)
+        }
+        None => None,
+    };
+    match (wanted, t.outstanding.map(|o| o.request)) {
+        (Some(p), Some(PendingRequest::PriorityChange(q))) if p == q => {}
+        (Some(p), _) => send(t, PendingRequest::PriorityChange(p), body, now, actions),
+        // Moving again after asking to release, or the reason for a change went away: stop
+        // resending (what was sent may still be answered).
+        (None, Some(_)) => t.outstanding = None,
+        (None, None) => {}
+    }
+}
+
+/// Rules 6, 7, 8, 9, 10, 11 and 14 for a body we do not own.
+fn tick_not_owned(
+    t: &mut TrackedBody,
+    obs: &BodyObservation,
+    now: Duration,
+    config: &OwnershipConfig,
+    actions: &mut Vec<Action>,
+) {
+    let body = obs.body;
+    if !matches!(
+        t.outstanding.map(|o| o.request),
+        None | Some(PendingRequest::Bid(_))
+    ) {
+        // A release or priority change for a body no longer ours: nothing left to ask.
+        t.outstanding = None;
+    }
+    // Rule 7's timer runs while the body is seen moving and unowned.
+    if obs.active && t.owner.is_none() {
+        t.active_unowned_since.get_or_insert(now);
+    } else {
+        t.active_unowned_since = None;
+    }
+    // An outstanding bid below a known owner's priority can no longer win.
+    if let Some(Outstanding {
+        request: PendingRequest::Bid(q),
+        ..
+    }) = t.outstanding
+        && t.owner.is_some()
+        && t.priority > q
+    {
+        t.outstanding = None;
+    }
+
+    let volunteer = obs.interested && obs.active && {
+        match t.owner {
+            // Rule 14: the owner yielded; no delay.
+            Some(_) => t.priority <= config.yield_priority,
+            // Rule 7: active and unowned for the volunteer delay.
+            None => t
+                .active_unowned_since
+                .is_some_and(|since| now.saturating_sub(since) >= config.volunteer_delay),
+        }
+    };
+    // Rule 11: hit by a body we own at N → max(N − 1, VOLUNTEER), unowned bodies only.
+    let knock_on = obs
+        .hit_by_owned
+        .filter(|_| t.owner.is_none())
+        .map(|n| n.saturating_sub(1).max(config.volunteer_priority));
+    let wanted = [
+        event_trigger(obs, config),
+        knock_on,
+        volunteer.then_some(config.volunteer_priority),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .map(|p| p.min(config.max_bid_priority));
+
+    let Some(p) = wanted else { return };
+    if t.owner.is_some() && p < t.priority {
+        return; // cannot win against the known owner
+    }
+    let covered = matches!(
+        t.outstanding,
+        Some(Outstanding { request: PendingRequest::Bid(q), .. }) if q >= p
+    );
+    let backing_off = t
+        .refused
+        .is_some_and(|(q, at)| q >= p && now.saturating_sub(at) < config.bid_resend_interval);
+    if !covered && !backing_off {
+        send(t, PendingRequest::Bid(p), body, now, actions);
+    }
+}
+
+/// The priority this tick's grab, script edit or avatar collision asks for (rules 8, 9, 10).
+fn event_trigger(obs: &BodyObservation, config: &OwnershipConfig) -> Option<Priority> {
+    if obs.held {
+        Some(config.grab_priority)
+    } else if obs.script_edited || obs.touched_by_avatar {
+        Some(config.poke_priority)
+    } else {
+        None
+    }
+    .map(|p| p.min(config.max_bid_priority))
+}
+
+fn send(
+    t: &mut TrackedBody,
+    request: PendingRequest,
+    body: BodyId,
+    now: Duration,
+    actions: &mut Vec<Action>,
+) {
+    actions.push(request.action(body));
+    t.outstanding = Some(Outstanding {
+        request,
+        sent_at: now,
+    });
+}
+
+/// Rule 6: an outstanding request unanswered for `bid_resend_interval` is sent again.
+fn resend_if_due(
+    t: &mut TrackedBody,
+    body: BodyId,
+    now: Duration,
+    config: &OwnershipConfig,
+    actions: &mut Vec<Action>,
+) {
+    if let Some(o) = &mut t.outstanding
+        && now.saturating_sub(o.sent_at) >= config.bid_resend_interval
+    {
+        o.sent_at = now;
+        actions.push(o.request.action(body));
+    }
+}

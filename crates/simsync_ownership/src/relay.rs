@@ -1,0 +1,212 @@
+//! State relay decisions: when an owner sends a body's state ([`should_send`]) and which
+//! received updates a participant applies ([`Sequence`], [`is_newer`], [`SequenceFilter`]).
+//!
+//! Every participant simulates every body, so between updates a receiver's copy moves on from
+//! the last state it got, at that state's velocities. The owner therefore compares the body
+//! with where receivers *extrapolate* it — position advanced by the linear velocity, rotation
+//! by the angular velocity, over the time since the last send — and sends when the difference
+//! passes the thresholds (2 mm, 0.5°). A body moving steadily is sent rarely; a body that
+//! bounces is sent at once. A heartbeat every `heartbeat_interval` keeps the owner alive on the
+//! server even when nothing moves (ownership rule 5).
+
+use core::time::Duration;
+
+use bevy::math::{Quat, Vec3};
+use bevy::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::config::OwnershipConfig;
+
+/// A body's physical state as an owner sends it: position in meters, rotation, linear velocity
+/// in m/s and angular velocity in rad/s (axis × speed), all in world space.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Reflect, Serialize, Deserialize)]
+pub struct BodyState {
+    /// Position, meters.
+    pub position: Vec3,
+    /// Orientation.
+    pub rotation: Quat,
+    /// Linear velocity, m/s.
+    pub linear_velocity: Vec3,
+    /// Angular velocity, rad/s (the scaled rotation axis).
+    pub angular_velocity: Vec3,
+}
+
+impl BodyState {
+    /// Where receivers extrapolate this state `elapsed` later: position moved by the linear
+    /// velocity, rotation turned by the angular velocity. Velocities are unchanged.
+    pub fn extrapolate(&self, elapsed: Duration) -> BodyState {
+        let dt = elapsed.as_secs_f32();
+        BodyState {
+            position: self.position + self.linear_velocity * dt,
+            rotation: (Quat::from_scaled_axis(self.angular_velocity * dt) * self.rotation)
+                .normalize(),
+            ..*self
+        }
+    }
+}
+
+/// Whether an owner should send `current` now, given that it last sent `last_sent` at
+/// `last_sent_time` (both times since the caller's epoch).
+///
+/// True when the heartbeat is due (`now − last_sent_time ≥ heartbeat_interval`, ownership
+/// rule 5), or when `current` is more than `position_threshold_meters` (default 2 mm) or
+/// `rotation_threshold_degrees` (default 0.5°) away from `last_sent` extrapolated to `now`.
+pub fn should_send(
+    last_sent: &BodyState,
+    current: &BodyState,
+    now: Duration,
+    last_sent_time: Duration,
+    config: &OwnershipConfig,
+) -> bool {
+    let elapsed = now.saturating_sub(last_sent_time);
+    if elapsed >= config.heartbeat_interval {
+        return true;
+    }
+    let expected = last_sent.extrapolate(elapsed);
+    let drift = current.position.distance(expected.position);
+    if drift > config.position_threshold_meters {
+        return true;
+    }
+    let turned = current.rotation.angle_between(expected.rotation);
+    turned > config.rotation_threshold_degrees.to_radians()
+}
+
+/// The sequence number of a state update from one owner about one body. Wraps after 65,535;
+/// compare with [`is_newer`], never with `<`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Reflect, Serialize, Deserialize)]
+pub struct Sequence(pub u16);
+
+impl Sequence {
+    /// The number after this one, wrapping from 65,535 to 0.
+    #[inline]
+    pub const fn next(self) -> Sequence {
+        Sequence(self.0.wrapping_add(1))
+    }
+}
+
+/// Whether `seq` was sent after `last`, across wrap-around: true when `seq` is 1 to 32,767
+/// steps ahead of `last` (serial-number arithmetic, RFC 1982). Equal numbers, numbers behind,
+/// and a number exactly 32,768 away are not newer, so a duplicate or reordered update is
+/// dropped.
+#[inline]
+pub const fn is_newer(seq: Sequence, last: Sequence) -> bool {
+    let ahead = seq.0.wrapping_sub(last.0);
+    ahead != 0 && ahead < 0x8000
+}
+
+/// A receiver's filter for one body's updates: accepts an update only if it is newer than every
+/// update accepted so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+pub struct SequenceFilter {
+    last: Option<Sequence>,
+}
+
+impl SequenceFilter {
+    /// Accepts `seq` (and remembers it) if it is the first or newer than the last accepted;
+    /// returns whether to apply the update.
+    pub fn accept(&mut self, seq: Sequence) -> bool {
+        let fresh = self.last.is_none_or(|last| is_newer(seq, last));
+        if fresh {
+            self.last = Some(seq);
+        }
+        fresh
+    }
+
+    /// Forgets the last sequence number: the next update is accepted whatever its number (use
+    /// when the body changes owner, since each owner numbers its own updates).
+    pub fn reset(&mut self) {
+        self.last = None;
+    }
+
+    /// The last accepted sequence number.
+    pub fn last(&self) -> Option<Sequence> {
+        self.last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn still_body_sends_only_on_heartbeat() {
+        let c = OwnershipConfig::default();
+        let s = BodyState::default();
+        assert!(!should_send(&s, &s, ms(999), ms(0), &c));
+        assert!(should_send(&s, &s, ms(1_000), ms(0), &c));
+    }
+
+    #[test]
+    fn position_drift_over_two_mm_sends() {
+        let c = OwnershipConfig::default();
+        let s = BodyState::default();
+        let moved = |m: f32| BodyState {
+            position: Vec3::new(m, 0.0, 0.0),
+            ..s
+        };
+        assert!(!should_send(&s, &moved(0.0019), ms(16), ms(0), &c));
+        assert!(should_send(&s, &moved(0.0021), ms(16), ms(0), &c));
+    }
+
+    #[test]
+    fn rotation_drift_over_half_degree_sends() {
+        let c = OwnershipConfig::default();
+        let s = BodyState::default();
+        let turned = |deg: f32| BodyState {
+            rotation: Quat::from_rotation_y(deg.to_radians()),
+            ..s
+        };
+        assert!(!should_send(&s, &turned(0.4), ms(16), ms(0), &c));
+        assert!(should_send(&s, &turned(0.6), ms(16), ms(0), &c));
+    }
+
+    #[test]
+    fn steady_motion_matches_extrapolation_and_is_not_sent() {
+        let c = OwnershipConfig::default();
+        let sent = BodyState {
+            linear_velocity: Vec3::new(3.0, 0.0, 0.0),
+            angular_velocity: Vec3::new(0.0, 1.0, 0.0),
+            ..BodyState::default()
+        };
+        let later = sent.extrapolate(ms(500));
+        assert!((later.position.x - 1.5).abs() < 1e-6);
+        assert!(!should_send(&sent, &later, ms(500), ms(0), &c));
+        // The same body stopped dead: far from where receivers think it is.
+        let stopped = BodyState {
+            linear_velocity: Vec3::ZERO,
+            ..sent
+        };
+        assert!(should_send(&sent, &stopped, ms(16), ms(0), &c));
+    }
+
+    #[test]
+    fn sequence_comparison_survives_wraparound() {
+        assert!(is_newer(Sequence(1), Sequence(0)));
+        assert!(!is_newer(Sequence(0), Sequence(1)));
+        assert!(!is_newer(Sequence(7), Sequence(7)));
+        assert!(is_newer(Sequence(0), Sequence(u16::MAX)));
+        assert!(is_newer(Sequence(5), Sequence(65_530)));
+        assert!(!is_newer(Sequence(65_530), Sequence(5)));
+        assert!(is_newer(Sequence(0x7fff), Sequence(0)));
+        assert!(!is_newer(Sequence(0x8000), Sequence(0)));
+        assert!(!is_newer(Sequence(0), Sequence(0x8000)));
+        assert_eq!(Sequence(u16::MAX).next(), Sequence(0));
+    }
+
+    #[test]
+    fn filter_drops_duplicates_and_stale_updates() {
+        let mut f = SequenceFilter::default();
+        assert!(f.accept(Sequence(65_534)));
+        assert!(f.accept(Sequence(65_535)));
+        assert!(!f.accept(Sequence(65_535)), "duplicate");
+        assert!(f.accept(Sequence(1)), "after wrap");
+        assert!(!f.accept(Sequence(0)), "arrived late");
+        assert_eq!(f.last(), Some(Sequence(1)));
+        f.reset();
+        assert!(f.accept(Sequence(0)));
+    }
+}

@@ -1,0 +1,219 @@
+//! Property tests: random message sequences keep the arbiter's invariants and counters exact.
+
+mod common;
+
+use core::time::Duration;
+
+use common::*;
+use proptest::prelude::*;
+use simsync_ownership::{
+    BodyKind, BodyObservation, OwnershipArbiter, ParticipantId, Priority, RefusalReason,
+};
+
+const BODIES: u64 = 6;
+const PARTICIPANTS: u16 = 4;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Bid(u16, u64, u8),
+    Release(u16, u64),
+    ChangePriority(u16, u64, u8),
+    Update(u16, u64),
+    Expire,
+    Disconnect(u16),
+    Lock(u64, bool),
+}
+
+fn priority() -> impl Strategy<Value = u8> {
+    prop_oneof![
+        Just(0u8),
+        Just(1),
+        Just(2),
+        Just(3),
+        Just(126),
+        Just(127),
+        Just(128),
+        Just(129),
+        any::<u8>(),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let who = 0..PARTICIPANTS;
+    let body = 0..BODIES + 1; // one unknown body
+    prop_oneof![
+        3 => (0u64..400).prop_map(Op::Advance),
+        6 => (who.clone(), body.clone(), priority()).prop_map(|(w, b, p)| Op::Bid(w, b, p)),
+        2 => (who.clone(), body.clone()).prop_map(|(w, b)| Op::Release(w, b)),
+        2 => (who.clone(), body.clone(), priority()).prop_map(|(w, b, p)| Op::ChangePriority(w, b, p)),
+        3 => (who.clone(), body.clone()).prop_map(|(w, b)| Op::Update(w, b)),
+        1 => Just(Op::Expire),
+        1 => who.prop_map(Op::Disconnect),
+        1 => (body, any::<bool>()).prop_map(|(b, l)| Op::Lock(b, l)),
+    ]
+}
+
+fn owners(a: &OwnershipArbiter) -> Vec<(Option<ParticipantId>, Priority)> {
+    (0..BODIES)
+        .map(|i| {
+            let r = a.record(b(i)).unwrap();
+            (r.owner, r.priority)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn random_sequences_keep_invariants(ops in prop::collection::vec(op(), 1..200)) {
+        let mut a = OwnershipArbiter::default();
+        let config = a.config().clone();
+        // Body 4 static, body 5 kinematic, the rest dynamic; body BODIES is never registered.
+        for i in 0..BODIES {
+            let kind = match i { 4 => BodyKind::Static, 5 => BodyKind::Kinematic, _ => BodyKind::Dynamic };
+            a.register_body(b(i), kind).unwrap();
+        }
+        let mut now = Duration::ZERO;
+        let mut expected_refusals = [0u64; RefusalReason::COUNT];
+        let mut expected_grants = 0u64;
+        let mut expected_changes = 0u64;
+
+        for op in ops {
+            let before = owners(&a);
+            let last_change_before: Vec<_> =
+                (0..BODIES).map(|i| a.record(b(i)).unwrap().last_change).collect();
+            let refusal = match op {
+                Op::Advance(dt) => { now += ms(dt); None }
+                Op::Bid(w, body, pr) => match a.bid(p(w), b(body), Priority(pr), now) {
+                    Ok(g) => {
+                        expected_grants += 1;
+                        prop_assert_ne!(g.priority, config.volunteer_priority);
+                        let (old_owner, old_priority) = before[body as usize];
+                        let asked = config.granted_priority(Priority(pr));
+                        if old_owner == Some(p(w)) {
+                            prop_assert_eq!(g.priority, asked.max(old_priority), "an owner's bid never lowers it");
+                        } else {
+                            prop_assert_eq!(g.priority, asked);
+                        }
+                        if g.owner_changed() {
+                            // Rule 2 or 3: strictly higher, or equal past the lockout.
+                            let lockout_over = last_change_before[body as usize]
+                                .is_none_or(|at| now.saturating_sub(at) >= config.equal_priority_lockout);
+                            prop_assert!(Priority(pr) > old_priority
+                                || (Priority(pr) == old_priority && lockout_over));
+                        } else {
+                            prop_assert_eq!(old_owner, Some(p(w)));
+                        }
+                        None
+                    }
+                    Err(r) => Some(r),
+                },
+                Op::Release(w, body) => a.release(p(w), b(body), now).err(),
+                Op::ChangePriority(w, body, pr) => {
+                    a.change_priority(p(w), b(body), Priority(pr), now).err()
+                }
+                Op::Update(w, body) => a.owner_update(p(w), b(body), now).err(),
+                Op::Expire => {
+                    a.expire(now);
+                    for r in a.records() {
+                        if r.owner.is_some() {
+                            prop_assert!(now.saturating_sub(r.last_update_from_owner) < config.owner_silence_expiry);
+                        }
+                    }
+                    None
+                }
+                Op::Disconnect(w) => {
+                    a.disconnect(p(w), now);
+                    prop_assert!(a.records().iter().all(|r| r.owner != Some(p(w))));
+                    None
+                }
+                Op::Lock(body, locked) => {
+                    let result = a.set_locked(b(body), locked);
+                    prop_assert_eq!(result.is_ok(), body < BODIES);
+                    None
+                }
+            };
+            if let Some(r) = refusal {
+                expected_refusals[RefusalReason::ALL.iter().position(|x| *x == r.reason).unwrap()] += 1;
+                prop_assert_eq!(owners(&a), before.clone(), "a refusal changes nothing");
+            }
+            let after = owners(&a);
+            expected_changes += before.iter().zip(&after).filter(|(x, y)| x.0 != y.0).count() as u64;
+
+            for r in a.records() {
+                match r.owner {
+                    None => prop_assert_eq!(r.priority, Priority::NONE),
+                    Some(_) => {
+                        prop_assert!(r.kind.is_ownable(), "static/kinematic never owned");
+                        prop_assert!(r.priority == config.yield_priority
+                            || (r.priority >= config.recruit_priority && r.priority <= config.max_bid_priority),
+                            "owner priority {} out of range", r.priority);
+                    }
+                }
+            }
+            let stats = a.stats();
+            prop_assert_eq!(stats.grants, expected_grants);
+            prop_assert_eq!(stats.ownership_changes, expected_changes);
+            for (i, reason) in RefusalReason::ALL.iter().enumerate() {
+                prop_assert_eq!(a.refusals_by_reason().get(*reason), expected_refusals[i], "{:?}", reason);
+            }
+            prop_assert_eq!(a.refusals_by_reason().total(), expected_refusals.iter().sum::<u64>());
+        }
+    }
+
+    /// Participants wired to the server through random observations: nobody ever floods the
+    /// server (at most one message per body per tick), and every body's owner is the same
+    /// on the server and on every participant.
+    #[test]
+    fn participants_and_server_agree(
+        steps in prop::collection::vec(
+            prop::collection::vec((any::<bool>(), 0u8..8, any::<bool>()), 3 * 2),
+            1..80,
+        )
+    ) {
+        let mut s = Session::new(3, 2);
+        let mut now = Duration::ZERO;
+        for step in steps {
+            now += ms(50);
+            for c in 0..3u16 {
+                let obs: Vec<BodyObservation> = (0..2u64)
+                    .map(|body| {
+                        let (active, event, interested) = step[usize::from(c) * 2 + body as usize];
+                        BodyObservation {
+                            active,
+                            script_edited: event == 1,
+                            touched_by_avatar: event == 2,
+                            held: event == 3,
+                            interested,
+                            ..BodyObservation::at_rest(b(body))
+                        }
+                    })
+                    .collect();
+                let actions = s.clients[usize::from(c)].tick(now, obs);
+                for body in 0..2u64 {
+                    let sends = actions.iter().filter(|a| !matches!(a, simsync_ownership::Action::ZeroVelocity { .. })
+                        && action_body(a) == b(body)).count();
+                    prop_assert!(sends <= 1, "client {} sent {} messages for body {}", c, sends, body);
+                }
+                s.deliver(c, &actions, now);
+            }
+            for (c, client) in s.clients.iter().enumerate() {
+                for body in 0..2u64 {
+                    prop_assert_eq!(client.owner(b(body)), s.server.owner(b(body)), "client {}", c);
+                }
+            }
+        }
+    }
+}
+
+fn action_body(a: &simsync_ownership::Action) -> simsync_ownership::BodyId {
+    use simsync_ownership::Action::*;
+    match *a {
+        SendBid { body, .. }
+        | SendPriorityChange { body, .. }
+        | SendRelease { body }
+        | ZeroVelocity { body } => body,
+    }
+}
