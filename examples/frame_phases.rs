@@ -106,14 +106,16 @@ fn main() {
     }
     let wall = started.elapsed();
     let objects_seen = app.world().resource::<FrameTimings>().objects;
+    let centroid = app.world().resource::<Centroid>().0;
+    let checksum = checksum(app.world_mut());
     println!("    mean | {}", total.means());
     println!(
         "{last_frame} frames in {:.2} s ({:.0} frames/s), {objects_seen} objects per frame, \
          centroid {:?}, state checksum {:016x}",
         wall.as_secs_f64(),
         last_frame as f64 / wall.as_secs_f64(),
-        app.world().resource::<Centroid>().0,
-        checksum(app.world_mut()),
+        centroid,
+        checksum,
     );
 }
 
@@ -179,6 +181,7 @@ fn spawn_grid(world: &mut World, n: usize) {
 
 /// Object tick, part 1: new velocity from the neighbours' frame-start state (cohesion towards
 /// the grid spacing, alignment with their velocity), written to `Next<Velocity>`.
+#[allow(clippy::type_complexity)] // a Bevy system's query
 fn steer(
     others: Query<(&Current<Position>, &Current<Velocity>)>,
     mut objects: Query<(

@@ -24,6 +24,8 @@ mod driver;
 mod error;
 #[path = "sandbox/game.rs"]
 mod game;
+#[path = "sandbox/network.rs"]
+mod network;
 #[path = "sandbox/scene.rs"]
 mod scene;
 #[path = "sandbox/summary.rs"]
@@ -61,6 +63,31 @@ fn run(args: &cli::Args) -> Result<ExitCode, Failure> {
         )));
     }
     let game = game::SandboxGame::new(Arc::new(scene), args.players);
+    let networked = if args.server {
+        Some(network::run_server(
+            args,
+            args.bind.expect("clap requires --bind"),
+        ))
+    } else if args.client {
+        Some(network::run_client(
+            args,
+            game.clone(),
+            trace.clone(),
+            args.connect.expect("clap requires --connect"),
+        ))
+    } else if args.mode == cli::Mode::Network {
+        Some(network::run_in_process(args, game.clone(), trace.clone()))
+    } else {
+        None
+    };
+    if let Some(result) = networked {
+        return match result? {
+            true => Ok(ExitCode::SUCCESS),
+            false => Err(Failure::run(
+                "clients disagreed on a checksum or a prediction mismatched",
+            )),
+        };
+    }
     println!(
         "sandbox: {} mode, {} players, {} ticks, latency {} ticks, jitter {} ticks; scene {} \
          ({} dynamic bodies), trace {} ({} segments, {} players, {} ticks)",

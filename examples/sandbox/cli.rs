@@ -15,6 +15,9 @@ pub const DEFAULT_TRACE: &str =
 pub enum Mode {
     /// Every player in this process; inputs reach a local relay after the input latency.
     Local,
+    /// A relay server and one client per player in this process, over the in-memory transport
+    /// with a link conditioner (`--rtt-ms`, `--net-jitter-ms`, `--loss-percent`).
+    Network,
 }
 
 impl Mode {
@@ -22,6 +25,7 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::Local => "local",
+            Mode::Network => "network",
         }
     }
 }
@@ -33,8 +37,30 @@ impl Mode {
 #[command(name = "sandbox", version)]
 pub struct Args {
     /// Session mode.
-    #[arg(long, value_enum, default_value_t = Mode::Local)]
+    #[arg(long, value_enum, default_value_t = Mode::Network)]
     pub mode: Mode,
+    /// Run only the relay server over UDP (with `--bind`), for `--players` clients in other
+    /// processes.
+    #[arg(long, conflicts_with = "client", requires = "bind")]
+    pub server: bool,
+    /// Run one client over UDP (with `--connect`).
+    #[arg(long, requires = "connect")]
+    pub client: bool,
+    /// Address the UDP server binds (e.g. 127.0.0.1:5000).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<std::net::SocketAddr>,
+    /// Address of the UDP server a client connects to.
+    #[arg(long, value_name = "ADDR")]
+    pub connect: Option<std::net::SocketAddr>,
+    /// Network mode: round-trip time of the simulated link in ms.
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub rtt_ms: u32,
+    /// Network mode: round-trip jitter of the simulated link in ms.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub net_jitter_ms: u32,
+    /// Network mode: packet loss of the simulated link in percent (0–100).
+    #[arg(long, default_value_t = 2.0)]
+    pub loss_percent: f64,
     /// Ticks to verify (64 ticks per second of simulated time).
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
     pub ticks: u32,

@@ -47,7 +47,7 @@ pub use schedule::{
 };
 pub use session::{
     ChecksumRecorded, DeterministicSession, LocalInputs, PredictionMismatch, SessionStats,
-    SimulationWorlds, UnregisteredComponent,
+    SimulationWorlds, TickInputSource, UnregisteredComponent,
 };
 pub use snapshot::{RollbackAppExt, RollbackStrategy, SimCommands, SimEntity};
 
@@ -65,6 +65,6 @@ pub mod prelude {
         PlayerIndex, PlayerInputs, PredictionMismatch, RollbackAppExt, SessionClock, SessionConfig,
         SessionMode, SessionSetupError, SessionStats, SimCommands, SimEntity, SimHash, SimInput,
         SimTick, SimulationSet, SimulationStartup, SimulationTick, SimulationWorlds,
-        SimulatorContext, Tick,
+        SimulatorContext, Tick, TickInputSource,
     };
 }

@@ -119,6 +119,34 @@ impl<I: SimInput> LocalInputs<I> {
     }
 }
 
+/// A per-tick source of local inputs (main-app resource), for replays and scripted players: when
+/// present, the session asks it for the input of `(player, tick)` for every tick it polls,
+/// instead of sampling [`LocalInputs`] once per update (which repeats one value when an update
+/// polls several ticks, e.g. while the clock catches up).
+#[derive(Resource, Clone)]
+pub struct TickInputSource<I: SimInput>(
+    pub std::sync::Arc<dyn Fn(PlayerIndex, Tick) -> I + Send + Sync>,
+);
+
+impl<I: SimInput> TickInputSource<I> {
+    /// A source calling `f(player, tick)`.
+    pub fn new(f: impl Fn(PlayerIndex, Tick) -> I + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(f))
+    }
+}
+
+/// The local input of `player` for `tick`: from [`TickInputSource`] if present, else the current
+/// [`LocalInputs`], else the default.
+fn local_input<I: SimInput>(world: &World, player: PlayerIndex, tick: Tick) -> I {
+    if let Some(source) = world.get_resource::<TickInputSource<I>>() {
+        return (source.0)(player, tick);
+    }
+    world
+        .get_resource::<LocalInputs<I>>()
+        .and_then(|l| l.get(player).cloned())
+        .unwrap_or_default()
+}
+
 /// Counters of the session, updated every session update (main-app resource).
 #[derive(Resource, Debug, Clone, Default, PartialEq, Reflect)]
 pub struct SessionStats {
@@ -369,10 +397,7 @@ fn poll_local<I: SimInput>(
         session.local_tick = next;
         let for_tick = next + config.input_delay as Tick;
         for p in 0..config.players {
-            let input = world
-                .get_resource::<LocalInputs<I>>()
-                .and_then(|l| l.get(p).cloned())
-                .unwrap_or_default();
+            let input: I = local_input(world, p, for_tick);
             if config.local.known_players.contains(&p)
                 && let Err(error) = session.buffer.set_local(p, for_tick, input.clone())
             {
@@ -391,6 +416,18 @@ fn poll_local<I: SimInput>(
 }
 
 /// Receives from the relay server, polls local input at the synchronised clock and sends it.
+///
+/// The local tick is the client's clock, synchronised to the server's (plus the lead its inputs
+/// need to arrive in time): it advances with [`NetworkClient::ticks_to_poll`](
+/// crate::net::client::NetworkClient::ticks_to_poll) whatever the simulation can do, so inputs are
+/// sampled and sent on time even when confirmations lag. Prediction is capped at
+/// `max_verifiable + window` by the context. Stopping the clock at that cap (as a local session
+/// does) would make a client whose round trip exceeds its input delay plus the window (lockstep:
+/// window 0) send every input late: the server then waits for its hard tolerance, confirmations
+/// come later still, and the session settles with every input of that client replaced.
+///
+/// Stalling: the clock is past what can be predicted and the prediction horizon did not move in
+/// this update (no new confirmations), or the clock hit its run-ahead bound.
 fn poll_network<I: SimInput>(
     world: &mut World,
     session: &mut DeterministicSession<I>,
@@ -404,23 +441,39 @@ fn poll_network<I: SimInput>(
     let predicted_mode = session.config.mode == SessionMode::Predicted;
     let ticks = net.ticks_to_poll(polls, hz);
     let delay = net.input_delay(hz) as Tick;
-    let mut stalling = false;
+    // How far the clock may run past the prediction cap when confirmations stop (server gone or
+    // frozen): one second, and never past the input buffer.
+    let max_verifiable = session.buffer.max_verifiable_tick();
+    let clock_limit = max_verifiable
+        .saturating_add(window)
+        .saturating_add(hz as Tick)
+        .min(session.buffer.storable_ticks().end().saturating_sub(delay));
+    let horizon_before = session.local_tick.min(net.prediction_cap);
+    let mut blocked = false;
     for _ in 0..ticks {
         let next = session.local_tick + 1;
-        if predicted_mode && would_stall(next, session.buffer.max_verifiable_tick(), window) {
-            stalling = true;
+        if next > clock_limit {
+            blocked = true;
             break;
         }
         session.local_tick = next;
-        let input = net
-            .stats
-            .slot
-            .and_then(|slot| world.get_resource::<LocalInputs<I>>()?.get(slot).cloned())
-            .unwrap_or_default();
-        net.sample(next + delay, &input, &mut session.buffer);
+        if let Some(slot) = net.stats.slot {
+            net.sample_through(
+                next + delay,
+                |tick| local_input(world, slot, tick),
+                &mut session.buffer,
+            );
+        }
     }
     net.send(world, &session.buffer);
-    stalling
+    let cap = if predicted_mode {
+        max_verifiable.saturating_add(window)
+    } else {
+        Tick::MAX
+    };
+    net.prediction_cap = cap;
+    let horizon = session.local_tick.min(cap);
+    blocked || (session.local_tick > cap && horizon <= horizon_before)
 }
 
 fn update<I: SimInput>(

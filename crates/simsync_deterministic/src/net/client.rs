@@ -110,6 +110,9 @@ pub(crate) struct NetworkClient<I: SimInput> {
     last_input_tick: Tick,
     decode: DecodeStats,
     checksums_seen: u32,
+    /// The prediction cap (`max_verifiable + window`) at the end of the last poll (stall
+    /// detection in `session::poll_network`).
+    pub(crate) prediction_cap: Tick,
     _input: std::marker::PhantomData<fn() -> I>,
 }
 
@@ -133,6 +136,7 @@ impl<I: SimInput> NetworkClient<I> {
             last_input_tick: 0,
             decode: DecodeStats::default(),
             checksums_seen: 0,
+            prediction_cap: 0,
             _input: std::marker::PhantomData,
         }
     }
@@ -297,20 +301,26 @@ impl<I: SimInput> NetworkClient<I> {
         delay
     }
 
-    /// Records the local input for every tick up to `for_tick` not sampled yet (a grown delay
-    /// repeats the input over the gap; a shrunk one samples nothing new).
-    pub(crate) fn sample(&mut self, for_tick: Tick, input: &I, buffer: &mut InputBuffer<I>) {
+    /// Records the local input for every tick up to `for_tick` not sampled yet, asking
+    /// `input_for(tick)` for each (a grown delay fills the gap; a shrunk one samples nothing).
+    pub(crate) fn sample_through(
+        &mut self,
+        for_tick: Tick,
+        input_for: impl Fn(Tick) -> I,
+        buffer: &mut InputBuffer<I>,
+    ) {
         let Some(slot) = self.stats.slot else {
             return;
         };
-        let bytes = simsync_net::encode(input).unwrap_or_default();
         while self.last_input_tick < for_tick {
             self.last_input_tick += 1;
             let tick = self.last_input_tick;
-            if let Err(error) = buffer.set_local(slot, tick, input.clone()) {
+            let input = input_for(tick);
+            let bytes = simsync_net::encode(&input).unwrap_or_default();
+            if let Err(error) = buffer.set_local(slot, tick, input) {
                 debug!("session client: local input for tick {tick} not stored: {error}");
             }
-            self.pending.push_back((tick, bytes.clone()));
+            self.pending.push_back((tick, bytes));
         }
     }
 

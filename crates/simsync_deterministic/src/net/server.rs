@@ -135,6 +135,16 @@ impl RelayServer {
         &self.stats
     }
 
+    /// The lowest tick every connected player acknowledged holding all confirmed sets through
+    /// (`None` when no player is connected).
+    pub fn acknowledged_through(&self) -> Option<Tick> {
+        self.slots
+            .iter()
+            .filter(|s| s.client.is_some())
+            .map(|s| s.ack)
+            .min()
+    }
+
     /// The slot of a connected client.
     pub fn slot_of(&self, client: ClientId) -> Option<u8> {
         self.by_client.get(&client).copied()

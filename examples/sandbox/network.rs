@@ -1,0 +1,438 @@
+//! The networked modes of the sandbox: a relay server and clients over renet.
+//!
+//! - `--mode network` (default): a relay server and `--players` clients as separate Apps in this
+//!   process, over the in-memory transport with a link conditioner (`--rtt-ms`, `--net-jitter-ms`,
+//!   `--loss-percent`). Every client simulates both worlds; the run checks that every client
+//!   recorded the same verified checksums.
+//! - `--server --bind ADDR --players N` and `--client --connect ADDR`: the same over UDP as
+//!   separate processes, paced at the tick rate in real time.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bevy::log::LogPlugin;
+use bevy::prelude::*;
+use serde_json::{Value, json};
+use simsync::deterministic::SessionSetupError;
+use simsync::deterministic::net::{DeterministicServerPlugin, NetworkSessionConfig, RelayServer};
+use simsync::prelude::*;
+use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::prelude::*;
+use simsync_net::{
+    ClientTransport, MemoryNetwork, NETCODE_PROTOCOL_ID, NetClock, ServerTransport,
+    UdpClientTransport, UdpServerConfig, UdpServerTransport,
+};
+
+use super::cli::Args;
+use super::driver::Failure;
+use super::game::{self, SandboxGame};
+use super::trace::CompiledTrace;
+
+/// Tick rate of every peer (Hz).
+const HZ: u32 = 64;
+
+#[derive(Resource, Clone, Copy)]
+struct StopAt(i32);
+
+fn stop_at(stop: Res<StopAt>, mut ctx: ResMut<SimulatorContext>) {
+    let remaining = (stop.0 - ctx.verified_from_tick()).max(0);
+    if ctx.ticks_to_verify() > remaining {
+        let _ = ctx.set_ticks_to_verify(remaining);
+    }
+}
+
+fn client_app(
+    args: &Args,
+    game: SandboxGame,
+    trace: CompiledTrace,
+    transport: ClientTransport,
+    name: String,
+    log: bool,
+) -> Result<App, Failure> {
+    let entities = game.entity_count() + 256;
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    if log {
+        app.add_plugins(LogPlugin::default());
+    }
+    app.add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
+        .add_plugins(
+            DeterministicPlugin::<PackedInput>::new(game)
+                .players(args.players)
+                .checksum_interval(1)
+                .clock(SessionClock::Stepped {
+                    ticks_per_update: 1,
+                })
+                .verify_predictions(!args.no_verify_predictions)
+                .max_simulation_entities(entities)
+                .networked(NetworkSessionConfig {
+                    name,
+                    ..NetworkSessionConfig::default()
+                }),
+        )
+        .insert_net_client(transport)
+        .insert_resource(TickInputSource::<PackedInput>::new(move |player, tick| {
+            game::encode(&trace.input(player, tick))
+        }))
+        .insert_resource(StopAt(args.ticks as i32))
+        .add_systems(BeforeVerification, stop_at);
+    app.finish();
+    app.cleanup();
+    if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
+        return Err(Failure::input(format!(
+            "invalid session configuration: {error}"
+        )));
+    }
+    Ok(app)
+}
+
+fn server_app(players: u8, transport: ServerTransport, log: bool) -> App {
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    if log {
+        app.add_plugins(LogPlugin::default());
+    }
+    app.add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
+        .add_plugins(DeterministicServerPlugin::new::<PackedInput>(
+            players, HZ as u16,
+        ))
+        .insert_net_server(transport);
+    app.finish();
+    app.cleanup();
+    app
+}
+
+fn stats(app: &App) -> SessionStats {
+    app.world().resource::<SessionStats>().clone()
+}
+
+fn final_checksum(app: &mut App) -> u64 {
+    app.world_mut()
+        .resource_mut::<SimulationWorlds>()
+        .verified_checksum()
+}
+
+/// One client's part of the summary.
+fn client_summary(app: &mut App, compared: usize, mismatches: usize) -> Value {
+    let s = stats(app);
+    let net = s.network.clone().unwrap_or_default();
+    json!({
+        "slot": net.slot,
+        "ticks_verified": s.ticks_verified,
+        "ticks_predicted": s.ticks_predicted,
+        "rollbacks": s.rollbacks,
+        "resimulated_ticks": s.resimulated_ticks,
+        "mispredicted_inputs": s.mispredicted_inputs,
+        "rtt_ms": (net.rtt_ms * 10.0).round() / 10.0,
+        "input_delay_ticks": net.input_delay_ticks,
+        "late_inputs": net.late_inputs,
+        "replaced_inputs": net.replaced_inputs,
+        "checksums_compared": compared,
+        "checksum_mismatches": mismatches,
+        "desyncs_reported": net.desyncs_reported,
+        "resim_ticks_checked": s.resim_ticks_checked,
+        "resim_ticks_matching": s.resim_ticks_matching,
+        "final_checksum": format!("{:016x}", final_checksum(app)),
+    })
+}
+
+fn write_json(path: &Path, value: &Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::run(e.to_string()))?;
+    std::fs::write(path, text + "\n")
+        .map_err(|e| Failure::input(format!("{}: cannot write: {e}", path.display())))
+}
+
+/// Runs the relay server and every client in this process over the in-memory transport.
+///
+/// # Errors
+/// Exit code 2 for a bad link configuration; 1 if the clients do not reach the tick, disagree
+/// on a checksum, or a prediction mismatched.
+pub fn run_in_process(
+    args: &Args,
+    game: SandboxGame,
+    trace: CompiledTrace,
+) -> Result<bool, Failure> {
+    let link = LinkConditionerConfig::PERFECT
+        .with_latency(args.rtt_ms / 2, args.net_jitter_ms / 2)
+        .with_loss(args.loss_percent);
+    let network =
+        MemoryNetwork::new(0x51_u64, link).map_err(|e| Failure::input(format!("link: {e}")))?;
+    let server_transport = network
+        .server_transport()
+        .map_err(|e| Failure::run(e.to_string()))?;
+    let mut server = server_app(args.players, server_transport.into(), true);
+    let mut clients = Vec::new();
+    for id in 0..args.players {
+        let transport = network
+            .client_transport(u64::from(id) + 1)
+            .map_err(|e| Failure::run(e.to_string()))?;
+        clients.push(client_app(
+            args,
+            game.clone(),
+            trace.clone(),
+            transport.into(),
+            format!("client-{id}"),
+            false,
+        )?);
+    }
+    println!(
+        "network: relay server + {} clients in-process, RTT {} ms, jitter {} ms, loss {} %",
+        args.players, args.rtt_ms, args.net_jitter_ms, args.loss_percent
+    );
+    let target = args.ticks as i32;
+    let limit = u64::from(args.ticks) * 4 + 10_000;
+    let start = Instant::now();
+    let mut last_report = start;
+    let mut frames = 0u64;
+    while !clients.iter().all(|c| stats(c).verified_tick >= target) {
+        if frames >= limit {
+            return Err(Failure::run(format!(
+                "clients at verified ticks {:?} of {target} after {frames} frames; giving up",
+                clients
+                    .iter()
+                    .map(|c| stats(c).verified_tick)
+                    .collect::<Vec<_>>()
+            )));
+        }
+        server.update();
+        for client in &mut clients {
+            client.update();
+        }
+        frames += 1;
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            last_report = Instant::now();
+            let line: Vec<String> = clients
+                .iter()
+                .map(|c| {
+                    let s = stats(c);
+                    let net = s.network.unwrap_or_default();
+                    format!(
+                        "verified {} predicted {} rtt {:.0} ms",
+                        s.verified_tick, s.predicted_tick, net.rtt_ms
+                    )
+                })
+                .collect();
+            println!(
+                "[{:5.1} s] {}",
+                start.elapsed().as_secs_f64(),
+                line.join(" | ")
+            );
+        }
+    }
+    // Every client's verified checksums, compared with every other client's.
+    let histories: Vec<_> = clients.iter().map(|c| stats(c).checksum_history).collect();
+    let compared = histories.iter().map(Vec::len).min().unwrap_or(0);
+    let mut summaries = Vec::new();
+    let mut agree = true;
+    let mut predictions_ok = true;
+    for (i, client) in clients.iter_mut().enumerate() {
+        let mismatches = (0..compared)
+            .filter(|t| histories.iter().any(|h| h[*t] != histories[i][*t]))
+            .count();
+        agree &= mismatches == 0;
+        let s = stats(client);
+        predictions_ok &= s.resim_ticks_matching == s.resim_ticks_checked;
+        summaries.push(client_summary(client, compared, mismatches));
+    }
+    let finals: Vec<&Value> = summaries.iter().map(|s| &s["final_checksum"]).collect();
+    agree &= finals.windows(2).all(|w| w[0] == w[1]);
+    let relay = server
+        .world()
+        .resource::<simsync::deterministic::net::RelayStats>()
+        .clone();
+    let summary = json!({
+        "mode": "network",
+        "ticks": args.ticks,
+        "players": args.players,
+        "rtt_ms_configured": args.rtt_ms,
+        "jitter_ms_configured": args.net_jitter_ms,
+        "loss_percent_configured": args.loss_percent,
+        "clients": summaries,
+        "all_clients_agree": agree,
+        "server": {
+            "confirmed_tick": relay.confirmed_tick,
+            "replaced_inputs": relay.replaced_inputs,
+            "late_inputs": relay.late_inputs,
+            "rejected_messages": relay.rejected_messages,
+            "desyncs": relay.desyncs,
+        },
+        "elapsed_s": (start.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+    });
+    println!(
+        "summary (network mode, {} clients, {} ticks)",
+        args.players, args.ticks
+    );
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).unwrap_or_default()
+    );
+    println!("all_clients_agree: {agree}");
+    if let Some(path) = &args.summary_json {
+        write_json(path, &summary)?;
+    }
+    Ok(agree && predictions_ok)
+}
+
+/// Paces a loop at the tick rate in real time.
+struct Pacer {
+    next: Instant,
+}
+
+impl Pacer {
+    fn new() -> Self {
+        Self {
+            next: Instant::now(),
+        }
+    }
+
+    fn wait(&mut self) {
+        self.next += Duration::from_nanos(1_000_000_000 / u64::from(HZ));
+        let now = Instant::now();
+        if self.next > now {
+            std::thread::sleep(self.next - now);
+        } else if now - self.next > Duration::from_millis(250) {
+            self.next = now;
+        }
+    }
+}
+
+/// `--server --bind ADDR`: the relay server over UDP, until every player acknowledged the
+/// requested tick (or left).
+///
+/// # Errors
+/// Exit code 2 if the address cannot be bound; 1 if the session never completes.
+pub fn run_server(args: &Args, bind: SocketAddr) -> Result<bool, Failure> {
+    let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(bind))
+        .map_err(|e| Failure::input(format!("--bind {bind}: {e}")))?;
+    println!(
+        "server: listening on {} for {} players",
+        transport.local_addr(),
+        args.players
+    );
+    let mut app = server_app(args.players, transport.into(), true);
+    let mut pacer = Pacer::new();
+    let target = args.ticks as i32;
+    let limit =
+        Instant::now() + Duration::from_secs(u64::from(args.ticks) / u64::from(HZ) * 4 + 300);
+    loop {
+        app.update();
+        let relay = app.world().resource::<RelayServer>();
+        if relay.started() {
+            match relay.acknowledged_through() {
+                Some(ack) if ack >= target => break,
+                None => break,
+                _ => {}
+            }
+        }
+        if Instant::now() > limit {
+            return Err(Failure::run("server: the session did not complete in time"));
+        }
+        pacer.wait();
+    }
+    let relay = app
+        .world()
+        .resource::<simsync::deterministic::net::RelayStats>()
+        .clone();
+    let summary = json!({
+        "mode": "server",
+        "ticks": args.ticks,
+        "players": args.players,
+        "confirmed_tick": relay.confirmed_tick,
+        "replaced_inputs": relay.replaced_inputs,
+        "late_inputs": relay.late_inputs,
+        "rejected_messages": relay.rejected_messages,
+        "desyncs": relay.desyncs,
+        "all_clients_agree": relay.desyncs == 0,
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).unwrap_or_default()
+    );
+    if let Some(path) = &args.summary_json {
+        write_json(path, &summary)?;
+    }
+    // Give the clients a moment to receive the last sets before the server goes away.
+    for _ in 0..HZ {
+        app.update();
+        pacer.wait();
+    }
+    Ok(relay.desyncs == 0)
+}
+
+/// `--client --connect ADDR`: one client over UDP, until its verified world reaches the tick.
+///
+/// # Errors
+/// Exit code 2 if the socket cannot be opened; 1 if the run does not complete.
+pub fn run_client(
+    args: &Args,
+    game: SandboxGame,
+    trace: CompiledTrace,
+    server: SocketAddr,
+) -> Result<bool, Failure> {
+    let client_id =
+        std::process::id() as u64 ^ (Instant::now().elapsed().as_nanos() as u64) ^ 0x5eed;
+    let bind: SocketAddr = if server.is_ipv4() {
+        "0.0.0.0:0".parse().expect("valid")
+    } else {
+        "[::]:0".parse().expect("valid")
+    };
+    let transport = UdpClientTransport::unsecure(server, client_id, NETCODE_PROTOCOL_ID, bind)
+        .map_err(|e| Failure::input(format!("--connect {server}: {e}")))?;
+    let mut app = client_app(
+        args,
+        game,
+        trace,
+        transport.into(),
+        format!("client-{client_id:x}"),
+        true,
+    )?;
+    let target = args.ticks as i32;
+    let mut pacer = Pacer::new();
+    let limit =
+        Instant::now() + Duration::from_secs(u64::from(args.ticks) / u64::from(HZ) * 4 + 300);
+    let mut last_report = Instant::now();
+    while stats(&app).verified_tick < target {
+        if Instant::now() > limit {
+            return Err(Failure::run(format!(
+                "client: verified tick {} of {target}; giving up",
+                stats(&app).verified_tick
+            )));
+        }
+        app.update();
+        if let Some(reason) = stats(&app).network.and_then(|n| n.rejected) {
+            return Err(Failure::run(format!(
+                "client: rejected by the server: {reason}"
+            )));
+        }
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            last_report = Instant::now();
+            let s = stats(&app);
+            let net = s.network.unwrap_or_default();
+            println!(
+                "client: verified {} predicted {} rtt {:.0} ms delay {} ticks",
+                s.verified_tick, s.predicted_tick, net.rtt_ms, net.input_delay_ticks
+            );
+        }
+        pacer.wait();
+    }
+    let s = stats(&app);
+    let compared = s.checksum_history.len();
+    let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs_reported) as usize;
+    let mut summary = client_summary(&mut app, compared, mismatches);
+    summary["mode"] = json!("client");
+    summary["ticks"] = json!(args.ticks);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).unwrap_or_default()
+    );
+    if let Some(path) = &args.summary_json {
+        write_json(path, &summary)?;
+    }
+    // Keep sending for a moment so the server sees our acknowledgement.
+    for _ in 0..HZ / 2 {
+        app.update();
+        pacer.wait();
+    }
+    Ok(mismatches == 0 && s.resim_ticks_matching == s.resim_ticks_checked)
+}
