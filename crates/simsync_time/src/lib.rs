@@ -14,15 +14,31 @@
 //!   `(ticks, priority, insertion)` order; cloneable for snapshots.
 //! - [`VirtualTimePlugin`] and [`CurrentInstant`] (`plugin`): wire the rate and the current
 //!   instant into an App.
+//! - [`FramePhase`] and [`FramePhasesPlugin`] (`phases`): the four ordered parts of a simulation
+//!   frame (setup, object tick, network tick, advance — the VR-Forces frame), configurable into
+//!   any schedule. A plugin separate from `VirtualTimePlugin` because it belongs to the schedule
+//!   that runs one frame (`FixedUpdate`, or the deterministic `SimulationTick` of each
+//!   simulation world).
+//! - [`Current`], [`Next`], [`DoubleBuffered`] and [`DoubleBufferAppExt`] (`double_buffer`):
+//!   double-buffered object state, copied `Next → Current` at the end of each frame.
+//! - [`FrameTimings`] and the [`diagnostics`] paths: per-phase wall time and object counts,
+//!   also published to Bevy's `DiagnosticsStore`.
 //! - [`TimeError`] (`error`): the one error type; nothing in this crate panics on bad input.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod diagnostics;
+mod double_buffer;
 mod error;
 mod instant;
+mod phases;
 mod plugin;
 mod queue;
 mod rate;
+
+pub use diagnostics::FrameTimings;
+pub use double_buffer::{Current, DoubleBufferAppExt, DoubleBufferRegistry, DoubleBuffered, Next};
+pub use phases::{FramePhase, FramePhasesPlugin};
 
 pub use error::TimeError;
 pub use instant::{SecondsDisplay, VirtualInstant};
@@ -33,6 +49,8 @@ pub use rate::TickRate;
 /// The types most users need: `use simsync_time::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        CurrentInstant, TickRate, TimeError, VirtualEventQueue, VirtualInstant, VirtualTimePlugin,
+        Current, CurrentInstant, DoubleBufferAppExt, DoubleBuffered, FramePhase, FramePhasesPlugin,
+        FrameTimings, Next, TickRate, TimeError, VirtualEventQueue, VirtualInstant,
+        VirtualTimePlugin,
     };
 }

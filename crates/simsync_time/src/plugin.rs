@@ -28,6 +28,10 @@ use crate::{TickRate, TimeError, VirtualInstant};
 /// - [`CurrentInstant`]: inserted at [`VirtualInstant::ZERO`] unless one is already present
 ///   (for example restored from a snapshot). This plugin never advances it.
 ///
+/// The simulation-frame structure (setup, object tick, network tick, advance) and
+/// double-buffered state are a separate plugin, [`FramePhasesPlugin`](crate::FramePhasesPlugin),
+/// added to whichever schedule runs one frame.
+///
 /// # Example
 ///
 /// ```
