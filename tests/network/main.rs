@@ -4,5 +4,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod clock_sync;
 mod harness;
+mod inputs;
+mod robustness;
 mod sessions;
+mod udp;

@@ -89,6 +89,8 @@ pub struct NetworkClientStats {
     pub rejected_inputs: u64,
     /// Desyncs the server reported.
     pub desyncs_reported: u64,
+    /// Encoded bytes of the `Inputs` messages sent (message payload, before renet's headers).
+    pub input_bytes_sent: u64,
     /// Why the server rejected this client, if it did.
     pub rejected: Option<String>,
     /// Whether the server started the session.
@@ -258,18 +260,26 @@ impl<I: SimInput> NetworkClient<I> {
         }
         let target = target_lead_ticks(0.0, self.stats.jitter_ms, tick_rate_hz);
         let mut extra: i64 = 0;
+        // The lead is measured at the server: a correction shows in it only about one round trip
+        // later. Until then (after a snap) the reported lead is stale: acting on it again would
+        // correct twice and overshoot, so the clock runs at real speed.
+        let settling = self.now < self.snap_cooldown_until;
         match self
             .lead
             .adjust(f64::from(self.stats.input_lead_ticks), target)
         {
+            _ if settling => self.stats.speed = 1.0,
             ClockAdjustment::Speed(factor) => self.stats.speed = factor,
             ClockAdjustment::Snap { ticks } => {
-                if self.now >= self.snap_cooldown_until {
-                    extra = i64::from(ticks);
-                    self.stats.snaps += 1;
-                    let wait = Duration::from_millis(self.stats.rtt_ms as u64 + 100);
-                    self.snap_cooldown_until = self.now + wait;
-                }
+                extra = i64::from(ticks);
+                self.stats.snaps += 1;
+                // A conservative round trip, as TCP's retransmission timeout (RFC 6298:
+                // srtt + 4·rttvar): the smoothed RTT lags a sudden RTT increase, the very case
+                // that makes the lead jump. Plus a tick for the server's report.
+                let wait_ms = self.stats.rtt_ms
+                    + 4.0 * self.stats.jitter_ms
+                    + 1_000.0 / f64::from(tick_rate_hz.max(1));
+                self.snap_cooldown_until = self.now + Duration::from_secs_f64(wait_ms / 1_000.0);
                 self.stats.speed = 1.0;
             }
         }
@@ -348,10 +358,15 @@ impl<I: SimInput> NetworkClient<I> {
             inputs,
             ack_tick: buffer.max_verifiable_tick(),
         });
-        if let Some(mut client) = world.get_resource_mut::<RenetClient>()
-            && let Err(error) = client.send_msg(&message)
-        {
-            debug!("session client: inputs not sent: {error}");
+        if let Some(mut client) = world.get_resource_mut::<RenetClient>() {
+            match client.send_msg(&message) {
+                Ok(()) => {
+                    if let Ok(bytes) = simsync_net::encode(&message) {
+                        self.stats.input_bytes_sent += bytes.len() as u64;
+                    }
+                }
+                Err(error) => debug!("session client: inputs not sent: {error}"),
+            }
         }
     }
 

@@ -10,21 +10,27 @@
 //!   An input arriving after its tick was confirmed is late: dropped and counted.
 //! - A player that disconnects keeps its slot; its inputs are replaced from then on.
 //! - Confirmed sets are sent to every client with redundancy: the last `input_redundancy` sets
-//!   in every message, plus every set after the client's acknowledged tick (at most 32).
+//!   in every message, plus every set after the client's acknowledged tick (at most 32) once
+//!   that acknowledgement is overdue (older than the redundancy plus a round trip: sets still in
+//!   flight are not sent again, which keeps a message at `input_redundancy` sets on a healthy
+//!   link).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use bevy::prelude::*;
 use simsync_net::bevy_renet::{RenetReceive, RenetServer};
-use simsync_net::renet::{ClientId, ServerEvent};
+use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
-    ClientMessage, DecodeStats, InputSet, NetClock, ParticipantId, Protocols, RejectReason,
-    ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage, Welcome, check_hello,
-    clock::millis_u32,
+    ClientMessage, DecodeStats, InputSet, NetChannel, NetClock, ParticipantId, Protocols,
+    RejectReason, ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage, Welcome,
+    check_hello, clock::millis_u32,
 };
 
 use crate::input::{SimInput, Tick};
+
+/// Ticks between two clock reports to a client whose lead did not change.
+const CLOCK_REFRESH_TICKS: Tick = 8;
 
 /// Configuration of the relay server.
 #[derive(Debug, Clone, PartialEq, Reflect)]
@@ -62,6 +68,8 @@ pub struct RelayStats {
     pub rtt_ms: Vec<f64>,
     /// Bytes sent in `ConfirmedInputs` messages, total.
     pub confirmed_bytes_sent: u64,
+    /// Bytes sent in `Clock` messages, total.
+    pub clock_bytes_sent: u64,
     /// Checksum disagreements detected between clients.
     pub desyncs: u64,
 }
@@ -73,6 +81,8 @@ struct Slot {
     last_input: Vec<u8>,
     ack: Tick,
     rtt: simsync_net::RttEstimator,
+    /// The last clock report sent: (lead, server tick).
+    clock_sent: Option<(f32, Tick)>,
 }
 
 /// The relay server's state (a resource).
@@ -380,43 +390,83 @@ impl RelayServer {
             return;
         };
         let redundancy = self.config.input_redundancy.max(1) as Tick;
-        for slot in &self.slots {
+        let hz = f64::from(self.config.tick_rate_hz);
+        let mut encoded: Vec<(Tick, Bytes)> = Vec::new();
+        for slot in &mut self.slots {
             let Some(client) = slot.client else {
                 continue;
             };
-            let first = (slot.ack + 1)
-                .max(newest - 31)
-                .min(newest - redundancy + 1)
-                .max(self.confirmed.front().map_or(1, |(t, _)| *t));
-            let sets: Vec<InputSet> = self
-                .confirmed
-                .iter()
-                .filter(|(t, _)| *t >= first)
-                .map(|(_, s)| s.clone())
-                .collect();
-            let message = ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-                first_tick: first,
-                sets,
+            // The client acknowledges what it holds about one round trip after it was sent:
+            // the sets confirmed within that time are in flight, not lost, and the last
+            // `redundancy` sets cover their loss. Only when the acknowledgement lags further
+            // (a burst longer than the redundancy) are the sets after it sent again.
+            let in_flight = slot.rtt.rtt_ms().map_or(0, |rtt| {
+                let ms = rtt + 2.0 * slot.rtt.jitter_ms();
+                (ms * hz / 1_000.0).ceil() as Tick + 1
             });
-            if let Ok(bytes) = simsync_net::encode(&message) {
-                self.stats.confirmed_bytes_sent += bytes.len() as u64;
-            }
-            if let Err(error) = server.send_msg(client, &message) {
-                debug!("relay: confirmed inputs to {client} not sent: {error}");
-            }
-            let newest_input = slot.inputs.keys().next_back().copied();
-            if let Some(newest_input) = newest_input {
-                let clock = ServerMessage::Session(SessionServerMessage::Clock {
-                    server_tick: self.server_tick,
-                    input_lead_ticks: (newest_input - self.server_tick) as f32,
-                });
-                let _ = server.send_msg(client, &clock);
+            let lost = slot.ack < newest - redundancy - in_flight;
+            let first = if lost {
+                slot.ack + 1
             } else {
+                newest - redundancy + 1
+            }
+            .max(newest - 31)
+            .min(newest - redundancy + 1)
+            .max(self.confirmed.front().map_or(1, |(t, _)| *t));
+            // Most clients get the same range: encode each range once.
+            let bytes = match encoded.iter().find(|(f, _)| *f == first) {
+                Some((_, bytes)) => bytes.clone(),
+                None => {
+                    let sets: Vec<InputSet> = self
+                        .confirmed
+                        .iter()
+                        .filter(|(t, _)| *t >= first)
+                        .map(|(_, s)| s.clone())
+                        .collect();
+                    let message = ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
+                        first_tick: first,
+                        sets,
+                    });
+                    match simsync_net::encode(&message) {
+                        Ok(bytes) => {
+                            let bytes = Bytes::from(bytes);
+                            encoded.push((first, bytes.clone()));
+                            bytes
+                        }
+                        Err(error) => {
+                            warn!("relay: confirmed inputs not encoded: {error}");
+                            continue;
+                        }
+                    }
+                }
+            };
+            let channel = NetChannel::Inputs;
+            if server.can_send_message(client, channel.id(), bytes.len()) {
+                self.stats.confirmed_bytes_sent += bytes.len() as u64;
+                server.send_message(client, channel, bytes);
+            } else {
+                debug!("relay: confirmed inputs to {client} not sent: channel full");
+            }
+            let lead = match slot.inputs.keys().next_back() {
+                Some(newest_input) => (newest_input - self.server_tick) as f32,
+                None => (self.confirmed_tick - self.server_tick) as f32,
+            };
+            // The lead changes rarely: report it when it changed, and every
+            // `CLOCK_REFRESH_TICKS` in case a report was lost (unreliable channel).
+            let due = slot.clock_sent.is_none_or(|(sent, at)| {
+                sent != lead || self.server_tick - at >= CLOCK_REFRESH_TICKS
+            });
+            if due {
                 let clock = ServerMessage::Session(SessionServerMessage::Clock {
                     server_tick: self.server_tick,
-                    input_lead_ticks: (self.confirmed_tick - self.server_tick) as f32,
+                    input_lead_ticks: lead,
                 });
-                let _ = server.send_msg(client, &clock);
+                if server.send_msg(client, &clock).is_ok() {
+                    slot.clock_sent = Some((lead, self.server_tick));
+                    if let Ok(bytes) = simsync_net::encode(&clock) {
+                        self.stats.clock_bytes_sent += bytes.len() as u64;
+                    }
+                }
             }
         }
     }
