@@ -11,6 +11,9 @@
 //! cargo run --release --example sandbox -- --ticks 1800 --players 2 --input-latency-ticks 6
 //! ```
 //!
+//! `--mode ownership` runs distributed physics with simulation ownership instead: an entity
+//! server and three participants, each with its own Rapier world (see `sandbox/ownership.rs`).
+//!
 //! Exit codes: 0 success; 1 the run failed or a predicted tick did not match verification;
 //! 2 bad arguments or input files.
 //!
@@ -26,6 +29,8 @@ mod error;
 mod game;
 #[path = "sandbox/network.rs"]
 mod network;
+#[path = "sandbox/ownership.rs"]
+mod ownership;
 #[path = "sandbox/scene.rs"]
 mod scene;
 #[path = "sandbox/summary.rs"]
@@ -52,6 +57,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &cli::Args) -> Result<ExitCode, Failure> {
+    if args.mode == cli::Mode::Ownership {
+        return ownership::run(args);
+    }
     let scene = scene::load_scene(&args.scene).map_err(|e| Failure::input(e.to_string()))?;
     let trace = trace::load_trace(&args.trace).map_err(|e| Failure::input(e.to_string()))?;
     if usize::from(args.players) > scene.players.len() {

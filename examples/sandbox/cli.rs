@@ -9,6 +9,11 @@ pub const DEFAULT_SCENE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/sce
 /// The trace loaded when `--trace` is not given.
 pub const DEFAULT_TRACE: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/assets/traces/two_players.ron");
+/// The scripted actions of `--mode ownership` when `--ownership-trace` is not given.
+pub const DEFAULT_OWNERSHIP_TRACE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/assets/traces/ownership_three.ron"
+);
 
 /// How the session's peers are connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -18,6 +23,9 @@ pub enum Mode {
     /// A relay server and one client per player in this process, over the in-memory transport
     /// with a link conditioner (`--rtt-ms`, `--net-jitter-ms`, `--loss-percent`).
     Network,
+    /// Simulation ownership: an entity server and `--participants` participants, each with its
+    /// own physics, over the in-memory transport (or UDP with `--server` / `--client`).
+    Ownership,
 }
 
 impl Mode {
@@ -26,6 +34,7 @@ impl Mode {
         match self {
             Mode::Local => "local",
             Mode::Network => "network",
+            Mode::Ownership => "ownership",
         }
     }
 }
@@ -87,4 +96,21 @@ pub struct Args {
     /// predicted tick).
     #[arg(long)]
     pub no_verify_predictions: bool,
+
+    // --- `--mode ownership` (examples/sandbox/ownership.rs); it also reads `--rtt-ms`,
+    // `--net-jitter-ms`, `--loss-percent`, `--ticks`, `--scene`, `--summary-json` and, over UDP,
+    // `--server --bind` / `--client --connect`. ---
+    /// Ownership mode: the participants' scripted actions (RON).
+    #[arg(long, default_value = DEFAULT_OWNERSHIP_TRACE)]
+    pub ownership_trace: PathBuf,
+    /// Ownership mode: participants in this process (the scene needs that many player spawns).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..))]
+    pub participants: u8,
+    /// Ownership mode: seconds to run after the script stops, before comparing copies (longer
+    /// while bodies other than avatars are still owned, up to 20 s more).
+    #[arg(long, default_value_t = 2.0)]
+    pub settle_seconds: f64,
+    /// Ownership mode with `--client`: which participant of the trace to play (0-based).
+    #[arg(long, default_value_t = 0)]
+    pub participant_index: u8,
 }

@@ -6,12 +6,21 @@
 //! lower-priority and equal-priority-lockout refusals, locked, not-ownable, unknown and
 //! too-high. Each run starts from a fresh copy of the table (the copy is not timed).
 //! Target: ≥ 1,000,000 bids/s.
+//!
+//! Also the wire cost of one body's state: the encoded size of a
+//! `ClientMessage::Ownership(StateUpdate)` (owner → server) and of a
+//! `ServerMessage::Ownership(StateRelay)` (server → the others) for small and large body ids and
+//! sequence numbers (target ≤ 48 bytes), and the time to pack and encode one update.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use bevy::math::{Quat, Vec3};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use simsync_ownership::{BodyId, BodyKind, OwnershipArbiter, ParticipantId, Priority};
+use simsync_net::{ClientMessage, OwnershipClientMessage, OwnershipServerMessage, ServerMessage};
+use simsync_ownership::{
+    BodyId, BodyKind, BodyState, OwnershipArbiter, ParticipantId, Priority, Sequence, wire,
+};
 
 const BODIES: u64 = 10_000;
 const BIDS: usize = 100_000;
@@ -134,5 +143,70 @@ fn bench(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench);
+fn state() -> BodyState {
+    BodyState {
+        position: Vec3::new(12.5, 0.4, -7.25),
+        rotation: Quat::from_rotation_y(1.3),
+        linear_velocity: Vec3::new(1.0, -2.0, 0.5),
+        angular_velocity: Vec3::new(0.0, 3.0, 0.0),
+    }
+}
+
+fn update_message(body: u64, seq: u16, state: &BodyState) -> ClientMessage {
+    ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(wire::state_to_wire(
+        BodyId(body),
+        Sequence(seq),
+        state,
+    )))
+}
+
+fn wire_bytes(c: &mut Criterion) {
+    let s = state();
+    println!("wire bytes per body state (target ≤ 48):");
+    for (body, seq) in [
+        (7, 3),
+        (250, 250),
+        (7, 251),
+        (250, 65_535),
+        (251, 3),
+        (10_000, 65_535),
+    ] {
+        let update = simsync_net::encode(&update_message(body, seq, &s)).expect("encodes");
+        let relay = simsync_net::encode(&ServerMessage::Ownership(
+            OwnershipServerMessage::StateRelay {
+                owner: simsync_net::ParticipantId(3),
+                state: wire::state_to_wire(BodyId(body), Sequence(seq), &s),
+            },
+        ))
+        .expect("encodes");
+        println!(
+            "  body id {body:>6}, seq {seq:>5}: StateUpdate {:>2} B, StateRelay {:>2} B",
+            update.len(),
+            relay.len()
+        );
+    }
+    let mut group = c.benchmark_group("wire");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1))
+        .throughput(Throughput::Elements(1));
+    group.bench_function("pack_and_encode_state_update", |b| {
+        b.iter(|| simsync_net::encode(&update_message(black_box(42), black_box(300), &s)))
+    });
+    let bytes = simsync_net::encode(&update_message(42, 300, &s)).expect("encodes");
+    group.bench_function("decode_and_check_state_update", |b| {
+        b.iter(
+            || match simsync_net::decode_client_message(black_box(&bytes)) {
+                Ok(ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state))) => {
+                    wire::state_from_wire(&state).is_ok()
+                }
+                _ => false,
+            },
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, wire_bytes);
 criterion_main!(benches);

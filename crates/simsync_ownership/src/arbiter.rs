@@ -254,8 +254,9 @@ impl RefusalCounts {
         RefusalReason::ALL.iter().map(|r| (*r, self.get(*r)))
     }
 
+    /// Counts one refusal for `reason`.
     #[inline]
-    fn add(&mut self, reason: RefusalReason) {
+    pub fn add(&mut self, reason: RefusalReason) {
         self.0[reason.index()] += 1;
     }
 }

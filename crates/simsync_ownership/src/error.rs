@@ -56,4 +56,14 @@ pub enum OwnershipError {
         /// The highest a participant may hold (`max_bid_priority`).
         max: Priority,
     },
+    /// A body state received from the wire that cannot be applied: a sequence number that does
+    /// not fit the 16-bit [`Sequence`](crate::Sequence) owners use, or a position, velocity or
+    /// rotation that is not finite or beyond [`MAX_STATE_MAGNITUDE`](crate::MAX_STATE_MAGNITUDE).
+    #[error("{body}: invalid body state: {reason}")]
+    InvalidBodyState {
+        /// The body the state claims to be about.
+        body: BodyId,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }

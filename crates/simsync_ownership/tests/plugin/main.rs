@@ -1,0 +1,7 @@
+//! Plugin-level tests of `OwnershipPlugin`: an entity server and three participants, each its
+//! own App with its own Rapier world, over the in-memory transport, time driven by hand with
+//! `NetClock::Fixed(1/64 s)`.
+
+mod harness;
+mod misuse;
+mod sessions;
