@@ -4,7 +4,12 @@
 //! - [`time`] ([`simsync_time`]): [`VirtualTimePlugin`] — discrete-event virtual time (ticks plus
 //!   a priority ordering simultaneous events), tick rate, deterministic event queue.
 //! - [`deterministic`] ([`simsync_deterministic`]): [`DeterministicPlugin`] — verified and
-//!   predicted worlds, rollback of ECS and Rapier state, inputs, checksums.
+//!   predicted worlds, rollback of ECS and Rapier state, inputs, checksums, and the networked
+//!   session (relay server + clients).
+//! - [`ownership`] ([`simsync_ownership`]): [`OwnershipPlugin`] — distributed physics by
+//!   simulation ownership (entity server, participants, bids, state relay).
+//! - [`net`] ([`simsync_net`]): the wire — messages, codec, renet channels, in-memory and UDP
+//!   transports, link conditioner.
 //!
 //! [`SimSyncPlugins`] adds the plugins that need no game-specific configuration; the
 //! deterministic session is added with its game plugin and input type:
@@ -27,9 +32,12 @@
 #![warn(missing_docs)]
 
 pub use simsync_deterministic as deterministic;
+pub use simsync_net as net;
+pub use simsync_ownership as ownership;
 pub use simsync_time as time;
 
 pub use simsync_deterministic::DeterministicPlugin;
+pub use simsync_ownership::OwnershipPlugin;
 pub use simsync_time::VirtualTimePlugin;
 
 use bevy::app::{PluginGroup, PluginGroupBuilder};
@@ -47,5 +55,6 @@ impl PluginGroup for SimSyncPlugins {
 pub mod prelude {
     pub use crate::SimSyncPlugins;
     pub use simsync_deterministic::prelude::*;
+    pub use simsync_ownership::prelude::*;
     pub use simsync_time::prelude::*;
 }
