@@ -77,10 +77,11 @@ pub struct Args {
     /// know send default input).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..))]
     pub players: u8,
-    /// Ticks from sampling an input to its confirmation by the relay, for every player.
+    /// Local mode: ticks from sampling an input to its confirmation by the relay, for every
+    /// player.
     #[arg(long, default_value_t = 6)]
     pub input_latency_ticks: u32,
-    /// Extra random confirmation delay in 0..=N ticks per input (seeded).
+    /// Local mode: extra random confirmation delay in 0..=N ticks per input (seeded).
     #[arg(long, default_value_t = 0)]
     pub jitter_ticks: u32,
     /// Scene file (RON).
@@ -108,9 +109,21 @@ pub struct Args {
     pub participants: u8,
     /// Ownership mode: seconds to run after the script stops, before comparing copies (longer
     /// while bodies other than avatars are still owned, up to 20 s more).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = parse_settle_seconds)]
     pub settle_seconds: f64,
     /// Ownership mode with `--client`: which participant of the trace to play (0-based).
     #[arg(long, default_value_t = 0)]
     pub participant_index: u8,
+}
+
+/// `--settle-seconds`: a finite number of seconds in 0..=600.
+fn parse_settle_seconds(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if value.is_finite() && (0.0..=600.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{text} is not in 0..=600 seconds"))
+    }
 }
