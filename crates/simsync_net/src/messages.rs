@@ -24,6 +24,7 @@
 //! [`ClientMessage::channel`] / [`ServerMessage::channel`] name the [`NetChannel`] each message
 //! is meant for; the send helpers of [`crate::ClientNetExt`] / [`crate::ServerNetExt`] use it.
 
+use bevy::reflect::std_traits::ReflectDefault;
 use serde::{Deserialize, Serialize};
 
 use crate::ownership_proto::{OwnershipClientMessage, OwnershipServerMessage};
@@ -36,8 +37,30 @@ pub const PROTOCOL_VERSION: u16 = 1;
 
 /// Identifies one participant (connected client) of a server, assigned by the server in
 /// [`Welcome`]. A varint on the wire: one byte below 251.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+///
+/// The one participant id of simsync: `simsync_ownership` uses this type too.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    bevy::reflect::Reflect,
+)]
+#[reflect(Debug, Default, PartialEq, Hash, Clone)]
 pub struct ParticipantId(pub u16);
+
+impl std::fmt::Display for ParticipantId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "participant {}", self.0)
+    }
+}
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

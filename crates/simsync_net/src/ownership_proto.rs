@@ -18,13 +18,35 @@
 use std::f32::consts::FRAC_1_SQRT_2;
 
 use bevy::math::{Quat, Vec3};
+use bevy::reflect::std_traits::ReflectDefault;
 use serde::{Deserialize, Serialize};
 
 use crate::{NetChannel, ParticipantId};
 
-/// Network id of a simulated body, shared by all participants. A varint on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// Network id of a simulated body, shared by all participants (and independent of any Bevy
+/// `Entity`). A varint on the wire. The one body id of simsync: `simsync_ownership` uses it too.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    bevy::reflect::Reflect,
+)]
+#[reflect(Debug, Default, PartialEq, Hash, Clone)]
 pub struct BodyId(pub u64);
+
+impl std::fmt::Display for BodyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "body {}", self.0)
+    }
+}
 
 /// A unit quaternion in 6 bytes: "smallest three" — the index of the largest component
 /// (2 bits) and the other three, each in [-1/√2, 1/√2], quantized to 15 bits. The largest

@@ -349,7 +349,7 @@ pub(crate) fn receive(
                     state.stats.messages_ignored += 1;
                     continue;
                 }
-                let me = wire::participant_from_wire(welcome.participant);
+                let me = welcome.participant;
                 match ParticipantOwnership::new(me, state.config.clone()) {
                     Ok(machine) => {
                         info!("participant: joined as {me}");
@@ -385,7 +385,6 @@ impl OwnershipParticipant {
         match msg {
             OwnershipServerMessage::Grant { body, priority } => {
                 self.stats.grants_received += 1;
-                let body = wire::body_from_wire(body);
                 if !self.bodies.contains_key(&body) {
                     self.stats.unknown_bodies += 1;
                     return;
@@ -407,7 +406,6 @@ impl OwnershipParticipant {
                 self.set_owner_component(rx, body, Some(me), priority);
             }
             OwnershipServerMessage::Refused { body, reason } => {
-                let body = wire::body_from_wire(body);
                 let Some(machine) = self.machine.as_mut() else {
                     return;
                 };
@@ -470,8 +468,8 @@ impl OwnershipParticipant {
     }
 
     fn on_owner_record(&mut self, rx: &mut Rx, record: OwnerRecord, zero_if_cleared: bool) {
-        let body = wire::body_from_wire(record.body);
-        let owner = record.owner.map(wire::participant_from_wire);
+        let body = record.body;
+        let owner = record.owner;
         let priority = if owner.is_some() {
             Priority(record.priority)
         } else {
@@ -792,7 +790,7 @@ pub(crate) fn observe_and_send(
                     PendingRequest::Bid(priority)
                 };
                 let msg = ClientMessage::Ownership(OwnershipClientMessage::Bid {
-                    body: wire::body_to_wire(body),
+                    body,
                     priority: priority.0,
                 });
                 if state.send(&mut client, NetChannel::Control, &msg) {
@@ -813,9 +811,7 @@ pub(crate) fn observe_and_send(
                     local.anchor = Some((last.position, last.rotation));
                 }
                 send_state(state, &mut client, body, &last, now, NetChannel::Control);
-                let msg = ClientMessage::Ownership(OwnershipClientMessage::Release {
-                    body: wire::body_to_wire(body),
-                });
+                let msg = ClientMessage::Ownership(OwnershipClientMessage::Release { body });
                 if state.send(&mut client, NetChannel::Control, &msg) {
                     state.stats.releases_sent += 1;
                 }

@@ -81,58 +81,14 @@ impl From<Priority> for u8 {
     }
 }
 
-/// A participant of the session (a client simulating bodies), as the entity server numbers it.
-///
-/// Two bytes keep an ownership record (id + priority) at three bytes on the wire (DESIGN §5).
-/// The entity server assigns it when a connection joins and always takes a bidder's id from the
-/// connection, never from the message (DESIGN §5).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Reflect,
-    Serialize,
-    Deserialize,
-)]
-#[reflect(Debug, Default, PartialEq, Hash, Clone)]
-pub struct ParticipantId(pub u16);
-
-impl fmt::Display for ParticipantId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "participant {}", self.0)
-    }
-}
+/// A participant's id: the wire type of `simsync_net` (two bytes keep an ownership record, id +
+/// priority, at three bytes on the wire, DESIGN §5). The entity server assigns it when a
+/// connection joins and always takes a bidder's id from the connection, never from the message.
+pub use simsync_net::ParticipantId;
 
 /// The stable network id of a body, the same on every participant and on the entity server,
-/// and independent of any Bevy `Entity` (which differs from world to world).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Reflect,
-    Serialize,
-    Deserialize,
-)]
-#[reflect(Debug, Default, PartialEq, Hash, Clone)]
-pub struct BodyId(pub u64);
-
-impl fmt::Display for BodyId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "body {}", self.0)
-    }
-}
+/// and independent of any Bevy `Entity`: the wire type of `simsync_net`.
+pub use simsync_net::BodyId;
 
 #[cfg(test)]
 mod tests {

@@ -408,7 +408,7 @@ impl EntityServer {
         );
         let welcome = ServerMessage::Welcome(Welcome {
             protocol_version: PROTOCOL_VERSION,
-            participant: wire::participant_to_wire(participant),
+            participant,
             player_slot: None,
             protocols: Protocols::OWNERSHIP,
             tick_rate_hz,
@@ -428,12 +428,11 @@ impl EntityServer {
                 ServerMessage::Ownership(OwnershipServerMessage::Snapshot(owned.clone()));
             self.send(io.server, client, NetChannel::Control, &snapshot);
             for r in owned {
-                let body = wire::body_from_wire(r.body);
+                let body = r.body;
                 if let (Some(owner), Some(relay)) = (r.owner, self.relay.get(&body))
                     && let Some(last) = relay.last_state
                 {
-                    let msg =
-                        relay_message(wire::participant_from_wire(owner), body, relay.seq, &last);
+                    let msg = relay_message(owner, body, relay.seq, &last);
                     self.send(io.server, client, NetChannel::Control, &msg);
                 }
             }
@@ -467,16 +466,9 @@ impl EntityServer {
     ) {
         match msg {
             OwnershipClientMessage::Bid { body, priority } => {
-                self.on_bid(
-                    io,
-                    client,
-                    from,
-                    wire::body_from_wire(body),
-                    Priority(priority),
-                );
+                self.on_bid(io, client, from, body, Priority(priority));
             }
             OwnershipClientMessage::Release { body } => {
-                let body = wire::body_from_wire(body);
                 self.stats.releases_received += 1;
                 match self.arbiter.release(from, body, io.now) {
                     Ok(released) => {
@@ -542,7 +534,7 @@ impl EntityServer {
             Ok(grant) => {
                 self.stats.bids_granted += 1;
                 let reply = ServerMessage::Ownership(OwnershipServerMessage::Grant {
-                    body: wire::body_to_wire(body),
+                    body,
                     priority: grant.priority.0,
                 });
                 self.send(io.server, client, NetChannel::Control, &reply);
@@ -604,7 +596,7 @@ impl EntityServer {
     fn refuse(&mut self, io: &mut Io, client: ClientId, body: BodyId, reason: RefusalReason) {
         debug!("entity server: {client} refused on {body}: {reason}");
         let msg = ServerMessage::Ownership(OwnershipServerMessage::Refused {
-            body: wire::body_to_wire(body),
+            body,
             reason: wire::refuse_reason_to_wire(reason),
         });
         self.send(io.server, client, NetChannel::Control, &msg);
@@ -643,8 +635,8 @@ impl EntityServer {
 
 fn record(body: BodyId, owner: Option<ParticipantId>, priority: Priority) -> OwnerRecord {
     OwnerRecord {
-        body: wire::body_to_wire(body),
-        owner: owner.map(wire::participant_to_wire),
+        body,
+        owner,
         priority: priority.0,
     }
 }
@@ -656,7 +648,7 @@ fn relay_message(
     state: &BodyState,
 ) -> ServerMessage {
     ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
-        owner: wire::participant_to_wire(owner),
+        owner,
         state: wire::state_to_wire(body, seq, state),
     })
 }

@@ -1,8 +1,7 @@
 //! Conversions between this crate's types and the wire types of [`simsync_net`]'s ownership
 //! protocol ([`simsync_net::ownership_proto`]).
 //!
-//! The two crates each have their own [`BodyId`] and [`ParticipantId`] (same layout), and their
-//! own body state: [`crate::BodyState`] holds Bevy math types, the wire's
+//! Ids ([`BodyId`], [`ParticipantId`](crate::ParticipantId)) are `simsync_net`'s own types. The body state differs: [`crate::BodyState`] holds Bevy math types, the wire's
 //! [`simsync_net::BodyState`] packs the rotation in 6 bytes and carries the body id and a
 //! sequence number. Owners number their updates with a 16-bit [`Sequence`] (so a state update
 //! stays at ≤ 48 bytes on the wire); the wire field is a `u32` varint, and a number above
@@ -31,37 +30,13 @@ use simsync_net::ownership_proto::{self as proto, RefuseReason};
 use crate::arbiter::{BodyKind, RefusalReason};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
-use crate::priority::{BodyId, ParticipantId, Priority};
+use crate::priority::{BodyId, Priority};
 use crate::relay::{BodyState, Sequence};
 
 /// Largest absolute value accepted for any coordinate of a received position (m), linear
 /// velocity (m/s) or angular velocity (rad/s). Anything larger is treated as malformed: no
 /// legitimate simulation sends it, and Rapier misbehaves on such values.
 pub const MAX_STATE_MAGNITUDE: f32 = 1.0e6;
-
-/// This crate's body id as the wire's.
-#[inline]
-pub fn body_to_wire(body: BodyId) -> proto::BodyId {
-    proto::BodyId(body.0)
-}
-
-/// The wire's body id as this crate's.
-#[inline]
-pub fn body_from_wire(body: proto::BodyId) -> BodyId {
-    BodyId(body.0)
-}
-
-/// This crate's participant id as the wire's.
-#[inline]
-pub fn participant_to_wire(participant: ParticipantId) -> simsync_net::ParticipantId {
-    simsync_net::ParticipantId(participant.0)
-}
-
-/// The wire's participant id as this crate's.
-#[inline]
-pub fn participant_from_wire(participant: simsync_net::ParticipantId) -> ParticipantId {
-    ParticipantId(participant.0)
-}
 
 /// The wire reason sent back for a refusal (see the [module docs](self) for the mapping).
 pub fn refuse_reason_to_wire(reason: RefusalReason) -> RefuseReason {
@@ -108,7 +83,7 @@ pub fn refuse_reason_from_wire(
 /// (about 2 × 10⁻⁴ rad of error, see [`simsync_net::PackedRotation`]).
 pub fn state_to_wire(body: BodyId, seq: Sequence, state: &BodyState) -> proto::BodyState {
     proto::BodyState::new(
-        body_to_wire(body),
+        body,
         u32::from(seq.0),
         state.position,
         state.rotation,
@@ -126,7 +101,7 @@ pub fn state_to_wire(body: BodyId, seq: Sequence, state: &BodyState) -> proto::B
 pub fn state_from_wire(
     state: &proto::BodyState,
 ) -> Result<(BodyId, Sequence, BodyState), OwnershipError> {
-    let body = body_from_wire(state.body);
+    let body = state.body;
     let invalid = |reason| OwnershipError::InvalidBodyState { body, reason };
     let seq = u16::try_from(state.seq)
         .map(Sequence)
