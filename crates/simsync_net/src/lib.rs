@@ -8,7 +8,7 @@
 //!   [`ClientMessage`] and [`ServerMessage`], with the handshake ([`Hello`] → [`Welcome`] or
 //!   `Rejected`, checked against [`PROTOCOL_VERSION`]), ping/pong, and the nested messages of
 //!   each protocol: redundant input batches and confirmed input sets for the session; bids,
-//!   grants, owner changes and compact [`BodyState`] updates (44 bytes for small ids) for
+//!   grants, owner changes and compact [`PackedBodyState`] updates (44 bytes for small ids) for
 //!   ownership. Inputs are opaque bytes, so this crate knows no game types.
 //! - **Codec** ([`codec`]): [`encode`] / [`decode`] with bincode 2 (`standard()`, varints) and a
 //!   64 KiB limit ([`MAX_MESSAGE_BYTES`]); bad bytes give a typed [`NetError`], never a panic,
@@ -89,8 +89,8 @@ pub use messages::{
     Welcome, check_hello, decode_client_message, decode_server_message,
 };
 pub use ownership_proto::{
-    BodyId, BodyState, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedRotation,
-    RefuseReason,
+    BodyId, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedBodyState,
+    PackedRotation, RefusalReason,
 };
 pub use plugin::{
     NetAppExt, NetClientPlugin, NetClock, NetServerPlugin, NetTransportError, client_ready,
@@ -110,9 +110,9 @@ pub use {bevy_renet, renet, renet_netcode};
 /// The types most users need: `use simsync_net::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        BodyId, BodyState, ClientMessage, ClientNetExt, ClientTransport, DecodeStats, Hello,
-        InputSet, MemoryNetwork, NetAppExt, NetChannel, NetClientPlugin, NetClock, NetError,
-        NetServerPlugin, OwnershipClientMessage, OwnershipServerMessage, ParticipantId, Protocols,
+        BodyId, ClientMessage, ClientNetExt, ClientTransport, DecodeStats, Hello, InputSet,
+        MemoryNetwork, NetAppExt, NetChannel, NetClientPlugin, NetClock, NetError, NetServerPlugin,
+        OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, ParticipantId, Protocols,
         RttEstimator, ServerMessage, ServerNetExt, ServerTransport, SessionClientMessage,
         SessionServerMessage, Welcome,
     };

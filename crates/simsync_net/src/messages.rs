@@ -33,7 +33,7 @@ use crate::{DecodeStats, NetChannel, NetError, codec};
 
 /// The version of the message layout of this build. Peers with different versions refuse each
 /// other in the handshake. Bump it with every change to a message type.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Identifies one participant (connected client) of a server, assigned by the server in
 /// [`Welcome`]. A varint on the wire: one byte below 251.

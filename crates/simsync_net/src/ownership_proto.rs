@@ -7,7 +7,7 @@
 //!
 //! # Size of a state update
 //!
-//! [`BodyState`] is position as 3 × `f32` (12 bytes), rotation "smallest three" packed in 6
+//! [`PackedBodyState`] is position as 3 × `f32` (12 bytes), rotation "smallest three" packed in 6
 //! bytes ([`PackedRotation`]), linear and angular velocity as 3 × `f32` each (24 bytes), plus
 //! the body id and sequence number as varints (1 byte each below 251, 3 below 65,536, 5 for
 //! larger `seq` and up to 9 for larger ids): 44 bytes for small numbers. Wrapped in
@@ -144,15 +144,17 @@ impl From<PackedRotation> for Quat {
     }
 }
 
-/// The state of one body as its owner sends it: 44 bytes for small ids (see the
-/// [module docs](self)).
+/// The state of one body as its owner sends it, packed for the wire: 44 bytes for small ids
+/// (see the [module docs](self)). `simsync_ownership` works with an unpacked, Bevy-math
+/// `BodyState` and converts at the edge.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct BodyState {
+pub struct PackedBodyState {
     /// The body.
     pub body: BodyId,
     /// Per-body sequence number set by the owner, increasing by one per update (wrapping); a
-    /// receiver drops an update that is not [newer](seq_newer) than the last it applied, since
-    /// the state channel neither orders nor deduplicates.
+    /// receiver drops an update that is not newer than the last it applied, since the state
+    /// channel neither orders nor deduplicates (`simsync_ownership` numbers updates with 16
+    /// bits and compares them across wrap-around).
     pub seq: u32,
     /// World position, in metres.
     pub position: [f32; 3],
@@ -164,7 +166,7 @@ pub struct BodyState {
     pub angvel: [f32; 3],
 }
 
-impl BodyState {
+impl PackedBodyState {
     /// Builds a state from Bevy math types (the rotation is packed, see [`PackedRotation`]).
     pub fn new(
         body: BodyId,
@@ -205,12 +207,6 @@ impl BodyState {
     }
 }
 
-/// Whether sequence number `a` is newer than `b`, allowing for wrap-around: true when `a` is
-/// ahead of `b` by less than half the `u32` range (2³¹).
-pub fn seq_newer(a: u32, b: u32) -> bool {
-    a != b && a.wrapping_sub(b) < (1 << 31)
-}
-
 /// Who owns a body, at which priority: the ownership record. `owner: None` means unowned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OwnerRecord {
@@ -222,22 +218,71 @@ pub struct OwnerRecord {
     pub priority: u8,
 }
 
-/// Why the entity server refused a bid or a release.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum RefuseReason {
-    /// The body is locked against ownership changes.
+/// Why the entity server turned a participant's message (a bid, a priority change, a release
+/// or a state update) down. The one refusal type of simsync: the entity server's arbiter
+/// decides it and the wire carries it unchanged. Rule numbers are those of the ownership rules
+/// in `simsync_ownership`'s `rules` module.
+///
+/// A protocol outcome, not an error: the server counts it and answers it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, bevy::reflect::Reflect,
+)]
+#[reflect(Debug, PartialEq, Hash, Clone)]
+pub enum RefusalReason {
+    /// The body is locked against bids (ownership rule 1).
     Locked,
-    /// The current owner holds a higher priority.
+    /// The bid is below the current owner's priority (ownership rule 2 only grants higher).
     LowerPriority,
-    /// Equal priority within the lockout after the last ownership change.
-    Lockout,
-    /// Only the current owner may release the body or change its priority.
+    /// The bid equals the owner's priority and came within the equal-priority lockout of the
+    /// body's last ownership change (ownership rule 3).
+    LockedOutEqualPriority,
+    /// A release, priority change or state update from someone who does not own the body
+    /// (ownership rule 4).
     NotOwner,
-    /// The server does not know this body.
+    /// The body is not registered with the server.
     UnknownBody,
-    /// The server never grants this priority as such (for example a volunteer bid on an owned
-    /// body).
-    InvalidPriority,
+    /// The body is static or kinematic; only dynamic bodies can be owned.
+    NotOwnable,
+    /// The priority is above the configured `max_bid_priority`.
+    PriorityTooHigh,
+    /// A bid below `volunteer_priority`, or a priority change below `yield_priority` (to give a
+    /// body up, release it).
+    PriorityTooLow,
+}
+
+impl RefusalReason {
+    /// Number of reasons.
+    pub const COUNT: usize = 8;
+    /// Every reason, in declaration order (`reason as usize` is its index here).
+    pub const ALL: [RefusalReason; Self::COUNT] = [
+        RefusalReason::Locked,
+        RefusalReason::LowerPriority,
+        RefusalReason::LockedOutEqualPriority,
+        RefusalReason::NotOwner,
+        RefusalReason::UnknownBody,
+        RefusalReason::NotOwnable,
+        RefusalReason::PriorityTooHigh,
+        RefusalReason::PriorityTooLow,
+    ];
+}
+
+impl std::fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RefusalReason::Locked => "the body is locked",
+            RefusalReason::LowerPriority => "the bid is below the owner's priority",
+            RefusalReason::LockedOutEqualPriority => {
+                "equal priority within the lockout after the last ownership change"
+            }
+            RefusalReason::NotOwner => "the sender does not own the body",
+            RefusalReason::UnknownBody => "unknown body",
+            RefusalReason::NotOwnable => "the body is not dynamic and cannot be owned",
+            RefusalReason::PriorityTooHigh => {
+                "the priority is above the maximum a participant may bid"
+            }
+            RefusalReason::PriorityTooLow => "the priority is below the minimum for this message",
+        })
+    }
 }
 
 /// Ownership messages from a participant to the entity server.
@@ -257,7 +302,7 @@ pub enum OwnershipClientMessage {
         body: BodyId,
     },
     /// The owner's state of a body, to relay to everyone else. Channel: state.
-    StateUpdate(BodyState),
+    StateUpdate(PackedBodyState),
 }
 
 impl OwnershipClientMessage {
@@ -283,12 +328,13 @@ pub enum OwnershipServerMessage {
         /// Granted priority.
         priority: u8,
     },
-    /// The recipient's bid or release was refused. Channel: control.
+    /// The recipient's bid, priority change, release or state update was refused.
+    /// Channel: control.
     Refused {
         /// The body.
         body: BodyId,
-        /// Why.
-        reason: RefuseReason,
+        /// Why: every reason the entity server's arbiter has, unchanged.
+        reason: RefusalReason,
     },
     /// A body's owner or priority changed (sent to everyone). Channel: control.
     OwnerChanged(OwnerRecord),
@@ -300,7 +346,7 @@ pub enum OwnershipServerMessage {
         /// The owner who sent it.
         owner: ParticipantId,
         /// Its state.
-        state: BodyState,
+        state: PackedBodyState,
     },
 }
 
@@ -356,16 +402,6 @@ mod tests {
     }
 
     #[test]
-    fn sequence_comparison_wraps() {
-        assert!(seq_newer(1, 0));
-        assert!(!seq_newer(0, 1));
-        assert!(!seq_newer(5, 5));
-        assert!(seq_newer(0, u32::MAX));
-        assert!(seq_newer(10, u32::MAX - 10));
-        assert!(!seq_newer(u32::MAX - 10, 10));
-    }
-
-    #[test]
     fn channels_of_ownership_messages() {
         assert_eq!(
             OwnershipClientMessage::Bid {
@@ -375,7 +411,7 @@ mod tests {
             .channel(),
             NetChannel::Control
         );
-        let state = BodyState::new(
+        let state = PackedBodyState::new(
             BodyId(1),
             0,
             Vec3::ZERO,

@@ -6,15 +6,15 @@ use bevy::math::{Quat, Vec3};
 use proptest::prelude::*;
 use simsync_net::messages::{decode_client_message_counted, peek_handshake_version};
 use simsync_net::{
-    BodyId, BodyState, ClientMessage, DecodeStats, Hello, InputSet, MAX_MESSAGE_BYTES, NetChannel,
-    NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION,
-    PackedRotation, ParticipantId, Protocols, RefuseReason, RejectReason, ServerMessage,
+    BodyId, ClientMessage, DecodeStats, Hello, InputSet, MAX_MESSAGE_BYTES, NetChannel, NetError,
+    OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState,
+    PackedRotation, ParticipantId, Protocols, RefusalReason, RejectReason, ServerMessage,
     SessionClientMessage, SessionServerMessage, Welcome, check_hello, decode,
     decode_client_message, decode_server_message, encode,
 };
 
-fn state(body: u64, seq: u32) -> BodyState {
-    BodyState::new(
+fn state(body: u64, seq: u32) -> PackedBodyState {
+    PackedBodyState::new(
         BodyId(body),
         seq,
         Vec3::new(1.5, -2.25, 1e6),
@@ -106,7 +106,7 @@ fn server_samples() -> Vec<ServerMessage> {
         }),
         ServerMessage::Ownership(OwnershipServerMessage::Refused {
             body: BodyId(8),
-            reason: RefuseReason::Lockout,
+            reason: RefusalReason::LockedOutEqualPriority,
         }),
         ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(OwnerRecord {
             body: BodyId(8),
@@ -174,7 +174,7 @@ fn state_update_wire_size() {
         .len()
     };
     let bare = |body, seq| encode(&state(body, seq)).unwrap().len();
-    // BodyState alone: 12 + 6 + 12 + 12 = 42 bytes + varint id + varint seq.
+    // PackedBodyState alone: 12 + 6 + 12 + 12 = 42 bytes + varint id + varint seq.
     assert_eq!(bare(1, 1), 44);
     // Two enum tags (ClientMessage::Ownership, OwnershipClientMessage::StateUpdate).
     assert_eq!(size(1, 1), 46);
@@ -332,7 +332,7 @@ fn any_f32() -> impl Strategy<Value = f32> {
     any::<u32>().prop_map(f32::from_bits)
 }
 
-fn any_state() -> impl Strategy<Value = BodyState> {
+fn any_state() -> impl Strategy<Value = PackedBodyState> {
     (
         any::<u64>(),
         any::<u32>(),
@@ -342,7 +342,7 @@ fn any_state() -> impl Strategy<Value = BodyState> {
         [any_f32(), any_f32(), any_f32()],
     )
         .prop_map(
-            |(body, seq, position, rotation, linvel, angvel)| BodyState {
+            |(body, seq, position, rotation, linvel, angvel)| PackedBodyState {
                 body: BodyId(body),
                 seq,
                 position,
@@ -471,7 +471,7 @@ proptest! {
         let mut stats = DecodeStats::default();
         let client = decode_client_message_counted(&bytes, &mut stats);
         let server = decode_server_message(&bytes);
-        let state = decode::<BodyState>(&bytes);
+        let state = decode::<PackedBodyState>(&bytes);
         for error in [client.err(), server.err(), state.err()].into_iter().flatten() {
             prop_assert!(error.is_decode_error(), "{error:?}");
         }

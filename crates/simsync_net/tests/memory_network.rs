@@ -129,7 +129,7 @@ fn server_system(
             }),
             ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
                 owner: ParticipantId(1),
-                state: BodyState::new(
+                state: PackedBodyState::new(
                     BodyId(9),
                     n,
                     Vec3::new(1.0, 2.0, 3.0),
@@ -209,7 +209,7 @@ fn client_system(
                 inputs: vec![vec![n as u8]; 3],
                 ack_tick: n as i32 - 5,
             }),
-            ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(BodyState::new(
+            ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(PackedBodyState::new(
                 BodyId(5),
                 n,
                 Vec3::ZERO,

@@ -128,7 +128,7 @@ fn client_system(mut client: ResMut<RenetClient>, mut log: ResMut<ClientLog>) {
                 inputs: vec![vec![7]],
                 ack_tick: -1,
             }),
-            ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(BodyState::new(
+            ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(PackedBodyState::new(
                 BodyId(1),
                 n,
                 Vec3::ONE,

@@ -19,7 +19,8 @@ use bevy::math::{Quat, Vec3};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use simsync_net::{ClientMessage, OwnershipClientMessage, OwnershipServerMessage, ServerMessage};
 use simsync_ownership::{
-    BodyId, BodyKind, BodyState, OwnershipArbiter, ParticipantId, Priority, Sequence, wire,
+    BodyId, BodyKind, BodyState, OwnershipArbiter, ParticipantId, Priority, Sequence,
+    state_from_wire, state_to_wire,
 };
 
 const BODIES: u64 = 10_000;
@@ -153,7 +154,7 @@ fn state() -> BodyState {
 }
 
 fn update_message(body: u64, seq: u16, state: &BodyState) -> ClientMessage {
-    ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(wire::state_to_wire(
+    ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state_to_wire(
         BodyId(body),
         Sequence(seq),
         state,
@@ -175,7 +176,7 @@ fn wire_bytes(c: &mut Criterion) {
         let relay = simsync_net::encode(&ServerMessage::Ownership(
             OwnershipServerMessage::StateRelay {
                 owner: simsync_net::ParticipantId(3),
-                state: wire::state_to_wire(BodyId(body), Sequence(seq), &s),
+                state: state_to_wire(BodyId(body), Sequence(seq), &s),
             },
         ))
         .expect("encodes");
@@ -199,7 +200,7 @@ fn wire_bytes(c: &mut Criterion) {
         b.iter(
             || match simsync_net::decode_client_message(black_box(&bytes)) {
                 Ok(ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state))) => {
-                    wire::state_from_wire(&state).is_ok()
+                    state_from_wire(&state).is_ok()
                 }
                 _ => false,
             },

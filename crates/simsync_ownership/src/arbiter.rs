@@ -8,15 +8,13 @@
 //! velocities, and so on.
 //!
 //! The caller must pass the bidder's [`ParticipantId`] as taken from the connection the message
-//! arrived on, never an id written in the message (DESIGN §5).
+//! arrived on, never an id written in the message ([ownership rule 4](crate::rules)).
 //!
 //! # Where High Fidelity's shipped code differs
-//! The rules are implemented as High Fidelity's `SimulationOwner.h` header states them and as
-//! DESIGN §5 lists them, not as its shipped entity server behaved:
-//! - the equal-priority lockout (rule 3) is measured from the *body's* last ownership change;
-//!   the shipped code checked it against an expiry carried with the bid;
-//! - a silent owner (rule 5) is cleared after 5 s *and* the body's velocities are zeroed; the
-//!   shipped code waited 10 s and did not zero.
+//! The equal-priority lockout ([rule 3](crate::rules)) is measured from the *body's* last
+//! ownership change, and a silent owner ([rule 5](crate::rules)) is cleared after 5 s with the
+//! body's velocities zeroed; the [rules](crate::rules) say where and why this differs from the
+//! shipped entity server.
 //!
 //! # Cost
 //! A bid is one hash lookup (Bevy's fixed foldhash hasher on the `u64` body id) into a dense
@@ -27,46 +25,13 @@ use core::time::Duration;
 
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::RigidBody;
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
+use simsync_net::RefusalReason;
 
+use crate::body::BodyKind;
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
 use crate::priority::{BodyId, ParticipantId, Priority};
-
-/// How a body moves, which decides whether it can have a simulation owner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect, Serialize, Deserialize)]
-pub enum BodyKind {
-    /// Moved by the physics simulation; the only ownable kind.
-    Dynamic,
-    /// Never moves.
-    Static,
-    /// Moved by the server (or a script on it) setting its position or velocity; physics
-    /// does not move it, so there is nothing to own.
-    Kinematic,
-}
-
-impl BodyKind {
-    /// Whether a participant may own a body of this kind: only [`BodyKind::Dynamic`].
-    #[inline]
-    pub const fn is_ownable(self) -> bool {
-        matches!(self, BodyKind::Dynamic)
-    }
-}
-
-impl From<RigidBody> for BodyKind {
-    /// Rapier's `Dynamic` is dynamic, `Fixed` is static, both kinematic kinds are kinematic.
-    fn from(body: RigidBody) -> Self {
-        match body {
-            RigidBody::Dynamic => BodyKind::Dynamic,
-            RigidBody::Fixed => BodyKind::Static,
-            RigidBody::KinematicPositionBased | RigidBody::KinematicVelocityBased => {
-                BodyKind::Kinematic
-            }
-        }
-    }
-}
 
 /// The server's ownership record of one body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,63 +95,11 @@ impl Grant {
     }
 }
 
-/// Why the server turned a participant's message down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Error, Reflect, Serialize, Deserialize)]
-pub enum RefusalReason {
-    /// The body is locked against bids (ownership rule 1).
-    #[error("the body is locked")]
-    Locked,
-    /// The bid is below the current owner's priority (ownership rule 2 only grants higher).
-    #[error("the bid is below the owner's priority")]
-    LowerPriority,
-    /// The bid equals the owner's priority and came within the equal-priority lockout of the
-    /// body's last ownership change (ownership rule 3).
-    #[error("equal priority within the lockout after the last ownership change")]
-    LockedOutEqualPriority,
-    /// A release, priority change or state update from someone who does not own the body
-    /// (ownership rule 4).
-    #[error("the sender does not own the body")]
-    NotOwner,
-    /// The body is not registered with the server.
-    #[error("unknown body")]
-    UnknownBody,
-    /// The body is static or kinematic; only dynamic bodies can be owned.
-    #[error("the body is not dynamic and cannot be owned")]
-    NotOwnable,
-    /// The priority is above the configured `max_bid_priority`.
-    #[error("the priority is above the maximum a participant may bid")]
-    PriorityTooHigh,
-    /// A bid below `volunteer_priority`, or a priority change below `yield_priority` (to give a
-    /// body up, release it).
-    #[error("the priority is below the minimum for this message")]
-    PriorityTooLow,
-}
-
-impl RefusalReason {
-    /// Number of reasons.
-    pub const COUNT: usize = 8;
-    /// Every reason, in declaration order (the order of [`RefusalCounts::iter`]).
-    pub const ALL: [RefusalReason; Self::COUNT] = [
-        RefusalReason::Locked,
-        RefusalReason::LowerPriority,
-        RefusalReason::LockedOutEqualPriority,
-        RefusalReason::NotOwner,
-        RefusalReason::UnknownBody,
-        RefusalReason::NotOwnable,
-        RefusalReason::PriorityTooHigh,
-        RefusalReason::PriorityTooLow,
-    ];
-
-    #[inline]
-    const fn index(self) -> usize {
-        self as usize
-    }
-}
-
 /// A message the server turned down, with the body's owner as the server knows it so the
 /// sender can correct its own view (and stop bidding where it cannot win).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error, Serialize, Deserialize)]
-#[error("{body}: refused, {reason}")]
+///
+/// A protocol outcome, not an error: the entity server counts it and answers with its reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
     /// The body.
     pub body: BodyId,
@@ -241,7 +154,7 @@ impl RefusalCounts {
     /// Refusals for `reason` so far.
     #[inline]
     pub fn get(&self, reason: RefusalReason) -> u64 {
-        self.0[reason.index()]
+        self.0[reason as usize]
     }
 
     /// Refusals for every reason together.
@@ -257,7 +170,7 @@ impl RefusalCounts {
     /// Counts one refusal for `reason`.
     #[inline]
     pub fn add(&mut self, reason: RefusalReason) {
-        self.0[reason.index()] += 1;
+        self.0[reason as usize] += 1;
     }
 }
 

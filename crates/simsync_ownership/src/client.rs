@@ -1,58 +1,61 @@
-//! The participant's systems and state ([`OwnershipParticipant`]): rules 6–14 (through
-//! [`ParticipantOwnership`]) applied to what the local Rapier world shows, state updates for
-//! owned bodies, and relayed state applied to the others, over a `RenetClient`.
+//! A participant of the ownership protocol, as a renet client: its state ([`OwnershipClient`])
+//! and systems — [rules 6–14](crate::rules) (through [`ParticipantOwnership`]) applied to what
+//! the local Rapier world shows, state updates for owned bodies, and relayed state applied to
+//! the others.
 //!
 //! # One frame
 //! 1. `PreUpdate` ([`OwnershipSet::Receive`](crate::OwnershipSet::Receive)): the handshake
 //!    (`Hello` with the ownership protocol once connected; the `Welcome` gives this
-//!    participant's id); the server's answers update the state machine, [`SimulationOwner`] and
-//!    write [`OwnershipChanged`] / [`BidRefused`]; a relayed state newer than the last applied
-//!    one (one [`SequenceFilter`] per body) is written to the body's `Transform` and `Velocity`
-//!    unless this participant owns the body. When a body becomes unowned its local velocities
-//!    are zeroed (ownership rules 5 and 12).
+//!    participant's id); the entity server's answers update the state machine,
+//!    [`SimulationOwner`] and write [`OwnershipChanged`] / [`BidRefused`]; a relayed state newer
+//!    than the last applied one (one [`SequenceFilter`] per body) is written to the body's
+//!    `Transform` and `Velocity` unless this participant owns the body. When a body becomes
+//!    unowned its local velocities are zeroed ([ownership rules 5 and 12](crate::rules)).
 //! 2. `Update`: game code; the [user API](crate::OwnershipEntityCommandsExt) marks bodies.
-//! 3. `PostUpdate`, after Rapier
-//!    ([`OwnershipSet::Send`](crate::OwnershipSet::Send)): one [`BodyObservation`] per
-//!    [`Ownable`] dynamic body with a [`BodyNetId`] —
-//!    *active* from its velocity, sleep state and displacement ([`ActivityConfig`]);
-//!    *touched by the avatar* when a Rapier contact with the [`ParticipantAvatar`] becomes
-//!    active (the body in contact and moving — a collision, counted once, not every frame a
-//!    resting contact lasts); *script edited* from [`Poked`]; *held* from [`Held`] (and always
-//!    for the own avatar); *hit by an owned body* when a moving body this participant owns
-//!    comes into contact with it while it moves (the same event rule);
-//!    *interested* unless [`Uninterested`] — then [`ParticipantOwnership::tick`], whose actions
-//!    become `Bid` / `Release` messages (a release preceded by the body's final state with zero
-//!    velocities, both on the reliable channel) and zeroed velocities; then a `StateUpdate` for
-//!    every owned body whose state drifted past the thresholds or whose heartbeat is due
-//!    ([`should_send`]).
+//! 3. `PostUpdate`, after Rapier ([`OwnershipSet::Send`](crate::OwnershipSet::Send)), in
+//!    steps: *observe* each [`Ownable`] dynamic body with a [`BodyNetId`] — active from its
+//!    velocity, sleep state and displacement ([`ActivityConfig`]); *collisions* — touched by
+//!    the [`ParticipantAvatar`] or hit by a moving owned body when such a Rapier contact becomes
+//!    active (counted once, not every frame a resting contact lasts); *rules* — one
+//!    [`BodyObservation`] per body (script edited from [`Poked`], held from [`Held`] and always
+//!    for the own avatar, interested unless [`Uninterested`]) through
+//!    [`ParticipantOwnership::tick`]; *send actions* — `Bid` / `Release` messages (a release
+//!    preceded by the body's final state with zero velocities, both on the reliable channel)
+//!    and zeroed velocities; *mirror bids* into [`OwnershipBid`]; *send states* — a
+//!    `StateUpdate` for every owned body whose state drifted past the thresholds or whose
+//!    heartbeat is due ([`should_send`]).
 //!
 //! Static and kinematic bodies are never observed, so never bid for; relayed states for them
 //! are ignored and counted.
 
 use core::time::Duration;
 
-use bevy::math::{Quat, Vec3};
+use bevy::ecs::system::SystemParam;
+use bevy::math::Vec3;
 use bevy::platform::collections::{HashMap, HashSet};
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::{ReadRapierContext, RigidBody, Sleeping, Velocity};
+use bevy_rapier3d::prelude::{RapierContext, ReadRapierContext, RigidBody, Sleeping, Velocity};
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     ClientMessage, ClientNetExt, DecodeStats, Hello, NetChannel, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, Protocols, RejectReason, ServerMessage,
+    OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, Protocols, RefusalReason,
+    RejectReason, ServerMessage,
 };
 
-use crate::arbiter::{BodyKind, Grant, Refusal, RefusalCounts};
-use crate::components::{BodyNetId, Ownable, OwnershipBid, SimulationOwner};
+use crate::activity::{ActivityConfig, RestMemory, classify};
+use crate::arbiter::RefusalCounts;
+use crate::body::{BodyKind, BodyState};
+use crate::clock::OwnershipClock;
+use crate::components::{
+    BodyNetId, Held, Ownable, OwnershipBid, ParticipantAvatar, Poked, SimulationOwner, Uninterested,
+};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
+use crate::messages::{BidRefused, OwnershipChanged};
 use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
-use crate::plugin::{
-    ActivityConfig, BidRefused, Held, OwnershipChanged, OwnershipClock, ParticipantAvatar, Poked,
-    Uninterested,
-};
 use crate::priority::{BodyId, ParticipantId, Priority};
-use crate::relay::{BodyState, Sequence, SequenceFilter, should_send};
-use crate::wire;
+use crate::send_policy::{Sequence, SequenceFilter, should_send};
+use crate::wire::{state_from_wire, state_to_wire};
 
 /// Where a participant is in the handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +86,7 @@ pub struct ParticipantStats {
     pub releases_sent: u64,
     /// `Grant`s received.
     pub grants_received: u64,
-    /// `Refused` received, per (refined) reason.
+    /// `Refused` received, per reason.
     pub refusals_received: RefusalCounts,
     /// `OwnerChanged` received.
     pub owner_changes_received: u64,
@@ -105,7 +108,8 @@ pub struct ParticipantStats {
     /// Relayed states or ownership messages about a body this participant does not have (or
     /// that is not dynamic here).
     pub unknown_bodies: u64,
-    /// Relayed states with values out of range ([`wire::state_from_wire`]): dropped.
+    /// Relayed states with values out of range ([`state_from_wire`](crate::state_from_wire)):
+    /// dropped.
     pub relays_invalid: u64,
     /// Messages ignored: before the `Welcome`, a second `Welcome`, other protocols.
     pub messages_ignored: u64,
@@ -124,17 +128,16 @@ struct LocalBody {
     out_seq: Sequence,
     /// While owned: the last state sent and when.
     sent: Option<(BodyState, Duration)>,
-    /// Since when the body has been below the rest speeds.
-    still_since: Option<Duration>,
-    /// The last state the network agreed on (position, rotation).
-    anchor: Option<(Vec3, Quat)>,
+    /// Since when the body is still, and the last state the network agreed on.
+    rest: RestMemory,
 }
 
-/// A participant's state: the handshake, the [`ParticipantOwnership`] state machine (once
-/// joined), per-body relay and activity state, and [`ParticipantStats`]. Inserted by
+/// A participant's Bevy resource, its side of the renet connection to the entity server: the
+/// handshake, the [`ParticipantOwnership`] state machine (once joined), per-body relay and
+/// activity state, and [`ParticipantStats`]. Inserted by
 /// [`OwnershipPlugin::participant`](crate::OwnershipPlugin::participant).
 #[derive(Resource, Debug)]
-pub struct OwnershipParticipant {
+pub struct OwnershipClient {
     name: String,
     config: OwnershipConfig,
     activity: ActivityConfig,
@@ -148,7 +151,7 @@ pub struct OwnershipParticipant {
     decode: DecodeStats,
 }
 
-impl OwnershipParticipant {
+impl OwnershipClient {
     /// A participant that has not connected yet, applying `config` and `activity`, sending
     /// `name` in its `Hello`.
     ///
@@ -240,7 +243,7 @@ impl OwnershipParticipant {
 /// [`SimulationOwner`] where missing) and forgets removed ones.
 #[allow(clippy::type_complexity)]
 pub(crate) fn register_bodies(
-    mut state: ResMut<OwnershipParticipant>,
+    mut state: ResMut<OwnershipClient>,
     added: Query<
         (Entity, &BodyNetId, Option<&RigidBody>),
         (With<Ownable>, Or<(Added<BodyNetId>, Added<Ownable>)>),
@@ -273,8 +276,7 @@ pub(crate) fn register_bodies(
                 filter: SequenceFilter::default(),
                 out_seq: Sequence::default(),
                 sent: None,
-                still_since: None,
-                anchor: None,
+                rest: RestMemory::default(),
             },
         );
         state.by_entity.insert(entity, body);
@@ -304,7 +306,7 @@ struct Rx<'a, 'qw, 'qs, 'cw, 'cs> {
 pub(crate) fn receive(
     clock: Res<OwnershipClock>,
     mut client: ResMut<RenetClient>,
-    mut state: ResMut<OwnershipParticipant>,
+    mut state: ResMut<OwnershipClient>,
     mut bodies: Query<BodyWrite<'static>>,
     mut changed: MessageWriter<OwnershipChanged>,
     mut refused: MessageWriter<BidRefused>,
@@ -380,7 +382,7 @@ pub(crate) fn receive(
     refused.write_batch(rx.refused);
 }
 
-impl OwnershipParticipant {
+impl OwnershipClient {
     fn on_ownership(&mut self, rx: &mut Rx, msg: OwnershipServerMessage) {
         match msg {
             OwnershipServerMessage::Grant { body, priority } => {
@@ -394,62 +396,14 @@ impl OwnershipParticipant {
                 };
                 let me = machine.me();
                 let priority = Priority(priority);
-                machine.on_grant(&Grant {
-                    body,
-                    owner: me,
-                    priority,
-                    previous_owner: None,
-                });
+                machine.on_grant(body, priority);
                 if let Some(local) = self.bodies.get_mut(&body) {
                     local.sent = None;
                 }
                 self.set_owner_component(rx, body, Some(me), priority);
             }
             OwnershipServerMessage::Refused { body, reason } => {
-                let Some(machine) = self.machine.as_mut() else {
-                    return;
-                };
-                let Some(local) = self.bodies.get(&body) else {
-                    // Counted, but kept out of the state machine (a server could otherwise grow
-                    // it without bound).
-                    let reason = wire::refuse_reason_from_wire(reason, None, None, &self.config);
-                    self.stats.refusals_received.add(reason);
-                    self.stats.unknown_bodies += 1;
-                    return;
-                };
-                let entity = local.entity;
-                let kind = local.kind;
-                let pending = machine.pending(body);
-                let asked = match pending {
-                    Some(PendingRequest::Bid(p) | PendingRequest::PriorityChange(p)) => Some(p),
-                    _ => None,
-                };
-                let reason = wire::refuse_reason_from_wire(reason, asked, Some(kind), &self.config);
-                self.stats.refusals_received.add(reason);
-                // `NotOwner` never answers a bid: it refuses a state update (or a release)
-                // sent before this participant heard it lost the body.
-                let answers = pending.is_some()
-                    && !(reason == crate::RefusalReason::NotOwner
-                        && matches!(pending, Some(PendingRequest::Bid(_))));
-                if answers {
-                    let (owner, priority) = machine
-                        .owner(body)
-                        .map_or((None, Priority::NONE), |(o, p)| (Some(o), p));
-                    machine.on_refused(
-                        &Refusal {
-                            body,
-                            reason,
-                            owner,
-                            priority,
-                        },
-                        rx.now,
-                    );
-                }
-                rx.refused.push(BidRefused {
-                    entity,
-                    body,
-                    reason,
-                });
+                self.on_refused(rx, body, reason);
             }
             OwnershipServerMessage::OwnerChanged(record) => {
                 self.stats.owner_changes_received += 1;
@@ -465,6 +419,37 @@ impl OwnershipParticipant {
                 self.on_relay(rx, &state);
             }
         }
+    }
+
+    fn on_refused(&mut self, rx: &mut Rx, body: BodyId, reason: RefusalReason) {
+        self.stats.refusals_received.add(reason);
+        let Some(machine) = self.machine.as_mut() else {
+            return;
+        };
+        let Some(entity) = self.bodies.get(&body).map(|local| local.entity) else {
+            // Counted, but kept out of the state machine (a server could otherwise grow it
+            // without bound).
+            self.stats.unknown_bodies += 1;
+            return;
+        };
+        let pending = machine.pending(body);
+        // `NotOwner` never answers a bid: it refuses a state update (or a release) sent before
+        // this participant heard it lost the body.
+        let answers = pending.is_some()
+            && !(reason == RefusalReason::NotOwner
+                && matches!(pending, Some(PendingRequest::Bid(_))));
+        if answers {
+            // The wire names no owner: keep our own view of it.
+            let (owner, priority) = machine
+                .owner(body)
+                .map_or((None, Priority::NONE), |(o, p)| (Some(o), p));
+            machine.on_refused(body, owner, priority, rx.now);
+        }
+        rx.refused.push(BidRefused {
+            entity,
+            body,
+            reason,
+        });
     }
 
     fn on_owner_record(&mut self, rx: &mut Rx, record: OwnerRecord, zero_if_cleared: bool) {
@@ -503,8 +488,8 @@ impl OwnershipParticipant {
         self.set_owner_component(rx, body, owner, priority);
     }
 
-    fn on_relay(&mut self, rx: &mut Rx, state: &simsync_net::BodyState) {
-        let (body, seq, state) = match wire::state_from_wire(state) {
+    fn on_relay(&mut self, rx: &mut Rx, state: &PackedBodyState) {
+        let (body, seq, state) = match state_from_wire(state) {
             Ok(parts) => parts,
             Err(error) => {
                 self.stats.relays_invalid += 1;
@@ -538,7 +523,7 @@ impl OwnershipParticipant {
             velocity.linear = state.linear_velocity;
             velocity.angular = state.angular_velocity;
         }
-        local.anchor = Some((state.position, state.rotation));
+        local.rest.anchor = Some((state.position, state.rotation));
         self.stats.relays_applied += 1;
     }
 
@@ -595,6 +580,17 @@ type BodyRead<'a> = (
     Option<&'a OwnershipBid>,
 );
 
+/// What the observe system reads and writes in the world: the bodies, the avatars, the pokes
+/// to clear and Rapier's contacts.
+#[derive(SystemParam)]
+pub(crate) struct Scene<'w, 's> {
+    bodies: Query<'w, 's, BodyRead<'static>, With<Ownable>>,
+    avatars: Query<'w, 's, Entity, With<ParticipantAvatar>>,
+    poked: Query<'w, 's, Entity, With<Poked>>,
+    rapier: ReadRapierContext<'w, 's>,
+    commands: Commands<'w, 's>,
+}
+
 /// One body as seen this frame.
 struct Seen {
     entity: Entity,
@@ -610,235 +606,266 @@ struct Seen {
     bid: Option<Priority>,
 }
 
-/// `PostUpdate`, after Rapier: observations → rules 6–14 → messages; state updates.
-#[allow(clippy::too_many_arguments)] // A Bevy system: one parameter per resource and query.
+/// Contacts that became active this frame (a collision: in contact, and the touched body
+/// moving), as the rules need them.
+#[derive(Default)]
+struct Collisions {
+    /// Bodies the avatar set moving ([ownership rule 9](crate::rules)).
+    touched: HashSet<Entity>,
+    /// Bodies a moving owned body set moving, with the highest owned priority among the hitters
+    /// ([ownership rule 11](crate::rules)).
+    hits: HashMap<Entity, Priority>,
+}
+
+/// `PostUpdate`, after Rapier: observations → [rules 6–14](crate::rules) → messages; then state
+/// updates for owned bodies.
 pub(crate) fn observe_and_send(
     clock: Res<OwnershipClock>,
     mut client: ResMut<RenetClient>,
-    mut state: ResMut<OwnershipParticipant>,
-    rapier: ReadRapierContext,
-    mut bodies: Query<BodyRead<'static>, With<Ownable>>,
-    avatars: Query<Entity, With<ParticipantAvatar>>,
-    poked: Query<Entity, With<Poked>>,
-    mut commands: Commands,
+    mut state: ResMut<OwnershipClient>,
+    mut scene: Scene,
 ) {
-    for entity in &poked {
-        commands.entity(entity).remove::<Poked>();
+    for entity in &scene.poked {
+        scene.commands.entity(entity).remove::<Poked>();
     }
     let state = &mut *state;
-    let Some(machine) = state.machine.as_mut() else {
-        return;
-    };
-    if !client.is_connected() {
+    if state.machine.is_none() || !client.is_connected() {
         return;
     }
     let now = clock.now();
-    let activity = state.activity;
+    let seen = state.observe(&mut scene.bodies, now);
+    let collisions = state.collisions(&scene.rapier, &scene.avatars, &seen);
+    let pending_before = state.pending_requests(&seen);
+    let actions = state.run_rules(&seen, &collisions, now);
+    state.send_actions(
+        &mut client,
+        &mut scene.bodies,
+        &seen,
+        actions,
+        &pending_before,
+        now,
+    );
+    state.mirror_bids(&mut scene.commands, &seen);
+    state.send_states(&mut client, &seen, now);
+}
 
-    // 1. What each body is doing.
-    let mut seen = Vec::with_capacity(state.bodies.len());
-    for (entity, id, rigid_body, transform, velocity, sleeping, flags, bid) in &mut bodies {
-        let (poked, held, uninterested, avatar) = flags;
-        let body = id.0;
-        let Some(local) = state.bodies.get_mut(&body).filter(|b| b.entity == entity) else {
-            continue;
-        };
-        local.kind = BodyKind::from(*rigid_body);
-        if !local.kind.is_ownable() {
-            continue;
-        }
-        let (linear, angular) =
-            velocity.map_or((Vec3::ZERO, Vec3::ZERO), |v| (v.linear, v.angular));
-        let asleep = sleeping.is_some_and(|s| s.sleeping);
-        let moving = !asleep
-            && (linear.length() > activity.rest_linear_speed
-                || angular.length() > activity.rest_angular_speed);
-        if moving {
-            local.still_since = None;
-        } else {
-            local.still_since.get_or_insert(now);
-        }
-        let at_rest = asleep
-            || local
-                .still_since
-                .is_some_and(|since| now.saturating_sub(since) >= activity.rest_delay);
-        if at_rest && local.anchor.is_none() {
-            local.anchor = Some((transform.translation, transform.rotation));
-        }
-        let displaced = local.anchor.is_some_and(|(position, rotation)| {
-            transform.translation.distance(position) > activity.displacement_meters
-                || transform.rotation.angle_between(rotation)
-                    > activity.displacement_degrees.to_radians()
-        });
-        seen.push(Seen {
-            entity,
-            body,
-            state: BodyState {
+impl OwnershipClient {
+    /// Step 1: what each registered, dynamic body is doing ([`classify`]).
+    fn observe(
+        &mut self,
+        bodies: &mut Query<BodyRead<'static>, With<Ownable>>,
+        now: Duration,
+    ) -> Vec<Seen> {
+        let mut seen = Vec::with_capacity(self.bodies.len());
+        for (entity, id, rigid_body, transform, velocity, sleeping, flags, bid) in bodies.iter() {
+            let (poked, held, uninterested, avatar) = flags;
+            let body = id.0;
+            let Some(local) = self.bodies.get_mut(&body).filter(|b| b.entity == entity) else {
+                continue;
+            };
+            local.kind = BodyKind::from(*rigid_body);
+            if !local.kind.is_ownable() {
+                continue;
+            }
+            let (linear, angular) =
+                velocity.map_or((Vec3::ZERO, Vec3::ZERO), |v| (v.linear, v.angular));
+            let state = BodyState {
                 position: transform.translation,
                 rotation: transform.rotation,
                 linear_velocity: linear,
                 angular_velocity: angular,
-            },
-            moving,
-            at_rest,
-            displaced,
-            poked,
-            held: held || avatar,
-            interested: !uninterested,
-            avatar,
-            bid: bid.map(|b| b.priority),
-        });
-    }
-
-    // 2. Contacts: bodies the avatar sets moving (rule 9), bodies a moving owned body sets
-    //    moving (rule 11). Both are collisions — events — so a pair counts on the frame it
-    //    becomes *active* (in contact, and the touched body moving), not on every frame it
-    //    stays so, and never for a body that stays at rest: otherwise a body resting against an
-    //    avatar or an owned body would be bid for, granted, found at rest and released (rule 12)
-    //    over and over.
-    let moving: HashMap<Entity, bool> = seen.iter().map(|s| (s.entity, s.moving)).collect();
-    let is_moving = |e: Entity| moving.get(&e).copied().unwrap_or(false);
-    let mut touched: HashSet<Entity> = HashSet::default();
-    let mut hits: HashMap<Entity, Priority> = HashMap::default();
-    let mut active_contacts: HashSet<(Entity, Entity)> = HashSet::default();
-    if let Ok(ctx) = rapier.single() {
-        let contacts_of = |body: Entity, mut on_contact: Box<dyn FnMut(Entity) + '_>| {
-            for collider in ctx.colliders.rigid_body_colliders(body, ctx.rigidbody_set) {
-                for pair in ctx.contact_pairs_with(collider) {
-                    if !pair.has_any_active_contact() {
-                        continue;
-                    }
-                    let other = if pair.collider1() == Some(collider) {
-                        pair.collider2()
-                    } else {
-                        pair.collider1()
-                    };
-                    let Some(other) = other else { continue };
-                    let other_body = ctx
-                        .colliders
-                        .collider_parent(ctx.rigidbody_set, other)
-                        .unwrap_or(other);
-                    if other_body != body {
-                        on_contact(other_body);
-                    }
-                }
-            }
-        };
-        for avatar in &avatars {
-            contacts_of(
+            };
+            let asleep = sleeping.is_some_and(|s| s.sleeping);
+            let activity = classify(&self.activity, &state, asleep, local.rest, now);
+            local.rest = activity.memory;
+            seen.push(Seen {
+                entity,
+                body,
+                state,
+                moving: activity.moving,
+                at_rest: activity.at_rest,
+                displaced: activity.displaced,
+                poked,
+                held: held || avatar,
+                interested: !uninterested,
                 avatar,
-                Box::new(|other| {
+                bid: bid.map(|b| b.priority),
+            });
+        }
+        seen
+    }
+
+    /// Step 2: bodies the avatar sets moving ([rule 9](crate::rules)), bodies a moving owned
+    /// body sets moving ([rule 11](crate::rules)). Both are collisions — events — so a pair
+    /// counts on the frame it becomes *active* (in contact, and the touched body moving), not
+    /// on every frame it stays so, and never for a body that stays at rest: otherwise a body
+    /// resting against an avatar or an owned body would be bid for, granted, found at rest and
+    /// released ([rule 12](crate::rules)) over and over. Remembers this frame's active pairs.
+    fn collisions(
+        &mut self,
+        rapier: &ReadRapierContext,
+        avatars: &Query<Entity, With<ParticipantAvatar>>,
+        seen: &[Seen],
+    ) -> Collisions {
+        let mut found = Collisions::default();
+        let mut active: HashSet<(Entity, Entity)> = HashSet::default();
+        if let (Ok(ctx), Some(machine)) = (rapier.single(), self.machine.as_ref()) {
+            let moving: HashMap<Entity, bool> = seen.iter().map(|s| (s.entity, s.moving)).collect();
+            let is_moving = |e: Entity| moving.get(&e).copied().unwrap_or(false);
+            let last_frame = &self.contacts;
+            for avatar in avatars {
+                for_each_contact(&ctx, avatar, |other| {
                     if is_moving(other) {
-                        active_contacts.insert((avatar, other));
-                        if !state.contacts.contains(&(avatar, other)) {
-                            touched.insert(other);
+                        active.insert((avatar, other));
+                        if !last_frame.contains(&(avatar, other)) {
+                            found.touched.insert(other);
                         }
                     }
-                }),
-            );
-        }
-        for s in seen.iter().filter(|s| s.moving) {
-            if let Some(priority) = machine.owned_priority(s.body) {
-                let hitter = s.entity;
-                contacts_of(
-                    hitter,
-                    Box::new(|other| {
-                        if !is_moving(other) {
-                            return;
-                        }
-                        active_contacts.insert((hitter, other));
-                        if !state.contacts.contains(&(hitter, other)) {
-                            let best = hits.entry(other).or_insert(priority);
-                            *best = (*best).max(priority);
-                        }
-                    }),
-                );
-            }
-        }
-    }
-    state.contacts = active_contacts;
-
-    // 3. Rules 6–14.
-    let mut pending_before: HashMap<BodyId, PendingRequest> = HashMap::default();
-    let observations: Vec<BodyObservation> = seen
-        .iter()
-        .map(|s| {
-            if let Some(p) = machine.pending(s.body) {
-                pending_before.insert(s.body, p);
-            }
-            let owned = machine.owned_priority(s.body).is_some();
-            BodyObservation {
-                body: s.body,
-                active: !s.at_rest || (!owned && s.displaced),
-                touched_by_avatar: !s.avatar && touched.contains(&s.entity),
-                script_edited: s.poked,
-                held: s.held,
-                hit_by_owned: hits.get(&s.entity).copied(),
-                interested: s.interested,
-            }
-        })
-        .collect();
-    let actions = machine.tick(now, observations);
-    let index: HashMap<BodyId, usize> = seen.iter().enumerate().map(|(i, s)| (s.body, i)).collect();
-    for action in actions {
-        match action {
-            Action::SendBid { body, priority } | Action::SendPriorityChange { body, priority } => {
-                let change = matches!(action, Action::SendPriorityChange { .. });
-                let request = if change {
-                    PendingRequest::PriorityChange(priority)
-                } else {
-                    PendingRequest::Bid(priority)
-                };
-                let msg = ClientMessage::Ownership(OwnershipClientMessage::Bid {
-                    body,
-                    priority: priority.0,
                 });
-                if state.send(&mut client, NetChannel::Control, &msg) {
-                    state.stats.bids_sent += 1;
-                    state.stats.priority_changes_sent += u64::from(change);
-                    state.stats.bid_resends +=
-                        u64::from(pending_before.get(&body) == Some(&request));
-                }
             }
-            Action::SendRelease { body } => {
-                let Some(s) = index.get(&body).map(|&i| &seen[i]) else {
+            for s in seen.iter().filter(|s| s.moving) {
+                let Some(priority) = machine.owned_priority(s.body) else {
                     continue;
                 };
-                // The final state (zero velocities, rule 12) first, on the same reliable
-                // channel, so it reaches the server before the release.
-                let last = wire::at_rest(&s.state);
-                if let Some(local) = state.bodies.get_mut(&body) {
-                    local.anchor = Some((last.position, last.rotation));
-                }
-                send_state(state, &mut client, body, &last, now, NetChannel::Control);
-                let msg = ClientMessage::Ownership(OwnershipClientMessage::Release { body });
-                if state.send(&mut client, NetChannel::Control, &msg) {
-                    state.stats.releases_sent += 1;
-                }
+                let hitter = s.entity;
+                for_each_contact(&ctx, hitter, |other| {
+                    if !is_moving(other) {
+                        return;
+                    }
+                    active.insert((hitter, other));
+                    if !last_frame.contains(&(hitter, other)) {
+                        let best = found.hits.entry(other).or_insert(priority);
+                        *best = (*best).max(priority);
+                    }
+                });
             }
-            Action::ZeroVelocity { body } => {
-                if let Some(&i) = index.get(&body)
-                    && let Ok((.., Some(mut velocity), _, _, _)) = bodies.get_mut(seen[i].entity)
-                {
-                    *velocity = Velocity::zero();
-                    state.stats.velocities_zeroed += 1;
+        }
+        self.contacts = active;
+        found
+    }
+
+    /// The requests outstanding before the rules run, to tell resends from new requests.
+    fn pending_requests(&self, seen: &[Seen]) -> HashMap<BodyId, PendingRequest> {
+        let Some(machine) = self.machine.as_ref() else {
+            return HashMap::default();
+        };
+        seen.iter()
+            .filter_map(|s| machine.pending(s.body).map(|p| (s.body, p)))
+            .collect()
+    }
+
+    /// Step 3: [rules 6–14](crate::rules) on this frame's observations.
+    fn run_rules(&mut self, seen: &[Seen], collisions: &Collisions, now: Duration) -> Vec<Action> {
+        let Some(machine) = self.machine.as_mut() else {
+            return Vec::new();
+        };
+        let observations: Vec<BodyObservation> = seen
+            .iter()
+            .map(|s| {
+                let owned = machine.owned_priority(s.body).is_some();
+                BodyObservation {
+                    body: s.body,
+                    active: !s.at_rest || (!owned && s.displaced),
+                    touched_by_avatar: !s.avatar && collisions.touched.contains(&s.entity),
+                    script_edited: s.poked,
+                    held: s.held,
+                    hit_by_owned: collisions.hits.get(&s.entity).copied(),
+                    interested: s.interested,
+                }
+            })
+            .collect();
+        machine.tick(now, observations)
+    }
+
+    /// Step 4: the rules' actions as messages (bids, priority changes, releases preceded by
+    /// the final state) and zeroed velocities.
+    fn send_actions(
+        &mut self,
+        client: &mut RenetClient,
+        bodies: &mut Query<BodyRead<'static>, With<Ownable>>,
+        seen: &[Seen],
+        actions: Vec<Action>,
+        pending_before: &HashMap<BodyId, PendingRequest>,
+        now: Duration,
+    ) {
+        let index: HashMap<BodyId, usize> =
+            seen.iter().enumerate().map(|(i, s)| (s.body, i)).collect();
+        for action in actions {
+            match action {
+                Action::SendBid { body, priority } => {
+                    self.send_bid(client, body, PendingRequest::Bid(priority), pending_before);
+                }
+                Action::SendPriorityChange { body, priority } => {
+                    let request = PendingRequest::PriorityChange(priority);
+                    self.send_bid(client, body, request, pending_before);
+                }
+                Action::SendRelease { body } => {
+                    let Some(s) = index.get(&body).map(|&i| &seen[i]) else {
+                        continue;
+                    };
+                    // The final state (zero velocities, rule 12) first, on the same reliable
+                    // channel, so it reaches the server before the release.
+                    let last = s.state.stopped();
+                    if let Some(local) = self.bodies.get_mut(&body) {
+                        local.rest.anchor = Some((last.position, last.rotation));
+                    }
+                    self.send_state(client, body, &last, now, NetChannel::Control);
+                    let msg = ClientMessage::Ownership(OwnershipClientMessage::Release { body });
+                    if self.send(client, NetChannel::Control, &msg) {
+                        self.stats.releases_sent += 1;
+                    }
+                }
+                Action::ZeroVelocity { body } => {
+                    if let Some(&i) = index.get(&body)
+                        && let Ok((.., Some(mut velocity), _, _, _)) =
+                            bodies.get_mut(seen[i].entity)
+                    {
+                        *velocity = Velocity::zero();
+                        self.stats.velocities_zeroed += 1;
+                    }
                 }
             }
         }
     }
 
-    // 4. Pending-bid components, then state updates for owned bodies.
-    let Some(machine) = state.machine.as_ref() else {
-        return;
-    };
-    let mut updates = Vec::new();
-    for s in &seen {
-        let pending = machine.pending(s.body);
-        let wanted = match pending {
-            Some(PendingRequest::Bid(p)) => Some(p),
-            _ => None,
+    /// Sends a bid or priority change (both travel as a `Bid`) and counts it, as a resend if
+    /// the same request was outstanding before the rules ran.
+    fn send_bid(
+        &mut self,
+        client: &mut RenetClient,
+        body: BodyId,
+        request: PendingRequest,
+        pending_before: &HashMap<BodyId, PendingRequest>,
+    ) {
+        let (PendingRequest::Bid(priority) | PendingRequest::PriorityChange(priority)) = request
+        else {
+            return;
         };
-        if wanted != s.bid {
+        let change = matches!(request, PendingRequest::PriorityChange(_));
+        let msg = ClientMessage::Ownership(OwnershipClientMessage::Bid {
+            body,
+            priority: priority.0,
+        });
+        if self.send(client, NetChannel::Control, &msg) {
+            self.stats.bids_sent += 1;
+            self.stats.priority_changes_sent += u64::from(change);
+            self.stats.bid_resends += u64::from(pending_before.get(&body) == Some(&request));
+        }
+    }
+
+    /// Step 5: the [`OwnershipBid`] component mirrors the outstanding bid.
+    fn mirror_bids(&self, commands: &mut Commands, seen: &[Seen]) {
+        let Some(machine) = self.machine.as_ref() else {
+            return;
+        };
+        for s in seen {
+            let wanted = match machine.pending(s.body) {
+                Some(PendingRequest::Bid(p)) => Some(p),
+                _ => None,
+            };
+            if wanted == s.bid {
+                continue;
+            }
             match wanted {
                 Some(priority) => {
                     commands.entity(s.entity).insert(OwnershipBid { priority });
@@ -848,47 +875,85 @@ pub(crate) fn observe_and_send(
                 }
             }
         }
-        if machine.owned_priority(s.body).is_none() || pending == Some(PendingRequest::Release) {
-            continue;
+    }
+
+    /// Step 6: a state update for every owned body (not being released) whose state drifted
+    /// past the thresholds or whose heartbeat is due ([`should_send`]).
+    fn send_states(&mut self, client: &mut RenetClient, seen: &[Seen], now: Duration) {
+        let Some(machine) = self.machine.as_ref() else {
+            return;
+        };
+        let mut updates = Vec::new();
+        for s in seen {
+            if machine.owned_priority(s.body).is_none()
+                || machine.pending(s.body) == Some(PendingRequest::Release)
+            {
+                continue;
+            }
+            let due = self
+                .bodies
+                .get(&s.body)
+                .is_some_and(|local| match local.sent {
+                    None => true,
+                    Some((last, at)) => should_send(&last, &s.state, now, at, &self.config),
+                });
+            if due {
+                updates.push((s.body, s.state));
+            }
         }
-        let due = state
-            .bodies
-            .get(&s.body)
-            .is_some_and(|local| match local.sent {
-                None => true,
-                Some((last, at)) => should_send(&last, &s.state, now, at, &state.config),
-            });
-        if due {
-            updates.push((s.body, s.state));
+        for (body, current) in updates {
+            self.send_state(client, body, &current, now, NetChannel::State);
         }
     }
-    for (body, current) in updates {
-        send_state(state, &mut client, body, &current, now, NetChannel::State);
+
+    /// Sends `current` as the owner's next state update for `body` on `channel`.
+    fn send_state(
+        &mut self,
+        client: &mut RenetClient,
+        body: BodyId,
+        current: &BodyState,
+        now: Duration,
+        channel: NetChannel,
+    ) {
+        let Some(local) = self.bodies.get_mut(&body) else {
+            return;
+        };
+        local.out_seq = local.out_seq.next();
+        local.sent = Some((*current, now));
+        let msg = ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state_to_wire(
+            body,
+            local.out_seq,
+            current,
+        )));
+        let bytes = simsync_net::encode(&msg).map_or(0, |b| b.len() as u64);
+        if self.send(client, channel, &msg) {
+            self.stats.state_updates_sent += 1;
+            self.stats.state_update_bytes += bytes;
+        }
     }
 }
 
-/// Sends `current` as the owner's next state update for `body` on `channel`.
-fn send_state(
-    state: &mut OwnershipParticipant,
-    client: &mut RenetClient,
-    body: BodyId,
-    current: &BodyState,
-    now: Duration,
-    channel: NetChannel,
-) {
-    let Some(local) = state.bodies.get_mut(&body) else {
-        return;
-    };
-    local.out_seq = local.out_seq.next();
-    local.sent = Some((*current, now));
-    let msg = ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(wire::state_to_wire(
-        body,
-        local.out_seq,
-        current,
-    )));
-    let bytes = simsync_net::encode(&msg).map_or(0, |b| b.len() as u64);
-    if state.send(client, channel, &msg) {
-        state.stats.state_updates_sent += 1;
-        state.stats.state_update_bytes += bytes;
+/// Calls `on_contact` with every other body (the rigid body of the other collider, or the
+/// collider itself without one) in active contact with a collider of `body` in Rapier's world.
+fn for_each_contact(ctx: &RapierContext, body: Entity, mut on_contact: impl FnMut(Entity)) {
+    for collider in ctx.colliders.rigid_body_colliders(body, ctx.rigidbody_set) {
+        for pair in ctx.contact_pairs_with(collider) {
+            if !pair.has_any_active_contact() {
+                continue;
+            }
+            let other = if pair.collider1() == Some(collider) {
+                pair.collider2()
+            } else {
+                pair.collider1()
+            };
+            let Some(other) = other else { continue };
+            let other_body = ctx
+                .colliders
+                .collider_parent(ctx.rigidbody_set, other)
+                .unwrap_or(other);
+            if other_body != body {
+                on_contact(other_body);
+            }
+        }
     }
 }

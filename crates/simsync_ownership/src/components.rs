@@ -1,6 +1,12 @@
-//! The ECS side of ownership: components the (later) `OwnershipPlugin` reads and writes. They
-//! hold views of the plain-data state in [`OwnershipArbiter`](crate::OwnershipArbiter) and
-//! [`ParticipantOwnership`](crate::ParticipantOwnership); the rules live there, not here.
+//! Every ECS component of ownership, read and written by the [`OwnershipPlugin`](crate::OwnershipPlugin)'s
+//! systems: what the entity server replicates ([`SimulationOwner`]), what marks a body
+//! ([`BodyNetId`], [`Ownable`], [`OwnershipLock`]), a participant's local view
+//! ([`OwnershipBid`]) and the marks game code sets on a participant ([`ParticipantAvatar`],
+//! [`Poked`], [`Held`], [`Uninterested`], usually through
+//! [`OwnershipEntityCommandsExt`](crate::OwnershipEntityCommandsExt)). They hold views of the
+//! plain-data state in [`OwnershipArbiter`](crate::OwnershipArbiter) and
+//! [`ParticipantOwnership`](crate::ParticipantOwnership); the [rules](crate::rules) live there,
+//! not here.
 
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -59,3 +65,50 @@ pub struct OwnershipLock;
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect, Serialize, Deserialize)]
 #[reflect(Component, Debug, PartialEq, Hash, Clone)]
 pub struct BodyNetId(pub BodyId);
+
+/// Marks the participant's own avatar (player body). A body the avatar collides with (a contact
+/// that becomes active while the body moves) is *touched by the avatar* and gets a POKE bid
+/// ([ownership rule 9](crate::rules)). An avatar that is also [`Ownable`] is always treated as
+/// held by its participant ([ownership rule 10](crate::rules)), so each participant owns its
+/// own avatar at GRAB and relays its state to the others.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component, Debug, Default, PartialEq, Clone)]
+pub struct ParticipantAvatar;
+
+/// A script changed the body this frame: observed once as a script edit (POKE bid, [ownership
+/// rule 8](crate::rules)), then removed. Inserted by
+/// [`OwnershipEntityCommandsExt::poke`](crate::OwnershipEntityCommandsExt::poke).
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component, Debug, Default, PartialEq, Clone)]
+pub struct Poked;
+
+/// This participant holds the body (GRAB bid, [ownership rule 10](crate::rules)) until the
+/// component is removed. Inserted by
+/// [`OwnershipEntityCommandsExt::grab`](crate::OwnershipEntityCommandsExt::grab), removed by
+/// [`OwnershipEntityCommandsExt::release_grab`](crate::OwnershipEntityCommandsExt::release_grab).
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component, Debug, Default, PartialEq, Clone)]
+pub struct Held;
+
+/// This participant no longer wants to simulate the body: as its owner it drops to YIELD
+/// ([ownership rule 13](crate::rules)), and it does not volunteer for it ([ownership rules 7
+/// and 14](crate::rules)). Pokes and grabs still bid. Inserted by
+/// [`OwnershipEntityCommandsExt::yield_ownership`](crate::OwnershipEntityCommandsExt::yield_ownership),
+/// removed by
+/// [`OwnershipEntityCommandsExt::restore_interest`](crate::OwnershipEntityCommandsExt::restore_interest).
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component, Debug, Default, PartialEq, Clone)]
+pub struct Uninterested;
+
+/// Registers every component above for reflection.
+pub(crate) fn register_types(app: &mut App) {
+    app.register_type::<SimulationOwner>()
+        .register_type::<OwnershipBid>()
+        .register_type::<Ownable>()
+        .register_type::<OwnershipLock>()
+        .register_type::<BodyNetId>()
+        .register_type::<ParticipantAvatar>()
+        .register_type::<Poked>()
+        .register_type::<Held>()
+        .register_type::<Uninterested>();
+}

@@ -1,5 +1,5 @@
-//! [`OwnershipConfig`]: every priority level and timing of the ownership rules, with the defaults
-//! of DESIGN §5.
+//! [`OwnershipConfig`]: every priority level and timing of the [ownership rules](crate::rules),
+//! with their defaults.
 
 use core::time::Duration;
 
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::OwnershipError;
 use crate::priority::Priority;
 
-/// The numbers behind the fourteen ownership rules (DESIGN §5). The entity server and every
+/// The numbers behind the fourteen [ownership rules](crate::rules). The entity server and every
 /// participant must use the same values, so the server hands its config to joining clients.
 ///
 /// All times are [`Duration`]s compared against the `now` the caller passes in (time since an
@@ -27,9 +27,9 @@ use crate::priority::Priority;
 /// | `owner_silence_expiry` | 5 s | 5 |
 /// | `volunteer_delay` | 500 ms | 7 |
 /// | `bid_resend_interval` | 200 ms | 6 |
-/// | `position_threshold_meters` | 0.002 m | state relay |
-/// | `rotation_threshold_degrees` | 0.5° | state relay |
-/// | `heartbeat_interval` | 1 s | state relay, keeps 5 alive |
+/// | `position_threshold_meters` | 0.002 m | state updates |
+/// | `rotation_threshold_degrees` | 0.5° | state updates |
+/// | `heartbeat_interval` | 1 s | state updates, keeps 5 alive |
 #[derive(Resource, Debug, Clone, PartialEq, Reflect, Serialize, Deserialize)]
 #[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub struct OwnershipConfig {

@@ -3,11 +3,11 @@
 //! Configuration checks and the entity server's own (non-participant) operations return
 //! [`OwnershipError`]. A participant's message that the server turns down is not an error of
 //! this kind: it is a [`Refusal`](crate::Refusal) with a [`RefusalReason`](crate::RefusalReason),
-//! counted and answered on the wire.
+//! a protocol outcome counted and answered on the wire.
 
 use thiserror::Error;
 
-use crate::arbiter::BodyKind;
+use crate::body::BodyKind;
 use crate::priority::{BodyId, Priority};
 
 /// What went wrong in an [`OwnershipConfig`](crate::OwnershipConfig) or in an entity-server

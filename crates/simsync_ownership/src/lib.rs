@@ -1,16 +1,23 @@
 //! Simulation ownership for distributed, non-deterministic physics: every participant simulates
 //! every body, but each moving body has one *simulation owner* whose state updates the entity
-//! server relays to everyone else (DESIGN §5, after High Fidelity's fourteen ownership rules).
+//! server relays to everyone else, decided by the fourteen [ownership rules](rules) (after High
+//! Fidelity's).
 //!
-//! # The plugin
-//! [`OwnershipPlugin::entity_server`] and [`OwnershipPlugin::participant`] run the rules over
-//! renet (`simsync_net`): the entity server arbitrates bids (rules 1–5, 7) and relays owners'
-//! state; each participant, with its own Rapier world, decides from its physics when to bid,
-//! yield and release (rules 6–14), sends its owned bodies' state and applies everyone else's.
-//! Bodies are matched across Apps by [`BodyNetId`]. Game code marks bodies through
-//! [`OwnershipEntityCommandsExt`] (`poke`, `grab`, `release_grab`, `yield_ownership`) and reads
-//! [`OwnershipChanged`] and [`BidRefused`] messages. See the [`plugin`] module for schedules,
-//! [`server`] for the entity server and [`client`] for a participant.
+//! The parts:
+//! - **Plugin** — [`OwnershipPlugin`] wires an [`EntityServer`] (arbitrates bids, relays state)
+//!   or an [`OwnershipClient`] (a participant: observes its Rapier world, bids, yields,
+//!   releases, sends and applies state) into an App, in the [`OwnershipSet`]s, on
+//!   [`OwnershipClock`]; bodies are matched across Apps by [`BodyNetId`].
+//! - **Game API** — the components ([`SimulationOwner`], [`Ownable`], [`Held`], ...), the
+//!   [`OwnershipEntityCommandsExt`] marks (`poke`, `grab`, `yield_ownership`) and the messages
+//!   [`OwnershipChanged`] and [`BidRefused`].
+//! - **Pure core** — no clock, no network, no physics: [`OwnershipArbiter`] (the entity
+//!   server's rules 1–5 and 7), [`ParticipantOwnership`] (a participant's rules 6–14 as a state
+//!   machine over [`BodyObservation`]s → [`Action`]s), [`OwnershipConfig`] and [`Priority`],
+//!   the send policy ([`should_send`], [`SequenceFilter`]), [`BodyState`] and its wire form
+//!   ([`state_to_wire`]), [`ActivityConfig`].
+//! - **Errors** — [`OwnershipError`]; a refused request is a [`Refusal`] with a
+//!   [`RefusalReason`], a protocol outcome rather than an error.
 //!
 //! ```
 //! use bevy::prelude::*;
@@ -43,76 +50,67 @@
 //!     server.update();
 //!     participant.update();
 //! }
-//! assert!(participant.world().resource::<OwnershipParticipant>().me().is_some());
+//! assert!(participant.world().resource::<OwnershipClient>().me().is_some());
 //! # Ok::<(), simsync_net::NetError>(())
 //! ```
-//!
-//! # The pure core
-//! Under the plugin, plain data and functions that take the time as an argument (a
-//! [`Duration`](core::time::Duration) since an epoch of the caller's choosing) and never read a
-//! clock, send a packet or touch physics:
-//!
-//! - [`Priority`], [`ParticipantId`], [`BodyId`] (`priority`): who bids, how hard, for what.
-//! - [`OwnershipConfig`] (`config`): every priority level and timing of the rules, with the
-//!   defaults of DESIGN §5 (200 ms lockout, 5 s silence expiry, 0.5 s volunteer delay, 200 ms
-//!   bid resend, 2 mm / 0.5° relay thresholds).
-//! - [`OwnershipArbiter`] (`arbiter`): the entity server's table — bids, releases, priority
-//!   changes, owner updates, silence expiry and disconnects (rules 1–5 and the server half
-//!   of 7), with counters per refusal reason.
-//! - [`ParticipantOwnership`] (`participant`): a participant's state machine per body
-//!   (rules 6–14), turning observations into [`Action`]s.
-//! - [`should_send`], [`Sequence`], [`SequenceFilter`] (`relay`): when an owner sends state, and
-//!   which received updates are fresh.
-//! - [`SimulationOwner`], [`OwnershipBid`], [`Ownable`], [`OwnershipLock`], [`BodyNetId`]
-//!   (`components`): the ECS components the plugin reads and writes.
-//! - [`wire`]: conversions to and from `simsync_net`'s ownership messages.
-//! - [`OwnershipError`] (`error`): the one error type.
-//!
-//! Where High Fidelity's shipped code deviates from its own header — the lockout checked on
-//! the bid rather than the body, a 10 s stale-owner timeout without zeroing, no delay before
-//! the first VOLUNTEER bid — this crate follows the header as written; see the `arbiter` and
-//! `participant` module docs.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[doc = include_str!("rules.md")]
+pub mod rules {}
+
+mod activity;
 mod arbiter;
-pub mod client;
+mod body;
+mod client;
+mod clock;
+mod commands;
 mod components;
 mod config;
 mod error;
+mod messages;
 mod participant;
-pub mod plugin;
+mod plugin;
 mod priority;
-mod relay;
-pub mod server;
-pub mod wire;
+mod send_policy;
+mod server;
+mod sets;
+mod wire;
 
+pub use activity::ActivityConfig;
 pub use arbiter::{
-    ArbiterStats, BodyKind, BodyRecord, Expired, ExpiryCause, Grant, OwnershipArbiter, Refusal,
-    RefusalCounts, RefusalReason, Released,
+    ArbiterStats, BodyRecord, Expired, ExpiryCause, Grant, OwnershipArbiter, Refusal,
+    RefusalCounts, Released,
 };
-pub use client::{JoinStatus, OwnershipParticipant, ParticipantStats};
-pub use components::{BodyNetId, Ownable, OwnershipBid, OwnershipLock, SimulationOwner};
+pub use body::{BodyKind, BodyState};
+pub use client::{JoinStatus, OwnershipClient, ParticipantStats};
+pub use clock::OwnershipClock;
+pub use commands::OwnershipEntityCommandsExt;
+pub use components::{
+    BodyNetId, Held, Ownable, OwnershipBid, OwnershipLock, ParticipantAvatar, Poked,
+    SimulationOwner, Uninterested,
+};
 pub use config::OwnershipConfig;
 pub use error::OwnershipError;
+pub use messages::{BidRefused, OwnershipChanged};
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
-pub use plugin::{
-    ActivityConfig, BidRefused, Held, OwnershipChanged, OwnershipClock, OwnershipEntityCommandsExt,
-    OwnershipPlugin, OwnershipRole, OwnershipSet, OwnershipSetupError, ParticipantAvatar, Poked,
-    Uninterested,
-};
+pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError};
 pub use priority::{BodyId, ParticipantId, Priority};
-pub use relay::{BodyState, Sequence, SequenceFilter, is_newer, should_send};
+pub use send_policy::{Sequence, SequenceFilter, is_newer, should_send};
 pub use server::{EntityServer, EntityServerStats};
-pub use wire::MAX_STATE_MAGNITUDE;
+pub use sets::OwnershipSet;
+/// Why the entity server refused a message: `simsync_net`'s type, the same on the wire.
+pub use simsync_net::RefusalReason;
+pub use wire::{MAX_STATE_MAGNITUDE, state_from_wire, state_to_wire};
 
-/// The types most users need: `use simsync_ownership::prelude::*;`.
+/// The types a game needs: `use simsync_ownership::prelude::*;`. The pure core
+/// ([`OwnershipArbiter`], [`ParticipantOwnership`], [`Action`], [`BodyObservation`]) stays at
+/// the crate root.
 pub mod prelude {
     pub use crate::{
-        Action, BidRefused, BodyId, BodyNetId, BodyObservation, EntityServer, Held, Ownable,
-        OwnershipArbiter, OwnershipBid, OwnershipChanged, OwnershipConfig,
-        OwnershipEntityCommandsExt, OwnershipError, OwnershipLock, OwnershipParticipant,
-        OwnershipPlugin, OwnershipSet, ParticipantAvatar, ParticipantId, ParticipantOwnership,
-        Priority, RefusalReason, SimulationOwner,
+        BidRefused, BodyId, BodyNetId, EntityServer, Held, Ownable, OwnershipBid, OwnershipChanged,
+        OwnershipClient, OwnershipConfig, OwnershipEntityCommandsExt, OwnershipError,
+        OwnershipLock, OwnershipPlugin, OwnershipSet, ParticipantAvatar, ParticipantId, Priority,
+        RefusalReason, SimulationOwner,
     };
 }

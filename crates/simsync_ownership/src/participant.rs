@@ -6,11 +6,13 @@
 //! by a body we own, still interesting) and the current time; [`ParticipantOwnership::tick`]
 //! returns the [`Action`]s to take: messages to send to the entity server and velocities to
 //! zero locally. The server's answers come back through [`ParticipantOwnership::on_grant`],
-//! [`ParticipantOwnership::on_refused`] and [`ParticipantOwnership::on_owner_changed`], which
-//! are the only way this participant's view of an owner changes (ownership rule 6) — apart
-//! from bodies it creates moving ([`ParticipantOwnership::created_moving`]).
+//! [`ParticipantOwnership::on_refused`] and [`ParticipantOwnership::on_owner_changed`], as
+//! plain values (what a participant hears on the wire, not the server's result types); they
+//! are the only way this participant's view of an owner changes ([ownership rule
+//! 6](crate::rules)) — apart from bodies it creates moving
+//! ([`ParticipantOwnership::created_moving`]).
 //!
-//! What the rules ask, and where each is applied:
+//! What the [rules](crate::rules) ask, and where each is applied:
 //!
 //! | rule | behaviour |
 //! |---|---|
@@ -35,8 +37,8 @@
 //!
 //! # Where High Fidelity's shipped code differs
 //! High Fidelity's shipped client sends its first VOLUNTEER bid as soon as a body is active and
-//! unowned; the header it ships with (and DESIGN §5) asks for a 0.5 s wait, which is what this
-//! state machine does (`volunteer_delay`; set it to zero for the shipped behaviour).
+//! unowned; [ownership rule 7](crate::rules) asks for a 0.5 s wait, which is what this state
+//! machine does (`volunteer_delay`; set it to zero for the shipped behaviour).
 
 use core::time::Duration;
 
@@ -44,7 +46,6 @@ use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::arbiter::{Grant, Refusal};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
 use crate::priority::{BodyId, ParticipantId, Priority};
@@ -256,22 +257,28 @@ impl ParticipantOwnership {
         );
     }
 
-    /// The server granted one of our requests (a bid or a priority change): we own
-    /// `grant.body` at `grant.priority`, and the outstanding request is answered.
-    pub fn on_grant(&mut self, grant: &Grant) {
-        let t = self.bodies.entry(grant.body).or_default();
-        if grant.owner == self.me {
-            t.outstanding = None;
-            t.refused = None;
-        }
-        set_owner(t, self.me, Some(grant.owner), grant.priority, &self.config);
+    /// The server granted one of our requests (a bid or a priority change): we own `body` at
+    /// `priority` (the granted one, which may differ from the asked one), and the outstanding
+    /// request is answered.
+    pub fn on_grant(&mut self, body: BodyId, priority: Priority) {
+        let t = self.bodies.entry(body).or_default();
+        t.outstanding = None;
+        t.refused = None;
+        set_owner(t, self.me, Some(self.me), priority, &self.config);
     }
 
-    /// The server refused one of our requests at `now`. The outstanding request is answered;
-    /// the owner named in the refusal replaces our view; a refused bid's priority is not bid
-    /// again for `bid_resend_interval`.
-    pub fn on_refused(&mut self, refusal: &Refusal, now: Duration) {
-        let t = self.bodies.entry(refusal.body).or_default();
+    /// The server refused one of our requests about `body` at `now`. The outstanding request is
+    /// answered; `owner` at `priority` (`None` and [`Priority::NONE`] when unowned) replaces our
+    /// view — the owner as the refusal names it, or our own view when the refusal does not say;
+    /// a refused bid's priority is not bid again for `bid_resend_interval`.
+    pub fn on_refused(
+        &mut self,
+        body: BodyId,
+        owner: Option<ParticipantId>,
+        priority: Priority,
+        now: Duration,
+    ) {
+        let t = self.bodies.entry(body).or_default();
         if let Some(o) = t.outstanding.take() {
             let asked = match o.request {
                 PendingRequest::Bid(p) | PendingRequest::PriorityChange(p) => p,
@@ -279,7 +286,7 @@ impl ParticipantOwnership {
             };
             t.refused = Some((asked, now));
         }
-        set_owner(t, self.me, refusal.owner, refusal.priority, &self.config);
+        set_owner(t, self.me, owner, priority, &self.config);
     }
 
     /// The server announced that `body` is now owned by `owner` at `priority` (`None` and

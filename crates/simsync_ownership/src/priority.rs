@@ -1,8 +1,8 @@
 //! Who bids, for what, and how hard: [`Priority`], [`ParticipantId`] and [`BodyId`].
 //!
-//! A priority is one byte. Larger wins (ownership rule 2); equal priorities are settled by the
-//! entity server's lockout (ownership rule 3). The named levels below are the defaults of
-//! DESIGN §5; a session may move them through [`OwnershipConfig`](crate::OwnershipConfig), so the
+//! A priority is one byte. Larger wins ([ownership rule 2](crate::rules)); equal priorities are
+//! settled by the entity server's lockout ([ownership rule 3](crate::rules)). The named levels
+//! below are the defaults of the [rules](crate::rules); a session may move them through [`OwnershipConfig`](crate::OwnershipConfig), so the
 //! arbiter and the participant state machine read the levels from the config, never from these
 //! constants directly.
 
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// How strongly a participant wants to simulate a body; larger wins (ownership rule 2).
 ///
 /// `Priority(0)` ([`Priority::NONE`]) is the priority of an unowned body; no bid is ever made at
-/// it. The named levels are the defaults listed in DESIGN §5.
+/// it. The named levels are the defaults of the [ownership rules](crate::rules).
 #[derive(
     Debug,
     Clone,
@@ -82,7 +82,7 @@ impl From<Priority> for u8 {
 }
 
 /// A participant's id: the wire type of `simsync_net` (two bytes keep an ownership record, id +
-/// priority, at three bytes on the wire, DESIGN §5). The entity server assigns it when a
+/// priority, at three bytes on the wire). The entity server assigns it when a
 /// connection joins and always takes a bidder's id from the connection, never from the message.
 pub use simsync_net::ParticipantId;
 
@@ -95,7 +95,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn named_levels_match_design_table() {
+    fn named_levels_match_the_rules_defaults() {
         assert_eq!(Priority::YIELD.get(), 1);
         assert_eq!(Priority::VOLUNTEER.get(), 2);
         assert_eq!(Priority::RECRUIT.get(), 3);

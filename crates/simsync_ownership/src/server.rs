@@ -1,5 +1,6 @@
-//! The entity server's systems and state ([`EntityServer`]): ownership arbitration (rules 1–5
-//! and 7, by the [`OwnershipArbiter`]) and the state relay, over a `RenetServer`.
+//! The entity server's systems and state ([`EntityServer`]): ownership arbitration ([rules 1–5
+//! and 7](crate::rules), by the [`OwnershipArbiter`]) and the state relay to participants, over
+//! a `RenetServer`.
 //!
 //! # Identity
 //! A participant's [`ParticipantId`] is assigned when its connection sends a `Hello` with the
@@ -34,17 +35,19 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
     ClientMessage, DecodeStats, NetChannel, NetClock, NetError, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, Protocols, RejectReason,
-    ServerMessage, ServerNetExt, Welcome, check_hello, clock::millis_u32,
+    OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, Protocols, RefusalReason,
+    RejectReason, ServerMessage, ServerNetExt, Welcome, check_hello, millis_u32,
 };
 
-use crate::arbiter::{BodyKind, OwnershipArbiter, RefusalCounts, RefusalReason};
+use crate::arbiter::{OwnershipArbiter, RefusalCounts};
+use crate::body::{BodyKind, BodyState};
+use crate::clock::OwnershipClock;
 use crate::components::{BodyNetId, OwnershipLock, SimulationOwner};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
-use crate::plugin::{OwnershipChanged, OwnershipClock};
+use crate::messages::OwnershipChanged;
 use crate::priority::{BodyId, ParticipantId, Priority};
-use crate::relay::{BodyState, Sequence, SequenceFilter};
+use crate::send_policy::{Sequence, SequenceFilter};
 use crate::wire;
 
 /// What the entity server has done since it started.
@@ -84,7 +87,7 @@ pub struct EntityServerStats {
     /// `UnknownBody`).
     pub state_updates_refused: RefusalCounts,
     /// State updates with a sequence number or values out of range (see
-    /// [`wire::state_from_wire`]): dropped.
+    /// [`state_from_wire`](crate::state_from_wire)): dropped.
     pub state_updates_invalid: u64,
     /// Zero-velocity states broadcast when a body became unowned (rules 5 and 12).
     pub zero_states_sent: u64,
@@ -247,7 +250,7 @@ pub(crate) fn register_bodies(
     }
     for (entity, id, rigid_body, transform, lock) in &added {
         let kind = rigid_body.map_or(BodyKind::Dynamic, |rb| BodyKind::from(*rb));
-        let at_rest = transform.map(|t| wire::resting_state(t.translation, t.rotation));
+        let at_rest = transform.map(|t| BodyState::resting(t.translation, t.rotation));
         state.register(entity, id.0, kind, at_rest);
         if lock {
             let _ = state.arbiter.set_locked(id.0, true);
@@ -319,58 +322,74 @@ pub(crate) fn update(
                 // Counted in the decode stats.
                 debug!("entity server: undecodable message from {client}: {error}");
             }
-            Ok(other) => {
-                let Some(from) = state.participants.get(&client).copied() else {
-                    state.stats.messages_ignored += 1;
-                    debug!("entity server: message from {client} before it joined, dropped");
-                    continue;
-                };
-                match other {
-                    ClientMessage::Ownership(msg) => {
-                        state.on_ownership(&mut io, client, from, message.channel, msg);
-                    }
-                    ClientMessage::Ping { t } => {
-                        let pong = ServerMessage::Pong {
-                            t,
-                            server_time_ms: millis_u32(io.now),
-                        };
-                        state.send(io.server, client, NetChannel::Inputs, &pong);
-                    }
-                    ClientMessage::Goodbye => state.on_left(&mut io, client),
-                    ClientMessage::Pong { .. } | ClientMessage::Session(_) => {
-                        state.stats.messages_ignored += 1;
-                    }
-                    // Answered above; the match needs the arm.
-                    ClientMessage::Hello(_) => {}
-                }
-            }
+            Ok(other) => state.on_message(&mut io, client, message.channel, other),
         }
     }
-    // Disconnects: joined connections the server no longer has.
-    let gone: Vec<ClientId> = state
-        .participants
-        .keys()
-        .copied()
-        .filter(|c| !io.server.is_connected(*c))
-        .collect();
-    for client in gone {
-        state.on_left(&mut io, client);
-    }
-    // Ownership rule 5: silent owners.
-    let expired = state.arbiter.expire(io.now);
-    state.stats.expiries += expired.len() as u64;
-    for e in expired {
-        info!(
-            "entity server: {} silent for {:?}, cleared",
-            e.previous_owner,
-            state.arbiter.config().owner_silence_expiry
-        );
-        state.cleared(&mut io, e.body, e.previous_owner);
-    }
+    state.drop_disconnected(&mut io);
+    state.expire_silent(&mut io);
     changed.write_batch(io.changed);
 }
 
 impl EntityServer {
+    /// A message from `client` other than a `Hello`: handled if the connection joined, else
+    /// dropped and counted.
+    fn on_message(
+        &mut self,
+        io: &mut Io,
+        client: ClientId,
+        channel: NetChannel,
+        message: ClientMessage,
+    ) {
+        let Some(from) = self.participants.get(&client).copied() else {
+            self.stats.messages_ignored += 1;
+            debug!("entity server: message from {client} before it joined, dropped");
+            return;
+        };
+        match message {
+            ClientMessage::Ownership(msg) => self.on_ownership(io, client, from, channel, msg),
+            ClientMessage::Ping { t } => {
+                let pong = ServerMessage::Pong {
+                    t,
+                    server_time_ms: millis_u32(io.now),
+                };
+                self.send(io.server, client, NetChannel::Inputs, &pong);
+            }
+            ClientMessage::Goodbye => self.on_left(io, client),
+            ClientMessage::Pong { .. } | ClientMessage::Session(_) => {
+                self.stats.messages_ignored += 1;
+            }
+            // Answered by `on_hello`; the match needs the arm.
+            ClientMessage::Hello(_) => {}
+        }
+    }
+
+    /// Joined connections the server no longer has leave ([ownership rule 5](crate::rules)).
+    fn drop_disconnected(&mut self, io: &mut Io) {
+        let gone: Vec<ClientId> = self
+            .participants
+            .keys()
+            .copied()
+            .filter(|c| !io.server.is_connected(*c))
+            .collect();
+        for client in gone {
+            self.on_left(io, client);
+        }
+    }
+
+    /// Silent owners are cleared ([ownership rule 5](crate::rules)).
+    fn expire_silent(&mut self, io: &mut Io) {
+        let expired = self.arbiter.expire(io.now);
+        self.stats.expiries += expired.len() as u64;
+        for e in expired {
+            info!(
+                "entity server: {} silent for {:?}, cleared",
+                e.previous_owner,
+                self.arbiter.config().owner_silence_expiry
+            );
+            self.cleared(io, e.body, e.previous_owner);
+        }
+    }
+
     fn on_hello(
         &mut self,
         io: &mut Io,
@@ -559,7 +578,7 @@ impl EntityServer {
         let Some(last) = relay.last_state else {
             return;
         };
-        let zero = wire::at_rest(&last);
+        let zero = last.stopped();
         relay.last_state = Some(zero);
         relay.seq = relay.seq.next();
         let msg = relay_message(previous_owner, body, relay.seq, &zero);
@@ -595,10 +614,7 @@ impl EntityServer {
 
     fn refuse(&mut self, io: &mut Io, client: ClientId, body: BodyId, reason: RefusalReason) {
         debug!("entity server: {client} refused on {body}: {reason}");
-        let msg = ServerMessage::Ownership(OwnershipServerMessage::Refused {
-            body,
-            reason: wire::refuse_reason_to_wire(reason),
-        });
+        let msg = ServerMessage::Ownership(OwnershipServerMessage::Refused { body, reason });
         self.send(io.server, client, NetChannel::Control, &msg);
     }
 

@@ -1,88 +1,31 @@
-//! Conversions between this crate's types and the wire types of [`simsync_net`]'s ownership
-//! protocol ([`simsync_net::ownership_proto`]).
+//! Conversions between this crate's [`BodyState`] and the wire's [`PackedBodyState`]
+//! (`simsync_net`'s ownership protocol).
 //!
-//! Ids ([`BodyId`], [`ParticipantId`](crate::ParticipantId)) are `simsync_net`'s own types. The body state differs: [`crate::BodyState`] holds Bevy math types, the wire's
-//! [`simsync_net::BodyState`] packs the rotation in 6 bytes and carries the body id and a
-//! sequence number. Owners number their updates with a 16-bit [`Sequence`] (so a state update
-//! stays at ≤ 48 bytes on the wire); the wire field is a `u32` varint, and a number above
-//! 65,535 is rejected as [`OwnershipError::InvalidBodyState`].
-//!
-//! # Refusal reasons on the wire
-//! The wire's [`RefuseReason`] has six reasons, this crate's [`RefusalReason`] eight. The
-//! mapping ([`refuse_reason_to_wire`]) is:
-//!
-//! | [`RefusalReason`] | [`RefuseReason`] |
-//! |---|---|
-//! | `Locked` | `Locked` |
-//! | `LowerPriority` | `LowerPriority` |
-//! | `LockedOutEqualPriority` | `Lockout` |
-//! | `NotOwner` | `NotOwner` |
-//! | `UnknownBody` | `UnknownBody` |
-//! | `NotOwnable` (static or kinematic body) | `Locked` (such a body is locked for good) |
-//! | `PriorityTooHigh`, `PriorityTooLow` | `InvalidPriority` |
-//!
-//! A participant recovers the finer reason from what it asked and what it knows
-//! ([`refuse_reason_from_wire`]).
+//! Ids ([`BodyId`], [`ParticipantId`](crate::ParticipantId)) and refusal reasons
+//! ([`RefusalReason`](crate::RefusalReason)) are `simsync_net`'s own types and need no
+//! conversion. The body state differs: [`BodyState`] holds Bevy math types, the wire's
+//! [`PackedBodyState`] packs the rotation in 6 bytes and carries the body id and a sequence
+//! number. Owners number their updates with a 16-bit [`Sequence`] (so a state update stays at
+//! ≤ 48 bytes on the wire); the wire field is a `u32` varint, and a number above 65,535 is
+//! rejected as [`OwnershipError::InvalidBodyState`].
 
-use bevy::math::{Quat, Vec3};
-use simsync_net::ownership_proto::{self as proto, RefuseReason};
+use bevy::math::Vec3;
+use simsync_net::PackedBodyState;
 
-use crate::arbiter::{BodyKind, RefusalReason};
-use crate::config::OwnershipConfig;
+use crate::body::BodyState;
 use crate::error::OwnershipError;
-use crate::priority::{BodyId, Priority};
-use crate::relay::{BodyState, Sequence};
+use crate::priority::BodyId;
+use crate::send_policy::Sequence;
 
 /// Largest absolute value accepted for any coordinate of a received position (m), linear
 /// velocity (m/s) or angular velocity (rad/s). Anything larger is treated as malformed: no
 /// legitimate simulation sends it, and Rapier misbehaves on such values.
 pub const MAX_STATE_MAGNITUDE: f32 = 1.0e6;
 
-/// The wire reason sent back for a refusal (see the [module docs](self) for the mapping).
-pub fn refuse_reason_to_wire(reason: RefusalReason) -> RefuseReason {
-    match reason {
-        RefusalReason::Locked | RefusalReason::NotOwnable => RefuseReason::Locked,
-        RefusalReason::LowerPriority => RefuseReason::LowerPriority,
-        RefusalReason::LockedOutEqualPriority => RefuseReason::Lockout,
-        RefusalReason::NotOwner => RefuseReason::NotOwner,
-        RefusalReason::UnknownBody => RefuseReason::UnknownBody,
-        RefusalReason::PriorityTooHigh | RefusalReason::PriorityTooLow => {
-            RefuseReason::InvalidPriority
-        }
-    }
-}
-
-/// This crate's reason for a refusal received as `reason`, refined with what the participant
-/// knows: `asked`, the priority of the refused bid or priority change if there was one, and
-/// `kind`, the body's kind in the local world if known.
-///
-/// `Locked` becomes `NotOwnable` for a body that is static or kinematic locally;
-/// `InvalidPriority` becomes `PriorityTooHigh` when `asked` is above `max_bid_priority`, and
-/// `PriorityTooLow` otherwise.
-pub fn refuse_reason_from_wire(
-    reason: RefuseReason,
-    asked: Option<Priority>,
-    kind: Option<BodyKind>,
-    config: &OwnershipConfig,
-) -> RefusalReason {
-    match reason {
-        RefuseReason::Locked if kind.is_some_and(|k| !k.is_ownable()) => RefusalReason::NotOwnable,
-        RefuseReason::Locked => RefusalReason::Locked,
-        RefuseReason::LowerPriority => RefusalReason::LowerPriority,
-        RefuseReason::Lockout => RefusalReason::LockedOutEqualPriority,
-        RefuseReason::NotOwner => RefusalReason::NotOwner,
-        RefuseReason::UnknownBody => RefusalReason::UnknownBody,
-        RefuseReason::InvalidPriority if asked.is_some_and(|p| p > config.max_bid_priority) => {
-            RefusalReason::PriorityTooHigh
-        }
-        RefuseReason::InvalidPriority => RefusalReason::PriorityTooLow,
-    }
-}
-
 /// The wire form of `state` for `body`, numbered `seq`. The rotation is packed in 6 bytes
 /// (about 2 × 10⁻⁴ rad of error, see [`simsync_net::PackedRotation`]).
-pub fn state_to_wire(body: BodyId, seq: Sequence, state: &BodyState) -> proto::BodyState {
-    proto::BodyState::new(
+pub fn state_to_wire(body: BodyId, seq: Sequence, state: &BodyState) -> PackedBodyState {
+    PackedBodyState::new(
         body,
         u32::from(seq.0),
         state.position,
@@ -99,7 +42,7 @@ pub fn state_to_wire(body: BodyId, seq: Sequence, state: &BodyState) -> proto::B
 /// coordinate is not finite or larger than [`MAX_STATE_MAGNITUDE`] in absolute value. (Any
 /// packed rotation unpacks to a unit quaternion.)
 pub fn state_from_wire(
-    state: &proto::BodyState,
+    state: &PackedBodyState,
 ) -> Result<(BodyId, Sequence, BodyState), OwnershipError> {
     let body = state.body;
     let invalid = |reason| OwnershipError::InvalidBodyState { body, reason };
@@ -128,44 +71,21 @@ pub fn state_from_wire(
     ))
 }
 
-/// `state` with both velocities set to zero (ownership rules 5 and 12).
-pub fn at_rest(state: &BodyState) -> BodyState {
-    BodyState {
-        linear_velocity: Vec3::ZERO,
-        angular_velocity: Vec3::ZERO,
-        ..*state
-    }
-}
-
-/// A state at `position` and `rotation` with zero velocities.
-pub fn resting_state(position: Vec3, rotation: Quat) -> BodyState {
-    BodyState {
-        position,
-        rotation,
-        linear_velocity: Vec3::ZERO,
-        angular_velocity: Vec3::ZERO,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bevy::math::Quat;
+    use simsync_net::{OwnershipServerMessage, RefusalReason, ServerMessage, decode, encode};
 
     #[test]
-    fn every_reason_maps_and_the_participant_recovers_it() {
-        let c = OwnershipConfig::default();
+    fn every_refusal_reason_crosses_the_wire_unchanged() {
         for reason in RefusalReason::ALL {
-            let wire = refuse_reason_to_wire(reason);
-            let asked = match reason {
-                RefusalReason::PriorityTooHigh => Some(Priority(200)),
-                RefusalReason::PriorityTooLow => Some(Priority::YIELD),
-                _ => Some(Priority::POKE),
-            };
-            let kind = match reason {
-                RefusalReason::NotOwnable => Some(BodyKind::Static),
-                _ => Some(BodyKind::Dynamic),
-            };
-            assert_eq!(refuse_reason_from_wire(wire, asked, kind, &c), reason);
+            let sent = ServerMessage::Ownership(OwnershipServerMessage::Refused {
+                body: BodyId(3),
+                reason,
+            });
+            let received: ServerMessage = decode(&encode(&sent).unwrap()).unwrap();
+            assert_eq!(received, sent);
         }
     }
 

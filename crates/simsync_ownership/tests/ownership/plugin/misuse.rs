@@ -4,12 +4,12 @@
 
 use bevy::prelude::*;
 use simsync_net::prelude::*;
-use simsync_net::{NetChannel, OwnerRecord, PROTOCOL_VERSION, RefuseReason, RejectReason};
+use simsync_net::{NetChannel, OwnerRecord, PROTOCOL_VERSION, RejectReason};
 use simsync_ownership::prelude::*;
 use simsync_ownership::{BodyId, ParticipantId};
-use simsync_ownership::{JoinStatus, OwnershipSetupError, Sequence, wire};
+use simsync_ownership::{JoinStatus, OwnershipSetupError, Sequence, state_to_wire};
 
-use crate::harness::{Body, DT, Session, participant_app, steps};
+use super::harness::{Body, DT, Session, participant_app, steps};
 
 fn bid(body: u64, priority: u8) -> ClientMessage {
     ClientMessage::Ownership(OwnershipClientMessage::Bid {
@@ -26,7 +26,7 @@ fn release(body: u64) -> ClientMessage {
 
 fn update(body: u64, seq: u32, position: Vec3) -> ClientMessage {
     ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(
-        simsync_net::BodyState::new(
+        simsync_net::PackedBodyState::new(
             simsync_net::BodyId(body),
             seq,
             position,
@@ -78,7 +78,7 @@ fn messages_about_someone_elses_body_are_refused_and_counted() {
 }
 
 /// Out-of-range priorities, unknown bodies and static bodies are refused with their reason
-/// (refined by the participant from the wire's), and counted on both sides.
+/// (carried unchanged on the wire), and counted on both sides.
 #[test]
 fn out_of_range_priorities_and_unknown_or_static_bodies_are_refused() {
     let mut s = Session::perfect(
@@ -102,13 +102,13 @@ fn out_of_range_priorities_and_unknown_or_static_bodies_are_refused() {
     assert_eq!(stats.bids_refused.get(RefusalReason::NotOwnable), 1);
     assert_eq!(stats.releases_refused.get(RefusalReason::UnknownBody), 1);
     assert_eq!(s.server_owner(1), None);
-    // The participant knows body 9 is static here, so `Locked` on the wire reads `NotOwnable`;
-    // refusals about body 77 (unknown here too) are counted but have no entity to report.
+    // The wire carries `NotOwnable` for the static body 9; refusals about body 77 (unknown here
+    // too) are counted but have no entity to report.
     let p = s.stats(0);
     assert_eq!(p.refusals_received.get(RefusalReason::NotOwnable), 1);
     assert_eq!(p.refusals_received.get(RefusalReason::UnknownBody), 2);
     assert_eq!(p.unknown_bodies, 2);
-    // Raw bids bypass the state machine, so the priority reasons read `TooLow` (nothing asked).
+    // Raw bids bypass the state machine; the priority reasons arrive as the server decided them.
     assert_eq!(
         p.refusals_received.get(RefusalReason::PriorityTooLow)
             + p.refusals_received.get(RefusalReason::PriorityTooHigh),
@@ -251,7 +251,7 @@ fn stale_duplicate_and_invalid_state_updates_are_dropped() {
     ] {
         raw_send(&mut raw, &update(1, seq, at(x)));
     }
-    let mut nan = simsync_net::BodyState::new(
+    let mut nan = simsync_net::PackedBodyState::new(
         simsync_net::BodyId(1),
         2,
         Vec3::ZERO,
@@ -316,7 +316,7 @@ fn a_participant_survives_a_misbehaving_server() {
     let relay = |body: u64, seq: u32, x: f32| {
         ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
             owner: simsync_net::ParticipantId(9),
-            state: simsync_net::BodyState::new(
+            state: simsync_net::PackedBodyState::new(
                 simsync_net::BodyId(body),
                 seq,
                 Vec3::new(x, 0.0, 0.0),
@@ -326,7 +326,7 @@ fn a_participant_survives_a_misbehaving_server() {
             ),
         })
     };
-    let mut invalid = simsync_net::BodyState::new(
+    let mut invalid = simsync_net::PackedBodyState::new(
         simsync_net::BodyId(1),
         7,
         Vec3::ZERO,
@@ -344,7 +344,7 @@ fn a_participant_survives_a_misbehaving_server() {
         }),
         ServerMessage::Ownership(OwnershipServerMessage::Refused {
             body: simsync_net::BodyId(404),
-            reason: RefuseReason::Lockout,
+            reason: RefusalReason::LockedOutEqualPriority,
         }),
         ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(OwnerRecord {
             body: simsync_net::BodyId(404),
@@ -370,7 +370,7 @@ fn a_participant_survives_a_misbehaving_server() {
     for _ in 0..3 {
         step(&mut server, &mut p);
     }
-    let state = p.world().resource::<OwnershipParticipant>();
+    let state = p.world().resource::<OwnershipClient>();
     assert_eq!(state.status(), &JoinStatus::Joined(ParticipantId(4)));
     let stats = *state.stats();
     assert_eq!(stats.messages_ignored, 1, "second Welcome");
@@ -394,7 +394,7 @@ fn invalid_config_is_reported_not_panicked() {
         }));
     app.update();
     assert!(app.world().contains_resource::<OwnershipSetupError>());
-    assert!(!app.world().contains_resource::<OwnershipParticipant>());
+    assert!(!app.world().contains_resource::<OwnershipClient>());
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(OwnershipPlugin::entity_server().with_activity(
@@ -412,7 +412,7 @@ fn invalid_config_is_reported_not_panicked() {
 #[test]
 fn wire_sequence_is_16_bit() {
     let s = simsync_ownership::BodyState::default();
-    let w = wire::state_to_wire(BodyId(1), Sequence(u16::MAX).next(), &s);
+    let w = state_to_wire(BodyId(1), Sequence(u16::MAX).next(), &s);
     assert_eq!(w.seq, 0);
 }
 

@@ -64,18 +64,28 @@ impl Session {
                     match self.server.bid(sender, body, priority, now) {
                         Ok(grant) => {
                             self.broadcast(body, Some(grant.owner), grant.priority);
-                            self.clients[usize::from(from)].on_grant(&grant);
+                            self.clients[usize::from(from)].on_grant(grant.body, grant.priority);
                         }
-                        Err(refusal) => self.clients[usize::from(from)].on_refused(&refusal, now),
+                        Err(refusal) => self.clients[usize::from(from)].on_refused(
+                            refusal.body,
+                            refusal.owner,
+                            refusal.priority,
+                            now,
+                        ),
                     }
                 }
                 Action::SendPriorityChange { body, priority } => {
                     match self.server.change_priority(sender, body, priority, now) {
                         Ok(grant) => {
                             self.broadcast(body, Some(grant.owner), grant.priority);
-                            self.clients[usize::from(from)].on_grant(&grant);
+                            self.clients[usize::from(from)].on_grant(grant.body, grant.priority);
                         }
-                        Err(refusal) => self.clients[usize::from(from)].on_refused(&refusal, now),
+                        Err(refusal) => self.clients[usize::from(from)].on_refused(
+                            refusal.body,
+                            refusal.owner,
+                            refusal.priority,
+                            now,
+                        ),
                     }
                 }
                 Action::SendRelease { body } => match self.server.release(sender, body, now) {
@@ -83,7 +93,12 @@ impl Session {
                         self.zeroed.push(body);
                         self.broadcast(body, None, Priority::NONE);
                     }
-                    Err(refusal) => self.clients[usize::from(from)].on_refused(&refusal, now),
+                    Err(refusal) => self.clients[usize::from(from)].on_refused(
+                        refusal.body,
+                        refusal.owner,
+                        refusal.priority,
+                        now,
+                    ),
                 },
                 Action::ZeroVelocity { .. } => {}
             }

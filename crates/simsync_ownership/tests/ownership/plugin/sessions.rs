@@ -2,12 +2,12 @@
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_ownership::BodyId;
 use simsync_ownership::prelude::*;
 
-use crate::harness::{Body, DT, Session, steps};
+use super::harness::{Body, DT, Session, steps};
 
 /// Body 1 moving at 1 m/s on all three participants from the same tick: after the volunteer
 /// delay (0.5 s) all three bid VOLUNTEER in the same tick; exactly one wins, at RECRUIT (rule
@@ -364,7 +364,7 @@ fn after_a_run_every_copy_is_within_1_cm() {
 /// id (1 byte): 47 bytes while the server's relay sequence is below 251, 49 above.
 #[test]
 fn state_update_is_at_most_48_bytes_and_its_relay_47_to_49() {
-    use simsync_ownership::{Sequence, wire};
+    use simsync_ownership::{Sequence, state_to_wire};
     let state = simsync_ownership::BodyState {
         position: Vec3::new(12.5, 0.4, -7.25),
         rotation: Quat::from_rotation_y(1.3),
@@ -377,7 +377,7 @@ fn state_update_is_at_most_48_bytes_and_its_relay_47_to_49() {
         (250, 251, 48, 49),
         (250, 65_535, 48, 49),
     ] {
-        let wire_state = wire::state_to_wire(BodyId(body), Sequence(seq), &state);
+        let wire_state = state_to_wire(BodyId(body), Sequence(seq), &state);
         let update = simsync_net::encode(&ClientMessage::Ownership(
             OwnershipClientMessage::StateUpdate(wire_state),
         ))

@@ -1,9 +1,7 @@
 //! Behaviours beyond one rule: races, edge times, refusals and their counters.
 
-mod common;
-
+use crate::common::*;
 use bevy_rapier3d::prelude::RigidBody;
-use common::*;
 use simsync_ownership::{
     Action, BodyKind, BodyObservation, ExpiryCause, OwnershipArbiter, OwnershipConfig,
     OwnershipError, ParticipantOwnership, Priority, RefusalReason,

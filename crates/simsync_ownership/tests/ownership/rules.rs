@@ -1,8 +1,6 @@
-//! One test per ownership rule (DESIGN §5, the seed's rules 1–14), time driven by hand.
+//! One test per ownership rule (the crate's `rules` module, rules 1–14), time driven by hand.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use simsync_ownership::{
     Action, BodyObservation, ExpiryCause, OwnershipArbiter, PendingRequest, Priority, RefusalReason,
 };

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_ownership::prelude::*;
 use simsync_ownership::{BodyId, ParticipantId};
@@ -204,7 +204,7 @@ impl Session {
     pub fn all_joined(&self) -> bool {
         self.participants
             .iter()
-            .all(|p| p.world().resource::<OwnershipParticipant>().me().is_some())
+            .all(|p| p.world().resource::<OwnershipClient>().me().is_some())
     }
 
     /// One step: the server, then every participant that is not frozen.
@@ -246,7 +246,7 @@ impl Session {
     pub fn id_of(&self, i: usize) -> ParticipantId {
         self.participants[i]
             .world()
-            .resource::<OwnershipParticipant>()
+            .resource::<OwnershipClient>()
             .me()
             .expect("joined")
     }
@@ -284,7 +284,7 @@ impl Session {
     pub fn stats(&self, i: usize) -> ParticipantStats {
         *self.participants[i]
             .world()
-            .resource::<OwnershipParticipant>()
+            .resource::<OwnershipClient>()
             .stats()
     }
 
@@ -296,7 +296,7 @@ impl Session {
     /// The entity of `body` in `app`.
     pub fn entity(app: &App, body: u64) -> Entity {
         app.world()
-            .resource::<OwnershipParticipant>()
+            .resource::<OwnershipClient>()
             .entity_of(BodyId(body))
             .expect("registered body")
     }

@@ -1,5 +1,6 @@
-//! State relay decisions: when an owner sends a body's state ([`should_send`]) and which
-//! received updates a participant applies ([`Sequence`], [`is_newer`], [`SequenceFilter`]).
+//! The send policy of state updates: when an owner sends a body's state ([`should_send`]) and
+//! which received updates a participant (or the entity server) applies ([`Sequence`],
+//! [`is_newer`], [`SequenceFilter`]). See [the rules](crate::rules), "State updates".
 //!
 //! Every participant simulates every body, so between updates a receiver's copy moves on from
 //! the last state it got, at that state's velocities. The owner therefore compares the body
@@ -11,39 +12,11 @@
 
 use core::time::Duration;
 
-use bevy::math::{Quat, Vec3};
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::body::BodyState;
 use crate::config::OwnershipConfig;
-
-/// A body's physical state as an owner sends it: position in meters, rotation, linear velocity
-/// in m/s and angular velocity in rad/s (axis × speed), all in world space.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Reflect, Serialize, Deserialize)]
-pub struct BodyState {
-    /// Position, meters.
-    pub position: Vec3,
-    /// Orientation.
-    pub rotation: Quat,
-    /// Linear velocity, m/s.
-    pub linear_velocity: Vec3,
-    /// Angular velocity, rad/s (the scaled rotation axis).
-    pub angular_velocity: Vec3,
-}
-
-impl BodyState {
-    /// Where receivers extrapolate this state `elapsed` later: position moved by the linear
-    /// velocity, rotation turned by the angular velocity. Velocities are unchanged.
-    pub fn extrapolate(&self, elapsed: Duration) -> BodyState {
-        let dt = elapsed.as_secs_f32();
-        BodyState {
-            position: self.position + self.linear_velocity * dt,
-            rotation: (Quat::from_scaled_axis(self.angular_velocity * dt) * self.rotation)
-                .normalize(),
-            ..*self
-        }
-    }
-}
 
 /// Whether an owner should send `current` now, given that it last sent `last_sent` at
 /// `last_sent_time` (both times since the caller's epoch).
@@ -127,6 +100,7 @@ impl SequenceFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bevy::math::{Quat, Vec3};
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -1,10 +1,8 @@
 //! Property tests: random message sequences keep the arbiter's invariants and counters exact.
 
-mod common;
-
 use core::time::Duration;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use simsync_ownership::{
     BodyKind, BodyObservation, OwnershipArbiter, ParticipantId, Priority, RefusalReason,
