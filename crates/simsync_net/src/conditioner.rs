@@ -2,7 +2,7 @@
 //! loss, duplication and reordering.
 //!
 //! Time is whatever the caller passes in (`now`), never the wall clock, and every random choice
-//! comes from a [SplitMix64](https://prng.di.unimi.it/splitmix64.c) generator seeded by the
+//! comes from a [`SplitMix64`] generator seeded by the
 //! caller, so the same seed, packets and times always give the same deliveries.
 //!
 //! Per packet, in this order, the conditioner draws exactly five numbers (so changing one
@@ -21,7 +21,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use crate::NetError;
+use crate::error::NetError;
+use crate::rng::SplitMix64;
 
 /// Packets a [`LinkConditioner`] holds at most; more are dropped and counted in
 /// [`LinkStats::overflowed`], so a receiver that never polls cannot grow memory without bound.
@@ -122,38 +123,6 @@ pub struct LinkStats {
     pub overflowed: u64,
     /// Copies handed out by [`LinkConditioner::deliver_due`].
     pub delivered: u64,
-}
-
-/// SplitMix64: a tiny, fast, well-mixed 64-bit generator; the whole state is one `u64`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub const fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform number in `[0, 1)` with 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-}
-
-/// Mixes a base seed with a stream number (e.g. a client id and a direction) into an
-/// independent seed.
-pub fn derive_seed(seed: u64, stream: u64) -> u64 {
-    let mut mixer = SplitMix64::new(seed ^ stream.wrapping_mul(0xD6E8_FEB8_6659_FD93));
-    mixer.next_u64()
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -39,7 +39,8 @@ use std::time::Duration;
 use renet::{ClientId, RenetClient, RenetServer};
 
 use crate::NetError;
-use crate::conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, derive_seed};
+use crate::conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats};
+use crate::rng::derive_seed;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LinkState {

@@ -25,7 +25,7 @@
 //! ([`refuse_reason_from_wire`]).
 
 use bevy::math::{Quat, Vec3};
-use simsync_net::ownership_proto::{self as proto, RefuseReason};
+use simsync_net::{self as proto, RefuseReason};
 
 use crate::arbiter::{BodyKind, RefusalReason};
 use crate::config::OwnershipConfig;
