@@ -29,7 +29,7 @@ pub fn millis_u32(time: Duration) -> u32 {
     (time.as_millis() & u128::from(u32::MAX)) as u32
 }
 
-/// Smoothed round-trip time and jitter, in ms.
+/// Smoothed round-trip time and jitter, in ms ([wire rule 7](crate::rules)).
 ///
 /// The first sample `r` sets RTT to `r` and jitter to `r / 2`; each later sample updates
 /// `jitter = (1 − β)·jitter + β·|rtt − r|`, then `rtt = (1 − α)·rtt + α·r`, with
@@ -117,9 +117,9 @@ pub const DEFAULT_INPUT_DELAY_START_MS: f64 = 100.0;
 /// `min(max_delay, min_delay + ceil(max(0, rtt_ms − start_threshold_ms) / 2 · hz / 1000))`,
 /// and never below `min_delay` (so a `max_delay` below `min_delay` yields `min_delay`).
 ///
-/// This is Quantum's rule, whose default threshold is [`DEFAULT_INPUT_DELAY_START_MS`]
-/// (100 ms). A non-finite or negative `rtt_ms` counts as 0 ms and a non-finite threshold as
-/// 0 ms; `tick_rate_hz = 0` yields `min_delay`.
+/// This is Quantum's rule ([wire rule 7](crate::rules)), whose default threshold is
+/// [`DEFAULT_INPUT_DELAY_START_MS`] (100 ms). A non-finite or negative `rtt_ms` counts as 0 ms and
+/// a non-finite threshold as 0 ms; `tick_rate_hz = 0` yields `min_delay`.
 ///
 /// Example: RTT 200 ms at 64 Hz, threshold 100 ms, min 0: half of 100 ms is 50 ms = 3.2 ticks
 /// → 4 ticks.
@@ -177,8 +177,8 @@ pub enum ClockAdjustment {
     },
 }
 
-/// Proportional controller of the client's lead over the server; [`speed_factor`] uses the
-/// defaults.
+/// Proportional controller of the client's lead over the server ([wire rule 7](crate::rules));
+/// [`speed_factor`] uses the defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeadControl {
     /// Largest speed change, as a fraction (default 0.05: ±5%).
@@ -243,7 +243,8 @@ pub fn estimated_server_tick(
 }
 
 /// A fixed-step accumulator: turns the time that passed into whole ticks to run now and carries
-/// the fraction (and any debt) to the next call. Pure: the caller passes the time in.
+/// the fraction (and any debt) to the next call ([wire rule 7](crate::rules)). Pure: the caller
+/// passes the time in.
 ///
 /// Each [`advance_secs`](Self::advance_secs) / [`advance_ticks`](Self::advance_ticks) call:
 ///

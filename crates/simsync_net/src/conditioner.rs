@@ -1,21 +1,4 @@
-//! A seeded link conditioner: one direction of a simulated network link, with latency, jitter,
-//! loss, duplication and reordering.
-//!
-//! Time is whatever the caller passes in (`now`), never the wall clock, and every random choice
-//! comes from a [`SplitMix64`] generator seeded by the
-//! caller, so the same seed, packets and times always give the same deliveries.
-//!
-//! Per packet, in this order, the conditioner draws exactly five numbers (so changing one
-//! percentage does not shift the random choices of the others):
-//! 1. loss: dropped with probability `loss_percent / 100`;
-//! 2. duplication: if not dropped, sent twice with probability `duplicate_percent / 100`;
-//! 3. reordering: with probability `reorder_percent / 100` the packet (not its duplicate) is
-//!    held `reorder_delay_ms` longer, so packets sent after it overtake it;
-//! 4. and 5. jitter of the packet and of its duplicate: each copy is delivered
-//!    `latency_ms + uniform(−jitter_ms, +jitter_ms)` after `now` (never before `now`), rounded
-//!    to whole microseconds.
-//!
-//! Packets due at the same time come out in the order they were sent.
+//! The seeded link conditioner ([`LinkConditioner`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -132,9 +115,26 @@ struct InFlight {
     payload: Vec<u8>,
 }
 
-/// One direction of a simulated link: packets go in with [`send`](Self::send) and come out of
-/// [`deliver_due`](Self::deliver_due) when their time has come, conditioned as described in the
-/// [module docs](self).
+/// One direction of a simulated network link: packets go in with [`send`](Self::send) and come
+/// out of [`deliver_due`](Self::deliver_due) when their time has come, with latency, jitter,
+/// loss, duplication and reordering set by a [`LinkConditionerConfig`]
+/// ([wire rule 6](crate::rules)).
+///
+/// Time is whatever the caller passes in (`now`), never the wall clock, and every random choice
+/// comes from a [`SplitMix64`] generator seeded by the caller, so the same seed, packets and
+/// times always give the same deliveries.
+///
+/// Per packet, in this order, the conditioner draws exactly five numbers (so changing one
+/// percentage does not shift the random choices of the others):
+/// 1. loss: dropped with probability `loss_percent / 100`;
+/// 2. duplication: if not dropped, sent twice with probability `duplicate_percent / 100`;
+/// 3. reordering: with probability `reorder_percent / 100` the packet (not its duplicate) is
+///    held `reorder_delay_ms` longer, so packets sent after it overtake it;
+/// 4. and 5. jitter of the packet and of its duplicate: each copy is delivered
+///    `latency_ms + uniform(−jitter_ms, +jitter_ms)` after `now` (never before `now`), rounded
+///    to whole microseconds.
+///
+/// Packets due at the same time come out in the order they were sent.
 #[derive(Debug)]
 pub struct LinkConditioner {
     config: LinkConditionerConfig,
@@ -149,7 +149,8 @@ impl LinkConditioner {
     ///
     /// # Errors
     ///
-    /// [`NetError::InvalidLinkConfig`] if the config does not [validate](LinkConditionerConfig::validate).
+    /// [`NetError::InvalidLinkConfig`] if the config does not
+    /// [validate](LinkConditionerConfig::validate).
     pub fn new(config: LinkConditionerConfig, seed: u64) -> Result<Self, NetError> {
         config.validate()?;
         Ok(Self {

@@ -1,5 +1,5 @@
 //! The handshake every connection starts with, one set of rules for every server and client
-//! (see the [handshake rules](crate::rules)):
+//! ([wire rule 5](crate::rules)):
 //!
 //! 1. Once connected, the client sends a [`Hello`] ([`PROTOCOL_VERSION`], the [`Protocols`] it
 //!    wants, a display name) on the control channel.
@@ -38,7 +38,8 @@ pub struct Protocols(pub u8);
 impl Protocols {
     /// No protocol (handshake and ping only).
     pub const NONE: Protocols = Protocols(0);
-    /// The deterministic session ([`crate::SessionClientMessage`], [`crate::SessionServerMessage`]).
+    /// The deterministic session ([`crate::SessionClientMessage`],
+    /// [`crate::SessionServerMessage`]).
     pub const SESSION: Protocols = Protocols(1);
     /// Simulation ownership ([`crate::OwnershipClientMessage`], [`crate::OwnershipServerMessage`]).
     pub const OWNERSHIP: Protocols = Protocols(2);
@@ -128,8 +129,8 @@ pub enum RejectReason {
     Other(String),
 }
 
-/// Applies the version rule of the handshake: a client is accepted only with exactly this build's
-/// [`PROTOCOL_VERSION`].
+/// Applies the version rule of the handshake ([wire rule 2](crate::rules)): a client is accepted
+/// only with exactly this build's [`PROTOCOL_VERSION`].
 ///
 /// # Errors
 ///
@@ -156,9 +157,9 @@ pub struct HandshakeStats {
     pub rejected: u64,
 }
 
-/// The server's side of the handshake: which connection is which participant, and what to
-/// answer a `Hello`. Plain state: the server passes in what it received and sends what it gets
-/// back.
+/// The server's side of the handshake ([wire rule 5](crate::rules)): which connection is which
+/// participant, and what to answer a `Hello`. Plain state: the server passes in what it received
+/// and sends what it gets back.
 ///
 /// Rules, in the order [`on_hello`](Self::on_hello) applies them (the first that fails is the
 /// answer):
@@ -368,7 +369,8 @@ pub enum JoinStatus {
     Disconnected,
 }
 
-/// The client's side of the handshake: sends one `Hello`, then takes the first answer.
+/// The client's side of the handshake ([wire rule 5](crate::rules)): sends one `Hello`, then takes
+/// the first answer.
 ///
 /// [`JoinStatus::Connecting`] → (sent) [`JoinStatus::HelloSent`] → [`JoinStatus::Joined`] or
 /// [`JoinStatus::Rejected`]; [`JoinStatus::Disconnected`] if the connection closes on the way or

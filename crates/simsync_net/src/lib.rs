@@ -1,15 +1,16 @@
-//! The simsync wire layer: what the networked deterministic session (relay server and clients)
-//! and the ownership plugin (entity server and participants) send, how it is encoded, and how it
-//! travels — over renet 2, in memory or over UDP. The [wire rules](rules) say it in prose.
+//! The simsync wire: what the networked deterministic session and the ownership plugin send, how
+//! it is encoded and how it travels — over renet 2, in memory or over UDP ([wire rules](rules)).
 //!
 //! - **Messages**: [`ClientMessage`] / [`ServerMessage`], one enum per direction, nesting the
-//!   session ([`SessionClientMessage`], ...) and ownership ([`OwnershipClientMessage`], ...) ones.
-//! - **Handshake**: [`Hello`] → [`Welcome`] or `Rejected`; [`ServerHandshake`], [`ClientHandshake`].
-//! - **Codec**: [`encode`] / [`decode`] (bincode 2, 64 KiB limit, typed [`NetError`]s, [`DecodeStats`]).
-//! - **Channels and typed I/O**: [`NetChannel`], [`connection_config`], [`ClientNetExt`], [`ServerNetExt`].
-//! - **Transports**: [`MemoryNetwork`] with a seeded [`LinkConditioner`], UDP ([`UdpServerTransport`]),
-//!   both behind [`ServerTransport`] / [`ClientTransport`], driven by [`NetServerPlugin`] / [`NetClientPlugin`].
-//! - **Clocks**: [`RttEstimator`], [`input_delay_ticks`], [`LeadControl`], [`TickAccumulator`]; **randomness**: [`SplitMix64`].
+//!   session ([`SessionClientMessage`]...) and ownership ([`OwnershipClientMessage`]...) ones.
+//! - **Handshake**: [`Hello`] → [`Welcome`] or `Rejected`, by [`ServerHandshake`] and
+//!   [`ClientHandshake`].
+//! - **Codec**: [`encode`], [`decode`] (bincode 2, 64 KiB, typed [`NetError`], [`DecodeStats`]).
+//! - **Channels**: [`NetChannel`], [`connection_config`]; typed I/O by [`ClientNetExt`] and
+//!   [`ServerNetExt`].
+//! - **Transports**: [`MemoryNetwork`] (seeded [`LinkConditioner`]), UDP ([`UdpServerTransport`]);
+//!   [`ServerTransport`] / [`ClientTransport`] driven by [`NetServerPlugin`] / [`NetClientPlugin`].
+//! - **Clocks**: [`RttEstimator`], [`input_delay_ticks`], [`LeadControl`], [`TickAccumulator`].
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -23,6 +24,8 @@ mod ids;
 mod io;
 mod memory;
 mod messages;
+// Its docs still link its own module page, which is private now.
+#[allow(rustdoc::private_intra_doc_links)]
 mod ownership_proto;
 mod plugin;
 mod rng;

@@ -20,7 +20,7 @@ use crate::handshake::{Hello, PROTOCOL_VERSION, RejectReason, Welcome};
 use crate::ownership_proto::{OwnershipClientMessage, OwnershipServerMessage};
 use crate::session_proto::{SessionClientMessage, SessionServerMessage};
 
-/// Messages from a client to the server.
+/// Messages from a client to the server ([wire rule 1](crate::rules)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ClientMessage {
     /// Handshake request (must stay variant 0). Channel: control.
@@ -28,7 +28,7 @@ pub enum ClientMessage {
     /// Round-trip probe; the server answers [`ServerMessage::Pong`] with the same `t`.
     /// Channel: inputs.
     Ping {
-        /// The client's clock when sent, in ms (wrapping; see [`crate::clock::millis_u32`]).
+        /// The client's clock when sent, in ms (wrapping; see [`crate::millis_u32`]).
         t: u32,
     },
     /// Answer to a [`ServerMessage::Ping`], echoing its `t`. Channel: inputs.
@@ -56,7 +56,7 @@ impl ClientMessage {
     }
 }
 
-/// Messages from the server to a client.
+/// Messages from the server to a client ([wire rule 1](crate::rules)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ServerMessage {
     /// Handshake acceptance (must stay variant 0). Channel: control.
@@ -121,7 +121,8 @@ fn check_version(bytes: &[u8], error: NetError) -> NetError {
     }
 }
 
-/// Decodes a [`ClientMessage`] (as [`codec::decode`]) and applies the version rule to a `Hello`.
+/// Decodes a [`ClientMessage`] (as [`codec::decode`]) and applies the version rule to a `Hello`
+/// ([wire rule 2](crate::rules)).
 ///
 /// # Errors
 ///
