@@ -120,7 +120,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_round_trip_and_config_matches() {
+    fn channel_ids_round_trip_and_the_config_has_the_three_channels() {
         for channel in NetChannel::ALL {
             assert_eq!(NetChannel::from_id(channel.id()), Some(channel));
             assert_eq!(u8::from(channel), channel.id());

@@ -47,6 +47,13 @@ impl NetworkInner {
     fn observe_time(&mut self, now: Duration) {
         self.latest_time = self.latest_time.max(now);
     }
+
+    /// The link of `client` if it still belongs to `registration` (not to a later one).
+    fn link(&mut self, client: ClientId, registration: u64) -> Option<&mut ClientLink> {
+        self.clients
+            .get_mut(&client)
+            .filter(|link| link.registration == registration)
+    }
 }
 
 /// Which way a packet travels on a client's link.
@@ -413,12 +420,7 @@ impl MemoryClientTransport {
         let now = self.now;
         let mut inner = self.network.lock();
         inner.observe_time(now);
-        let registration = self.registration;
-        let Some(link) = inner
-            .clients
-            .get_mut(&self.client_id)
-            .filter(|link| link.registration == registration)
-        else {
+        let Some(link) = inner.link(self.client_id, self.registration) else {
             client.disconnect_due_to_transport();
             return Err(NetError::NotConnected);
         };
@@ -450,12 +452,7 @@ impl MemoryClientTransport {
     pub fn send_packets(&mut self, client: &mut RenetClient) {
         let now = self.now;
         let mut inner = self.network.lock();
-        let registration = self.registration;
-        let Some(link) = inner
-            .clients
-            .get_mut(&self.client_id)
-            .filter(|link| link.registration == registration)
-        else {
+        let Some(link) = inner.link(self.client_id, self.registration) else {
             return;
         };
         if link.state != LinkState::Connected {

@@ -323,7 +323,7 @@ mod tests {
     }
 
     #[test]
-    fn fixed_clock_steps() {
+    fn fixed_clock_is_one_over_hz_and_real_clock_without_time_is_zero() {
         assert_eq!(
             NetClock::fixed_hz(64),
             NetClock::Fixed(Duration::from_micros(15_625))

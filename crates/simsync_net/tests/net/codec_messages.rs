@@ -138,7 +138,7 @@ fn every_message_round_trips_exactly() {
 }
 
 #[test]
-fn channels_follow_the_design() {
+fn each_message_goes_on_the_channel_of_its_kind() {
     use NetChannel::*;
     let client: Vec<NetChannel> = client_samples()
         .iter()
