@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use simsync::deterministic::SessionSetupError;
 use simsync::deterministic::net::{DeterministicServerPlugin, NetworkSessionConfig, RelayServer};
 use simsync::prelude::*;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientTransport, MemoryNetwork, NETCODE_PROTOCOL_ID, NetClock, ServerTransport,

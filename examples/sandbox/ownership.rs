@@ -41,7 +41,7 @@ use bevy_rapier3d::prelude::{
     RigidBody, Sleeping, TimestepMode, Velocity,
 };
 use serde::{Deserialize, Serialize};
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::{
     ClientTransport, MemoryNetwork, NETCODE_PROTOCOL_ID, NetAppExt, NetClientPlugin, NetClock,
     NetServerPlugin, ServerTransport, UdpClientTransport, UdpServerConfig, UdpServerTransport,
