@@ -19,17 +19,23 @@ use super::actors::{Actor, act};
 use super::bodies::{AvatarBody, NetBody};
 use super::script::Script;
 
+/// An App with `MinimalPlugins` and, if given, log output.
+fn headless_app(log: Option<LogPlugin>) -> App {
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    if let Some(log) = log {
+        app.add_plugins(log);
+    }
+    app
+}
+
 /// The entity-server App, bodies registered by id and kind.
 pub fn server_app(
     bodies: &[NetBody],
     transport: impl Into<ServerTransport>,
     log: Option<LogPlugin>,
 ) -> App {
-    let mut app = App::new();
-    app.add_plugins(MinimalPlugins);
-    if let Some(log) = log {
-        app.add_plugins(log);
-    }
+    let mut app = headless_app(log);
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
         .add_plugins(OwnershipPlugin::entity_server())
         .insert_net_server(transport);
@@ -48,11 +54,7 @@ pub fn participant_app(
     transport: impl Into<ClientTransport>,
     log: Option<LogPlugin>,
 ) -> App {
-    let mut app = App::new();
-    app.add_plugins(MinimalPlugins);
-    if let Some(log) = log {
-        app.add_plugins(log);
-    }
+    let mut app = headless_app(log);
     // The physics steps the same simulated 1/64 s as the network clock, so the ownership rules'
     // timings (rest delay, silence expiry) are in step with the bodies' motion.
     app.add_plugins((
