@@ -3,7 +3,7 @@
 
 use simsync::deterministic::net::NetworkSessionConfig;
 use simsync::deterministic::net::RelayServer;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::{Direction, target_lead_ticks};
 
 use crate::common::TestGame;

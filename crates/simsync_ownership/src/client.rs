@@ -37,9 +37,9 @@ use bevy::prelude::*;
 use bevy_rapier3d::prelude::{RapierContext, ReadRapierContext, RigidBody, Sleeping, Velocity};
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
-    ClientMessage, ClientNetExt, DecodeStats, Hello, NetChannel, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, Protocols, RefusalReason,
-    RejectReason, ServerMessage,
+    ClientHandshake, ClientMessage, ClientNetExt, DecodeStats, Hello, JoinStatus, NetChannel,
+    NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedBodyState,
+    Protocols, RefusalReason, RejectReason, ServerMessage, Welcome,
 };
 
 use crate::activity::{ActivityConfig, RestMemory, classify};
@@ -56,21 +56,6 @@ use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingR
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, SequenceFilter, should_send};
 use crate::wire::{state_from_wire, state_to_wire};
-
-/// Where a participant is in the handshake.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JoinStatus {
-    /// Waiting for the connection.
-    Connecting,
-    /// `Hello` sent, waiting for the `Welcome`.
-    HelloSent,
-    /// Joined with this id; ownership runs.
-    Joined(ParticipantId),
-    /// The server refused the `Hello`; nothing more happens.
-    Rejected(RejectReason),
-    /// The connection closed after joining; nothing more happens.
-    Disconnected,
-}
 
 /// What a participant has done since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -111,7 +96,8 @@ pub struct ParticipantStats {
     /// Relayed states with values out of range ([`state_from_wire`](crate::state_from_wire)):
     /// dropped.
     pub relays_invalid: u64,
-    /// Messages ignored: before the `Welcome`, a second `Welcome`, other protocols.
+    /// Messages ignored: before the `Welcome`, a second `Welcome`, a `Rejected` after joining,
+    /// other protocols.
     pub messages_ignored: u64,
     /// Messages that could not be queued (channel full, disconnected).
     pub send_errors: u64,
@@ -138,10 +124,10 @@ struct LocalBody {
 /// [`OwnershipPlugin::participant`](crate::OwnershipPlugin::participant).
 #[derive(Resource, Debug)]
 pub struct OwnershipClient {
-    name: String,
     config: OwnershipConfig,
     activity: ActivityConfig,
-    status: JoinStatus,
+    /// `simsync_net`'s one handshake, client side.
+    join: ClientHandshake,
     machine: Option<ParticipantOwnership>,
     bodies: HashMap<BodyId, LocalBody>,
     by_entity: HashMap<Entity, BodyId>,
@@ -165,10 +151,9 @@ impl OwnershipClient {
         config.validate()?;
         activity.validate()?;
         Ok(Self {
-            name,
             config,
             activity,
-            status: JoinStatus::Connecting,
+            join: ClientHandshake::new(Hello::new(Protocols::OWNERSHIP, name)),
             machine: None,
             bodies: HashMap::default(),
             by_entity: HashMap::default(),
@@ -180,7 +165,7 @@ impl OwnershipClient {
 
     /// Where the handshake is.
     pub fn status(&self) -> &JoinStatus {
-        &self.status
+        self.join.status()
     }
 
     /// This participant's id, once joined.
@@ -313,18 +298,13 @@ pub(crate) fn receive(
     mut commands: Commands,
 ) {
     let state = &mut *state;
-    match state.status {
-        JoinStatus::Connecting if client.is_connected() => {
-            let hello = ClientMessage::Hello(Hello::new(Protocols::OWNERSHIP, state.name.clone()));
-            if state.send(&mut client, NetChannel::Control, &hello) {
-                state.status = JoinStatus::HelloSent;
-            }
+    if let Some(hello) = state.join.hello_to_send(client.is_connected()) {
+        let hello = ClientMessage::Hello(hello.clone());
+        if state.send(&mut client, NetChannel::Control, &hello) {
+            state.join.on_hello_sent();
         }
-        JoinStatus::Joined(me) if client.is_disconnected() => {
-            warn!("participant: {me} lost its connection");
-            state.status = JoinStatus::Disconnected;
-        }
-        _ => {}
+    } else if client.is_disconnected() && state.join.on_disconnected() {
+        warn!("participant: {:?} lost its connection", state.me());
     }
     let mut decode = state.decode;
     let received = client.receive_msgs(&mut decode);
@@ -340,31 +320,13 @@ pub(crate) fn receive(
         let message = match message.message {
             Ok(message) => message,
             Err(error) => {
-                // Counted in the decode stats.
-                debug!("participant: undecodable message: {error}");
+                state.on_undecodable(&error);
                 continue;
             }
         };
         match message {
-            ServerMessage::Welcome(welcome) => {
-                if state.machine.is_some() {
-                    state.stats.messages_ignored += 1;
-                    continue;
-                }
-                let me = welcome.participant;
-                match ParticipantOwnership::new(me, state.config.clone()) {
-                    Ok(machine) => {
-                        info!("participant: joined as {me}");
-                        state.machine = Some(machine);
-                        state.status = JoinStatus::Joined(me);
-                    }
-                    Err(error) => error!("participant: {error}"),
-                }
-            }
-            ServerMessage::Rejected { reason } => {
-                error!("participant: the entity server refused us: {reason:?}");
-                state.status = JoinStatus::Rejected(reason);
-            }
+            ServerMessage::Welcome(welcome) => state.on_welcome(welcome),
+            ServerMessage::Rejected { reason } => state.on_rejected(reason),
             ServerMessage::Ping { t } => {
                 state.send(&mut client, NetChannel::Inputs, &ClientMessage::Pong { t });
             }
@@ -383,6 +345,44 @@ pub(crate) fn receive(
 }
 
 impl OwnershipClient {
+    /// The server's `Welcome`: taken by the handshake once; the state machine starts with the
+    /// id it gives.
+    fn on_welcome(&mut self, welcome: Welcome) {
+        if !self.join.on_welcome(welcome) {
+            self.stats.messages_ignored += 1;
+            return;
+        }
+        match self.join.status().clone() {
+            JoinStatus::Joined(me) => match ParticipantOwnership::new(me, self.config.clone()) {
+                Ok(machine) => {
+                    info!("participant: joined as {me}");
+                    self.machine = Some(machine);
+                }
+                Err(error) => error!("participant: {error}"),
+            },
+            status => error!("participant: not joined: {status:?}"),
+        }
+    }
+
+    /// The server's `Rejected`: final before joining, ignored after.
+    fn on_rejected(&mut self, reason: RejectReason) {
+        if self.join.on_rejected(reason.clone()) {
+            error!("participant: the entity server refused us: {reason:?}");
+        } else {
+            self.stats.messages_ignored += 1;
+        }
+    }
+
+    /// A message that did not decode (counted in the decode stats); a `Welcome` of another
+    /// version ends the handshake as rejected.
+    fn on_undecodable(&mut self, error: &NetError) {
+        if self.join.on_decode_error(error) {
+            error!("participant: the entity server refused us: {error}");
+        } else {
+            debug!("participant: undecodable message: {error}");
+        }
+    }
+
     fn on_ownership(&mut self, rx: &mut Rx, msg: OwnershipServerMessage) {
         match msg {
             OwnershipServerMessage::Grant { body, priority } => {

@@ -83,7 +83,7 @@ pub use arbiter::{
     RefusalCounts, Released,
 };
 pub use body::{BodyKind, BodyState};
-pub use client::{JoinStatus, OwnershipClient, ParticipantStats};
+pub use client::{OwnershipClient, ParticipantStats};
 pub use clock::OwnershipClock;
 pub use commands::OwnershipEntityCommandsExt;
 pub use components::{
@@ -99,6 +99,8 @@ pub use priority::{BodyId, ParticipantId, Priority};
 pub use send_policy::{Sequence, SequenceFilter, is_newer, should_send};
 pub use server::{EntityServer, EntityServerStats};
 pub use sets::OwnershipSet;
+/// Where a participant is in `simsync_net`'s one handshake ([`OwnershipClient::status`]).
+pub use simsync_net::JoinStatus;
 /// Why the entity server refused a message: `simsync_net`'s type, the same on the wire.
 pub use simsync_net::RefusalReason;
 pub use wire::{MAX_STATE_MAGNITUDE, state_from_wire, state_to_wire};

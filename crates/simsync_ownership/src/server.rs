@@ -4,8 +4,9 @@
 //!
 //! # Identity
 //! A participant's [`ParticipantId`] is assigned when its connection sends a `Hello` with the
-//! ownership protocol (answered by a `Welcome` carrying the id), and every later message on that
-//! connection is attributed to that id. No message carries its sender's id, so a participant
+//! ownership protocol, by `simsync_net`'s one handshake ([`ServerHandshake`], answered by a
+//! `Welcome` carrying the id or `Rejected`), and every later message on that connection is
+//! attributed to that id. No message carries its sender's id, so a participant
 //! cannot act for another: a release or state update about someone else's body is refused as
 //! `NotOwner` (ownership rule 4). Messages from a connection that has not joined are dropped and
 //! counted.
@@ -26,7 +27,6 @@
 //! than the last one accepted from that owner for that body is dropped.
 
 use core::time::Duration;
-use std::collections::BTreeMap;
 
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -35,8 +35,8 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
     ClientMessage, DecodeStats, NetChannel, NetClock, NetError, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, Protocols, RefusalReason,
-    RejectReason, ServerMessage, ServerNetExt, Welcome, check_hello, millis_u32,
+    OwnershipClientMessage, OwnershipServerMessage, Protocols, RefusalReason, RejectReason,
+    ServerHandshake, ServerMessage, ServerNetExt, millis_u32,
 };
 
 use crate::arbiter::{OwnershipArbiter, RefusalCounts};
@@ -129,8 +129,8 @@ struct RelayBody {
 #[derive(Resource, Debug)]
 pub struct EntityServer {
     arbiter: OwnershipArbiter,
-    participants: BTreeMap<ClientId, ParticipantId>,
-    next_participant: u16,
+    /// Which connection is which participant, and the answers to `Hello`s.
+    handshake: ServerHandshake,
     relay: HashMap<BodyId, RelayBody>,
     entity_of: HashMap<BodyId, Entity>,
     body_of: HashMap<Entity, BodyId>,
@@ -148,8 +148,7 @@ impl EntityServer {
     pub fn new(config: OwnershipConfig) -> Result<Self, OwnershipError> {
         Ok(Self {
             arbiter: OwnershipArbiter::new(config)?,
-            participants: BTreeMap::new(),
-            next_participant: 1,
+            handshake: ServerHandshake::new(Protocols::OWNERSHIP),
             relay: HashMap::default(),
             entity_of: HashMap::default(),
             body_of: HashMap::default(),
@@ -177,12 +176,12 @@ impl EntityServer {
 
     /// The participant id of a joined connection.
     pub fn participant_of(&self, client: ClientId) -> Option<ParticipantId> {
-        self.participants.get(&client).copied()
+        self.handshake.participant(client)
     }
 
     /// Joined connections and their ids, by connection id.
     pub fn participants(&self) -> impl Iterator<Item = (ClientId, ParticipantId)> + '_ {
-        self.participants.iter().map(|(c, p)| (*c, *p))
+        self.handshake.participants()
     }
 
     /// The entity of a registered body.
@@ -293,6 +292,7 @@ pub(crate) fn update(
         _ => 0,
     };
     let state = &mut *state;
+    state.handshake.set_tick_rate_hz(tick_rate_hz);
     let mut decode = state.decode;
     let received = server.receive_msgs(&mut decode);
     state.decode = decode;
@@ -305,23 +305,8 @@ pub(crate) fn update(
     for message in received {
         let client = message.client_id;
         match message.message {
-            Ok(ClientMessage::Hello(hello)) => {
-                state.on_hello(&mut io, client, &hello, tick_rate_hz)
-            }
-            Err(NetError::VersionMismatch { theirs, .. }) => {
-                state.stats.hellos_rejected += 1;
-                let reply = ServerMessage::Rejected {
-                    reason: RejectReason::VersionMismatch {
-                        server: PROTOCOL_VERSION,
-                        client: theirs,
-                    },
-                };
-                state.send(io.server, client, NetChannel::Control, &reply);
-            }
-            Err(error) => {
-                // Counted in the decode stats.
-                debug!("entity server: undecodable message from {client}: {error}");
-            }
+            Ok(ClientMessage::Hello(hello)) => state.on_hello(&mut io, client, &hello),
+            Err(error) => state.on_undecodable(&mut io, client, &error),
             Ok(other) => state.on_message(&mut io, client, message.channel, other),
         }
     }
@@ -340,7 +325,7 @@ impl EntityServer {
         channel: NetChannel,
         message: ClientMessage,
     ) {
-        let Some(from) = self.participants.get(&client).copied() else {
+        let Some(from) = self.handshake.participant(client) else {
             self.stats.messages_ignored += 1;
             debug!("entity server: message from {client} before it joined, dropped");
             return;
@@ -366,9 +351,9 @@ impl EntityServer {
     /// Joined connections the server no longer has leave ([ownership rule 5](crate::rules)).
     fn drop_disconnected(&mut self, io: &mut Io) {
         let gone: Vec<ClientId> = self
-            .participants
-            .keys()
-            .copied()
+            .handshake
+            .participants()
+            .map(|(c, _)| c)
             .filter(|c| !io.server.is_connected(*c))
             .collect();
         for client in gone {
@@ -390,50 +375,29 @@ impl EntityServer {
         }
     }
 
-    fn on_hello(
-        &mut self,
-        io: &mut Io,
-        client: ClientId,
-        hello: &simsync_net::Hello,
-        tick_rate_hz: u16,
-    ) {
-        let rejected = match check_hello(hello) {
-            Err(reason) => Some(reason),
-            Ok(()) if !hello.protocols.contains(Protocols::OWNERSHIP) => {
-                Some(RejectReason::UnsupportedProtocols(hello.protocols))
+    /// A `Hello`: answered by the [`ServerHandshake`] (`Welcome` or `Rejected`); a participant
+    /// that joins also gets the owned bodies and their last states.
+    fn on_hello(&mut self, io: &mut Io, client: ClientId, hello: &simsync_net::Hello) {
+        let welcome = match self.handshake.on_hello(client, hello, 0, || Ok(None)) {
+            Ok(welcome) => welcome,
+            Err(reason) => {
+                info!("entity server: {client} rejected: {reason:?}");
+                self.reject(io, client, reason);
+                return;
             }
-            Ok(()) if self.participants.contains_key(&client) => Some(RejectReason::AlreadyJoined),
-            Ok(()) if self.next_participant == u16::MAX => Some(RejectReason::ServerFull),
-            Ok(()) => None,
         };
-        if let Some(reason) = rejected {
-            self.stats.hellos_rejected += 1;
-            info!("entity server: {client} rejected: {reason:?}");
-            self.send(
-                io.server,
-                client,
-                NetChannel::Control,
-                &ServerMessage::Rejected { reason },
-            );
-            return;
-        }
-        let participant = ParticipantId(self.next_participant);
-        self.next_participant += 1;
-        self.participants.insert(client, participant);
+        let participant = welcome.participant;
         self.stats.participants_joined += 1;
         info!(
             "entity server: {client} ({:?}) joined as {participant}",
             hello.name
         );
-        let welcome = ServerMessage::Welcome(Welcome {
-            protocol_version: PROTOCOL_VERSION,
-            participant,
-            player_slot: None,
-            protocols: Protocols::OWNERSHIP,
-            tick_rate_hz,
-            server_tick: 0,
-        });
-        self.send(io.server, client, NetChannel::Control, &welcome);
+        self.send(
+            io.server,
+            client,
+            NetChannel::Control,
+            &ServerMessage::Welcome(welcome),
+        );
         // The owned bodies and their last states, so a late joiner starts from the truth.
         let owned: Vec<OwnerRecord> = self
             .arbiter
@@ -458,8 +422,23 @@ impl EntityServer {
         }
     }
 
+    /// A message that did not decode: a `Hello` of another version is answered `Rejected`
+    /// (by the [`ServerHandshake`]); anything else is only counted (in the decode stats).
+    fn on_undecodable(&mut self, io: &mut Io, client: ClientId, error: &NetError) {
+        match self.handshake.on_decode_error(error) {
+            Some(reason) => self.reject(io, client, reason),
+            None => debug!("entity server: undecodable message from {client}: {error}"),
+        }
+    }
+
+    fn reject(&mut self, io: &mut Io, client: ClientId, reason: RejectReason) {
+        self.stats.hellos_rejected += 1;
+        let reply = ServerMessage::Rejected { reason };
+        self.send(io.server, client, NetChannel::Control, &reply);
+    }
+
     fn on_left(&mut self, io: &mut Io, client: ClientId) {
-        let Some(participant) = self.participants.remove(&client) else {
+        let Some(participant) = self.handshake.on_left(client) else {
             return;
         };
         self.stats.participants_left += 1;
@@ -640,7 +619,7 @@ impl EntityServer {
         channel: NetChannel,
         msg: &ServerMessage,
     ) {
-        let clients: Vec<ClientId> = self.participants.keys().copied().collect();
+        let clients: Vec<ClientId> = self.handshake.participants().map(|(c, _)| c).collect();
         for client in clients {
             if Some(client) != except {
                 self.send(server, client, channel, msg);

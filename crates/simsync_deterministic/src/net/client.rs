@@ -20,7 +20,7 @@ use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, LeadControl, NetClock,
     Protocols, RttEstimator, ServerMessage, SessionClientMessage, SessionServerMessage,
-    clock::millis_u32, input_delay_ticks, target_lead_ticks,
+    input_delay_ticks, millis_u32, target_lead_ticks,
 };
 
 use crate::input::{InputBuffer, PlayerIndex, SimInput, Tick};
@@ -55,7 +55,7 @@ impl Default for NetworkSessionConfig {
             fixed_input_delay: None,
             min_input_delay: 0,
             max_input_delay: 10,
-            input_delay_start_ms: simsync_net::clock::DEFAULT_INPUT_DELAY_START_MS,
+            input_delay_start_ms: simsync_net::DEFAULT_INPUT_DELAY_START_MS,
             ping_interval_ms: 250,
             checksum_every: 1,
         }

@@ -24,7 +24,7 @@ use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
     ClientMessage, DecodeStats, InputSet, NetChannel, NetClock, ParticipantId, Protocols,
     RejectReason, ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage, Welcome,
-    check_hello, clock::millis_u32,
+    check_hello, millis_u32,
 };
 
 use crate::input::{SimInput, Tick};
