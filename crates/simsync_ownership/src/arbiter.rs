@@ -426,16 +426,8 @@ impl OwnershipArbiter {
             record.last_change = Some(now);
             self.stats.ownership_changes += 1;
         }
-        record.owner = Some(from);
-        record.priority = granted;
-        record.last_update_from_owner = now;
         self.stats.grants += 1;
-        Ok(Grant {
-            body,
-            owner: from,
-            priority: granted,
-            previous_owner,
-        })
+        Ok(self.grant(i, from, granted, now, previous_owner))
     }
 
     /// The owner `from` gives `body` up (ownership rules 4 and 12): the body becomes unowned at
@@ -491,16 +483,8 @@ impl OwnershipArbiter {
             return Err(self.refuse(i, RefusalReason::PriorityTooLow));
         }
         let granted = self.config.granted_priority(priority);
-        let record = &mut self.records[i];
-        record.priority = granted;
-        record.last_update_from_owner = now;
         self.stats.priority_changes += 1;
-        Ok(Grant {
-            body,
-            owner: from,
-            priority: granted,
-            previous_owner: Some(from),
-        })
+        Ok(self.grant(i, from, granted, now, Some(from)))
     }
 
     /// Records that the owner `from` sent a state update for `body` at `now`, which restarts
@@ -570,6 +554,28 @@ impl OwnershipArbiter {
         }
         self.stats.ownership_changes += n;
         cleared
+    }
+
+    /// Records `from` as the owner of record `i` at `granted`, heard from at `now`, and returns
+    /// the grant to answer with.
+    fn grant(
+        &mut self,
+        i: usize,
+        from: ParticipantId,
+        granted: Priority,
+        now: Duration,
+        previous_owner: Option<ParticipantId>,
+    ) -> Grant {
+        let record = &mut self.records[i];
+        record.owner = Some(from);
+        record.priority = granted;
+        record.last_update_from_owner = now;
+        Grant {
+            body: record.body,
+            owner: from,
+            priority: granted,
+            previous_owner,
+        }
     }
 
     #[inline]
