@@ -81,7 +81,7 @@ fn participant_app(network: &MemoryNetwork, client: u64, script: Script) -> Resu
 fn act(
     mut step: Local<u32>,
     script: Res<Script>,
-    participant: Res<OwnershipParticipant>,
+    participant: Res<OwnershipClient>,
     mut velocities: Query<&mut Velocity>,
     mut commands: Commands,
 ) {
@@ -107,7 +107,7 @@ fn act(
 /// `Update`: prints what the entity server decided, as this participant heard it.
 fn print_changes(
     mut step: Local<u32>,
-    participant: Res<OwnershipParticipant>,
+    participant: Res<OwnershipClient>,
     mut changes: MessageReader<OwnershipChanged>,
     mut refusals: MessageReader<BidRefused>,
 ) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::Velocity;
 use simsync_ownership::{
-    Ownable, OwnershipEntityCommandsExt, OwnershipParticipant, ParticipantAvatar, SimulationOwner,
+    Ownable, OwnershipClient, OwnershipEntityCommandsExt, ParticipantAvatar, SimulationOwner,
 };
 
 use super::DT;
@@ -92,7 +92,7 @@ fn nearest(
 /// body changed is poked — ownership rule 8).
 pub fn act(
     mut actor: ResMut<Actor>,
-    participant: Res<OwnershipParticipant>,
+    participant: Res<OwnershipClient>,
     mut bodies: Query<ActBodies<'static>, With<Ownable>>,
     mut commands: Commands,
 ) {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::RigidBody;
 use simsync_net::{LinkConditionerConfig, MemoryNetwork};
-use simsync_ownership::{EntityServer, OwnershipParticipant};
+use simsync_ownership::{EntityServer, OwnershipClient};
 
 use super::actors::{Actor, stop_script};
 use super::apps::{participant_app, server_app};
@@ -135,7 +135,7 @@ fn join(apps: &mut Apps) -> Result<(), Failure> {
     let joined = |participants: &[App]| {
         participants
             .iter()
-            .all(|p| p.world().resource::<OwnershipParticipant>().me().is_some())
+            .all(|p| p.world().resource::<OwnershipClient>().me().is_some())
     };
     let mut join_steps = 0;
     while !joined(&apps.participants) {
@@ -200,7 +200,7 @@ fn compare_copies(apps: &Apps, bodies: &[NetBody]) -> Result<((f32, u64), usize)
             .participants
             .iter()
             .filter_map(|p| {
-                let state = p.world().resource::<OwnershipParticipant>();
+                let state = p.world().resource::<OwnershipClient>();
                 let entity = state.entity_of(body.id)?;
                 p.world().get::<Transform>(entity).map(|t| t.translation)
             })
@@ -238,7 +238,7 @@ fn summarize(
     let p_stats: Vec<_> = apps
         .participants
         .iter()
-        .map(|p| *p.world().resource::<OwnershipParticipant>().stats())
+        .map(|p| *p.world().resource::<OwnershipClient>().stats())
         .collect();
     let sent: u64 = p_stats.iter().map(|p| p.state_updates_sent).sum();
     let bytes: u64 = p_stats.iter().map(|p| p.state_update_bytes).sum();

@@ -10,7 +10,7 @@ use serde_json::json;
 use simsync_net::{
     ClientTransport, NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport,
 };
-use simsync_ownership::{EntityServer, OwnershipParticipant};
+use simsync_ownership::{EntityServer, OwnershipClient};
 
 use super::actors::{Actor, stop_script};
 use super::apps::{participant_app, server_app};
@@ -130,12 +130,7 @@ pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
         .map_err(|e| Failure::input(format!("cannot connect to {connect}: {e}")))?;
     let log = Some(log_plugin(args.run.quiet));
     let mut app = participant_app(&setup.bodies, index, script.script, transport, log);
-    let joined = |app: &App| {
-        app.world()
-            .resource::<OwnershipParticipant>()
-            .me()
-            .is_some()
-    };
+    let joined = |app: &App| app.world().resource::<OwnershipClient>().me().is_some();
     if paced(&mut app, JOIN_STEPS, joined) >= JOIN_STEPS {
         return Err(Failure::run(format!(
             "no answer from the entity server at {connect} in 10 s"
@@ -155,7 +150,7 @@ pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
 
 /// Prints a participant's counters (and writes them to `--summary-json`).
 fn report_participant(args: &JoinArgs, app: &App) -> Result<(), Failure> {
-    let p = *app.world().resource::<OwnershipParticipant>().stats();
+    let p = *app.world().resource::<OwnershipClient>().stats();
     let bytes_each = if p.state_updates_sent == 0 {
         0.0
     } else {
