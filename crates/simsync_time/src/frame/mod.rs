@@ -44,9 +44,9 @@ pub enum FramePhase {
     /// Start of the frame: set up the data structures the frame needs.
     FrameSetup,
     /// Every object's own logic. Systems here read other objects' [`Current<T>`](crate::Current)
-    /// (the frame-start state) and write their own [`Next<T>`](crate::Next), so they (and
-    /// `par_iter_mut` inside them) run in parallel without locks and without order effects.
-    /// Usually the most expensive phase.
+    /// (the frame-start state) and write their own [`Next<T>`](crate::Next): the scheduler may
+    /// run them, and `par_iter_mut` may split their objects over threads, with no lock and no
+    /// dependence on order (time rule 14). Usually the most expensive phase.
     ObjectTick,
     /// Exchange with the network or session: publish current state, receive remote state.
     NetworkTick,
@@ -97,6 +97,18 @@ pub(crate) enum PhaseBoundary {
     End(FramePhase),
     /// After the whole frame: timings and object counts are published.
     Publish,
+}
+
+impl PhaseBoundary {
+    /// The phase between its two markers, `(Begin(phase), phase, End(phase))`, ready to be
+    /// chained or nested as one group.
+    pub(crate) const fn around(phase: FramePhase) -> (PhaseBoundary, FramePhase, PhaseBoundary) {
+        (
+            PhaseBoundary::Begin(phase),
+            phase,
+            PhaseBoundary::End(phase),
+        )
+    }
 }
 
 /// The schedules [`FramePhasesPlugin`](crate::FramePhasesPlugin) has configured in this App

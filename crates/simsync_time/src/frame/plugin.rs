@@ -106,53 +106,7 @@ impl Plugin for FramePhasesPlugin {
         }
         installed.0.push(schedule);
         app.register_type::<FramePhase>();
-
-        for phase in FramePhase::ALL {
-            app.configure_sets(
-                schedule,
-                (
-                    PhaseBoundary::Begin(phase),
-                    phase,
-                    PhaseBoundary::End(phase),
-                )
-                    .chain(),
-            );
-        }
-        for pair in FramePhase::ALL.windows(2) {
-            app.configure_sets(
-                schedule,
-                PhaseBoundary::End(pair[0]).before(PhaseBoundary::Begin(pair[1])),
-            );
-        }
-        app.configure_sets(
-            schedule,
-            (
-                FramePhase::FrameSetup,
-                FramePhase::ObjectTick,
-                FramePhase::NetworkTick,
-                FramePhase::AdvanceFrame,
-            )
-                .chain(),
-        );
-        app.configure_sets(
-            schedule,
-            PhaseBoundary::Publish.after(PhaseBoundary::End(FramePhase::AdvanceFrame)),
-        );
-        if let Some(parent) = self.parent {
-            for phase in FramePhase::ALL {
-                app.configure_sets(
-                    schedule,
-                    (
-                        PhaseBoundary::Begin(phase),
-                        phase,
-                        PhaseBoundary::End(phase),
-                    )
-                        .in_set(parent),
-                );
-            }
-            app.configure_sets(schedule, PhaseBoundary::Publish.in_set(parent));
-        }
-
+        configure_phase_sets(app, schedule, self.parent);
         timings::add_timing(app, schedule);
         double_buffer::add_copy_systems(app, schedule);
     }
@@ -160,5 +114,43 @@ impl Plugin for FramePhasesPlugin {
     /// `false`: the plugin may be added once per schedule (see the type docs).
     fn is_unique(&self) -> bool {
         false
+    }
+}
+
+/// Orders the sets of one frame in `schedule`: `Begin(p) → p → End(p)` for each phase, the
+/// phases in frame order, `Publish` last; all inside `parent` when one is given.
+fn configure_phase_sets(
+    app: &mut App,
+    schedule: InternedScheduleLabel,
+    parent: Option<InternedSystemSet>,
+) {
+    for phase in FramePhase::ALL {
+        app.configure_sets(schedule, PhaseBoundary::around(phase).chain());
+    }
+    for pair in FramePhase::ALL.windows(2) {
+        app.configure_sets(
+            schedule,
+            PhaseBoundary::End(pair[0]).before(PhaseBoundary::Begin(pair[1])),
+        );
+    }
+    app.configure_sets(
+        schedule,
+        (
+            FramePhase::FrameSetup,
+            FramePhase::ObjectTick,
+            FramePhase::NetworkTick,
+            FramePhase::AdvanceFrame,
+        )
+            .chain(),
+    );
+    app.configure_sets(
+        schedule,
+        PhaseBoundary::Publish.after(PhaseBoundary::End(FramePhase::AdvanceFrame)),
+    );
+    if let Some(parent) = parent {
+        for phase in FramePhase::ALL {
+            app.configure_sets(schedule, PhaseBoundary::around(phase).in_set(parent));
+        }
+        app.configure_sets(schedule, PhaseBoundary::Publish.in_set(parent));
     }
 }
