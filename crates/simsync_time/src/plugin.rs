@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{TickRate, TimeError, VirtualInstant};
 
 /// Adds discrete-event virtual time to an App: a [`TickRate`] resource and a [`CurrentInstant`]
-/// resource, with their types registered for reflection.
+/// resource, with their types registered for reflection ([time rules 6 and 8](crate::rules)).
 ///
 /// # How this relates to Bevy's `Time<Virtual>`
 ///
