@@ -15,7 +15,7 @@ use bevy::log::LogPlugin;
 use bevy::prelude::*;
 use serde_json::{Value, json};
 use simsync::deterministic::SessionSetupError;
-use simsync::deterministic::net::{DeterministicServerPlugin, NetworkSessionConfig, RelayServer};
+use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, RelayServer};
 use simsync::prelude::*;
 use simsync_net::conditioner::LinkConditionerConfig;
 use simsync_net::prelude::*;
@@ -239,7 +239,7 @@ pub fn run_in_process(
     agree &= finals.windows(2).all(|w| w[0] == w[1]);
     let relay = server
         .world()
-        .resource::<simsync::deterministic::net::RelayStats>()
+        .resource::<simsync::deterministic::RelayStats>()
         .clone();
     let summary = json!({
         "mode": "network",
@@ -332,7 +332,7 @@ pub fn run_server(args: &Args, bind: SocketAddr) -> Result<bool, Failure> {
     }
     let relay = app
         .world()
-        .resource::<simsync::deterministic::net::RelayStats>()
+        .resource::<simsync::deterministic::RelayStats>()
         .clone();
     let summary = json!({
         "mode": "server",

@@ -1,12 +1,11 @@
 //! API misuse and bad configuration give typed errors or logged rejections, never panics.
 
 use bevy::prelude::*;
-use simsync_deterministic::config::{LocalSessionConfig, SessionClock};
 use simsync_deterministic::prelude::*;
-use simsync_deterministic::snapshot::{
-    ReservedSlots, RollbackRegistry, RollbackStrategy, SimulationEntities,
+use simsync_deterministic::{
+    ReservedSlots, RollbackRegistry, RollbackStrategy, SessionError, SessionSetupError,
+    SimulationEntities, UnregisteredComponent,
 };
-use simsync_deterministic::{SessionError, SessionSetupError, UnregisteredComponent};
 use simsync_time::TickRate;
 
 #[derive(Clone)]

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{InputBuffer, InputError, PlayerIndex, SimInput, Tick};
+use crate::input::{InputBuffer, InputError, SimInput};
+use crate::tick::{PlayerIndex, Tick};
 
 /// Configuration of a [`LocalRelay`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
