@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use simsync::deterministic::{NetworkSessionConfig, RelayServer, RelayServerConfig};
 use simsync::prelude::*;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientMessage, Hello, MemoryClientTransport, MemoryNetwork, MemoryServerTransport, Protocols,

@@ -1,21 +1,20 @@
 //! Headless multiplayer physics sandbox.
 //!
 //! Loads a scene (`assets/scenes/sandbox.ron`) and a recorded input trace
-//! (`assets/traces/two_players.ron`), runs them through a [`DeterministicPlugin`] session with a
-//! local relay that confirms inputs after `--input-latency-ticks` (so the predicted world
-//! mispredicts and rolls back), stops the verified world exactly at `--ticks`, and prints a
-//! summary: ticks, rollbacks, mispredictions, the final verified checksum and how many
-//! re-simulated ticks matched verification.
+//! (`assets/traces/two_players.ron`) and runs them through a [`DeterministicPlugin`] session,
+//! or runs scripted participants through simulation ownership. One subcommand per mode
+//! (`sandbox --help`):
 //!
 //! ```text
-//! cargo run --release --example sandbox -- --ticks 1800 --players 2 --input-latency-ticks 6
+//! cargo run --release --example sandbox                       # = network: relay + clients in-process
+//! cargo run --release --example sandbox -- local --ticks 1800 --input-latency-ticks 6
+//! cargo run --release --example sandbox -- ownership          # entity server + 3 participants
+//! cargo run --release --example sandbox -- serve --bind 127.0.0.1:5000 [--ownership]
+//! cargo run --release --example sandbox -- join --connect 127.0.0.1:5000 [--ownership]
 //! ```
 //!
-//! `--mode ownership` runs distributed physics with simulation ownership instead: an entity
-//! server and three participants, each with its own Rapier world (see `sandbox/ownership.rs`).
-//!
-//! Exit codes: 0 success; 1 the run failed or a predicted tick did not match verification;
-//! 2 bad arguments or input files.
+//! Exit codes: 0 success; 1 the run failed, a predicted tick did not match verification, clients
+//! disagreed or ownership copies diverged; 2 bad arguments or input files.
 //!
 //! [`DeterministicPlugin`]: simsync::DeterministicPlugin
 
@@ -29,7 +28,7 @@ mod error;
 mod game;
 #[path = "sandbox/network.rs"]
 mod network;
-#[path = "sandbox/ownership.rs"]
+#[path = "sandbox/ownership/mod.rs"]
 mod ownership;
 #[path = "sandbox/scene.rs"]
 mod scene;
@@ -38,16 +37,17 @@ mod summary;
 #[path = "sandbox/trace.rs"]
 mod trace;
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
-
+use cli::{Command, JoinArgs, LocalArgs};
 use driver::Failure;
+use game::SandboxGame;
+use trace::CompiledTrace;
 
 fn main() -> ExitCode {
-    let args = cli::Args::parse();
-    match run(&args) {
+    match run(Command::parse()) {
         Ok(code) => code,
         Err(failure) => {
             eprintln!("sandbox: {}", failure.message);
@@ -56,66 +56,98 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &cli::Args) -> Result<ExitCode, Failure> {
-    if args.mode == cli::Mode::Ownership {
-        return ownership::run(args);
+fn run(command: Command) -> Result<ExitCode, Failure> {
+    let networked = match command {
+        Command::Local(args) => return run_local(&args),
+        Command::Ownership(args) => return ownership::run_in_process(&args),
+        Command::Serve(args) if args.ownership => return ownership::run_udp_server(&args),
+        Command::Join(args) if args.ownership => return ownership::run_udp_client(&args),
+        Command::Network(args) => {
+            let (game, trace) = load_session(
+                args.session.scene.as_deref(),
+                args.session.trace.as_deref(),
+                args.session.players,
+            )?;
+            network::run_in_process(&args, game, trace)
+        }
+        Command::Serve(args) => network::run_server(&args.run, args.players, args.bind),
+        Command::Join(args) => run_join(&args),
+    };
+    match networked? {
+        true => Ok(ExitCode::SUCCESS),
+        false => Err(Failure::run(
+            "clients disagreed on a checksum or a prediction mismatched",
+        )),
     }
-    let scene = scene::load_scene(&args.scene).map_err(|e| Failure::input(e.to_string()))?;
-    let trace = trace::load_trace(&args.trace).map_err(|e| Failure::input(e.to_string()))?;
-    if usize::from(args.players) > scene.players.len() {
+}
+
+/// The scene and trace of a deterministic session, checked against the number of players.
+fn load_session(
+    scene: Option<&Path>,
+    trace: Option<&Path>,
+    players: u8,
+) -> Result<(SandboxGame, CompiledTrace), Failure> {
+    let (scene_path, trace_path) = session_paths(scene, trace)?;
+    let scene = scene::load_scene(&scene_path).map_err(|e| Failure::input(e.to_string()))?;
+    let trace = trace::load_trace(&trace_path).map_err(|e| Failure::input(e.to_string()))?;
+    if usize::from(players) > scene.players.len() {
         return Err(Failure::input(format!(
-            "--players {} but {} has only {} player spawns",
-            args.players,
-            args.scene.display(),
+            "--players {players} but {} has only {} player spawns",
+            scene_path.display(),
             scene.players.len()
         )));
     }
-    let game = game::SandboxGame::new(Arc::new(scene), args.players);
-    let networked = if args.server {
-        Some(network::run_server(
-            args,
-            args.bind.expect("clap requires --bind"),
-        ))
-    } else if args.client {
-        Some(network::run_client(
-            args,
-            game.clone(),
-            trace.clone(),
-            args.connect.expect("clap requires --connect"),
-        ))
-    } else if args.mode == cli::Mode::Network {
-        Some(network::run_in_process(args, game.clone(), trace.clone()))
-    } else {
-        None
+    Ok((SandboxGame::new(Arc::new(scene), players), trace))
+}
+
+/// The scene and trace files to read (defaults found at run time).
+fn session_paths(
+    scene: Option<&Path>,
+    trace: Option<&Path>,
+) -> Result<(PathBuf, PathBuf), Failure> {
+    let scene = cli::asset_path(scene, cli::DEFAULT_SCENE, "--scene").map_err(Failure::input)?;
+    let trace =
+        cli::asset_path(trace, cli::DEFAULT_SESSION_TRACE, "--trace").map_err(Failure::input)?;
+    Ok((scene, trace))
+}
+
+/// `sandbox join` without `--ownership`: one deterministic session client over UDP.
+fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
+    let (game, trace) = load_session(args.scene.as_deref(), args.trace.as_deref(), args.players)?;
+    let session = network::ClientSession {
+        players: args.players,
+        verify_predictions: !args.no_verify_predictions,
     };
-    if let Some(result) = networked {
-        return match result? {
-            true => Ok(ExitCode::SUCCESS),
-            false => Err(Failure::run(
-                "clients disagreed on a checksum or a prediction mismatched",
-            )),
-        };
+    network::run_client(&args.run, session, game, trace, args.connect)
+}
+
+/// `sandbox local`: one app, every player local.
+fn run_local(args: &LocalArgs) -> Result<ExitCode, Failure> {
+    let session = &args.session;
+    let (scene_path, trace_path) =
+        session_paths(session.scene.as_deref(), session.trace.as_deref())?;
+    let (game, trace) = load_session(Some(&scene_path), Some(&trace_path), session.players)?;
+    if !args.run.quiet {
+        println!(
+            "sandbox: local mode, {} players, {} ticks, latency {} ticks, jitter {} ticks; scene \
+             {} ({} dynamic bodies), trace {} ({} segments, {} players, {} ticks)",
+            session.players,
+            args.run.ticks,
+            args.input_latency_ticks,
+            args.jitter_ticks,
+            scene_path.display(),
+            game.dynamic_body_count(),
+            trace_path.display(),
+            trace.segments(),
+            trace.players(),
+            trace.end_tick(),
+        );
     }
-    println!(
-        "sandbox: {} mode, {} players, {} ticks, latency {} ticks, jitter {} ticks; scene {} \
-         ({} dynamic bodies), trace {} ({} segments, {} players, {} ticks)",
-        args.mode.name(),
-        args.players,
-        args.ticks,
-        args.input_latency_ticks,
-        args.jitter_ticks,
-        args.scene.display(),
-        game.dynamic_body_count(),
-        args.trace.display(),
-        trace.segments(),
-        trace.players(),
-        trace.end_tick(),
-    );
     let expected = game.entity_count();
     let app = driver::build_app(args, game, trace)?;
     let summary = driver::run(args, expected, app)?;
     println!("{}", summary.to_text());
-    if let Some(path) = &args.summary_json {
+    if let Some(path) = &args.run.summary_json {
         summary.write_json(path).map_err(Failure::input)?;
     }
     if summary.predictions_matched() {

@@ -1,11 +1,18 @@
-//! Tests of the sandbox example's asset loaders (scene and trace), and of the shipped assets.
+//! Tests of the sandbox example's asset loaders (scene, trace, ownership script), of the shipped
+//! assets, and of its command-line parsing rules.
 //!
-//! The loaders live in `examples/sandbox/`; they are included here by path so `cargo test` runs
-//! these tests without building the example's own test target.
+//! The loaders and the parser live in `examples/sandbox/`; they are included here by path so
+//! `cargo test` runs these tests without building the example's own test target.
 
+#[allow(dead_code)]
+#[path = "../examples/sandbox/cli.rs"]
+mod cli;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/error.rs"]
 mod error;
+#[allow(dead_code)]
+#[path = "../examples/sandbox/ownership/script.rs"]
+mod ownership_script;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/scene.rs"]
 mod scene;
@@ -14,6 +21,10 @@ mod scene;
 mod trace;
 
 use std::path::{Path, PathBuf};
+
+use clap::CommandFactory;
+use clap::error::ErrorKind;
+use cli::Command;
 
 use error::LoadError;
 use scene::{Shape, load_scene, parse_scene};
@@ -263,4 +274,152 @@ fn malformed_trace_reports_position() {
     assert!(matches!(error, LoadError::Parse { line: 5, .. }), "{error}");
     let error = parse_trace("(players: 1, segments: [", Path::new("t.ron")).unwrap_err();
     assert!(matches!(error, LoadError::Parse { .. }), "{error}");
+}
+
+#[test]
+fn shipped_ownership_script_covers_three_participants() {
+    let script = ownership_script::load_script(&asset("traces/ownership_three.ron"))
+        .expect("the shipped ownership script loads");
+    assert_eq!(script.participants, 3);
+    assert!(script.segments > 0 && script.end_tick > 0);
+}
+
+// --- The command line. ---
+
+/// Parses `args` (split at spaces) as the sandbox's command line.
+fn parse(args: &str) -> Result<Command, clap::Error> {
+    Command::try_parse_from(std::iter::once("sandbox").chain(args.split_whitespace()))
+}
+
+#[test]
+fn no_subcommand_is_the_network_mode_with_its_flags() {
+    let Ok(Command::Network(args)) = parse("") else {
+        panic!("no arguments must run the network mode");
+    };
+    assert_eq!(
+        (args.run.ticks, args.session.players, args.link.rtt_ms),
+        (1800, 2, 80)
+    );
+    assert!(args.session.scene.is_none() && args.session.trace.is_none());
+    assert!(!args.run.quiet && args.run.summary_json.is_none());
+    let Ok(Command::Network(args)) = parse("--ticks 600 --rtt-ms 40 --quiet") else {
+        panic!("top-level flags are the network mode's");
+    };
+    assert_eq!(
+        (args.run.ticks, args.link.rtt_ms, args.run.quiet),
+        (600, 40, true)
+    );
+    let Ok(Command::Network(args)) = parse("network --ticks 600") else {
+        panic!("`network` names the default mode");
+    };
+    assert_eq!(args.run.ticks, 600);
+}
+
+#[test]
+fn each_mode_accepts_only_its_own_flags() {
+    for args in [
+        "local --rtt-ms 5",
+        "local --server",
+        "network --input-latency-ticks 3",
+        "ownership --players 2",
+        "ownership --no-verify-predictions",
+        "serve --bind 127.0.0.1:0 --trace t.ron",
+        "--participants 3",
+        "--mode local",
+    ] {
+        let error = parse(args).expect_err(args);
+        assert_eq!(error.kind(), ErrorKind::UnknownArgument, "{args}");
+        assert_eq!(error.exit_code(), 2, "{args}");
+    }
+}
+
+#[test]
+fn contradictory_or_missing_flags_exit_with_code_2() {
+    for args in [
+        "--mode local --server --bind 127.0.0.1:0",
+        "--ticks 5 local",
+        "serve --bind 127.0.0.1:0 --ownership --players 3",
+        "serve --bind 127.0.0.1:0 --participants 3",
+        "serve --bind 127.0.0.1:0 --settle-seconds 1",
+        "join --connect 127.0.0.1:5000 --participant-index 1",
+        "join --connect 127.0.0.1:5000 --ownership --no-verify-predictions",
+        "join --connect 127.0.0.1:5000 --ownership --players 2",
+        "serve",
+        "join --ownership",
+        "ownership --settle-seconds NaN",
+        "local --players 0",
+    ] {
+        let error = parse(args).expect_err(args);
+        assert_eq!(error.exit_code(), 2, "{args}: {error}");
+    }
+}
+
+#[test]
+fn serve_and_join_run_the_session_or_with_ownership_the_entity_server() {
+    let Ok(Command::Serve(serve)) = parse("serve --bind 127.0.0.1:5000 --players 3") else {
+        panic!("serve parses");
+    };
+    assert!(!serve.ownership);
+    assert_eq!(serve.players, 3);
+    let Ok(Command::Join(join)) =
+        parse("join --connect 127.0.0.1:5000 --ownership --participants 2 --participant-index 1")
+    else {
+        panic!("join --ownership parses");
+    };
+    assert!(join.ownership);
+    assert_eq!((join.participants, join.participant_index), (2, 1));
+}
+
+#[test]
+fn help_mentions_rust_log_and_no_build_machine_path() {
+    let mut command = cli::Cli::command();
+    command.build();
+    let mut helps = vec![command.render_long_help().to_string()];
+    for mode in ["local", "network", "ownership", "serve", "join"] {
+        let sub = command.find_subcommand_mut(mode).expect(mode);
+        helps.push(sub.render_long_help().to_string());
+    }
+    for help in helps {
+        assert!(help.contains("RUST_LOG"), "{help}");
+        assert!(!help.contains(env!("CARGO_MANIFEST_DIR")), "{help}");
+    }
+}
+
+#[test]
+fn flags_of_earlier_versions_get_a_hint() {
+    let args = |line: &str| -> Vec<std::ffi::OsString> {
+        line.split_whitespace().map(Into::into).collect()
+    };
+    for line in [
+        "sandbox --mode local",
+        "sandbox --mode=ownership",
+        "sandbox --client",
+    ] {
+        assert!(cli::legacy_hint(&args(line)).is_some(), "{line}");
+    }
+    assert!(cli::legacy_hint(&args("sandbox local --ticks 5")).is_none());
+}
+
+#[test]
+fn default_assets_are_found_at_run_time() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for default in [
+        cli::DEFAULT_SCENE,
+        cli::DEFAULT_SESSION_TRACE,
+        cli::DEFAULT_OWNERSHIP_TRACE,
+    ] {
+        let found = cli::default_asset(default, Some(manifest)).expect(default);
+        assert!(found.ends_with(default), "{}", found.display());
+    }
+    assert!(cli::default_asset("assets/nope.ron", Some(manifest)).is_none());
+    let error = cli::asset_path(None, "assets/nope.ron", "--scene").unwrap_err();
+    assert!(
+        error.contains("assets/nope.ron") && error.contains("--scene PATH"),
+        "{error}"
+    );
+    let given = Path::new("elsewhere.ron");
+    assert_eq!(
+        cli::asset_path(Some(given), "assets/nope.ron", "--scene"),
+        Ok(given.to_path_buf())
+    );
 }

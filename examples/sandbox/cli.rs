@@ -1,119 +1,320 @@
-//! Command-line arguments of the sandbox.
+//! Command-line interface of the sandbox: one subcommand per mode, each with only its own flags.
+//!
+//! Pure argument handling (clap and std only), so `tests/sandbox_assets.rs` includes this file
+//! and tests the parsing rules. Asset files not named on the command line are found at run time
+//! ([`default_asset`]), never from a path baked in at build time.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueHint};
 
-/// The scene loaded when `--scene` is not given (absolute, so any working directory works).
-pub const DEFAULT_SCENE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/scenes/sandbox.ron");
-/// The trace loaded when `--trace` is not given.
-pub const DEFAULT_TRACE: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/assets/traces/two_players.ron");
-/// The scripted actions of `--mode ownership` when `--ownership-trace` is not given.
-pub const DEFAULT_OWNERSHIP_TRACE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/assets/traces/ownership_three.ron"
-);
+/// The scene loaded when `--scene` is not given, relative to the repository root.
+pub const DEFAULT_SCENE: &str = "assets/scenes/sandbox.ron";
+/// The deterministic session's input trace when `--trace` is not given.
+pub const DEFAULT_SESSION_TRACE: &str = "assets/traces/two_players.ron";
+/// The ownership script when `--trace` is not given to an ownership run.
+pub const DEFAULT_OWNERSHIP_TRACE: &str = "assets/traces/ownership_three.ron";
 
-/// How the session's peers are connected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Mode {
-    /// Every player in this process; inputs reach a local relay after the input latency.
-    Local,
-    /// A relay server and one client per player in this process, over the in-memory transport
-    /// with a link conditioner (`--rtt-ms`, `--net-jitter-ms`, `--loss-percent`).
-    Network,
-    /// Simulation ownership: an entity server and `--participants` participants, each with its
-    /// own physics, over the in-memory transport (or UDP with `--server` / `--client`).
-    Ownership,
-}
+const AFTER_HELP: &str = "\
+Logging: the engine logs through Bevy's LogPlugin; set RUST_LOG to filter it (e.g. RUST_LOG=warn, \
+RUST_LOG=simsync_net=debug). --quiet hides the banner, progress lines and INFO logs.
+Files not given are looked up relative to the current directory, then to $CARGO_MANIFEST_DIR \
+(set by `cargo run`).
+Exit codes: 0 success; 1 a predicted tick differed from its verified tick, clients disagreed, \
+or copies diverged; 2 bad scene, trace or argument.";
 
-impl Mode {
-    /// The mode's name as given on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Local => "local",
-            Mode::Network => "network",
-            Mode::Ownership => "ownership",
-        }
-    }
-}
-
-/// Headless multiplayer physics sandbox: replays recorded player inputs through a deterministic
-/// rollback session (verified and predicted worlds) and reports whether prediction matched
-/// verification.
+/// Headless multiplayer physics sandbox: replays recorded inputs through a deterministic rollback
+/// session (verified and predicted worlds), or scripted actions through simulation ownership.
+///
+/// Without a subcommand it runs `network` (whose flags it then accepts).
 #[derive(Debug, Clone, Parser)]
-#[command(name = "sandbox", version)]
-pub struct Args {
-    /// Session mode.
-    #[arg(long, value_enum, default_value_t = Mode::Network)]
-    pub mode: Mode,
-    /// Run only the relay server over UDP (with `--bind`), for `--players` clients in other
-    /// processes.
-    #[arg(long, conflicts_with = "client", requires = "bind")]
-    pub server: bool,
-    /// Run one client over UDP (with `--connect`).
-    #[arg(long, requires = "connect")]
-    pub client: bool,
-    /// Address the UDP server binds (e.g. 127.0.0.1:5000).
-    #[arg(long, value_name = "ADDR")]
-    pub bind: Option<std::net::SocketAddr>,
-    /// Address of the UDP server a client connects to.
-    #[arg(long, value_name = "ADDR")]
-    pub connect: Option<std::net::SocketAddr>,
-    /// Network mode: round-trip time of the simulated link in ms.
-    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=10_000))]
-    pub rtt_ms: u32,
-    /// Network mode: round-trip jitter of the simulated link in ms.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
-    pub net_jitter_ms: u32,
-    /// Network mode: packet loss of the simulated link in percent (0–100).
-    #[arg(long, default_value_t = 2.0)]
-    pub loss_percent: f64,
-    /// Ticks to verify (64 ticks per second of simulated time).
+#[command(
+    name = "sandbox",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// The mode; `network` when none is given.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// The `network` mode's flags, when no subcommand is given.
+    #[command(flatten)]
+    pub network: NetworkArgs,
+}
+
+/// The sandbox's modes.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// One app, every player local: inputs reach a local relay after --input-latency-ticks.
+    #[command(after_help = AFTER_HELP)]
+    Local(LocalArgs),
+    /// (default) A relay server and --players clients in this process, over the in-memory
+    /// transport with a link conditioner; checks that every client verified the same checksums.
+    #[command(after_help = AFTER_HELP)]
+    Network(NetworkArgs),
+    /// Simulation ownership: an entity server and --participants participants in this process,
+    /// each with its own physics, scripted by --trace; compares every copy of every body.
+    #[command(after_help = AFTER_HELP)]
+    Ownership(OwnershipArgs),
+    /// A server over UDP for clients started with `join`, paced in real time: the deterministic
+    /// session's relay server, or with --ownership the entity server.
+    #[command(after_help = AFTER_HELP)]
+    Serve(ServeArgs),
+    /// One client over UDP of a server started with `serve`, paced in real time: a deterministic
+    /// session client, or with --ownership one participant.
+    #[command(after_help = AFTER_HELP)]
+    Join(JoinArgs),
+}
+
+/// Flags of every mode.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Ticks to run, 64 per second of simulated time: the tick the verified world stops at, or
+    /// the scripted ticks of an ownership run.
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
     pub ticks: u32,
+    /// Also write the summary as JSON to this file.
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub summary_json: Option<PathBuf>,
+    /// Print only results and errors: no banner, no progress lines, engine logs from WARN up
+    /// (RUST_LOG still overrides).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Flags of a deterministic session run in this process (`local`, `network`).
+#[derive(Debug, Clone, Args)]
+pub struct SessionArgs {
     /// Players (the scene needs at least this many player spawns; players the trace does not
     /// know send default input).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..))]
     pub players: u8,
-    /// Local mode: ticks from sampling an input to its confirmation by the relay, for every
-    /// player.
-    #[arg(long, default_value_t = 6)]
-    pub input_latency_ticks: u32,
-    /// Local mode: extra random confirmation delay in 0..=N ticks per input (seeded).
-    #[arg(long, default_value_t = 0)]
-    pub jitter_ticks: u32,
-    /// Scene file (RON).
-    #[arg(long, default_value = DEFAULT_SCENE)]
-    pub scene: PathBuf,
-    /// Input trace file (RON).
-    #[arg(long, default_value = DEFAULT_TRACE)]
-    pub trace: PathBuf,
-    /// Also write the summary as JSON to this file.
-    #[arg(long, value_name = "PATH")]
-    pub summary_json: Option<PathBuf>,
+    /// Scene file (RON) [default: assets/scenes/sandbox.ron].
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub scene: Option<PathBuf>,
+    /// Input trace file (RON) [default: assets/traces/two_players.ron].
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub trace: Option<PathBuf>,
     /// Do not compare predicted ticks with verified ones (the comparison costs a state hash per
     /// predicted tick).
     #[arg(long)]
     pub no_verify_predictions: bool,
+}
 
-    // --- `--mode ownership` (examples/sandbox/ownership.rs); it also reads `--rtt-ms`,
-    // `--net-jitter-ms`, `--loss-percent`, `--ticks`, `--scene`, `--summary-json` and, over UDP,
-    // `--server --bind` / `--client --connect`. ---
-    /// Ownership mode: the participants' scripted actions (RON).
-    #[arg(long, default_value = DEFAULT_OWNERSHIP_TRACE)]
-    pub ownership_trace: PathBuf,
-    /// Ownership mode: participants in this process (the scene needs that many player spawns).
+/// The simulated link of the in-process network modes (the same both ways).
+#[derive(Debug, Clone, Args)]
+pub struct LinkArgs {
+    /// Round-trip time of the simulated link, ms (half of it each way).
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub rtt_ms: u32,
+    /// Round-trip jitter of the simulated link, ms (half of it each way).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub net_jitter_ms: u32,
+    /// Packet loss of the simulated link in each direction, percent (0–100).
+    #[arg(long, default_value_t = 2.0)]
+    pub loss_percent: f64,
+}
+
+/// `sandbox local`.
+#[derive(Debug, Clone, Args)]
+pub struct LocalArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Ticks from sampling an input to its confirmation by the local relay, for every player.
+    #[arg(long, default_value_t = 6)]
+    pub input_latency_ticks: u32,
+    /// Extra random confirmation delay in 0..=N ticks per input (seeded).
+    #[arg(long, default_value_t = 0)]
+    pub jitter_ticks: u32,
+}
+
+/// `sandbox network` (and `sandbox` without a subcommand).
+#[derive(Debug, Clone, Args)]
+pub struct NetworkArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    #[command(flatten)]
+    pub link: LinkArgs,
+}
+
+/// Flags of the ownership runs.
+#[derive(Debug, Clone, Args)]
+pub struct OwnershipArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// Scene file (RON) [default: assets/scenes/sandbox.ron].
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub scene: Option<PathBuf>,
+    /// The participants' scripted actions (RON) [default: assets/traces/ownership_three.ron].
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub trace: Option<PathBuf>,
+    /// Participants in this process (the scene needs that many player spawns).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..))]
     pub participants: u8,
-    /// Ownership mode: seconds to run after the script stops, before comparing copies (longer
-    /// while bodies other than avatars are still owned, up to 20 s more).
+    /// Seconds to run after the script stops, before comparing copies (longer while bodies
+    /// other than avatars are still owned, up to 20 s more).
     #[arg(long, default_value_t = 2.0, value_parser = parse_settle_seconds)]
     pub settle_seconds: f64,
-    /// Ownership mode with `--client`: which participant of the trace to play (0-based).
-    #[arg(long, default_value_t = 0)]
+}
+
+/// `sandbox serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to bind (e.g. 127.0.0.1:5000).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: SocketAddr,
+    /// Run the ownership entity server instead of the deterministic session's relay server.
+    #[arg(long)]
+    pub ownership: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Relay server: players to wait for (every `join` must give the same --players).
+    #[arg(long, default_value_t = 2, conflicts_with = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
+    pub players: u8,
+    /// With --ownership: participants of the session (bodies are numbered from it, so every
+    /// `join --ownership` must give the same --participants).
+    #[arg(long, default_value_t = 3, requires = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
+    pub participants: u8,
+    /// With --ownership: scene file (RON) [default: assets/scenes/sandbox.ron].
+    #[arg(long, value_name = "PATH", requires = "ownership", value_hint = ValueHint::FilePath)]
+    pub scene: Option<PathBuf>,
+    /// With --ownership: seconds to keep serving after --ticks.
+    #[arg(long, default_value_t = 2.0, requires = "ownership", value_parser = parse_settle_seconds)]
+    pub settle_seconds: f64,
+}
+
+/// `sandbox join`.
+#[derive(Debug, Clone, Args)]
+pub struct JoinArgs {
+    /// Address of the server started with `serve`.
+    #[arg(long, value_name = "ADDR")]
+    pub connect: SocketAddr,
+    /// Join an ownership entity server (`serve --ownership`) as one participant.
+    #[arg(long)]
+    pub ownership: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Scene file (RON) [default: assets/scenes/sandbox.ron].
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub scene: Option<PathBuf>,
+    /// Input trace (RON) [default: assets/traces/two_players.ron], or with --ownership the
+    /// participants' script [default: assets/traces/ownership_three.ron].
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub trace: Option<PathBuf>,
+    /// Players in the session (the server's --players).
+    #[arg(long, default_value_t = 2, conflicts_with = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
+    pub players: u8,
+    /// Do not compare predicted ticks with verified ones.
+    #[arg(long, conflicts_with = "ownership")]
+    pub no_verify_predictions: bool,
+    /// With --ownership: participants of the session (the server's --participants).
+    #[arg(long, default_value_t = 3, requires = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
+    pub participants: u8,
+    /// With --ownership: which participant of the script to play (0-based, below
+    /// --participants).
+    #[arg(long, default_value_t = 0, requires = "ownership")]
     pub participant_index: u8,
+    /// With --ownership: seconds to run after the script stops.
+    #[arg(long, default_value_t = 2.0, requires = "ownership", value_parser = parse_settle_seconds)]
+    pub settle_seconds: f64,
+}
+
+impl Cli {
+    /// The mode to run: the subcommand, or `network` with the top-level flags.
+    pub fn into_command(self) -> Command {
+        self.command.unwrap_or(Command::Network(self.network))
+    }
+}
+
+impl Command {
+    /// Parses `args` (the program name first).
+    ///
+    /// # Errors
+    /// clap's error for unknown, malformed or contradictory flags (its exit code is 2), or the
+    /// help and version texts (exit code 0).
+    pub fn try_parse_from<T: Into<OsString> + Clone>(
+        args: impl IntoIterator<Item = T>,
+    ) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(args).map(Cli::into_command)
+    }
+
+    /// Parses the process's arguments; on an error prints it (with a hint for the flags of
+    /// earlier versions) and exits with clap's code (2 for a usage error).
+    pub fn parse() -> Command {
+        let args: Vec<OsString> = std::env::args_os().collect();
+        match Self::try_parse_from(&args) {
+            Ok(command) => command,
+            Err(error) => {
+                let _ = error.print();
+                if error.use_stderr()
+                    && let Some(hint) = legacy_hint(&args)
+                {
+                    eprintln!("\n{hint}");
+                }
+                std::process::exit(error.exit_code());
+            }
+        }
+    }
+}
+
+/// How to write a command line of earlier versions (`--mode`, `--server`, `--client`), if `args`
+/// holds one of their flags.
+pub fn legacy_hint(args: &[OsString]) -> Option<&'static str> {
+    let legacy = args.iter().any(|a| {
+        a.to_str().is_some_and(|a| {
+            matches!(a, "--mode" | "--server" | "--client") || a.starts_with("--mode=")
+        })
+    });
+    legacy.then_some(
+        "The modes are subcommands now: `--mode local` is `sandbox local`, `--mode ownership` is \
+         `sandbox ownership`, `--server --bind ADDR` is `sandbox serve --bind ADDR`, \
+         `--client --connect ADDR` is `sandbox join --connect ADDR` (add --ownership to either \
+         for ownership mode). `sandbox help <MODE>` lists a mode's flags.",
+    )
+}
+
+/// The file to read: `given` if the command line named one, else the repository file
+/// `default` (relative to the repository root) looked up at run time, first relative to the
+/// current directory, then to the `CARGO_MANIFEST_DIR` environment variable (`cargo run` sets
+/// it).
+///
+/// # Errors
+/// A message naming `default`, the places searched and `flag` when the default is nowhere.
+pub fn asset_path(given: Option<&Path>, default: &str, flag: &str) -> Result<PathBuf, String> {
+    if let Some(path) = given {
+        return Ok(path.to_path_buf());
+    }
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    default_asset(default, manifest.as_deref()).ok_or_else(|| {
+        format!(
+            "cannot find {default} in the current directory{}; run from the repository root or \
+             give {flag} PATH",
+            match &manifest {
+                Some(dir) => format!(" or in {}", dir.display()),
+                None => " (CARGO_MANIFEST_DIR is not set)".to_string(),
+            }
+        )
+    })
+}
+
+/// `relative` under the current directory if it is a file there, else under `manifest_dir`.
+pub fn default_asset(relative: &str, manifest_dir: Option<&Path>) -> Option<PathBuf> {
+    let here = PathBuf::from(relative);
+    if here.is_file() {
+        return Some(here);
+    }
+    manifest_dir
+        .map(|dir| dir.join(relative))
+        .filter(|p| p.is_file())
 }
 
 /// `--settle-seconds`: a finite number of seconds in 0..=600.

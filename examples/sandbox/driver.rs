@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use bevy::log::LogPlugin;
+use bevy::log::{Level, LogPlugin};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{RigidBody, Sleeping};
 use simsync::deterministic::{DeterministicSession, PredictionMismatch, SessionSetupError};
@@ -12,7 +12,7 @@ use simsync::prelude::{
     PackedInput, SessionClock, SessionMode, SessionStats, SimulationWorlds, SimulatorContext,
 };
 
-use super::cli::Args;
+use super::cli::LocalArgs;
 use super::game::{self, PlayerBody, SandboxGame};
 use super::summary::Summary;
 use super::trace::CompiledTrace;
@@ -103,25 +103,38 @@ fn report_mismatches(
     }
 }
 
+/// Bevy's log output: INFO and up, or WARN and up when `quiet` (`RUST_LOG` overrides both).
+pub fn log_plugin(quiet: bool) -> LogPlugin {
+    LogPlugin {
+        level: if quiet { Level::WARN } else { Level::INFO },
+        ..default()
+    }
+}
+
 /// Builds the app of a local session for `args`, with the scene and trace already loaded.
 ///
 /// # Errors
 /// Exit code 2 when the session configuration is rejected; 1 when the worlds were not built.
-pub fn build_app(args: &Args, game: SandboxGame, trace: CompiledTrace) -> Result<App, Failure> {
+pub fn build_app(
+    args: &LocalArgs,
+    game: SandboxGame,
+    trace: CompiledTrace,
+) -> Result<App, Failure> {
+    let players = args.session.players;
     let entities = game.entity_count() + 256;
     let plugin = DeterministicPlugin::<PackedInput>::new(game)
-        .players(args.players)
+        .players(players)
         .mode(SessionMode::Predicted)
         .clock(SessionClock::Stepped {
             ticks_per_update: 1,
         })
         .local_session(LocalSessionConfig {
-            latency_ticks: vec![args.input_latency_ticks; usize::from(args.players)],
+            latency_ticks: vec![args.input_latency_ticks; usize::from(players)],
             jitter_ticks: args.jitter_ticks,
             seed: JITTER_SEED,
             known_players: vec![0],
         })
-        .verify_predictions(!args.no_verify_predictions)
+        .verify_predictions(!args.session.no_verify_predictions)
         .max_simulation_entities(entities);
     // The input buffer must hold the rollback window plus the longest confirmation delay; grow
     // it for long latencies (up to a sane bound: beyond it the session rejects the config).
@@ -138,10 +151,10 @@ pub fn build_app(args: &Args, game: SandboxGame, trace: CompiledTrace) -> Result
         config.input_capacity = config.input_capacity.max(needed.next_power_of_two());
     }
     let mut app = App::new();
-    app.add_plugins((MinimalPlugins, LogPlugin::default()))
+    app.add_plugins((MinimalPlugins, log_plugin(args.run.quiet)))
         .add_plugins(plugin.config(config))
         .insert_resource(TraceFeed(trace))
-        .insert_resource(StopAt(args.ticks as i32))
+        .insert_resource(StopAt(args.run.ticks as i32))
         .init_resource::<MismatchReports>()
         .add_systems(
             PreUpdate,
@@ -188,24 +201,24 @@ fn sleeping_bodies(app: &App) -> (usize, usize) {
         })
 }
 
-/// Runs a built app until the verified world reaches `args.ticks`, printing progress every
-/// wall-clock second, and returns the summary.
+/// Runs a built app until the verified world reaches `args.run.ticks`, printing progress every
+/// wall-clock second (unless quiet), and returns the summary.
 ///
 /// # Errors
 /// Exit code 1 if the scene was not fully spawned, the verified world does not reach the tick
 /// within a generous number of updates, or passes it.
-pub fn run(args: &Args, expected_bodies: u32, mut app: App) -> Result<Summary, Failure> {
+pub fn run(args: &LocalArgs, expected_bodies: u32, mut app: App) -> Result<Summary, Failure> {
     let (players, bodies) = count_bodies(&app);
-    if players != usize::from(args.players) || bodies != expected_bodies as usize {
+    if players != usize::from(args.session.players) || bodies != expected_bodies as usize {
         return Err(Failure::run(format!(
             "scene not fully spawned: {bodies} of {expected_bodies} bodies, {players} of {} players",
-            args.players
+            args.session.players
         )));
     }
-    let target = args.ticks as i32;
-    let limit = u64::from(args.ticks) * 4
-        + u64::from(args.input_latency_ticks + args.jitter_ticks) * 2
-        + 10_000;
+    let ticks = args.run.ticks;
+    let target = ticks as i32;
+    let limit =
+        u64::from(ticks) * 4 + u64::from(args.input_latency_ticks + args.jitter_ticks) * 2 + 10_000;
     let start = Instant::now();
     let mut last_report = (start, 0u64);
     let mut updates = 0u64;
@@ -223,7 +236,7 @@ pub fn run(args: &Args, expected_bodies: u32, mut app: App) -> Result<Summary, F
         app.update();
         updates += 1;
         let now = Instant::now();
-        if now - last_report.0 >= Duration::from_secs(1) {
+        if !args.run.quiet && now - last_report.0 >= Duration::from_secs(1) {
             let stats = app.world().resource::<SessionStats>();
             let rate =
                 (stats.ticks_verified - last_report.1) as f64 / (now - last_report.0).as_secs_f64();
@@ -268,12 +281,13 @@ pub fn run(args: &Args, expected_bodies: u32, mut app: App) -> Result<Summary, F
     println!("dynamic bodies asleep at tick {target}: {asleep} of {dynamic}");
     println!(
         "finished in {elapsed:.2} s ({updates} updates, {:.0} verified ticks/s)",
-        f64::from(args.ticks) / elapsed.max(1e-9)
+        f64::from(ticks) / elapsed.max(1e-9)
     );
     Ok(Summary::new(
-        args.mode.name(),
-        args.ticks,
-        args.players,
+        "local",
+        ticks,
+        args.session.players,
+        !args.session.no_verify_predictions,
         &stats,
         checksum,
     ))

@@ -1,31 +1,31 @@
 //! The networked modes of the sandbox: a relay server and clients over renet.
 //!
-//! - `--mode network` (default): a relay server and `--players` clients as separate Apps in this
-//!   process, over the in-memory transport with a link conditioner (`--rtt-ms`, `--net-jitter-ms`,
-//!   `--loss-percent`). Every client simulates both worlds; the run checks that every client
-//!   recorded the same verified checksums.
-//! - `--server --bind ADDR --players N` and `--client --connect ADDR`: the same over UDP as
-//!   separate processes, paced at the tick rate in real time.
+//! - `sandbox network` (the default): a relay server and `--players` clients as separate Apps in
+//!   this process, over the in-memory transport with a link conditioner (`--rtt-ms`,
+//!   `--net-jitter-ms`, `--loss-percent`). Every client simulates both worlds; the run checks
+//!   that every client recorded the same verified checksums.
+//! - `sandbox serve --bind ADDR --players N` and `sandbox join --connect ADDR`: the same over UDP
+//!   as separate processes, paced at the tick rate in real time.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bevy::log::LogPlugin;
 use bevy::prelude::*;
 use serde_json::{Value, json};
 use simsync::deterministic::SessionSetupError;
 use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, RelayServer};
 use simsync::prelude::*;
-use simsync_net::conditioner::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{
-    ClientTransport, MemoryNetwork, NETCODE_PROTOCOL_ID, NetClock, ServerTransport,
-    UdpClientTransport, UdpServerConfig, UdpServerTransport,
+    ClientTransport, LinkConditionerConfig, MemoryNetwork, NETCODE_PROTOCOL_ID, NetClock,
+    ServerTransport, UdpClientTransport, UdpServerConfig, UdpServerTransport,
 };
 
-use super::cli::Args;
-use super::driver::Failure;
+use bevy::log::LogPlugin;
+
+use super::cli::{NetworkArgs, RunArgs};
+use super::driver::{Failure, log_plugin};
 use super::game::{self, SandboxGame};
 use super::trace::CompiledTrace;
 
@@ -42,29 +42,39 @@ fn stop_at(stop: Res<StopAt>, mut ctx: ResMut<SimulatorContext>) {
     }
 }
 
+/// What a client's session needs besides the game and the trace.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientSession {
+    /// Players in the session (the relay server's count).
+    pub players: u8,
+    /// Compare predicted ticks with verified ones.
+    pub verify_predictions: bool,
+}
+
 fn client_app(
-    args: &Args,
+    session: ClientSession,
+    ticks: u32,
     game: SandboxGame,
     trace: CompiledTrace,
     transport: ClientTransport,
     name: String,
-    log: bool,
+    log: Option<LogPlugin>,
 ) -> Result<App, Failure> {
     let entities = game.entity_count() + 256;
     let mut app = App::new();
     app.add_plugins(MinimalPlugins);
-    if log {
-        app.add_plugins(LogPlugin::default());
+    if let Some(log) = log {
+        app.add_plugins(log);
     }
     app.add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
         .add_plugins(
             DeterministicPlugin::<PackedInput>::new(game)
-                .players(args.players)
+                .players(session.players)
                 .checksum_interval(1)
                 .clock(SessionClock::Stepped {
                     ticks_per_update: 1,
                 })
-                .verify_predictions(!args.no_verify_predictions)
+                .verify_predictions(session.verify_predictions)
                 .max_simulation_entities(entities)
                 .networked(NetworkSessionConfig {
                     name,
@@ -75,7 +85,7 @@ fn client_app(
         .insert_resource(TickInputSource::<PackedInput>::new(move |player, tick| {
             game::encode(&trace.input(player, tick))
         }))
-        .insert_resource(StopAt(args.ticks as i32))
+        .insert_resource(StopAt(ticks as i32))
         .add_systems(BeforeVerification, stop_at);
     app.finish();
     app.cleanup();
@@ -87,12 +97,9 @@ fn client_app(
     Ok(app)
 }
 
-fn server_app(players: u8, transport: ServerTransport, log: bool) -> App {
+fn server_app(players: u8, transport: ServerTransport, log: LogPlugin) -> App {
     let mut app = App::new();
-    app.add_plugins(MinimalPlugins);
-    if log {
-        app.add_plugins(LogPlugin::default());
-    }
+    app.add_plugins((MinimalPlugins, log));
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
         .add_plugins(DeterministicServerPlugin::new::<PackedInput>(
             players, HZ as u16,
@@ -149,39 +156,48 @@ fn write_json(path: &Path, value: &Value) -> Result<(), Failure> {
 /// Exit code 2 for a bad link configuration; 1 if the clients do not reach the tick, disagree
 /// on a checksum, or a prediction mismatched.
 pub fn run_in_process(
-    args: &Args,
+    args: &NetworkArgs,
     game: SandboxGame,
     trace: CompiledTrace,
 ) -> Result<bool, Failure> {
+    let (run, link_args) = (&args.run, &args.link);
+    let players = args.session.players;
+    let session = ClientSession {
+        players,
+        verify_predictions: !args.session.no_verify_predictions,
+    };
     let link = LinkConditionerConfig::PERFECT
-        .with_latency(args.rtt_ms / 2, args.net_jitter_ms / 2)
-        .with_loss(args.loss_percent);
+        .with_latency(link_args.rtt_ms / 2, link_args.net_jitter_ms / 2)
+        .with_loss(link_args.loss_percent);
     let network =
         MemoryNetwork::new(0x51_u64, link).map_err(|e| Failure::input(format!("link: {e}")))?;
     let server_transport = network
         .server_transport()
         .map_err(|e| Failure::run(e.to_string()))?;
-    let mut server = server_app(args.players, server_transport.into(), true);
+    let mut server = server_app(players, server_transport.into(), log_plugin(run.quiet));
     let mut clients = Vec::new();
-    for id in 0..args.players {
+    for id in 0..players {
         let transport = network
             .client_transport(u64::from(id) + 1)
             .map_err(|e| Failure::run(e.to_string()))?;
         clients.push(client_app(
-            args,
+            session,
+            run.ticks,
             game.clone(),
             trace.clone(),
             transport.into(),
             format!("client-{id}"),
-            false,
+            None,
         )?);
     }
-    println!(
-        "network: relay server + {} clients in-process, RTT {} ms, jitter {} ms, loss {} %",
-        args.players, args.rtt_ms, args.net_jitter_ms, args.loss_percent
-    );
-    let target = args.ticks as i32;
-    let limit = u64::from(args.ticks) * 4 + 10_000;
+    if !run.quiet {
+        println!(
+            "network: relay server + {} clients in-process, RTT {} ms, jitter {} ms, loss {} %",
+            players, link_args.rtt_ms, link_args.net_jitter_ms, link_args.loss_percent
+        );
+    }
+    let target = run.ticks as i32;
+    let limit = u64::from(run.ticks) * 4 + 10_000;
     let start = Instant::now();
     let mut last_report = start;
     let mut frames = 0u64;
@@ -200,7 +216,7 @@ pub fn run_in_process(
             client.update();
         }
         frames += 1;
-        if last_report.elapsed() >= Duration::from_secs(1) {
+        if !run.quiet && last_report.elapsed() >= Duration::from_secs(1) {
             last_report = Instant::now();
             let line: Vec<String> = clients
                 .iter()
@@ -243,11 +259,11 @@ pub fn run_in_process(
         .clone();
     let summary = json!({
         "mode": "network",
-        "ticks": args.ticks,
-        "players": args.players,
-        "rtt_ms_configured": args.rtt_ms,
-        "jitter_ms_configured": args.net_jitter_ms,
-        "loss_percent_configured": args.loss_percent,
+        "ticks": run.ticks,
+        "players": players,
+        "rtt_ms_configured": link_args.rtt_ms,
+        "jitter_ms_configured": link_args.net_jitter_ms,
+        "loss_percent_configured": link_args.loss_percent,
         "clients": summaries,
         "all_clients_agree": agree,
         "server": {
@@ -261,14 +277,14 @@ pub fn run_in_process(
     });
     println!(
         "summary (network mode, {} clients, {} ticks)",
-        args.players, args.ticks
+        players, run.ticks
     );
     println!(
         "{}",
         serde_json::to_string_pretty(&summary).unwrap_or_default()
     );
     println!("all_clients_agree: {agree}");
-    if let Some(path) = &args.summary_json {
+    if let Some(path) = &run.summary_json {
         write_json(path, &summary)?;
     }
     Ok(agree && predictions_ok)
@@ -297,24 +313,26 @@ impl Pacer {
     }
 }
 
-/// `--server --bind ADDR`: the relay server over UDP, until every player acknowledged the
+/// `sandbox serve --bind ADDR`: the relay server over UDP, until every player acknowledged the
 /// requested tick (or left).
 ///
 /// # Errors
 /// Exit code 2 if the address cannot be bound; 1 if the session never completes.
-pub fn run_server(args: &Args, bind: SocketAddr) -> Result<bool, Failure> {
+pub fn run_server(run: &RunArgs, players: u8, bind: SocketAddr) -> Result<bool, Failure> {
     let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(bind))
         .map_err(|e| Failure::input(format!("--bind {bind}: {e}")))?;
-    println!(
-        "server: listening on {} for {} players",
-        transport.local_addr(),
-        args.players
-    );
-    let mut app = server_app(args.players, transport.into(), true);
+    if !run.quiet {
+        println!(
+            "server: listening on {} for {} players",
+            transport.local_addr(),
+            players
+        );
+    }
+    let mut app = server_app(players, transport.into(), log_plugin(run.quiet));
     let mut pacer = Pacer::new();
-    let target = args.ticks as i32;
+    let target = run.ticks as i32;
     let limit =
-        Instant::now() + Duration::from_secs(u64::from(args.ticks) / u64::from(HZ) * 4 + 300);
+        Instant::now() + Duration::from_secs(u64::from(run.ticks) / u64::from(HZ) * 4 + 300);
     loop {
         app.update();
         let relay = app.world().resource::<RelayServer>();
@@ -336,8 +354,8 @@ pub fn run_server(args: &Args, bind: SocketAddr) -> Result<bool, Failure> {
         .clone();
     let summary = json!({
         "mode": "server",
-        "ticks": args.ticks,
-        "players": args.players,
+        "ticks": run.ticks,
+        "players": players,
         "confirmed_tick": relay.confirmed_tick,
         "replaced_inputs": relay.replaced_inputs,
         "late_inputs": relay.late_inputs,
@@ -349,7 +367,7 @@ pub fn run_server(args: &Args, bind: SocketAddr) -> Result<bool, Failure> {
         "{}",
         serde_json::to_string_pretty(&summary).unwrap_or_default()
     );
-    if let Some(path) = &args.summary_json {
+    if let Some(path) = &run.summary_json {
         write_json(path, &summary)?;
     }
     // Give the clients a moment to receive the last sets before the server goes away.
@@ -360,12 +378,14 @@ pub fn run_server(args: &Args, bind: SocketAddr) -> Result<bool, Failure> {
     Ok(relay.desyncs == 0)
 }
 
-/// `--client --connect ADDR`: one client over UDP, until its verified world reaches the tick.
+/// `sandbox join --connect ADDR`: one client over UDP, until its verified world reaches the
+/// tick.
 ///
 /// # Errors
 /// Exit code 2 if the socket cannot be opened; 1 if the run does not complete.
 pub fn run_client(
-    args: &Args,
+    run: &RunArgs,
+    session: ClientSession,
     game: SandboxGame,
     trace: CompiledTrace,
     server: SocketAddr,
@@ -380,17 +400,18 @@ pub fn run_client(
     let transport = UdpClientTransport::unsecure(server, client_id, NETCODE_PROTOCOL_ID, bind)
         .map_err(|e| Failure::input(format!("--connect {server}: {e}")))?;
     let mut app = client_app(
-        args,
+        session,
+        run.ticks,
         game,
         trace,
         transport.into(),
         format!("client-{client_id:x}"),
-        true,
+        Some(log_plugin(run.quiet)),
     )?;
-    let target = args.ticks as i32;
+    let target = run.ticks as i32;
     let mut pacer = Pacer::new();
     let limit =
-        Instant::now() + Duration::from_secs(u64::from(args.ticks) / u64::from(HZ) * 4 + 300);
+        Instant::now() + Duration::from_secs(u64::from(run.ticks) / u64::from(HZ) * 4 + 300);
     let mut last_report = Instant::now();
     while stats(&app).verified_tick < target {
         if Instant::now() > limit {
@@ -405,7 +426,7 @@ pub fn run_client(
                 "client: rejected by the server: {reason}"
             )));
         }
-        if last_report.elapsed() >= Duration::from_secs(1) {
+        if !run.quiet && last_report.elapsed() >= Duration::from_secs(1) {
             last_report = Instant::now();
             let s = stats(&app);
             let net = s.network.unwrap_or_default();
@@ -421,12 +442,12 @@ pub fn run_client(
     let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs_reported) as usize;
     let mut summary = client_summary(&mut app, compared, mismatches);
     summary["mode"] = json!("client");
-    summary["ticks"] = json!(args.ticks);
+    summary["ticks"] = json!(run.ticks);
     println!(
         "{}",
         serde_json::to_string_pretty(&summary).unwrap_or_default()
     );
-    if let Some(path) = &args.summary_json {
+    if let Some(path) = &run.summary_json {
         write_json(path, &summary)?;
     }
     // Keep sending for a moment so the server sees our acknowledgement.

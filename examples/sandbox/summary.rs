@@ -30,6 +30,9 @@ pub struct Summary {
     pub resim_ticks_checked: u64,
     /// Of those, ticks whose predicted state matched.
     pub resim_ticks_matching: u64,
+    /// Whether predicted ticks were compared at all (off with `--no-verify-predictions`).
+    #[serde(skip)]
+    pub predictions_verified: bool,
 }
 
 impl Summary {
@@ -38,6 +41,7 @@ impl Summary {
         mode: &'static str,
         ticks: u32,
         players: u8,
+        predictions_verified: bool,
         stats: &SessionStats,
         checksum: u64,
     ) -> Self {
@@ -53,6 +57,7 @@ impl Summary {
             final_checksum: format!("{checksum:016x}"),
             resim_ticks_checked: stats.resim_ticks_checked,
             resim_ticks_matching: stats.resim_ticks_matching,
+            predictions_verified,
         }
     }
 
@@ -61,8 +66,17 @@ impl Summary {
         self.resim_ticks_matching == self.resim_ticks_checked
     }
 
-    /// The human-readable summary, one item per line.
+    /// The human-readable summary, one item per line; the last line is the prediction check's
+    /// result, or says it was off.
     pub fn to_text(&self) -> String {
+        let check = if self.predictions_verified {
+            format!(
+                "prediction matched verification on {} of {} re-simulated ticks",
+                self.resim_ticks_matching, self.resim_ticks_checked
+            )
+        } else {
+            "predictions not compared with verification (--no-verify-predictions)".to_string()
+        };
         format!(
             "summary ({} mode, {} players, {} ticks)\n\
              \x20 ticks verified       {}\n\
@@ -71,7 +85,7 @@ impl Summary {
              \x20 re-simulated ticks   {}\n\
              \x20 mispredicted inputs  {}\n\
              \x20 final checksum       {} (verified world at tick {})\n\
-             prediction matched verification on {} of {} re-simulated ticks",
+             {check}",
             self.mode,
             self.players,
             self.ticks,
@@ -82,8 +96,6 @@ impl Summary {
             self.mispredicted_inputs,
             self.final_checksum,
             self.ticks,
-            self.resim_ticks_matching,
-            self.resim_ticks_checked,
         )
     }
 

@@ -3,7 +3,7 @@
 
 use simsync::deterministic::NetworkSessionConfig;
 use simsync::deterministic::RelayServer;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::{Direction, target_lead_ticks};
 
 use crate::common::TestGame;

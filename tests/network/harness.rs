@@ -4,7 +4,7 @@ use bevy::prelude::*;
 use simsync::deterministic::SessionClock;
 use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, RelayStats};
 use simsync::prelude::*;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{MemoryNetwork, NetClock};
 

@@ -3,7 +3,7 @@
 
 use simsync::deterministic::NetworkSessionConfig;
 use simsync::prelude::*;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{ClientMessage, SessionClientMessage};
 

@@ -3,7 +3,7 @@
 
 use bevy::prelude::*;
 use simsync::deterministic::NetworkSessionConfig;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientMessage, Hello, InputSet, MAX_MESSAGE_BYTES, NetChannel, NetClock, ParticipantId,

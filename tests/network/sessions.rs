@@ -1,7 +1,7 @@
 //! Behaviour of the networked session.
 
 use simsync::deterministic::NetworkSessionConfig;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 
 use crate::common::TestGame;
 use crate::harness::Harness;

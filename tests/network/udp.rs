@@ -6,9 +6,7 @@ use bevy::prelude::*;
 use simsync::deterministic::NetworkSessionConfig;
 use simsync::prelude::*;
 use simsync_net::prelude::*;
-use simsync_net::udp::{
-    NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport,
-};
+use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport};
 
 use crate::common::TestGame;
 use crate::harness::{client_app, server_app};

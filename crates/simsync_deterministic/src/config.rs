@@ -87,7 +87,7 @@ impl Default for NetworkSessionConfig {
             fixed_input_delay: None,
             min_input_delay: 0,
             max_input_delay: 10,
-            input_delay_start_ms: simsync_net::clock::DEFAULT_INPUT_DELAY_START_MS,
+            input_delay_start_ms: simsync_net::DEFAULT_INPUT_DELAY_START_MS,
             ping_interval_ms: 250,
             checksum_every: 1,
         }

@@ -1,22 +1,4 @@
-//! The renet channels of every simsync connection, the same in both directions.
-//!
-//! | id | [`NetChannel`] | delivery | carries | send-queue memory |
-//! |---|---|---|---|---|
-//! | 0 | [`Control`](NetChannel::Control) | reliable, ordered, resent after [`CONTROL_RESEND_MS`] ms | handshake, session start, checksums, ownership bids/grants/changes | [`CONTROL_MEMORY_BYTES`] (1 MiB) |
-//! | 1 | [`Inputs`](NetChannel::Inputs) | unreliable | redundant input batches, confirmed input sets, clock info, ping/pong | [`INPUTS_MEMORY_BYTES`] (256 KiB) |
-//! | 2 | [`State`](NetChannel::State) | unreliable | physics state updates and their relay | [`STATE_MEMORY_BYTES`] (1 MiB) |
-//!
-//! The order of the list is renet's priority order when it fills a packet: control first, then
-//! inputs, then state, sharing [`BYTES_PER_UPDATE`] bytes per `update`.
-//!
-//! What renet does with these (renet 2.0): a reliable channel whose unacknowledged messages
-//! exceed its memory *disconnects* the connection, so [`crate::ClientNetExt`] and
-//! [`crate::ServerNetExt`] check for room first and return [`crate::NetError::ChannelFull`]
-//! instead; an unreliable channel over its memory drops the new message. Unreliable messages are
-//! neither deduplicated nor reordered by renet: a packet the network duplicates delivers its
-//! messages twice, so unreliable payloads carry their own tick or sequence number. Messages above
-//! renet's slice size (1,200 bytes) are split into slices; an unreliable sliced message is lost
-//! if any slice is, so keep unreliable messages below [`UNRELIABLE_MESSAGE_BUDGET`] bytes.
+//! The renet channels of every simsync connection ([`NetChannel`], [`connection_config`]).
 
 use std::time::Duration;
 
@@ -37,7 +19,26 @@ pub const BYTES_PER_UPDATE: u64 = 60_000;
 /// Largest unreliable message that still fits one renet packet (renet's slice size), in bytes.
 pub const UNRELIABLE_MESSAGE_BUDGET: usize = 1_200;
 
-/// The channels of a simsync connection; `u8::from(channel)` is the renet channel id.
+/// The channels of a simsync connection, the same in both directions; `u8::from(channel)` is the
+/// renet channel id ([channel rules](crate::rules)).
+///
+/// | id | [`NetChannel`] | delivery | carries | send-queue memory |
+/// |---|---|---|---|---|
+/// | 0 | [`Control`](NetChannel::Control) | reliable, ordered, resent after [`CONTROL_RESEND_MS`] ms | handshake, session start, checksums, ownership bids/grants/changes | [`CONTROL_MEMORY_BYTES`] (1 MiB) |
+/// | 1 | [`Inputs`](NetChannel::Inputs) | unreliable | redundant input batches, confirmed input sets, clock info, ping/pong | [`INPUTS_MEMORY_BYTES`] (256 KiB) |
+/// | 2 | [`State`](NetChannel::State) | unreliable | physics state updates and their relay | [`STATE_MEMORY_BYTES`] (1 MiB) |
+///
+/// The order of the list is renet's priority order when it fills a packet: control first, then
+/// inputs, then state, sharing [`BYTES_PER_UPDATE`] bytes per `update`.
+///
+/// What renet does with these (renet 2.0): a reliable channel whose unacknowledged messages
+/// exceed its memory *disconnects* the connection, so [`crate::ClientNetExt`] and
+/// [`crate::ServerNetExt`] check for room first and return [`crate::NetError::ChannelFull`]
+/// instead; an unreliable channel over its memory drops the new message. Unreliable messages are
+/// neither deduplicated nor reordered by renet: a packet the network duplicates delivers its
+/// messages twice, so unreliable payloads carry their own tick or sequence number. Messages above
+/// renet's slice size (1,200 bytes) are split into slices; an unreliable sliced message is lost
+/// if any slice is, so keep unreliable messages below [`UNRELIABLE_MESSAGE_BUDGET`] bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum NetChannel {
     /// Channel 0: reliable, ordered.
@@ -119,7 +120,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_round_trip_and_config_matches() {
+    fn channel_ids_round_trip_and_the_config_has_the_three_channels() {
         for channel in NetChannel::ALL {
             assert_eq!(NetChannel::from_id(channel.id()), Some(channel));
             assert_eq!(u8::from(channel), channel.id());

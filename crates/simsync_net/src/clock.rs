@@ -7,9 +7,11 @@
 //! - [`speed_factor`] / [`LeadControl`]: how fast to run the local clock to reach that lead, or
 //!   when to snap.
 //! - [`estimated_server_tick`]: where the server clock is now, from its last report.
+//! - [`TickAccumulator`]: how many fixed-step ticks to run for the time that passed.
 //!
-//! Units: times in milliseconds (`f64`), rates in ticks per second (Hz), leads in ticks (`f64`,
-//! fractional).
+//! Units: times in milliseconds (`f64`) unless a name says seconds, rates in ticks per second
+//! (Hz), leads in ticks (`f64`, fractional). The rules are summarized in the
+//! [clock rules](crate::rules).
 
 use std::time::Duration;
 
@@ -27,7 +29,7 @@ pub fn millis_u32(time: Duration) -> u32 {
     (time.as_millis() & u128::from(u32::MAX)) as u32
 }
 
-/// Smoothed round-trip time and jitter, in ms.
+/// Smoothed round-trip time and jitter, in ms ([wire rule 7](crate::rules)).
 ///
 /// The first sample `r` sets RTT to `r` and jitter to `r / 2`; each later sample updates
 /// `jitter = (1 − β)·jitter + β·|rtt − r|`, then `rtt = (1 − α)·rtt + α·r`, with
@@ -96,7 +98,8 @@ impl RttEstimator {
     }
 }
 
-fn sane_ms(value: f64) -> f64 {
+/// `value` if finite and positive, else 0.
+fn sane(value: f64) -> f64 {
     if value.is_finite() && value > 0.0 {
         value
     } else {
@@ -114,9 +117,9 @@ pub const DEFAULT_INPUT_DELAY_START_MS: f64 = 100.0;
 /// `min(max_delay, min_delay + ceil(max(0, rtt_ms − start_threshold_ms) / 2 · hz / 1000))`,
 /// and never below `min_delay` (so a `max_delay` below `min_delay` yields `min_delay`).
 ///
-/// This is Quantum's rule, whose default threshold is [`DEFAULT_INPUT_DELAY_START_MS`]
-/// (100 ms). A non-finite or negative `rtt_ms` counts as 0 ms and a non-finite threshold as
-/// 0 ms; `tick_rate_hz = 0` yields `min_delay`.
+/// This is Quantum's rule ([wire rule 7](crate::rules)), whose default threshold is
+/// [`DEFAULT_INPUT_DELAY_START_MS`] (100 ms). A non-finite or negative `rtt_ms` counts as 0 ms and
+/// a non-finite threshold as 0 ms; `tick_rate_hz = 0` yields `min_delay`.
 ///
 /// Example: RTT 200 ms at 64 Hz, threshold 100 ms, min 0: half of 100 ms is 50 ms = 3.2 ticks
 /// → 4 ticks.
@@ -132,7 +135,7 @@ pub fn input_delay_ticks(
     } else {
         0.0
     };
-    let above_ms = (sane_ms(rtt_ms) - threshold).max(0.0);
+    let above_ms = (sane(rtt_ms) - threshold).max(0.0);
     let extra_ticks = above_ms / 2.0 * f64::from(tick_rate_hz) / 1000.0;
     // Guard the ceiling against representation noise (3.0000000000000004 → 3).
     let extra = (extra_ticks - 1e-9).ceil().clamp(0.0, f64::from(u32::MAX)) as u32;
@@ -156,7 +159,7 @@ pub const LEAD_SAFETY_TICKS: f64 = 1.0;
 /// Non-finite or negative times count as 0 ms. Example: RTT 100 ms, jitter 10 ms, 64 Hz:
 /// 70 ms = 4.48 ticks, + 1 = 5.48 ticks.
 pub fn target_lead_ticks(rtt_ms: f64, jitter_ms: f64, tick_rate_hz: u32) -> f64 {
-    let lead_ms = sane_ms(rtt_ms) / 2.0 + LEAD_JITTER_MARGIN * sane_ms(jitter_ms);
+    let lead_ms = sane(rtt_ms) / 2.0 + LEAD_JITTER_MARGIN * sane(jitter_ms);
     lead_ms * f64::from(tick_rate_hz) / 1000.0 + LEAD_SAFETY_TICKS
 }
 
@@ -174,8 +177,8 @@ pub enum ClockAdjustment {
     },
 }
 
-/// Proportional controller of the client's lead over the server; [`speed_factor`] uses the
-/// defaults.
+/// Proportional controller of the client's lead over the server ([wire rule 7](crate::rules));
+/// [`speed_factor`] uses the defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeadControl {
     /// Largest speed change, as a fraction (default 0.05: ±5%).
@@ -235,8 +238,150 @@ pub fn estimated_server_tick(
     rtt_ms: f64,
     tick_rate_hz: u32,
 ) -> f64 {
-    let elapsed_ms = sane_ms(since_received_ms) + sane_ms(rtt_ms) / 2.0;
+    let elapsed_ms = sane(since_received_ms) + sane(rtt_ms) / 2.0;
     f64::from(last_server_tick) + elapsed_ms * f64::from(tick_rate_hz) / 1000.0
+}
+
+/// A fixed-step accumulator: turns the time that passed into whole ticks to run now and carries
+/// the fraction (and any debt) to the next call ([wire rule 7](crate::rules)). Pure: the caller
+/// passes the time in.
+///
+/// Each [`advance_secs`](Self::advance_secs) / [`advance_ticks`](Self::advance_ticks) call:
+///
+/// 1. adds the elapsed time, in ticks, times the [speed](Self::set_speed) to the leftover;
+/// 2. takes the whole ticks of the leftover (none while it is below 1, or negative: a debt);
+/// 3. adds a pending [`jump`](Self::jump) to them; if that makes the count negative, the rest
+///    stays in the leftover as a debt that later time pays off first;
+/// 4. returns at most `max_ticks_per_advance` ticks, keeping any excess in the leftover;
+/// 5. cuts the leftover to at most `max_leftover_ticks` (time beyond it is dropped, so a long
+///    stall does not make the caller run a burst of catch-up ticks for ever after).
+///
+/// Options and their defaults (set with the `with_` methods):
+///
+/// | option | unit | default | e.g. |
+/// |---|---|---|---|
+/// | `max_ticks_per_advance` | ticks per call | `u32::MAX` | 8 for a real-time session |
+/// | `max_leftover_ticks` | ticks | unlimited | 8 to drop time after a stall |
+/// | `speed` | multiple of real time | 1.0 | 1.02 for a client catching up |
+///
+/// The three clocks of the deterministic crate are this type with these options: the local
+/// session's real-time clock (8 ticks per call, 8 ticks of leftover), the relay server's
+/// real-time clock (8 ticks per call, leftover unlimited), and the network client's lead control
+/// ([`advance_ticks`](Self::advance_ticks) of the session's ticks at the [`LeadControl`] speed,
+/// snaps as [`jump`](Self::jump)s, 64 ticks per call).
+///
+/// # Why not Bevy's `Time<Fixed>`
+///
+/// `Time<Fixed>` is one accumulator per App that drives the `FixedMain` schedule from virtual
+/// time. simsync needs several per App (a session and a relay server can share one), inside a
+/// system rather than as a schedule, with a speed of its own that must not change the App's
+/// virtual time, with snaps in both directions (a debt), and in pure code that tests can step
+/// without an App. So the clocks use this type; `Time<Fixed>` stays free for the game.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TickAccumulator {
+    /// Fractional ticks carried to the next call; negative: a debt.
+    leftover: f64,
+    /// A jump not yet applied, in ticks.
+    pending_jump: i64,
+    speed: f64,
+    max_ticks_per_advance: u32,
+    max_leftover_ticks: Option<f64>,
+}
+
+impl Default for TickAccumulator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TickAccumulator {
+    /// An empty accumulator at speed 1 without caps.
+    pub const fn new() -> Self {
+        Self {
+            leftover: 0.0,
+            pending_jump: 0,
+            speed: 1.0,
+            max_ticks_per_advance: u32::MAX,
+            max_leftover_ticks: None,
+        }
+    }
+
+    /// Returns at most `ticks` ticks per call; whole ticks beyond them stay in the leftover.
+    #[must_use]
+    pub const fn with_max_ticks_per_advance(mut self, ticks: u32) -> Self {
+        self.max_ticks_per_advance = ticks;
+        self
+    }
+
+    /// Keeps at most `ticks` (fractional) in the leftover after each call; the rest of the time
+    /// is dropped. A negative or non-finite value means no cap.
+    #[must_use]
+    pub fn with_max_leftover_ticks(mut self, ticks: f64) -> Self {
+        self.max_leftover_ticks = (ticks.is_finite() && ticks >= 0.0).then_some(ticks);
+        self
+    }
+
+    /// Sets the speed: elapsed time counts `speed` times (1.0 = real time; 1.05 runs 5 % fast).
+    /// A negative speed counts as 0 (stopped), a non-finite one as 1.
+    pub fn set_speed(&mut self, speed: f64) {
+        self.speed = if !speed.is_finite() {
+            1.0
+        } else {
+            speed.max(0.0)
+        };
+    }
+
+    /// The speed in use.
+    pub fn speed(&self) -> f64 {
+        self.speed
+    }
+
+    /// The ticks carried to the next call (fractional; negative: a debt). A pending jump is not
+    /// included.
+    pub fn leftover_ticks(&self) -> f64 {
+        self.leftover
+    }
+
+    /// Adds `ticks` whole ticks to the next call's count (negative: takes them away, as a debt if
+    /// the count goes below zero). Jumps add up until the next call.
+    pub fn jump(&mut self, ticks: i64) {
+        self.pending_jump = self.pending_jump.saturating_add(ticks);
+    }
+
+    /// Drops the leftover, any debt and any pending jump.
+    pub fn reset(&mut self) {
+        self.leftover = 0.0;
+        self.pending_jump = 0;
+    }
+
+    /// The ticks to run for `elapsed_secs` seconds at `tick_rate_hz` ticks per second (see the
+    /// type docs). Negative or non-finite inputs count as 0.
+    ///
+    /// Example: at 64 Hz, frames of 20 ms (1.28 ticks each) give 1, 1, 1, 2 ticks, carrying
+    /// 0.28, 0.56, 0.84, 0.12 ticks.
+    pub fn advance_secs(&mut self, elapsed_secs: f64, tick_rate_hz: f64) -> u32 {
+        self.advance(sane(elapsed_secs) * sane(tick_rate_hz))
+    }
+
+    /// The ticks to run for `elapsed_ticks` ticks of real time (see the type docs). Negative or
+    /// non-finite inputs count as 0.
+    pub fn advance_ticks(&mut self, elapsed_ticks: f64) -> u32 {
+        self.advance(sane(elapsed_ticks))
+    }
+
+    fn advance(&mut self, elapsed_ticks: f64) -> u32 {
+        self.leftover += elapsed_ticks * self.speed;
+        let jump = std::mem::take(&mut self.pending_jump) as f64;
+        let whole = self.leftover.floor().max(0.0);
+        let ticks = (whole + jump).clamp(0.0, f64::from(self.max_ticks_per_advance));
+        // The jump's ticks come on top of the time's, so only `ticks − jump` is taken from it
+        // (more than `whole` when a negative jump leaves a debt, less when a cap keeps some).
+        self.leftover -= ticks - jump;
+        if let Some(cap) = self.max_leftover_ticks {
+            self.leftover = self.leftover.min(cap);
+        }
+        ticks as u32
+    }
 }
 
 #[cfg(test)]
@@ -285,7 +430,7 @@ mod tests {
     }
 
     #[test]
-    fn input_delay_rule() {
+    fn input_delay_is_the_minimum_plus_half_the_rtt_above_the_threshold_capped() {
         // At or below the threshold: the minimum.
         assert_eq!(input_delay_ticks(0.0, 64, 0, 100.0, 10), 0);
         assert_eq!(input_delay_ticks(100.0, 64, 0, 100.0, 10), 0);
@@ -307,7 +452,7 @@ mod tests {
     }
 
     #[test]
-    fn target_lead_rule() {
+    fn target_lead_is_half_the_rtt_plus_twice_the_jitter_plus_one_tick() {
         assert!(close(target_lead_ticks(100.0, 10.0, 64), 5.48));
         assert!(close(target_lead_ticks(0.0, 0.0, 64), 1.0));
         // 60 Hz, RTT 50 ms, jitter 5 ms: 35 ms = 2.1 ticks + 1.
@@ -316,7 +461,7 @@ mod tests {
     }
 
     #[test]
-    fn speed_factor_rule() {
+    fn lead_error_changes_speed_within_bounds_or_snaps_beyond_the_threshold() {
         let speed = |current, target| match speed_factor(current, target) {
             ClockAdjustment::Speed(s) => s,
             other => panic!("expected Speed, got {other:?}"),
@@ -344,9 +489,177 @@ mod tests {
     }
 
     #[test]
-    fn server_tick_estimate() {
+    fn server_tick_is_estimated_from_the_last_report_plus_half_the_rtt() {
         // 100 ms since the report, RTT 50 ms: 125 ms at 64 Hz = 8 ticks.
         assert_eq!(estimated_server_tick(1000, 100.0, 50.0, 64), 1008.0);
         assert_eq!(estimated_server_tick(-5, f64::NAN, -1.0, 64), -5.0);
+    }
+
+    /// The local session's real-time clock before `TickAccumulator`.
+    fn session_reference(acc: &mut f64, delta: f64, rate: f64) -> u32 {
+        *acc += delta * rate;
+        let n = acc.floor().clamp(0.0, 8.0);
+        *acc = (*acc - n).min(8.0);
+        n as u32
+    }
+
+    /// The relay server's real-time clock before `TickAccumulator`.
+    fn server_reference(acc: &mut f64, delta: f64, rate: f64) -> u32 {
+        *acc += delta * rate;
+        let n = acc.floor().clamp(0.0, 8.0);
+        *acc -= n;
+        n as u32
+    }
+
+    /// The network client's lead control before `TickAccumulator`.
+    fn client_reference(acc: &mut f64, base: u32, speed: f64, extra: i64) -> u32 {
+        *acc += f64::from(base) * speed;
+        let whole = acc.floor().max(0.0);
+        *acc -= whole;
+        let n = whole as i64 + extra;
+        if n < 0 {
+            *acc += n as f64;
+            0
+        } else {
+            n.min(64) as u32
+        }
+    }
+
+    /// Frame times in seconds: steady, uneven, a stall and zeros.
+    fn frame_times() -> Vec<f64> {
+        let mut rng = crate::SplitMix64::new(3);
+        let mut times: Vec<f64> = (0..500).map(|_| rng.next_f64() * 0.05).collect();
+        times.extend([1.0 / 60.0; 20]);
+        times.extend([0.0, 0.5, 0.0, 3.0, 0.001]);
+        times
+    }
+
+    #[test]
+    fn fractions_of_a_tick_are_carried() {
+        let mut clock = TickAccumulator::new();
+        assert_eq!(clock.advance_secs(0.020, 64.0), 1);
+        assert!(close(clock.leftover_ticks(), 0.28));
+        assert_eq!(clock.advance_secs(0.020, 64.0), 1);
+        assert!(close(clock.leftover_ticks(), 0.56));
+        assert_eq!(clock.advance_secs(0.020, 64.0), 1);
+        assert_eq!(clock.advance_secs(0.020, 64.0), 2);
+        assert!(close(clock.leftover_ticks(), 0.12));
+        assert_eq!(clock.advance_ticks(0.75), 0);
+        assert_eq!(clock.advance_ticks(0.25), 1);
+        for bad in [f64::NAN, f64::INFINITY, -1.0] {
+            assert_eq!(clock.advance_secs(bad, 64.0), 0);
+            assert_eq!(clock.advance_secs(1.0, bad), 0);
+            assert_eq!(clock.advance_ticks(bad), 0);
+        }
+    }
+
+    #[test]
+    fn ticks_per_advance_are_capped_and_the_rest_carried() {
+        let mut clock = TickAccumulator::new().with_max_ticks_per_advance(8);
+        assert_eq!(clock.advance_secs(0.5, 64.0), 8);
+        assert_eq!(clock.leftover_ticks(), 24.0);
+        assert_eq!(clock.advance_ticks(0.0), 8);
+        assert_eq!(clock.advance_ticks(0.0), 8);
+        assert_eq!(clock.advance_ticks(0.0), 8);
+        assert_eq!(clock.advance_ticks(0.0), 0);
+    }
+
+    #[test]
+    fn leftover_is_capped_so_a_stall_is_dropped() {
+        let mut clock = TickAccumulator::new()
+            .with_max_ticks_per_advance(8)
+            .with_max_leftover_ticks(8.0);
+        assert_eq!(clock.advance_secs(1.0, 64.0), 8);
+        assert_eq!(clock.leftover_ticks(), 8.0);
+        assert_eq!(clock.advance_ticks(0.0), 8);
+        assert_eq!(clock.advance_ticks(0.0), 0);
+        // A negative or non-finite cap is no cap.
+        let mut clock = TickAccumulator::new().with_max_leftover_ticks(f64::NAN);
+        assert_eq!(clock.advance_secs(1.0, 64.0), 64);
+    }
+
+    #[test]
+    fn speed_scales_elapsed_time() {
+        let mut clock = TickAccumulator::new();
+        clock.set_speed(1.05);
+        let ticks: u32 = (0..20).map(|_| clock.advance_ticks(1.0)).sum();
+        assert_eq!(ticks, 21);
+        clock.set_speed(-2.0);
+        assert_eq!(clock.speed(), 0.0);
+        assert_eq!(clock.advance_ticks(5.0), 0);
+        clock.set_speed(f64::NAN);
+        assert_eq!(clock.speed(), 1.0);
+    }
+
+    #[test]
+    fn jumps_add_ticks_or_leave_a_debt_paid_first() {
+        let mut clock = TickAccumulator::new();
+        clock.jump(3);
+        assert_eq!(clock.advance_ticks(1.0), 4);
+        clock.jump(-5);
+        assert_eq!(clock.advance_ticks(1.0), 0);
+        assert_eq!(clock.leftover_ticks(), -4.0);
+        // The debt of 4 ticks is paid before any tick runs.
+        assert_eq!(clock.advance_ticks(4.0), 0);
+        assert_eq!(clock.advance_ticks(1.5), 1);
+        assert_eq!(clock.leftover_ticks(), 0.5);
+        clock.jump(2);
+        clock.jump(1);
+        clock.reset();
+        assert_eq!(clock.advance_ticks(0.0), 0);
+        assert_eq!(clock.leftover_ticks(), 0.0);
+    }
+
+    #[test]
+    fn matches_the_real_time_session_clock_it_replaces() {
+        let mut clock = TickAccumulator::new()
+            .with_max_ticks_per_advance(8)
+            .with_max_leftover_ticks(8.0);
+        let mut reference = 0.0;
+        for dt in frame_times() {
+            assert_eq!(
+                clock.advance_secs(dt, 64.0),
+                session_reference(&mut reference, dt, 64.0)
+            );
+            assert_eq!(clock.leftover_ticks(), reference);
+        }
+    }
+
+    #[test]
+    fn matches_the_real_time_relay_server_clock_it_replaces() {
+        let mut clock = TickAccumulator::new().with_max_ticks_per_advance(8);
+        let mut reference = 0.0;
+        for dt in frame_times() {
+            assert_eq!(
+                clock.advance_secs(dt, 60.0),
+                server_reference(&mut reference, dt, 60.0)
+            );
+            assert_eq!(clock.leftover_ticks(), reference);
+        }
+    }
+
+    #[test]
+    fn matches_the_network_client_clock_it_replaces() {
+        let mut clock = TickAccumulator::new().with_max_ticks_per_advance(64);
+        let mut reference = 0.0;
+        let mut rng = crate::SplitMix64::new(11);
+        for i in 0..2_000 {
+            let base = (rng.next_u64() % 4) as u32;
+            let speed = 0.95 + rng.next_f64() * 0.1;
+            // A snap now and then, forward or back, never beyond the 64-tick cap.
+            let extra = if i % 97 == 0 {
+                (rng.next_u64() % 41) as i64 - 20
+            } else {
+                0
+            };
+            clock.set_speed(speed);
+            clock.jump(extra);
+            assert_eq!(
+                clock.advance_ticks(f64::from(base)),
+                client_reference(&mut reference, base, speed, extra),
+                "step {i}"
+            );
+            assert_eq!(clock.leftover_ticks(), reference, "step {i}");
+        }
     }
 }

@@ -1,32 +1,32 @@
-//! The codec: bincode 2 through serde, with a size limit, and a counter of rejected messages.
-//!
-//! Layout: `bincode::config::standard()` — little endian, variable-length integers (an integer
-//! below 251 takes one byte, below 2¹⁶ three, below 2³² five), `f32` as 4 raw bytes, enum tags
-//! as varints, sequences and strings as a varint length followed by the elements — with a limit
-//! of [`MAX_MESSAGE_BYTES`] bytes. There is no header: the protocol version is checked once, in
-//! the handshake (see [`crate::messages`]), and on UDP by netcode's protocol id
-//! ([`crate::udp::NETCODE_PROTOCOL_ID`]).
-//!
-//! Decoding never panics and never allocates more than the limit allows: every bad input —
-//! garbage, truncated bytes, bytes past the limit, bytes left over after a complete message —
-//! comes back as a typed [`NetError`], and [`DecodeStats`] counts them by kind.
+//! The codec: bincode 2 through serde, with a size limit ([`encode`], [`decode`]), and a counter
+//! of rejected messages ([`DecodeStats`]).
 
 use bevy::prelude::Resource;
 use bincode::config::{Configuration, LittleEndian, Varint};
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::NetError;
+use crate::error::NetError;
 
 /// Largest encoded message, in bytes (64 KiB). [`encode`] refuses to produce a longer one
 /// ([`NetError::MessageTooLarge`]) and [`decode`] refuses to read one
 /// ([`NetError::Oversized`]), including a short message whose length prefixes announce more.
 ///
 /// renet splits messages above 1,200 bytes into slices; keep messages sent on unreliable
-/// channels well under that (see [`crate::channels`]).
+/// channels well under that (see [`crate::UNRELIABLE_MESSAGE_BUDGET`]).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// The bincode configuration of every message: `standard()` (varint, little endian) with the
-/// [`MAX_MESSAGE_BYTES`] limit.
+/// The bincode configuration of every message ([codec rules](crate::rules)): `standard()` with
+/// the [`MAX_MESSAGE_BYTES`] limit.
+///
+/// Layout: little endian, variable-length integers (an integer below 251 takes one byte, below
+/// 2¹⁶ three, below 2³² five), `f32` as 4 raw bytes, enum tags as varints, sequences and strings
+/// as a varint length followed by the elements. There is no header: the protocol version is
+/// checked once, in the handshake ([`crate::peek_handshake_version`]), and on UDP by netcode's
+/// protocol id ([`crate::NETCODE_PROTOCOL_ID`]).
+///
+/// Decoding never panics and never allocates more than the limit allows: every bad input —
+/// garbage, truncated bytes, bytes past the limit, bytes left over after a complete message —
+/// comes back as a typed [`NetError`], and [`DecodeStats`] counts them by kind.
 pub type WireConfig =
     Configuration<LittleEndian, Varint, bincode::config::Limit<MAX_MESSAGE_BYTES>>;
 
@@ -108,7 +108,7 @@ fn map_decode_error(error: bincode::error::DecodeError) -> NetError {
 }
 
 /// Counts decoded messages, accepted and rejected by kind, so a server or client can report (and
-/// a test can check) how much garbage it was sent.
+/// a test can check) how much garbage it was sent ([wire rule 3](crate::rules)).
 ///
 /// Fill it with [`decode_counted`], [`DecodeStats::record`], or the receive helpers of
 /// [`crate::ClientNetExt`] / [`crate::ServerNetExt`]. It is a Bevy resource so systems can share

@@ -1,27 +1,11 @@
-//! A seeded link conditioner: one direction of a simulated network link, with latency, jitter,
-//! loss, duplication and reordering.
-//!
-//! Time is whatever the caller passes in (`now`), never the wall clock, and every random choice
-//! comes from a [SplitMix64](https://prng.di.unimi.it/splitmix64.c) generator seeded by the
-//! caller, so the same seed, packets and times always give the same deliveries.
-//!
-//! Per packet, in this order, the conditioner draws exactly five numbers (so changing one
-//! percentage does not shift the random choices of the others):
-//! 1. loss: dropped with probability `loss_percent / 100`;
-//! 2. duplication: if not dropped, sent twice with probability `duplicate_percent / 100`;
-//! 3. reordering: with probability `reorder_percent / 100` the packet (not its duplicate) is
-//!    held `reorder_delay_ms` longer, so packets sent after it overtake it;
-//! 4. and 5. jitter of the packet and of its duplicate: each copy is delivered
-//!    `latency_ms + uniform(−jitter_ms, +jitter_ms)` after `now` (never before `now`), rounded
-//!    to whole microseconds.
-//!
-//! Packets due at the same time come out in the order they were sent.
+//! The seeded link conditioner ([`LinkConditioner`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use crate::NetError;
+use crate::error::NetError;
+use crate::rng::SplitMix64;
 
 /// Packets a [`LinkConditioner`] holds at most; more are dropped and counted in
 /// [`LinkStats::overflowed`], so a receiver that never polls cannot grow memory without bound.
@@ -124,38 +108,6 @@ pub struct LinkStats {
     pub delivered: u64,
 }
 
-/// SplitMix64: a tiny, fast, well-mixed 64-bit generator; the whole state is one `u64`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub const fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform number in `[0, 1)` with 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-}
-
-/// Mixes a base seed with a stream number (e.g. a client id and a direction) into an
-/// independent seed.
-pub fn derive_seed(seed: u64, stream: u64) -> u64 {
-    let mut mixer = SplitMix64::new(seed ^ stream.wrapping_mul(0xD6E8_FEB8_6659_FD93));
-    mixer.next_u64()
-}
-
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct InFlight {
     deliver_at: Duration,
@@ -163,9 +115,26 @@ struct InFlight {
     payload: Vec<u8>,
 }
 
-/// One direction of a simulated link: packets go in with [`send`](Self::send) and come out of
-/// [`deliver_due`](Self::deliver_due) when their time has come, conditioned as described in the
-/// [module docs](self).
+/// One direction of a simulated network link: packets go in with [`send`](Self::send) and come
+/// out of [`deliver_due`](Self::deliver_due) when their time has come, with latency, jitter,
+/// loss, duplication and reordering set by a [`LinkConditionerConfig`]
+/// ([wire rule 6](crate::rules)).
+///
+/// Time is whatever the caller passes in (`now`), never the wall clock, and every random choice
+/// comes from a [`SplitMix64`] generator seeded by the caller, so the same seed, packets and
+/// times always give the same deliveries.
+///
+/// Per packet, in this order, the conditioner draws exactly five numbers (so changing one
+/// percentage does not shift the random choices of the others):
+/// 1. loss: dropped with probability `loss_percent / 100`;
+/// 2. duplication: if not dropped, sent twice with probability `duplicate_percent / 100`;
+/// 3. reordering: with probability `reorder_percent / 100` the packet (not its duplicate) is
+///    held `reorder_delay_ms` longer, so packets sent after it overtake it;
+/// 4. and 5. jitter of the packet and of its duplicate: each copy is delivered
+///    `latency_ms + uniform(−jitter_ms, +jitter_ms)` after `now` (never before `now`), rounded
+///    to whole microseconds.
+///
+/// Packets due at the same time come out in the order they were sent.
 #[derive(Debug)]
 pub struct LinkConditioner {
     config: LinkConditionerConfig,
@@ -180,7 +149,8 @@ impl LinkConditioner {
     ///
     /// # Errors
     ///
-    /// [`NetError::InvalidLinkConfig`] if the config does not [validate](LinkConditionerConfig::validate).
+    /// [`NetError::InvalidLinkConfig`] if the config does not
+    /// [validate](LinkConditionerConfig::validate).
     pub fn new(config: LinkConditionerConfig, seed: u64) -> Result<Self, NetError> {
         config.validate()?;
         Ok(Self {

@@ -3,8 +3,10 @@
 
 use renet::{ClientId, RenetClient, RenetServer};
 
-use crate::messages::{decode_client_message, decode_server_message};
-use crate::{ClientMessage, DecodeStats, NetChannel, NetError, ServerMessage, codec};
+use crate::channels::NetChannel;
+use crate::codec::{self, DecodeStats};
+use crate::error::NetError;
+use crate::messages::{ClientMessage, ServerMessage, decode_client_message, decode_server_message};
 
 /// A message received by a client, or the reason its bytes were rejected.
 #[derive(Debug)]

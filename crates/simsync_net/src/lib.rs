@@ -1,106 +1,81 @@
-//! The simsync wire layer: what the networked deterministic session (relay server and clients)
-//! and the ownership plugin (entity server and participants) send, how it is encoded, and how it
-//! travels — over renet 2, in memory or over UDP.
+//! The simsync wire: what the networked deterministic session and the ownership plugin send, how
+//! it is encoded and how it travels — over renet 2, in memory or over UDP ([wire rules](rules)).
 //!
-//! The parts, one per module:
-//!
-//! - **Messages** ([`messages`], [`session_proto`], [`ownership_proto`]): one enum per direction,
-//!   [`ClientMessage`] and [`ServerMessage`], with the handshake ([`Hello`] → [`Welcome`] or
-//!   `Rejected`, checked against [`PROTOCOL_VERSION`]), ping/pong, and the nested messages of
-//!   each protocol: redundant input batches and confirmed input sets for the session; bids,
-//!   grants, owner changes and compact [`BodyState`] updates (44 bytes for small ids) for
-//!   ownership. Inputs are opaque bytes, so this crate knows no game types.
-//! - **Codec** ([`codec`]): [`encode`] / [`decode`] with bincode 2 (`standard()`, varints) and a
-//!   64 KiB limit ([`MAX_MESSAGE_BYTES`]); bad bytes give a typed [`NetError`], never a panic,
-//!   and [`DecodeStats`] counts rejects by kind.
-//! - **Channels** ([`channels`]): the renet [`connection_config`] — reliable-ordered control,
-//!   unreliable inputs, unreliable state ([`NetChannel`]).
-//! - **Typed send/receive** ([`ClientNetExt`], [`ServerNetExt`]): encode, pick the channel,
-//!   check for room, decode and count.
-//! - **In-memory transport** ([`memory`], [`conditioner`]): a [`MemoryNetwork`] pumping renet
-//!   packets between one server and N clients in one process through a seeded
-//!   [`LinkConditioner`] per client and direction (latency, jitter, loss, duplication,
-//!   reordering), on simulated time only, so multi-App tests are reproducible.
-//! - **UDP transport** ([`udp`]): renet_netcode on any `SocketAddr`, unsecure or secure with
-//!   connect tokens ([`generate_connect_token`]).
-//! - **One interface** ([`ServerTransport`], [`ClientTransport`]) and **Bevy plugins**
-//!   ([`NetServerPlugin`], [`NetClientPlugin`], [`NetClock`]): receive in `PreUpdate`, send in
-//!   `PostUpdate`, in bevy_renet's `RenetReceive` / `RenetSend` sets, on bevy_renet's
-//!   `RenetServer` / `RenetClient` resources.
-//! - **Clock sync** ([`clock`]): [`RttEstimator`], [`input_delay_ticks`],
-//!   [`target_lead_ticks`], [`speed_factor`] — pure functions.
-//! - **Errors** ([`NetError`]): the one error type.
-//!
-//! ```
-//! use bevy::prelude::*;
-//! use simsync_net::prelude::*;
-//!
-//! let network = MemoryNetwork::perfect(7);
-//! let mut server = App::new();
-//! server
-//!     .add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(64)))
-//!     .insert_net_server(network.server_transport()?);
-//! let mut client = App::new();
-//! client
-//!     .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
-//!     .insert_net_client(network.client_transport(1)?);
-//! client
-//!     .world_mut()
-//!     .resource_mut::<RenetClient>()
-//!     .send_msg(&ClientMessage::Hello(Hello::new(Protocols::SESSION, "ada")))?;
-//! for _ in 0..3 {
-//!     server.update();
-//!     client.update();
-//! }
-//! let mut stats = DecodeStats::default();
-//! let received = server.world_mut().resource_mut::<RenetServer>().receive_msgs(&mut stats);
-//! assert!(matches!(received[0].message, Ok(ClientMessage::Hello(_))));
-//! # Ok::<(), simsync_net::NetError>(())
-//! ```
+//! - **Messages**: [`ClientMessage`] / [`ServerMessage`], one enum per direction, nesting the
+//!   session ([`SessionClientMessage`]...) and ownership ([`OwnershipClientMessage`]...) ones.
+//! - **Handshake**: [`Hello`] → [`Welcome`] or `Rejected`, by [`ServerHandshake`] and
+//!   [`ClientHandshake`].
+//! - **Codec**: [`encode`], [`decode`] (bincode 2, 64 KiB, typed [`NetError`], [`DecodeStats`]).
+//! - **Channels**: [`NetChannel`], [`connection_config`]; typed I/O by [`ClientNetExt`] and
+//!   [`ServerNetExt`].
+//! - **Transports**: [`MemoryNetwork`] (seeded [`LinkConditioner`]), UDP ([`UdpServerTransport`]);
+//!   [`ServerTransport`] / [`ClientTransport`] driven by [`NetServerPlugin`] / [`NetClientPlugin`].
+//! - **Clocks**: [`RttEstimator`], [`input_delay_ticks`], [`LeadControl`], [`TickAccumulator`].
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod channels;
-pub mod clock;
-pub mod codec;
-pub mod conditioner;
+mod channels;
+mod clock;
+mod codec;
+mod conditioner;
 mod error;
+mod handshake;
+mod ids;
 mod io;
-pub mod memory;
-pub mod messages;
-pub mod ownership_proto;
-pub mod plugin;
-pub mod session_proto;
-pub mod transport;
-pub mod udp;
+mod memory;
+mod messages;
+// Its docs still link its own module page, which is private now.
+#[allow(rustdoc::private_intra_doc_links)]
+mod ownership_proto;
+mod plugin;
+mod rng;
+mod session_proto;
+mod transport;
+mod udp;
 
-pub use channels::{NetChannel, connection_config};
-pub use clock::{
-    ClockAdjustment, LeadControl, RttEstimator, estimated_server_tick, input_delay_ticks,
-    millis_u32, speed_factor, target_lead_ticks,
+/// The wire rules of simsync, in prose: messages, codec, channels, handshake, transports and
+/// clocks.
+#[doc = include_str!("rules.md")]
+pub mod rules {}
+
+pub use channels::{
+    BYTES_PER_UPDATE, CONTROL_MEMORY_BYTES, CONTROL_RESEND_MS, INPUTS_MEMORY_BYTES, NetChannel,
+    STATE_MEMORY_BYTES, UNRELIABLE_MESSAGE_BUDGET, connection_config,
 };
-pub use codec::{DecodeStats, MAX_MESSAGE_BYTES, decode, decode_counted, encode};
-pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats};
+pub use clock::{
+    ClockAdjustment, DEFAULT_INPUT_DELAY_START_MS, LEAD_JITTER_MARGIN, LEAD_SAFETY_TICKS,
+    LeadControl, MAX_RTT_SAMPLE_MS, RTT_ALPHA, RTT_BETA, RttEstimator, TickAccumulator,
+    estimated_server_tick, input_delay_ticks, millis_u32, speed_factor, target_lead_ticks,
+};
+pub use codec::{
+    DecodeStats, MAX_MESSAGE_BYTES, WireConfig, decode, decode_counted, encode, wire_config,
+};
+pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_FLIGHT};
 pub use error::NetError;
+pub use handshake::{
+    ClientHandshake, HandshakeStats, Hello, JoinStatus, PROTOCOL_VERSION, Protocols, RejectReason,
+    ServerHandshake, Welcome, check_hello,
+};
+pub use ids::ParticipantId;
 pub use io::{ClientNetExt, FromClient, FromServer, ServerNetExt};
 pub use memory::{Direction, MemoryClientTransport, MemoryNetwork, MemoryServerTransport};
 pub use messages::{
-    ClientMessage, Hello, PROTOCOL_VERSION, ParticipantId, Protocols, RejectReason, ServerMessage,
-    Welcome, check_hello, decode_client_message, decode_server_message,
+    ClientMessage, ServerMessage, decode_client_message, decode_client_message_counted,
+    decode_server_message, decode_server_message_counted, peek_handshake_version,
 };
-pub use ownership_proto::{
-    BodyId, BodyState, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedRotation,
-    RefuseReason,
-};
+// Everything public of the ownership messages (a glob, so the file can change without this list).
+pub use ownership_proto::*;
 pub use plugin::{
     NetAppExt, NetClientPlugin, NetClock, NetServerPlugin, NetTransportError, client_ready,
     server_ready,
 };
-pub use session_proto::{InputSet, SessionClientMessage, SessionServerMessage};
+pub use rng::{SplitMix64, derive_seed};
+pub use session_proto::{InputBytes, InputSet, SessionClientMessage, SessionServerMessage};
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{
+    DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS, NETCODE_MAX_CLIENTS,
     NETCODE_PROTOCOL_ID, UdpAuth, UdpClientTransport, UdpServerConfig, UdpServerTransport,
-    generate_connect_token, generate_private_key,
+    generate_connect_token, generate_private_key, unix_time_now,
 };
 
 /// The crates this one builds on, re-exported so users need no extra dependencies (and get the

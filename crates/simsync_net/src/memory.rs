@@ -1,36 +1,4 @@
-//! The in-memory transport: one renet server and any number of renet clients in one process,
-//! packets moved between them through a [`LinkConditioner`] per client and direction, no
-//! sockets.
-//!
-//! A [`MemoryNetwork`] is a cheap handle (`Arc<Mutex<…>>`) shared by the endpoints: the server
-//! side takes a [`MemoryServerTransport`], each client a [`MemoryClientTransport`]. They can
-//! live in different Bevy Apps (each App holding its own `RenetServer` / `RenetClient`
-//! resource) or be driven by hand; each step, every endpoint `update`s (receive) and
-//! `send_packets`.
-//!
-//! # Time
-//!
-//! Every endpoint keeps its own simulated clock, advanced only by the `dt` given to its `update`
-//! (never the wall clock). A packet sent at the sender's time `t` is due at `t + delay` and is
-//! handed over by the first receiver `update` whose clock has reached that. Endpoints stepped
-//! with the same `dt` therefore share one time line; an endpoint created later starts at the
-//! latest time any endpoint of the network has reached.
-//!
-//! # Determinism
-//!
-//! Each client's two directions get their own conditioner, seeded from the network seed, the
-//! client id and the direction ([`derive_seed`]), so a link's random choices depend only on its
-//! own packets. Same seed, same endpoints and the same sequence of `update`/`send_packets` calls
-//! give the same deliveries, whatever the number of clients.
-//!
-//! # Connection
-//!
-//! A client is *connecting* from [`MemoryNetwork::client_transport`] until the server
-//! transport's next `update` adds it (`RenetServer::add_connection`); the client transport
-//! marks the `RenetClient` connected at its next `update` after that. The connection handshake
-//! itself is not delayed or lost. Messages sent while connecting wait in renet. A disconnect on
-//! either side (renet `disconnect`, a renet error, or the transport's `disconnect`) closes the
-//! link; the other side notices at its next `update`.
+//! The in-memory transport ([`MemoryNetwork`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -38,8 +6,9 @@ use std::time::Duration;
 
 use renet::{ClientId, RenetClient, RenetServer};
 
-use crate::NetError;
-use crate::conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, derive_seed};
+use crate::conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats};
+use crate::error::NetError;
+use crate::rng::derive_seed;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LinkState {
@@ -78,6 +47,13 @@ impl NetworkInner {
     fn observe_time(&mut self, now: Duration) {
         self.latest_time = self.latest_time.max(now);
     }
+
+    /// The link of `client` if it still belongs to `registration` (not to a later one).
+    fn link(&mut self, client: ClientId, registration: u64) -> Option<&mut ClientLink> {
+        self.clients
+            .get_mut(&client)
+            .filter(|link| link.registration == registration)
+    }
 }
 
 /// Which way a packet travels on a client's link.
@@ -98,8 +74,40 @@ impl Direction {
     }
 }
 
-/// A simulated network shared by one server transport and its client transports (see the
-/// [module docs](self)). Cloning gives another handle to the same network.
+/// The in-memory transport: one renet server and any number of renet clients in one process,
+/// packets moved between them through a seeded [`LinkConditioner`] per client and direction, no
+/// sockets ([transport rules](crate::rules)).
+///
+/// A `MemoryNetwork` is a cheap handle (`Arc<Mutex<…>>`; cloning gives another handle to the
+/// same network) shared by the endpoints: the server
+/// side takes a [`MemoryServerTransport`], each client a [`MemoryClientTransport`]. They can
+/// live in different Bevy Apps (each App holding its own `RenetServer` / `RenetClient`
+/// resource) or be driven by hand; each step, every endpoint `update`s (receive) and
+/// `send_packets`.
+///
+/// # Time
+///
+/// Every endpoint keeps its own simulated clock, advanced only by the `dt` given to its `update`
+/// (never the wall clock). A packet sent at the sender's time `t` is due at `t + delay` and is
+/// handed over by the first receiver `update` whose clock has reached that. Endpoints stepped
+/// with the same `dt` therefore share one time line; an endpoint created later starts at the
+/// latest time any endpoint of the network has reached.
+///
+/// # Determinism
+///
+/// Each client's two directions get their own conditioner, seeded from the network seed, the
+/// client id and the direction ([`derive_seed`]), so a link's random choices depend only on its
+/// own packets. Same seed, same endpoints and the same sequence of `update`/`send_packets` calls
+/// give the same deliveries, whatever the number of clients.
+///
+/// # Connection
+///
+/// A client is *connecting* from [`MemoryNetwork::client_transport`] until the server
+/// transport's next `update` adds it (`RenetServer::add_connection`); the client transport
+/// marks the `RenetClient` connected at its next `update` after that. The connection handshake
+/// itself is not delayed or lost. Messages sent while connecting wait in renet. A disconnect on
+/// either side (renet `disconnect`, a renet error, or the transport's `disconnect`) closes the
+/// link; the other side notices at its next `update`.
 #[derive(Debug, Clone)]
 pub struct MemoryNetwork {
     inner: Arc<Mutex<NetworkInner>>,
@@ -412,12 +420,7 @@ impl MemoryClientTransport {
         let now = self.now;
         let mut inner = self.network.lock();
         inner.observe_time(now);
-        let registration = self.registration;
-        let Some(link) = inner
-            .clients
-            .get_mut(&self.client_id)
-            .filter(|link| link.registration == registration)
-        else {
+        let Some(link) = inner.link(self.client_id, self.registration) else {
             client.disconnect_due_to_transport();
             return Err(NetError::NotConnected);
         };
@@ -449,12 +452,7 @@ impl MemoryClientTransport {
     pub fn send_packets(&mut self, client: &mut RenetClient) {
         let now = self.now;
         let mut inner = self.network.lock();
-        let registration = self.registration;
-        let Some(link) = inner
-            .clients
-            .get_mut(&self.client_id)
-            .filter(|link| link.registration == registration)
-        else {
+        let Some(link) = inner.link(self.client_id, self.registration) else {
             return;
         };
         if link.state != LinkState::Connected {

@@ -1,26 +1,4 @@
-//! Bevy plugins that drive renet and the transports.
-//!
-//! The resources are bevy_renet 5's `RenetServer` / `RenetClient` (newtypes of renet's) plus
-//! this crate's [`ServerTransport`] / [`ClientTransport`]. The systems run in bevy_renet's
-//! system sets, so code written against bevy_renet orders the same way:
-//!
-//! | schedule | set | server | client |
-//! |---|---|---|---|
-//! | `PreUpdate` | [`RenetReceive`] | `server.update(dt)`, then `transport.update(dt, server)` | `client.update(dt)`, then `transport.update(dt, client)` |
-//! | `PostUpdate` | [`RenetSend`] | `transport.send_packets(server)` | `transport.send_packets(client)` |
-//! | `Last` | — | on `AppExit`: disconnect everyone | on `AppExit`: disconnect |
-//!
-//! Read messages in systems after `RenetReceive` (e.g. in `Update`) and send before `RenetSend`.
-//! Each system runs only while both of its resources exist, so a resource can be inserted later
-//! (e.g. when the player clicks "join") and removed to stop.
-//!
-//! `dt` comes from the [`NetClock`] resource: the wall clock (`Time<Real>`, needs Bevy's
-//! `TimePlugin`) or a fixed simulated step per `App::update`, which makes multi-App tests
-//! reproducible. Do not add bevy_renet's own `RenetServerPlugin` / `RenetClientPlugin` /
-//! `Netcode*Plugin` as well: they would update renet a second time with the wall clock.
-//!
-//! Transport errors are logged and written as [`NetTransportError`] messages; the client writes
-//! one only when the connection goes down, not every frame after.
+//! The Bevy plugins that drive renet and the transports.
 
 use std::time::Duration;
 
@@ -28,7 +6,9 @@ use bevy::prelude::*;
 use bevy::time::Real;
 use bevy_renet::{RenetClient, RenetReceive, RenetSend, RenetServer};
 
-use crate::{ClientTransport, NetError, ServerTransport, channels::connection_config};
+use crate::channels::connection_config;
+use crate::error::NetError;
+use crate::transport::{ClientTransport, ServerTransport};
 
 /// Where the transports' `dt` comes from, per App.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -69,7 +49,62 @@ pub struct NetTransportError {
     pub error: NetError,
 }
 
-/// Drives a `RenetServer` + [`ServerTransport`] pair (see the [module docs](self)).
+/// Drives a `RenetServer` + [`ServerTransport`] pair; [`NetClientPlugin`] does the same for a
+/// `RenetClient` + [`ClientTransport`].
+///
+/// The resources are bevy_renet 5's `RenetServer` / `RenetClient` (newtypes of renet's) plus
+/// this crate's [`ServerTransport`] / [`ClientTransport`]. The systems run in bevy_renet's
+/// system sets, so code written against bevy_renet orders the same way:
+///
+/// | schedule | set | server | client |
+/// |---|---|---|---|
+/// | `PreUpdate` | [`RenetReceive`] | `server.update(dt)`, then `transport.update(dt, server)` | `client.update(dt)`, then `transport.update(dt, client)` |
+/// | `PostUpdate` | [`RenetSend`] | `transport.send_packets(server)` | `transport.send_packets(client)` |
+/// | `Last` | — | on `AppExit`: disconnect everyone | on `AppExit`: disconnect |
+///
+/// Read messages in systems after `RenetReceive` (e.g. in `Update`) and send before `RenetSend`.
+/// Each system runs only while both of its resources exist, so a resource can be inserted later
+/// (e.g. when the player clicks "join") and removed to stop.
+///
+/// `dt` comes from the [`NetClock`] resource: the wall clock (`Time<Real>`, needs Bevy's
+/// `TimePlugin`) or a fixed simulated step per `App::update`, which makes multi-App tests
+/// reproducible. Do not add bevy_renet's own `RenetServerPlugin` / `RenetClientPlugin` /
+/// `Netcode*Plugin` as well: they would update renet a second time with the wall clock.
+///
+/// Transport errors are logged and written as [`NetTransportError`] messages; the client writes
+/// one only when the connection goes down, not every frame after.
+///
+/// # Example
+///
+/// A server App and a client App on one [`MemoryNetwork`](crate::MemoryNetwork), stepped by
+/// hand with a fixed 64 Hz clock:
+///
+/// ```
+/// use bevy::prelude::*;
+/// use simsync_net::prelude::*;
+///
+/// let network = MemoryNetwork::perfect(7);
+/// let mut server = App::new();
+/// server
+///     .add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(64)))
+///     .insert_net_server(network.server_transport()?);
+/// let mut client = App::new();
+/// client
+///     .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
+///     .insert_net_client(network.client_transport(1)?);
+/// client
+///     .world_mut()
+///     .resource_mut::<RenetClient>()
+///     .send_msg(&ClientMessage::Hello(Hello::new(Protocols::SESSION, "ada")))?;
+/// for _ in 0..3 {
+///     server.update();
+///     client.update();
+/// }
+/// let mut stats = DecodeStats::default();
+/// let received = server.world_mut().resource_mut::<RenetServer>().receive_msgs(&mut stats);
+/// assert!(matches!(received[0].message, Ok(ClientMessage::Hello(_))));
+/// # Ok::<(), simsync_net::NetError>(())
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NetServerPlugin {
     clock: Option<NetClock>,
@@ -86,7 +121,8 @@ impl NetServerPlugin {
     }
 }
 
-/// Drives a `RenetClient` + [`ClientTransport`] pair (see the [module docs](self)).
+/// Drives a `RenetClient` + [`ClientTransport`] pair: the client side of [`NetServerPlugin`]
+/// (same schedules and sets, same [`NetClock`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NetClientPlugin {
     clock: Option<NetClock>,
@@ -165,7 +201,7 @@ pub fn client_ready(
 
 /// `PreUpdate`, [`RenetReceive`]: advances renet and the transport by the [`NetClock`] step and
 /// receives.
-pub fn server_receive_system(
+fn server_receive_system(
     clock: Res<NetClock>,
     real: Option<Res<Time<Real>>>,
     mut server: ResMut<RenetServer>,
@@ -184,12 +220,12 @@ pub fn server_receive_system(
 }
 
 /// `PostUpdate`, [`RenetSend`]: sends what renet has queued.
-pub fn server_send_system(mut server: ResMut<RenetServer>, mut transport: ResMut<ServerTransport>) {
+fn server_send_system(mut server: ResMut<RenetServer>, mut transport: ResMut<ServerTransport>) {
     transport.send_packets(&mut server);
 }
 
 /// `Last`: on `AppExit`, disconnects every client.
-pub fn server_disconnect_on_exit(
+fn server_disconnect_on_exit(
     exit: MessageReader<AppExit>,
     mut server: ResMut<RenetServer>,
     mut transport: ResMut<ServerTransport>,
@@ -201,7 +237,7 @@ pub fn server_disconnect_on_exit(
 
 /// `PreUpdate`, [`RenetReceive`]: advances renet and the transport by the [`NetClock`] step and
 /// receives.
-pub fn client_receive_system(
+fn client_receive_system(
     clock: Res<NetClock>,
     real: Option<Res<Time<Real>>>,
     mut client: ResMut<RenetClient>,
@@ -227,7 +263,7 @@ pub fn client_receive_system(
 }
 
 /// `PostUpdate`, [`RenetSend`]: sends what renet has queued.
-pub fn client_send_system(
+fn client_send_system(
     mut client: ResMut<RenetClient>,
     mut transport: ResMut<ClientTransport>,
     mut errors: MessageWriter<NetTransportError>,
@@ -245,10 +281,7 @@ pub fn client_send_system(
 }
 
 /// `Last`: on `AppExit`, disconnects.
-pub fn client_disconnect_on_exit(
-    exit: MessageReader<AppExit>,
-    mut transport: ResMut<ClientTransport>,
-) {
+fn client_disconnect_on_exit(exit: MessageReader<AppExit>, mut transport: ResMut<ClientTransport>) {
     if !exit.is_empty() {
         transport.disconnect();
     }
@@ -290,7 +323,7 @@ mod tests {
     }
 
     #[test]
-    fn fixed_clock_steps() {
+    fn fixed_clock_is_one_over_hz_and_real_clock_without_time_is_zero() {
         assert_eq!(
             NetClock::fixed_hz(64),
             NetClock::Fixed(Duration::from_micros(15_625))

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::NetChannel;
+use crate::channels::NetChannel;
 
 /// One player's input for one tick, encoded by the game (opaque to this crate).
 pub type InputBytes = Vec<u8>;

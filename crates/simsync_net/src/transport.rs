@@ -7,7 +7,7 @@ use std::time::Duration;
 use bevy::prelude::Resource;
 use renet::{ClientId, RenetClient, RenetServer};
 
-use crate::NetError;
+use crate::error::NetError;
 use crate::memory::{MemoryClientTransport, MemoryServerTransport};
 use crate::udp::{UdpClientTransport, UdpServerTransport};
 
@@ -15,9 +15,9 @@ use crate::udp::{UdpClientTransport, UdpServerTransport};
 /// `bevy_renet::RenetServer` resource.
 #[derive(Resource, Debug)]
 pub enum ServerTransport {
-    /// In-memory ([`crate::memory`]).
+    /// In-memory ([`crate::MemoryNetwork`]).
     Memory(MemoryServerTransport),
-    /// UDP through renet_netcode ([`crate::udp`]); boxed, as it holds a 1,400-byte buffer.
+    /// UDP through renet_netcode ([`UdpServerTransport`]); boxed, as it holds a 1,400-byte buffer.
     Udp(Box<UdpServerTransport>),
 }
 
@@ -72,9 +72,10 @@ impl From<UdpServerTransport> for ServerTransport {
 /// `bevy_renet::RenetClient` resource.
 #[derive(Resource, Debug)]
 pub enum ClientTransport {
-    /// In-memory ([`crate::memory`]).
+    /// In-memory ([`crate::MemoryNetwork`]).
     Memory(MemoryClientTransport),
-    /// UDP through renet_netcode ([`crate::udp`]); boxed, as it holds a 1,400-byte buffer.
+    /// UDP through renet_netcode ([`UdpClientTransport`]); boxed, as it holds a 1,400-byte
+    /// buffer.
     Udp(Box<UdpClientTransport>),
 }
 

@@ -1,16 +1,4 @@
-//! The UDP transport: renet_netcode's `NetcodeServerTransport` / `NetcodeClientTransport` on a
-//! configurable `SocketAddr`, unsecure (for loopback and development) or secure with connect
-//! tokens.
-//!
-//! netcode's own clocks are set from the Unix time at creation ([`unix_time_now`]) because a
-//! connect token's expiry is compared with the server's clock in seconds since the epoch; after
-//! that they advance by the `dt` given to `update`.
-//!
-//! Secure mode: the server and whoever issues tokens (a matchmaker, or the server itself) share a
-//! 32-byte private key ([`generate_private_key`]); [`generate_connect_token`] makes a token for
-//! one client id and the server addresses it may connect to; the client connects with
-//! [`UdpClientTransport::secure`]. The token travels to the client by other means
-//! (`ConnectToken::write` / `ConnectToken::read`).
+//! The UDP transport ([`UdpServerTransport`], [`UdpClientTransport`]) over renet_netcode.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,7 +9,8 @@ use renet_netcode::{
     NetcodeClientTransport, NetcodeServerTransport, ServerAuthentication, ServerConfig,
 };
 
-use crate::{NetError, PROTOCOL_VERSION};
+use crate::error::NetError;
+use crate::handshake::PROTOCOL_VERSION;
 
 /// netcode's protocol id for simsync: `"SIMSYN"` in the high six bytes and
 /// [`PROTOCOL_VERSION`] in the low two, so builds with different message layouts cannot even
@@ -38,7 +27,7 @@ pub const DEFAULT_TOKEN_EXPIRE_SECONDS: u64 = 300;
 pub const DEFAULT_TOKEN_TIMEOUT_SECONDS: i32 = 15;
 
 /// The time since the Unix epoch by the wall clock, or zero if the clock is before 1970.
-/// netcode's clocks start from it (see the [module docs](self)).
+/// netcode's clocks start from it (see [`UdpServerTransport`]).
 pub fn unix_time_now() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -111,7 +100,20 @@ impl UdpServerConfig {
     }
 }
 
-/// The server end of the UDP transport.
+/// The server end of the UDP transport ([transport rules](crate::rules)): renet_netcode's
+/// `NetcodeServerTransport` (and [`UdpClientTransport`], its `NetcodeClientTransport`) on a
+/// configurable `SocketAddr`, unsecure (for loopback and development) or secure with connect
+/// tokens.
+///
+/// netcode's own clocks are set from the Unix time at creation ([`unix_time_now`]) because a
+/// connect token's expiry is compared with the server's clock in seconds since the epoch; after
+/// that they advance by the `dt` given to `update`.
+///
+/// Secure mode: the server and whoever issues tokens (a matchmaker, or the server itself) share a
+/// 32-byte private key ([`generate_private_key`]); [`generate_connect_token`] makes a token for
+/// one client id and the server addresses it may connect to; the client connects with
+/// [`UdpClientTransport::secure`]. The token travels to the client by other means
+/// (`ConnectToken::write` / `ConnectToken::read`).
 #[derive(Debug)]
 pub struct UdpServerTransport {
     inner: NetcodeServerTransport,

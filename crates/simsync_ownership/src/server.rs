@@ -35,7 +35,7 @@ use simsync_net::renet::ClientId;
 use simsync_net::{
     ClientMessage, DecodeStats, NetChannel, NetClock, NetError, OwnerRecord,
     OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, Protocols, RejectReason,
-    ServerMessage, ServerNetExt, Welcome, check_hello, clock::millis_u32,
+    ServerMessage, ServerNetExt, Welcome, check_hello, millis_u32,
 };
 
 use crate::arbiter::{BodyKind, OwnershipArbiter, RefusalCounts, RefusalReason};

@@ -1,5 +1,5 @@
 //! Conversions between this crate's types and the wire types of [`simsync_net`]'s ownership
-//! protocol ([`simsync_net::ownership_proto`]).
+//! protocol ([`simsync_net::OwnershipClientMessage`], [`simsync_net::OwnershipServerMessage`]).
 //!
 //! Ids ([`BodyId`], [`ParticipantId`](crate::ParticipantId)) are `simsync_net`'s own types. The body state differs: [`crate::BodyState`] holds Bevy math types, the wire's
 //! [`simsync_net::BodyState`] packs the rotation in 6 bytes and carries the body id and a
@@ -25,7 +25,7 @@
 //! ([`refuse_reason_from_wire`]).
 
 use bevy::math::{Quat, Vec3};
-use simsync_net::ownership_proto::{self as proto, RefuseReason};
+use simsync_net::{self as proto, RefuseReason};
 
 use crate::arbiter::{BodyKind, RefusalReason};
 use crate::config::OwnershipConfig;

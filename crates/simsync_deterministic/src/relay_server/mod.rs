@@ -26,7 +26,7 @@ use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
     ClientMessage, DecodeStats, InputSet, NetChannel, ParticipantId, Protocols, RejectReason,
     ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage, Welcome, check_hello,
-    clock::millis_u32,
+    millis_u32,
 };
 
 use crate::tick::Tick;

@@ -21,8 +21,8 @@ use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, LeadControl, Protocols,
-    RttEstimator, ServerMessage, SessionClientMessage, SessionServerMessage, clock::millis_u32,
-    input_delay_ticks, target_lead_ticks,
+    RttEstimator, ServerMessage, SessionClientMessage, SessionServerMessage, input_delay_ticks,
+    millis_u32, target_lead_ticks,
 };
 
 use super::local_inputs::LocalInputProvider;

@@ -2,7 +2,7 @@
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
-use simsync_net::conditioner::LinkConditionerConfig;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_ownership::BodyId;
 use simsync_ownership::prelude::*;

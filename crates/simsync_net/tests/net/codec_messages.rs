@@ -4,13 +4,13 @@
 
 use bevy::math::{Quat, Vec3};
 use proptest::prelude::*;
-use simsync_net::messages::{decode_client_message_counted, peek_handshake_version};
 use simsync_net::{
     BodyId, BodyState, ClientMessage, DecodeStats, Hello, InputSet, MAX_MESSAGE_BYTES, NetChannel,
     NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION,
     PackedRotation, ParticipantId, Protocols, RefuseReason, RejectReason, ServerMessage,
     SessionClientMessage, SessionServerMessage, Welcome, check_hello, decode,
-    decode_client_message, decode_server_message, encode,
+    decode_client_message, decode_client_message_counted, decode_server_message, encode,
+    peek_handshake_version,
 };
 
 fn state(body: u64, seq: u32) -> BodyState {
@@ -138,7 +138,7 @@ fn every_message_round_trips_exactly() {
 }
 
 #[test]
-fn channels_follow_the_design() {
+fn each_message_goes_on_the_channel_of_its_kind() {
     use NetChannel::*;
     let client: Vec<NetChannel> = client_samples()
         .iter()

@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use bevy::prelude::*;
 use simsync_net::prelude::*;
-use simsync_net::udp::{
+use simsync_net::{
     DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS, NETCODE_PROTOCOL_ID,
-    UdpClientTransport, UdpServerConfig, UdpServerTransport, generate_connect_token,
-    generate_private_key,
+    PROTOCOL_VERSION, UdpClientTransport, UdpServerConfig, UdpServerTransport, check_hello,
+    generate_connect_token, generate_private_key,
 };
-use simsync_net::{PROTOCOL_VERSION, check_hello};
 
 const MESSAGES: u32 = 5;
 const MAX_STEPS: u32 = 600;

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use bevy::prelude::*;
-use simsync_net::clock::millis_u32;
-use simsync_net::conditioner::LinkConditionerConfig;
 use simsync_net::prelude::*;
-use simsync_net::{Direction, OwnerRecord, PROTOCOL_VERSION, RttEstimator, check_hello};
+use simsync_net::{
+    Direction, LinkConditionerConfig, OwnerRecord, PROTOCOL_VERSION, RttEstimator, check_hello,
+    millis_u32,
+};
 
 const HZ: u32 = 64;
 /// Data messages each side sends per channel (5 s at 64 Hz).

@@ -1,0 +1,735 @@
+//! The handshake every connection starts with, one set of rules for every server and client
+//! ([wire rule 5](crate::rules)):
+//!
+//! 1. Once connected, the client sends a [`Hello`] ([`PROTOCOL_VERSION`], the [`Protocols`] it
+//!    wants, a display name) on the control channel.
+//! 2. The server answers [`Welcome`] (participant id, player slot, granted protocols, tick rate,
+//!    server tick) or `Rejected` with a [`RejectReason`].
+//!
+//! [`ServerHandshake`] applies the server's side and [`ClientHandshake`] tracks the client's
+//! ([`JoinStatus`]); both are plain state without Bevy or renet, so a server or client only moves
+//! the messages. A participant's identity is its connection: no later message carries its id.
+//!
+//! # Adding a field
+//!
+//! A new `Hello` field (an input-type fingerprint, a reconnect token) is checked in one place,
+//! `ServerHandshake::check`, with its own [`RejectReason`]; a new fact the server states (player
+//! count, ...) is a field of [`ServerHandshake`] set by a `with_` method and copied into every
+//! [`Welcome`] in `ServerHandshake::welcome`. Either changes the message layout: bump
+//! [`PROTOCOL_VERSION`], keeping `protocol_version` the first field of `Hello` and `Welcome`.
+
+use std::collections::BTreeMap;
+
+use renet::ClientId;
+use serde::{Deserialize, Serialize};
+
+use crate::error::NetError;
+use crate::ids::ParticipantId;
+
+/// The version of the message layout of this build. Peers with different versions refuse each
+/// other in the handshake. Bump it with every change to a message type.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
+/// in [`Welcome`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Protocols(pub u8);
+
+impl Protocols {
+    /// No protocol (handshake and ping only).
+    pub const NONE: Protocols = Protocols(0);
+    /// The deterministic session ([`crate::SessionClientMessage`],
+    /// [`crate::SessionServerMessage`]).
+    pub const SESSION: Protocols = Protocols(1);
+    /// Simulation ownership ([`crate::OwnershipClientMessage`], [`crate::OwnershipServerMessage`]).
+    pub const OWNERSHIP: Protocols = Protocols(2);
+    /// Both protocols.
+    pub const ALL: Protocols = Protocols(3);
+
+    /// Whether every protocol of `other` is in `self`.
+    pub const fn contains(self, other: Protocols) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The protocols in both sets.
+    pub const fn intersection(self, other: Protocols) -> Protocols {
+        Protocols(self.0 & other.0)
+    }
+
+    /// Whether the set holds no protocol.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// The first message of a client. Its layout up to `protocol_version` is frozen across versions
+/// (see [`crate::peek_handshake_version`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The client's [`PROTOCOL_VERSION`].
+    pub protocol_version: u16,
+    /// The protocols the client wants to use.
+    pub protocols: Protocols,
+    /// A display name; the server may truncate or ignore it. At most a few dozen bytes is
+    /// expected; the codec limit bounds it at [`crate::MAX_MESSAGE_BYTES`].
+    pub name: String,
+}
+
+impl Hello {
+    /// A `Hello` for this build's [`PROTOCOL_VERSION`].
+    pub fn new(protocols: Protocols, name: impl Into<String>) -> Self {
+        Self {
+            protocol_version: PROTOCOL_VERSION,
+            protocols,
+            name: name.into(),
+        }
+    }
+}
+
+/// The server's acceptance of a [`Hello`]. Its layout up to `protocol_version` is frozen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The server's [`PROTOCOL_VERSION`] (equal to the client's, or the server would have
+    /// rejected it).
+    pub protocol_version: u16,
+    /// The id the server gave this participant; it stamps relayed messages with it.
+    pub participant: ParticipantId,
+    /// The player slot in a deterministic session (index into confirmed input sets), or `None`
+    /// for a spectator or an ownership-only participant.
+    pub player_slot: Option<u8>,
+    /// The protocols granted (a subset of those asked for).
+    pub protocols: Protocols,
+    /// Simulation ticks per second (Hz) of the server's clock; 0 if the server has no fixed
+    /// rate.
+    pub tick_rate_hz: u16,
+    /// The server's current tick when it sent this message.
+    pub server_tick: i32,
+}
+
+/// Why the server refused a [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RejectReason {
+    /// The client's protocol version differs from the server's.
+    VersionMismatch {
+        /// The server's [`PROTOCOL_VERSION`].
+        server: u16,
+        /// The version the client sent.
+        client: u16,
+    },
+    /// No room: every participant or player slot is taken, or the server gave out every
+    /// participant id it has (ids are never reused).
+    ServerFull,
+    /// The session has started and does not take late joiners.
+    SessionStarted,
+    /// The client asked for no protocol this server runs.
+    UnsupportedProtocols(Protocols),
+    /// This connection already completed a handshake.
+    AlreadyJoined,
+    /// Anything else, as text for a log.
+    Other(String),
+}
+
+/// Applies the version rule of the handshake ([wire rule 2](crate::rules)): a client is accepted
+/// only with exactly this build's [`PROTOCOL_VERSION`].
+///
+/// # Errors
+///
+/// [`RejectReason::VersionMismatch`] otherwise.
+pub fn check_hello(hello: &Hello) -> Result<(), RejectReason> {
+    if hello.protocol_version == PROTOCOL_VERSION {
+        Ok(())
+    } else {
+        Err(RejectReason::VersionMismatch {
+            server: PROTOCOL_VERSION,
+            client: hello.protocol_version,
+        })
+    }
+}
+
+/// What a [`ServerHandshake`] has done since it was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandshakeStats {
+    /// `Hello`s answered with a `Welcome`.
+    pub joined: u64,
+    /// Joined participants that left ([`ServerHandshake::on_left`]).
+    pub left: u64,
+    /// `Hello`s answered with `Rejected`, version mismatches found by the decoder included.
+    pub rejected: u64,
+}
+
+/// The server's side of the handshake ([wire rule 5](crate::rules)): which connection is which
+/// participant, and what to answer a `Hello`. Plain state: the server passes in what it received
+/// and sends what it gets back.
+///
+/// Rules, in the order [`on_hello`](Self::on_hello) applies them (the first that fails is the
+/// answer):
+///
+/// 1. **Version**: exactly [`PROTOCOL_VERSION`], else [`RejectReason::VersionMismatch`]. A `Hello`
+///    of another version usually fails to decode; [`on_decode_error`](Self::on_decode_error)
+///    gives the same answer for it, so a client of another build always learns why.
+/// 2. **Protocols**: the server grants what was asked for and it runs (the intersection); if
+///    that is nothing, [`RejectReason::UnsupportedProtocols`] with what was asked for.
+/// 3. **Once per connection**: a connection that joined gets [`RejectReason::AlreadyJoined`].
+/// 4. **Room**: at most `max_participants` joined at once (no limit by default), and ids from
+///    1 to `u16::MAX`, each given once while the server runs (never wrapping, never reused, so a
+///    departed participant's id never names a newcomer): [`RejectReason::ServerFull`] when
+///    either runs out.
+/// 5. **Seat**: the server's own rule (player slots, late joiners), a closure called last; when
+///    it returns `Ok`, the join is committed.
+///
+/// Identity is the connection: the participant id is bound to the `ClientId` the `Hello` came
+/// on, and the server attributes every later message of that connection to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerHandshake {
+    offered: Protocols,
+    tick_rate_hz: u16,
+    max_participants: Option<usize>,
+    /// The next id to give; `None` once `u16::MAX` was given.
+    next_id: Option<u16>,
+    joined: BTreeMap<ClientId, ParticipantId>,
+    stats: HandshakeStats,
+}
+
+impl ServerHandshake {
+    /// A handshake for a server that runs `offered`, with tick rate 0 (none stated) and no limit
+    /// on participants.
+    pub fn new(offered: Protocols) -> Self {
+        Self {
+            offered,
+            tick_rate_hz: 0,
+            max_participants: None,
+            next_id: Some(1),
+            joined: BTreeMap::new(),
+            stats: HandshakeStats::default(),
+        }
+    }
+
+    /// Sets the tick rate (Hz) stated in every [`Welcome`].
+    #[must_use]
+    pub fn with_tick_rate_hz(mut self, tick_rate_hz: u16) -> Self {
+        self.tick_rate_hz = tick_rate_hz;
+        self
+    }
+
+    /// Sets the most participants joined at once (rule 4).
+    #[must_use]
+    pub fn with_max_participants(mut self, max_participants: usize) -> Self {
+        self.max_participants = Some(max_participants);
+        self
+    }
+
+    /// Changes the tick rate (Hz) stated in later [`Welcome`]s.
+    pub fn set_tick_rate_hz(&mut self, tick_rate_hz: u16) {
+        self.tick_rate_hz = tick_rate_hz;
+    }
+
+    /// The protocols this server runs.
+    pub fn offered(&self) -> Protocols {
+        self.offered
+    }
+
+    /// The tick rate (Hz) stated in [`Welcome`]s.
+    pub fn tick_rate_hz(&self) -> u16 {
+        self.tick_rate_hz
+    }
+
+    /// Answers the `Hello` that arrived on `connection` (rules 1–5 of the type docs). `seat` is
+    /// called last, only if rules 1–4 pass, and returns the player slot to put in the
+    /// [`Welcome`] (`None`: no slot) or the reason to refuse; `server_tick` is copied into the
+    /// `Welcome`.
+    ///
+    /// On `Ok` the connection has joined with `welcome.participant`.
+    ///
+    /// # Errors
+    ///
+    /// The [`RejectReason`] to send back in `Rejected`.
+    pub fn on_hello(
+        &mut self,
+        connection: ClientId,
+        hello: &Hello,
+        server_tick: i32,
+        seat: impl FnOnce() -> Result<Option<u8>, RejectReason>,
+    ) -> Result<Welcome, RejectReason> {
+        let result = self
+            .check(connection, hello)
+            .and_then(|(participant, protocols)| {
+                let player_slot = seat()?;
+                Ok(self.welcome(participant, protocols, player_slot, server_tick))
+            });
+        match &result {
+            Ok(welcome) => {
+                self.joined.insert(connection, welcome.participant);
+                self.next_id = welcome.participant.0.checked_add(1);
+                self.stats.joined += 1;
+            }
+            Err(_) => self.stats.rejected += 1,
+        }
+        result
+    }
+
+    /// Rules 1–4: the id the connection would get and the protocols granted.
+    fn check(
+        &self,
+        connection: ClientId,
+        hello: &Hello,
+    ) -> Result<(ParticipantId, Protocols), RejectReason> {
+        check_hello(hello)?;
+        let granted = hello.protocols.intersection(self.offered);
+        if granted.is_empty() {
+            return Err(RejectReason::UnsupportedProtocols(hello.protocols));
+        }
+        if self.joined.contains_key(&connection) {
+            return Err(RejectReason::AlreadyJoined);
+        }
+        let full = self
+            .max_participants
+            .is_some_and(|max| self.joined.len() >= max);
+        match self.next_id {
+            Some(id) if !full => Ok((ParticipantId(id), granted)),
+            _ => Err(RejectReason::ServerFull),
+        }
+    }
+
+    /// The one place a [`Welcome`] is filled in.
+    fn welcome(
+        &self,
+        participant: ParticipantId,
+        protocols: Protocols,
+        player_slot: Option<u8>,
+        server_tick: i32,
+    ) -> Welcome {
+        Welcome {
+            protocol_version: PROTOCOL_VERSION,
+            participant,
+            player_slot,
+            protocols,
+            tick_rate_hz: self.tick_rate_hz,
+            server_tick,
+        }
+    }
+
+    /// The answer to a message that failed to decode: `Some(`[`RejectReason::VersionMismatch`]`)`
+    /// for [`NetError::VersionMismatch`] (a `Hello` of another build, see
+    /// [`crate::decode_client_message`]), to send back in `Rejected`; `None` for any other error
+    /// (bad bytes get no answer).
+    pub fn on_decode_error(&mut self, error: &NetError) -> Option<RejectReason> {
+        match *error {
+            NetError::VersionMismatch { theirs, .. } => {
+                self.stats.rejected += 1;
+                Some(RejectReason::VersionMismatch {
+                    server: PROTOCOL_VERSION,
+                    client: theirs,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Forgets `connection` (it disconnected or said `Goodbye`) and returns the participant it
+    /// was, if it had joined. Its id is not given again.
+    pub fn on_left(&mut self, connection: ClientId) -> Option<ParticipantId> {
+        let participant = self.joined.remove(&connection)?;
+        self.stats.left += 1;
+        Some(participant)
+    }
+
+    /// The participant of a joined connection.
+    pub fn participant(&self, connection: ClientId) -> Option<ParticipantId> {
+        self.joined.get(&connection).copied()
+    }
+
+    /// The joined connections and their participants, by connection.
+    pub fn participants(&self) -> impl Iterator<Item = (ClientId, ParticipantId)> + '_ {
+        self.joined.iter().map(|(c, p)| (*c, *p))
+    }
+
+    /// How many connections are joined now.
+    pub fn joined_count(&self) -> usize {
+        self.joined.len()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> HandshakeStats {
+        self.stats
+    }
+}
+
+/// Where a client is in the handshake ([`ClientHandshake::status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JoinStatus {
+    /// Not sent yet: waiting for the connection (or for room to send the `Hello`).
+    Connecting,
+    /// `Hello` sent, waiting for the answer.
+    HelloSent,
+    /// Joined with this id (the whole [`Welcome`] is in [`ClientHandshake::welcome`]).
+    Joined(ParticipantId),
+    /// The server refused the `Hello`; nothing more happens.
+    Rejected(RejectReason),
+    /// The connection closed before the answer or after joining; nothing more happens.
+    Disconnected,
+}
+
+/// The client's side of the handshake ([wire rule 5](crate::rules)): sends one `Hello`, then takes
+/// the first answer.
+///
+/// [`JoinStatus::Connecting`] → (sent) [`JoinStatus::HelloSent`] → [`JoinStatus::Joined`] or
+/// [`JoinStatus::Rejected`]; [`JoinStatus::Disconnected`] if the connection closes on the way or
+/// after joining. `Rejected` and `Disconnected` are final. A second `Welcome`, or a `Rejected`
+/// after joining, is ignored (the event methods return `false`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientHandshake {
+    hello: Hello,
+    status: JoinStatus,
+    welcome: Option<Welcome>,
+}
+
+impl ClientHandshake {
+    /// A client that will send `hello`.
+    pub fn new(hello: Hello) -> Self {
+        Self {
+            hello,
+            status: JoinStatus::Connecting,
+            welcome: None,
+        }
+    }
+
+    /// The `Hello` this client sends.
+    pub fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    /// Where the handshake is.
+    pub fn status(&self) -> &JoinStatus {
+        &self.status
+    }
+
+    /// The participant id, once joined (still `Some` after a later disconnect).
+    pub fn participant(&self) -> Option<ParticipantId> {
+        self.welcome.as_ref().map(|w| w.participant)
+    }
+
+    /// The server's `Welcome`, once joined.
+    pub fn welcome(&self) -> Option<&Welcome> {
+        self.welcome.as_ref()
+    }
+
+    /// Whether the client is joined now.
+    pub fn is_joined(&self) -> bool {
+        matches!(self.status, JoinStatus::Joined(_))
+    }
+
+    /// The `Hello` to send now: `Some` while [`JoinStatus::Connecting`] and `connected`. Call
+    /// [`on_hello_sent`](Self::on_hello_sent) once it was queued (a failed send is tried again
+    /// next time).
+    pub fn hello_to_send(&self, connected: bool) -> Option<&Hello> {
+        (connected && self.status == JoinStatus::Connecting).then_some(&self.hello)
+    }
+
+    /// The `Hello` was queued: [`JoinStatus::Connecting`] → [`JoinStatus::HelloSent`].
+    pub fn on_hello_sent(&mut self) {
+        if self.status == JoinStatus::Connecting {
+            self.status = JoinStatus::HelloSent;
+        }
+    }
+
+    /// A `Welcome` arrived. Before joining it is taken (→ [`JoinStatus::Joined`], or
+    /// [`JoinStatus::Rejected`] with [`RejectReason::VersionMismatch`] if it states another
+    /// [`PROTOCOL_VERSION`]); returns whether it was taken.
+    pub fn on_welcome(&mut self, welcome: Welcome) -> bool {
+        if !self.waiting() {
+            return false;
+        }
+        if welcome.protocol_version != PROTOCOL_VERSION {
+            self.status = JoinStatus::Rejected(RejectReason::VersionMismatch {
+                server: welcome.protocol_version,
+                client: PROTOCOL_VERSION,
+            });
+        } else {
+            self.status = JoinStatus::Joined(welcome.participant);
+            self.welcome = Some(welcome);
+        }
+        true
+    }
+
+    /// A `Rejected` arrived. Before joining it is taken (→ [`JoinStatus::Rejected`]); returns
+    /// whether it was taken.
+    pub fn on_rejected(&mut self, reason: RejectReason) -> bool {
+        if !self.waiting() {
+            return false;
+        }
+        self.status = JoinStatus::Rejected(reason);
+        true
+    }
+
+    /// A server message failed to decode. [`NetError::VersionMismatch`] (a `Welcome` of another
+    /// build, see [`crate::decode_server_message`]) before joining counts as a rejection
+    /// ([`RejectReason::VersionMismatch`]); returns whether the status changed.
+    pub fn on_decode_error(&mut self, error: &NetError) -> bool {
+        match *error {
+            NetError::VersionMismatch { theirs, .. } => {
+                self.on_rejected(RejectReason::VersionMismatch {
+                    server: theirs,
+                    client: PROTOCOL_VERSION,
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// The connection closed: [`JoinStatus::HelloSent`] or [`JoinStatus::Joined`] →
+    /// [`JoinStatus::Disconnected`]; returns whether the status changed.
+    pub fn on_disconnected(&mut self) -> bool {
+        match self.status {
+            JoinStatus::HelloSent | JoinStatus::Joined(_) => {
+                self.status = JoinStatus::Disconnected;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn waiting(&self) -> bool {
+        matches!(self.status, JoinStatus::Connecting | JoinStatus::HelloSent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(protocols: Protocols) -> Hello {
+        Hello::new(protocols, "ada")
+    }
+
+    fn seated() -> Result<Option<u8>, RejectReason> {
+        Ok(None)
+    }
+
+    #[test]
+    fn welcome_carries_id_slot_granted_protocols_rate_and_tick() {
+        let mut server = ServerHandshake::new(Protocols::SESSION).with_tick_rate_hz(60);
+        let welcome = server
+            .on_hello(7, &hello(Protocols::ALL), 42, || Ok(Some(3)))
+            .unwrap();
+        assert_eq!(
+            welcome,
+            Welcome {
+                protocol_version: PROTOCOL_VERSION,
+                participant: ParticipantId(1),
+                player_slot: Some(3),
+                protocols: Protocols::SESSION,
+                tick_rate_hz: 60,
+                server_tick: 42,
+            }
+        );
+        assert_eq!(server.participant(7), Some(ParticipantId(1)));
+        assert_eq!(server.joined_count(), 1);
+        assert_eq!(server.stats().joined, 1);
+    }
+
+    #[test]
+    fn ids_count_up_from_one_and_are_never_reused() {
+        let mut server = ServerHandshake::new(Protocols::OWNERSHIP);
+        let ownership = hello(Protocols::OWNERSHIP);
+        let first = server.on_hello(10, &ownership, 0, seated).unwrap();
+        let second = server.on_hello(11, &ownership, 0, seated).unwrap();
+        assert_eq!(first.participant, ParticipantId(1));
+        assert_eq!(second.participant, ParticipantId(2));
+        assert_eq!(server.on_left(10), Some(ParticipantId(1)));
+        assert_eq!(server.on_left(10), None);
+        // The same connection id joining again gets a fresh participant id.
+        let again = server.on_hello(10, &ownership, 0, seated).unwrap();
+        assert_eq!(again.participant, ParticipantId(3));
+        let all: Vec<_> = server.participants().collect();
+        assert_eq!(all, [(10, ParticipantId(3)), (11, ParticipantId(2))]);
+        assert_eq!(server.stats().left, 1);
+    }
+
+    #[test]
+    fn refuses_instead_of_wrapping_when_ids_run_out() {
+        let mut server = ServerHandshake::new(Protocols::OWNERSHIP);
+        server.next_id = Some(u16::MAX);
+        let ownership = hello(Protocols::OWNERSHIP);
+        let last = server.on_hello(1, &ownership, 0, seated).unwrap();
+        assert_eq!(last.participant, ParticipantId(u16::MAX));
+        server.on_left(1);
+        assert_eq!(
+            server.on_hello(2, &ownership, 0, seated),
+            Err(RejectReason::ServerFull)
+        );
+        assert_eq!(server.stats().rejected, 1);
+    }
+
+    #[test]
+    fn refuses_when_max_participants_are_joined() {
+        let mut server = ServerHandshake::new(Protocols::SESSION).with_max_participants(1);
+        let session = hello(Protocols::SESSION);
+        server.on_hello(1, &session, 0, seated).unwrap();
+        assert_eq!(
+            server.on_hello(2, &session, 0, seated),
+            Err(RejectReason::ServerFull)
+        );
+        server.on_left(1);
+        assert_eq!(
+            server
+                .on_hello(2, &session, 0, seated)
+                .map(|w| w.participant),
+            Ok(ParticipantId(2))
+        );
+    }
+
+    #[test]
+    fn rules_apply_in_order_version_protocols_once_room_seat() {
+        let mut server = ServerHandshake::new(Protocols::SESSION).with_max_participants(1);
+        let old = Hello {
+            protocol_version: PROTOCOL_VERSION + 1,
+            ..hello(Protocols::OWNERSHIP)
+        };
+        let version = RejectReason::VersionMismatch {
+            server: PROTOCOL_VERSION,
+            client: PROTOCOL_VERSION + 1,
+        };
+        assert_eq!(server.on_hello(1, &old, 0, seated), Err(version));
+        assert_eq!(
+            server.on_hello(1, &hello(Protocols::OWNERSHIP), 0, seated),
+            Err(RejectReason::UnsupportedProtocols(Protocols::OWNERSHIP))
+        );
+        assert_eq!(
+            server.on_hello(1, &hello(Protocols::NONE), 0, seated),
+            Err(RejectReason::UnsupportedProtocols(Protocols::NONE))
+        );
+        let session = hello(Protocols::SESSION);
+        server.on_hello(1, &session, 0, seated).unwrap();
+        assert_eq!(
+            server.on_hello(1, &session, 0, seated),
+            Err(RejectReason::AlreadyJoined)
+        );
+        // Full: the seat rule is not asked.
+        let asked = std::cell::Cell::new(false);
+        let seat = || {
+            asked.set(true);
+            Ok(None)
+        };
+        assert_eq!(
+            server.on_hello(2, &session, 0, seat),
+            Err(RejectReason::ServerFull)
+        );
+        assert!(!asked.get());
+        assert_eq!(server.stats().rejected, 5);
+    }
+
+    #[test]
+    fn a_refused_seat_commits_nothing() {
+        let mut server = ServerHandshake::new(Protocols::SESSION);
+        let session = hello(Protocols::SESSION);
+        assert_eq!(
+            server.on_hello(1, &session, 0, || Err(RejectReason::SessionStarted)),
+            Err(RejectReason::SessionStarted)
+        );
+        assert_eq!(server.participant(1), None);
+        // The id was not used up.
+        let welcome = server.on_hello(2, &session, 0, seated).unwrap();
+        assert_eq!(welcome.participant, ParticipantId(1));
+    }
+
+    #[test]
+    fn a_version_mismatch_found_by_the_decoder_is_answered() {
+        let mut server = ServerHandshake::new(Protocols::ALL);
+        let mismatch = NetError::VersionMismatch {
+            ours: PROTOCOL_VERSION,
+            theirs: 9,
+        };
+        assert_eq!(
+            server.on_decode_error(&mismatch),
+            Some(RejectReason::VersionMismatch {
+                server: PROTOCOL_VERSION,
+                client: 9
+            })
+        );
+        assert_eq!(server.on_decode_error(&NetError::Truncated), None);
+        assert_eq!(server.stats().rejected, 1);
+    }
+
+    #[test]
+    fn client_sends_one_hello_then_joins() {
+        let mut client = ClientHandshake::new(hello(Protocols::SESSION));
+        assert_eq!(client.status(), &JoinStatus::Connecting);
+        assert_eq!(client.hello_to_send(false), None);
+        assert_eq!(client.hello_to_send(true), Some(&hello(Protocols::SESSION)));
+        // A failed send leaves it to send again.
+        assert!(client.hello_to_send(true).is_some());
+        client.on_hello_sent();
+        assert_eq!(client.status(), &JoinStatus::HelloSent);
+        assert_eq!(client.hello_to_send(true), None);
+        let mut server = ServerHandshake::new(Protocols::SESSION);
+        let welcome = server
+            .on_hello(1, client.hello(), 5, || Ok(Some(0)))
+            .unwrap();
+        assert!(client.on_welcome(welcome.clone()));
+        assert_eq!(client.status(), &JoinStatus::Joined(ParticipantId(1)));
+        assert!(client.is_joined());
+        assert_eq!(client.participant(), Some(ParticipantId(1)));
+        assert_eq!(client.welcome(), Some(&welcome));
+        // Later answers are ignored.
+        assert!(!client.on_welcome(Welcome {
+            participant: ParticipantId(9),
+            ..welcome
+        }));
+        assert!(!client.on_rejected(RejectReason::AlreadyJoined));
+        assert_eq!(client.participant(), Some(ParticipantId(1)));
+        assert!(client.on_disconnected());
+        assert_eq!(client.status(), &JoinStatus::Disconnected);
+        assert_eq!(client.participant(), Some(ParticipantId(1)));
+    }
+
+    #[test]
+    fn client_rejection_is_final() {
+        let mut client = ClientHandshake::new(hello(Protocols::OWNERSHIP));
+        client.on_hello_sent();
+        assert!(client.on_rejected(RejectReason::ServerFull));
+        assert_eq!(
+            client.status(),
+            &JoinStatus::Rejected(RejectReason::ServerFull)
+        );
+        assert!(!client.on_disconnected());
+        assert_eq!(client.hello_to_send(true), None);
+        assert_eq!(client.participant(), None);
+    }
+
+    #[test]
+    fn client_rejects_a_welcome_of_another_version() {
+        let mut client = ClientHandshake::new(hello(Protocols::SESSION));
+        client.on_hello_sent();
+        assert!(client.on_decode_error(&NetError::VersionMismatch {
+            ours: PROTOCOL_VERSION,
+            theirs: 4
+        }));
+        let expected = RejectReason::VersionMismatch {
+            server: 4,
+            client: PROTOCOL_VERSION,
+        };
+        assert_eq!(client.status(), &JoinStatus::Rejected(expected.clone()));
+        let mut client = ClientHandshake::new(hello(Protocols::SESSION));
+        assert!(!client.on_decode_error(&NetError::Truncated));
+        assert!(client.on_welcome(Welcome {
+            protocol_version: 4,
+            participant: ParticipantId(1),
+            player_slot: None,
+            protocols: Protocols::SESSION,
+            tick_rate_hz: 0,
+            server_tick: 0,
+        }));
+        assert_eq!(client.status(), &JoinStatus::Rejected(expected));
+        assert_eq!(client.welcome(), None);
+    }
+
+    #[test]
+    fn client_disconnect_before_the_answer_is_final() {
+        let mut client = ClientHandshake::new(hello(Protocols::SESSION));
+        assert!(!client.on_disconnected());
+        client.on_hello_sent();
+        assert!(client.on_disconnected());
+        assert!(!client.on_rejected(RejectReason::ServerFull));
+        assert_eq!(client.status(), &JoinStatus::Disconnected);
+    }
+}

@@ -1,0 +1,105 @@
+//! The Apps of an ownership session: the entity server (ids, kinds and transforms, no physics)
+//! and a participant (its own Rapier world and a scripted actor), each stepping a simulated
+//! 1/64 s per update.
+
+use std::sync::Arc;
+
+use bevy::log::LogPlugin;
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::{
+    ColliderMassProperties, Friction, NoUserData, RapierPhysicsPlugin, RigidBody, Sleeping,
+    TimestepMode, Velocity,
+};
+use simsync_net::ServerTransport;
+use simsync_net::{ClientTransport, NetAppExt, NetClientPlugin, NetClock, NetServerPlugin};
+use simsync_ownership::{BodyNetId, Ownable, OwnershipPlugin, ParticipantAvatar};
+
+use super::DT;
+use super::actors::{Actor, act};
+use super::bodies::{AvatarBody, NetBody};
+use super::script::Script;
+
+/// An App with `MinimalPlugins` and, if given, log output.
+fn headless_app(log: Option<LogPlugin>) -> App {
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    if let Some(log) = log {
+        app.add_plugins(log);
+    }
+    app
+}
+
+/// The entity-server App, bodies registered by id and kind.
+pub fn server_app(
+    bodies: &[NetBody],
+    transport: impl Into<ServerTransport>,
+    log: Option<LogPlugin>,
+) -> App {
+    let mut app = headless_app(log);
+    app.add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
+        .add_plugins(OwnershipPlugin::entity_server())
+        .insert_net_server(transport);
+    for body in bodies {
+        app.world_mut()
+            .spawn((BodyNetId(body.id), body.kind, body.transform));
+    }
+    app
+}
+
+/// A participant App with its own Rapier world, playing trace participant `index`.
+pub fn participant_app(
+    bodies: &[NetBody],
+    index: u8,
+    script: Arc<Script>,
+    transport: impl Into<ClientTransport>,
+    log: Option<LogPlugin>,
+) -> App {
+    let mut app = headless_app(log);
+    // The physics steps the same simulated 1/64 s as the network clock, so the ownership rules'
+    // timings (rest delay, silence expiry) are in step with the bodies' motion.
+    app.add_plugins((
+        TransformPlugin,
+        RapierPhysicsPlugin::<NoUserData>::default(),
+    ))
+    .insert_resource(TimestepMode::Fixed {
+        dt: DT.as_secs_f32(),
+        substeps: 1,
+    })
+    .add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(DT)))
+    .add_plugins(OwnershipPlugin::participant().with_name(format!("participant {index}")))
+    .insert_resource(Actor::new(index, script))
+    .add_systems(Update, act)
+    .insert_net_client(transport);
+    for body in bodies {
+        spawn_body(app.world_mut(), body, index);
+    }
+    app
+}
+
+/// Spawns `body` in participant `index`'s world.
+fn spawn_body(world: &mut World, body: &NetBody, index: u8) {
+    let mut entity = world.spawn((
+        BodyNetId(body.id),
+        body.kind,
+        body.transform,
+        body.collider.clone(),
+        Friction::coefficient(body.friction),
+    ));
+    if body.kind == RigidBody::Dynamic {
+        entity.insert((
+            Ownable,
+            ColliderMassProperties::Density(body.density),
+            Velocity::zero(),
+            Sleeping::default(),
+        ));
+    }
+    if let Some(damping) = body.damping {
+        entity.insert(damping);
+    }
+    if let Some(owner) = body.avatar_of {
+        entity.insert(AvatarBody);
+        if owner == index {
+            entity.insert(ParticipantAvatar);
+        }
+    }
+}

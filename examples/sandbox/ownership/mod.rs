@@ -1,0 +1,143 @@
+//! Ownership mode: distributed physics with simulation ownership (`OwnershipPlugin`).
+//!
+//! `sandbox ownership` runs an entity server and `--participants` participants (default 3),
+//! each its own Bevy App with its own Rapier world built from the sandbox scene, in this
+//! process over the in-memory transport with a seeded link conditioner: `--rtt-ms` (default
+//! 80, so 40 ms each way), `--net-jitter-ms` (default 10, so ± 5 ms each way) and
+//! `--loss-percent` (default 2 %, each way). Every App steps a simulated 1/64 s per update.
+//! Each participant owns its avatar (the scene's player ball, held for good, so at GRAB) and
+//! follows its part of a scripted trace (`--trace`, default
+//! `assets/traces/ownership_three.ron`): walking into piles (avatar contacts: POKE), pushing and
+//! poking bodies (script edits: POKE), grabbing and carrying them (GRAB). Bodies knocked by an
+//! owned body are bid for at one priority less (rule 11), bodies moving unowned are
+//! volunteered for (rule 7), bodies at rest are released (rule 12).
+//!
+//! The script runs for `--ticks` ticks; then inputs stop and the session settles for at least
+//! `--settle-seconds` (and until no body but the avatars is owned, at most 20 s more), and the
+//! copies of every dynamic body on all participants are compared: `max_divergence_m` is the
+//! largest distance between two participants' copies of one body.
+//!
+//! Over UDP, in separate processes: `sandbox serve --ownership --bind ADDR` runs the entity
+//! server alone, `sandbox join --ownership --connect ADDR --participant-index I` one
+//! participant playing script participant `I`, both paced to real time. Each prints its own
+//! counters; the divergence needs every copy, so only the in-process run reports it.
+//!
+//! The parts: `script` (the trace file), `bodies` (the scene as numbered bodies), `actors` (a
+//! participant's scripted actions), `apps` (server and participant Apps), `in_process`, `udp`,
+//! `summary`.
+
+mod actors;
+mod apps;
+mod bodies;
+mod in_process;
+mod script;
+mod summary;
+mod udp;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bevy_rapier3d::prelude::RigidBody;
+
+use crate::cli;
+use crate::driver::Failure;
+use crate::scene::load_scene;
+use bodies::{NetBody, net_bodies};
+use script::Script;
+
+pub use in_process::run_in_process;
+pub use udp::{run_udp_client, run_udp_server};
+
+/// One step of simulated time (64 Hz).
+const DT: Duration = Duration::from_micros(15_625);
+/// Steps per second.
+const HZ: u32 = 64;
+/// Steps allowed for every participant to join.
+const JOIN_STEPS: u32 = 10 * HZ;
+
+/// The scene of a session as numbered bodies.
+struct Setup {
+    /// The scene file read.
+    scene: PathBuf,
+    /// Its bodies, numbered for `participants` avatars.
+    bodies: Vec<NetBody>,
+    /// Participants of the session.
+    participants: u8,
+}
+
+impl Setup {
+    /// Loads the scene (`--scene`, or the default found at run time) and numbers its bodies.
+    /// Every App of a session must number the bodies alike, so each builds the scene for all
+    /// `participants` avatars.
+    ///
+    /// # Errors
+    /// Exit code 2 if the scene is missing or invalid, or has fewer player spawns than
+    /// participants.
+    fn load(scene: Option<&Path>, participants: u8) -> Result<Self, Failure> {
+        let path = cli::asset_path(scene, cli::DEFAULT_SCENE, "--scene").map_err(Failure::input)?;
+        let scene = load_scene(&path).map_err(|e| Failure::input(e.to_string()))?;
+        if usize::from(participants) > scene.players.len() {
+            return Err(Failure::input(format!(
+                "--participants {participants} but {} has only {} player spawns",
+                path.display(),
+                scene.players.len()
+            )));
+        }
+        Ok(Self {
+            bodies: net_bodies(&scene, participants),
+            scene: path,
+            participants,
+        })
+    }
+}
+
+/// A loaded ownership script and its file.
+struct LoadedScript {
+    path: PathBuf,
+    script: Arc<Script>,
+}
+
+/// Loads the ownership script (`--trace`, or the default found at run time).
+///
+/// # Errors
+/// Exit code 2 if it is missing or invalid.
+fn load_script(trace: Option<&Path>) -> Result<LoadedScript, Failure> {
+    let path =
+        cli::asset_path(trace, cli::DEFAULT_OWNERSHIP_TRACE, "--trace").map_err(Failure::input)?;
+    let script = script::load_script(&path).map_err(|e| Failure::input(e.to_string()))?;
+    Ok(LoadedScript {
+        path,
+        script: Arc::new(script),
+    })
+}
+
+/// Prints what the run is about to do.
+fn print_banner(role: &str, setup: &Setup, script: Option<&LoadedScript>) {
+    let dynamic = setup
+        .bodies
+        .iter()
+        .filter(|b| b.kind == RigidBody::Dynamic)
+        .count();
+    let script = script.map_or(String::new(), |s| {
+        format!(
+            ", trace {} ({} segments for {} participants, {} ticks)",
+            s.path.display(),
+            s.script.segments,
+            s.script.participants,
+            s.script.end_tick,
+        )
+    });
+    println!(
+        "sandbox: ownership mode ({role}), {} participants; scene {} ({} bodies, {dynamic} \
+         dynamic){script}",
+        setup.participants,
+        setup.scene.display(),
+        setup.bodies.len(),
+    );
+}
+
+/// `--settle-seconds` in steps (rounded up).
+fn settle_ticks(seconds: f64) -> u32 {
+    (seconds.max(0.0) * f64::from(HZ)).ceil() as u32
+}

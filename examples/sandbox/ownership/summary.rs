@@ -1,0 +1,143 @@
+//! What an ownership run reports: the in-process run's summary (text and `--summary-json`) and
+//! refusal counts by reason name.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use simsync_ownership::{RefusalCounts, RefusalReason};
+
+use crate::driver::Failure;
+
+/// What an ownership run reports; serialized as the `--summary-json` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub mode: &'static str,
+    pub participants: u8,
+    /// Scripted ticks, then settling ticks (64 per second).
+    pub ticks: u32,
+    pub settle_ticks: u32,
+    /// One-way latency and jitter, ms, and loss per direction, percent.
+    pub latency_ms: u32,
+    pub jitter_ms: u32,
+    pub loss_percent: f64,
+    /// Changes of a body's owner on the entity server (grants to a new owner, releases,
+    /// expiries, disconnect clears).
+    pub ownership_changes: u64,
+    /// Bids sent by all participants (resends and priority changes included).
+    pub bids_sent: u64,
+    /// Of those, resends of unanswered bids (rule 6).
+    pub bid_resends: u64,
+    /// Bids and priority changes the server granted.
+    pub bids_granted: u64,
+    /// Bids the server refused, per reason.
+    pub bids_refused: BTreeMap<&'static str, u64>,
+    /// Releases (rule 12) the server accepted.
+    pub releases: u64,
+    /// Releases the server refused (the sender no longer owned the body), per reason.
+    pub releases_refused: BTreeMap<&'static str, u64>,
+    /// State updates the server refused (sent before the sender heard it lost the body), per
+    /// reason.
+    pub state_updates_refused: BTreeMap<&'static str, u64>,
+    /// Owners cleared for silence or disconnect (rule 5).
+    pub owners_expired: u64,
+    /// State updates the participants sent for bodies they own.
+    pub state_updates_sent: u64,
+    /// State updates the server relayed to the other participants.
+    pub state_updates_relayed: u64,
+    /// Mean encoded size of the state updates sent, bytes (`ClientMessage` as sent, before
+    /// renet's framing).
+    pub bytes_per_state_update: f64,
+    /// Largest distance between two participants' copies of one body at the end, m.
+    pub max_divergence_m: f64,
+    /// The body it was measured on.
+    pub max_divergence_body: u64,
+    /// Dynamic bodies compared.
+    pub bodies_compared: usize,
+    /// Bodies other than avatars still owned at the end.
+    pub bodies_owned_at_end: usize,
+    /// Messages the server could not decode.
+    pub malformed_messages: u64,
+}
+
+fn reason_name(reason: RefusalReason) -> &'static str {
+    match reason {
+        RefusalReason::Locked => "locked",
+        RefusalReason::LowerPriority => "lower_priority",
+        RefusalReason::LockedOutEqualPriority => "locked_out_equal_priority",
+        RefusalReason::NotOwner => "not_owner",
+        RefusalReason::UnknownBody => "unknown_body",
+        RefusalReason::NotOwnable => "not_ownable",
+        RefusalReason::PriorityTooHigh => "priority_too_high",
+        RefusalReason::PriorityTooLow => "priority_too_low",
+    }
+}
+
+pub fn by_reason(counts: &[RefusalCounts]) -> BTreeMap<&'static str, u64> {
+    let mut map = BTreeMap::new();
+    for c in counts {
+        for (reason, n) in c.iter().filter(|(_, n)| *n > 0) {
+            *map.entry(reason_name(reason)).or_default() += n;
+        }
+    }
+    map
+}
+
+impl Summary {
+    /// The human-readable summary, one item per line.
+    pub fn to_text(&self) -> String {
+        let list = |map: &BTreeMap<&'static str, u64>| {
+            if map.is_empty() {
+                return "none".to_string();
+            }
+            map.iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "summary (ownership mode, {} participants, {} + {} settling ticks, {} ± {} ms, {} % loss)\n\
+             \x20 ownership changes       {}\n\
+             \x20 bids sent               {} ({} resends)\n\
+             \x20 bids granted            {}\n\
+             \x20 bids refused            {}\n\
+             \x20 releases                {} ({} refused: {})\n\
+             \x20 state updates refused   {}\n\
+             \x20 owners expired          {}\n\
+             \x20 state updates           {} sent, {} relayed, {:.1} bytes each\n\
+             \x20 bodies owned at end     {} (avatars not counted)\n\
+             max divergence {:.6} m (body {}) over {} dynamic bodies",
+            self.participants,
+            self.ticks,
+            self.settle_ticks,
+            self.latency_ms,
+            self.jitter_ms,
+            self.loss_percent,
+            self.ownership_changes,
+            self.bids_sent,
+            self.bid_resends,
+            self.bids_granted,
+            list(&self.bids_refused),
+            self.releases,
+            self.releases_refused.values().sum::<u64>(),
+            list(&self.releases_refused),
+            list(&self.state_updates_refused),
+            self.owners_expired,
+            self.state_updates_sent,
+            self.state_updates_relayed,
+            self.bytes_per_state_update,
+            self.bodies_owned_at_end,
+            self.max_divergence_m,
+            self.max_divergence_body,
+            self.bodies_compared,
+        )
+    }
+}
+
+/// Writes `value` as pretty JSON to `path`.
+pub fn write_json<T: Serialize>(value: &T, path: &Path) -> Result<(), Failure> {
+    let json = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::run(format!("cannot encode the summary: {e}")))?;
+    std::fs::write(path, json + "\n")
+        .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))
+}

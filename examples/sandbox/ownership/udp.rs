@@ -1,0 +1,192 @@
+//! `sandbox serve --ownership` and `sandbox join --ownership`: the entity server and one
+//! participant as separate processes over UDP, paced to real time (64 steps per second).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use bevy::prelude::*;
+use serde_json::json;
+use simsync_net::{
+    ClientTransport, NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport,
+};
+use simsync_ownership::{EntityServer, OwnershipParticipant};
+
+use super::actors::{Actor, stop_script};
+use super::apps::{participant_app, server_app};
+use super::summary::{by_reason, write_json};
+use super::{DT, HZ, JOIN_STEPS, Setup, load_script, print_banner, settle_ticks};
+use crate::cli::{JoinArgs, ServeArgs};
+use crate::driver::{Failure, log_plugin};
+
+/// Steps `app` in real time (64 Hz) until `done` or `ticks` steps.
+fn paced(app: &mut App, ticks: u32, mut done: impl FnMut(&App) -> bool) -> u32 {
+    let start = Instant::now();
+    for tick in 0..ticks {
+        if done(app) {
+            return tick;
+        }
+        app.update();
+        let due = start + DT * (tick + 1);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    ticks
+}
+
+/// `sandbox serve --ownership --bind ADDR`: the entity server alone, over UDP, for `--ticks`
+/// plus the settling time after the first participant joined (or until every participant that
+/// joined left).
+///
+/// # Errors
+/// Exit code 2 for a bad scene or an address that cannot be bound.
+pub fn run_udp_server(args: &ServeArgs) -> Result<ExitCode, Failure> {
+    let setup = Setup::load(args.scene.as_deref(), args.participants)?;
+    let bind = args.bind;
+    let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(bind))
+        .map_err(|e| Failure::input(format!("cannot bind {bind}: {e}")))?;
+    if !args.run.quiet {
+        print_banner("entity server over UDP", &setup, None);
+        println!("entity server listening on {}", transport.local_addr());
+    }
+    let mut server = server_app(&setup.bodies, transport, Some(log_plugin(args.run.quiet)));
+    let joined = |app: &App| {
+        app.world()
+            .resource::<EntityServer>()
+            .stats()
+            .participants_joined
+    };
+    paced(&mut server, u32::MAX, |app| joined(app) > 0);
+    let settle = settle_ticks(args.settle_seconds);
+    paced(&mut server, args.run.ticks + settle + 5 * HZ, |app| {
+        let s = app.world().resource::<EntityServer>().stats();
+        s.participants_left >= s.participants_joined
+    });
+    let s = server.world().resource::<EntityServer>();
+    let stats = *s.stats();
+    let changes = s.arbiter().stats().ownership_changes;
+    println!(
+        "entity server: {} participants, {changes} ownership changes, {} bids granted, bids \
+         refused {:?}, {} releases, releases and state updates refused {:?}, {} state updates \
+         relayed, {} owners expired",
+        stats.participants_joined,
+        stats.bids_granted,
+        by_reason(&[stats.bids_refused]),
+        stats.releases_granted,
+        by_reason(&[stats.releases_refused, stats.state_updates_refused]),
+        stats.state_updates_relayed,
+        stats.expiries + stats.disconnect_clears,
+    );
+    if let Some(path) = &args.run.summary_json {
+        let summary = json!({
+            "mode": "ownership-server",
+            "participants_joined": stats.participants_joined,
+            "ownership_changes": changes,
+            "bids_granted": stats.bids_granted,
+            "bids_refused": by_reason(&[stats.bids_refused]),
+            "releases": stats.releases_granted,
+            "releases_refused": by_reason(&[stats.releases_refused]),
+            "state_updates_refused": by_reason(&[stats.state_updates_refused]),
+            "state_updates_relayed": stats.state_updates_relayed,
+            "owners_expired": stats.expiries + stats.disconnect_clears,
+        });
+        write_json(&summary, path)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sandbox join --ownership --connect ADDR --participant-index I`: one participant over UDP,
+/// playing script participant `I`.
+///
+/// # Errors
+/// Exit code 2 for bad files, an index not below `--participants` or a socket that cannot be
+/// opened; 1 if the entity server does not answer.
+pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
+    let (index, connect) = (args.participant_index, args.connect);
+    if index >= args.participants {
+        return Err(Failure::input(format!(
+            "--participant-index {index} but the session has {} participants (--participants)",
+            args.participants
+        )));
+    }
+    let setup = Setup::load(args.scene.as_deref(), args.participants)?;
+    let script = load_script(args.trace.as_deref())?;
+    if !args.run.quiet {
+        print_banner(
+            &format!("participant {index} over UDP"),
+            &setup,
+            Some(&script),
+        );
+    }
+    let bind: SocketAddr = if connect.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        ([0u16; 8], 0).into()
+    };
+    // Unique enough among the clients of one server: process id and index.
+    let client_id = u64::from(std::process::id()) << 8 | u64::from(index);
+    let transport = UdpClientTransport::unsecure(connect, client_id, NETCODE_PROTOCOL_ID, bind)
+        .map_err(|e| Failure::input(format!("cannot connect to {connect}: {e}")))?;
+    let log = Some(log_plugin(args.run.quiet));
+    let mut app = participant_app(&setup.bodies, index, script.script, transport, log);
+    let joined = |app: &App| {
+        app.world()
+            .resource::<OwnershipParticipant>()
+            .me()
+            .is_some()
+    };
+    if paced(&mut app, JOIN_STEPS, joined) >= JOIN_STEPS {
+        return Err(Failure::run(format!(
+            "no answer from the entity server at {connect} in 10 s"
+        )));
+    }
+    app.world_mut().resource_mut::<Actor>().running = true;
+    paced(&mut app, args.run.ticks, |_| false);
+    stop_script(&mut app);
+    paced(&mut app, settle_ticks(args.settle_seconds), |_| false);
+    report_participant(args, &app)?;
+    app.world_mut()
+        .resource_mut::<ClientTransport>()
+        .disconnect();
+    app.update();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a participant's counters (and writes them to `--summary-json`).
+fn report_participant(args: &JoinArgs, app: &App) -> Result<(), Failure> {
+    let p = *app.world().resource::<OwnershipParticipant>().stats();
+    let bytes_each = if p.state_updates_sent == 0 {
+        0.0
+    } else {
+        p.state_update_bytes as f64 / p.state_updates_sent as f64
+    };
+    println!(
+        "participant {}: {} bids sent ({} resends), {} granted, refusals {:?}, {} releases, \
+         {} state updates sent ({bytes_each:.1} bytes each), {} relayed states applied",
+        args.participant_index,
+        p.bids_sent,
+        p.bid_resends,
+        p.grants_received,
+        by_reason(&[p.refusals_received]),
+        p.releases_sent,
+        p.state_updates_sent,
+        p.relays_applied,
+    );
+    if let Some(path) = &args.run.summary_json {
+        let summary = json!({
+            "mode": "ownership-participant",
+            "participant_index": args.participant_index,
+            "bids_sent": p.bids_sent,
+            "bid_resends": p.bid_resends,
+            "grants_received": p.grants_received,
+            "refusals_received": by_reason(&[p.refusals_received]),
+            "releases_sent": p.releases_sent,
+            "state_updates_sent": p.state_updates_sent,
+            "bytes_per_state_update": bytes_each,
+            "relays_applied": p.relays_applied,
+        });
+        write_json(&summary, path)?;
+    }
+    Ok(())
+}
