@@ -4,8 +4,10 @@
 //! [`DeterministicServerPlugin`](crate::DeterministicServerPlugin) wires it into an app.
 //!
 //! Rules (see [the networked session](crate::rules#the-networked-session)):
-//! - A player's identity is its connection: slots are assigned at `Hello` in connection order,
-//!   and inputs are stored for the sender's slot only (messages carry no slot to spoof).
+//! - A player's identity is its connection: the `Hello` goes through the shared handshake of
+//!   `simsync_net` (`ServerHandshake`: version, protocols, once per connection, participant
+//!   ids never reused), then takes the first free slot, in connection order; inputs are stored
+//!   for the sender's slot only (messages carry no slot to spoof).
 //! - Tick `t` is confirmed when every slot's input for `t` has arrived, or at the latest when
 //!   the server clock reaches `t + input_hard_tolerance`: a missing input is then replaced by
 //!   that player's last input and marked replaced, so one slow player never stalls the others.
@@ -24,8 +26,8 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
-    ClientMessage, DecodeStats, InputSet, NetChannel, ParticipantId, Protocols, RejectReason,
-    ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage, Welcome, check_hello,
+    ClientMessage, DecodeStats, Hello, InputSet, NetChannel, Protocols, RejectReason,
+    ServerHandshake, ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage,
     millis_u32,
 };
 
@@ -104,7 +106,7 @@ pub struct RelayServer {
     decode: DecodeStats,
     checksums: BTreeMap<Tick, u64>,
     stats: RelayStats,
-    next_participant: u16,
+    handshake: ServerHandshake,
 }
 
 impl RelayServer {
@@ -117,6 +119,8 @@ impl RelayServer {
                 ..Slot::default()
             })
             .collect();
+        let handshake =
+            ServerHandshake::new(Protocols::SESSION).with_tick_rate_hz(config.tick_rate_hz);
         Self {
             stats: RelayStats {
                 replaced_inputs: vec![0; n],
@@ -135,7 +139,7 @@ impl RelayServer {
             last_ping: Duration::ZERO,
             decode: DecodeStats::default(),
             checksums: BTreeMap::new(),
-            next_participant: 1,
+            handshake,
         }
     }
 
@@ -169,42 +173,32 @@ impl RelayServer {
         self.by_client.get(&client).copied()
     }
 
-    fn on_hello(&mut self, client: ClientId, server: &mut RenetServer, hello: &simsync_net::Hello) {
-        let reply = match check_hello(hello) {
-            Err(reason) => ServerMessage::Rejected { reason },
-            Ok(()) if !hello.protocols.contains(Protocols::SESSION) => ServerMessage::Rejected {
-                reason: RejectReason::UnsupportedProtocols(hello.protocols),
-            },
-            Ok(()) if self.by_client.contains_key(&client) => ServerMessage::Rejected {
-                reason: RejectReason::AlreadyJoined,
-            },
-            Ok(()) => match self
-                .slots
-                .iter()
-                .position(|s| s.client.is_none() && !self.started)
-            {
-                None => ServerMessage::Rejected {
-                    reason: if self.started {
-                        RejectReason::SessionStarted
-                    } else {
-                        RejectReason::ServerFull
-                    },
-                },
-                Some(slot) => {
-                    self.slots[slot].client = Some(client);
-                    self.by_client.insert(client, slot as u8);
-                    let participant = ParticipantId(self.next_participant);
-                    self.next_participant = self.next_participant.wrapping_add(1);
-                    ServerMessage::Welcome(Welcome {
-                        protocol_version: simsync_net::PROTOCOL_VERSION,
-                        participant,
-                        player_slot: Some(slot as u8),
-                        protocols: Protocols::SESSION,
-                        tick_rate_hz: self.config.tick_rate_hz,
-                        server_tick: self.server_tick,
-                    })
+    /// A `Hello`: the shared handshake's rules, then a free player slot while the session has
+    /// not started ([`RejectReason::SessionStarted`] after, [`RejectReason::ServerFull`] when
+    /// every slot is taken).
+    fn on_hello(&mut self, client: ClientId, server: &mut RenetServer, hello: &Hello) {
+        let started = self.started;
+        let free = self
+            .slots
+            .iter()
+            .position(|s| s.client.is_none() && !started);
+        let seat = || match free {
+            Some(slot) => Ok(Some(slot as u8)),
+            None if started => Err(RejectReason::SessionStarted),
+            None => Err(RejectReason::ServerFull),
+        };
+        let reply = match self
+            .handshake
+            .on_hello(client, hello, self.server_tick, seat)
+        {
+            Ok(welcome) => {
+                if let Some(slot) = welcome.player_slot {
+                    self.slots[usize::from(slot)].client = Some(client);
+                    self.by_client.insert(client, slot);
                 }
-            },
+                ServerMessage::Welcome(welcome)
+            }
+            Err(reason) => ServerMessage::Rejected { reason },
         };
         if let Err(error) = server.send_msg(client, &reply) {
             warn!("relay: reply to {client} not sent: {error}");
@@ -269,6 +263,9 @@ impl RelayServer {
                 Err(error) => {
                     self.stats.rejected_messages += 1;
                     debug!("relay: bad message from {client}: {error}");
+                    if let Some(reason) = self.handshake.on_decode_error(&error) {
+                        let _ = server.send_msg(client, &ServerMessage::Rejected { reason });
+                    }
                 }
             }
         }
@@ -296,6 +293,7 @@ impl RelayServer {
                 debug!("relay: {client_id} connected");
             }
             ServerEvent::ClientDisconnected { client_id, reason } => {
+                self.handshake.on_left(client_id);
                 if let Some(slot) = self.by_client.remove(&client_id) {
                     info!(
                         "relay: player {slot} left ({reason}); its inputs are replaced from now on"

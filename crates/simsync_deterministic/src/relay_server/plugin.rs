@@ -1,8 +1,8 @@
 //! [`DeterministicServerPlugin`]: runs a [`RelayServer`] in an app.
 
 use bevy::prelude::*;
-use simsync_net::NetClock;
 use simsync_net::bevy_renet::{RenetReceive, RenetServer};
+use simsync_net::{NetClock, TickAccumulator};
 
 use super::{RelayServer, RelayServerConfig, RelayStats};
 use crate::input::SimInput;
@@ -45,9 +45,14 @@ impl DeterministicServerPlugin {
     }
 }
 
-#[derive(Resource, Default)]
-struct ServerClock {
-    accumulator: f64,
+/// The relay's real-time clock: at most 8 ticks per update; time owed beyond that is kept.
+#[derive(Resource)]
+struct ServerClock(TickAccumulator);
+
+impl Default for ServerClock {
+    fn default() -> Self {
+        Self(TickAccumulator::new().with_max_ticks_per_advance(8))
+    }
 }
 
 impl Plugin for DeterministicServerPlugin {
@@ -64,7 +69,7 @@ fn relay_update(
     server: Option<ResMut<RenetServer>>,
     clock: Option<Res<NetClock>>,
     real: Option<Res<Time<bevy::time::Real>>>,
-    mut acc: ResMut<ServerClock>,
+    mut real_clock: ResMut<ServerClock>,
     mut stats: ResMut<RelayStats>,
 ) {
     let Some(mut server) = server else {
@@ -75,12 +80,7 @@ fn relay_update(
     let hz = f64::from(relay.config().tick_rate_hz.max(1));
     let ticks = match clock {
         NetClock::Fixed(_) => 1,
-        NetClock::Real => {
-            acc.accumulator += dt.as_secs_f64() * hz;
-            let n = acc.accumulator.floor().clamp(0.0, 8.0);
-            acc.accumulator -= n;
-            n as u32
-        }
+        NetClock::Real => real_clock.0.advance_secs(dt.as_secs_f64(), hz),
     };
     relay.update(&mut server, dt, ticks);
     stats.clone_from(relay.stats());

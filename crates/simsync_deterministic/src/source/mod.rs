@@ -14,8 +14,8 @@ mod relay_client;
 use std::time::Duration;
 
 use bevy::prelude::*;
-use simsync_net::NetClock;
 use simsync_net::bevy_renet::RenetClient;
+use simsync_net::{NetClock, TickAccumulator};
 
 use crate::checksum::TickChecksum;
 use crate::config::{SessionClock, SessionConfig};
@@ -31,7 +31,7 @@ pub use relay_client::RelayClientStats;
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
 /// time owed, so a long hitch does not turn into a burst of polls.
-const MAX_REAL_TIME_POLLS: f64 = 8.0;
+const MAX_REAL_TIME_POLLS: u32 = 8;
 
 /// What one poll gives the session update.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +57,8 @@ enum Relay<I: SimInput> {
 pub(crate) struct InputSource<I: SimInput> {
     clock: SessionClock,
     tick_rate_hz: u32,
-    /// Ticks owed by a real-time clock (fractional).
-    accumulator: f64,
+    /// Ticks owed by a real-time clock.
+    accumulator: TickAccumulator,
     /// The last tick local input has been polled for.
     local_tick: Tick,
     relay: Relay<I>,
@@ -78,7 +78,9 @@ impl<I: SimInput> InputSource<I> {
         Ok(Self {
             clock: config.clock,
             tick_rate_hz: config.tick_rate.hz(),
-            accumulator: 0.0,
+            accumulator: TickAccumulator::new()
+                .with_max_ticks_per_advance(MAX_REAL_TIME_POLLS)
+                .with_max_leftover_ticks(f64::from(MAX_REAL_TIME_POLLS)),
             local_tick: 0,
             relay,
         })
@@ -143,10 +145,8 @@ impl<I: SimInput> InputSource<I> {
             SessionClock::Stepped { ticks_per_update } => ticks_per_update,
             SessionClock::RealTime => {
                 let delta = real.map(|t| t.delta_secs_f64()).unwrap_or(0.0);
-                self.accumulator += delta * f64::from(self.tick_rate_hz);
-                let n = self.accumulator.floor().clamp(0.0, MAX_REAL_TIME_POLLS);
-                self.accumulator = (self.accumulator - n).min(MAX_REAL_TIME_POLLS);
-                n as u32
+                self.accumulator
+                    .advance_secs(delta, f64::from(self.tick_rate_hz))
             }
         }
     }

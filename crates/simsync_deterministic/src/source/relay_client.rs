@@ -20,15 +20,18 @@ use bevy::log::{debug, error, info, warn};
 use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
-    ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, LeadControl, Protocols,
-    RttEstimator, ServerMessage, SessionClientMessage, SessionServerMessage, input_delay_ticks,
-    millis_u32, target_lead_ticks,
+    ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, JoinStatus,
+    LeadControl, Protocols, RttEstimator, ServerMessage, SessionClientMessage,
+    SessionServerMessage, TickAccumulator, input_delay_ticks, millis_u32, target_lead_ticks,
 };
 
 use super::local_inputs::LocalInputProvider;
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
 use crate::tick::{PlayerIndex, Tick};
+
+/// Most ticks the client's clock polls in one update.
+const MAX_CLIENT_POLLS: u32 = 64;
 
 /// What the relay client measured (part of [`SessionStats`](crate::SessionStats)).
 #[derive(Debug, Clone, Default, PartialEq, Reflect)]
@@ -74,12 +77,13 @@ pub(crate) struct RelayClient<I: SimInput> {
     tick_rate_hz: u32,
     window: Tick,
     predicted: bool,
-    hello_sent: bool,
+    handshake: ClientHandshake,
     now: Duration,
     last_ping: Duration,
     rtt: RttEstimator,
     lead: LeadControl,
-    accumulator: f64,
+    /// The local clock: the session's polls at the lead-control speed, snaps as jumps.
+    clock: TickAccumulator,
     snap_cooldown_until: Duration,
     pending: VecDeque<(Tick, Vec<u8>)>,
     last_input_tick: Tick,
@@ -100,16 +104,16 @@ impl<I: SimInput> RelayClient<I> {
                 input_delay_ticks: config.fixed_input_delay.unwrap_or(config.min_input_delay),
                 ..RelayClientStats::default()
             },
+            handshake: ClientHandshake::new(Hello::new(Protocols::SESSION, config.name.clone())),
             config,
             tick_rate_hz: session.tick_rate.hz(),
             window: session.rollback_window as Tick,
             predicted: session.mode == SessionMode::Predicted,
-            hello_sent: false,
             now: Duration::ZERO,
             last_ping: Duration::ZERO,
             rtt: RttEstimator::new(),
             lead: LeadControl::default(),
-            accumulator: 0.0,
+            clock: TickAccumulator::new(),
             snap_cooldown_until: Duration::ZERO,
             pending: VecDeque::new(),
             last_input_tick: 0,
@@ -193,11 +197,9 @@ impl<I: SimInput> RelayClient<I> {
         let Some(client) = renet else {
             return;
         };
-        if !self.hello_sent && client.is_connected() {
-            let hello =
-                ClientMessage::Hello(Hello::new(Protocols::SESSION, self.config.name.clone()));
-            match client.send_msg(&hello) {
-                Ok(()) => self.hello_sent = true,
+        if let Some(hello) = self.handshake.hello_to_send(client.is_connected()) {
+            match client.send_msg(&ClientMessage::Hello(hello.clone())) {
+                Ok(()) => self.handshake.on_hello_sent(),
                 Err(error) => warn!("session client: hello not sent: {error}"),
             }
         }
@@ -207,6 +209,9 @@ impl<I: SimInput> RelayClient<I> {
                 Err(error) => {
                     self.stats.rejected_messages += 1;
                     debug!("session client: bad message: {error}");
+                    if self.handshake.on_decode_error(&error) {
+                        self.on_join_refused();
+                    }
                 }
             }
         }
@@ -228,15 +233,20 @@ impl<I: SimInput> RelayClient<I> {
     ) {
         match message {
             ServerMessage::Welcome(welcome) => {
-                self.stats.slot = welcome.player_slot;
-                info!(
-                    "session client: welcomed as player {:?}",
-                    welcome.player_slot
-                );
+                let slot = welcome.player_slot;
+                if self.handshake.on_welcome(welcome) {
+                    if self.handshake.is_joined() {
+                        self.stats.slot = slot;
+                        info!("session client: welcomed as player {slot:?}");
+                    } else {
+                        self.on_join_refused();
+                    }
+                }
             }
             ServerMessage::Rejected { reason } => {
-                error!("session client: rejected by the server: {reason:?}");
-                self.stats.rejected = Some(format!("{reason:?}"));
+                if self.handshake.on_rejected(reason) {
+                    self.on_join_refused();
+                }
             }
             ServerMessage::Ping { t } => {
                 let _ = client.send_msg(&ClientMessage::Pong { t });
@@ -266,6 +276,14 @@ impl<I: SimInput> RelayClient<I> {
                 info!("session client: player {slot} left; the server replaces its inputs");
             }
             ServerMessage::Ownership(_) => {}
+        }
+    }
+
+    /// The handshake ended in a refusal: logs it and keeps the reason in the stats.
+    fn on_join_refused(&mut self) {
+        if let JoinStatus::Rejected(reason) = self.handshake.status() {
+            error!("session client: rejected by the server: {reason:?}");
+            self.stats.rejected = Some(format!("{reason:?}"));
         }
     }
 
@@ -315,7 +333,6 @@ impl<I: SimInput> RelayClient<I> {
         }
         let tick_rate_hz = self.tick_rate_hz;
         let target = target_lead_ticks(0.0, self.stats.jitter_ms, tick_rate_hz);
-        let mut extra: i64 = 0;
         // The lead is measured at the server: a correction shows in it only about one round trip
         // later. Until then (after a snap) the reported lead is stale: acting on it again would
         // correct twice and overshoot, so the clock runs at real speed.
@@ -327,7 +344,7 @@ impl<I: SimInput> RelayClient<I> {
             _ if settling => self.stats.speed = 1.0,
             ClockAdjustment::Speed(factor) => self.stats.speed = factor,
             ClockAdjustment::Snap { ticks } => {
-                extra = i64::from(ticks);
+                self.clock.jump(i64::from(ticks));
                 self.stats.snaps += 1;
                 // A conservative round trip, as TCP's retransmission timeout (RFC 6298:
                 // srtt + 4·rttvar): the smoothed RTT lags a sudden RTT increase, the very case
@@ -339,17 +356,13 @@ impl<I: SimInput> RelayClient<I> {
                 self.stats.speed = 1.0;
             }
         }
-        self.accumulator += f64::from(base) * self.stats.speed;
-        let whole = self.accumulator.floor().max(0.0);
-        self.accumulator -= whole;
-        let n = whole as i64 + extra;
-        if n < 0 {
-            // Slow down by skipping: carry the debt.
-            self.accumulator += n as f64;
-            0
-        } else {
-            n.min(64) as u32
-        }
+        // A backward snap beyond this update's ticks stays as a debt in the clock; ticks beyond
+        // `MAX_CLIENT_POLLS` (a large forward snap) are dropped: lead control snaps again if the
+        // lead is still off.
+        self.clock.set_speed(self.stats.speed);
+        self.clock
+            .advance_ticks(f64::from(base))
+            .min(MAX_CLIENT_POLLS)
     }
 
     /// The input delay for new inputs: fixed, or picked from the RTT.
