@@ -50,6 +50,9 @@ use crate::worlds::{
 ///
 /// A configuration that fails [`SessionConfig::validate`] is logged as an error and the session
 /// is not installed (the [`SessionSetupError`] resource holds the error); nothing panics.
+///
+/// The App's [`TickRate`] is the session's: the plugin adds a `VirtualTimePlugin` with it (the
+/// only writer of `TickRate`), before or after `SimSyncPlugins` alike.
 pub struct DeterministicPlugin<I: SimInput> {
     game: GameBuilder,
     config: SessionConfig,
