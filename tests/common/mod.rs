@@ -6,8 +6,8 @@
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
-use simsync::deterministic::config::{LocalSessionConfig, SessionClock, SessionMode};
-use simsync::deterministic::snapshot::ReservedSlots;
+use simsync::deterministic::ReservedSlots;
+use simsync::deterministic::{LocalSessionConfig, SessionClock, SessionMode};
 use simsync::prelude::*;
 
 /// What the test game spawns and does.

@@ -2,7 +2,7 @@
 //! connection that holds no player slot. Typed errors are counted; the session goes on.
 
 use bevy::prelude::*;
-use simsync::deterministic::net::NetworkSessionConfig;
+use simsync::deterministic::NetworkSessionConfig;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{

@@ -1,6 +1,6 @@
 //! Behaviour of the networked session.
 
-use simsync::deterministic::net::NetworkSessionConfig;
+use simsync::deterministic::NetworkSessionConfig;
 use simsync_net::LinkConditionerConfig;
 
 use crate::common::TestGame;

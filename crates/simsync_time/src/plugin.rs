@@ -95,6 +95,11 @@ impl Plugin for VirtualTimePlugin {
         };
         app.init_resource::<CurrentInstant>();
     }
+
+    /// Not unique: `DeterministicPlugin` adds one with its session's rate (the last rate given wins).
+    fn is_unique(&self) -> bool {
+        false
+    }
 }
 
 /// The simulation's current instant in discrete-event virtual time: the [`VirtualInstant`]
