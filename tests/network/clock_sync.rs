@@ -6,8 +6,8 @@ use simsync::deterministic::RelayServer;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::{Direction, target_lead_ticks};
 
+use super::harness::Harness;
 use crate::common::TestGame;
-use crate::harness::Harness;
 
 fn game() -> TestGame {
     TestGame {

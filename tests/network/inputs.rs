@@ -7,8 +7,8 @@ use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{ClientMessage, SessionClientMessage};
 
+use super::harness::Harness;
 use crate::common::{TestGame, scripted_input};
-use crate::harness::Harness;
 
 fn game() -> TestGame {
     TestGame {

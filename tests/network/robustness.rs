@@ -10,8 +10,8 @@ use simsync_net::{
     Protocols, ServerMessage, SessionClientMessage, SessionServerMessage, Welcome,
 };
 
+use super::harness::Harness;
 use crate::common::TestGame;
-use crate::harness::Harness;
 
 fn game() -> TestGame {
     TestGame {

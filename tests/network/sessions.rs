@@ -3,8 +3,8 @@
 use simsync::deterministic::NetworkSessionConfig;
 use simsync_net::LinkConditionerConfig;
 
+use super::harness::Harness;
 use crate::common::TestGame;
-use crate::harness::Harness;
 
 fn game() -> TestGame {
     TestGame {

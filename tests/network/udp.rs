@@ -8,8 +8,8 @@ use simsync::prelude::*;
 use simsync_net::prelude::*;
 use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport};
 
+use super::harness::{client_app, server_app};
 use crate::common::TestGame;
-use crate::harness::{client_app, server_app};
 
 fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().expect("address")
