@@ -1,10 +1,28 @@
 //! The codec: bincode 2 through serde, with a size limit ([`encode`], [`decode`]), and a counter
 //! of rejected messages ([`DecodeStats`]).
+//!
+//! # The allocation bound
+//!
+//! No decode allocates more than [`MAX_MESSAGE_BYTES`] in one allocation, whatever the bytes.
+//! bincode claims the length of a string or byte buffer against the limit before allocating,
+//! but its serde path does not claim sequence lengths: it reports the announced length as the
+//! size hint, from which serde's `Vec` pre-allocates up to 1 MiB (8 bytes, `04 00 00 FC FF FF FF
+//! FF`, made a 1 MiB allocation). [`decode`] therefore runs every `Deserialize` impl through a
+//! wrapper of bincode's deserializer (the private `bounded` module) that hides those hints and
+//! claims each element's memory before the collection grows for it. We chose the wrapper over
+//! claiming lengths in a pre-pass because it needs no knowledge of the types: it also covers a
+//! game's input type decoded with [`decode`]. It changes no byte of the wire format; it refuses a
+//! collection that would need a buffer above the limit in memory (a `Vec` of `k` elements of
+//! `s` bytes needs `k` rounded up to a power of two, times `s`: at most 2,048 inputs or input
+//! sets, or 4,096 [`crate::OwnerRecord`]s, in one message) with [`NetError::Oversized`].
+
+use std::marker::PhantomData;
 
 use bevy::prelude::Resource;
 use bincode::config::{Configuration, LittleEndian, Varint};
 use serde::{Serialize, de::DeserializeOwned};
 
+use crate::bounded::{BoundedSeed, Budget};
 use crate::error::NetError;
 
 /// Largest encoded message, in bytes (64 KiB). [`encode`] refuses to produce a longer one
@@ -60,8 +78,9 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, NetError> {
 ///
 /// # Errors
 ///
-/// - [`NetError::Oversized`] if `bytes` is longer than [`MAX_MESSAGE_BYTES`], or a length inside
-///   it announces more than the limit allows.
+/// - [`NetError::Oversized`] if `bytes` is longer than [`MAX_MESSAGE_BYTES`], a length inside
+///   it announces more than the limit allows, or a collection would need a buffer above the
+///   limit in memory ([wire rule 3](crate::rules)).
 /// - [`NetError::Truncated`] if the bytes end before the message does.
 /// - [`NetError::TrailingBytes`] if bytes are left over after a complete message.
 /// - [`NetError::Malformed`] for anything else that is not a valid `T` (bad enum tag, bad
@@ -72,11 +91,19 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, NetError> {
             limit: MAX_MESSAGE_BYTES,
         });
     }
-    match bincode::serde::decode_from_slice::<T, _>(bytes, wire_config()) {
+    let budget = Budget::new(MAX_MESSAGE_BYTES);
+    let seed = BoundedSeed {
+        seed: PhantomData::<T>,
+        budget: &budget,
+    };
+    match bincode::serde::seed_decode_from_slice(seed, bytes, wire_config()) {
         Ok((value, consumed)) if consumed == bytes.len() => Ok(value),
         Ok((_, consumed)) => Err(NetError::TrailingBytes {
             consumed,
             trailing: bytes.len().saturating_sub(consumed),
+        }),
+        Err(_) if budget.exceeded() => Err(NetError::Oversized {
+            limit: MAX_MESSAGE_BYTES,
         }),
         Err(error) => Err(map_decode_error(error)),
     }

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod bounded;
 mod channels;
 mod clock;
 mod codec;
