@@ -54,8 +54,8 @@ pub use codec::{
 pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_FLIGHT};
 pub use error::NetError;
 pub use handshake::{
-    ClientHandshake, HandshakeStats, Hello, JoinStatus, PROTOCOL_VERSION, Protocols, RejectReason,
-    ServerHandshake, Welcome, check_hello,
+    ClientHandshake, HandshakeStats, Hello, InputFingerprint, JoinStatus, PROTOCOL_VERSION,
+    Protocols, RejectReason, ServerHandshake, Welcome, check_hello,
 };
 pub use ids::ParticipantId;
 pub use io::{ClientNetExt, FromClient, FromServer, ServerNetExt};

@@ -413,6 +413,7 @@ impl EntityServer {
             protocols: Protocols::OWNERSHIP,
             tick_rate_hz,
             server_tick: 0,
+            players: 0,
         });
         self.send(io.server, client, NetChannel::Control, &welcome);
         // The owned bodies and their last states, so a late joiner starts from the truth.

@@ -193,6 +193,7 @@ impl RelayServer {
                         protocols: Protocols::SESSION,
                         tick_rate_hz: self.config.tick_rate_hz,
                         server_tick: self.server_tick,
+                        players: self.config.players,
                     })
                 }
             },
