@@ -4,13 +4,15 @@
 //! - **Messages**: [`ClientMessage`] / [`ServerMessage`], one enum per direction, nesting the
 //!   session ([`SessionClientMessage`]...) and ownership ([`OwnershipClientMessage`]...) ones.
 //! - **Handshake**: [`Hello`] → [`Welcome`] or `Rejected`, by [`ServerHandshake`] and
-//!   [`ClientHandshake`].
-//! - **Codec**: [`encode`], [`decode`] (bincode 2, 64 KiB, typed [`NetError`], [`DecodeStats`]).
+//!   [`ClientHandshake`], checking the session config ([`InputFingerprint`]).
+//! - **Codec**: [`encode`], [`decode`] (bincode 2, 64 KiB per message and per allocation, typed
+//!   [`NetError`], [`DecodeStats`]).
 //! - **Channels**: [`NetChannel`], [`connection_config`]; typed I/O by [`ClientNetExt`] and
 //!   [`ServerNetExt`].
 //! - **Transports**: [`MemoryNetwork`] (seeded [`LinkConditioner`]), UDP ([`UdpServerTransport`]);
 //!   [`ServerTransport`] / [`ClientTransport`] driven by [`NetServerPlugin`] / [`NetClientPlugin`].
 //! - **Clocks**: [`RttEstimator`], [`input_delay_ticks`], [`LeadControl`], [`TickAccumulator`].
+//! - **Rate limits**: [`RateLimiter`] of [`TokenBucket`]s per connection, by [`RateLimit`].
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -29,6 +31,7 @@ mod messages;
 #[allow(rustdoc::private_intra_doc_links)]
 mod ownership_proto;
 mod plugin;
+mod rate;
 mod rng;
 mod session_proto;
 mod transport;
@@ -70,6 +73,7 @@ pub use plugin::{
     NetAppExt, NetClientPlugin, NetClock, NetServerPlugin, NetTransportError, client_ready,
     server_ready,
 };
+pub use rate::{RateLimit, RateLimiter, TokenBucket};
 pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{InputBytes, InputSet, SessionClientMessage, SessionServerMessage};
 pub use transport::{ClientTransport, ServerTransport};
