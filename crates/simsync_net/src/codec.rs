@@ -13,8 +13,11 @@
 //! claiming lengths in a pre-pass because it needs no knowledge of the types: it also covers a
 //! game's input type decoded with [`decode`]. It changes no byte of the wire format; it refuses a
 //! collection that would need a buffer above the limit in memory (a `Vec` of `k` elements of
-//! `s` bytes needs `k` rounded up to a power of two, times `s`: at most 2,048 inputs or input
-//! sets, or 4,096 [`crate::OwnerRecord`]s, in one message) with [`NetError::Oversized`].
+//! `s` bytes needs `k` rounded up to a power of two, times `s`: at most [`max_decoded_len`]
+//! elements, e.g. 2,048 inputs or input sets, or 4,096 [`crate::OwnerRecord`]s, in one message)
+//! with [`NetError::Oversized`]. [`encode`] does not apply this bound (serde hands a serializer
+//! references to elements, not their types): a sender of long lists splits them by
+//! [`max_decoded_len`].
 
 use std::marker::PhantomData;
 
@@ -32,6 +35,28 @@ use crate::error::NetError;
 /// renet splits messages above 1,200 bytes into slices; keep messages sent on unreliable
 /// channels well under that (see [`crate::UNRELIABLE_MESSAGE_BUDGET`]).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// The most elements of type `T` one list in a decoded message may hold ([wire rule
+/// 3](crate::rules)): the largest power of two `k` with `k × size_of::<T>()` at most
+/// [`MAX_MESSAGE_BYTES`] (a zero-sized `T` counts as one byte). A list one longer is refused
+/// with [`NetError::Oversized`], since the buffer it grows into would pass the limit; a sender
+/// of long tables splits them into messages of at most this many elements.
+///
+/// For example 4,096 [`crate::OwnerRecord`]s, 2,048 [`crate::InputSet`]s or inputs, 65,536
+/// bytes.
+pub const fn max_decoded_len<T>() -> usize {
+    let size = if size_of::<T>() == 0 {
+        1
+    } else {
+        size_of::<T>()
+    };
+    let fit = MAX_MESSAGE_BYTES / size;
+    if fit == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - fit.leading_zeros())
+    }
+}
 
 /// The bincode configuration of every message ([codec rules](crate::rules)): `standard()` with
 /// the [`MAX_MESSAGE_BYTES`] limit.
@@ -277,6 +302,30 @@ mod tests {
         let result = decode_counted::<String>(&[2, 0xC3, 0x28], &mut stats);
         assert!(matches!(result, Err(NetError::Malformed(_))), "{result:?}");
         assert_eq!(stats.malformed, 2);
+    }
+
+    #[test]
+    fn max_decoded_len_is_the_longest_list_the_bound_admits() {
+        use crate::bounded::seq_bytes;
+        assert_eq!(max_decoded_len::<u8>(), MAX_MESSAGE_BYTES);
+        assert_eq!(max_decoded_len::<()>(), MAX_MESSAGE_BYTES);
+        assert_eq!(max_decoded_len::<Vec<u8>>(), 2048);
+        assert_eq!(max_decoded_len::<crate::InputSet>(), 2048);
+        assert_eq!(max_decoded_len::<crate::OwnerRecord>(), 4096);
+        assert_eq!(max_decoded_len::<[u8; MAX_MESSAGE_BYTES + 1]>(), 0);
+        let cases = [
+            (max_decoded_len::<[u8; 3]>(), 3),
+            (max_decoded_len::<[u8; 24]>(), 24),
+            (max_decoded_len::<[u8; 48]>(), 48),
+            (max_decoded_len::<[u8; 1000]>(), 1000),
+        ];
+        for (len, size) in cases {
+            assert!(seq_bytes(len, size).unwrap() <= MAX_MESSAGE_BYTES, "{size}");
+            assert!(
+                seq_bytes(len + 1, size).unwrap() > MAX_MESSAGE_BYTES,
+                "{size}"
+            );
+        }
     }
 
     #[test]

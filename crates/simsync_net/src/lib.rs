@@ -52,7 +52,8 @@ pub use clock::{
     estimated_server_tick, input_delay_ticks, millis_u32, speed_factor, target_lead_ticks,
 };
 pub use codec::{
-    DecodeStats, MAX_MESSAGE_BYTES, WireConfig, decode, decode_counted, encode, wire_config,
+    DecodeStats, MAX_MESSAGE_BYTES, WireConfig, decode, decode_counted, encode, max_decoded_len,
+    wire_config,
 };
 pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_FLIGHT};
 pub use error::NetError;

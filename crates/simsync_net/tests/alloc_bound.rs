@@ -22,7 +22,7 @@ use simsync_net::{
     OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, ParticipantId, Protocols,
     RejectReason, ServerHandshake, ServerMessage, SessionClientMessage, SessionServerMessage,
     SplitMix64, Welcome, decode, decode_client_message, decode_client_message_counted,
-    decode_counted, decode_server_message, decode_server_message_counted, encode,
+    decode_counted, decode_server_message, decode_server_message_counted, encode, max_decoded_len,
     peek_handshake_version, wire_config,
 };
 
@@ -331,6 +331,30 @@ fn a_list_that_would_need_more_memory_than_the_limit_is_oversized() {
     );
     assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
     assert_eq!(stats.oversized, 1);
+}
+
+#[test]
+fn a_snapshot_of_the_longest_decodable_length_decodes_and_one_more_does_not() {
+    let longest = max_decoded_len::<OwnerRecord>();
+    assert_eq!(longest, 4096);
+    let record = OwnerRecord {
+        body: BodyId(1),
+        owner: Some(ParticipantId(2)),
+        priority: 3,
+    };
+    let snapshot =
+        |len| ServerMessage::Ownership(OwnershipServerMessage::Snapshot(vec![record; len]));
+    let bytes = encode(&snapshot(longest)).unwrap();
+    let (result, largest) = largest_allocation(|| decode_server_message(&bytes));
+    assert_eq!(result.unwrap(), snapshot(longest));
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+    let bytes = encode(&snapshot(longest + 1)).unwrap();
+    let (result, largest) = largest_allocation(|| decode_server_message(&bytes));
+    assert!(
+        matches!(result, Err(NetError::Oversized { .. })),
+        "{result:?}"
+    );
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
 }
 
 #[test]
