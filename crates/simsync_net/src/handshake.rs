@@ -239,6 +239,33 @@ pub fn check_hello(hello: &Hello) -> Result<(), RejectReason> {
     }
 }
 
+/// The tick rate and player count of [`ServerHandshake`] rule 3, applied by both sides: the
+/// server's values (0: none stated) against those the `hello` states.
+fn check_rate_and_players(
+    tick_rate_hz: u16,
+    players: u8,
+    hello: &Hello,
+) -> Result<(), RejectReason> {
+    match hello.tick_rate_hz {
+        Some(client) if tick_rate_hz != 0 && client != tick_rate_hz => {
+            return Err(RejectReason::TickRateMismatch {
+                server: tick_rate_hz,
+                client,
+            });
+        }
+        _ => {}
+    }
+    match hello.players {
+        Some(client) if players != 0 && client != players => {
+            Err(RejectReason::PlayerCountMismatch {
+                server: players,
+                client,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// What a [`ServerHandshake`] has done since it was created.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HandshakeStats {
@@ -331,7 +358,7 @@ impl ServerHandshake {
         self
     }
 
-    /// Sets the most participants joined at once (rule 4).
+    /// Sets the most participants joined at once (rule 5).
     #[must_use]
     pub fn with_max_participants(mut self, max_participants: usize) -> Self {
         self.max_participants = Some(max_participants);
@@ -423,24 +450,7 @@ impl ServerHandshake {
 
     /// Rule 3: every session config value both sides state is equal.
     fn check_config(&self, hello: &Hello) -> Result<(), RejectReason> {
-        match hello.tick_rate_hz {
-            Some(client) if self.tick_rate_hz != 0 && client != self.tick_rate_hz => {
-                return Err(RejectReason::TickRateMismatch {
-                    server: self.tick_rate_hz,
-                    client,
-                });
-            }
-            _ => {}
-        }
-        match hello.players {
-            Some(client) if self.players != 0 && client != self.players => {
-                return Err(RejectReason::PlayerCountMismatch {
-                    server: self.players,
-                    client,
-                });
-            }
-            _ => {}
-        }
+        check_rate_and_players(self.tick_rate_hz, self.players, hello)?;
         match (&self.input, &hello.input) {
             (Some(server), Some(client)) if server != client => {
                 Err(RejectReason::InputTypeMismatch {
@@ -623,24 +633,7 @@ impl ClientHandshake {
                 client: PROTOCOL_VERSION,
             });
         }
-        match self.hello.tick_rate_hz {
-            Some(client) if welcome.tick_rate_hz != 0 && client != welcome.tick_rate_hz => {
-                return Err(RejectReason::TickRateMismatch {
-                    server: welcome.tick_rate_hz,
-                    client,
-                });
-            }
-            _ => {}
-        }
-        match self.hello.players {
-            Some(client) if welcome.players != 0 && client != welcome.players => {
-                Err(RejectReason::PlayerCountMismatch {
-                    server: welcome.players,
-                    client,
-                })
-            }
-            _ => Ok(()),
-        }
+        check_rate_and_players(welcome.tick_rate_hz, welcome.players, &self.hello)
     }
 
     /// The session's tick rate (Hz): the one the `Welcome` states, else the one the `Hello`
