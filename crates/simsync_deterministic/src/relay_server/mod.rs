@@ -119,8 +119,9 @@ impl RelayServer {
                 ..Slot::default()
             })
             .collect();
-        let handshake =
-            ServerHandshake::new(Protocols::SESSION).with_tick_rate_hz(config.tick_rate_hz);
+        let handshake = ServerHandshake::new(Protocols::SESSION)
+            .with_tick_rate_hz(config.tick_rate_hz)
+            .with_players(config.players);
         Self {
             stats: RelayStats {
                 replaced_inputs: vec![0; n],
