@@ -154,7 +154,7 @@ fn run_local(args: &LocalArgs) -> Result<ExitCode, Failure> {
         Ok(ExitCode::SUCCESS)
     } else {
         Err(Failure::run(format!(
-            "prediction did not match verification on {} of {} re-simulated ticks",
+            "prediction did not match verification on {} of {} predicted ticks",
             summary.resim_ticks_checked - summary.resim_ticks_matching,
             summary.resim_ticks_checked
         )))

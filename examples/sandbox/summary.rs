@@ -71,7 +71,7 @@ impl Summary {
     pub fn to_text(&self) -> String {
         let check = if self.predictions_verified {
             format!(
-                "prediction matched verification on {} of {} re-simulated ticks",
+                "prediction matched verification on {} of {} predicted ticks",
                 self.resim_ticks_matching, self.resim_ticks_checked
             )
         } else {
