@@ -8,7 +8,7 @@
 
 use bevy::prelude::*;
 use leafwing_input_manager::prelude::*;
-use simsync::deterministic::{SimHash, StateHasher};
+use simsync::deterministic::StateHasher;
 use simsync::prelude::*;
 
 const PLAYERS: u8 = 2;

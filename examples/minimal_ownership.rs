@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
-use simsync_net::{MemoryNetwork, NetAppExt, NetClientPlugin, NetClock, NetError, NetServerPlugin};
-use simsync_ownership::prelude::*;
+use simsync::net::{
+    MemoryNetwork, NetAppExt, NetClientPlugin, NetClock, NetError, NetServerPlugin,
+};
+use simsync::ownership::prelude::*;
 
 /// One step of simulated time: every App (network clock and physics) steps the same 1/64 s.
 const DT: Duration = Duration::from_micros(15_625);
