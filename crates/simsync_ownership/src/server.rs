@@ -27,6 +27,7 @@
 //! than the last one accepted from that owner for that body is dropped.
 
 use core::time::Duration;
+use std::collections::BTreeSet;
 
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -36,15 +37,17 @@ use simsync_net::renet::ClientId;
 use simsync_net::{
     ClientMessage, DecodeStats, NetChannel, NetClock, NetError, OwnerRecord,
     OwnershipClientMessage, OwnershipServerMessage, Protocols, RefusalReason, RejectReason,
-    ServerHandshake, ServerMessage, ServerNetExt, millis_u32,
+    ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
 };
 
 use crate::arbiter::{OwnershipArbiter, RefusalCounts};
 use crate::body::{BodyKind, BodyState};
 use crate::clock::OwnershipClock;
+use crate::coalesce::PendingOwners;
 use crate::components::{BodyNetId, OwnershipLock, SimulationOwner};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
+use crate::limits::{ConnectionLimits, EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::OwnershipChanged;
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, SequenceFilter};
@@ -97,6 +100,20 @@ pub struct EntityServerStats {
     pub disconnect_clears: u64,
     /// Messages that could not be sent (channel full, client gone).
     pub send_errors: u64,
+    /// Bids, releases and state updates dropped for going over their connection's
+    /// [`EntityServerLimits`](crate::EntityServerLimits), per kind.
+    pub rate_limited: RateLimitedCounts,
+    /// Owner records broadcast: at most one per body per update, the body's latest
+    /// (each counted once, however many it was sent to).
+    pub owner_records_broadcast: u64,
+    /// Ownership changes never broadcast because a later change of the same body in the same
+    /// update superseded them.
+    pub owner_changes_coalesced: u64,
+    /// Times a participant was marked for resync because a reliable message to it did not fit
+    /// its control channel.
+    pub resyncs_marked: u64,
+    /// Full owner tables sent to participants marked for resync.
+    pub resyncs_sent: u64,
 }
 
 impl EntityServerStats {
@@ -138,7 +155,18 @@ pub struct EntityServer {
     filters: HashMap<(BodyId, ParticipantId), SequenceFilter>,
     stats: EntityServerStats,
     decode: DecodeStats,
+    limits: EntityServerLimits,
+    /// Rate-limit buckets per joined connection.
+    buckets: HashMap<ClientId, ConnectionLimits>,
+    /// Ownership changes of this update, broadcast at its end.
+    pending: PendingOwners,
+    /// Participants whose control channel overflowed: they get the full owner table once it
+    /// fits.
+    resync: BTreeSet<ClientId>,
 }
+
+/// Owner records per `Snapshot` message of a resync table (a few KiB each).
+const TABLE_CHUNK: usize = 512;
 
 impl EntityServer {
     /// An empty server applying `config`.
@@ -155,7 +183,31 @@ impl EntityServer {
             filters: HashMap::default(),
             stats: EntityServerStats::default(),
             decode: DecodeStats::default(),
+            limits: EntityServerLimits::default(),
+            buckets: HashMap::default(),
+            pending: PendingOwners::default(),
+            resync: BTreeSet::new(),
         })
+    }
+
+    /// The server with per-connection rate limits `limits` instead of the defaults.
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] if `limits` does not validate.
+    pub fn with_limits(mut self, limits: EntityServerLimits) -> Result<Self, OwnershipError> {
+        limits.validate()?;
+        self.limits = limits;
+        Ok(self)
+    }
+
+    /// The per-connection rate limits.
+    pub fn limits(&self) -> &EntityServerLimits {
+        &self.limits
+    }
+
+    /// Participants waiting for a full owner table (their control channel overflowed).
+    pub fn awaiting_resync(&self) -> impl Iterator<Item = ClientId> + '_ {
+        self.resync.iter().copied()
     }
 
     /// The arbiter (ownership table, [`ArbiterStats`](crate::ArbiterStats) with
@@ -312,6 +364,8 @@ pub(crate) fn update(
     }
     state.drop_disconnected(&mut io);
     state.expire_silent(&mut io);
+    state.broadcast_owners(&mut io);
+    state.send_resyncs(&mut io);
     changed.write_batch(io.changed);
 }
 
@@ -442,6 +496,8 @@ impl EntityServer {
             return;
         };
         self.stats.participants_left += 1;
+        self.buckets.remove(&client);
+        self.resync.remove(&client);
         self.filters.retain(|(_, p), _| *p != participant);
         let cleared = self.arbiter.disconnect(participant, io.now);
         info!(
@@ -462,6 +518,22 @@ impl EntityServer {
         channel: NetChannel,
         msg: OwnershipClientMessage,
     ) {
+        let kind = match msg {
+            OwnershipClientMessage::Bid { .. } => Limited::Bid,
+            OwnershipClientMessage::Release { .. } => Limited::Release,
+            OwnershipClientMessage::StateUpdate(_) => Limited::StateUpdate,
+        };
+        let limits = &self.limits;
+        let admitted = self
+            .buckets
+            .entry(client)
+            .or_insert_with(|| ConnectionLimits::new(limits, io.now))
+            .admit(kind, io.now);
+        if !admitted {
+            self.stats.rate_limited.add(kind);
+            trace!("entity server: {from} over its {kind:?} limit, dropped");
+            return;
+        }
         match msg {
             OwnershipClientMessage::Bid { body, priority } => {
                 self.on_bid(io, client, from, body, Priority(priority));
@@ -537,7 +609,7 @@ impl EntityServer {
                 });
                 self.send(io.server, client, NetChannel::Control, &reply);
                 if before != Some((grant.owner, grant.priority)) {
-                    self.announce(io, body, Some(grant.owner), grant.priority);
+                    self.announce(io, body, Some(grant.owner), grant.priority, None);
                 }
             }
             Err(refusal) => {
@@ -547,37 +619,31 @@ impl EntityServer {
         }
     }
 
-    /// A body became unowned (released, silent or disconnected): announce it, then send its
-    /// last state with zero velocities to everyone (ownership rules 5 and 12).
+    /// A body became unowned (released, silent or disconnected): announce it; its last state
+    /// with zero velocities goes to everyone with the update's owner records (ownership rules 5
+    /// and 12).
     fn cleared(&mut self, io: &mut Io, body: BodyId, previous_owner: ParticipantId) {
-        self.announce(io, body, None, Priority::NONE);
-        let Some(relay) = self.relay.get_mut(&body) else {
-            return;
-        };
-        let Some(last) = relay.last_state else {
-            return;
-        };
-        let zero = last.stopped();
-        relay.last_state = Some(zero);
-        relay.seq = relay.seq.next();
-        let msg = relay_message(previous_owner, body, relay.seq, &zero);
-        self.stats.zero_states_sent += 1;
-        self.broadcast(io.server, None, NetChannel::Control, &msg);
+        if let Some(relay) = self.relay.get_mut(&body)
+            && let Some(last) = relay.last_state
+        {
+            relay.last_state = Some(last.stopped());
+        }
+        self.announce(io, body, None, Priority::NONE, Some(previous_owner));
     }
 
-    /// Broadcasts the body's new owner, updates its [`SimulationOwner`] and writes
-    /// [`OwnershipChanged`].
+    /// Records the body's new owner for this update's broadcast, updates its
+    /// [`SimulationOwner`] and writes [`OwnershipChanged`].
     fn announce(
         &mut self,
         io: &mut Io,
         body: BodyId,
         owner: Option<ParticipantId>,
         priority: Priority,
+        cleared_from: Option<ParticipantId>,
     ) {
-        let msg = ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(record(
-            body, owner, priority,
-        )));
-        self.broadcast(io.server, None, NetChannel::Control, &msg);
+        if self.pending.record(body, owner, priority, cleared_from) {
+            self.stats.owner_changes_coalesced += 1;
+        }
         if let Some(entity) = self.entity_of.get(&body).copied() {
             if let Ok(mut component) = io.owners.get_mut(entity) {
                 *component = SimulationOwner { owner, priority };
@@ -588,6 +654,90 @@ impl EntityServer {
                 owner,
                 priority,
             });
+        }
+    }
+
+    /// End of update: one `OwnerChanged` per changed body, its latest record, to every
+    /// participant not awaiting a resync; a body that ends the update unowned after being
+    /// cleared also gets its zero-velocity state ([coalescing](crate::rules)).
+    fn broadcast_owners(&mut self, io: &mut Io) {
+        for pending in self.pending.drain() {
+            let body = pending.body;
+            self.stats.owner_records_broadcast += 1;
+            let msg = ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(record(
+                body,
+                pending.owner,
+                pending.priority,
+            )));
+            let clients: Vec<ClientId> = self
+                .handshake
+                .participants()
+                .map(|(c, _)| c)
+                .filter(|c| !self.resync.contains(c))
+                .collect();
+            for client in clients {
+                self.send(io.server, client, NetChannel::Control, &msg);
+            }
+            let (None, Some(previous_owner)) = (pending.owner, pending.cleared_from) else {
+                continue;
+            };
+            let Some(relay) = self.relay.get_mut(&body) else {
+                continue;
+            };
+            let Some(zero) = relay.last_state else {
+                continue;
+            };
+            relay.seq = relay.seq.next();
+            let msg = relay_message(previous_owner, body, relay.seq, &zero);
+            self.stats.zero_states_sent += 1;
+            self.broadcast(io.server, None, NetChannel::Control, &msg);
+        }
+    }
+
+    /// End of update: the full owner table (every body's owner and priority, in `Snapshot`s)
+    /// to each participant marked for resync whose control channel has room for all of it;
+    /// the others stay marked ([resync](crate::rules)).
+    fn send_resyncs(&mut self, io: &mut Io) {
+        if self.resync.is_empty() {
+            return;
+        }
+        let table: Vec<OwnerRecord> = self
+            .arbiter
+            .records()
+            .iter()
+            .map(|r| record(r.body, r.owner, r.priority))
+            .collect();
+        let chunks: Vec<Vec<u8>> = table
+            .chunks(TABLE_CHUNK)
+            .filter_map(|chunk| {
+                let msg =
+                    ServerMessage::Ownership(OwnershipServerMessage::Snapshot(chunk.to_vec()));
+                encode(&msg).ok()
+            })
+            .collect();
+        let total: usize = chunks.iter().map(Vec::len).sum();
+        let marked: Vec<ClientId> = self.resync.iter().copied().collect();
+        for client in marked {
+            if self.handshake.participant(client).is_none() {
+                self.resync.remove(&client);
+                continue;
+            }
+            if !io
+                .server
+                .can_send_message(client, NetChannel::Control, total)
+            {
+                continue;
+            }
+            for bytes in &chunks {
+                io.server
+                    .send_message(client, NetChannel::Control, bytes.clone());
+            }
+            self.resync.remove(&client);
+            self.stats.resyncs_sent += 1;
+            info!(
+                "entity server: {client} resynced with the full owner table ({} bodies)",
+                table.len()
+            );
         }
     }
 
@@ -607,6 +757,16 @@ impl EntityServer {
         if let Err(error) = server.send_msg_on(client, channel, msg) {
             self.stats.send_errors += 1;
             debug!("entity server: to {client}: {error}");
+            let overflowed = matches!(error, NetError::ChannelFull { .. }) && channel.is_reliable();
+            if overflowed
+                && self.handshake.participant(client).is_some()
+                && self.resync.insert(client)
+            {
+                self.stats.resyncs_marked += 1;
+                warn!(
+                    "entity server: {client}'s control channel is full; it will get the full owner table"
+                );
+            }
         }
     }
 
