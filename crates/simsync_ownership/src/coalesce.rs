@@ -1,5 +1,5 @@
 //! Ownership changes collected during one entity-server update and broadcast once per body at
-//! its end ([coalescing](crate::rules)): [`PendingOwners`].
+//! its end ([coalescing](crate::rules#coalescing)): [`PendingOwners`].
 
 use bevy::platform::collections::HashMap;
 

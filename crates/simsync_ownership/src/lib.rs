@@ -15,7 +15,7 @@
 //!   server's rules 1–5 and 7), [`ParticipantOwnership`] (a participant's rules 6–14 as a state
 //!   machine over [`BodyObservation`]s → [`Action`]s), [`OwnershipConfig`] and [`Priority`],
 //!   the send policy ([`should_send`], [`SequenceFilter`]), [`BodyState`] and its wire form
-//!   ([`state_to_wire`]), [`ActivityConfig`].
+//!   ([`state_to_wire`]), [`ActivityConfig`], the entity server's [`EntityServerLimits`].
 //! - **Errors** — [`OwnershipError`]; a refused request is a [`Refusal`] with a
 //!   [`RefusalReason`], a protocol outcome rather than an error.
 //!

@@ -1,6 +1,6 @@
 //! The entity server's per-connection rate limits ([`EntityServerLimits`]): one token bucket per
 //! connection for each of bids, releases and state updates; a message over its limit is dropped
-//! and counted ([`RateLimitedCounts`]). See [rate limits](crate::rules).
+//! and counted ([`RateLimitedCounts`]). See [rate limits](crate::rules#rate-limits).
 
 use core::time::Duration;
 
@@ -27,7 +27,7 @@ impl RateLimit {
 }
 
 /// The entity server's per-connection limits, one [`RateLimit`] per kind of message a
-/// participant sends ([rate limits](crate::rules)). Defaults: bids 60/s (burst 30), releases
+/// participant sends ([rate limits](crate::rules#rate-limits)). Defaults: bids 60/s (burst 30), releases
 /// 60/s (burst 30), state updates 640/s (burst 320: ten bodies updated every frame at 64 Hz,
 /// with room for a burst).
 ///

@@ -14,12 +14,20 @@
 //! # What the server sends
 //! - to the bidder: `Grant` or `Refused { reason }` for every bid; `Refused` for every refused
 //!   release or state update;
-//! - to every participant (control channel, reliable and ordered): `OwnerChanged` whenever a
-//!   body's owner or priority changes; when a body becomes unowned — released (ownership
-//!   rule 12), silent for `owner_silence_expiry` or its owner disconnected (ownership rule 5) —
-//!   also a `StateRelay` of the body's last known state with **zero velocities**;
+//! - to every participant (control channel, reliable and ordered), at the end of each update:
+//!   one `OwnerChanged` per body whose owner or priority changed during it, the latest
+//!   ([coalescing](crate::rules#coalescing)); for a body that ended the update unowned after being
+//!   cleared — released (ownership rule 12), silent for `owner_silence_expiry` or its owner
+//!   disconnected (ownership rule 5) — also a `StateRelay` of the body's last known state with
+//!   **zero velocities**;
+//! - to a participant whose control channel overflowed: the full owner table as `Snapshot`s,
+//!   once it fits ([resync](crate::rules#resync));
 //! - to every participant but the owner: each accepted owner state update, as a `StateRelay`
 //!   on the channel it came on.
+//!
+//! Bids, releases and state updates over their connection's
+//! [`EntityServerLimits`](crate::EntityServerLimits) are dropped unanswered and counted
+//! ([rate limits](crate::rules#rate-limits)).
 //!
 //! Relayed states are renumbered with one server sequence per body (16 bits, wrapping), so
 //! a participant can drop any stale or duplicate relay with one [`SequenceFilter`] per body,
@@ -98,7 +106,8 @@ pub struct EntityServerStats {
     pub expiries: u64,
     /// Owners cleared because their connection closed (ownership rule 5).
     pub disconnect_clears: u64,
-    /// Messages that could not be sent (channel full, client gone).
+    /// Messages that could not be sent (channel full, client gone). A full control channel
+    /// also marks the participant for resync (`resyncs_marked`).
     pub send_errors: u64,
     /// Bids, releases and state updates dropped for going over their connection's
     /// [`EntityServerLimits`](crate::EntityServerLimits), per kind.
@@ -659,7 +668,7 @@ impl EntityServer {
 
     /// End of update: one `OwnerChanged` per changed body, its latest record, to every
     /// participant not awaiting a resync; a body that ends the update unowned after being
-    /// cleared also gets its zero-velocity state ([coalescing](crate::rules)).
+    /// cleared also gets its zero-velocity state ([coalescing](crate::rules#coalescing)).
     fn broadcast_owners(&mut self, io: &mut Io) {
         for pending in self.pending.drain() {
             let body = pending.body;
@@ -696,7 +705,7 @@ impl EntityServer {
 
     /// End of update: the full owner table (every body's owner and priority, in `Snapshot`s)
     /// to each participant marked for resync whose control channel has room for all of it;
-    /// the others stay marked ([resync](crate::rules)).
+    /// the others stay marked ([resync](crate::rules#resync)).
     fn send_resyncs(&mut self, io: &mut Io) {
         if self.resync.is_empty() {
             return;
