@@ -24,6 +24,12 @@ fn quantile(samples: &mut [f64], q: f64) -> f64 {
     samples[rank.clamp(1, samples.len()) - 1]
 }
 
+/// Floating bodies `ids`, 2 m apart along x.
+fn in_a_row(ids: impl Iterator<Item = u64>) -> Vec<Body> {
+    ids.map(|id| Body::floating(id, Vec3::new(id as f32 * 2.0, 0.0, 0.0)))
+        .collect()
+}
+
 /// Messages per step from the flooding participant: 157 × 64 Hz ≈ 10,000 per second.
 const FLOOD_PER_STEP: u32 = 157;
 
@@ -35,11 +41,7 @@ const FLOOD_PER_STEP: u32 = 157;
 fn a_flooding_participant_does_not_delay_honest_grants() {
     let honest: Vec<u64> = (1..=40).collect();
     let flooded: Vec<u64> = (101..=110).collect();
-    let bodies: Vec<Body> = honest
-        .iter()
-        .chain(&flooded)
-        .map(|&id| Body::floating(id, Vec3::new(id as f32 * 2.0, 0.0, 0.0)))
-        .collect();
+    let bodies = in_a_row(honest.iter().chain(&flooded).copied());
     let link = LinkConditionerConfig::PERFECT.with_latency(20, 5);
     let mut s = Session::conditioned(11, link, 3, &bodies);
     let me = s.id_of(0);
@@ -106,10 +108,7 @@ fn a_flooding_participant_does_not_delay_honest_grants() {
 #[test]
 fn ownership_churn_is_coalesced_to_one_record_per_body_per_update() {
     let churned: Vec<u64> = (1..=5).collect();
-    let bodies: Vec<Body> = churned
-        .iter()
-        .map(|&id| Body::floating(id, Vec3::new(id as f32 * 2.0, 0.0, 0.0)))
-        .collect();
+    let bodies = in_a_row(churned.iter().copied());
     let setup = Setup {
         limits: EntityServerLimits::UNLIMITED,
         ..Setup::default()
@@ -195,10 +194,7 @@ fn small_control_channel(bytes: usize) -> simsync_net::renet::ConnectionConfig {
 #[test]
 fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
     let ids: Vec<u64> = (1..=10).collect();
-    let bodies: Vec<Body> = ids
-        .iter()
-        .map(|&id| Body::floating(id, Vec3::new(id as f32 * 2.0, 0.0, 0.0)))
-        .collect();
+    let bodies = in_a_row(ids.iter().copied());
     let setup = Setup {
         limits: EntityServerLimits::UNLIMITED,
         connection: Some(small_control_channel(4 * 1024)),
