@@ -73,20 +73,21 @@ pub struct EntityServerStats {
     /// Messages from connections that have not joined, and messages of other protocols:
     /// dropped.
     pub messages_ignored: u64,
-    /// Bids received (including an owner's priority changes, which travel as bids).
+    /// Bids received within the connection's rate limit (including an owner's priority
+    /// changes, which travel as bids).
     pub bids_received: u64,
     /// Bids granted (ownership rules 2, 3; a VOLUNTEER granted as RECRUIT, rule 7) and
     /// priority changes accepted (rule 4).
     pub bids_granted: u64,
     /// Bids and priority changes refused, per reason (rules 1–4, priority range).
     pub bids_refused: RefusalCounts,
-    /// Releases received.
+    /// Releases received within the connection's rate limit.
     pub releases_received: u64,
     /// Releases accepted (ownership rule 12).
     pub releases_granted: u64,
     /// Releases refused, per reason (`NotOwner`: rule 4; `UnknownBody`).
     pub releases_refused: RefusalCounts,
-    /// State updates received.
+    /// State updates received within the connection's rate limit.
     pub state_updates_received: u64,
     /// State updates from the owner relayed to the other participants (each counted once,
     /// however many it was sent to).
