@@ -17,7 +17,7 @@ mod harness;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use simsync::deterministic::net::{NetworkSessionConfig, RelayServer, RelayServerConfig};
+use simsync::deterministic::{NetworkSessionConfig, RelayServer, RelayServerConfig};
 use simsync::prelude::*;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;

@@ -12,8 +12,7 @@
 //! Player 1's inputs arrive 6 ticks late, so the predicted world schedules events from
 //! mispredicted inputs; those must vanish on rollback and never pop in the verified timeline.
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

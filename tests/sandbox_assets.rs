@@ -9,7 +9,7 @@
 mod cli;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/error.rs"]
-mod error;
+pub(crate) mod error;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/ownership/script.rs"]
 mod ownership_script;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bevy::prelude::*;
 use serde_json::{Value, json};
 use simsync::deterministic::SessionSetupError;
-use simsync::deterministic::net::{DeterministicServerPlugin, NetworkSessionConfig, RelayServer};
+use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, RelayServer};
 use simsync::prelude::*;
 use simsync_net::prelude::*;
 use simsync_net::{
@@ -255,7 +255,7 @@ pub fn run_in_process(
     agree &= finals.windows(2).all(|w| w[0] == w[1]);
     let relay = server
         .world()
-        .resource::<simsync::deterministic::net::RelayStats>()
+        .resource::<simsync::deterministic::RelayStats>()
         .clone();
     let summary = json!({
         "mode": "network",
@@ -350,7 +350,7 @@ pub fn run_server(run: &RunArgs, players: u8, bind: SocketAddr) -> Result<bool, 
     }
     let relay = app
         .world()
-        .resource::<simsync::deterministic::net::RelayStats>()
+        .resource::<simsync::deterministic::RelayStats>()
         .clone();
     let summary = json!({
         "mode": "server",

@@ -2,12 +2,12 @@
 //! ball per player pushed by its inputs, optional projectile spawns/despawns and a resource that
 //! appears at a given tick. Inputs are a deterministic function of (player, tick).
 
-#![allow(dead_code)]
+#![allow(dead_code)] // each test module uses its own part of the shared game
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
-use simsync::deterministic::config::{LocalSessionConfig, SessionClock, SessionMode};
-use simsync::deterministic::snapshot::ReservedSlots;
+use simsync::deterministic::ReservedSlots;
+use simsync::deterministic::{LocalSessionConfig, SessionClock, SessionMode};
 use simsync::prelude::*;
 
 /// What the test game spawns and does.

@@ -5,7 +5,7 @@ use std::any::TypeId;
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
 use simsync::deterministic::SessionMode;
-use simsync::deterministic::snapshot::{Parked, despawn_simulated_now, spawn_simulated_now};
+use simsync::deterministic::{Parked, despawn_simulated_now, spawn_simulated_now};
 use simsync::prelude::*;
 
 use crate::common::{self, Crate, TestGame};
@@ -45,9 +45,9 @@ fn despawn_then_rollback_brings_the_entity_back_with_every_component() {
     common::run_until_verified(&mut app, 40);
     let mut w = worlds(&mut app);
     let w = &mut *w;
-    let mut q = w.verified_mut().world.query::<(Entity, &Crate)>();
+    let mut q = w.verified_mut().query::<(Entity, &Crate)>();
     let victim = q
-        .iter(&w.verified_mut().world)
+        .iter(w.verified_mut())
         .find(|(_, c)| c.0 == 7)
         .map(|(e, _)| e)
         .expect("crate 7");
@@ -56,7 +56,7 @@ fn despawn_then_rollback_brings_the_entity_back_with_every_component() {
     assert!(before.contains(&TypeId::of::<Crate>()));
     assert!(before.len() > 10, "{}", before.len());
 
-    despawn_simulated_now(&mut w.predicted_mut().world, victim).expect("despawn");
+    despawn_simulated_now(w.predicted_mut(), victim).expect("despawn");
     assert!(w.predicted().get::<Transform>(victim).is_none());
     assert!(w.predicted().get::<Parked>(victim).is_some());
 
@@ -68,10 +68,7 @@ fn despawn_then_rollback_brings_the_entity_back_with_every_component() {
         w.verified().get::<Transform>(victim)
     );
     assert_eq!(w.predicted_checksum(), w.verified_checksum());
-    assert_eq!(
-        live_ids(&mut w.predicted_mut().world),
-        live_ids(&mut w.verified_mut().world)
-    );
+    assert_eq!(live_ids(w.predicted_mut()), live_ids(w.verified_mut()));
 }
 
 #[test]
@@ -89,7 +86,7 @@ fn a_spawn_only_in_the_mispredicted_timeline_is_gone_after_rollback() {
     let mut w = worlds(&mut app);
     let w = &mut *w;
     let ghost = spawn_simulated_now(
-        &mut w.predicted_mut().world,
+        w.predicted_mut(),
         (
             RigidBody::Dynamic,
             Collider::ball(0.3),
@@ -105,10 +102,7 @@ fn a_spawn_only_in_the_mispredicted_timeline_is_gone_after_rollback() {
     assert_eq!(report.parked_entities, 1);
     assert!(w.predicted().get::<Transform>(ghost).is_none());
     assert_eq!(w.predicted_checksum(), w.verified_checksum());
-    assert_eq!(
-        live_ids(&mut w.predicted_mut().world),
-        live_ids(&mut w.verified_mut().world)
-    );
+    assert_eq!(live_ids(w.predicted_mut()), live_ids(w.verified_mut()));
 }
 
 #[test]
@@ -131,10 +125,7 @@ fn projectile_spawns_and_despawns_in_mispredicted_timelines_keep_ids_equal() {
         let mut w = worlds(&mut app);
         let w = &mut *w;
         w.rollback_predicted();
-        assert_eq!(
-            live_ids(&mut w.predicted_mut().world),
-            live_ids(&mut w.verified_mut().world)
-        );
+        assert_eq!(live_ids(w.predicted_mut()), live_ids(w.verified_mut()));
         assert_eq!(w.predicted_checksum(), w.verified_checksum());
         checked_after_rollback += 1;
     }

@@ -1,13 +1,13 @@
 //! Clock synchronisation of networked clients: the lead of their inputs at the server, and
 //! lockstep pacing.
 
-use simsync::deterministic::net::NetworkSessionConfig;
-use simsync::deterministic::net::RelayServer;
+use simsync::deterministic::NetworkSessionConfig;
+use simsync::deterministic::RelayServer;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::{Direction, target_lead_ticks};
 
+use super::harness::Harness;
 use crate::common::TestGame;
-use crate::harness::Harness;
 
 fn game() -> TestGame {
     TestGame {

@@ -1,8 +1,8 @@
 //! A relay server App and client Apps over a `MemoryNetwork`, stepped with simulated time.
 
 use bevy::prelude::*;
-use simsync::deterministic::config::SessionClock;
-use simsync::deterministic::net::{DeterministicServerPlugin, NetworkSessionConfig, RelayStats};
+use simsync::deterministic::SessionClock;
+use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, RelayStats};
 use simsync::prelude::*;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;

@@ -1,14 +1,14 @@
 //! Where inputs land and how they are checked: no false desyncs, inputs on time or counted,
 //! a client's inputs only in its own slot.
 
-use simsync::deterministic::net::NetworkSessionConfig;
+use simsync::deterministic::NetworkSessionConfig;
 use simsync::prelude::*;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{ClientMessage, SessionClientMessage};
 
+use super::harness::Harness;
 use crate::common::{TestGame, scripted_input};
-use crate::harness::Harness;
 
 fn game() -> TestGame {
     TestGame {

@@ -2,7 +2,7 @@
 //! connection that holds no player slot. Typed errors are counted; the session goes on.
 
 use bevy::prelude::*;
-use simsync::deterministic::net::NetworkSessionConfig;
+use simsync::deterministic::NetworkSessionConfig;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{
@@ -10,8 +10,8 @@ use simsync_net::{
     Protocols, ServerMessage, SessionClientMessage, SessionServerMessage, Welcome,
 };
 
+use super::harness::Harness;
 use crate::common::TestGame;
-use crate::harness::Harness;
 
 fn game() -> TestGame {
     TestGame {
@@ -108,6 +108,7 @@ fn undecodable_server_messages_are_rejected_and_counted() {
         protocols: Protocols::SESSION,
         tick_rate_hz: 64,
         server_tick: 0,
+        players: 0,
     }))
     .expect("encodes");
     let bad = bad_messages(valid, wrong_version);

@@ -1,10 +1,10 @@
 //! Behaviour of the networked session.
 
-use simsync::deterministic::net::NetworkSessionConfig;
+use simsync::deterministic::NetworkSessionConfig;
 use simsync_net::LinkConditionerConfig;
 
+use super::harness::Harness;
 use crate::common::TestGame;
-use crate::harness::Harness;
 
 fn game() -> TestGame {
     TestGame {

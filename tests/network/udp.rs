@@ -3,13 +3,13 @@
 use std::net::SocketAddr;
 
 use bevy::prelude::*;
-use simsync::deterministic::net::NetworkSessionConfig;
+use simsync::deterministic::NetworkSessionConfig;
 use simsync::prelude::*;
 use simsync_net::prelude::*;
 use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport};
 
+use super::harness::{client_app, server_app};
 use crate::common::TestGame;
-use crate::harness::{client_app, server_app};
 
 fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().expect("address")
@@ -83,7 +83,7 @@ fn server_and_two_clients_over_udp_agree_for_300_ticks() {
     assert_eq!(histories[0][..n], histories[1][..n]);
     let relay = server
         .world()
-        .resource::<simsync::deterministic::net::RelayStats>()
+        .resource::<simsync::deterministic::RelayStats>()
         .clone();
     eprintln!("udp: {frames} frames, relay {relay:?}");
     assert_eq!(relay.desyncs, 0);

@@ -1,15 +1,14 @@
-//! `simsync`: one shared simulation across several machines, for Bevy.
+//! `simsync`: one shared simulation across several machines, for Bevy. This facade names the
+//! parts; each is also usable alone, and each states its rules in its own `rules` module. The
+//! whole system is described in the repository's `docs/architecture.md`.
 //!
-//! This facade re-exports the plugins, each also usable alone:
-//! - [`time`] ([`simsync_time`]): [`VirtualTimePlugin`] — discrete-event virtual time (ticks plus
-//!   a priority ordering simultaneous events), tick rate, deterministic event queue.
-//! - [`deterministic`] ([`simsync_deterministic`]): [`DeterministicPlugin`] — verified and
-//!   predicted worlds, rollback of ECS and Rapier state, inputs, checksums, and the networked
-//!   session (relay server + clients).
-//! - [`ownership`] ([`simsync_ownership`]): [`OwnershipPlugin`] — distributed physics by
-//!   simulation ownership (entity server, participants, bids, state relay).
-//! - [`net`] ([`simsync_net`]): the wire — messages, codec, renet channels, in-memory and UDP
-//!   transports, link conditioner.
+//! - [`time`]: [`VirtualTimePlugin`] — virtual time (ticks + priority), tick rate, event queue,
+//!   frame phases with double-buffered state.
+//! - [`deterministic`]: [`DeterministicPlugin`] — verified and predicted worlds, rollback of ECS
+//!   and Rapier state, inputs, checksums, the relay-server session.
+//! - [`ownership`]: [`OwnershipPlugin`] — distributed physics by simulation ownership (entity
+//!   server, participants, bids, state updates).
+//! - [`net`]: the wire — messages, codec, renet channels, in-memory and UDP transports.
 //!
 //! [`SimSyncPlugins`] adds the plugins that need no game-specific configuration; the
 //! deterministic session is added with its game plugin and input type:

@@ -125,7 +125,7 @@ impl<T: SimHash> SimHash for Option<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect)]
 pub struct TickChecksum {
     /// The verified tick.
-    pub tick: i32,
+    pub tick: crate::tick::Tick,
     /// The checksum of the verified world after that tick.
     pub checksum: u64,
 }

@@ -4,7 +4,7 @@ use bevy::prelude::*;
 use simsync_time::TickRate;
 
 use crate::error::SessionError;
-use crate::input::PlayerIndex;
+use crate::tick::PlayerIndex;
 
 /// Whether the session predicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Reflect)]
@@ -56,8 +56,46 @@ impl Default for LocalSessionConfig {
     }
 }
 
+/// Configuration of the client side of a networked session (see
+/// [the networked session](crate::rules#the-networked-session)).
+#[derive(Debug, Clone, PartialEq, Reflect)]
+pub struct NetworkSessionConfig {
+    /// Name sent in `Hello`.
+    pub name: String,
+    /// Unconfirmed local inputs are resent in every message; at least this many (default 3).
+    pub input_redundancy: u32,
+    /// Fixed input delay in ticks; `None` picks it from the RTT (default).
+    pub fixed_input_delay: Option<u32>,
+    /// Smallest input delay when picked from the RTT (ticks, default 0).
+    pub min_input_delay: u32,
+    /// Largest input delay when picked from the RTT (ticks, default 10).
+    pub max_input_delay: u32,
+    /// RTT above which the input delay grows (ms, default 100).
+    pub input_delay_start_ms: f64,
+    /// Milliseconds between pings (default 250).
+    pub ping_interval_ms: u32,
+    /// Send a checksum of verified state to the server every this many checksums recorded
+    /// (default 1: every one).
+    pub checksum_every: u32,
+}
+
+impl Default for NetworkSessionConfig {
+    fn default() -> Self {
+        Self {
+            name: "player".into(),
+            input_redundancy: 3,
+            fixed_input_delay: None,
+            min_input_delay: 0,
+            max_input_delay: 10,
+            input_delay_start_ms: simsync_net::DEFAULT_INPUT_DELAY_START_MS,
+            ping_interval_ms: 250,
+            checksum_every: 1,
+        }
+    }
+}
+
 /// Everything a [`DeterministicPlugin`](crate::DeterministicPlugin) session is configured with.
-/// Defaults follow Quantum's reference values (DESIGN §3).
+/// Defaults follow [Quantum's reference values](crate::rules#quantums-reference-defaults).
 #[derive(Debug, Clone, PartialEq, Reflect)]
 pub struct SessionConfig {
     /// Number of players (1..=255).
@@ -95,7 +133,7 @@ pub struct SessionConfig {
     pub skip_rollback_when_predictions_hold: bool,
     /// A networked session: inputs are confirmed by a relay server over renet (`None`: a
     /// local session, see `local`).
-    pub network: Option<crate::net::NetworkSessionConfig>,
+    pub network: Option<NetworkSessionConfig>,
     /// Input ticks kept in the buffer (default 1,024; must exceed the rollback window plus the
     /// largest latency).
     pub input_capacity: u32,

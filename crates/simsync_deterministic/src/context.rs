@@ -1,31 +1,20 @@
 //! The [`SimulatorContext`]: what the deterministic session simulates in the current session update.
 //!
-//! This module implements the rules of Photon Quantum 3.1's `SimulatorContext` (see
-//! `shared/seeds/quantum-simulator-context.txt`), re-expressed as plain Rust data:
+//! This module implements the rules of Photon Quantum 3.1's `SimulatorContext`, stated in our
+//! words in [the context rules](crate::rules#the-simulator-context), re-expressed as plain Rust
+//! data:
 //!
 //! * the **stored fields** are private and read through getters;
-//! * every **derived property** of the seed (for example `TargetVerificationTick`) is a pure `&self`
-//!   function of the stored fields, with a Rust name (`target_verification_tick`); the seed's nullable
+//! * every **derived property** of Quantum's context (for example `TargetVerificationTick`) is a pure `&self`
+//!   function of the stored fields, with a Rust name (`target_verification_tick`); Quantum's nullable
 //!   properties return [`Option<Tick>`];
-//! * the session driver moves the context through one session update with **lifecycle methods**, in this
-//!   order:
-//!
-//! ```text
-//! begin_update            Idle               -> BeforeVerification   (per-update reset)
-//! enter_verification      BeforeVerification -> Verification
-//!   record_verified_tick  (once per verified tick, ticks_to_verify times)
-//! enter_before_prediction Verification       -> BeforePrediction
-//! enter_prediction        BeforePrediction   -> Prediction           (decision point)
-//!   record_rollback       (first, only if will_rollback_prediction)
-//!   record_predicted_tick (once per predicted tick, ticks_to_predict times)
-//! enter_after_prediction  Prediction         -> AfterPrediction
-//! end_update              AfterPrediction    -> Idle
-//! ```
+//! * the session driver moves the context through one session update with **lifecycle methods**, in the
+//!   order listed on [`SimulatorContext`].
 //!
 //! Every lifecycle method checks the stage it is called in and the counters it advances, and returns a
 //! [`ContextError`] instead of panicking when called out of order. The setters that hooks use
 //! ([`SimulatorContext::set_ticks_to_verify`], the skip flags and the two legacy setters) are stage-gated:
-//! the seed says a write after a given stage "has no effect", and ours returns
+//! Quantum says a write after a given stage "has no effect", and ours returns
 //! [`ContextError::WriteIgnored`] in that case, leaving the context unchanged, so a caller can tell.
 //!
 //! All quantities are **ticks** (`i32` frame numbers, see [`Tick`]) or counts of ticks (`i32`). Arithmetic
@@ -35,10 +24,9 @@ use bevy::ecs::reflect::ReflectResource;
 use bevy::prelude::{Reflect, Resource};
 use bevy::reflect::prelude::ReflectDefault;
 
-/// A simulation frame number. Tick `n + 1` is simulated after tick `n`; one tick is one fixed step.
-pub type Tick = i32;
+use crate::tick::Tick;
 
-/// The stage of the session update the simulator is in (the seed names the stages; this enum is ours).
+/// The stage of the session update the simulator is in (Quantum names the stages; this enum is ours).
 ///
 /// Stages follow each other in declaration order within one session update; [`SimulatorStage::Idle`] is
 /// the stage between two updates (and before the first one).
@@ -77,7 +65,7 @@ pub enum ContextError {
         /// The stage the context was in.
         actual: SimulatorStage,
     },
-    /// A write arrived after the stage in which the field accepts writes; it had no effect (seed rule:
+    /// A write arrived after the stage in which the field accepts writes; it had no effect (Quantum's rule:
     /// "attempting to modify this value after stage X has ended will have no effect").
     #[error(
         "write to `{field}` ignored: it only accepts writes up to stage {last_writable:?}, now {stage:?}"
@@ -91,14 +79,14 @@ pub enum ContextError {
         stage: SimulatorStage,
     },
     /// `max_predicted_ticks` was set to a value other than `0` or `i32::MAX` (partial prediction budgets
-    /// are not supported, per the seed).
+    /// are not supported, as in Quantum).
     #[error("max_predicted_ticks accepts only 0 or i32::MAX, got {value}")]
     InvalidMaxPredictedTicks {
         /// The rejected value.
         value: i32,
     },
     /// `target_predicted_tick` was set to a tick other than `max_predictable_tick` or
-    /// `predicted_from_tick` (partial prediction budgets are not supported, per the seed).
+    /// `predicted_from_tick` (partial prediction budgets are not supported, as in Quantum).
     #[error(
         "target_predicted_tick accepts only max_predictable_tick ({max_predictable_tick}) or \
          predicted_from_tick ({predicted_from_tick}), got {value}"
@@ -161,7 +149,7 @@ pub enum ContextError {
     },
 }
 
-/// What the session driver knows at the start of a session update (design §3, "One session update", step 2),
+/// What the session driver knows at the start of a session update (step 2, begin, of [the session update](crate::rules#the-session-update)),
 /// passed to [`SimulatorContext::begin_update`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UpdateParams {
@@ -210,7 +198,7 @@ fn stage_position(stage: SimulatorStage) -> u8 {
 /// Whether a session stalls: the next tick to poll local input for would pass
 /// `max_verifiable_tick + rollback_window`.
 ///
-/// Ours (the seed leaves `IsStalling` undocumented, see DESIGN §3): predicting that far would need state the
+/// Ours (Quantum leaves `IsStalling` undocumented; see [stalling](crate::rules#stalling)): predicting that far would need state the
 /// rollback window cannot hold, so the session polls no new local input and predicts no ticks until
 /// verification catches up. Saturating: never overflows.
 pub fn would_stall(next_poll_tick: Tick, max_verifiable_tick: Tick, rollback_window: i32) -> bool {
@@ -218,11 +206,23 @@ pub fn would_stall(next_poll_tick: Tick, max_verifiable_tick: Tick, rollback_win
 }
 
 /// Metadata about the deterministic simulator in the current session update: how far it verifies and
-/// predicts, whether the predicted state is rolled back, and how far it has got (seed
-/// `quantum-simulator-context.txt`).
+/// predicts, whether the predicted state is rolled back, and how far it has got (Quantum's
+/// `SimulatorContext`; the rules are in [the simulator context](crate::rules#the-simulator-context)).
 ///
 /// Held as a resource in the main world. Read it from hooks; write only through the stage-gated setters.
-/// The session driver advances it with the lifecycle methods listed in the [module docs](self).
+/// The session driver advances it with these lifecycle methods, in this order:
+///
+/// ```text
+/// begin_update            Idle               -> BeforeVerification   (per-update reset)
+/// enter_verification      BeforeVerification -> Verification
+///   record_verified_tick  (once per verified tick, ticks_to_verify times)
+/// enter_before_prediction Verification       -> BeforePrediction
+/// enter_prediction        BeforePrediction   -> Prediction           (decision point)
+///   record_rollback       (first, only if will_rollback_prediction)
+///   record_predicted_tick (once per predicted tick, ticks_to_predict times)
+/// enter_after_prediction  Prediction         -> AfterPrediction
+/// end_update              AfterPrediction    -> Idle
+/// ```
 ///
 /// Between updates (stage [`SimulatorStage::Idle`]) it keeps the values of the last update, so stats can
 /// read them; only `latest_verified_rolled_back_to` carries over into the next update's rules.
@@ -339,7 +339,7 @@ impl SimulatorContext {
     }
 
     /// The number of predicted ticks this update simulates, from `predicted_from_tick` towards
-    /// `max_predictable_tick`, capped at `target_verification_tick + rollback_window` (seed `TicksToPredict`):
+    /// `max_predictable_tick`, capped at `target_verification_tick + rollback_window` (Quantum's `TicksToPredict`):
     ///
     /// `0` if stalling or `skip_prediction`, otherwise
     /// `max(min(max_predictable_tick, target_verification_tick + rollback_window) - predicted_from_tick, 0)`.
@@ -350,7 +350,7 @@ impl SimulatorContext {
         self.ticks_to_predict
     }
 
-    /// Whether the predicted state will still be rolled back to the verified state in this update (seed
+    /// Whether the predicted state will still be rolled back to the verified state in this update (Quantum's
     /// `WillRollbackPrediction`).
     ///
     /// Rule: `is_rollback_required()`, or else a newer verified state exists
@@ -363,12 +363,12 @@ impl SimulatorContext {
     }
 
     /// Whether the predicted state has been rolled back in this update. Always `false` up to and including
-    /// BeforePrediction (seed `HasRolledBackPrediction`).
+    /// BeforePrediction (Quantum's `HasRolledBackPrediction`).
     pub fn has_rolled_back_prediction(&self) -> bool {
         self.has_rolled_back_prediction
     }
 
-    /// Whether the Prediction stage simulates no ticks in this update (seed `SkipPrediction`).
+    /// Whether the Prediction stage simulates no ticks in this update (Quantum's `SkipPrediction`).
     ///
     /// Skipping predictions also skips the rollback before them unless `is_rollback_required()`; when a
     /// rollback is required it still happens and the predicted state ends the update at
@@ -377,7 +377,7 @@ impl SimulatorContext {
         self.skip_prediction
     }
 
-    /// Whether the rollback before prediction should be skipped if possible (seed
+    /// Whether the rollback before prediction should be skipped if possible (Quantum's
     /// `SkipPredictionRollbackIfPossible`). A request: `is_rollback_required()` overrides it. Only the
     /// rollback is skipped; prediction still runs. Reset to `false` by [`begin_update`](Self::begin_update).
     pub fn skip_prediction_rollback_if_possible(&self) -> bool {
@@ -413,21 +413,21 @@ impl SimulatorContext {
     }
 
     /// The last verified tick this update intends to simulate: `verified_from_tick + ticks_to_verify`
-    /// (seed `TargetVerificationTick`).
+    /// (Quantum's `TargetVerificationTick`).
     pub fn target_verification_tick(&self) -> Tick {
         self.verified_from_tick.saturating_add(self.ticks_to_verify)
     }
 
     /// `true` when verification reaches past where the previous update's prediction ended
     /// (`target_verification_tick > previous_update_predicted_tick`); the rollback is then forced regardless
-    /// of both skip flags (seed `IsRollbackRequired`), since predicting from behind the verified state would
+    /// of both skip flags (Quantum's `IsRollbackRequired`), since predicting from behind the verified state would
     /// need input sets already consumed.
     pub fn is_rollback_required(&self) -> bool {
         self.target_verification_tick() > self.previous_update_predicted_tick
     }
 
     /// The tick predictions start (or started) from in this update: `target_verification_tick` if the
-    /// predicted state will be or has been rolled back, otherwise `previous_update_predicted_tick` (seed
+    /// predicted state will be or has been rolled back, otherwise `previous_update_predicted_tick` (Quantum's
     /// `PredictedFromTick`).
     pub fn predicted_from_tick(&self) -> Tick {
         if self.will_rollback_prediction || self.has_rolled_back_prediction {
@@ -437,37 +437,37 @@ impl SimulatorContext {
         }
     }
 
-    /// Verified ticks still to simulate: `ticks_to_verify - ticks_verified` (seed `TicksPendingVerification`).
+    /// Verified ticks still to simulate: `ticks_to_verify - ticks_verified` (Quantum's `TicksPendingVerification`).
     pub fn ticks_pending_verification(&self) -> i32 {
         self.ticks_to_verify.saturating_sub(self.ticks_verified)
     }
 
-    /// Predicted ticks still to simulate: `ticks_to_predict - ticks_predicted` (seed `TicksPendingPrediction`).
+    /// Predicted ticks still to simulate: `ticks_to_predict - ticks_predicted` (Quantum's `TicksPendingPrediction`).
     pub fn ticks_pending_prediction(&self) -> i32 {
         self.ticks_to_predict.saturating_sub(self.ticks_predicted)
     }
 
-    /// All ticks still to simulate: `ticks_pending_verification + ticks_pending_prediction` (seed
+    /// All ticks still to simulate: `ticks_pending_verification + ticks_pending_prediction` (Quantum's
     /// `TicksPendingSimulation`).
     pub fn ticks_pending_simulation(&self) -> i32 {
         self.ticks_pending_verification()
             .saturating_add(self.ticks_pending_prediction())
     }
 
-    /// Ticks already simulated in this update: `ticks_verified + ticks_predicted` (seed `TicksSimulated`).
+    /// Ticks already simulated in this update: `ticks_verified + ticks_predicted` (Quantum's `TicksSimulated`).
     pub fn ticks_simulated(&self) -> i32 {
         self.ticks_verified.saturating_add(self.ticks_predicted)
     }
 
     /// The latest verified tick simulated in this update, `verified_from_tick + ticks_verified`; `None` if
-    /// none yet (seed `LatestTickVerified`).
+    /// none yet (Quantum's `LatestTickVerified`).
     pub fn latest_tick_verified(&self) -> Option<Tick> {
         (self.ticks_verified > 0)
             .then(|| self.verified_from_tick.saturating_add(self.ticks_verified))
     }
 
     /// The latest predicted tick simulated in this update, `predicted_from_tick + ticks_predicted`; `None` if
-    /// none yet (seed `LatestTickPredicted`).
+    /// none yet (Quantum's `LatestTickPredicted`).
     pub fn latest_tick_predicted(&self) -> Option<Tick> {
         (self.ticks_predicted > 0).then(|| {
             self.predicted_from_tick()
@@ -476,14 +476,14 @@ impl SimulatorContext {
     }
 
     /// The latest tick simulated in this update: the latest predicted one, else the latest verified one;
-    /// `None` if none yet (seed `LatestTickSimulated`).
+    /// `None` if none yet (Quantum's `LatestTickSimulated`).
     pub fn latest_tick_simulated(&self) -> Option<Tick> {
         self.latest_tick_predicted()
             .or_else(|| self.latest_tick_verified())
     }
 
     /// The next verified tick to simulate, `verified_from_tick + ticks_verified + 1`; `None` if no verified
-    /// ticks are pending (seed `NextTickToVerify`).
+    /// ticks are pending (Quantum's `NextTickToVerify`).
     pub fn next_tick_to_verify(&self) -> Option<Tick> {
         (self.ticks_pending_verification() > 0).then(|| {
             self.verified_from_tick
@@ -493,7 +493,7 @@ impl SimulatorContext {
     }
 
     /// The next predicted tick to simulate, `predicted_from_tick + ticks_predicted + 1`; `None` if no
-    /// predicted ticks are pending (seed `NextTickToPredict`).
+    /// predicted ticks are pending (Quantum's `NextTickToPredict`).
     pub fn next_tick_to_predict(&self) -> Option<Tick> {
         (self.ticks_pending_prediction() > 0).then(|| {
             self.predicted_from_tick()
@@ -503,7 +503,7 @@ impl SimulatorContext {
     }
 
     /// The next tick to simulate: the next verified one, else the next predicted one; `None` if nothing is
-    /// pending (seed `NextTickToSimulate`).
+    /// pending (Quantum's `NextTickToSimulate`).
     pub fn next_tick_to_simulate(&self) -> Option<Tick> {
         self.next_tick_to_verify()
             .or_else(|| self.next_tick_to_predict())
@@ -514,7 +514,7 @@ impl SimulatorContext {
     // ---------------------------------------------------------------------------------------------
 
     /// Sets `ticks_to_verify`, clamped between `ticks_verified` and
-    /// [`max_ticks_to_verify`](Self::max_ticks_to_verify); returns the value applied (seed `TicksToVerify`
+    /// [`max_ticks_to_verify`](Self::max_ticks_to_verify); returns the value applied (Quantum's `TicksToVerify`
     /// setter).
     ///
     /// The lower bound counts every tick already verified; verified ticks are recorded between ticks and
@@ -563,13 +563,13 @@ impl SimulatorContext {
         Ok(())
     }
 
-    /// Legacy view of `skip_prediction` (seed `MaxPredictedTicks`): `Some(0)` while predictions are skipped,
-    /// `Some(i32::MAX)` otherwise. Never `None`; the `Option` keeps the seed's nullable shape.
+    /// Legacy view of `skip_prediction` (Quantum's `MaxPredictedTicks`): `Some(0)` while predictions are skipped,
+    /// `Some(i32::MAX)` otherwise. Never `None`; the `Option` keeps Quantum's nullable shape.
     pub fn max_predicted_ticks(&self) -> Option<i32> {
         Some(if self.skip_prediction { 0 } else { i32::MAX })
     }
 
-    /// Legacy setter (seed `MaxPredictedTicks`): `0` sets `skip_prediction`, `i32::MAX` clears it. Partial
+    /// Legacy setter (Quantum's `MaxPredictedTicks`): `0` sets `skip_prediction`, `i32::MAX` clears it. Partial
     /// prediction budgets are not supported.
     ///
     /// # Errors
@@ -587,7 +587,7 @@ impl SimulatorContext {
         Ok(())
     }
 
-    /// Legacy view of `skip_prediction` (seed `TargetPredictedTick`): `Some(predicted_from_tick)` while
+    /// Legacy view of `skip_prediction` (Quantum's `TargetPredictedTick`): `Some(predicted_from_tick)` while
     /// predictions are skipped, `Some(max_predictable_tick)` otherwise. Never `None`.
     pub fn target_predicted_tick(&self) -> Option<Tick> {
         Some(if self.skip_prediction {
@@ -597,7 +597,7 @@ impl SimulatorContext {
         })
     }
 
-    /// Legacy setter (seed `TargetPredictedTick`): `max_predictable_tick` clears `skip_prediction`, the
+    /// Legacy setter (Quantum's `TargetPredictedTick`): `max_predictable_tick` clears `skip_prediction`, the
     /// current `predicted_from_tick` sets it. When both ticks are equal the write is taken as
     /// `max_predictable_tick` (clears the flag), so it does not also suppress the rollback.
     ///
@@ -718,7 +718,7 @@ impl SimulatorContext {
     }
 
     /// BeforePrediction → Prediction: the decision point. Fixes `will_rollback_prediction` and
-    /// `ticks_to_predict` by the seed's rules (see their getters) and returns them with
+    /// `ticks_to_predict` by the context rules (see their getters) and returns them with
     /// `predicted_from_tick`. From here on the skip flags are fixed.
     ///
     /// # Errors
@@ -1909,7 +1909,7 @@ mod tests {
     }
 
     proptest! {
-        /// Full updates with random limits and random hook writes in every stage keep the seed's rules.
+        /// Full updates with random limits and random hook writes in every stage keep the context rules.
         #[test]
         fn random_updates_keep_the_rules(
             latest_rb in 0..20i32,

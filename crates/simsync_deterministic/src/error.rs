@@ -3,8 +3,7 @@
 use bevy::ecs::entity::Entity;
 use thiserror::Error;
 
-pub use crate::context::ContextError;
-pub use crate::input::InputError;
+use crate::input::InputError;
 
 /// What went wrong in the deterministic session or its configuration.
 #[derive(Debug, Error, Clone, PartialEq)]

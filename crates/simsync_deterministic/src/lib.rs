@@ -1,70 +1,79 @@
-//! `simsync_deterministic`: the [`DeterministicPlugin`].
-//!
-//! A verified world and a predicted world, each a Bevy sub-app running the same
-//! [`SimulationTick`] schedule (the game's systems and Rapier). Verified ticks run only on
-//! complete, confirmed input sets; predicted ticks run ahead on predicted inputs. Each session
-//! update decides by the [`SimulatorContext`] rules how many ticks to verify, whether to roll the
-//! predicted world back to the verified one, and how far to predict.
+//! `simsync_deterministic`: the [`DeterministicPlugin`]. A verified and a predicted world run
+//! the game's [`SimulationTick`]; each session update verifies confirmed ticks, decides whether
+//! to roll the predicted world back and predicts ahead, by the rules in [`rules`].
 //!
 //! The parts:
-//! - [`context`]: `SimulatorContext`, the per-update decisions (Quantum's rules), pure data.
-//! - [`session`]: the session-update driver and its resources (stats, local inputs).
-//! - [`worlds`]: building the two sub-apps and running one tick.
-//! - [`snapshot`]: simulation entity ids, the rollback registry, copy strategies, Rapier state.
-//! - [`input`]: the input buffer, the local relay and the leafwing adapter.
-//! - [`net`]: the networked session: relay server and client over `simsync_net`.
-//! - [`checksum`]: the fixed hasher and what a checksum covers.
-//! - [`plugin`], [`config`], [`schedule`], [`error`].
+//! - [`SimulatorContext`]: the per-update decisions, pure data.
+//! - [`DeterministicSession`] and its update steps (poll, begin, verify, decide, rollback,
+//!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
+//! - The input path: [`LocalInputs`] / [`TickInputSource`] → [`LocalRelay`] or the relay server
+//!   ([`NetworkSessionConfig`]) → [`InputBuffer`] → [`PlayerInputs`]; [`InputEncoder`] for leafwing.
+//! - The relay server: [`RelayServer`], wired by [`DeterministicServerPlugin`].
+//! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`], [`RollbackStrategy`]; checksums:
+//!   [`SimHash`], [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
 //!
 //! Read `docs/pitfalls.md` at the repository root before writing a simulation.
 #![warn(missing_docs)]
 
-pub mod checksum;
-pub mod config;
-pub mod context;
-pub mod error;
-pub mod input;
-pub mod net;
-pub mod player_inputs;
-pub mod plugin;
-pub mod schedule;
-pub mod session;
-pub mod snapshot;
-pub mod worlds;
+mod checksum;
+mod config;
+mod context;
+mod error;
+mod input;
+mod plugin;
+mod relay_server;
+mod schedule;
+mod session;
+mod snapshot;
+mod source;
+mod tick;
+mod worlds;
 
-use bevy::prelude::*;
+#[doc = include_str!("rules.md")]
+pub mod rules {}
 
 pub use checksum::{SimHash, StateHasher, TickChecksum};
-pub use config::{LocalSessionConfig, SessionClock, SessionConfig, SessionMode};
-pub use context::{SimulatorContext, SimulatorStage};
+pub use config::{
+    LocalSessionConfig, NetworkSessionConfig, SessionClock, SessionConfig, SessionMode,
+};
+pub use context::{
+    ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
+};
 pub use error::SessionError;
-pub use input::{InputStatus, PlayerIndex, SimInput, Tick};
-pub use player_inputs::PlayerInputs;
+pub use input::{
+    ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
+    PackedInput, PlayerInputs, SimInput,
+};
 pub use plugin::{DeterministicPlugin, SessionSetupError};
+pub use relay_server::plugin::DeterministicServerPlugin;
+pub use relay_server::{RelayServer, RelayServerConfig, RelayStats};
 pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,
     SimulationStartup, SimulationTick,
 };
 pub use session::{
-    ChecksumRecorded, DeterministicSession, LocalInputs, PredictionMismatch, SessionStats,
-    SimulationWorlds, TickInputSource, UnregisteredComponent,
+    ChecksumRecorded, DeterministicSession, PredictionMismatch, SessionStats, UnregisteredComponent,
 };
-pub use snapshot::{RollbackAppExt, RollbackStrategy, SimCommands, SimEntity};
-
-/// The tick a simulation world last simulated (or is simulating, inside
-/// [`SimulationTick`]). A resource of both simulation worlds, rolled back and hashed.
-#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Reflect)]
-pub struct SimTick(pub Tick);
+pub use snapshot::{
+    Parked, ReservedSlots, RollbackAppExt, RollbackRegistry, RollbackReport, RollbackStrategy,
+    SimCommands, SimEntity, SimulationEntities, Synced, TickMap, WorldRole, despawn_simulated_now,
+    spawn_simulated_now,
+};
+pub use source::{
+    LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats, RelayDelivery, RelayRejection,
+    TickInputSource,
+};
+pub use tick::{PlayerIndex, SimTick, Tick};
+pub use worlds::SimulationWorlds;
 
 /// Everything a game needs.
 pub mod prelude {
-    pub use crate::input::{InputEncoder, PackedInput};
     pub use crate::{
         AfterPrediction, BeforePrediction, BeforeVerification, DeterministicPlugin,
-        DeterministicSession, DeterministicSet, InputStatus, LocalInputs, LocalSessionConfig,
-        PlayerIndex, PlayerInputs, PredictionMismatch, RollbackAppExt, SessionClock, SessionConfig,
-        SessionMode, SessionSetupError, SessionStats, SimCommands, SimEntity, SimHash, SimInput,
-        SimTick, SimulationSet, SimulationStartup, SimulationTick, SimulationWorlds,
-        SimulatorContext, Tick, TickInputSource,
+        DeterministicSession, DeterministicSet, InputEncoder, InputStatus, LocalInputs,
+        LocalSessionConfig, PackedInput, PlayerIndex, PlayerInputs, PredictionMismatch,
+        RollbackAppExt, SessionClock, SessionConfig, SessionMode, SessionSetupError, SessionStats,
+        SimCommands, SimEntity, SimHash, SimInput, SimTick, SimulationSet, SimulationStartup,
+        SimulationTick, SimulationWorlds, SimulatorContext, Tick, TickInputSource,
     };
 }

@@ -5,26 +5,31 @@ use std::sync::Arc;
 
 use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
 use bevy::prelude::*;
-use simsync_time::TickRate;
+use simsync_time::{TickRate, VirtualTimePlugin};
 
-use crate::config::{LocalSessionConfig, SessionClock, SessionConfig, SessionMode};
+use crate::config::{
+    LocalSessionConfig, NetworkSessionConfig, SessionClock, SessionConfig, SessionMode,
+};
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
-use crate::input::{PlayerIndex, SimInput};
+use crate::input::SimInput;
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
-    ChecksumRecorded, DeterministicSession, LocalInputs, PredictionMismatch, SessionStats,
-    SimulationWorlds, UnregisteredComponent, session_update,
+    ChecksumRecorded, DeterministicSession, PredictionMismatch, SessionStats,
+    UnregisteredComponent, session_update,
 };
 use crate::snapshot::{RollbackRegistry, WorldRole};
+use crate::source::LocalInputs;
+use crate::tick::PlayerIndex;
 use crate::worlds::{
-    GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub_app, context_entities,
-    into_simulation_world,
+    GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_app,
+    context_entities, into_simulation_world,
 };
 
 /// The deterministic session: a verified and a predicted world (Bevy sub-apps running the same
 /// [`SimulationTick`](crate::SimulationTick)), driven by one session-update system that verifies
-/// confirmed ticks, rolls the predicted world back and predicts ahead (DESIGN §3).
+/// confirmed ticks, rolls the predicted world back and predicts ahead
+/// ([the session update](crate::rules#the-session-update)).
 ///
 /// `I` is the game's compact per-player input. The game's simulation plugin is added to both
 /// worlds; everything it registers with [`RollbackAppExt`](crate::RollbackAppExt) is rolled back.
@@ -45,6 +50,9 @@ use crate::worlds::{
 ///
 /// A configuration that fails [`SessionConfig::validate`] is logged as an error and the session
 /// is not installed (the [`SessionSetupError`] resource holds the error); nothing panics.
+///
+/// The App's [`TickRate`] is the session's: the plugin adds a `VirtualTimePlugin` with it (the
+/// only writer of `TickRate`), before or after `SimSyncPlugins` alike.
 pub struct DeterministicPlugin<I: SimInput> {
     game: GameBuilder,
     config: SessionConfig,
@@ -149,9 +157,9 @@ impl<I: SimInput> DeterministicPlugin<I> {
     }
 
     /// A networked session: confirmed inputs come from a relay server
-    /// ([`DeterministicServerPlugin`](crate::net::DeterministicServerPlugin)) over renet. The app
+    /// ([`DeterministicServerPlugin`](crate::DeterministicServerPlugin)) over renet. The app
     /// needs a `RenetClient` and a transport (`simsync_net::NetClientPlugin`).
-    pub fn networked(mut self, network: crate::net::NetworkSessionConfig) -> Self {
+    pub fn networked(mut self, network: NetworkSessionConfig) -> Self {
         self.config.network = Some(network);
         self
     }
@@ -196,8 +204,10 @@ impl<I: SimInput> DeterministicPlugin<I> {
         let predicted = build_sub_app::<I>(WorldRole::Predicted, &spec, self.game.clone())?;
         app.insert_sub_app(VerifiedApp, verified);
         app.insert_sub_app(PredictedApp, predicted);
+        // The App's `TickRate` has one writer, `VirtualTimePlugin`; it is not unique, so adding
+        // it here with the session's rate works whether or not `SimSyncPlugins` added it.
+        app.add_plugins(VirtualTimePlugin::default().tick_rate(self.config.tick_rate));
         app.insert_resource(session)
-            .insert_resource(self.config.tick_rate)
             .init_resource::<SimulatorContext>()
             .init_resource::<SessionStats>()
             .insert_resource(LocalInputs::<I>::new(self.config.players))
@@ -236,8 +246,8 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
         };
         verified.cleanup();
         predicted.cleanup();
-        let mut verified = into_simulation_world::<I>(verified, WorldRole::Verified);
-        let mut predicted = into_simulation_world::<I>(predicted, WorldRole::Predicted);
+        let mut verified = into_simulation_world::<I>(verified);
+        let mut predicted = into_simulation_world::<I>(predicted);
         let registry = verified
             .world
             .remove_resource::<RollbackRegistry>()

@@ -23,7 +23,7 @@ pub struct SimulationTick;
 /// Runs once in each simulation world when the worlds are built, before the setup tick (tick 0).
 ///
 /// Spawn the initial scene here, through
-/// [`SimulationCommandsExt::spawn_simulated`](crate::snapshot::SimulationCommandsExt::spawn_simulated),
+/// [`SimCommands::spawn`](crate::SimCommands::spawn),
 /// so both worlds hold it under the same entity ids.
 #[derive(ScheduleLabel, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SimulationStartup;

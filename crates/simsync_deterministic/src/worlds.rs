@@ -1,4 +1,5 @@
-//! The verified and the predicted world: two Bevy sub-apps built from the same plugins.
+//! The verified and the predicted world: two Bevy sub-apps built from the same plugins, then
+//! owned by the session as [`SimulationWorlds`].
 //!
 //! Both are built as [`SubApp`]s so that plugins (the game's, Rapier's) go through Bevy's normal
 //! build / finish / cleanup lifecycle. When the app is cleaned up, the session takes their
@@ -17,14 +18,80 @@ use bevy_rapier3d::plugin::context::RapierContextSimulation;
 use bevy_rapier3d::prelude::*;
 use simsync_time::TickRate;
 
-use crate::SimTick;
 use crate::error::SessionError;
-use crate::input::{InputStatus, PlayerIndex, SimInput, Tick};
-use crate::player_inputs::PlayerInputs;
+use crate::input::{InputStatus, PlayerInputs, SimInput};
 use crate::schedule::{SimulationSet, SimulationStartup, SimulationTick};
 use crate::snapshot::{
-    ReservedSlots, RollbackRegistry, SimulationEntities, SimulationWorld, Synced, WorldRole,
+    self, ReservedSlots, RollbackRegistry, RollbackReport, RollbackStrategy, SimulationEntities,
+    SimulationWorld, Synced, WorldRole,
 };
+use crate::tick::{PlayerIndex, SimTick, Tick};
+
+/// The verified and the predicted world, owned by the session (a main-app resource).
+#[derive(Resource)]
+pub struct SimulationWorlds {
+    pub(crate) verified: SimulationWorld,
+    pub(crate) predicted: SimulationWorld,
+    pub(crate) registry: RollbackRegistry,
+}
+
+impl SimulationWorlds {
+    /// The verified world (read-only).
+    pub fn verified(&self) -> &World {
+        &self.verified.world
+    }
+
+    /// The predicted world (read-only): what a game presents.
+    pub fn predicted(&self) -> &World {
+        &self.predicted.world
+    }
+
+    /// The verified world, mutable (tests and tools; changing simulation state here breaks
+    /// determinism unless every peer does the same).
+    pub fn verified_mut(&mut self) -> &mut World {
+        &mut self.verified.world
+    }
+
+    /// The predicted world, mutable (see [`SimulationWorlds::verified_mut`]).
+    pub fn predicted_mut(&mut self) -> &mut World {
+        &mut self.predicted.world
+    }
+
+    /// The registry of rolled-back state.
+    pub fn registry(&self) -> &RollbackRegistry {
+        &self.registry
+    }
+
+    /// Registers component `T` for rollback.
+    ///
+    /// # Errors
+    /// [`SessionError::SessionStarted`] once the first session update has run: register in
+    /// your game plugin instead.
+    pub fn try_register_component<T>(&mut self) -> Result<(), SessionError>
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable> + Clone,
+    {
+        self.registry
+            .register_component::<T>(RollbackStrategy::Clone)
+    }
+
+    /// Rolls the predicted world back to the verified world now (what a session update does when
+    /// it decides to roll back). For tools and tests; the session's own bookkeeping of the
+    /// predicted tick is corrected at its next update.
+    pub fn rollback_predicted(&mut self) -> RollbackReport {
+        snapshot::rollback(&mut self.verified, &mut self.predicted, &mut self.registry)
+    }
+
+    /// The checksum of the verified world now.
+    pub fn verified_checksum(&mut self) -> u64 {
+        snapshot::checksum(&mut self.verified, &self.registry)
+    }
+
+    /// The checksum of the predicted world now (same function as verified checksums).
+    pub fn predicted_checksum(&mut self) -> u64 {
+        snapshot::checksum(&mut self.predicted, &self.registry)
+    }
+}
 
 /// Label of the verified world's sub-app (present only while the app is being built).
 #[derive(AppLabel, Debug, Clone, PartialEq, Eq, Hash)]
@@ -152,13 +219,10 @@ impl Plugin for GamePlugin {
 
 /// Takes a built sub-app's world, runs its startup schedules and the setup tick (tick 0) with
 /// default inputs, so both worlds have run an identical first [`SimulationTick`].
-pub(crate) fn into_simulation_world<I: SimInput>(
-    mut sub: SubApp,
-    role: WorldRole,
-) -> SimulationWorld {
+pub(crate) fn into_simulation_world<I: SimInput>(mut sub: SubApp) -> SimulationWorld {
     let world = std::mem::take(sub.world_mut());
     drop(sub);
-    let mut sw = SimulationWorld::new(world, role);
+    let mut sw = SimulationWorld::new(world);
     for label in [
         PreStartup.intern(),
         Startup.intern(),

@@ -1,12 +1,11 @@
 //! API misuse and bad configuration give typed errors or logged rejections, never panics.
 
 use bevy::prelude::*;
-use simsync_deterministic::config::{LocalSessionConfig, SessionClock};
 use simsync_deterministic::prelude::*;
-use simsync_deterministic::snapshot::{
-    ReservedSlots, RollbackRegistry, RollbackStrategy, SimulationEntities,
+use simsync_deterministic::{
+    ReservedSlots, RollbackRegistry, RollbackStrategy, SessionError, SessionSetupError,
+    SimulationEntities, UnregisteredComponent,
 };
-use simsync_deterministic::{SessionError, SessionSetupError, UnregisteredComponent};
 use simsync_time::TickRate;
 
 #[derive(Clone)]
@@ -228,4 +227,27 @@ fn the_allocator_reuses_a_slot_only_after_the_delay_and_reports_exhaustion() {
     let again = alloc.allocate(15, &slots).expect("reused after 5 ticks");
     assert_eq!(again.index(), a.index());
     assert_eq!(again.generation(), a.generation().after_versions(1));
+}
+
+#[test]
+fn the_session_rate_reaches_the_app_through_virtual_time_in_either_plugin_order() {
+    let rate = TickRate::new(30).expect("rate");
+    for time_first in [true, false] {
+        let mut app = App::new();
+        app.add_plugins(MinimalPlugins);
+        if time_first {
+            app.add_plugins(simsync_time::VirtualTimePlugin::default());
+        }
+        app.add_plugins(stepped(
+            DeterministicPlugin::<PackedInput>::new(Empty).tick_rate(rate),
+        ));
+        if !time_first {
+            app.add_plugins(simsync_time::VirtualTimePlugin::default());
+        }
+        assert_eq!(
+            *app.world().resource::<TickRate>(),
+            rate,
+            "time first: {time_first}"
+        );
+    }
 }

@@ -1,10 +1,31 @@
 //! The codec: bincode 2 through serde, with a size limit ([`encode`], [`decode`]), and a counter
 //! of rejected messages ([`DecodeStats`]).
+//!
+//! # The allocation bound
+//!
+//! No decode allocates more than [`MAX_MESSAGE_BYTES`] in one allocation, whatever the bytes.
+//! bincode claims the length of a string or byte buffer against the limit before allocating,
+//! but its serde path does not claim sequence lengths: it reports the announced length as the
+//! size hint, from which serde's `Vec` pre-allocates up to 1 MiB (8 bytes, `04 00 00 FC FF FF FF
+//! FF`, made a 1 MiB allocation). [`decode`] therefore runs every `Deserialize` impl through a
+//! wrapper of bincode's deserializer (the private `bounded` module) that hides those hints and
+//! claims each element's memory before the collection grows for it. We chose the wrapper over
+//! claiming lengths in a pre-pass because it needs no knowledge of the types: it also covers a
+//! game's input type decoded with [`decode`]. It changes no byte of the wire format; it refuses a
+//! collection that would need a buffer above the limit in memory (a `Vec` of `k` elements of
+//! `s` bytes needs `k` rounded up to a power of two, times `s`: at most [`max_decoded_len`]
+//! elements, e.g. 2,048 inputs or input sets, or 4,096 [`crate::OwnerRecord`]s, in one message)
+//! with [`NetError::Oversized`]. [`encode`] does not apply this bound (serde hands a serializer
+//! references to elements, not their types): a sender of long lists splits them by
+//! [`max_decoded_len`].
+
+use std::marker::PhantomData;
 
 use bevy::prelude::Resource;
 use bincode::config::{Configuration, LittleEndian, Varint};
 use serde::{Serialize, de::DeserializeOwned};
 
+use crate::bounded::{BoundedSeed, Budget};
 use crate::error::NetError;
 
 /// Largest encoded message, in bytes (64 KiB). [`encode`] refuses to produce a longer one
@@ -14,6 +35,28 @@ use crate::error::NetError;
 /// renet splits messages above 1,200 bytes into slices; keep messages sent on unreliable
 /// channels well under that (see [`crate::UNRELIABLE_MESSAGE_BUDGET`]).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// The most elements of type `T` one list in a decoded message may hold ([wire rule
+/// 3](crate::rules)): the largest power of two `k` with `k × size_of::<T>()` at most
+/// [`MAX_MESSAGE_BYTES`] (a zero-sized `T` counts as one byte). A list one longer is refused
+/// with [`NetError::Oversized`], since the buffer it grows into would pass the limit; a sender
+/// of long tables splits them into messages of at most this many elements.
+///
+/// For example 4,096 [`crate::OwnerRecord`]s, 2,048 [`crate::InputSet`]s or inputs, 65,536
+/// bytes.
+pub const fn max_decoded_len<T>() -> usize {
+    let size = if size_of::<T>() == 0 {
+        1
+    } else {
+        size_of::<T>()
+    };
+    let fit = MAX_MESSAGE_BYTES / size;
+    if fit == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - fit.leading_zeros())
+    }
+}
 
 /// The bincode configuration of every message ([codec rules](crate::rules)): `standard()` with
 /// the [`MAX_MESSAGE_BYTES`] limit.
@@ -60,8 +103,9 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, NetError> {
 ///
 /// # Errors
 ///
-/// - [`NetError::Oversized`] if `bytes` is longer than [`MAX_MESSAGE_BYTES`], or a length inside
-///   it announces more than the limit allows.
+/// - [`NetError::Oversized`] if `bytes` is longer than [`MAX_MESSAGE_BYTES`], a length inside
+///   it announces more than the limit allows, or a collection would need a buffer above the
+///   limit in memory ([wire rule 3](crate::rules)).
 /// - [`NetError::Truncated`] if the bytes end before the message does.
 /// - [`NetError::TrailingBytes`] if bytes are left over after a complete message.
 /// - [`NetError::Malformed`] for anything else that is not a valid `T` (bad enum tag, bad
@@ -72,11 +116,19 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, NetError> {
             limit: MAX_MESSAGE_BYTES,
         });
     }
-    match bincode::serde::decode_from_slice::<T, _>(bytes, wire_config()) {
+    let budget = Budget::new(MAX_MESSAGE_BYTES);
+    let seed = BoundedSeed {
+        seed: PhantomData::<T>,
+        budget: &budget,
+    };
+    match bincode::serde::seed_decode_from_slice(seed, bytes, wire_config()) {
         Ok((value, consumed)) if consumed == bytes.len() => Ok(value),
         Ok((_, consumed)) => Err(NetError::TrailingBytes {
             consumed,
             trailing: bytes.len().saturating_sub(consumed),
+        }),
+        Err(_) if budget.exceeded() => Err(NetError::Oversized {
+            limit: MAX_MESSAGE_BYTES,
         }),
         Err(error) => Err(map_decode_error(error)),
     }
@@ -250,6 +302,30 @@ mod tests {
         let result = decode_counted::<String>(&[2, 0xC3, 0x28], &mut stats);
         assert!(matches!(result, Err(NetError::Malformed(_))), "{result:?}");
         assert_eq!(stats.malformed, 2);
+    }
+
+    #[test]
+    fn max_decoded_len_is_the_longest_list_the_bound_admits() {
+        use crate::bounded::seq_bytes;
+        assert_eq!(max_decoded_len::<u8>(), MAX_MESSAGE_BYTES);
+        assert_eq!(max_decoded_len::<()>(), MAX_MESSAGE_BYTES);
+        assert_eq!(max_decoded_len::<Vec<u8>>(), 2048);
+        assert_eq!(max_decoded_len::<crate::InputSet>(), 2048);
+        assert_eq!(max_decoded_len::<crate::OwnerRecord>(), 4096);
+        assert_eq!(max_decoded_len::<[u8; MAX_MESSAGE_BYTES + 1]>(), 0);
+        let cases = [
+            (max_decoded_len::<[u8; 3]>(), 3),
+            (max_decoded_len::<[u8; 24]>(), 24),
+            (max_decoded_len::<[u8; 48]>(), 48),
+            (max_decoded_len::<[u8; 1000]>(), 1000),
+        ];
+        for (len, size) in cases {
+            assert!(seq_bytes(len, size).unwrap() <= MAX_MESSAGE_BYTES, "{size}");
+            assert!(
+                seq_bytes(len + 1, size).unwrap() > MAX_MESSAGE_BYTES,
+                "{size}"
+            );
+        }
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! ([wire rule 5](crate::rules)):
 //!
 //! 1. Once connected, the client sends a [`Hello`] ([`PROTOCOL_VERSION`], the [`Protocols`] it
-//!    wants, a display name) on the control channel.
+//!    wants, a display name, and optionally the session config it expects: tick rate, player
+//!    count, [`InputFingerprint`]) on the control channel.
 //! 2. The server answers [`Welcome`] (participant id, player slot, granted protocols, tick rate,
-//!    server tick) or `Rejected` with a [`RejectReason`].
+//!    player count, server tick) or `Rejected` with a [`RejectReason`].
 //!
 //! [`ServerHandshake`] applies the server's side and [`ClientHandshake`] tracks the client's
 //! ([`JoinStatus`]); both are plain state without Bevy or renet, so a server or client only moves
@@ -12,10 +13,10 @@
 //!
 //! # Adding a field
 //!
-//! A new `Hello` field (an input-type fingerprint, a reconnect token) is checked in one place,
-//! `ServerHandshake::check`, with its own [`RejectReason`]; a new fact the server states (player
-//! count, ...) is a field of [`ServerHandshake`] set by a `with_` method and copied into every
-//! [`Welcome`] in `ServerHandshake::welcome`. Either changes the message layout: bump
+//! A new `Hello` field (a reconnect token, ...) is an `Option` set by a `Hello::with_` method and
+//! checked in one place, `ServerHandshake::check_config`, with its own [`RejectReason`]; a new
+//! fact the server states is a field of [`ServerHandshake`] set by a `with_` method and copied
+//! into every [`Welcome`] in `ServerHandshake::welcome`. Either changes the message layout: bump
 //! [`PROTOCOL_VERSION`], keeping `protocol_version` the first field of `Hello` and `Welcome`.
 
 use std::collections::BTreeMap;
@@ -28,6 +29,9 @@ use crate::ids::ParticipantId;
 
 /// The version of the message layout of this build. Peers with different versions refuse each
 /// other in the handshake. Bump it with every change to a message type.
+///
+/// Version 2: a refusal carries every reason the arbiter has; `Hello` states the session config it expects (tick rate, players, input
+/// fingerprint), `Welcome` the player count, and `RejectReason` has the config mismatches.
 pub const PROTOCOL_VERSION: u16 = 2;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
@@ -62,8 +66,44 @@ impl Protocols {
     }
 }
 
+/// What a client's input type is, so that a server can refuse a client built with another one
+/// ([wire rule 5](crate::rules)): a name and the most bytes one encoded input may take.
+///
+/// Two builds of a game agree when they use the same input type; build it on both sides the
+/// same way, e.g. with [`InputFingerprint::of`]. The name is compared as text: `of` uses
+/// [`std::any::type_name`], which is the same for the same type and compiler but may differ
+/// between compiler versions, so cross-compiler builds should give a name of their own with
+/// [`InputFingerprint::new`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct InputFingerprint {
+    /// The input type's name (a few dozen bytes; the codec limit bounds it).
+    pub name: String,
+    /// The most bytes one encoded input may take (the encoded size bound of the type).
+    pub max_encoded_bytes: u32,
+}
+
+impl InputFingerprint {
+    /// A fingerprint from a name and a size bound in bytes.
+    pub fn new(name: impl Into<String>, max_encoded_bytes: u32) -> Self {
+        Self {
+            name: name.into(),
+            max_encoded_bytes,
+        }
+    }
+
+    /// The fingerprint of type `I` (its [`std::any::type_name`]) with a size bound in bytes.
+    pub fn of<I: ?Sized>(max_encoded_bytes: u32) -> Self {
+        Self::new(std::any::type_name::<I>(), max_encoded_bytes)
+    }
+}
+
 /// The first message of a client. Its layout up to `protocol_version` is frozen across versions
 /// (see [`crate::peek_handshake_version`]).
+///
+/// The session config fields are optional: a client that states one is refused by a server
+/// configured with another value ([`ServerHandshake`] rule 3); a client that leaves one unset
+/// learns it from the [`Welcome`] ([`ClientHandshake::tick_rate_hz`],
+/// [`ClientHandshake::players`]). The ownership protocol leaves them unset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
     /// The client's [`PROTOCOL_VERSION`].
@@ -73,16 +113,46 @@ pub struct Hello {
     /// A display name; the server may truncate or ignore it. At most a few dozen bytes is
     /// expected; the codec limit bounds it at [`crate::MAX_MESSAGE_BYTES`].
     pub name: String,
+    /// The session's tick rate (Hz) the client runs at, if it has one of its own.
+    pub tick_rate_hz: Option<u16>,
+    /// The number of player slots the client expects, if it has its own.
+    pub players: Option<u8>,
+    /// The client's input type, if it plays a deterministic session.
+    pub input: Option<InputFingerprint>,
 }
 
 impl Hello {
-    /// A `Hello` for this build's [`PROTOCOL_VERSION`].
+    /// A `Hello` for this build's [`PROTOCOL_VERSION`], stating no session config.
     pub fn new(protocols: Protocols, name: impl Into<String>) -> Self {
         Self {
             protocol_version: PROTOCOL_VERSION,
             protocols,
             name: name.into(),
+            tick_rate_hz: None,
+            players: None,
+            input: None,
         }
+    }
+
+    /// States the tick rate (Hz) the client runs at.
+    #[must_use]
+    pub fn with_tick_rate_hz(mut self, tick_rate_hz: u16) -> Self {
+        self.tick_rate_hz = Some(tick_rate_hz);
+        self
+    }
+
+    /// States the number of player slots the client expects.
+    #[must_use]
+    pub fn with_players(mut self, players: u8) -> Self {
+        self.players = Some(players);
+        self
+    }
+
+    /// States the client's input type.
+    #[must_use]
+    pub fn with_input(mut self, input: InputFingerprint) -> Self {
+        self.input = Some(input);
+        self
     }
 }
 
@@ -104,6 +174,8 @@ pub struct Welcome {
     pub tick_rate_hz: u16,
     /// The server's current tick when it sent this message.
     pub server_tick: i32,
+    /// Player slots of the server's deterministic session; 0 if the server states none.
+    pub players: u8,
 }
 
 /// Why the server refused a [`Hello`].
@@ -127,6 +199,27 @@ pub enum RejectReason {
     AlreadyJoined,
     /// Anything else, as text for a log.
     Other(String),
+    /// The client runs another tick rate than the server's session.
+    TickRateMismatch {
+        /// The server's tick rate (Hz).
+        server: u16,
+        /// The tick rate the client stated (Hz).
+        client: u16,
+    },
+    /// The client expects another number of player slots than the server's session has.
+    PlayerCountMismatch {
+        /// The server's player slots.
+        server: u8,
+        /// The player slots the client stated.
+        client: u8,
+    },
+    /// The client's input type differs from the server's.
+    InputTypeMismatch {
+        /// The server's input type.
+        server: InputFingerprint,
+        /// The input type the client stated.
+        client: InputFingerprint,
+    },
 }
 
 /// Applies the version rule of the handshake ([wire rule 2](crate::rules)): a client is accepted
@@ -143,6 +236,33 @@ pub fn check_hello(hello: &Hello) -> Result<(), RejectReason> {
             server: PROTOCOL_VERSION,
             client: hello.protocol_version,
         })
+    }
+}
+
+/// The tick rate and player count of [`ServerHandshake`] rule 3, applied by both sides: the
+/// server's values (0: none stated) against those the `hello` states.
+fn check_rate_and_players(
+    tick_rate_hz: u16,
+    players: u8,
+    hello: &Hello,
+) -> Result<(), RejectReason> {
+    match hello.tick_rate_hz {
+        Some(client) if tick_rate_hz != 0 && client != tick_rate_hz => {
+            return Err(RejectReason::TickRateMismatch {
+                server: tick_rate_hz,
+                client,
+            });
+        }
+        _ => {}
+    }
+    match hello.players {
+        Some(client) if players != 0 && client != players => {
+            Err(RejectReason::PlayerCountMismatch {
+                server: players,
+                client,
+            })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -169,12 +289,19 @@ pub struct HandshakeStats {
 ///    gives the same answer for it, so a client of another build always learns why.
 /// 2. **Protocols**: the server grants what was asked for and it runs (the intersection); if
 ///    that is nothing, [`RejectReason::UnsupportedProtocols`] with what was asked for.
-/// 3. **Once per connection**: a connection that joined gets [`RejectReason::AlreadyJoined`].
-/// 4. **Room**: at most `max_participants` joined at once (no limit by default), and ids from
+/// 3. **Session config**: each value both sides state must be equal — tick rate
+///    ([`with_tick_rate_hz`](Self::with_tick_rate_hz), else
+///    [`RejectReason::TickRateMismatch`]), player count ([`with_players`](Self::with_players),
+///    else [`RejectReason::PlayerCountMismatch`]) and input type
+///    ([`with_input`](Self::with_input), else [`RejectReason::InputTypeMismatch`]), checked in
+///    that order. A value either side leaves unset is not checked; the client learns the tick
+///    rate and player count from the `Welcome`.
+/// 4. **Once per connection**: a connection that joined gets [`RejectReason::AlreadyJoined`].
+/// 5. **Room**: at most `max_participants` joined at once (no limit by default), and ids from
 ///    1 to `u16::MAX`, each given once while the server runs (never wrapping, never reused, so a
 ///    departed participant's id never names a newcomer): [`RejectReason::ServerFull`] when
 ///    either runs out.
-/// 5. **Seat**: the server's own rule (player slots, late joiners), a closure called last; when
+/// 6. **Seat**: the server's own rule (player slots, late joiners), a closure called last; when
 ///    it returns `Ok`, the join is committed.
 ///
 /// Identity is the connection: the participant id is bound to the `ClientId` the `Hello` came
@@ -183,6 +310,8 @@ pub struct HandshakeStats {
 pub struct ServerHandshake {
     offered: Protocols,
     tick_rate_hz: u16,
+    players: u8,
+    input: Option<InputFingerprint>,
     max_participants: Option<usize>,
     /// The next id to give; `None` once `u16::MAX` was given.
     next_id: Option<u16>,
@@ -191,12 +320,14 @@ pub struct ServerHandshake {
 }
 
 impl ServerHandshake {
-    /// A handshake for a server that runs `offered`, with tick rate 0 (none stated) and no limit
-    /// on participants.
+    /// A handshake for a server that runs `offered`, with tick rate and player count 0 (none
+    /// stated, nothing checked), no input type and no limit on participants.
     pub fn new(offered: Protocols) -> Self {
         Self {
             offered,
             tick_rate_hz: 0,
+            players: 0,
+            input: None,
             max_participants: None,
             next_id: Some(1),
             joined: BTreeMap::new(),
@@ -204,14 +335,30 @@ impl ServerHandshake {
         }
     }
 
-    /// Sets the tick rate (Hz) stated in every [`Welcome`].
+    /// Sets the tick rate (Hz) stated in every [`Welcome`] and checked against the one a `Hello`
+    /// states (rule 3); 0 states and checks none.
     #[must_use]
     pub fn with_tick_rate_hz(mut self, tick_rate_hz: u16) -> Self {
         self.tick_rate_hz = tick_rate_hz;
         self
     }
 
-    /// Sets the most participants joined at once (rule 4).
+    /// Sets the player slots stated in every [`Welcome`] and checked against the count a
+    /// `Hello` states (rule 3); 0 states and checks none.
+    #[must_use]
+    pub fn with_players(mut self, players: u8) -> Self {
+        self.players = players;
+        self
+    }
+
+    /// Sets the input type checked against the one a `Hello` states (rule 3).
+    #[must_use]
+    pub fn with_input(mut self, input: InputFingerprint) -> Self {
+        self.input = Some(input);
+        self
+    }
+
+    /// Sets the most participants joined at once (rule 5).
     #[must_use]
     pub fn with_max_participants(mut self, max_participants: usize) -> Self {
         self.max_participants = Some(max_participants);
@@ -233,8 +380,18 @@ impl ServerHandshake {
         self.tick_rate_hz
     }
 
-    /// Answers the `Hello` that arrived on `connection` (rules 1–5 of the type docs). `seat` is
-    /// called last, only if rules 1–4 pass, and returns the player slot to put in the
+    /// The player slots stated in [`Welcome`]s (0: none).
+    pub fn players(&self) -> u8 {
+        self.players
+    }
+
+    /// The input type `Hello`s are checked against, if any.
+    pub fn input(&self) -> Option<&InputFingerprint> {
+        self.input.as_ref()
+    }
+
+    /// Answers the `Hello` that arrived on `connection` (rules 1–6 of the type docs). `seat` is
+    /// called last, only if rules 1–5 pass, and returns the player slot to put in the
     /// [`Welcome`] (`None`: no slot) or the reason to refuse; `server_tick` is copied into the
     /// `Welcome`.
     ///
@@ -267,7 +424,7 @@ impl ServerHandshake {
         result
     }
 
-    /// Rules 1–4: the id the connection would get and the protocols granted.
+    /// Rules 1–5: the id the connection would get and the protocols granted.
     fn check(
         &self,
         connection: ClientId,
@@ -278,6 +435,7 @@ impl ServerHandshake {
         if granted.is_empty() {
             return Err(RejectReason::UnsupportedProtocols(hello.protocols));
         }
+        self.check_config(hello)?;
         if self.joined.contains_key(&connection) {
             return Err(RejectReason::AlreadyJoined);
         }
@@ -287,6 +445,20 @@ impl ServerHandshake {
         match self.next_id {
             Some(id) if !full => Ok((ParticipantId(id), granted)),
             _ => Err(RejectReason::ServerFull),
+        }
+    }
+
+    /// Rule 3: every session config value both sides state is equal.
+    fn check_config(&self, hello: &Hello) -> Result<(), RejectReason> {
+        check_rate_and_players(self.tick_rate_hz, self.players, hello)?;
+        match (&self.input, &hello.input) {
+            (Some(server), Some(client)) if server != client => {
+                Err(RejectReason::InputTypeMismatch {
+                    server: server.clone(),
+                    client: client.clone(),
+                })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -305,6 +477,7 @@ impl ServerHandshake {
             protocols,
             tick_rate_hz: self.tick_rate_hz,
             server_tick,
+            players: self.players,
         }
     }
 
@@ -432,23 +605,55 @@ impl ClientHandshake {
         }
     }
 
-    /// A `Welcome` arrived. Before joining it is taken (→ [`JoinStatus::Joined`], or
-    /// [`JoinStatus::Rejected`] with [`RejectReason::VersionMismatch`] if it states another
-    /// [`PROTOCOL_VERSION`]); returns whether it was taken.
+    /// A `Welcome` arrived. Before joining it is taken (→ [`JoinStatus::Joined`]); returns
+    /// whether it was taken. The client checks it as the server checked the `Hello`: it is
+    /// taken as [`JoinStatus::Rejected`] if it states another [`PROTOCOL_VERSION`]
+    /// ([`RejectReason::VersionMismatch`]), or a tick rate or player count other than the
+    /// `Hello` stated ([`RejectReason::TickRateMismatch`],
+    /// [`RejectReason::PlayerCountMismatch`]; a server that states none is not checked).
     pub fn on_welcome(&mut self, welcome: Welcome) -> bool {
         if !self.waiting() {
             return false;
         }
+        self.status = match self.check_welcome(&welcome) {
+            Err(reason) => JoinStatus::Rejected(reason),
+            Ok(()) => {
+                let participant = welcome.participant;
+                self.welcome = Some(welcome);
+                JoinStatus::Joined(participant)
+            }
+        };
+        true
+    }
+
+    fn check_welcome(&self, welcome: &Welcome) -> Result<(), RejectReason> {
         if welcome.protocol_version != PROTOCOL_VERSION {
-            self.status = JoinStatus::Rejected(RejectReason::VersionMismatch {
+            return Err(RejectReason::VersionMismatch {
                 server: welcome.protocol_version,
                 client: PROTOCOL_VERSION,
             });
-        } else {
-            self.status = JoinStatus::Joined(welcome.participant);
-            self.welcome = Some(welcome);
         }
-        true
+        check_rate_and_players(welcome.tick_rate_hz, welcome.players, &self.hello)
+    }
+
+    /// The session's tick rate (Hz): the one the `Welcome` states, else the one the `Hello`
+    /// stated; `None` if neither did (or not joined and the `Hello` stated none).
+    pub fn tick_rate_hz(&self) -> Option<u16> {
+        self.welcome
+            .as_ref()
+            .map(|w| w.tick_rate_hz)
+            .filter(|&hz| hz != 0)
+            .or(self.hello.tick_rate_hz)
+    }
+
+    /// The session's player slots: the count the `Welcome` states, else the one the `Hello`
+    /// stated; `None` if neither did.
+    pub fn players(&self) -> Option<u8> {
+        self.welcome
+            .as_ref()
+            .map(|w| w.players)
+            .filter(|&players| players != 0)
+            .or(self.hello.players)
     }
 
     /// A `Rejected` arrived. Before joining it is taken (→ [`JoinStatus::Rejected`]); returns
@@ -520,6 +725,7 @@ mod tests {
                 protocols: Protocols::SESSION,
                 tick_rate_hz: 60,
                 server_tick: 42,
+                players: 0,
             }
         );
         assert_eq!(server.participant(7), Some(ParticipantId(1)));
@@ -718,6 +924,7 @@ mod tests {
             protocols: Protocols::SESSION,
             tick_rate_hz: 0,
             server_tick: 0,
+            players: 0,
         }));
         assert_eq!(client.status(), &JoinStatus::Rejected(expected));
         assert_eq!(client.welcome(), None);
@@ -731,5 +938,169 @@ mod tests {
         assert!(client.on_disconnected());
         assert!(!client.on_rejected(RejectReason::ServerFull));
         assert_eq!(client.status(), &JoinStatus::Disconnected);
+    }
+
+    fn configured_server() -> ServerHandshake {
+        ServerHandshake::new(Protocols::SESSION)
+            .with_tick_rate_hz(60)
+            .with_players(2)
+            .with_input(InputFingerprint::new("game::Input", 8))
+    }
+
+    fn configured_hello() -> Hello {
+        hello(Protocols::SESSION)
+            .with_tick_rate_hz(60)
+            .with_players(2)
+            .with_input(InputFingerprint::new("game::Input", 8))
+    }
+
+    #[test]
+    fn a_hello_with_the_same_config_joins_and_the_welcome_states_it() {
+        let mut server = configured_server();
+        let welcome = server
+            .on_hello(1, &configured_hello(), 0, || Ok(Some(0)))
+            .unwrap();
+        assert_eq!((welcome.tick_rate_hz, welcome.players), (60, 2));
+        let mut client = ClientHandshake::new(configured_hello());
+        client.on_hello_sent();
+        assert!(client.on_welcome(welcome));
+        assert!(client.is_joined());
+        assert_eq!(client.tick_rate_hz(), Some(60));
+        assert_eq!(client.players(), Some(2));
+    }
+
+    #[test]
+    fn a_hello_without_config_joins_and_learns_it_from_the_welcome() {
+        let mut server = configured_server();
+        let mut client = ClientHandshake::new(hello(Protocols::SESSION));
+        assert_eq!((client.tick_rate_hz(), client.players()), (None, None));
+        client.on_hello_sent();
+        let welcome = server.on_hello(1, client.hello(), 0, seated).unwrap();
+        assert!(client.on_welcome(welcome));
+        assert_eq!(client.tick_rate_hz(), Some(60));
+        assert_eq!(client.players(), Some(2));
+        // A server that states nothing checks nothing; the client keeps its own values.
+        let mut plain = ServerHandshake::new(Protocols::SESSION);
+        let mut client = ClientHandshake::new(configured_hello());
+        let welcome = plain.on_hello(1, client.hello(), 0, seated).unwrap();
+        assert_eq!((welcome.tick_rate_hz, welcome.players), (0, 0));
+        assert!(client.on_welcome(welcome));
+        assert!(client.is_joined());
+        assert_eq!(client.tick_rate_hz(), Some(60));
+        assert_eq!(client.players(), Some(2));
+    }
+
+    #[test]
+    fn another_tick_rate_is_refused_with_both_rates() {
+        let mut server = configured_server();
+        let hello = configured_hello().with_tick_rate_hz(64);
+        assert_eq!(
+            server.on_hello(1, &hello, 0, seated),
+            Err(RejectReason::TickRateMismatch {
+                server: 60,
+                client: 64
+            })
+        );
+        assert_eq!(server.joined_count(), 0);
+        assert_eq!(server.stats().rejected, 1);
+    }
+
+    #[test]
+    fn another_player_count_is_refused_with_both_counts() {
+        let mut server = configured_server();
+        let hello = configured_hello().with_players(4);
+        assert_eq!(
+            server.on_hello(1, &hello, 0, seated),
+            Err(RejectReason::PlayerCountMismatch {
+                server: 2,
+                client: 4
+            })
+        );
+    }
+
+    #[test]
+    fn another_input_type_is_refused_with_both_fingerprints() {
+        let mut server = configured_server();
+        for other in [
+            InputFingerprint::new("other::Input", 8),
+            InputFingerprint::new("game::Input", 9),
+        ] {
+            let hello = configured_hello().with_input(other.clone());
+            assert_eq!(
+                server.on_hello(1, &hello, 0, seated),
+                Err(RejectReason::InputTypeMismatch {
+                    server: InputFingerprint::new("game::Input", 8),
+                    client: other,
+                })
+            );
+        }
+        assert_eq!(
+            InputFingerprint::of::<u32>(5),
+            InputFingerprint::new("u32", 5)
+        );
+    }
+
+    #[test]
+    fn config_is_checked_after_protocols_and_before_room_and_seat() {
+        let mut server = configured_server().with_max_participants(0);
+        let wrong = configured_hello().with_tick_rate_hz(30);
+        let unsupported = Hello {
+            protocols: Protocols::OWNERSHIP,
+            ..wrong.clone()
+        };
+        assert_eq!(
+            server.on_hello(1, &unsupported, 0, seated),
+            Err(RejectReason::UnsupportedProtocols(Protocols::OWNERSHIP))
+        );
+        let asked = std::cell::Cell::new(false);
+        let seat = || {
+            asked.set(true);
+            Ok(None)
+        };
+        assert_eq!(
+            server.on_hello(1, &wrong, 0, seat),
+            Err(RejectReason::TickRateMismatch {
+                server: 60,
+                client: 30
+            })
+        );
+        assert!(!asked.get());
+        assert_eq!(
+            server.on_hello(1, &configured_hello(), 0, seated),
+            Err(RejectReason::ServerFull)
+        );
+    }
+
+    #[test]
+    fn a_client_refuses_a_welcome_with_another_config() {
+        let welcome = |tick_rate_hz, players| Welcome {
+            protocol_version: PROTOCOL_VERSION,
+            participant: ParticipantId(1),
+            player_slot: Some(0),
+            protocols: Protocols::SESSION,
+            tick_rate_hz,
+            server_tick: 0,
+            players,
+        };
+        let mut client = ClientHandshake::new(configured_hello());
+        client.on_hello_sent();
+        assert!(client.on_welcome(welcome(64, 2)));
+        assert_eq!(
+            client.status(),
+            &JoinStatus::Rejected(RejectReason::TickRateMismatch {
+                server: 64,
+                client: 60
+            })
+        );
+        assert_eq!(client.welcome(), None);
+        let mut client = ClientHandshake::new(configured_hello());
+        assert!(client.on_welcome(welcome(60, 3)));
+        assert_eq!(
+            client.status(),
+            &JoinStatus::Rejected(RejectReason::PlayerCountMismatch {
+                server: 3,
+                client: 2
+            })
+        );
     }
 }

@@ -4,16 +4,19 @@
 //! - **Messages**: [`ClientMessage`] / [`ServerMessage`], one enum per direction, nesting the
 //!   session ([`SessionClientMessage`]...) and ownership ([`OwnershipClientMessage`]...) ones.
 //! - **Handshake**: [`Hello`] → [`Welcome`] or `Rejected`, by [`ServerHandshake`] and
-//!   [`ClientHandshake`].
-//! - **Codec**: [`encode`], [`decode`] (bincode 2, 64 KiB, typed [`NetError`], [`DecodeStats`]).
+//!   [`ClientHandshake`], checking the session config ([`InputFingerprint`]).
+//! - **Codec**: [`encode`], [`decode`] (bincode 2, 64 KiB per message and per allocation, typed
+//!   [`NetError`], [`DecodeStats`]).
 //! - **Channels**: [`NetChannel`], [`connection_config`]; typed I/O by [`ClientNetExt`] and
 //!   [`ServerNetExt`].
 //! - **Transports**: [`MemoryNetwork`] (seeded [`LinkConditioner`]), UDP ([`UdpServerTransport`]);
 //!   [`ServerTransport`] / [`ClientTransport`] driven by [`NetServerPlugin`] / [`NetClientPlugin`].
 //! - **Clocks**: [`RttEstimator`], [`input_delay_ticks`], [`LeadControl`], [`TickAccumulator`].
+//! - **Rate limits**: [`RateLimiter`] of [`TokenBucket`]s per connection, by [`RateLimit`].
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod bounded;
 mod channels;
 mod clock;
 mod codec;
@@ -28,6 +31,7 @@ mod messages;
 #[allow(rustdoc::private_intra_doc_links)]
 mod ownership_proto;
 mod plugin;
+mod rate;
 mod rng;
 mod session_proto;
 mod transport;
@@ -48,13 +52,14 @@ pub use clock::{
     estimated_server_tick, input_delay_ticks, millis_u32, speed_factor, target_lead_ticks,
 };
 pub use codec::{
-    DecodeStats, MAX_MESSAGE_BYTES, WireConfig, decode, decode_counted, encode, wire_config,
+    DecodeStats, MAX_MESSAGE_BYTES, WireConfig, decode, decode_counted, encode, max_decoded_len,
+    wire_config,
 };
 pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_FLIGHT};
 pub use error::NetError;
 pub use handshake::{
-    ClientHandshake, HandshakeStats, Hello, JoinStatus, PROTOCOL_VERSION, Protocols, RejectReason,
-    ServerHandshake, Welcome, check_hello,
+    ClientHandshake, HandshakeStats, Hello, InputFingerprint, JoinStatus, PROTOCOL_VERSION,
+    Protocols, RejectReason, ServerHandshake, Welcome, check_hello,
 };
 pub use ids::ParticipantId;
 pub use io::{ClientNetExt, FromClient, FromServer, ServerNetExt};
@@ -69,6 +74,7 @@ pub use plugin::{
     NetAppExt, NetClientPlugin, NetClock, NetServerPlugin, NetTransportError, client_ready,
     server_ready,
 };
+pub use rate::{RateLimit, RateLimiter, TokenBucket};
 pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{InputBytes, InputSet, SessionClientMessage, SessionServerMessage};
 pub use transport::{ClientTransport, ServerTransport};

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::{TickRate, TimeError};
 
 /// A point in discrete-event virtual time: a whole number of ticks since the simulation's
-/// epoch, plus a priority that orders events scheduled for the same tick.
+/// epoch, plus a priority that orders events scheduled for the same tick
+/// ([time rules 1–5](crate::rules)).
 ///
 /// This is *not* Bevy's `Time<Virtual>`. Bevy's virtual clock is a pausable, scalable game
 /// clock measured in seconds; a `VirtualInstant` is a discrete simulation timestamp that the
@@ -232,7 +233,7 @@ mod tests {
     }
 
     #[test]
-    fn constructors() {
+    fn zero_default_from_ticks_and_from_seconds_build_the_expected_instant() {
         assert_eq!(VirtualInstant::ZERO, at(0, 0));
         assert_eq!(VirtualInstant::default(), VirtualInstant::ZERO);
         assert_eq!(VirtualInstant::from_ticks(7), at(7, 0));
@@ -281,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn display_forms() {
+    fn displays_as_ticks_comma_priority_or_seconds_with_six_decimals() {
         assert_eq!(at(64, 3).to_string(), "(64,3)");
         assert_eq!(at(-2, -1).to_string(), "(-2,-1)");
         let r = TickRate::DEFAULT;
@@ -293,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn serde_round_trip() {
+    fn serializes_as_ticks_and_priority_fields_and_reads_back() {
         let json = serde_json::to_string(&at(64, 3)).unwrap();
         assert_eq!(json, r#"{"ticks":64,"priority":3}"#);
         assert_eq!(

@@ -1,50 +1,49 @@
-//! Discrete-event virtual time for Bevy simulations.
+//! Discrete-event virtual time and simulation frame phases for Bevy. Not Bevy's `Time<Virtual>`
+//! (a pausable game clock in seconds): here time is whole ticks plus a priority. The rules this
+//! crate follows are in [`rules`]; how it fits the other simsync crates is in the repository's
+//! `docs/architecture.md`.
 //!
-//! Time here is a whole number of *ticks* plus a *priority* that orders events falling on the
-//! same tick, the model of discrete-event simulators. It is a different idea from Bevy's
-//! `Time<Virtual>` (a pausable, scalable game clock in seconds) and works alongside it.
+//! Two parts, each a group of private modules re-exported here:
 //!
-//! The parts, one per module:
-//!
-//! - [`VirtualInstant`] (`instant`): a point in virtual time, totally ordered by
-//!   `(ticks, priority)`, with non-wrapping arithmetic and [`VirtualInstant::INFINITY`].
-//! - [`TickRate`] (`rate`): ticks per second (default 64), a Bevy resource, and every
-//!   ticks ⇄ seconds / microseconds / `Duration` conversion.
-//! - [`VirtualEventQueue`] (`queue`): events waiting for their instant, popped in
-//!   `(ticks, priority, insertion)` order; cloneable for snapshots.
-//! - [`VirtualTimePlugin`] and [`CurrentInstant`] (`plugin`): wire the rate and the current
-//!   instant into an App.
-//! - [`FramePhase`] and [`FramePhasesPlugin`] (`phases`): the four ordered parts of a simulation
-//!   frame (setup, object tick, network tick, advance — the VR-Forces frame), configurable into
-//!   any schedule. A plugin separate from `VirtualTimePlugin` because it belongs to the schedule
-//!   that runs one frame (`FixedUpdate`, or the deterministic `SimulationTick` of each
-//!   simulation world).
-//! - [`Current`], [`Next`], [`DoubleBuffered`] and [`DoubleBufferAppExt`] (`double_buffer`):
-//!   double-buffered object state, copied `Next → Current` at the end of each frame.
-//! - [`FrameTimings`] and the [`diagnostics`] paths: per-phase wall time and object counts,
-//!   also published to Bevy's `DiagnosticsStore`.
-//! - [`TimeError`] (`error`): the one error type; nothing in this crate panics on bad input.
+//! - **time**: [`VirtualInstant`] (ticks + priority, total order, never wraps), [`TickRate`]
+//!   (default 64 Hz, every tick ⇄ seconds conversion), [`VirtualEventQueue`], [`TimeError`], and
+//!   [`VirtualTimePlugin`] inserting [`TickRate`] and [`CurrentInstant`].
+//! - **frame**: [`FramePhase`] (setup → object tick → network tick → advance), double-buffered
+//!   [`Current`]/[`Next`] state, [`FrameTimings`] (paths in [`diagnostics`]), and
+//!   [`FramePhasesPlugin`] wiring them into one schedule.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod diagnostics;
-mod double_buffer;
 mod error;
+mod frame;
 mod instant;
-mod phases;
 mod plugin;
 mod queue;
 mod rate;
-
-pub use diagnostics::FrameTimings;
-pub use double_buffer::{Current, DoubleBufferAppExt, DoubleBufferRegistry, DoubleBuffered, Next};
-pub use phases::{FramePhase, FramePhasesPlugin};
 
 pub use error::TimeError;
 pub use instant::{SecondsDisplay, VirtualInstant};
 pub use plugin::{CurrentInstant, VirtualTimePlugin};
 pub use queue::{DrainDue, VirtualEventQueue};
 pub use rate::TickRate;
+
+pub use frame::FramePhase;
+pub use frame::double_buffer::{
+    Current, DoubleBufferAppExt, DoubleBufferRegistry, DoubleBuffered, Next,
+};
+pub use frame::plugin::FramePhasesPlugin;
+pub use frame::timings::FrameTimings;
+
+#[doc = include_str!("rules.md")]
+pub mod rules {}
+
+/// The Bevy `DiagnosticsStore` paths under which [`FramePhasesPlugin`] publishes each frame's
+/// [`FrameTimings`] (milliseconds per phase and per frame, and the object count).
+pub mod diagnostics {
+    pub use crate::frame::timings::{
+        ADVANCE_FRAME_MS, FRAME_MS, FRAME_OBJECTS, FRAME_SETUP_MS, NETWORK_TICK_MS, OBJECT_TICK_MS,
+    };
+}
 
 /// The types most users need: `use simsync_time::prelude::*;`.
 pub mod prelude {

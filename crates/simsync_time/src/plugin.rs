@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{TickRate, TimeError, VirtualInstant};
 
 /// Adds discrete-event virtual time to an App: a [`TickRate`] resource and a [`CurrentInstant`]
-/// resource, with their types registered for reflection.
+/// resource, with their types registered for reflection ([time rules 6 and 8](crate::rules)).
 ///
 /// # How this relates to Bevy's `Time<Virtual>`
 ///
@@ -94,6 +94,11 @@ impl Plugin for VirtualTimePlugin {
             None => app.init_resource::<TickRate>(),
         };
         app.init_resource::<CurrentInstant>();
+    }
+
+    /// Not unique: `DeterministicPlugin` adds one with its session's rate (the last rate given wins).
+    fn is_unique(&self) -> bool {
+        false
     }
 }
 

@@ -8,7 +8,8 @@ use bevy::prelude::*;
 
 use crate::VirtualInstant;
 
-/// A priority queue of events of type `E`, each scheduled at a [`VirtualInstant`].
+/// A priority queue of events of type `E`, each scheduled at a [`VirtualInstant`]
+/// ([time rules 9 and 10](crate::rules)).
 ///
 /// Events come out earliest first, ordered by `(ticks, priority, insertion sequence)`: the
 /// instant's own order first, and among events scheduled at an *equal* instant, the one
@@ -326,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn debug_lists_events() {
+    fn debug_output_shows_length_and_events() {
         let mut q = VirtualEventQueue::new();
         q.schedule(at(1, 2), "e");
         let s = format!("{q:?}");

@@ -12,7 +12,8 @@ const MICROS_PER_SECOND: f64 = 1_000_000.0;
 /// 2^63: the first `f64` above the `i64` range. `i64::MIN as f64` is exactly `-2^63`.
 const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
 
-/// The length of one tick of virtual time, given as whole ticks per second (Hz).
+/// The length of one tick of virtual time, given as whole ticks per second (Hz)
+/// ([time rules 6 and 7](crate::rules)).
 ///
 /// A [`VirtualInstant`](crate::VirtualInstant) counts ticks; this rate is what turns a tick count
 /// into seconds and back. It is a Bevy [`Resource`], one per `App`, inserted by
@@ -277,7 +278,7 @@ mod tests {
     }
 
     #[test]
-    fn default_is_64() {
+    fn default_rate_is_64_ticks_per_second() {
         assert_eq!(TickRate::default().hz(), 64);
         assert_eq!(TickRate::DEFAULT, TickRate::default());
         assert_eq!(TickRate::default().to_string(), "64 ticks/s");

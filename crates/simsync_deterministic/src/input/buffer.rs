@@ -3,7 +3,8 @@
 use std::collections::VecDeque;
 use std::ops::RangeInclusive;
 
-use super::{InputError, InputStatus, PlayerIndex, SimInput, Tick};
+use super::{InputError, InputStatus, SimInput};
+use crate::tick::{PlayerIndex, Tick};
 
 /// The largest capacity, in ticks, an [`InputBuffer`] accepts (2^20 ticks, about 4.8 hours at 60 Hz).
 ///

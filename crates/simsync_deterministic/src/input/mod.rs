@@ -1,4 +1,5 @@
-//! Per-player simulation inputs: the input buffer, the leafwing adapter and the local relay.
+//! Per-player simulation inputs: the input buffer, the leafwing adapter and the input set a
+//! simulation tick reads.
 //!
 //! Every peer simulates the same ticks from the same per-player inputs. The **verified** world runs tick
 //! `T` only when every player's input for `T` and for all earlier ticks is [`InputStatus::Confirmed`]
@@ -9,8 +10,7 @@
 //! * [`InputBuffer`] stores confirmed and local inputs per player and tick in bounded ring buffers.
 //! * [`PackedInput`] and [`InputEncoder`] turn a leafwing-input-manager `ActionState<A>` into a compact,
 //!   deterministic input (buttons as bits, axes quantized to `i8`).
-//! * [`LocalRelay`] stands in for the relay server in single-process sessions: it confirms submitted
-//!   inputs after a configurable, deterministic per-player latency and jitter.
+//! * [`PlayerInputs`] is the input set of the tick being simulated, as simulation systems read it.
 //!
 //! Ticks are [`Tick`] (`i32`) frame numbers. Tick `0` is the setup tick, where every input is
 //! `Default`; the first tick that carries inputs is tick `1`. No function of this module panics on bad
@@ -18,7 +18,7 @@
 
 mod buffer;
 mod leafwing;
-mod relay;
+mod player_inputs;
 
 use core::fmt::Debug;
 use core::hash::Hash;
@@ -29,13 +29,9 @@ use serde::de::DeserializeOwned;
 
 pub use buffer::{ConfirmOutcome, InputBuffer, MAX_CAPACITY_TICKS};
 pub use leafwing::{InputEncoder, PackedInput};
-pub use relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
+pub use player_inputs::PlayerInputs;
 
-/// A simulation tick (frame number). Tick `0` is the setup tick; inputs start at tick `1`.
-pub type Tick = i32;
-
-/// Index of a player in a session, `0..players`.
-pub type PlayerIndex = u8;
+use crate::tick::{PlayerIndex, Tick};
 
 /// The bounds a game's compact per-tick input type must satisfy.
 ///

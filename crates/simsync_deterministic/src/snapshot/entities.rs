@@ -20,7 +20,7 @@ use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 
 use crate::error::SessionError;
-use crate::input::Tick;
+use crate::tick::{SimTick, Tick};
 
 /// Which simulation world a [`World`] is.
 #[derive(Resource, Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect)]
@@ -31,7 +31,7 @@ pub enum WorldRole {
     Predicted,
 }
 
-/// Marker on every live simulation entity (spawned through [`SimulationCommandsExt`]).
+/// Marker on every live simulation entity (spawned through [`SimCommands`]).
 #[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
 pub struct SimEntity;
 
@@ -241,18 +241,18 @@ pub(crate) fn park(world: &mut World, entity: Entity) {
 ///
 /// Simulation entities must be spawned and despawned through this parameter (or
 /// [`spawn_simulated_now`] / [`despawn_simulated_now`] with `&mut World`): a plain
-/// `commands.spawn` in [`SimulationTick`](crate::schedule::SimulationTick) gives ids that differ
+/// `commands.spawn` in [`SimulationTick`](crate::SimulationTick) gives ids that differ
 /// between the worlds, and a plain `despawn` cannot be rolled back.
 ///
 /// Two systems that both use `SimCommands` must be ordered against each other (they are when
-/// [`SimulationTick`](crate::schedule::SimulationTick) runs single-threaded, the default).
+/// [`SimulationTick`](crate::SimulationTick) runs single-threaded, the default).
 #[derive(SystemParam)]
 pub struct SimCommands<'w, 's> {
     /// The ordinary command queue, for everything else.
     pub commands: Commands<'w, 's>,
     entities: ResMut<'w, SimulationEntities>,
     slots: Res<'w, ReservedSlots>,
-    tick: Res<'w, crate::SimTick>,
+    tick: Res<'w, SimTick>,
 }
 
 impl SimCommands<'_, '_> {
@@ -297,7 +297,7 @@ pub fn spawn_simulated_now<B: Bundle>(
     bundle: B,
 ) -> Result<Entity, SessionError> {
     let now = world
-        .get_resource::<crate::SimTick>()
+        .get_resource::<SimTick>()
         .ok_or(SessionError::NotASimulationWorld)?
         .0;
     let slots = world
@@ -315,7 +315,7 @@ pub fn spawn_simulated_now<B: Bundle>(
     Ok(entity)
 }
 
-/// Despawns a simulation entity now (see [`SimulationCommandsExt::despawn_simulated`]).
+/// Despawns a simulation entity now (see [`SimCommands::despawn`]).
 ///
 /// # Errors
 /// [`SessionError::NotASimulationWorld`] outside a simulation world;
@@ -324,7 +324,7 @@ pub fn despawn_simulated_now(world: &mut World, entity: Entity) -> Result<(), Se
     let role = *world
         .get_resource::<WorldRole>()
         .ok_or(SessionError::NotASimulationWorld)?;
-    let now = world.resource::<crate::SimTick>().0;
+    let now = world.resource::<SimTick>().0;
     let slots = world.resource::<ReservedSlots>().clone();
     let live = world
         .get_entity(entity)

@@ -28,25 +28,22 @@ use std::hash::Hasher;
 pub struct SimulationWorld {
     /// The world.
     pub world: World,
-    /// Which world this is.
-    pub role: WorldRole,
     /// The world's change tick at the end of its last [`SimulationTick`](crate::SimulationTick);
     /// change ticks are copied relative to it.
     pub(crate) mark: Tick,
 }
 
 impl SimulationWorld {
-    pub(crate) fn new(world: World, role: WorldRole) -> Self {
+    pub(crate) fn new(world: World) -> Self {
         Self {
             world,
-            role,
             mark: Tick::new(0),
         }
     }
 
     /// The last tick this world simulated.
-    pub fn tick(&self) -> crate::input::Tick {
-        self.world.resource::<crate::SimTick>().0
+    pub fn tick(&self) -> crate::tick::Tick {
+        self.world.resource::<crate::tick::SimTick>().0
     }
 
     /// Live simulation entities in slot order.

@@ -5,11 +5,11 @@
 use bevy::math::{Quat, Vec3};
 use proptest::prelude::*;
 use simsync_net::{
-    BodyId, ClientMessage, DecodeStats, Hello, InputSet, MAX_MESSAGE_BYTES, NetChannel, NetError,
-    OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState,
-    PackedRotation, ParticipantId, Protocols, RefusalReason, RejectReason, ServerMessage,
-    SessionClientMessage, SessionServerMessage, Welcome, check_hello, decode,
-    decode_client_message, decode_client_message_counted, decode_server_message, encode,
+    BodyId, ClientMessage, DecodeStats, Hello, InputFingerprint, InputSet, MAX_MESSAGE_BYTES,
+    NetChannel, NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage,
+    PROTOCOL_VERSION, PackedBodyState, PackedRotation, ParticipantId, Protocols, RefusalReason,
+    RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage, Welcome, check_hello,
+    decode, decode_client_message, decode_client_message_counted, decode_server_message, encode,
     peek_handshake_version,
 };
 
@@ -32,6 +32,7 @@ fn welcome() -> Welcome {
         protocols: Protocols::ALL,
         tick_rate_hz: 64,
         server_tick: 1234,
+        players: 4,
     }
 }
 
@@ -135,6 +136,44 @@ fn every_message_round_trips_exactly() {
         let bytes = encode(&message).unwrap();
         assert_eq!(decode_server_message(&bytes).unwrap(), message);
     }
+}
+
+#[test]
+fn session_config_in_the_handshake_round_trips() {
+    let hello = Hello::new(Protocols::SESSION, "configured")
+        .with_tick_rate_hz(64)
+        .with_players(4)
+        .with_input(InputFingerprint::of::<[u8; 3]>(3));
+    assert_eq!(hello.input.as_ref().unwrap().name, "[u8; 3]");
+    let message = ClientMessage::Hello(hello);
+    let bytes = encode(&message).unwrap();
+    assert_eq!(decode_client_message(&bytes).unwrap(), message);
+    // Unset: three `None` tags, one byte each.
+    let plain = encode(&ClientMessage::Hello(Hello::new(Protocols::SESSION, ""))).unwrap();
+    assert_eq!(plain.len(), 1 + 1 + 1 + 1 + 3);
+    assert_eq!(peek_handshake_version(&bytes), Some(PROTOCOL_VERSION));
+    let reasons = [
+        RejectReason::TickRateMismatch {
+            server: 60,
+            client: 64,
+        },
+        RejectReason::PlayerCountMismatch {
+            server: 2,
+            client: 4,
+        },
+        RejectReason::InputTypeMismatch {
+            server: InputFingerprint::new("a::Input", 4),
+            client: InputFingerprint::new("b::Input", 400),
+        },
+    ];
+    for reason in reasons {
+        let message = ServerMessage::Rejected { reason };
+        let bytes = encode(&message).unwrap();
+        assert_eq!(decode_server_message(&bytes).unwrap(), message);
+    }
+    let message = ServerMessage::Welcome(welcome());
+    let bytes = encode(&message).unwrap();
+    assert_eq!(decode_server_message(&bytes).unwrap(), message);
 }
 
 #[test]
@@ -355,13 +394,26 @@ fn any_state() -> impl Strategy<Value = PackedBodyState> {
 
 fn any_client_message() -> impl Strategy<Value = ClientMessage> {
     prop_oneof![
-        (any::<u16>(), any::<u8>(), ".{0,20}").prop_map(|(protocol_version, p, name)| {
-            ClientMessage::Hello(Hello {
-                protocol_version,
-                protocols: Protocols(p),
-                name,
-            })
-        }),
+        (
+            any::<u16>(),
+            any::<u8>(),
+            ".{0,20}",
+            proptest::option::of(any::<u16>()),
+            proptest::option::of(any::<u8>()),
+            proptest::option::of((".{0,20}", any::<u32>())),
+        )
+            .prop_map(
+                |(protocol_version, p, name, tick_rate_hz, players, input)| {
+                    ClientMessage::Hello(Hello {
+                        protocol_version,
+                        protocols: Protocols(p),
+                        name,
+                        tick_rate_hz,
+                        players,
+                        input: input.map(|(name, bound)| InputFingerprint::new(name, bound)),
+                    })
+                }
+            ),
         any::<u32>().prop_map(|t| ClientMessage::Ping { t }),
         any::<u32>().prop_map(|t| ClientMessage::Pong { t }),
         Just(ClientMessage::Goodbye),
@@ -395,18 +447,20 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
         (
             any::<u16>(),
             proptest::option::of(any::<u8>()),
-            any::<i32>()
+            any::<i32>(),
+            any::<u8>()
         )
-            .prop_map(
-                |(participant, player_slot, server_tick)| ServerMessage::Welcome(Welcome {
+            .prop_map(|(participant, player_slot, server_tick, players)| {
+                ServerMessage::Welcome(Welcome {
                     protocol_version: PROTOCOL_VERSION,
                     participant: ParticipantId(participant),
                     player_slot,
                     protocols: Protocols::ALL,
                     tick_rate_hz: 64,
                     server_tick,
+                    players,
                 })
-            ),
+            }),
         (any::<u32>(), any::<u32>())
             .prop_map(|(t, server_time_ms)| ServerMessage::Pong { t, server_time_ms }),
         (

@@ -73,6 +73,7 @@ fn server_system(
                     protocols: hello.protocols,
                     tick_rate_hz: HZ as u16,
                     server_tick: frame.0 as i32,
+                    players: 0,
                 };
                 server
                     .send_msg(received.client_id, &ServerMessage::Welcome(welcome))

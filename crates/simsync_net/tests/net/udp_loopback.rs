@@ -51,6 +51,7 @@ fn server_system(mut server: ResMut<RenetServer>, mut log: ResMut<ServerLog>) {
                     protocols: hello.protocols,
                     tick_rate_hz: 64,
                     server_tick: 0,
+                    players: 0,
                 };
                 server
                     .send_msg(id, &ServerMessage::Welcome(welcome))

@@ -312,6 +312,7 @@ fn a_participant_survives_a_misbehaving_server() {
         protocols: Protocols::OWNERSHIP,
         tick_rate_hz: 64,
         server_tick: 0,
+        players: 0,
     });
     let relay = |body: u64, seq: u32, x: f32| {
         ServerMessage::Ownership(OwnershipServerMessage::StateRelay {

@@ -1,9 +1,6 @@
 //! Networked deterministic sessions: a relay server and clients as separate Apps in one
 //! process, over the in-memory transport with a seeded link conditioner (and once over UDP).
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod clock_sync;
 mod harness;
 mod inputs;

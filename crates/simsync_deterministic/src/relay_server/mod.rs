@@ -1,9 +1,13 @@
-//! The relay server: owns the session clock, gathers each player's input per tick, confirms
-//! input sets and broadcasts them with redundancy. It never simulates.
+//! The relay server of a networked deterministic session: owns the session clock, gathers each
+//! player's input per tick, confirms input sets and broadcasts them with redundancy. It never
+//! simulates. [`RelayServer`] is a state machine over an explicit `&mut RenetServer`; the
+//! [`DeterministicServerPlugin`](crate::DeterministicServerPlugin) wires it into an app.
 //!
-//! Rules (DESIGN §3, Quantum's model):
-//! - A player's identity is its connection: slots are assigned at `Hello` in connection order,
-//!   and inputs are stored for the sender's slot only (messages carry no slot to spoof).
+//! Rules (see [the networked session](crate::rules#the-networked-session)):
+//! - A player's identity is its connection: the `Hello` goes through the shared handshake of
+//!   `simsync_net` (`ServerHandshake`: version, protocols, once per connection, participant
+//!   ids never reused), then takes the first free slot, in connection order; inputs are stored
+//!   for the sender's slot only (messages carry no slot to spoof).
 //! - Tick `t` is confirmed when every slot's input for `t` has arrived, or at the latest when
 //!   the server clock reaches `t + input_hard_tolerance`: a missing input is then replaced by
 //!   that player's last input and marked replaced, so one slow player never stalls the others.
@@ -19,15 +23,17 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use bevy::prelude::*;
-use simsync_net::bevy_renet::{RenetReceive, RenetServer};
+use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
-    ClientMessage, DecodeStats, InputSet, NetChannel, NetClock, ParticipantId, Protocols,
-    RejectReason, ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage, Welcome,
-    check_hello, millis_u32,
+    ClientMessage, DecodeStats, Hello, InputSet, NetChannel, Protocols, RejectReason,
+    ServerHandshake, ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage,
+    millis_u32,
 };
 
-use crate::input::{SimInput, Tick};
+use crate::tick::Tick;
+
+pub(crate) mod plugin;
 
 /// Ticks between two clock reports to a client whose lead did not change.
 const CLOCK_REFRESH_TICKS: Tick = 8;
@@ -100,7 +106,7 @@ pub struct RelayServer {
     decode: DecodeStats,
     checksums: BTreeMap<Tick, u64>,
     stats: RelayStats,
-    next_participant: u16,
+    handshake: ServerHandshake,
 }
 
 impl RelayServer {
@@ -113,6 +119,9 @@ impl RelayServer {
                 ..Slot::default()
             })
             .collect();
+        let handshake = ServerHandshake::new(Protocols::SESSION)
+            .with_tick_rate_hz(config.tick_rate_hz)
+            .with_players(config.players);
         Self {
             stats: RelayStats {
                 replaced_inputs: vec![0; n],
@@ -131,13 +140,18 @@ impl RelayServer {
             last_ping: Duration::ZERO,
             decode: DecodeStats::default(),
             checksums: BTreeMap::new(),
-            next_participant: 1,
+            handshake,
         }
     }
 
     /// Whether every slot was taken and the clock runs.
     pub fn started(&self) -> bool {
         self.started
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RelayServerConfig {
+        &self.config
     }
 
     /// The counters.
@@ -160,42 +174,32 @@ impl RelayServer {
         self.by_client.get(&client).copied()
     }
 
-    fn on_hello(&mut self, client: ClientId, server: &mut RenetServer, hello: &simsync_net::Hello) {
-        let reply = match check_hello(hello) {
-            Err(reason) => ServerMessage::Rejected { reason },
-            Ok(()) if !hello.protocols.contains(Protocols::SESSION) => ServerMessage::Rejected {
-                reason: RejectReason::UnsupportedProtocols(hello.protocols),
-            },
-            Ok(()) if self.by_client.contains_key(&client) => ServerMessage::Rejected {
-                reason: RejectReason::AlreadyJoined,
-            },
-            Ok(()) => match self
-                .slots
-                .iter()
-                .position(|s| s.client.is_none() && !self.started)
-            {
-                None => ServerMessage::Rejected {
-                    reason: if self.started {
-                        RejectReason::SessionStarted
-                    } else {
-                        RejectReason::ServerFull
-                    },
-                },
-                Some(slot) => {
-                    self.slots[slot].client = Some(client);
-                    self.by_client.insert(client, slot as u8);
-                    let participant = ParticipantId(self.next_participant);
-                    self.next_participant = self.next_participant.wrapping_add(1);
-                    ServerMessage::Welcome(Welcome {
-                        protocol_version: simsync_net::PROTOCOL_VERSION,
-                        participant,
-                        player_slot: Some(slot as u8),
-                        protocols: Protocols::SESSION,
-                        tick_rate_hz: self.config.tick_rate_hz,
-                        server_tick: self.server_tick,
-                    })
+    /// A `Hello`: the shared handshake's rules, then a free player slot while the session has
+    /// not started ([`RejectReason::SessionStarted`] after, [`RejectReason::ServerFull`] when
+    /// every slot is taken).
+    fn on_hello(&mut self, client: ClientId, server: &mut RenetServer, hello: &Hello) {
+        let started = self.started;
+        let free = self
+            .slots
+            .iter()
+            .position(|s| s.client.is_none() && !started);
+        let seat = || match free {
+            Some(slot) => Ok(Some(slot as u8)),
+            None if started => Err(RejectReason::SessionStarted),
+            None => Err(RejectReason::ServerFull),
+        };
+        let reply = match self
+            .handshake
+            .on_hello(client, hello, self.server_tick, seat)
+        {
+            Ok(welcome) => {
+                if let Some(slot) = welcome.player_slot {
+                    self.slots[usize::from(slot)].client = Some(client);
+                    self.by_client.insert(client, slot);
                 }
-            },
+                ServerMessage::Welcome(welcome)
+            }
+            Err(reason) => ServerMessage::Rejected { reason },
         };
         if let Err(error) = server.send_msg(client, &reply) {
             warn!("relay: reply to {client} not sent: {error}");
@@ -251,82 +255,19 @@ impl RelayServer {
     pub fn update(&mut self, server: &mut RenetServer, dt: Duration, ticks: u32) {
         self.now += dt;
         while let Some(event) = server.get_event() {
-            match event {
-                ServerEvent::ClientConnected { client_id } => {
-                    debug!("relay: {client_id} connected");
-                }
-                ServerEvent::ClientDisconnected { client_id, reason } => {
-                    if let Some(slot) = self.by_client.remove(&client_id) {
-                        info!(
-                            "relay: player {slot} left ({reason}); its inputs are replaced from now on"
-                        );
-                        self.slots[usize::from(slot)].client = None;
-                        let left =
-                            ServerMessage::Session(SessionServerMessage::PlayerLeft { slot });
-                        let _ = server.broadcast_msg(&left);
-                    }
-                }
-            }
+            self.on_event(server, event);
         }
         for received in server.receive_msgs(&mut self.decode) {
             let client = received.client_id;
-            let message = match received.message {
-                Ok(message) => message,
+            match received.message {
+                Ok(message) => self.on_message(server, client, message),
                 Err(error) => {
                     self.stats.rejected_messages += 1;
                     debug!("relay: bad message from {client}: {error}");
-                    continue;
-                }
-            };
-            match message {
-                ClientMessage::Hello(hello) => self.on_hello(client, server, &hello),
-                ClientMessage::Ping { t } => {
-                    let pong = ServerMessage::Pong {
-                        t,
-                        server_time_ms: millis_u32(self.now),
-                    };
-                    let _ = server.send_msg(client, &pong);
-                }
-                ClientMessage::Pong { t } => {
-                    if let Some(slot) = self.by_client.get(&client) {
-                        let s = &mut self.slots[usize::from(*slot)];
-                        if let Some(rtt) = s.rtt.on_pong(t, millis_u32(self.now)) {
-                            self.stats.rtt_ms[usize::from(*slot)] = s.rtt.rtt_ms_or(rtt);
-                        }
+                    if let Some(reason) = self.handshake.on_decode_error(&error) {
+                        let _ = server.send_msg(client, &ServerMessage::Rejected { reason });
                     }
                 }
-                ClientMessage::Session(SessionClientMessage::Inputs {
-                    first_tick,
-                    inputs,
-                    ack_tick,
-                }) => match self.by_client.get(&client) {
-                    Some(slot) => self.on_inputs(usize::from(*slot), first_tick, inputs, ack_tick),
-                    None => self.stats.ignored_messages += 1,
-                },
-                ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum }) => {
-                    if self.by_client.contains_key(&client) {
-                        match self.checksums.get(&tick) {
-                            Some(known) if *known != checksum => {
-                                self.stats.desyncs += 1;
-                                warn!("relay: checksum disagreement at tick {tick}");
-                                let desync =
-                                    ServerMessage::Session(SessionServerMessage::Desync { tick });
-                                let _ = server.broadcast_msg(&desync);
-                            }
-                            Some(_) => {}
-                            None => {
-                                self.checksums.insert(tick, checksum);
-                            }
-                        }
-                        while self.checksums.len() > 4_096 {
-                            self.checksums.pop_first();
-                        }
-                    } else {
-                        self.stats.ignored_messages += 1;
-                    }
-                }
-                ClientMessage::Goodbye => server.disconnect(client),
-                ClientMessage::Ownership(_) => self.stats.ignored_messages += 1,
             }
         }
         if !self.started {
@@ -344,6 +285,83 @@ impl RelayServer {
                 t: millis_u32(self.now),
             };
             let _ = server.broadcast_msg(&ping);
+        }
+    }
+
+    fn on_event(&mut self, server: &mut RenetServer, event: ServerEvent) {
+        match event {
+            ServerEvent::ClientConnected { client_id } => {
+                debug!("relay: {client_id} connected");
+            }
+            ServerEvent::ClientDisconnected { client_id, reason } => {
+                self.handshake.on_left(client_id);
+                if let Some(slot) = self.by_client.remove(&client_id) {
+                    info!(
+                        "relay: player {slot} left ({reason}); its inputs are replaced from now on"
+                    );
+                    self.slots[usize::from(slot)].client = None;
+                    let left = ServerMessage::Session(SessionServerMessage::PlayerLeft { slot });
+                    let _ = server.broadcast_msg(&left);
+                }
+            }
+        }
+    }
+
+    fn on_message(&mut self, server: &mut RenetServer, client: ClientId, message: ClientMessage) {
+        match message {
+            ClientMessage::Hello(hello) => self.on_hello(client, server, &hello),
+            ClientMessage::Ping { t } => {
+                let pong = ServerMessage::Pong {
+                    t,
+                    server_time_ms: millis_u32(self.now),
+                };
+                let _ = server.send_msg(client, &pong);
+            }
+            ClientMessage::Pong { t } => {
+                if let Some(slot) = self.by_client.get(&client) {
+                    let s = &mut self.slots[usize::from(*slot)];
+                    if let Some(rtt) = s.rtt.on_pong(t, millis_u32(self.now)) {
+                        self.stats.rtt_ms[usize::from(*slot)] = s.rtt.rtt_ms_or(rtt);
+                    }
+                }
+            }
+            ClientMessage::Session(SessionClientMessage::Inputs {
+                first_tick,
+                inputs,
+                ack_tick,
+            }) => match self.by_client.get(&client) {
+                Some(slot) => self.on_inputs(usize::from(*slot), first_tick, inputs, ack_tick),
+                None => self.stats.ignored_messages += 1,
+            },
+            ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum }) => {
+                if self.by_client.contains_key(&client) {
+                    self.on_checksum(server, tick, checksum);
+                } else {
+                    self.stats.ignored_messages += 1;
+                }
+            }
+            ClientMessage::Goodbye => server.disconnect(client),
+            ClientMessage::Ownership(_) => self.stats.ignored_messages += 1,
+        }
+    }
+
+    /// Compares a client's checksum with the first one received for the tick; a disagreement
+    /// is a desync, reported to every client.
+    fn on_checksum(&mut self, server: &mut RenetServer, tick: Tick, checksum: u64) {
+        match self.checksums.get(&tick) {
+            Some(known) if *known != checksum => {
+                self.stats.desyncs += 1;
+                warn!("relay: checksum disagreement at tick {tick}");
+                let desync = ServerMessage::Session(SessionServerMessage::Desync { tick });
+                let _ = server.broadcast_msg(&desync);
+            }
+            Some(_) => {}
+            None => {
+                self.checksums.insert(tick, checksum);
+            }
+        }
+        while self.checksums.len() > 4_096 {
+            self.checksums.pop_first();
         }
     }
 
@@ -389,6 +407,7 @@ impl RelayServer {
         let Some(newest) = self.confirmed.back().map(|(t, _)| *t) else {
             return;
         };
+        let oldest = self.confirmed.front().map_or(1, |(t, _)| *t);
         let redundancy = self.config.input_redundancy.max(1) as Tick;
         let hz = f64::from(self.config.tick_rate_hz);
         let mut encoded: Vec<(Tick, Bytes)> = Vec::new();
@@ -396,49 +415,20 @@ impl RelayServer {
             let Some(client) = slot.client else {
                 continue;
             };
-            // The client acknowledges what it holds about one round trip after it was sent:
-            // the sets confirmed within that time are in flight, not lost, and the last
-            // `redundancy` sets cover their loss. Only when the acknowledgement lags further
-            // (a burst longer than the redundancy) are the sets after it sent again.
-            let in_flight = slot.rtt.rtt_ms().map_or(0, |rtt| {
-                let ms = rtt + 2.0 * slot.rtt.jitter_ms();
-                (ms * hz / 1_000.0).ceil() as Tick + 1
-            });
-            let lost = slot.ack < newest - redundancy - in_flight;
-            let first = if lost {
-                slot.ack + 1
-            } else {
-                newest - redundancy + 1
-            }
-            .max(newest - 31)
-            .min(newest - redundancy + 1)
-            .max(self.confirmed.front().map_or(1, |(t, _)| *t));
+            let first = first_to_send(slot, newest, redundancy, hz).max(oldest);
             // Most clients get the same range: encode each range once.
             let bytes = match encoded.iter().find(|(f, _)| *f == first) {
                 Some((_, bytes)) => bytes.clone(),
-                None => {
-                    let sets: Vec<InputSet> = self
-                        .confirmed
-                        .iter()
-                        .filter(|(t, _)| *t >= first)
-                        .map(|(_, s)| s.clone())
-                        .collect();
-                    let message = ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-                        first_tick: first,
-                        sets,
-                    });
-                    match simsync_net::encode(&message) {
-                        Ok(bytes) => {
-                            let bytes = Bytes::from(bytes);
-                            encoded.push((first, bytes.clone()));
-                            bytes
-                        }
-                        Err(error) => {
-                            warn!("relay: confirmed inputs not encoded: {error}");
-                            continue;
-                        }
+                None => match encode_from(&self.confirmed, first) {
+                    Ok(bytes) => {
+                        encoded.push((first, bytes.clone()));
+                        bytes
                     }
-                }
+                    Err(error) => {
+                        warn!("relay: confirmed inputs not encoded: {error}");
+                        continue;
+                    }
+                },
             };
             let channel = NetChannel::Inputs;
             if server.can_send_message(client, channel.id(), bytes.len()) {
@@ -472,80 +462,40 @@ impl RelayServer {
     }
 }
 
-/// The relay server as a Bevy plugin: inserts [`RelayServer`] and [`RelayStats`] and runs the
-/// relay after renet receives (`PreUpdate`). The app must also hold a `RenetServer` and a
-/// transport (see `simsync_net::NetServerPlugin`); the clock advances one tick per update at
-/// a fixed [`NetClock`], or by real time.
-pub struct DeterministicServerPlugin {
-    config: RelayServerConfig,
+/// The first confirmed tick to send to `slot` when `newest` is the newest confirmed tick.
+///
+/// The client acknowledges what it holds about one round trip after it was sent: the sets
+/// confirmed within that time are in flight, not lost, and the last `redundancy` sets cover
+/// their loss. Only when the acknowledgement lags further (a burst longer than the redundancy)
+/// are the sets after it sent again, at most 32.
+fn first_to_send(slot: &Slot, newest: Tick, redundancy: Tick, hz: f64) -> Tick {
+    let in_flight = slot.rtt.rtt_ms().map_or(0, |rtt| {
+        let ms = rtt + 2.0 * slot.rtt.jitter_ms();
+        (ms * hz / 1_000.0).ceil() as Tick + 1
+    });
+    let lost = slot.ack < newest - redundancy - in_flight;
+    if lost {
+        slot.ack + 1
+    } else {
+        newest - redundancy + 1
+    }
+    .max(newest - 31)
+    .min(newest - redundancy + 1)
 }
 
-impl DeterministicServerPlugin {
-    /// A relay for `players` players of input type `I`, at `tick_rate_hz`, with Quantum's
-    /// defaults: hard tolerance 8 ticks, redundancy 3.
-    pub fn new<I: SimInput>(players: u8, tick_rate_hz: u16) -> Self {
-        Self {
-            config: RelayServerConfig {
-                players,
-                tick_rate_hz,
-                input_hard_tolerance: 8,
-                input_redundancy: 3,
-                default_input: simsync_net::encode(&I::default()).unwrap_or_default(),
-                ping_interval_ms: 250,
-            },
-        }
-    }
-
-    /// Ticks to wait for a missing input before replacing it.
-    pub fn input_hard_tolerance(mut self, ticks: u32) -> Self {
-        self.config.input_hard_tolerance = ticks;
-        self
-    }
-
-    /// Confirmed sets repeated in every message.
-    pub fn input_redundancy(mut self, sets: u32) -> Self {
-        self.config.input_redundancy = sets;
-        self
-    }
-}
-
-#[derive(Resource, Default)]
-struct ServerClock {
-    accumulator: f64,
-}
-
-impl Plugin for DeterministicServerPlugin {
-    fn build(&self, app: &mut App) {
-        app.insert_resource(RelayServer::new(self.config.clone()))
-            .init_resource::<RelayStats>()
-            .init_resource::<ServerClock>()
-            .add_systems(PreUpdate, relay_update.after(RenetReceive));
-    }
-}
-
-fn relay_update(
-    mut relay: ResMut<RelayServer>,
-    server: Option<ResMut<RenetServer>>,
-    clock: Option<Res<NetClock>>,
-    real: Option<Res<Time<bevy::time::Real>>>,
-    mut acc: ResMut<ServerClock>,
-    mut stats: ResMut<RelayStats>,
-) {
-    let Some(mut server) = server else {
-        return;
-    };
-    let clock = clock.map(|c| *c).unwrap_or_default();
-    let dt = clock.delta(real.as_deref());
-    let hz = f64::from(relay.config.tick_rate_hz.max(1));
-    let ticks = match clock {
-        NetClock::Fixed(_) => 1,
-        NetClock::Real => {
-            acc.accumulator += dt.as_secs_f64() * hz;
-            let n = acc.accumulator.floor().clamp(0.0, 8.0);
-            acc.accumulator -= n;
-            n as u32
-        }
-    };
-    relay.update(&mut server, dt, ticks);
-    stats.clone_from(&relay.stats);
+/// The encoded `ConfirmedInputs` message of every confirmed set from tick `first` on.
+fn encode_from(
+    confirmed: &VecDeque<(Tick, InputSet)>,
+    first: Tick,
+) -> Result<Bytes, simsync_net::NetError> {
+    let sets: Vec<InputSet> = confirmed
+        .iter()
+        .filter(|(t, _)| *t >= first)
+        .map(|(_, s)| s.clone())
+        .collect();
+    let message = ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
+        first_tick: first,
+        sets,
+    });
+    simsync_net::encode(&message).map(Bytes::from)
 }

@@ -2,7 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{InputBuffer, InputError, PlayerIndex, SimInput, Tick};
+use simsync_net::SplitMix64;
+
+use crate::input::{InputBuffer, InputError, SimInput};
+use crate::tick::{PlayerIndex, Tick};
 
 /// Configuration of a [`LocalRelay`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -40,20 +43,6 @@ pub struct RelayRejection {
     pub tick: Tick,
     /// Why the buffer rejected it.
     pub error: InputError,
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny, portable, seedable generator.
-#[derive(Debug, Clone)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 /// Ordering key of a pending input: arrival, then player, then tick, then submission order.
@@ -98,7 +87,7 @@ impl<I: SimInput> LocalRelay<I> {
             });
         }
         Ok(Self {
-            rng: SplitMix64(config.seed),
+            rng: SplitMix64::new(config.seed),
             last_arrival: vec![None; usize::from(config.players)],
             pending: BTreeMap::new(),
             next_seq: 0,
@@ -148,7 +137,7 @@ impl<I: SimInput> LocalRelay<I> {
             return Err(out_of_range);
         }
         // Draw on a copy so a rejected submission leaves the generator untouched.
-        let mut rng = self.rng.clone();
+        let mut rng = self.rng;
         let jitter = rng.next_u64() % (u64::from(self.config.jitter_ticks) + 1);
         let earliest = i64::from(tick_sampled_at) + i64::from(latency) + jitter as i64;
         let mut arrival = Tick::try_from(earliest).map_err(|_| out_of_range)?;
@@ -243,15 +232,6 @@ mod tests {
             jitter_ticks: jitter,
             seed,
         }
-    }
-
-    #[test]
-    fn splitmix64_matches_reference_vector() {
-        // Reference outputs of SplitMix64 seeded with 1234567.
-        let mut rng = SplitMix64(1234567);
-        assert_eq!(rng.next_u64(), 6457827717110365317);
-        assert_eq!(rng.next_u64(), 3203168211198807973);
-        assert_eq!(rng.next_u64(), 9817491932198370423);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 
 use bevy::prelude::*;
 
-use crate::input::{InputStatus, PlayerIndex, SimInput, Tick};
+use super::{InputStatus, SimInput};
+use crate::tick::{PlayerIndex, Tick};
 
 /// The inputs of every player for the tick being simulated (a resource of both simulation
 /// worlds, written by the session before each [`SimulationTick`](crate::SimulationTick)).

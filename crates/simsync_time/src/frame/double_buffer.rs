@@ -1,11 +1,11 @@
 //! Double-buffered object state: [`Current<T>`] (this frame, read by everyone) and [`Next<T>`]
 //! (next frame, written by the object's own systems), copied by [`FramePhase::AdvanceFrame`].
 //!
-//! This is the VR-Forces "current frame state / next frame state" scheme. Because
-//! [`FramePhase::ObjectTick`] systems read one component and write another, Bevy's scheduler
-//! runs them (and `par_iter_mut` inside them) in parallel without locks, and every object sees
-//! the others exactly as they were at the start of the frame, whatever the order in which
-//! objects or systems run.
+//! This is the VR-Forces "current frame state / next frame state" scheme (see
+//! [time rules: double buffering](crate::rules)). Because [`FramePhase::ObjectTick`] systems
+//! read one component and write another, Bevy's scheduler runs them (and `par_iter_mut` inside
+//! them) in parallel without locks, and every object sees the others exactly as they were at the
+//! start of the frame, whatever the order in which objects or systems run.
 
 use core::any::TypeId;
 
@@ -16,8 +16,7 @@ use bevy::ecs::world::DeferredWorld;
 use bevy::prelude::*;
 use bevy::tasks::{ComputeTaskPool, TaskPool};
 
-use crate::FramePhase;
-use crate::phases::FramePhaseSchedules;
+use super::{FramePhase, FramePhaseSchedules};
 
 /// The state of an object as of the start of the current frame: what every system reads.
 ///

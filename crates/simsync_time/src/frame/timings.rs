@@ -17,9 +17,8 @@ use bevy::ecs::archetype::Archetypes;
 use bevy::ecs::schedule::InternedScheduleLabel;
 use bevy::prelude::*;
 
-use crate::FramePhase;
-use crate::double_buffer::DoubleBufferRegistry;
-use crate::phases::PhaseBoundary;
+use super::double_buffer::DoubleBufferRegistry;
+use super::{FramePhase, PhaseBoundary};
 
 /// Wall time of [`FramePhase::FrameSetup`], milliseconds.
 pub const FRAME_SETUP_MS: DiagnosticPath =
@@ -54,8 +53,8 @@ impl FramePhase {
 }
 
 /// Timings and object count of the last complete simulation frame, for a game to show (the
-/// same numbers go to Bevy's `DiagnosticsStore` under the paths of this module, e.g.
-/// [`OBJECT_TICK_MS`]).
+/// same numbers go to Bevy's `DiagnosticsStore` under the paths in
+/// [`diagnostics`](crate::diagnostics), e.g. [`OBJECT_TICK_MS`]).
 ///
 /// Updated once per frame, after [`FramePhase::AdvanceFrame`]; between frames it holds the last
 /// frame's values. Wall-clock data: never part of a deterministic simulation's state (it is not

@@ -1,5 +1,5 @@
-//! Frame phases and double-buffered state: the ordering, copying, parallelism and diagnostics
-//! rules of `FramePhasesPlugin` (DESIGN §2, "Frame phases"; the VR-Forces frame).
+//! Frame phases and double-buffered state: the ordering, copying, parallelism and timing rules
+//! of `FramePhasesPlugin` (time rules 11–15 in `simsync_time::rules`; the VR-Forces frame).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};

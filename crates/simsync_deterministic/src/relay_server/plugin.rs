@@ -1,0 +1,87 @@
+//! [`DeterministicServerPlugin`]: runs a [`RelayServer`] in an app.
+
+use bevy::prelude::*;
+use simsync_net::bevy_renet::{RenetReceive, RenetServer};
+use simsync_net::{NetClock, TickAccumulator};
+
+use super::{RelayServer, RelayServerConfig, RelayStats};
+use crate::input::SimInput;
+
+/// The relay server as a Bevy plugin: inserts [`RelayServer`] and [`RelayStats`] and runs the
+/// relay after renet receives (`PreUpdate`). The app must also hold a `RenetServer` and a
+/// transport (see `simsync_net::NetServerPlugin`); the clock advances one tick per update at
+/// a fixed [`NetClock`], or by real time.
+pub struct DeterministicServerPlugin {
+    config: RelayServerConfig,
+}
+
+impl DeterministicServerPlugin {
+    /// A relay for `players` players of input type `I`, at `tick_rate_hz`, with
+    /// [Quantum's defaults](crate::rules#quantums-reference-defaults): hard tolerance 8 ticks,
+    /// redundancy 3.
+    pub fn new<I: SimInput>(players: u8, tick_rate_hz: u16) -> Self {
+        Self {
+            config: RelayServerConfig {
+                players,
+                tick_rate_hz,
+                input_hard_tolerance: 8,
+                input_redundancy: 3,
+                default_input: simsync_net::encode(&I::default()).unwrap_or_default(),
+                ping_interval_ms: 250,
+            },
+        }
+    }
+
+    /// Ticks to wait for a missing input before replacing it.
+    pub fn input_hard_tolerance(mut self, ticks: u32) -> Self {
+        self.config.input_hard_tolerance = ticks;
+        self
+    }
+
+    /// Confirmed sets repeated in every message.
+    pub fn input_redundancy(mut self, sets: u32) -> Self {
+        self.config.input_redundancy = sets;
+        self
+    }
+}
+
+/// The relay's real-time clock: at most 8 ticks per update; time owed beyond that is kept.
+#[derive(Resource)]
+struct ServerClock(TickAccumulator);
+
+impl Default for ServerClock {
+    fn default() -> Self {
+        Self(TickAccumulator::new().with_max_ticks_per_advance(8))
+    }
+}
+
+impl Plugin for DeterministicServerPlugin {
+    fn build(&self, app: &mut App) {
+        app.insert_resource(RelayServer::new(self.config.clone()))
+            .init_resource::<RelayStats>()
+            .init_resource::<ServerClock>()
+            .add_systems(PreUpdate, relay_update.after(RenetReceive));
+    }
+}
+
+fn relay_update(
+    mut relay: ResMut<RelayServer>,
+    server: Option<ResMut<RenetServer>>,
+    clock: Option<Res<NetClock>>,
+    real: Option<Res<Time<bevy::time::Real>>>,
+    mut real_clock: ResMut<ServerClock>,
+    mut stats: ResMut<RelayStats>,
+) {
+    let Some(mut server) = server else {
+        return;
+    };
+    let clock = clock.map(|c| *c).unwrap_or_default();
+    let dt = clock.delta(real.as_deref());
+    let hz = f64::from(relay.config().tick_rate_hz.max(1));
+    let ticks = match clock {
+        NetClock::Fixed(_) => 1,
+        NetClock::Real => real_clock.0.advance_secs(dt.as_secs_f64(), hz),
+    };
+    relay.update(&mut server, dt, ticks);
+    stats.clone_from(relay.stats());
+}

@@ -1,0 +1,182 @@
+//! The prediction audit (debug aid, `verify_predictions`): a predicted tick whose inputs turned
+//! out right must produce the verified state of that tick.
+//!
+//! "Inputs turned out right" is decided with chain hashes: from the tick the predicted timeline
+//! started at (its base: the last rollback), each predicted tick folds the hash of its input set
+//! into a chain. When the tick is verified, the same fold over the confirmed input sets from the
+//! same base gives the same chain exactly when every input set on the way was predicted
+//! right; only then are the two states compared.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{Hash, Hasher};
+
+use crate::checksum::StateHasher;
+use crate::input::SimInput;
+use crate::tick::Tick;
+
+/// The hash of one input set (every player's input of one tick, in player order).
+pub(crate) fn hash_inputs<I: SimInput>(inputs: &[I]) -> u64 {
+    let mut h = StateHasher::default();
+    inputs.hash(&mut h);
+    h.finish()
+}
+
+fn chain_seed(base: Tick) -> u64 {
+    let mut h = StateHasher::default();
+    h.write_i32(base);
+    h.finish()
+}
+
+fn chain_step(chain: u64, inputs_hash: u64) -> u64 {
+    let mut h = StateHasher::default();
+    h.write_u64(chain);
+    h.write_u64(inputs_hash);
+    h.finish()
+}
+
+/// A predicted tick waiting for its verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AuditEntry {
+    base: Tick,
+    chain: u64,
+    state: u64,
+}
+
+/// The predicted timeline's chain and the predicted states waiting for verification.
+#[derive(Debug, Clone)]
+pub(crate) struct PredictionAudit {
+    /// The tick the current predicted timeline starts from (the last rollback).
+    base: Tick,
+    /// The chain of the current predicted timeline through its newest tick.
+    chain: u64,
+    entries: BTreeMap<Tick, AuditEntry>,
+    /// Hashes of the confirmed input sets of verified ticks, oldest first.
+    confirmed: VecDeque<(Tick, u64)>,
+}
+
+impl Default for PredictionAudit {
+    fn default() -> Self {
+        Self {
+            base: 0,
+            chain: chain_seed(0),
+            entries: BTreeMap::new(),
+            confirmed: VecDeque::new(),
+        }
+    }
+}
+
+impl PredictionAudit {
+    /// The predicted timeline restarts at `base` (after a rollback to it).
+    pub(crate) fn restart(&mut self, base: Tick) {
+        self.base = base;
+        self.chain = chain_seed(base);
+    }
+
+    /// Tick `tick` was verified with an input set hashing to `inputs_hash`.
+    pub(crate) fn record_confirmed(&mut self, tick: Tick, inputs_hash: u64) {
+        self.confirmed.push_back((tick, inputs_hash));
+    }
+
+    /// Tick `tick` was predicted with an input set hashing to `inputs_hash`; `state` is the
+    /// predicted world's checksum after it, when audited.
+    pub(crate) fn record_predicted(&mut self, tick: Tick, inputs_hash: u64, state: Option<u64>) {
+        self.chain = chain_step(self.chain, inputs_hash);
+        if let Some(state) = state {
+            let entry = AuditEntry {
+                base: self.base,
+                chain: self.chain,
+                state,
+            };
+            self.entries.insert(tick, entry);
+        }
+    }
+
+    /// For a tick just verified: the predicted state to compare with the verified one, if the
+    /// tick was audited and every input set from its timeline's base through it was predicted
+    /// right. Drops the entries of `tick` and older.
+    pub(crate) fn take_comparable(&mut self, tick: Tick) -> Option<u64> {
+        let entry = self.entries.remove(&tick)?;
+        while self
+            .entries
+            .first_key_value()
+            .is_some_and(|(t, _)| *t < tick)
+        {
+            self.entries.pop_first();
+        }
+        let chain = self
+            .confirmed
+            .iter()
+            .filter(|(t, _)| *t > entry.base && *t <= tick)
+            .fold(chain_seed(entry.base), |chain, (_, hash)| {
+                chain_step(chain, *hash)
+            });
+        (chain == entry.chain).then_some(entry.state)
+    }
+
+    /// Forgets confirmed hashes of ticks before `keep_from`.
+    pub(crate) fn discard_before(&mut self, keep_from: Tick) {
+        while self.confirmed.front().is_some_and(|(t, _)| *t < keep_from) {
+            self.confirmed.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn right_predictions_are_compared() {
+        let mut audit = PredictionAudit::default();
+        audit.record_predicted(1, 10, Some(100));
+        audit.record_predicted(2, 20, Some(200));
+        audit.record_confirmed(1, 10);
+        audit.record_confirmed(2, 20);
+        assert_eq!(audit.take_comparable(1), Some(100));
+        assert_eq!(audit.take_comparable(2), Some(200));
+        assert_eq!(audit.take_comparable(2), None, "an entry is compared once");
+    }
+
+    #[test]
+    fn a_wrong_input_set_excludes_every_later_tick_of_the_timeline() {
+        let mut audit = PredictionAudit::default();
+        audit.record_predicted(1, 10, Some(100));
+        audit.record_predicted(2, 20, Some(200));
+        audit.record_confirmed(1, 11);
+        audit.record_confirmed(2, 20);
+        assert_eq!(audit.take_comparable(1), None);
+        assert_eq!(audit.take_comparable(2), None);
+    }
+
+    #[test]
+    fn a_restarted_timeline_chains_from_its_base() {
+        let mut audit = PredictionAudit::default();
+        audit.record_confirmed(1, 11);
+        audit.restart(1);
+        audit.record_predicted(2, 20, Some(200));
+        audit.record_confirmed(2, 20);
+        assert_eq!(audit.take_comparable(2), Some(200));
+    }
+
+    #[test]
+    fn unaudited_ticks_still_extend_the_chain() {
+        let mut audit = PredictionAudit::default();
+        audit.record_predicted(1, 10, None);
+        audit.record_predicted(2, 20, Some(200));
+        audit.record_confirmed(1, 10);
+        audit.record_confirmed(2, 20);
+        assert_eq!(audit.take_comparable(1), None);
+        assert_eq!(audit.take_comparable(2), Some(200));
+    }
+
+    #[test]
+    fn discarded_hashes_are_gone() {
+        let mut audit = PredictionAudit::default();
+        audit.record_confirmed(1, 10);
+        audit.record_confirmed(2, 20);
+        audit.discard_before(2);
+        assert_eq!(audit.confirmed.len(), 1);
+        assert_eq!(hash_inputs(&[1u8, 2]), hash_inputs(&[1u8, 2]));
+        assert_ne!(hash_inputs(&[1u8, 2]), hash_inputs(&[2u8, 1]));
+    }
+}

@@ -1,0 +1,61 @@
+//! The session update: one exclusive system, [`session_update`], that takes the session's state
+//! out of the main world and runs the steps of [the session update](crate::rules#the-session-update)
+//! on it in order.
+
+mod audit;
+mod state;
+mod stats;
+mod steps;
+
+use bevy::prelude::*;
+
+use crate::config::SessionMode;
+use crate::error::SessionError;
+use crate::input::SimInput;
+use crate::worlds::SimulationWorlds;
+
+pub use state::DeterministicSession;
+pub use stats::{ChecksumRecorded, PredictionMismatch, SessionStats, UnregisteredComponent};
+
+/// The session update system. Runs in
+/// [`DeterministicSet::SessionUpdate`](crate::DeterministicSet): poll, begin, verify, decide,
+/// rollback, predict, finish.
+pub(crate) fn session_update<I: SimInput>(world: &mut World) {
+    let Some(mut worlds) = world.remove_resource::<SimulationWorlds>() else {
+        warn_once!("{}", SessionError::WorldsNotBuilt);
+        return;
+    };
+    let Some(mut session) = world.remove_resource::<DeterministicSession<I>>() else {
+        world.insert_resource(worlds);
+        return;
+    };
+    if !session.started {
+        session.started = true;
+        worlds.registry.lock();
+    }
+    run_steps(world, &mut worlds, &mut session);
+    world.insert_resource(session);
+    world.insert_resource(worlds);
+}
+
+/// The steps in order. [`SessionStats`] is out of the main world from the end of `begin` to
+/// `finish`, which puts it back before the `AfterPrediction` hooks.
+fn run_steps<I: SimInput>(
+    world: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+) {
+    let polled = steps::poll(world, session);
+    steps::begin(world, worlds, session, polled);
+    let mut stats = world.remove_resource::<SessionStats>().unwrap_or_default();
+    if polled.stalling {
+        stats.stalls += 1;
+    }
+    steps::verify(world, worlds, session, &mut stats);
+    steps::decide(world, session);
+    if session.config.mode == SessionMode::Predicted {
+        steps::rollback(world, worlds, session, &mut stats);
+        steps::predict(world, worlds, session, &mut stats);
+    }
+    steps::finish(world, worlds, session, stats);
+}

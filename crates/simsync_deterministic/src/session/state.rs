@@ -1,0 +1,79 @@
+//! [`DeterministicSession`]: the session's own state between updates.
+
+use std::collections::BTreeMap;
+
+use bevy::prelude::*;
+
+use super::audit::PredictionAudit;
+use crate::config::SessionConfig;
+use crate::error::SessionError;
+use crate::input::{InputBuffer, InputStatus, SimInput};
+use crate::source::InputSource;
+use crate::tick::Tick;
+
+/// The session's own state (main-app resource).
+#[derive(Resource)]
+pub struct DeterministicSession<I: SimInput> {
+    pub(super) config: SessionConfig,
+    pub(super) buffer: InputBuffer<I>,
+    pub(super) source: InputSource<I>,
+    /// The predicted world's tick as this update leaves it.
+    pub(super) predicted_tick: Tick,
+    /// The highest tick ever predicted (re-simulation counting).
+    pub(super) highest_predicted: Tick,
+    /// Hash of the input set each tick of the current predicted timeline was simulated with.
+    pub(super) used_inputs: BTreeMap<Tick, u64>,
+    pub(super) audit: PredictionAudit,
+    pub(super) started: bool,
+    /// Scratch input set of the tick being simulated.
+    pub(super) inputs: Vec<I>,
+    pub(super) status: Vec<InputStatus>,
+}
+
+impl<I: SimInput> DeterministicSession<I> {
+    pub(crate) fn new(config: SessionConfig) -> Result<Self, SessionError> {
+        config.validate()?;
+        let players = config.players;
+        let mut buffer = InputBuffer::new(players, config.input_capacity)?;
+        // Ticks 1..=input_delay have no sampled input: everyone starts with the default.
+        for tick in 1..=config.input_delay as Tick {
+            for p in 0..players {
+                buffer.confirm(p, tick, I::default())?;
+            }
+        }
+        Ok(Self {
+            buffer,
+            source: InputSource::new(&config)?,
+            predicted_tick: 0,
+            highest_predicted: 0,
+            used_inputs: BTreeMap::new(),
+            audit: PredictionAudit::default(),
+            started: false,
+            inputs: Vec::with_capacity(usize::from(players)),
+            status: Vec::with_capacity(usize::from(players)),
+            config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// The next tick whose local inputs will be polled (the tick `LocalInputs` feeds next,
+    /// before the input delay is added).
+    pub fn next_poll_tick(&self) -> Tick {
+        self.source.local_tick() + 1
+    }
+
+    /// The tick the inputs written to [`LocalInputs`](crate::LocalInputs) before the next
+    /// session update apply to ([`next_poll_tick`](Self::next_poll_tick) plus the input delay).
+    pub fn next_input_tick(&self) -> Tick {
+        self.next_poll_tick() + self.config.input_delay as Tick
+    }
+
+    /// The input buffer.
+    pub fn buffer(&self) -> &InputBuffer<I> {
+        &self.buffer
+    }
+}

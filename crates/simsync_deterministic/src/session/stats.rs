@@ -1,0 +1,79 @@
+//! What a session reports: [`SessionStats`] and the messages it writes.
+
+use bevy::prelude::*;
+
+use crate::checksum::TickChecksum;
+use crate::source::RelayClientStats;
+use crate::tick::Tick;
+
+/// Counters of the session, updated every session update (main-app resource).
+#[derive(Resource, Debug, Clone, Default, PartialEq, Reflect)]
+pub struct SessionStats {
+    /// Last tick whose local inputs were polled.
+    pub local_tick: Tick,
+    /// Tick of the verified world.
+    pub verified_tick: Tick,
+    /// Tick of the predicted world.
+    pub predicted_tick: Tick,
+    /// Verified ticks simulated.
+    pub ticks_verified: u64,
+    /// Predicted ticks simulated (re-simulations included).
+    pub ticks_predicted: u64,
+    /// Rollbacks performed.
+    pub rollbacks: u64,
+    /// Rollbacks performed although skipping had been requested
+    /// ([`IsRollbackRequired` overrides](crate::rules#isrollbackrequired-overrides-the-skip-flags)).
+    pub forced_rollbacks: u64,
+    /// Session updates that verified ticks but skipped the rollback because every prediction
+    /// of the current timeline held.
+    pub skipped_rollbacks: u64,
+    /// Predicted ticks simulated again after a rollback (tick ≤ the highest tick predicted before).
+    pub resimulated_ticks: u64,
+    /// Inputs whose prediction differed from the confirmed value.
+    pub mispredicted_inputs: u64,
+    /// Session updates that stalled (see `SimulatorContext::is_stalling`).
+    pub stalls: u64,
+    /// Deepest prediction (predicted tick − verified tick) seen.
+    pub max_prediction_depth: i32,
+    /// Predicted ticks compared with verification (inputs turned out right); debug aid.
+    pub resim_ticks_checked: u64,
+    /// Of those, ticks whose predicted state equalled the verified state.
+    pub resim_ticks_matching: u64,
+    /// The latest verified checksum.
+    pub last_checksum: Option<TickChecksum>,
+    /// Every verified checksum recorded, oldest first (at most 100,000).
+    pub checksum_history: Vec<TickChecksum>,
+    /// Entities rollbacks spawned back into the predicted world.
+    pub rollback_restored_entities: u64,
+    /// Entities rollbacks parked (they existed only in a mispredicted timeline).
+    pub rollback_parked_entities: u64,
+    /// Component types on simulation entities that rollback does not restore.
+    pub unregistered_components: Vec<String>,
+    /// The client side of a networked session (`None` in a local session).
+    pub network: Option<RelayClientStats>,
+}
+
+/// A checksum was recorded on a verified tick.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChecksumRecorded(pub TickChecksum);
+
+/// A simulation entity carries a component type that rollback does not restore: register it
+/// (`rollback_component`) or declare it ignored (`ignore_rollback_component`). Sent once per type.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct UnregisteredComponent {
+    /// The component's type name.
+    pub type_name: String,
+}
+
+/// A predicted tick whose inputs turned out right did not produce the verified state (debug aid:
+/// `verify_predictions`). This means the simulation is not deterministic or some state is not
+/// registered.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PredictionMismatch {
+    /// The tick.
+    pub tick: Tick,
+    /// Hash of the predicted state.
+    pub predicted: u64,
+    /// Hash of the verified state.
+    pub verified: u64,
+}

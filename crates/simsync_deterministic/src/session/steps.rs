@@ -1,0 +1,347 @@
+//! The steps of one session update, in order: [`poll`], [`begin`], [`verify`], [`decide`],
+//! [`rollback`], [`predict`], [`finish`] (see
+//! [the session update](crate::rules#the-session-update)). Each takes the state it works on
+//! explicitly; the [`SimulatorContext`] stays in the main world, where hooks read it.
+
+use bevy::prelude::*;
+
+use super::audit::hash_inputs;
+use super::state::DeterministicSession;
+use super::stats::{ChecksumRecorded, PredictionMismatch, SessionStats, UnregisteredComponent};
+use crate::checksum::TickChecksum;
+use crate::config::SessionMode;
+use crate::context::{ContextError, SimulatorContext, UpdateParams};
+use crate::input::{InputStatus, SimInput};
+use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
+use crate::snapshot;
+use crate::source::Polled;
+use crate::tick::Tick;
+use crate::worlds::{SimulationWorlds, run_tick};
+
+/// Verified checksums kept in [`SessionStats::checksum_history`].
+const MAX_CHECKSUM_HISTORY: usize = 100_000;
+
+/// Step 1, poll: local inputs for `now + input_delay`, and confirmed inputs from the relay.
+pub(super) fn poll<I: SimInput>(
+    world: &mut World,
+    session: &mut DeterministicSession<I>,
+) -> Polled {
+    session.source.poll(world, &mut session.buffer)
+}
+
+/// Step 2, begin: resets the context for this update with what the poll found, then runs the
+/// [`BeforeVerification`] hooks.
+pub(super) fn begin<I: SimInput>(
+    world: &mut World,
+    worlds: &SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    polled: Polled,
+) {
+    session.predicted_tick = worlds.predicted.tick();
+    let params = UpdateParams {
+        verified_tick: worlds.verified.tick(),
+        predicted_tick: session.predicted_tick,
+        max_verifiable_tick: polled.max_verifiable_tick,
+        max_predictable_tick: polled.local_tick,
+        rollback_window: session.config.rollback_window as Tick,
+        max_verified_ticks_per_update: session.config.max_verified_ticks_per_update as Tick,
+        is_stalling: polled.stalling,
+    };
+    let mut ctx = world.resource_mut::<SimulatorContext>();
+    if let Err(error) = ctx.begin_update(params) {
+        // A previous update was interrupted (a hook panicked?): start over cleanly.
+        warn!("session update: {error}; resetting the context");
+        ctx.abort_update();
+        check(ctx.begin_update(params));
+    }
+    let _ = world.try_run_schedule(BeforeVerification);
+}
+
+/// Step 3, verify: simulates every tick the context says to verify on confirmed inputs,
+/// records checksums (reported to the relay server in a networked session), audits
+/// predictions when asked, and reports components rollback would not restore.
+pub(super) fn verify<I: SimInput>(
+    world: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    stats: &mut SessionStats,
+) {
+    check(context(world).enter_verification());
+    let mut checksums = Vec::new();
+    while let Some(tick) = world.resource::<SimulatorContext>().next_tick_to_verify() {
+        verify_tick(worlds, session, tick);
+        check(context(world).record_verified_tick());
+        stats.ticks_verified += 1;
+        if tick % session.config.checksum_interval as Tick == 0 {
+            let checksum = TickChecksum {
+                tick,
+                checksum: snapshot::checksum(&mut worlds.verified, &worlds.registry),
+            };
+            stats.last_checksum = Some(checksum);
+            if stats.checksum_history.len() < MAX_CHECKSUM_HISTORY {
+                stats.checksum_history.push(checksum);
+            }
+            world.write_message(ChecksumRecorded(checksum));
+            checksums.push(checksum);
+        }
+        if session.config.verify_predictions {
+            audit_verified_tick(world, worlds, session, stats, tick);
+        }
+    }
+    if !checksums.is_empty() {
+        session.source.send_checksums(world, &checksums);
+    }
+    report_unregistered(world, worlds, stats);
+}
+
+/// Runs verified tick `tick` with every player's confirmed input.
+fn verify_tick<I: SimInput>(
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    tick: Tick,
+) {
+    session.inputs.clear();
+    session.status.clear();
+    for p in 0..session.config.players {
+        let input = session
+            .buffer
+            .confirmed(p, tick)
+            .cloned()
+            .unwrap_or_default();
+        session.inputs.push(input);
+        session.status.push(InputStatus::Confirmed);
+    }
+    run_tick(&mut worlds.verified, tick, &session.inputs, &session.status);
+    session
+        .audit
+        .record_confirmed(tick, hash_inputs(&session.inputs));
+}
+
+/// Compares the prediction of `tick` (if its inputs turned out right) with the verified state.
+fn audit_verified_tick<I: SimInput>(
+    world: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    stats: &mut SessionStats,
+    tick: Tick,
+) {
+    let Some(predicted) = session.audit.take_comparable(tick) else {
+        return;
+    };
+    stats.resim_ticks_checked += 1;
+    let verified = snapshot::checksum(&mut worlds.verified, &worlds.registry);
+    if verified == predicted {
+        stats.resim_ticks_matching += 1;
+    } else {
+        error!(
+            "desync: predicted tick {tick} ({predicted:016x}) differs from verified ({verified:016x}) with the same inputs"
+        );
+        world.write_message(PredictionMismatch {
+            tick,
+            predicted,
+            verified,
+        });
+    }
+}
+
+/// Components a rollback would not restore: checked on every new archetype of the verified
+/// world (cheap: archetypes already seen are skipped), reported once per type.
+fn report_unregistered(world: &mut World, worlds: &mut SimulationWorlds, stats: &mut SessionStats) {
+    for type_name in worlds
+        .registry
+        .unregistered_components(&worlds.verified.world)
+    {
+        warn!(
+            "component `{type_name}` on a simulation entity is not registered for rollback: \
+             its value will not be restored (register it with rollback_component or \
+             ignore_rollback_component)"
+        );
+        stats.unregistered_components.push(type_name.clone());
+        world.write_message(UnregisteredComponent { type_name });
+    }
+}
+
+/// Step 4, decide: enters BeforePrediction, requests skipping the rollback when every
+/// prediction of the current timeline held, then runs the [`BeforePrediction`] hooks (which may
+/// set or clear the skip flags).
+pub(super) fn decide<I: SimInput>(world: &mut World, session: &mut DeterministicSession<I>) {
+    check(context(world).enter_before_prediction());
+    if session.config.mode == SessionMode::Predicted
+        && session.config.skip_rollback_when_predictions_hold
+        && predictions_hold(session)
+    {
+        // Every tick of the current predicted timeline was simulated with the inputs known now:
+        // a rollback and re-simulation would reproduce it bit for bit, so ask to skip it (a
+        // request: IsRollbackRequired still forces one). Hooks may undo the request.
+        check(context(world).set_skip_prediction_rollback_if_possible(true));
+    }
+    let _ = world.try_run_schedule(BeforePrediction);
+}
+
+/// Whether every tick of the current predicted timeline was simulated with exactly the inputs
+/// the session would use for it now (confirmed where known, else the current prediction).
+fn predictions_hold<I: SimInput>(session: &mut DeterministicSession<I>) -> bool {
+    if session.used_inputs.is_empty() {
+        return false;
+    }
+    let mut inputs = std::mem::take(&mut session.inputs);
+    let mut status = std::mem::take(&mut session.status);
+    let hold = session.used_inputs.iter().all(|(tick, used)| {
+        session
+            .buffer
+            .fill_predicted(*tick, &mut inputs, &mut status);
+        hash_inputs(&inputs) == *used
+    });
+    session.inputs = inputs;
+    session.status = status;
+    hold
+}
+
+/// Step 5, rollback (predicted sessions only): enters Prediction, which fixes the decision, and
+/// copies the verified world into the predicted one if a rollback was decided.
+pub(super) fn rollback<I: SimInput>(
+    world: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    stats: &mut SessionStats,
+) {
+    check(context(world).enter_prediction());
+    if world
+        .resource::<SimulatorContext>()
+        .will_rollback_prediction()
+    {
+        let report = snapshot::rollback(
+            &mut worlds.verified,
+            &mut worlds.predicted,
+            &mut worlds.registry,
+        );
+        check(context(world).record_rollback());
+        stats.rollbacks += 1;
+        if world
+            .resource::<SimulatorContext>()
+            .skip_prediction_rollback_if_possible()
+        {
+            stats.forced_rollbacks += 1;
+        }
+        stats.rollback_restored_entities += u64::from(report.restored_entities);
+        stats.rollback_parked_entities += u64::from(report.parked_entities);
+        session.predicted_tick = worlds.verified.tick();
+        session.audit.restart(session.predicted_tick);
+        session.used_inputs.clear();
+    }
+    let ctx = world.resource::<SimulatorContext>();
+    if !ctx.has_rolled_back_prediction() && ctx.ticks_verified() > 0 {
+        stats.skipped_rollbacks += 1;
+    }
+}
+
+/// Step 6, predict (predicted sessions only): simulates every tick the context says to predict
+/// on predicted inputs, recording which inputs each tick used.
+pub(super) fn predict<I: SimInput>(
+    world: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    stats: &mut SessionStats,
+) {
+    while let Some(tick) = world.resource::<SimulatorContext>().next_tick_to_predict() {
+        let inputs_hash = fill_predicted(session, tick);
+        if tick <= session.highest_predicted {
+            stats.resimulated_ticks += 1;
+        }
+        run_tick(
+            &mut worlds.predicted,
+            tick,
+            &session.inputs,
+            &session.status,
+        );
+        check(context(world).record_predicted_tick());
+        stats.ticks_predicted += 1;
+        session.predicted_tick = tick;
+        session.highest_predicted = session.highest_predicted.max(tick);
+        session.used_inputs.insert(tick, inputs_hash);
+        let state = session
+            .config
+            .verify_predictions
+            .then(|| snapshot::checksum(&mut worlds.predicted, &worlds.registry));
+        session.audit.record_predicted(tick, inputs_hash, state);
+    }
+}
+
+/// Fills the session's scratch input set with the predicted inputs of `tick`, records the
+/// predictions used (misprediction counting) and returns the set's hash.
+fn fill_predicted<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick) -> u64 {
+    session
+        .buffer
+        .fill_predicted(tick, &mut session.inputs, &mut session.status);
+    for p in 0..session.config.players {
+        if session.status[usize::from(p)] != InputStatus::Confirmed {
+            let input = session.inputs[usize::from(p)].clone();
+            if let Err(error) = session.buffer.record_prediction_used(p, tick, &input) {
+                warn!("prediction of player {p} at tick {tick} not recorded: {error}");
+            }
+        }
+    }
+    hash_inputs(&session.inputs)
+}
+
+/// Step 7, finish: ends the context's update, publishes [`SessionStats`], forgets what no
+/// rollback can need any more, runs the [`AfterPrediction`] hooks.
+pub(super) fn finish<I: SimInput>(
+    world: &mut World,
+    worlds: &SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    mut stats: SessionStats,
+) {
+    let predicted_mode = session.config.mode == SessionMode::Predicted;
+    if predicted_mode {
+        check(context(world).enter_after_prediction());
+    } else {
+        // Lockstep never predicts nor touches the predicted world: the context's prediction
+        // stages do not apply, so the update ends here for it.
+        context(world).abort_update();
+    }
+    let verified_tick = worlds.verified.tick();
+    stats.local_tick = session.source.local_tick();
+    stats.verified_tick = verified_tick;
+    stats.predicted_tick = session.predicted_tick;
+    stats.max_prediction_depth = stats
+        .max_prediction_depth
+        .max(session.predicted_tick - verified_tick);
+    stats.mispredicted_inputs = session.buffer.mispredicted_inputs();
+    if let Some(network) = session.source.relay_stats() {
+        stats.network = Some(network.clone());
+    }
+    forget_before(session, verified_tick);
+    world.insert_resource(stats);
+    let _ = world.try_run_schedule(AfterPrediction);
+    if predicted_mode {
+        check(context(world).end_update());
+    }
+}
+
+/// Discards inputs and hashes that no rollback from `verified_tick` on can need.
+fn forget_before<I: SimInput>(session: &mut DeterministicSession<I>, verified_tick: Tick) {
+    let keep_from = verified_tick - session.config.rollback_window as Tick - 2;
+    if keep_from > 0 {
+        session.buffer.discard_through(keep_from);
+    }
+    while session
+        .used_inputs
+        .first_key_value()
+        .is_some_and(|(t, _)| *t <= verified_tick)
+    {
+        session.used_inputs.pop_first();
+    }
+    session.audit.discard_before(keep_from);
+}
+
+fn context(world: &mut World) -> Mut<'_, SimulatorContext> {
+    world.resource_mut::<SimulatorContext>()
+}
+
+/// Logs a context error: the driver calls the lifecycle in order, so one means a bug.
+fn check<T>(result: Result<T, ContextError>) {
+    if let Err(error) = result {
+        error!("simulator context: {error}");
+    }
+}

@@ -1,0 +1,162 @@
+//! Where a session's inputs come from: the one owner of the input path.
+//!
+//! [`InputSource`] is polled once per session update. It advances the session's local clock,
+//! takes this peer's own inputs ([`LocalInputs`] or a scripted [`TickInputSource`]), hands them to
+//! the relay — a [`LocalRelay`] in a single-process session, the relay server over renet in a
+//! networked one ([`relay_client`]) — and delivers the confirmed inputs into the session's
+//! [`InputBuffer`]. It returns a [`Polled`]: what the session update needs to begin.
+
+mod local;
+mod local_inputs;
+mod local_relay;
+mod relay_client;
+
+use std::time::Duration;
+
+use bevy::prelude::*;
+use simsync_net::bevy_renet::RenetClient;
+use simsync_net::{NetClock, TickAccumulator};
+
+use crate::checksum::TickChecksum;
+use crate::config::{SessionClock, SessionConfig};
+use crate::error::SessionError;
+use crate::input::{InputBuffer, SimInput};
+use crate::tick::Tick;
+use local::LocalSource;
+use relay_client::RelayClient;
+
+pub use local_inputs::{LocalInputs, TickInputSource};
+pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
+pub use relay_client::RelayClientStats;
+
+/// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
+/// time owed, so a long hitch does not turn into a burst of polls.
+const MAX_REAL_TIME_POLLS: u32 = 8;
+
+/// What one poll gives the session update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Polled {
+    /// The last tick local input has been polled for (the context's `max_predictable_tick`).
+    pub local_tick: Tick,
+    /// The last tick whose input sets, and those of every earlier tick, are confirmed (the
+    /// context's `max_verifiable_tick`).
+    pub max_verifiable_tick: Tick,
+    /// Whether the session stalls this update ([stalling](crate::rules#stalling)).
+    pub stalling: bool,
+}
+
+/// The relay the inputs go through.
+enum Relay<I: SimInput> {
+    /// A single-process session: a local relay with latency and jitter.
+    Local(Box<LocalSource<I>>),
+    /// A networked session: the relay server over renet.
+    Remote(Box<RelayClient<I>>),
+}
+
+/// The session's input path: local clock, own inputs, relay, confirmed inputs.
+pub(crate) struct InputSource<I: SimInput> {
+    clock: SessionClock,
+    tick_rate_hz: u32,
+    /// Ticks owed by a real-time clock.
+    accumulator: TickAccumulator,
+    /// The last tick local input has been polled for.
+    local_tick: Tick,
+    relay: Relay<I>,
+}
+
+impl<I: SimInput> InputSource<I> {
+    /// The input path of a session configured by `config`: a relay client when
+    /// `config.network` is set, else a local relay.
+    ///
+    /// # Errors
+    /// [`SessionError::Input`] when the local relay rejects the configuration.
+    pub(crate) fn new(config: &SessionConfig) -> Result<Self, SessionError> {
+        let relay = match &config.network {
+            Some(network) => Relay::Remote(Box::new(RelayClient::new(network.clone(), config))),
+            None => Relay::Local(Box::new(LocalSource::new(config)?)),
+        };
+        Ok(Self {
+            clock: config.clock,
+            tick_rate_hz: config.tick_rate.hz(),
+            accumulator: TickAccumulator::new()
+                .with_max_ticks_per_advance(MAX_REAL_TIME_POLLS)
+                .with_max_leftover_ticks(f64::from(MAX_REAL_TIME_POLLS)),
+            local_tick: 0,
+            relay,
+        })
+    }
+
+    /// The last tick local input has been polled for.
+    pub(crate) fn local_tick(&self) -> Tick {
+        self.local_tick
+    }
+
+    /// The relay client's measurements (`None` in a local session).
+    pub(crate) fn relay_stats(&self) -> Option<&RelayClientStats> {
+        match &self.relay {
+            Relay::Local(_) => None,
+            Relay::Remote(client) => Some(client.stats()),
+        }
+    }
+
+    /// One poll per session update: reads the clocks, the local inputs and the renet client
+    /// from `world`, polls the relay and delivers confirmed inputs into `buffer`.
+    pub(crate) fn poll(&mut self, world: &mut World, buffer: &mut InputBuffer<I>) -> Polled {
+        let polls = self.ticks_to_poll(world.get_resource::<Time<Real>>());
+        let local = local_inputs::LocalInputProvider::<I>::from_world(world);
+        let stalling = match &mut self.relay {
+            Relay::Local(source) => source.poll(polls, &mut self.local_tick, &local, buffer),
+            Relay::Remote(client) => {
+                let dt = net_delta(world);
+                let mut renet = world.get_resource_mut::<RenetClient>();
+                client.poll(
+                    polls,
+                    dt,
+                    renet.as_deref_mut(),
+                    &local,
+                    &mut self.local_tick,
+                    buffer,
+                )
+            }
+        };
+        Polled {
+            local_tick: self.local_tick,
+            max_verifiable_tick: buffer.max_verifiable_tick(),
+            stalling,
+        }
+    }
+
+    /// Reports verified checksums to the relay server (networked sessions; a local session has
+    /// no one to tell).
+    pub(crate) fn send_checksums(&mut self, world: &mut World, checksums: &[TickChecksum]) {
+        let Relay::Remote(client) = &mut self.relay else {
+            return;
+        };
+        let mut renet = world.get_resource_mut::<RenetClient>();
+        for checksum in checksums {
+            client.send_checksum(renet.as_deref_mut(), checksum.tick, checksum.checksum);
+        }
+    }
+
+    /// Ticks the session clock polls this update: fixed per update when stepped, else the real
+    /// time elapsed at the tick rate (at most [`MAX_REAL_TIME_POLLS`]).
+    fn ticks_to_poll(&mut self, real: Option<&Time<Real>>) -> u32 {
+        match self.clock {
+            SessionClock::Stepped { ticks_per_update } => ticks_per_update,
+            SessionClock::RealTime => {
+                let delta = real.map(|t| t.delta_secs_f64()).unwrap_or(0.0);
+                self.accumulator
+                    .advance_secs(delta, f64::from(self.tick_rate_hz))
+            }
+        }
+    }
+}
+
+/// The network clock's step ([`NetClock`]), or the real delta.
+fn net_delta(world: &World) -> Duration {
+    let clock = world
+        .get_resource::<NetClock>()
+        .copied()
+        .unwrap_or_default();
+    clock.delta(world.get_resource::<Time<Real>>())
+}

@@ -1,0 +1,462 @@
+//! The relay client: the poll of a networked deterministic session, a state machine over an
+//! explicit `&mut RenetClient` (no `World`).
+//!
+//! Each session update the client (see [the networked session](crate::rules#the-networked-session)):
+//! - receives: `Welcome` (its player slot), `Start`, confirmed input sets (decoded into the input
+//!   buffer, so `MaxVerifiableTick` advances), the server's `Clock` (how early its inputs
+//!   arrive), pings and pongs (RTT);
+//! - keeps its local tick ahead of the server so that its inputs arrive early by a jitter
+//!   margin: it runs slightly faster or slower (at most ±5 %, `LeadControl`) and snaps when more
+//!   than 8 ticks off (at most once per RTT);
+//! - picks its input delay from the RTT (`input_delay_ticks`: the minimum plus half the RTT
+//!   above 100 ms, in ticks, capped) unless a fixed delay is configured;
+//! - samples its local input for tick `now + input_delay` and sends its unconfirmed inputs with
+//!   redundancy (at least the last 3).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bevy::log::{debug, error, info, warn};
+use bevy::reflect::Reflect;
+use simsync_net::bevy_renet::RenetClient;
+use simsync_net::{
+    ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, JoinStatus,
+    LeadControl, Protocols, RttEstimator, ServerMessage, SessionClientMessage,
+    SessionServerMessage, TickAccumulator, input_delay_ticks, millis_u32, target_lead_ticks,
+};
+
+use super::local_inputs::LocalInputProvider;
+use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
+use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
+use crate::tick::{PlayerIndex, Tick};
+
+/// Most ticks the client's clock polls in one update.
+const MAX_CLIENT_POLLS: u32 = 64;
+
+/// What the relay client measured (part of [`SessionStats`](crate::SessionStats)).
+#[derive(Debug, Clone, Default, PartialEq, Reflect)]
+pub struct RelayClientStats {
+    /// This client's player slot, once welcomed.
+    pub slot: Option<PlayerIndex>,
+    /// Round-trip time in ms (EWMA; 0 before the first sample).
+    pub rtt_ms: f64,
+    /// RTT jitter in ms.
+    pub jitter_ms: f64,
+    /// The input delay in use (ticks).
+    pub input_delay_ticks: u32,
+    /// How early this client's inputs reach the server, in ticks (server's report).
+    pub input_lead_ticks: f32,
+    /// The clock speed factor in use (1.0 = real time).
+    pub speed: f64,
+    /// Clock snaps performed.
+    pub snaps: u64,
+    /// This client's own inputs the server replaced because they arrived late (or never).
+    pub late_inputs: u64,
+    /// Inputs (any player) the server replaced.
+    pub replaced_inputs: u64,
+    /// Server messages that failed to decode.
+    pub rejected_messages: u64,
+    /// Confirmed inputs that failed to decode or conflicted with an earlier confirmation.
+    pub rejected_inputs: u64,
+    /// Desyncs the server reported.
+    pub desyncs_reported: u64,
+    /// Encoded bytes of the `Inputs` messages sent (message payload, before renet's headers).
+    pub input_bytes_sent: u64,
+    /// Why the server rejected this client, if it did.
+    pub rejected: Option<String>,
+    /// Whether the server started the session.
+    pub started: bool,
+}
+
+/// The client side of a networked session: handshake, clock, input sending and confirmed-input
+/// receiving. Owned by the session's input source; every call takes the renet client
+/// explicitly.
+pub(crate) struct RelayClient<I: SimInput> {
+    config: NetworkSessionConfig,
+    stats: RelayClientStats,
+    tick_rate_hz: u32,
+    window: Tick,
+    predicted: bool,
+    handshake: ClientHandshake,
+    now: Duration,
+    last_ping: Duration,
+    rtt: RttEstimator,
+    lead: LeadControl,
+    /// The local clock: the session's polls at the lead-control speed, snaps as jumps.
+    clock: TickAccumulator,
+    snap_cooldown_until: Duration,
+    pending: VecDeque<(Tick, Vec<u8>)>,
+    last_input_tick: Tick,
+    decode: DecodeStats,
+    checksums_seen: u32,
+    /// The prediction cap (`max_verifiable + window`) at the end of the last poll (stall
+    /// detection).
+    prediction_cap: Tick,
+    _input: std::marker::PhantomData<fn() -> I>,
+}
+
+impl<I: SimInput> RelayClient<I> {
+    /// A client that has not said hello yet, for a session configured by `session`.
+    pub(crate) fn new(config: NetworkSessionConfig, session: &SessionConfig) -> Self {
+        Self {
+            stats: RelayClientStats {
+                speed: 1.0,
+                input_delay_ticks: config.fixed_input_delay.unwrap_or(config.min_input_delay),
+                ..RelayClientStats::default()
+            },
+            handshake: ClientHandshake::new(Hello::new(Protocols::SESSION, config.name.clone())),
+            config,
+            tick_rate_hz: session.tick_rate.hz(),
+            window: session.rollback_window as Tick,
+            predicted: session.mode == SessionMode::Predicted,
+            now: Duration::ZERO,
+            last_ping: Duration::ZERO,
+            rtt: RttEstimator::new(),
+            lead: LeadControl::default(),
+            clock: TickAccumulator::new(),
+            snap_cooldown_until: Duration::ZERO,
+            pending: VecDeque::new(),
+            last_input_tick: 0,
+            decode: DecodeStats::default(),
+            checksums_seen: 0,
+            prediction_cap: 0,
+            _input: std::marker::PhantomData,
+        }
+    }
+
+    /// What the client measured so far.
+    pub(crate) fn stats(&self) -> &RelayClientStats {
+        &self.stats
+    }
+
+    /// One poll: receives from the server into `buffer`, advances the local clock (`local_tick`)
+    /// by `polls` ticks scaled by lead control, samples the local input of every new tick at
+    /// `tick + input_delay` and sends the unconfirmed inputs. `dt` is the time since the last
+    /// poll. Returns whether the session is stalling.
+    ///
+    /// The local tick is the client's clock, synchronised to the server's (plus the lead its
+    /// inputs need to arrive in time): it advances whatever the simulation can do, so inputs are
+    /// sampled and sent on time even when confirmations lag. Prediction is capped at
+    /// `max_verifiable + window` by the context. Stopping the clock at that cap (as a local
+    /// session does) would make a client whose round trip exceeds its input delay plus the
+    /// window (lockstep: window 0) send every input late: the server then waits for its hard
+    /// tolerance, confirmations come later still, and the session settles with every input of
+    /// that client replaced.
+    ///
+    /// Stalling: the clock is past what can be predicted and the prediction horizon did not move
+    /// in this poll (no new confirmations), or the clock hit its run-ahead bound (one second
+    /// past the prediction cap, and never past the input buffer).
+    pub(crate) fn poll(
+        &mut self,
+        polls: u32,
+        dt: Duration,
+        mut renet: Option<&mut RenetClient>,
+        local: &LocalInputProvider<I>,
+        local_tick: &mut Tick,
+        buffer: &mut InputBuffer<I>,
+    ) -> bool {
+        self.receive(renet.as_deref_mut(), buffer, dt);
+        let ticks = self.ticks_to_poll(polls);
+        let delay = self.input_delay() as Tick;
+        let max_verifiable = buffer.max_verifiable_tick();
+        let clock_limit = max_verifiable
+            .saturating_add(self.window)
+            .saturating_add(self.tick_rate_hz as Tick)
+            .min(buffer.storable_ticks().end().saturating_sub(delay));
+        let horizon_before = (*local_tick).min(self.prediction_cap);
+        let mut blocked = false;
+        for _ in 0..ticks {
+            let next = *local_tick + 1;
+            if next > clock_limit {
+                blocked = true;
+                break;
+            }
+            *local_tick = next;
+            self.sample_through(next + delay, local, buffer);
+        }
+        self.send(renet, buffer);
+        let cap = if self.predicted {
+            max_verifiable.saturating_add(self.window)
+        } else {
+            Tick::MAX
+        };
+        self.prediction_cap = cap;
+        let horizon = (*local_tick).min(cap);
+        blocked || (*local_tick > cap && horizon <= horizon_before)
+    }
+
+    /// Receives everything from the server into `buffer`; says hello once connected and pings
+    /// every `ping_interval_ms`. Without a renet client only the clock advances.
+    fn receive(
+        &mut self,
+        renet: Option<&mut RenetClient>,
+        buffer: &mut InputBuffer<I>,
+        dt: Duration,
+    ) {
+        self.now += dt;
+        let Some(client) = renet else {
+            return;
+        };
+        if let Some(hello) = self.handshake.hello_to_send(client.is_connected()) {
+            match client.send_msg(&ClientMessage::Hello(hello.clone())) {
+                Ok(()) => self.handshake.on_hello_sent(),
+                Err(error) => warn!("session client: hello not sent: {error}"),
+            }
+        }
+        for received in client.receive_msgs(&mut self.decode) {
+            match received.message {
+                Ok(message) => self.on_message(client, buffer, message),
+                Err(error) => {
+                    self.stats.rejected_messages += 1;
+                    debug!("session client: bad message: {error}");
+                    if self.handshake.on_decode_error(&error) {
+                        self.on_join_refused();
+                    }
+                }
+            }
+        }
+        if self.now.saturating_sub(self.last_ping).as_millis() as u32
+            >= self.config.ping_interval_ms
+        {
+            self.last_ping = self.now;
+            let _ = client.send_msg(&ClientMessage::Ping {
+                t: millis_u32(self.now),
+            });
+        }
+    }
+
+    fn on_message(
+        &mut self,
+        client: &mut RenetClient,
+        buffer: &mut InputBuffer<I>,
+        message: ServerMessage,
+    ) {
+        match message {
+            ServerMessage::Welcome(welcome) => {
+                let slot = welcome.player_slot;
+                if self.handshake.on_welcome(welcome) {
+                    if self.handshake.is_joined() {
+                        self.stats.slot = slot;
+                        info!("session client: welcomed as player {slot:?}");
+                    } else {
+                        self.on_join_refused();
+                    }
+                }
+            }
+            ServerMessage::Rejected { reason } => {
+                if self.handshake.on_rejected(reason) {
+                    self.on_join_refused();
+                }
+            }
+            ServerMessage::Ping { t } => {
+                let _ = client.send_msg(&ClientMessage::Pong { t });
+            }
+            ServerMessage::Pong { t, .. } => {
+                if self.rtt.on_pong(t, millis_u32(self.now)).is_some() {
+                    self.stats.rtt_ms = self.rtt.rtt_ms_or(0.0);
+                    self.stats.jitter_ms = self.rtt.jitter_ms();
+                }
+            }
+            ServerMessage::Session(SessionServerMessage::Start { .. }) => {
+                self.stats.started = true;
+            }
+            ServerMessage::Session(SessionServerMessage::ConfirmedInputs { first_tick, sets }) => {
+                self.on_confirmed(buffer, first_tick, &sets);
+            }
+            ServerMessage::Session(SessionServerMessage::Clock {
+                input_lead_ticks, ..
+            }) => {
+                self.stats.input_lead_ticks = input_lead_ticks;
+            }
+            ServerMessage::Session(SessionServerMessage::Desync { tick }) => {
+                self.stats.desyncs_reported += 1;
+                error!("session client: the server reports a desync at tick {tick}");
+            }
+            ServerMessage::Session(SessionServerMessage::PlayerLeft { slot }) => {
+                info!("session client: player {slot} left; the server replaces its inputs");
+            }
+            ServerMessage::Ownership(_) => {}
+        }
+    }
+
+    /// The handshake ended in a refusal: logs it and keeps the reason in the stats.
+    fn on_join_refused(&mut self) {
+        if let JoinStatus::Rejected(reason) = self.handshake.status() {
+            error!("session client: rejected by the server: {reason:?}");
+            self.stats.rejected = Some(format!("{reason:?}"));
+        }
+    }
+
+    /// Decodes confirmed input sets from `first_tick` on into `buffer` (ticks already verifiable
+    /// or discarded are skipped) and counts replaced, late and rejected inputs.
+    fn on_confirmed(
+        &mut self,
+        buffer: &mut InputBuffer<I>,
+        first_tick: Tick,
+        sets: &[simsync_net::InputSet],
+    ) {
+        for (i, set) in sets.iter().enumerate() {
+            let tick = first_tick.saturating_add(i as Tick);
+            if tick <= buffer.discarded_through() || buffer.max_verifiable_tick() >= tick {
+                continue;
+            }
+            for (p, bytes) in set.inputs.iter().enumerate() {
+                let Ok(player) = PlayerIndex::try_from(p) else {
+                    self.stats.rejected_inputs += 1;
+                    continue;
+                };
+                let Ok(input) = simsync_net::decode::<I>(bytes) else {
+                    self.stats.rejected_inputs += 1;
+                    continue;
+                };
+                match buffer.confirm(player, tick, input) {
+                    Ok(ConfirmOutcome::New) => {
+                        if set.is_replaced(p) {
+                            self.stats.replaced_inputs += 1;
+                            if self.stats.slot == Some(player) {
+                                self.stats.late_inputs += 1;
+                            }
+                        }
+                    }
+                    Ok(ConfirmOutcome::Duplicate) => {}
+                    Err(_) => self.stats.rejected_inputs += 1,
+                }
+            }
+        }
+    }
+
+    /// Ticks to poll this update: `base` ticks scaled by the clock speed, plus snaps (lead
+    /// control). 0 until welcomed and started.
+    fn ticks_to_poll(&mut self, base: u32) -> u32 {
+        if !self.stats.started || self.stats.slot.is_none() {
+            return 0;
+        }
+        let tick_rate_hz = self.tick_rate_hz;
+        let target = target_lead_ticks(0.0, self.stats.jitter_ms, tick_rate_hz);
+        // The lead is measured at the server: a correction shows in it only about one round trip
+        // later. Until then (after a snap) the reported lead is stale: acting on it again would
+        // correct twice and overshoot, so the clock runs at real speed.
+        let settling = self.now < self.snap_cooldown_until;
+        match self
+            .lead
+            .adjust(f64::from(self.stats.input_lead_ticks), target)
+        {
+            _ if settling => self.stats.speed = 1.0,
+            ClockAdjustment::Speed(factor) => self.stats.speed = factor,
+            ClockAdjustment::Snap { ticks } => {
+                self.clock.jump(i64::from(ticks));
+                self.stats.snaps += 1;
+                // A conservative round trip, as TCP's retransmission timeout (RFC 6298:
+                // srtt + 4·rttvar): the smoothed RTT lags a sudden RTT increase, the very case
+                // that makes the lead jump. Plus a tick for the server's report.
+                let wait_ms = self.stats.rtt_ms
+                    + 4.0 * self.stats.jitter_ms
+                    + 1_000.0 / f64::from(tick_rate_hz.max(1));
+                self.snap_cooldown_until = self.now + Duration::from_secs_f64(wait_ms / 1_000.0);
+                self.stats.speed = 1.0;
+            }
+        }
+        // A backward snap beyond this update's ticks stays as a debt in the clock; ticks beyond
+        // `MAX_CLIENT_POLLS` (a large forward snap) are dropped: lead control snaps again if the
+        // lead is still off.
+        self.clock.set_speed(self.stats.speed);
+        self.clock
+            .advance_ticks(f64::from(base))
+            .min(MAX_CLIENT_POLLS)
+    }
+
+    /// The input delay for new inputs: fixed, or picked from the RTT.
+    fn input_delay(&mut self) -> u32 {
+        let delay = self.config.fixed_input_delay.unwrap_or_else(|| {
+            input_delay_ticks(
+                self.stats.rtt_ms,
+                self.tick_rate_hz,
+                self.config.min_input_delay,
+                self.config.input_delay_start_ms,
+                self.config.max_input_delay,
+            )
+        });
+        self.stats.input_delay_ticks = delay;
+        delay
+    }
+
+    /// Records this client's local input for every tick up to `for_tick` not sampled yet (a
+    /// grown delay fills the gap; a shrunk one samples nothing). Nothing before the welcome.
+    fn sample_through(
+        &mut self,
+        for_tick: Tick,
+        local: &LocalInputProvider<I>,
+        buffer: &mut InputBuffer<I>,
+    ) {
+        let Some(slot) = self.stats.slot else {
+            return;
+        };
+        while self.last_input_tick < for_tick {
+            self.last_input_tick += 1;
+            let tick = self.last_input_tick;
+            let input = local.input(slot, tick);
+            let bytes = simsync_net::encode(&input).unwrap_or_default();
+            if let Err(error) = buffer.set_local(slot, tick, input) {
+                debug!("session client: local input for tick {tick} not stored: {error}");
+            }
+            self.pending.push_back((tick, bytes));
+        }
+    }
+
+    /// Sends unconfirmed local inputs (at least the last `input_redundancy`).
+    fn send(&mut self, renet: Option<&mut RenetClient>, buffer: &InputBuffer<I>) {
+        let Some(slot) = self.stats.slot else {
+            return;
+        };
+        let confirmed = buffer.confirmed_through(slot).unwrap_or(0);
+        let keep = self.config.input_redundancy.max(1) as usize;
+        while self.pending.len() > keep
+            && self.pending.front().is_some_and(|(t, _)| *t <= confirmed)
+        {
+            self.pending.pop_front();
+        }
+        while self.pending.len() > 64 {
+            self.pending.pop_front();
+        }
+        let Some(first_tick) = self.pending.front().map(|(t, _)| *t) else {
+            return;
+        };
+        let inputs: Vec<Vec<u8>> = self.pending.iter().map(|(_, b)| b.clone()).collect();
+        let message = ClientMessage::Session(SessionClientMessage::Inputs {
+            first_tick,
+            inputs,
+            ack_tick: buffer.max_verifiable_tick(),
+        });
+        if let Some(client) = renet {
+            match client.send_msg(&message) {
+                Ok(()) => {
+                    if let Ok(bytes) = simsync_net::encode(&message) {
+                        self.stats.input_bytes_sent += bytes.len() as u64;
+                    }
+                }
+                Err(error) => debug!("session client: inputs not sent: {error}"),
+            }
+        }
+    }
+
+    /// Sends the checksum of a verified tick to the server (desync detection), every
+    /// `checksum_every`-th one.
+    pub(crate) fn send_checksum(
+        &mut self,
+        renet: Option<&mut RenetClient>,
+        tick: Tick,
+        checksum: u64,
+    ) {
+        self.checksums_seen += 1;
+        if !self
+            .checksums_seen
+            .is_multiple_of(self.config.checksum_every.max(1))
+        {
+            return;
+        }
+        if let Some(client) = renet {
+            let message = ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum });
+            let _ = client.send_msg(&message);
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! The decoder's allocation bound, measured ([wire rule 3](simsync_net::rules)): no decode of
+//! any bytes makes an allocation above `MAX_MESSAGE_BYTES`.
+//!
+//! Its own test binary because it installs a global allocator that records the largest single
+//! allocation (or reallocation) made on the measuring thread while a decode runs. Valid packets
+//! of every message kind are mutated with a seeded SplitMix64 (bit flips, byte replacements,
+//! truncations, inserted and overwritten large varints, appended bytes) and decoded through
+//! every decode entry point of the crate.
+//!
+//! `fuzz_ten_million_mutated_packets` is ignored (minutes in a debug build); run it by hand with
+//! `cargo test -p simsync_net --test alloc_bound -- --ignored --nocapture`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use bevy::math::{Quat, Vec3};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use simsync_net::{
+    BodyId, ClientMessage, DecodeStats, Hello, InputSet, MAX_MESSAGE_BYTES, NetError, OwnerRecord,
+    OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, ParticipantId, Protocols,
+    RejectReason, ServerHandshake, ServerMessage, SessionClientMessage, SessionServerMessage,
+    SplitMix64, Welcome, decode, decode_client_message, decode_client_message_counted,
+    decode_counted, decode_server_message, decode_server_message_counted, encode, max_decoded_len,
+    peek_handshake_version, wire_config,
+};
+
+/// The system allocator, recording the largest allocation of an armed thread.
+struct Counting;
+
+thread_local! {
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    let _ = ARMED.try_with(|armed| {
+        if armed.get() {
+            LARGEST.with(|largest| largest.set(largest.get().max(size)));
+        }
+    });
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; `note` only touches
+// const-initialized thread locals without destructors, so it never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: forwarded with the caller's pointer, layout and size.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Runs `f` and returns its result with the largest single allocation it made, in bytes.
+fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    LARGEST.with(|largest| largest.set(0));
+    ARMED.with(|armed| armed.set(true));
+    let result = f();
+    ARMED.with(|armed| armed.set(false));
+    (result, LARGEST.with(Cell::get))
+}
+
+/// A game's input type as a user would write it: fixed fields, a list, text and maps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct GameInput {
+    buttons: u16,
+    stick: (i8, i8),
+    macros: Vec<u16>,
+    chat: String,
+    bindings: BTreeMap<u8, Vec<u8>>,
+    seen: HashMap<u32, u64>,
+    aim: Option<Box<[f32; 3]>>,
+}
+
+fn game_input() -> GameInput {
+    GameInput {
+        buttons: 0b1010,
+        stick: (-5, 127),
+        macros: vec![1, 300, 65_535],
+        chat: "gg".into(),
+        bindings: BTreeMap::from([(1, vec![2, 3]), (250, vec![])]),
+        seen: HashMap::from([(7, u64::MAX)]),
+        aim: Some(Box::new([0.5, -1.0, 2.0])),
+    }
+}
+
+fn body_state() -> PackedBodyState {
+    PackedBodyState::new(
+        BodyId(42),
+        70_000,
+        Vec3::new(1.5, -2.25, 1e6),
+        Quat::from_rotation_z(1.0),
+        Vec3::new(0.1, 0.2, 0.3),
+        Vec3::new(-4.0, 5.0, -6.0),
+    )
+}
+
+fn welcome() -> Welcome {
+    let mut server = ServerHandshake::new(Protocols::ALL).with_tick_rate_hz(60);
+    server
+        .on_hello(1, &Hello::new(Protocols::ALL, "ada"), 99, || Ok(Some(1)))
+        .expect("a fresh server accepts")
+}
+
+fn input_sets() -> Vec<InputSet> {
+    vec![
+        InputSet {
+            inputs: vec![vec![1], vec![2, 2], vec![]],
+            replaced: 0b100,
+        };
+        3
+    ]
+}
+
+/// One valid encoded packet of every kind the crate decodes.
+fn valid_packets() -> Vec<Vec<u8>> {
+    let client = [
+        ClientMessage::Hello(Hello::new(Protocols::ALL, "player one")),
+        ClientMessage::Ping { t: u32::MAX },
+        ClientMessage::Goodbye,
+        ClientMessage::Session(SessionClientMessage::Inputs {
+            first_tick: -3,
+            inputs: vec![vec![], vec![1, 2, 3], vec![255; 40]],
+            ack_tick: i32::MIN,
+        }),
+        ClientMessage::Session(SessionClientMessage::Checksum {
+            tick: 600,
+            checksum: u64::MAX,
+        }),
+        ClientMessage::Ownership(OwnershipClientMessage::Bid {
+            body: BodyId(u64::MAX),
+            priority: 128,
+        }),
+        ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(body_state())),
+    ];
+    let server = [
+        ServerMessage::Welcome(welcome()),
+        ServerMessage::Rejected {
+            reason: RejectReason::Other("full moon".into()),
+        },
+        ServerMessage::Pong {
+            t: 5,
+            server_time_ms: 99,
+        },
+        ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
+            first_tick: 100,
+            sets: input_sets(),
+        }),
+        ServerMessage::Ownership(OwnershipServerMessage::Snapshot(vec![
+            OwnerRecord {
+                body: BodyId(1),
+                owner: Some(ParticipantId(2)),
+                priority: 128,
+            };
+            4
+        ])),
+        ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
+            owner: ParticipantId(3),
+            state: body_state(),
+        }),
+    ];
+    let mut packets: Vec<Vec<u8>> = client.iter().map(|m| encode(m).unwrap()).collect();
+    packets.extend(server.iter().map(|m| encode(m).unwrap()));
+    packets.push(encode(&Hello::new(Protocols::SESSION, "solo")).unwrap());
+    packets.push(encode(&welcome()).unwrap());
+    packets.push(encode(&input_sets()[0]).unwrap());
+    packets.push(encode(&vec![9u8; 300]).unwrap());
+    packets.push(encode(&game_input()).unwrap());
+    packets
+}
+
+/// Varints that announce huge lengths: u16, u32, u64 and u128 markers, all ones.
+const LARGE_VARINTS: [&[u8]; 4] = [
+    &[0xFB, 0xFF, 0xFF],
+    &[0xFC, 0xFF, 0xFF, 0xFF, 0xFF],
+    &[0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF],
+    &[
+        0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+        0xFF, 0xFF,
+    ],
+];
+
+fn below(rng: &mut SplitMix64, n: usize) -> usize {
+    (rng.next_u64() % n.max(1) as u64) as usize
+}
+
+/// One to three random mutations of `packet`.
+fn mutate(rng: &mut SplitMix64, packet: &mut Vec<u8>) {
+    for _ in 0..=below(rng, 3) {
+        let at = below(rng, packet.len() + 1);
+        match below(rng, 6) {
+            0 if at < packet.len() => packet[at] ^= 1 << below(rng, 8),
+            1 if at < packet.len() => {
+                const SPECIAL: [u8; 6] = [0x00, 0x01, 0xFB, 0xFC, 0xFD, 0xFF];
+                packet[at] = if rng.next_u64() & 1 == 0 {
+                    SPECIAL[below(rng, SPECIAL.len())]
+                } else {
+                    rng.next_u64() as u8
+                };
+            }
+            2 => packet.truncate(at),
+            3 => {
+                let varint = LARGE_VARINTS[below(rng, LARGE_VARINTS.len())];
+                packet.splice(at..at, varint.iter().copied());
+            }
+            4 => {
+                let varint = LARGE_VARINTS[below(rng, LARGE_VARINTS.len())];
+                let end = (at + varint.len()).min(packet.len());
+                packet.splice(at..end, varint.iter().copied());
+            }
+            _ => packet.extend((0..below(rng, 8)).map(|_| rng.next_u64() as u8)),
+        }
+    }
+}
+
+fn decode_as<T: DeserializeOwned>(bytes: &[u8], stats: &mut DecodeStats) {
+    let _ = decode::<T>(bytes);
+    let _ = decode_counted::<T>(bytes, stats);
+}
+
+/// Decodes `bytes` through every entry point and as every message type.
+fn decode_everywhere(bytes: &[u8], stats: &mut DecodeStats) {
+    let _ = decode_client_message(bytes);
+    let _ = decode_client_message_counted(bytes, stats);
+    let _ = decode_server_message(bytes);
+    let _ = decode_server_message_counted(bytes, stats);
+    let _ = peek_handshake_version(bytes);
+    decode_as::<Hello>(bytes, stats);
+    decode_as::<Welcome>(bytes, stats);
+    decode_as::<InputSet>(bytes, stats);
+    decode_as::<Vec<u8>>(bytes, stats);
+    decode_as::<GameInput>(bytes, stats);
+}
+
+struct FuzzReport {
+    packets: u64,
+    largest: usize,
+    accepted: u64,
+    rejected: u64,
+}
+
+fn fuzz(seed: u64, packets: u64) -> FuzzReport {
+    let valid = valid_packets();
+    let mut rng = SplitMix64::new(seed);
+    let mut stats = DecodeStats::default();
+    let mut largest = 0;
+    for _ in 0..packets {
+        let mut packet = valid[below(&mut rng, valid.len())].clone();
+        mutate(&mut rng, &mut packet);
+        let ((), size) = largest_allocation(|| decode_everywhere(&packet, &mut stats));
+        assert!(
+            size <= MAX_MESSAGE_BYTES,
+            "{size}-byte allocation decoding {packet:02X?}"
+        );
+        largest = largest.max(size);
+    }
+    FuzzReport {
+        packets,
+        largest,
+        accepted: stats.accepted,
+        rejected: stats.rejected(),
+    }
+}
+
+/// `04 00 00 FC FF FF FF FF`: `ClientMessage::Session(Inputs)` at tick 0 announcing
+/// 4,294,967,295 inputs in 8 bytes.
+const LONG_LIST_PACKET: [u8; 8] = [0x04, 0x00, 0x00, 0xFC, 0xFF, 0xFF, 0xFF, 0xFF];
+
+#[test]
+fn an_eight_byte_packet_no_longer_allocates_one_mebibyte() {
+    // bincode's serde path on its own pre-allocates 1 MiB of inputs (43,690 × 24 bytes).
+    let (raw, raw_largest) = largest_allocation(|| {
+        bincode::serde::decode_from_slice::<ClientMessage, _>(&LONG_LIST_PACKET, wire_config())
+    });
+    assert!(raw.is_err());
+    assert_eq!(raw_largest, 43_690 * 24);
+    // Through the crate: no allocation at all, and a typed error.
+    let (result, largest) = largest_allocation(|| decode_client_message(&LONG_LIST_PACKET));
+    assert!(matches!(result, Err(NetError::Truncated)), "{result:?}");
+    assert_eq!(largest, 0);
+    let (result, largest) = largest_allocation(|| decode::<Vec<Vec<u8>>>(&LONG_LIST_PACKET[3..]));
+    assert!(matches!(result, Err(NetError::Truncated)), "{result:?}");
+    assert_eq!(largest, 0);
+}
+
+#[test]
+fn the_largest_valid_byte_list_decodes_within_the_bound() {
+    // 65,000 bytes: the buffer doubles up to exactly the limit.
+    let bytes = encode(&vec![7u8; 65_000]).unwrap();
+    let (result, largest) = largest_allocation(|| decode::<Vec<u8>>(&bytes));
+    assert_eq!(result.unwrap().len(), 65_000);
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+}
+
+#[test]
+fn a_list_that_would_need_more_memory_than_the_limit_is_oversized() {
+    // 2,048 empty inputs need 2,048 × 24 bytes: accepted. 2,049 would grow the buffer to
+    // 4,096 × 24 bytes: refused before it grows.
+    let fits = encode(&vec![Vec::<u8>::new(); 2048]).unwrap();
+    let (result, largest) = largest_allocation(|| decode::<Vec<Vec<u8>>>(&fits));
+    assert_eq!(result.unwrap().len(), 2048);
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+    let too_many = encode(&vec![Vec::<u8>::new(); 2049]).unwrap();
+    let mut stats = DecodeStats::default();
+    let (result, largest) =
+        largest_allocation(|| decode_counted::<Vec<Vec<u8>>>(&too_many, &mut stats));
+    assert!(
+        matches!(result, Err(NetError::Oversized { .. })),
+        "{result:?}"
+    );
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+    assert_eq!(stats.oversized, 1);
+}
+
+#[test]
+fn a_snapshot_of_the_longest_decodable_length_decodes_and_one_more_does_not() {
+    let longest = max_decoded_len::<OwnerRecord>();
+    assert_eq!(longest, 4096);
+    let record = OwnerRecord {
+        body: BodyId(1),
+        owner: Some(ParticipantId(2)),
+        priority: 3,
+    };
+    let snapshot =
+        |len| ServerMessage::Ownership(OwnershipServerMessage::Snapshot(vec![record; len]));
+    let bytes = encode(&snapshot(longest)).unwrap();
+    let (result, largest) = largest_allocation(|| decode_server_message(&bytes));
+    assert_eq!(result.unwrap(), snapshot(longest));
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+    let bytes = encode(&snapshot(longest + 1)).unwrap();
+    let (result, largest) = largest_allocation(|| decode_server_message(&bytes));
+    assert!(
+        matches!(result, Err(NetError::Oversized { .. })),
+        "{result:?}"
+    );
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+}
+
+#[test]
+fn a_large_map_stays_within_the_bound() {
+    let map: HashMap<u32, u64> = (0..5_000).map(|k| (k, u64::from(k))).collect();
+    let bytes = encode(&map).unwrap();
+    let (result, largest) = largest_allocation(|| decode::<HashMap<u32, u64>>(&bytes));
+    assert!(
+        matches!(result, Err(NetError::Oversized { .. })),
+        "{result:?}"
+    );
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+    let small: HashMap<u32, u64> = (0..500).map(|k| (k, u64::from(k))).collect();
+    let bytes = encode(&small).unwrap();
+    let (result, largest) = largest_allocation(|| decode::<HashMap<u32, u64>>(&bytes));
+    assert_eq!(result.unwrap(), small);
+    assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+}
+
+#[test]
+fn every_valid_packet_round_trips() {
+    // The mutations start from packets that decode: the fuzz explores around real messages.
+    let mut stats = DecodeStats::default();
+    for packet in valid_packets() {
+        let ((), largest) = largest_allocation(|| decode_everywhere(&packet, &mut stats));
+        assert!(largest <= MAX_MESSAGE_BYTES);
+    }
+    assert_eq!(
+        decode::<GameInput>(&encode(&game_input()).unwrap()).unwrap(),
+        game_input()
+    );
+    assert!(stats.accepted >= valid_packets().len() as u64);
+}
+
+#[test]
+fn fuzz_mutated_packets_through_every_entry_point() {
+    let report = fuzz(0x5EED_0009, 200_000);
+    assert_eq!(report.packets, 200_000);
+    assert!(report.largest <= MAX_MESSAGE_BYTES);
+    // The mutations reach both outcomes.
+    assert!(report.accepted > 0 && report.rejected > 0);
+}
+
+#[test]
+#[ignore = "about ten million packets: run by hand with --ignored --nocapture"]
+fn fuzz_ten_million_mutated_packets() {
+    let start = Instant::now();
+    let report = fuzz(0x5EED_0010, 10_000_000);
+    println!(
+        "{} packets, largest single allocation during decode {} bytes, {} accepted / {} \
+         rejected decodes, {:.1} s",
+        report.packets,
+        report.largest,
+        report.accepted,
+        report.rejected,
+        start.elapsed().as_secs_f64()
+    );
+    assert!(report.largest <= MAX_MESSAGE_BYTES);
+}

@@ -1,0 +1,8 @@
+//! Integration tests of `simsync_time`, one binary:
+//!
+//! - `virtual_time`: property tests of instants, tick rates and the event queue (time rules
+//!   1–10 in `simsync_time::rules`);
+//! - `frame`: frame phases and double-buffered state in running Apps (time rules 11–15).
+
+mod frame;
+mod virtual_time;

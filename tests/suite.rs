@@ -1,0 +1,20 @@
+//! The root package's integration tests, as one test binary (each binary links Bevy, so one
+//! per crate keeps a cold `cargo test` short). One module per behaviour area:
+//!
+//! - `deterministic`: the deterministic session in one process (rollback exactness, determinism,
+//!   entity, resource and change-detection lifecycles);
+//! - `network`: networked sessions over the in-memory transport with a link conditioner, and UDP;
+//! - `frame_phases`: frame phases and virtual-time events inside the simulation worlds;
+//! - `sandbox_assets`: the sandbox example's loaders, CLI rules and shipped assets;
+//! - `module_graph`: no module cycle inside any crate.
+
+mod common;
+mod deterministic;
+mod frame_phases;
+mod module_graph;
+mod network;
+mod sandbox_assets;
+
+// The sandbox's ownership-script loader names its error type `crate::error` (the example's root
+// module); in this binary that module lives under `sandbox_assets`.
+use sandbox_assets::error;
