@@ -94,7 +94,7 @@ pub use components::{
 };
 pub use config::OwnershipConfig;
 pub use error::OwnershipError;
-pub use limits::{EntityServerLimits, RateLimit, RateLimitedCounts};
+pub use limits::{EntityServerLimits, RateLimitedCounts};
 pub use messages::{BidRefused, OwnershipChanged};
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError};
@@ -104,6 +104,8 @@ pub use server::{EntityServer, EntityServerStats};
 pub use sets::OwnershipSet;
 /// Where a participant is in `simsync_net`'s one handshake ([`OwnershipClient::status`]).
 pub use simsync_net::JoinStatus;
+/// One token bucket's numbers, for [`EntityServerLimits`]: `simsync_net`'s type.
+pub use simsync_net::RateLimit;
 /// Why the entity server refused a message: `simsync_net`'s type, the same on the wire.
 pub use simsync_net::RefusalReason;
 pub use wire::{MAX_STATE_MAGNITUDE, state_from_wire, state_to_wire};

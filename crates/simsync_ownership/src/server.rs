@@ -44,8 +44,8 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
     ClientMessage, DecodeStats, NetChannel, NetClock, NetError, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, Protocols, RefusalReason, RejectReason,
-    ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
+    OwnershipClientMessage, OwnershipServerMessage, Protocols, RateLimiter, RefusalReason,
+    RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
 };
 
 use crate::arbiter::{OwnershipArbiter, RefusalCounts};
@@ -55,7 +55,7 @@ use crate::coalesce::PendingOwners;
 use crate::components::{BodyNetId, OwnershipLock, SimulationOwner};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
-use crate::limits::{ConnectionLimits, EntityServerLimits, Limited, RateLimitedCounts};
+use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::OwnershipChanged;
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, SequenceFilter};
@@ -167,7 +167,7 @@ pub struct EntityServer {
     decode: DecodeStats,
     limits: EntityServerLimits,
     /// Rate-limit buckets per joined connection.
-    buckets: HashMap<ClientId, ConnectionLimits>,
+    buckets: HashMap<ClientId, RateLimiter<Limited>>,
     /// Ownership changes of this update, broadcast at its end.
     pending: PendingOwners,
     /// Participants whose control channel overflowed: they get the full owner table once it
@@ -537,8 +537,8 @@ impl EntityServer {
         let admitted = self
             .buckets
             .entry(client)
-            .or_insert_with(|| ConnectionLimits::new(limits, io.now))
-            .admit(kind, io.now);
+            .or_insert_with(|| limits.limiter())
+            .try_take(kind, io.now);
         if !admitted {
             self.stats.rate_limited.add(kind);
             trace!("entity server: {from} over its {kind:?} limit, dropped");
