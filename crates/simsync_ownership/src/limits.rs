@@ -1,17 +1,22 @@
-//! The entity server's per-connection rate limits ([`EntityServerLimits`]): one token bucket per
-//! connection for each of bids, releases and state updates (`simsync_net`'s [`RateLimiter`]); a
-//! message over its limit is dropped and counted ([`RateLimitedCounts`]). See
-//! [rate limits](crate::rules#rate-limits).
+//! The entity server's per-connection rate limits ([`EntityServerLimits`]): token buckets
+//! (`simsync_net`'s [`RateLimiter`]) per connection for bids, for releases, and for state
+//! updates per owned body; a message over its limit is dropped and counted
+//! ([`RateLimitedCounts`]). See [rate limits](crate::rules#rate-limits).
+
+use core::time::Duration;
 
 use bevy::prelude::*;
 use simsync_net::{RateLimit, RateLimiter};
 
 use crate::error::OwnershipError;
+use crate::priority::BodyId;
 
 /// The entity server's per-connection limits, one [`RateLimit`] per kind of message a
 /// participant sends ([rate limits](crate::rules#rate-limits)). Defaults: bids and releases
-/// [`RateLimit::OWNERSHIP_REQUESTS`] (30/s each, burst 60), state updates 640/s, burst 640
-/// (ten bodies updated every frame at 64 Hz).
+/// [`RateLimit::OWNERSHIP_REQUESTS`] (30/s each, burst 60); state updates 128/s, burst 32,
+/// **per body the sender owns** (an owner sends at most one update per body per frame), plus
+/// one more such bucket shared by its updates about bodies it does not own (which are refused
+/// anyway). An owner of many moving bodies (a collapsing pile) is therefore never limited.
 ///
 /// An honest participant bids once per body and interaction and resends at most every
 /// `bid_resend_interval`, so it stays far below these; a dropped bid or release is resent by
@@ -22,7 +27,7 @@ pub struct EntityServerLimits {
     pub bids: RateLimit,
     /// `Release` messages.
     pub releases: RateLimit,
-    /// `StateUpdate` messages.
+    /// `StateUpdate` messages, per body the sender owns (and once more for all others).
     pub state_updates: RateLimit,
 }
 
@@ -31,7 +36,7 @@ impl Default for EntityServerLimits {
         Self {
             bids: RateLimit::OWNERSHIP_REQUESTS,
             releases: RateLimit::OWNERSHIP_REQUESTS,
-            state_updates: RateLimit::per_tick(64, 10),
+            state_updates: RateLimit::new(128, 32),
         }
     }
 }
@@ -67,12 +72,28 @@ impl EntityServerLimits {
         Ok(())
     }
 
-    /// One connection's buckets, full.
+    /// One connection's buckets for bids and releases, full; state-update buckets are added
+    /// by [`admit`](Self::admit) as bodies come up.
     pub(crate) fn limiter(&self) -> RateLimiter<Limited> {
         RateLimiter::new()
             .with_limit(Limited::Bid, self.bids)
             .with_limit(Limited::Release, self.releases)
-            .with_limit(Limited::StateUpdate, self.state_updates)
+    }
+
+    /// Whether a message of `kind` at `now` is within `limiter`'s limits (taking a token if so);
+    /// a state-update bucket is created full the first time its body (or `None`) is seen.
+    pub(crate) fn admit(
+        &self,
+        limiter: &mut RateLimiter<Limited>,
+        kind: Limited,
+        now: Duration,
+    ) -> bool {
+        if let Limited::StateUpdate(_) = kind
+            && limiter.bucket(kind).is_none()
+        {
+            limiter.set_limit(kind, self.state_updates);
+        }
+        limiter.try_take(kind, now)
     }
 }
 
@@ -81,7 +102,8 @@ impl EntityServerLimits {
 pub(crate) enum Limited {
     Bid,
     Release,
-    StateUpdate,
+    /// About a body the sender owns (`Some`), or any other body (`None`).
+    StateUpdate(Option<BodyId>),
 }
 
 /// Messages the entity server dropped for going over a connection's [`RateLimit`], per kind.
@@ -105,19 +127,17 @@ impl RateLimitedCounts {
         match kind {
             Limited::Bid => self.bids += 1,
             Limited::Release => self.releases += 1,
-            Limited::StateUpdate => self.state_updates += 1,
+            Limited::StateUpdate(_) => self.state_updates += 1,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use core::time::Duration;
-
     use super::*;
 
     #[test]
-    fn kinds_have_separate_buckets_of_their_limits() {
+    fn kinds_and_owned_bodies_have_separate_buckets() {
         let limits = EntityServerLimits {
             bids: RateLimit::new(10, 1),
             releases: RateLimit::new(1, 1),
@@ -125,17 +145,20 @@ mod tests {
         };
         let mut c = limits.limiter();
         let t = Duration::ZERO;
-        assert!(c.try_take(Limited::Bid, t));
-        assert!(!c.try_take(Limited::Bid, t));
-        assert!(c.try_take(Limited::Release, t));
-        assert!(c.try_take(Limited::StateUpdate, t));
-        assert!(c.try_take(Limited::StateUpdate, t));
-        assert!(!c.try_take(Limited::StateUpdate, t));
+        let admitted = |c: &mut RateLimiter<Limited>, kind, n: usize| {
+            (0..n).filter(|_| limits.admit(c, kind, t)).count()
+        };
+        assert_eq!(admitted(&mut c, Limited::Bid, 5), 1);
+        assert_eq!(admitted(&mut c, Limited::Release, 5), 1);
+        // Two per owned body, and two for all bodies not owned.
+        for body in [Some(BodyId(1)), Some(BodyId(2)), None] {
+            assert_eq!(admitted(&mut c, Limited::StateUpdate(body), 5), 2);
+        }
         // 100 ms refills one bid at 10/s.
-        assert!(c.try_take(Limited::Bid, Duration::from_millis(100)));
+        assert!(limits.admit(&mut c, Limited::Bid, Duration::from_millis(100)));
         let mut counts = RateLimitedCounts::default();
         counts.add(Limited::Bid);
-        counts.add(Limited::StateUpdate);
+        counts.add(Limited::StateUpdate(None));
         assert_eq!(counts.total(), 2);
     }
 

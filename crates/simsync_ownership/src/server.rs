@@ -528,17 +528,19 @@ impl EntityServer {
         channel: NetChannel,
         msg: OwnershipClientMessage,
     ) {
-        let kind = match msg {
+        let kind = match &msg {
             OwnershipClientMessage::Bid { .. } => Limited::Bid,
             OwnershipClientMessage::Release { .. } => Limited::Release,
-            OwnershipClientMessage::StateUpdate(_) => Limited::StateUpdate,
+            OwnershipClientMessage::StateUpdate(state) => Limited::StateUpdate(
+                Some(state.body).filter(|b| self.arbiter.owner(*b).is_some_and(|(o, _)| o == from)),
+            ),
         };
         let limits = &self.limits;
-        let admitted = self
+        let limiter = self
             .buckets
             .entry(client)
-            .or_insert_with(|| limits.limiter())
-            .try_take(kind, io.now);
+            .or_insert_with(|| limits.limiter());
+        let admitted = limits.admit(limiter, kind, io.now);
         if !admitted {
             self.stats.rate_limited.add(kind);
             trace!("entity server: {from} over its {kind:?} limit, dropped");

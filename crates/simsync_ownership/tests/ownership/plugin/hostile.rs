@@ -279,3 +279,29 @@ fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
         assert!(s.owners_agree(body), "{body}");
     }
 }
+
+/// The limits never touch an honest owner of many moving bodies: participant 1 pokes 40
+/// falling bodies and sends their states for 2 s (over a thousand updates a second), none is
+/// dropped.
+#[test]
+fn an_honest_owner_of_many_moving_bodies_is_not_rate_limited() {
+    let ids: Vec<u64> = (1..=40).collect();
+    let bodies: Vec<Body> = ids
+        .iter()
+        .map(|&id| Body::falling(id, Vec3::new(id as f32 * 2.0, 0.0, 0.0)))
+        .collect();
+    let mut s = Session::perfect(3, &bodies);
+    for &body in &ids {
+        s.command(0, body, |e| {
+            e.poke();
+        });
+    }
+    s.run(steps(2_000));
+    let stats = s.server_stats();
+    println!(
+        "honest pile: {} state updates received in 2 s, {} relayed, dropped {:?}",
+        stats.state_updates_received, stats.state_updates_relayed, stats.rate_limited
+    );
+    assert_eq!(stats.rate_limited, Default::default());
+    assert!(stats.state_updates_received > 2_000, "{stats:?}");
+}
