@@ -30,6 +30,17 @@ fn in_a_row(ids: impl Iterator<Item = u64>) -> Vec<Body> {
         .collect()
 }
 
+/// The server and every participant agree on the owner of each of `bodies`.
+fn assert_owners_agree(s: &Session, bodies: &[u64]) {
+    for &body in bodies {
+        assert!(
+            s.owners_agree(body),
+            "{body}: server {:?}",
+            s.server_owner(body)
+        );
+    }
+}
+
 /// Messages per step from the flooding participant: 157 × 64 Hz ≈ 10,000 per second.
 const FLOOD_PER_STEP: u32 = 157;
 
@@ -96,9 +107,7 @@ fn a_flooding_participant_does_not_delay_honest_grants() {
         assert_eq!(s.server_owner(body), Some((me, Priority::GRAB)));
     }
     s.run(steps(300));
-    for &body in &honest {
-        assert!(s.owners_agree(body), "{body}");
-    }
+    assert_owners_agree(&s, &honest);
 }
 
 /// With rate limits off, participant 2 grabs and releases five bodies ten times each in every
@@ -154,13 +163,7 @@ fn ownership_churn_is_coalesced_to_one_record_per_body_per_update() {
     assert!(stats.owner_records_broadcast <= u64::from(frames) * churned.len() as u64);
     assert!(stats.owner_changes_coalesced >= changes - stats.owner_records_broadcast);
     s.run(steps(500));
-    for &body in &churned {
-        assert!(
-            s.owners_agree(body),
-            "{body}: server {:?}",
-            s.server_owner(body)
-        );
-    }
+    assert_owners_agree(&s, &churned);
 }
 
 /// A connection config whose control channel holds only `bytes` unacknowledged bytes.
@@ -275,9 +278,7 @@ fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
     );
     // And it stays right.
     s.run(steps(500));
-    for &body in &ids {
-        assert!(s.owners_agree(body), "{body}");
-    }
+    assert_owners_agree(&s, &ids);
 }
 
 /// The limits never touch an honest owner of many moving bodies: participant 1 pokes 40
@@ -286,9 +287,9 @@ fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
 #[test]
 fn an_honest_owner_of_many_moving_bodies_is_not_rate_limited() {
     let ids: Vec<u64> = (1..=40).collect();
-    let bodies: Vec<Body> = ids
-        .iter()
-        .map(|&id| Body::falling(id, Vec3::new(id as f32 * 2.0, 0.0, 0.0)))
+    let bodies: Vec<Body> = in_a_row(ids.iter().copied())
+        .into_iter()
+        .map(|b| Body::falling(b.id, b.at))
         .collect();
     let mut s = Session::perfect(3, &bodies);
     for &body in &ids {
