@@ -75,6 +75,9 @@ pub struct ParticipantStats {
     pub refusals_received: RefusalCounts,
     /// `OwnerChanged` received.
     pub owner_changes_received: u64,
+    /// `Snapshot`s received: the owner table on joining, or part of a full one after the
+    /// entity server could not deliver every change (resync).
+    pub owner_tables_received: u64,
     /// Bodies whose velocities were zeroed locally: on release at rest (ownership rule 12) or
     /// because the server cleared the owner (ownership rules 5, 12).
     pub velocities_zeroed: u64,
@@ -410,8 +413,12 @@ impl OwnershipClient {
                 self.on_owner_record(rx, record, true);
             }
             OwnershipServerMessage::Snapshot(records) => {
+                self.stats.owner_tables_received += 1;
                 for record in records {
-                    self.on_owner_record(rx, record, false);
+                    // Velocities are zeroed only where the table clears an owner we knew of
+                    // (a missed `OwnerChanged`, see resync in the rules).
+                    let was_owned = self.owner(record.body).is_some();
+                    self.on_owner_record(rx, record, was_owned);
                 }
             }
             OwnershipServerMessage::StateRelay { owner: _, state } => {

@@ -15,7 +15,7 @@
 //!   server's rules 1–5 and 7), [`ParticipantOwnership`] (a participant's rules 6–14 as a state
 //!   machine over [`BodyObservation`]s → [`Action`]s), [`OwnershipConfig`] and [`Priority`],
 //!   the send policy ([`should_send`], [`SequenceFilter`]), [`BodyState`] and its wire form
-//!   ([`state_to_wire`]), [`ActivityConfig`].
+//!   ([`state_to_wire`]), [`ActivityConfig`], the entity server's [`EntityServerLimits`].
 //! - **Errors** — [`OwnershipError`]; a refused request is a [`Refusal`] with a
 //!   [`RefusalReason`], a protocol outcome rather than an error.
 //!
@@ -64,10 +64,12 @@ mod arbiter;
 mod body;
 mod client;
 mod clock;
+mod coalesce;
 mod commands;
 mod components;
 mod config;
 mod error;
+mod limits;
 mod messages;
 mod participant;
 mod plugin;
@@ -92,6 +94,7 @@ pub use components::{
 };
 pub use config::OwnershipConfig;
 pub use error::OwnershipError;
+pub use limits::{EntityServerLimits, RateLimitedCounts};
 pub use messages::{BidRefused, OwnershipChanged};
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError};
@@ -101,6 +104,8 @@ pub use server::{EntityServer, EntityServerStats};
 pub use sets::OwnershipSet;
 /// Where a participant is in `simsync_net`'s one handshake ([`OwnershipClient::status`]).
 pub use simsync_net::JoinStatus;
+/// One token bucket's numbers, for [`EntityServerLimits`]: `simsync_net`'s type.
+pub use simsync_net::RateLimit;
 /// Why the entity server refused a message: `simsync_net`'s type, the same on the wire.
 pub use simsync_net::RefusalReason;
 pub use wire::{MAX_STATE_MAGNITUDE, state_from_wire, state_to_wire};

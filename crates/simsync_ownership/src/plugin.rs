@@ -11,6 +11,7 @@ use crate::clock::{OwnershipClock, advance_clock};
 use crate::components;
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
+use crate::limits::EntityServerLimits;
 use crate::messages::{BidRefused, OwnershipChanged};
 use crate::server::{self, EntityServer};
 use crate::sets::OwnershipSet;
@@ -44,6 +45,7 @@ pub struct OwnershipPlugin {
     config: OwnershipConfig,
     activity: ActivityConfig,
     name: String,
+    limits: EntityServerLimits,
 }
 
 impl OwnershipPlugin {
@@ -65,6 +67,7 @@ impl OwnershipPlugin {
             config: OwnershipConfig::default(),
             activity: ActivityConfig::default(),
             name: String::from("participant"),
+            limits: EntityServerLimits::default(),
         }
     }
 
@@ -79,6 +82,14 @@ impl OwnershipPlugin {
     #[must_use]
     pub fn with_activity(mut self, activity: ActivityConfig) -> Self {
         self.activity = activity;
+        self
+    }
+
+    /// The entity server's per-connection rate limits (default
+    /// [`EntityServerLimits::default`]); ignored by a participant.
+    #[must_use]
+    pub fn with_limits(mut self, limits: EntityServerLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -134,7 +145,7 @@ impl OwnershipPlugin {
     fn start_entity_server(&self, app: &mut App) -> Result<(), OwnershipError> {
         self.config.validate()?;
         self.activity.validate()?;
-        let state = EntityServer::new(self.config.clone())?;
+        let state = EntityServer::new(self.config.clone())?.with_limits(self.limits)?;
         let update = server::update.run_if(resource_exists::<RenetServer>);
         app.insert_resource(state).add_systems(
             PreUpdate,

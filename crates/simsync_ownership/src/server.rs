@@ -14,12 +14,20 @@
 //! # What the server sends
 //! - to the bidder: `Grant` or `Refused { reason }` for every bid; `Refused` for every refused
 //!   release or state update;
-//! - to every participant (control channel, reliable and ordered): `OwnerChanged` whenever a
-//!   body's owner or priority changes; when a body becomes unowned — released (ownership
-//!   rule 12), silent for `owner_silence_expiry` or its owner disconnected (ownership rule 5) —
-//!   also a `StateRelay` of the body's last known state with **zero velocities**;
+//! - to every participant (control channel, reliable and ordered), at the end of each update:
+//!   one `OwnerChanged` per body whose owner or priority changed during it, the latest
+//!   ([coalescing](crate::rules#coalescing)); for a body that ended the update unowned after being
+//!   cleared — released (ownership rule 12), silent for `owner_silence_expiry` or its owner
+//!   disconnected (ownership rule 5) — also a `StateRelay` of the body's last known state with
+//!   **zero velocities**;
+//! - to a participant whose control channel overflowed: the full owner table as `Snapshot`s,
+//!   once it fits ([resync](crate::rules#resync));
 //! - to every participant but the owner: each accepted owner state update, as a `StateRelay`
 //!   on the channel it came on.
+//!
+//! Bids, releases and state updates over their connection's
+//! [`EntityServerLimits`](crate::EntityServerLimits) are dropped unanswered and counted
+//! ([rate limits](crate::rules#rate-limits)).
 //!
 //! Relayed states are renumbered with one server sequence per body (16 bits, wrapping), so
 //! a participant can drop any stale or duplicate relay with one [`SequenceFilter`] per body,
@@ -27,6 +35,7 @@
 //! than the last one accepted from that owner for that body is dropped.
 
 use core::time::Duration;
+use std::collections::BTreeSet;
 
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -35,16 +44,18 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
     ClientMessage, DecodeStats, NetChannel, NetClock, NetError, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, Protocols, RefusalReason, RejectReason,
-    ServerHandshake, ServerMessage, ServerNetExt, millis_u32,
+    OwnershipClientMessage, OwnershipServerMessage, Protocols, RateLimiter, RefusalReason,
+    RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
 };
 
 use crate::arbiter::{OwnershipArbiter, RefusalCounts};
 use crate::body::{BodyKind, BodyState};
 use crate::clock::OwnershipClock;
+use crate::coalesce::PendingOwners;
 use crate::components::{BodyNetId, OwnershipLock, SimulationOwner};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
+use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::OwnershipChanged;
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, SequenceFilter};
@@ -62,20 +73,21 @@ pub struct EntityServerStats {
     /// Messages from connections that have not joined, and messages of other protocols:
     /// dropped.
     pub messages_ignored: u64,
-    /// Bids received (including an owner's priority changes, which travel as bids).
+    /// Bids received within the connection's rate limit (including an owner's priority
+    /// changes, which travel as bids).
     pub bids_received: u64,
     /// Bids granted (ownership rules 2, 3; a VOLUNTEER granted as RECRUIT, rule 7) and
     /// priority changes accepted (rule 4).
     pub bids_granted: u64,
     /// Bids and priority changes refused, per reason (rules 1–4, priority range).
     pub bids_refused: RefusalCounts,
-    /// Releases received.
+    /// Releases received within the connection's rate limit.
     pub releases_received: u64,
     /// Releases accepted (ownership rule 12).
     pub releases_granted: u64,
     /// Releases refused, per reason (`NotOwner`: rule 4; `UnknownBody`).
     pub releases_refused: RefusalCounts,
-    /// State updates received.
+    /// State updates received within the connection's rate limit.
     pub state_updates_received: u64,
     /// State updates from the owner relayed to the other participants (each counted once,
     /// however many it was sent to).
@@ -95,8 +107,23 @@ pub struct EntityServerStats {
     pub expiries: u64,
     /// Owners cleared because their connection closed (ownership rule 5).
     pub disconnect_clears: u64,
-    /// Messages that could not be sent (channel full, client gone).
+    /// Messages that could not be sent (channel full, client gone). A full control channel
+    /// also marks the participant for resync (`resyncs_marked`).
     pub send_errors: u64,
+    /// Bids, releases and state updates dropped for going over their connection's
+    /// [`EntityServerLimits`](crate::EntityServerLimits), per kind.
+    pub rate_limited: RateLimitedCounts,
+    /// Owner records broadcast: at most one per body per update, the body's latest
+    /// (each counted once, however many it was sent to).
+    pub owner_records_broadcast: u64,
+    /// Ownership changes never broadcast because a later change of the same body in the same
+    /// update superseded them.
+    pub owner_changes_coalesced: u64,
+    /// Times a participant was marked for resync because a reliable message to it did not fit
+    /// its control channel.
+    pub resyncs_marked: u64,
+    /// Full owner tables sent to participants marked for resync.
+    pub resyncs_sent: u64,
 }
 
 impl EntityServerStats {
@@ -138,7 +165,18 @@ pub struct EntityServer {
     filters: HashMap<(BodyId, ParticipantId), SequenceFilter>,
     stats: EntityServerStats,
     decode: DecodeStats,
+    limits: EntityServerLimits,
+    /// Rate-limit buckets per joined connection.
+    buckets: HashMap<ClientId, RateLimiter<Limited>>,
+    /// Ownership changes of this update, broadcast at its end.
+    pending: PendingOwners,
+    /// Participants whose control channel overflowed: they get the full owner table once it
+    /// fits.
+    resync: BTreeSet<ClientId>,
 }
+
+/// Owner records per `Snapshot` message of a resync table (a few KiB each).
+const TABLE_CHUNK: usize = 512;
 
 impl EntityServer {
     /// An empty server applying `config`.
@@ -155,7 +193,31 @@ impl EntityServer {
             filters: HashMap::default(),
             stats: EntityServerStats::default(),
             decode: DecodeStats::default(),
+            limits: EntityServerLimits::default(),
+            buckets: HashMap::default(),
+            pending: PendingOwners::default(),
+            resync: BTreeSet::new(),
         })
+    }
+
+    /// The server with per-connection rate limits `limits` instead of the defaults.
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] if `limits` does not validate.
+    pub fn with_limits(mut self, limits: EntityServerLimits) -> Result<Self, OwnershipError> {
+        limits.validate()?;
+        self.limits = limits;
+        Ok(self)
+    }
+
+    /// The per-connection rate limits.
+    pub fn limits(&self) -> &EntityServerLimits {
+        &self.limits
+    }
+
+    /// Participants waiting for a full owner table (their control channel overflowed).
+    pub fn awaiting_resync(&self) -> impl Iterator<Item = ClientId> + '_ {
+        self.resync.iter().copied()
     }
 
     /// The arbiter (ownership table, [`ArbiterStats`](crate::ArbiterStats) with
@@ -312,6 +374,8 @@ pub(crate) fn update(
     }
     state.drop_disconnected(&mut io);
     state.expire_silent(&mut io);
+    state.broadcast_owners(&mut io);
+    state.send_resyncs(&mut io);
     changed.write_batch(io.changed);
 }
 
@@ -442,6 +506,8 @@ impl EntityServer {
             return;
         };
         self.stats.participants_left += 1;
+        self.buckets.remove(&client);
+        self.resync.remove(&client);
         self.filters.retain(|(_, p), _| *p != participant);
         let cleared = self.arbiter.disconnect(participant, io.now);
         info!(
@@ -462,6 +528,24 @@ impl EntityServer {
         channel: NetChannel,
         msg: OwnershipClientMessage,
     ) {
+        let kind = match &msg {
+            OwnershipClientMessage::Bid { .. } => Limited::Bid,
+            OwnershipClientMessage::Release { .. } => Limited::Release,
+            OwnershipClientMessage::StateUpdate(state) => Limited::StateUpdate(
+                Some(state.body).filter(|b| self.arbiter.owner(*b).is_some_and(|(o, _)| o == from)),
+            ),
+        };
+        let limits = &self.limits;
+        let limiter = self
+            .buckets
+            .entry(client)
+            .or_insert_with(|| limits.limiter());
+        let admitted = limits.admit(limiter, kind, io.now);
+        if !admitted {
+            self.stats.rate_limited.add(kind);
+            trace!("entity server: {from} over its {kind:?} limit, dropped");
+            return;
+        }
         match msg {
             OwnershipClientMessage::Bid { body, priority } => {
                 self.on_bid(io, client, from, body, Priority(priority));
@@ -537,7 +621,7 @@ impl EntityServer {
                 });
                 self.send(io.server, client, NetChannel::Control, &reply);
                 if before != Some((grant.owner, grant.priority)) {
-                    self.announce(io, body, Some(grant.owner), grant.priority);
+                    self.announce(io, body, Some(grant.owner), grant.priority, None);
                 }
             }
             Err(refusal) => {
@@ -547,37 +631,31 @@ impl EntityServer {
         }
     }
 
-    /// A body became unowned (released, silent or disconnected): announce it, then send its
-    /// last state with zero velocities to everyone (ownership rules 5 and 12).
+    /// A body became unowned (released, silent or disconnected): announce it; its last state
+    /// with zero velocities goes to everyone with the update's owner records (ownership rules 5
+    /// and 12).
     fn cleared(&mut self, io: &mut Io, body: BodyId, previous_owner: ParticipantId) {
-        self.announce(io, body, None, Priority::NONE);
-        let Some(relay) = self.relay.get_mut(&body) else {
-            return;
-        };
-        let Some(last) = relay.last_state else {
-            return;
-        };
-        let zero = last.stopped();
-        relay.last_state = Some(zero);
-        relay.seq = relay.seq.next();
-        let msg = relay_message(previous_owner, body, relay.seq, &zero);
-        self.stats.zero_states_sent += 1;
-        self.broadcast(io.server, None, NetChannel::Control, &msg);
+        if let Some(relay) = self.relay.get_mut(&body)
+            && let Some(last) = relay.last_state
+        {
+            relay.last_state = Some(last.stopped());
+        }
+        self.announce(io, body, None, Priority::NONE, Some(previous_owner));
     }
 
-    /// Broadcasts the body's new owner, updates its [`SimulationOwner`] and writes
-    /// [`OwnershipChanged`].
+    /// Records the body's new owner for this update's broadcast, updates its
+    /// [`SimulationOwner`] and writes [`OwnershipChanged`].
     fn announce(
         &mut self,
         io: &mut Io,
         body: BodyId,
         owner: Option<ParticipantId>,
         priority: Priority,
+        cleared_from: Option<ParticipantId>,
     ) {
-        let msg = ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(record(
-            body, owner, priority,
-        )));
-        self.broadcast(io.server, None, NetChannel::Control, &msg);
+        if self.pending.record(body, owner, priority, cleared_from) {
+            self.stats.owner_changes_coalesced += 1;
+        }
         if let Some(entity) = self.entity_of.get(&body).copied() {
             if let Ok(mut component) = io.owners.get_mut(entity) {
                 *component = SimulationOwner { owner, priority };
@@ -588,6 +666,90 @@ impl EntityServer {
                 owner,
                 priority,
             });
+        }
+    }
+
+    /// End of update: one `OwnerChanged` per changed body, its latest record, to every
+    /// participant not awaiting a resync; a body that ends the update unowned after being
+    /// cleared also gets its zero-velocity state ([coalescing](crate::rules#coalescing)).
+    fn broadcast_owners(&mut self, io: &mut Io) {
+        for pending in self.pending.drain() {
+            let body = pending.body;
+            self.stats.owner_records_broadcast += 1;
+            let msg = ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(record(
+                body,
+                pending.owner,
+                pending.priority,
+            )));
+            let clients: Vec<ClientId> = self
+                .handshake
+                .participants()
+                .map(|(c, _)| c)
+                .filter(|c| !self.resync.contains(c))
+                .collect();
+            for client in clients {
+                self.send(io.server, client, NetChannel::Control, &msg);
+            }
+            let (None, Some(previous_owner)) = (pending.owner, pending.cleared_from) else {
+                continue;
+            };
+            let Some(relay) = self.relay.get_mut(&body) else {
+                continue;
+            };
+            let Some(zero) = relay.last_state else {
+                continue;
+            };
+            relay.seq = relay.seq.next();
+            let msg = relay_message(previous_owner, body, relay.seq, &zero);
+            self.stats.zero_states_sent += 1;
+            self.broadcast(io.server, None, NetChannel::Control, &msg);
+        }
+    }
+
+    /// End of update: the full owner table (every body's owner and priority, in `Snapshot`s)
+    /// to each participant marked for resync whose control channel has room for all of it;
+    /// the others stay marked ([resync](crate::rules#resync)).
+    fn send_resyncs(&mut self, io: &mut Io) {
+        if self.resync.is_empty() {
+            return;
+        }
+        let table: Vec<OwnerRecord> = self
+            .arbiter
+            .records()
+            .iter()
+            .map(|r| record(r.body, r.owner, r.priority))
+            .collect();
+        let chunks: Vec<Vec<u8>> = table
+            .chunks(TABLE_CHUNK)
+            .filter_map(|chunk| {
+                let msg =
+                    ServerMessage::Ownership(OwnershipServerMessage::Snapshot(chunk.to_vec()));
+                encode(&msg).ok()
+            })
+            .collect();
+        let total: usize = chunks.iter().map(Vec::len).sum();
+        let marked: Vec<ClientId> = self.resync.iter().copied().collect();
+        for client in marked {
+            if self.handshake.participant(client).is_none() {
+                self.resync.remove(&client);
+                continue;
+            }
+            if !io
+                .server
+                .can_send_message(client, NetChannel::Control, total)
+            {
+                continue;
+            }
+            for bytes in &chunks {
+                io.server
+                    .send_message(client, NetChannel::Control, bytes.clone());
+            }
+            self.resync.remove(&client);
+            self.stats.resyncs_sent += 1;
+            info!(
+                "entity server: {client} resynced with the full owner table ({} bodies)",
+                table.len()
+            );
         }
     }
 
@@ -607,6 +769,16 @@ impl EntityServer {
         if let Err(error) = server.send_msg_on(client, channel, msg) {
             self.stats.send_errors += 1;
             debug!("entity server: to {client}: {error}");
+            let overflowed = matches!(error, NetError::ChannelFull { .. }) && channel.is_reliable();
+            if overflowed
+                && self.handshake.participant(client).is_some()
+                && self.resync.insert(client)
+            {
+                self.stats.resyncs_marked += 1;
+                warn!(
+                    "entity server: {client}'s control channel is full; it will get the full owner table"
+                );
+            }
         }
     }
 

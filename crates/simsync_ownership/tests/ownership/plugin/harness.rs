@@ -9,8 +9,9 @@ use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
+use simsync_net::renet::ConnectionConfig;
 use simsync_ownership::prelude::*;
-use simsync_ownership::{BodyId, ParticipantId};
+use simsync_ownership::{BodyId, EntityServerLimits, ParticipantId};
 use simsync_ownership::{EntityServerStats, OwnershipClock, ParticipantStats};
 
 /// One step of simulated time.
@@ -110,15 +111,33 @@ pub struct Session {
     pub step_count: u32,
 }
 
+/// How a session's server and connections are set up, when not by default.
+#[derive(Debug, Clone, Default)]
+pub struct Setup {
+    /// The entity server's rate limits (default: the crate's defaults).
+    pub limits: EntityServerLimits,
+    /// The renet connection config of the server and every participant (default:
+    /// `simsync_net`'s).
+    pub connection: Option<ConnectionConfig>,
+}
+
 /// A server App with the bodies (ids and kinds only, no physics).
 pub fn server_app(network: &MemoryNetwork, bodies: &[Body]) -> App {
+    server_app_with(network, bodies, &Setup::default())
+}
+
+/// [`server_app`] with `setup`.
+pub fn server_app_with(network: &MemoryNetwork, bodies: &[Body], setup: &Setup) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
-        .add_plugins(OwnershipPlugin::entity_server())
+        .add_plugins(OwnershipPlugin::entity_server().with_limits(setup.limits))
         .init_resource::<Log>()
         .add_systems(Last, collect)
         .insert_net_server(network.server_transport().expect("one server"));
+    if let Some(connection) = &setup.connection {
+        app.insert_resource(RenetServer::new(connection.clone()));
+    }
     for body in bodies {
         app.world_mut().spawn((
             BodyNetId(BodyId(body.id)),
@@ -166,9 +185,20 @@ impl Session {
     /// A server and `n` participants over `network`, all holding `bodies`; stepped until every
     /// participant has joined.
     pub fn new(network: MemoryNetwork, n: usize, bodies: &[Body]) -> Self {
-        let server = server_app(&network, bodies);
+        Self::with_setup(network, n, bodies, &Setup::default())
+    }
+
+    /// [`Session::new`] with `setup`.
+    pub fn with_setup(network: MemoryNetwork, n: usize, bodies: &[Body], setup: &Setup) -> Self {
+        let server = server_app_with(&network, bodies, setup);
         let participants = (1..=n as u64)
-            .map(|id| participant_app(&network, id, bodies))
+            .map(|id| {
+                let mut app = participant_app(&network, id, bodies);
+                if let Some(connection) = &setup.connection {
+                    app.insert_resource(RenetClient::new(connection.clone()));
+                }
+                app
+            })
             .collect();
         let mut session = Self {
             network,

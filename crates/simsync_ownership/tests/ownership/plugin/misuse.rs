@@ -11,20 +11,20 @@ use simsync_ownership::{JoinStatus, OwnershipSetupError, Sequence, state_to_wire
 
 use super::harness::{Body, DT, Session, participant_app, steps};
 
-fn bid(body: u64, priority: u8) -> ClientMessage {
+pub(super) fn bid(body: u64, priority: u8) -> ClientMessage {
     ClientMessage::Ownership(OwnershipClientMessage::Bid {
         body: simsync_net::BodyId(body),
         priority,
     })
 }
 
-fn release(body: u64) -> ClientMessage {
+pub(super) fn release(body: u64) -> ClientMessage {
     ClientMessage::Ownership(OwnershipClientMessage::Release {
         body: simsync_net::BodyId(body),
     })
 }
 
-fn update(body: u64, seq: u32, position: Vec3) -> ClientMessage {
+pub(super) fn update(body: u64, seq: u32, position: Vec3) -> ClientMessage {
     ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(
         simsync_net::PackedBodyState::new(
             simsync_net::BodyId(body),

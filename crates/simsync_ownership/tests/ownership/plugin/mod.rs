@@ -3,5 +3,6 @@
 //! `NetClock::Fixed(1/64 s)`.
 
 mod harness;
+mod hostile;
 mod misuse;
 mod sessions;
