@@ -151,6 +151,13 @@ fn a_liar_is_named_and_honest_clients_are_not() {
     let relay = h.relay();
     assert!(!forged.is_empty());
     assert_eq!(relay.refused_checksums, vec![0, 0, future], "{relay:?}");
+    for slot in 0..3 {
+        // Late copies are counted once per tick, so never more than the replaced inputs.
+        assert!(
+            relay.late_inputs[slot] <= relay.replaced_inputs[slot],
+            "{relay:?}"
+        );
+    }
     // Each forged tick reached the relay before the liar's honest report: one desync each.
     assert_eq!(relay.desyncs, forged.len() as u64, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![0, 0, relay.desyncs], "{relay:?}");

@@ -11,7 +11,7 @@
 //! - Tick `t` is confirmed when every slot's input for `t` has arrived, or at the latest when
 //!   the server clock reaches `t + input_hard_tolerance`: a missing input is then replaced by
 //!   that player's last input and marked replaced, so one slow player never stalls the others.
-//!   An input arriving after its tick was confirmed is late: dropped and counted.
+//!   An input arriving after its tick was confirmed is late: dropped and counted (once per tick).
 //! - A player that disconnects keeps its slot; its inputs are replaced from then on.
 //! - Confirmed sets are sent to every client with redundancy: the last `input_redundancy` sets
 //!   in every message, plus every set after the client's acknowledged tick (at most 32) once
@@ -119,7 +119,8 @@ pub struct RelayStats {
     pub confirmed_tick: Tick,
     /// Inputs replaced because they were missing at the hard tolerance, per slot.
     pub replaced_inputs: Vec<u64>,
-    /// Inputs that arrived after their tick was confirmed, per slot.
+    /// Inputs that arrived after their tick was confirmed replacing them, per slot (once per
+    /// tick: copies resent for redundancy are not counted again).
     pub late_inputs: Vec<u64>,
     /// Messages that failed to decode.
     pub rejected_messages: u64,
@@ -146,8 +147,9 @@ pub struct RelayStats {
 struct Slot {
     client: Option<ClientId>,
     inputs: BTreeMap<Tick, Vec<u8>>,
-    /// Ticks whose input was dropped (each counted once; later copies are ignored).
-    dropped: std::collections::BTreeSet<Tick>,
+    /// Ticks whose input was dropped or counted late: each is counted once, later copies are
+    /// ignored.
+    settled: std::collections::BTreeSet<Tick>,
     last_input: Vec<u8>,
     ack: Tick,
     rtt: simsync_net::RttEstimator,
@@ -300,14 +302,14 @@ impl RelayServer {
         for (i, input) in inputs.into_iter().enumerate() {
             let tick = first_tick.saturating_add(i as Tick);
             // Bounded: never store inputs far in the future (hostile clients).
-            if tick <= 0 || tick > self.server_tick + 1_024 || s.dropped.contains(&tick) {
+            if tick <= 0 || tick > self.server_tick + 1_024 || s.settled.contains(&tick) {
                 continue;
             }
             if tick > self.confirmed_tick && s.inputs.contains_key(&tick) {
                 continue;
             }
             if let Some(fault) = input_fault(&input, self.config.max_input_bytes, self.decodes) {
-                s.dropped.insert(tick);
+                s.settled.insert(tick);
                 let dropped = &mut self.stats.dropped_inputs[slot];
                 match fault {
                     InputFault::Undecodable => dropped.undecodable += 1,
@@ -323,19 +325,18 @@ impl RelayServer {
                     .iter()
                     .find(|(t, _)| *t == tick)
                     .is_some_and(|(_, set)| set.is_replaced(slot))
-                    && !s.inputs.contains_key(&tick)
                 {
                     self.stats.late_inputs[slot] += 1;
-                    s.inputs.insert(tick, Vec::new());
+                    s.settled.insert(tick);
                 }
                 continue;
             }
             s.inputs.insert(tick, input);
         }
-        // Dropped ticks are remembered as long as confirmed sets are kept.
+        // Settled ticks are remembered as long as confirmed sets are kept.
         let keep_from = self.confirmed_tick.saturating_sub(256);
-        while s.dropped.first().is_some_and(|t| *t < keep_from) {
-            s.dropped.pop_first();
+        while s.settled.first().is_some_and(|t| *t < keep_from) {
+            s.settled.pop_first();
         }
     }
 
