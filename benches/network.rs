@@ -100,13 +100,15 @@ impl Rig {
     fn new(players: u8) -> Self {
         let network = MemoryNetwork::perfect(7);
         let transport = network.server_transport().expect("server");
-        let relay = RelayServer::new(RelayServerConfig {
+        let relay = RelayServer::new::<PackedInput>(RelayServerConfig {
             players,
             tick_rate_hz: HZ,
             input_hard_tolerance: 8,
             input_redundancy: 3,
             default_input: simsync_net::encode(&PackedInput::default()).expect("encodes"),
             ping_interval_ms: 250,
+            max_input_bytes: simsync::deterministic::DEFAULT_MAX_INPUT_BYTES,
+            checksum_timeout_ms: simsync::deterministic::DEFAULT_CHECKSUM_TIMEOUT_MS,
         });
         let clients = (0..players)
             .map(|i| {

@@ -3,6 +3,7 @@
 
 mod clock_sync;
 mod harness;
+mod hostile_peers;
 mod inputs;
 mod robustness;
 mod sessions;

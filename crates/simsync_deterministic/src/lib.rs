@@ -46,7 +46,10 @@ pub use input::{
 };
 pub use plugin::{DeterministicPlugin, SessionSetupError};
 pub use relay_server::plugin::DeterministicServerPlugin;
-pub use relay_server::{RelayServer, RelayServerConfig, RelayStats};
+pub use relay_server::{
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DroppedInputs, RelayServer,
+    RelayServerConfig, RelayStats,
+};
 pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,
     SimulationStartup, SimulationTick,
@@ -60,8 +63,8 @@ pub use snapshot::{
     spawn_simulated_now,
 };
 pub use source::{
-    LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats, RelayDelivery, RelayRejection,
-    TickInputSource,
+    DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats,
+    RelayDelivery, RelayRejection, TickInputSource,
 };
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;

@@ -20,6 +20,7 @@ use crate::session::{
 };
 use crate::snapshot::{RollbackRegistry, WorldRole};
 use crate::source::LocalInputs;
+use crate::source::{DesyncDetected, InputSubstituted};
 use crate::tick::PlayerIndex;
 use crate::worlds::{
     GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_app,
@@ -214,6 +215,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_message::<ChecksumRecorded>()
             .add_message::<UnregisteredComponent>()
             .add_message::<PredictionMismatch>()
+            .add_message::<DesyncDetected>()
+            .add_message::<InputSubstituted>()
             .init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)

@@ -30,8 +30,10 @@ use crate::ids::ParticipantId;
 /// The version of the message layout of this build. Peers with different versions refuse each
 /// other in the handshake. Bump it with every change to a message type.
 ///
-/// Version 2: a refusal carries every reason the arbiter has; `Hello` states the session config it expects (tick rate, players, input
-/// fingerprint), `Welcome` the player count, and `RejectReason` has the config mismatches.
+/// Version 2 (version 1 was the first release): a refusal carries every reason the arbiter has;
+/// `Hello` states the session config it expects (tick rate, players, input fingerprint),
+/// `Welcome` the player count, and `RejectReason` has the config mismatches; `Desync` names the
+/// players whose checksum differs from the majority.
 pub const PROTOCOL_VERSION: u16 = 2;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset

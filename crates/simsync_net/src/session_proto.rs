@@ -94,10 +94,13 @@ pub enum SessionServerMessage {
         /// received minus the server tick at its arrival (negative: late). Fractional.
         input_lead_ticks: f32,
     },
-    /// A client's checksum for `tick` differs from the others'. Channel: control.
+    /// The checksums reported for `tick` disagree. Channel: control.
     Desync {
-        /// The first tick found to differ.
+        /// The tick judged.
         tick: i32,
+        /// The player slots whose checksum differs from the majority's (every reporter when no
+        /// checksum was reported by more players than every other one).
+        players: Vec<u8>,
     },
     /// A player left; from now on the server replaces its inputs. Channel: control.
     PlayerLeft {

@@ -11,13 +11,19 @@
 //! - Tick `t` is confirmed when every slot's input for `t` has arrived, or at the latest when
 //!   the server clock reaches `t + input_hard_tolerance`: a missing input is then replaced by
 //!   that player's last input and marked replaced, so one slow player never stalls the others.
-//!   An input arriving after its tick was confirmed is late: dropped and counted.
+//!   An input arriving after its tick was confirmed is late: dropped and counted (once per tick).
 //! - A player that disconnects keeps its slot; its inputs are replaced from then on.
 //! - Confirmed sets are sent to every client with redundancy: the last `input_redundancy` sets
 //!   in every message, plus every set after the client's acknowledged tick (at most 32) once
 //!   that acknowledgement is overdue (older than the redundancy plus a round trip: sets still in
 //!   flight are not sent again, which keeps a message at `input_redundancy` sets on a healthy
 //!   link).
+//! - Every input is checked before it is stored: longer than `max_input_bytes`, or not decodable
+//!   as the game's input type, it is dropped and counted ([`DroppedInputs`]); its slot is then
+//!   missing and replaced at the hard tolerance like any missing input.
+//! - Checksums are judged per tick by [`checksums`]: once every connected player reported, or
+//!   after `checksum_timeout_ms`; the players that differ from the majority are named in the
+//!   `Desync` sent to every client. A report for a tick not confirmed yet is refused and counted.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
@@ -31,9 +37,20 @@ use simsync_net::{
     millis_u32,
 };
 
+use crate::input::SimInput;
 use crate::tick::Tick;
+use checksums::{ChecksumRefusal, ChecksumVotes};
 
+mod checksums;
 pub(crate) mod plugin;
+
+/// The input size cap when none is configured: 256 encoded bytes (raised to the encoded
+/// default input when that is longer). A game with larger inputs sets its own.
+pub const DEFAULT_MAX_INPUT_BYTES: usize = 256;
+
+/// Milliseconds the relay waits for every player's checksum of a tick before judging it with
+/// the reports it has (default of `checksum_timeout_ms`).
+pub const DEFAULT_CHECKSUM_TIMEOUT_MS: u32 = 3_000;
 
 /// Ticks between two clock reports to a client whose lead did not change.
 const CLOCK_REFRESH_TICKS: Tick = 8;
@@ -53,6 +70,44 @@ pub struct RelayServerConfig {
     pub default_input: Vec<u8>,
     /// Milliseconds between pings to each client (default 250).
     pub ping_interval_ms: u32,
+    /// Longest accepted encoded input, in bytes (default [`DEFAULT_MAX_INPUT_BYTES`]); longer
+    /// inputs are dropped. Never below the encoded default input's length.
+    pub max_input_bytes: usize,
+    /// Milliseconds after a tick's first checksum report at which it is judged with the reports
+    /// received (default [`DEFAULT_CHECKSUM_TIMEOUT_MS`]).
+    pub checksum_timeout_ms: u32,
+}
+
+/// Inputs of one player the relay dropped, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+pub struct DroppedInputs {
+    /// Inputs that did not decode as the game's input type.
+    pub undecodable: u64,
+    /// Inputs longer than `max_input_bytes`.
+    pub oversized: u64,
+}
+
+/// Why an input was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InputFault {
+    Undecodable,
+    Oversized,
+}
+
+/// The fault of an encoded input: longer than `max_bytes`, or refused by `decodes`.
+fn input_fault(bytes: &[u8], max_bytes: usize, decodes: fn(&[u8]) -> bool) -> Option<InputFault> {
+    if bytes.len() > max_bytes {
+        Some(InputFault::Oversized)
+    } else if !decodes(bytes) {
+        Some(InputFault::Undecodable)
+    } else {
+        None
+    }
+}
+
+/// Whether `bytes` decode as an `I`.
+fn decodes_as<I: SimInput>(bytes: &[u8]) -> bool {
+    simsync_net::decode::<I>(bytes).is_ok()
 }
 
 /// Counters of the relay server (a resource).
@@ -64,7 +119,8 @@ pub struct RelayStats {
     pub confirmed_tick: Tick,
     /// Inputs replaced because they were missing at the hard tolerance, per slot.
     pub replaced_inputs: Vec<u64>,
-    /// Inputs that arrived after their tick was confirmed, per slot.
+    /// Inputs that arrived after their tick was confirmed replacing them, per slot (once per
+    /// tick: copies resent for redundancy are not counted again).
     pub late_inputs: Vec<u64>,
     /// Messages that failed to decode.
     pub rejected_messages: u64,
@@ -76,14 +132,24 @@ pub struct RelayStats {
     pub confirmed_bytes_sent: u64,
     /// Bytes sent in `Clock` messages, total.
     pub clock_bytes_sent: u64,
-    /// Checksum disagreements detected between clients.
+    /// Ticks judged with a checksum disagreement (each reported to every client once).
     pub desyncs: u64,
+    /// Per slot: the desyncs naming that player (its checksum differed from the majority, or
+    /// no majority existed).
+    pub desyncs_named: Vec<u64>,
+    /// Per slot: checksum reports refused because their tick was not confirmed yet.
+    pub refused_checksums: Vec<u64>,
+    /// Per slot: inputs dropped as undecodable or oversized.
+    pub dropped_inputs: Vec<DroppedInputs>,
 }
 
 #[derive(Debug, Default)]
 struct Slot {
     client: Option<ClientId>,
     inputs: BTreeMap<Tick, Vec<u8>>,
+    /// Ticks whose input was dropped or counted late: each is counted once, later copies are
+    /// ignored.
+    settled: std::collections::BTreeSet<Tick>,
     last_input: Vec<u8>,
     ack: Tick,
     rtt: simsync_net::RttEstimator,
@@ -104,14 +170,18 @@ pub struct RelayServer {
     now: Duration,
     last_ping: Duration,
     decode: DecodeStats,
-    checksums: BTreeMap<Tick, u64>,
+    checksums: ChecksumVotes,
+    /// Whether an input decodes as the game's input type.
+    decodes: fn(&[u8]) -> bool,
     stats: RelayStats,
     handshake: ServerHandshake,
 }
 
 impl RelayServer {
-    /// A relay for `config.players` players.
-    pub fn new(config: RelayServerConfig) -> Self {
+    /// A relay for `config.players` players of input type `I` (each input is decoded as `I`
+    /// before it is relayed).
+    pub fn new<I: SimInput>(mut config: RelayServerConfig) -> Self {
+        config.max_input_bytes = config.max_input_bytes.max(config.default_input.len());
         let n = usize::from(config.players);
         let slots = (0..n)
             .map(|_| Slot {
@@ -127,6 +197,9 @@ impl RelayServer {
                 replaced_inputs: vec![0; n],
                 late_inputs: vec![0; n],
                 rtt_ms: vec![0.0; n],
+                desyncs_named: vec![0; n],
+                refused_checksums: vec![0; n],
+                dropped_inputs: vec![DroppedInputs::default(); n],
                 ..RelayStats::default()
             },
             config,
@@ -139,7 +212,8 @@ impl RelayServer {
             now: Duration::ZERO,
             last_ping: Duration::ZERO,
             decode: DecodeStats::default(),
-            checksums: BTreeMap::new(),
+            checksums: ChecksumVotes::default(),
+            decodes: decodes_as::<I>,
             handshake,
         }
     }
@@ -221,12 +295,28 @@ impl RelayServer {
         }
     }
 
+    /// A player's inputs from `first_tick` on: each is checked, then stored for its tick unless
+    /// one is stored already (a confirmed tick's input is late or a duplicate).
     fn on_inputs(&mut self, slot: usize, first_tick: Tick, inputs: Vec<Vec<u8>>, ack: Tick) {
         let s = &mut self.slots[slot];
         s.ack = s.ack.max(ack.min(self.confirmed_tick));
         for (i, input) in inputs.into_iter().enumerate() {
             let tick = first_tick.saturating_add(i as Tick);
-            if tick <= 0 {
+            // Bounded: never store inputs far in the future (hostile clients).
+            if tick <= 0 || tick > self.server_tick + 1_024 || s.settled.contains(&tick) {
+                continue;
+            }
+            if tick > self.confirmed_tick && s.inputs.contains_key(&tick) {
+                continue;
+            }
+            if let Some(fault) = input_fault(&input, self.config.max_input_bytes, self.decodes) {
+                s.settled.insert(tick);
+                let dropped = &mut self.stats.dropped_inputs[slot];
+                match fault {
+                    InputFault::Undecodable => dropped.undecodable += 1,
+                    InputFault::Oversized => dropped.oversized += 1,
+                }
+                debug!("relay: player {slot}'s input for tick {tick} dropped: {fault:?}");
                 continue;
             }
             if tick <= self.confirmed_tick {
@@ -236,18 +326,18 @@ impl RelayServer {
                     .iter()
                     .find(|(t, _)| *t == tick)
                     .is_some_and(|(_, set)| set.is_replaced(slot))
-                    && !s.inputs.contains_key(&tick)
                 {
                     self.stats.late_inputs[slot] += 1;
-                    s.inputs.insert(tick, Vec::new());
+                    s.settled.insert(tick);
                 }
                 continue;
             }
-            // Bounded: never store inputs far in the future (hostile clients).
-            if tick > self.server_tick + 1_024 {
-                continue;
-            }
-            s.inputs.entry(tick).or_insert(input);
+            s.inputs.insert(tick, input);
+        }
+        // Settled ticks are remembered as long as confirmed sets are kept.
+        let keep_from = self.confirmed_tick.saturating_sub(256);
+        while s.settled.first().is_some_and(|t| *t < keep_from) {
+            s.settled.pop_first();
         }
     }
 
@@ -276,6 +366,7 @@ impl RelayServer {
         self.server_tick += ticks as Tick;
         self.stats.server_tick = self.server_tick;
         self.confirm_ready();
+        self.judge_checksums(server);
         self.broadcast(server);
         if self.now.saturating_sub(self.last_ping).as_millis() as u32
             >= self.config.ping_interval_ms
@@ -334,10 +425,9 @@ impl RelayServer {
                 None => self.stats.ignored_messages += 1,
             },
             ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum }) => {
-                if self.by_client.contains_key(&client) {
-                    self.on_checksum(server, tick, checksum);
-                } else {
-                    self.stats.ignored_messages += 1;
+                match self.by_client.get(&client) {
+                    Some(slot) => self.on_checksum(usize::from(*slot), tick, checksum),
+                    None => self.stats.ignored_messages += 1,
                 }
             }
             ClientMessage::Goodbye => server.disconnect(client),
@@ -345,23 +435,45 @@ impl RelayServer {
         }
     }
 
-    /// Compares a client's checksum with the first one received for the tick; a disagreement
-    /// is a desync, reported to every client.
-    fn on_checksum(&mut self, server: &mut RenetServer, tick: Tick, checksum: u64) {
-        match self.checksums.get(&tick) {
-            Some(known) if *known != checksum => {
-                self.stats.desyncs += 1;
-                warn!("relay: checksum disagreement at tick {tick}");
-                let desync = ServerMessage::Session(SessionServerMessage::Desync { tick });
-                let _ = server.broadcast_msg(&desync);
+    /// A player's checksum for `tick`: refused (and counted) unless the tick is confirmed, then
+    /// judged with the others' by [`ChecksumVotes`] at the end of the update.
+    fn on_checksum(&mut self, slot: usize, tick: Tick, checksum: u64) {
+        let players = self.slots.len();
+        match self
+            .checksums
+            .report(slot, tick, checksum, self.confirmed_tick, players, self.now)
+        {
+            Ok(()) => {}
+            Err(ChecksumRefusal::Unverifiable) => {
+                self.stats.refused_checksums[slot] += 1;
+                debug!("relay: player {slot}'s checksum for unconfirmed tick {tick} refused");
             }
-            Some(_) => {}
-            None => {
-                self.checksums.insert(tick, checksum);
-            }
+            Err(ChecksumRefusal::Repeated) => {}
         }
-        while self.checksums.len() > 4_096 {
-            self.checksums.pop_first();
+    }
+
+    /// Judges every tick all connected players reported, or whose timeout passed; a
+    /// disagreement is counted and sent to every client with the players it names.
+    fn judge_checksums(&mut self, server: &mut RenetServer) {
+        let connected: Vec<bool> = self.slots.iter().map(|s| s.client.is_some()).collect();
+        let timeout = Duration::from_millis(u64::from(self.config.checksum_timeout_ms));
+        for judgement in self.checksums.judge(&connected, self.now, timeout) {
+            if judgement.players.is_empty() {
+                continue;
+            }
+            self.stats.desyncs += 1;
+            for player in &judgement.players {
+                self.stats.desyncs_named[usize::from(*player)] += 1;
+            }
+            warn!(
+                "relay: checksum disagreement at tick {}, players {:?}",
+                judgement.tick, judgement.players
+            );
+            let desync = ServerMessage::Session(SessionServerMessage::Desync {
+                tick: judgement.tick,
+                players: judgement.players,
+            });
+            let _ = server.broadcast_msg(&desync);
         }
     }
 

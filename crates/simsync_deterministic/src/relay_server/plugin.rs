@@ -4,7 +4,10 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::{RenetReceive, RenetServer};
 use simsync_net::{NetClock, TickAccumulator};
 
-use super::{RelayServer, RelayServerConfig, RelayStats};
+use super::{
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, RelayServer, RelayServerConfig,
+    RelayStats,
+};
 use crate::input::SimInput;
 
 /// The relay server as a Bevy plugin: inserts [`RelayServer`] and [`RelayStats`] and runs the
@@ -13,12 +16,15 @@ use crate::input::SimInput;
 /// a fixed [`NetClock`], or by real time.
 pub struct DeterministicServerPlugin {
     config: RelayServerConfig,
+    /// Builds the relay for the game's input type.
+    relay: fn(RelayServerConfig) -> RelayServer,
 }
 
 impl DeterministicServerPlugin {
     /// A relay for `players` players of input type `I`, at `tick_rate_hz`, with
     /// [Quantum's defaults](crate::rules#quantums-reference-defaults): hard tolerance 8 ticks,
-    /// redundancy 3.
+    /// redundancy 3; inputs of at most [`DEFAULT_MAX_INPUT_BYTES`] that decode as `I`;
+    /// checksums judged after at most [`DEFAULT_CHECKSUM_TIMEOUT_MS`].
     pub fn new<I: SimInput>(players: u8, tick_rate_hz: u16) -> Self {
         Self {
             config: RelayServerConfig {
@@ -28,8 +34,23 @@ impl DeterministicServerPlugin {
                 input_redundancy: 3,
                 default_input: simsync_net::encode(&I::default()).unwrap_or_default(),
                 ping_interval_ms: 250,
+                max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
+                checksum_timeout_ms: DEFAULT_CHECKSUM_TIMEOUT_MS,
             },
+            relay: RelayServer::new::<I>,
         }
+    }
+
+    /// The longest encoded input relayed, in bytes; longer ones are dropped.
+    pub fn max_input_bytes(mut self, bytes: usize) -> Self {
+        self.config.max_input_bytes = bytes;
+        self
+    }
+
+    /// Milliseconds to wait for every player's checksum of a tick before judging it.
+    pub fn checksum_timeout_ms(mut self, ms: u32) -> Self {
+        self.config.checksum_timeout_ms = ms;
+        self
     }
 
     /// Ticks to wait for a missing input before replacing it.
@@ -57,7 +78,7 @@ impl Default for ServerClock {
 
 impl Plugin for DeterministicServerPlugin {
     fn build(&self, app: &mut App) {
-        app.insert_resource(RelayServer::new(self.config.clone()))
+        app.insert_resource((self.relay)(self.config.clone()))
             .init_resource::<RelayStats>()
             .init_resource::<ServerClock>()
             .add_systems(PreUpdate, relay_update.after(RenetReceive));

@@ -27,7 +27,7 @@ use relay_client::RelayClient;
 
 pub use local_inputs::{LocalInputs, TickInputSource};
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
-pub use relay_client::RelayClientStats;
+pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
 /// time owed, so a long hitch does not turn into a burst of polls.
@@ -109,14 +109,22 @@ impl<I: SimInput> InputSource<I> {
             Relay::Remote(client) => {
                 let dt = net_delta(world);
                 let mut renet = world.get_resource_mut::<RenetClient>();
-                client.poll(
+                let stalling = client.poll(
                     polls,
                     dt,
                     renet.as_deref_mut(),
                     &local,
                     &mut self.local_tick,
                     buffer,
-                )
+                );
+                let reports = client.take_reports();
+                if !reports.desyncs.is_empty() {
+                    world.write_message_batch(reports.desyncs);
+                }
+                if !reports.substituted.is_empty() {
+                    world.write_message_batch(reports.substituted);
+                }
+                stalling
             }
         };
         Polled {

@@ -10,12 +10,17 @@
 //!   than 8 ticks off (at most once per RTT);
 //! - picks its input delay from the RTT (`input_delay_ticks`: the minimum plus half the RTT
 //!   above 100 ms, in ticks, capped) unless a fixed delay is configured;
+//! - substitutes a confirmed input that does not decode (the relay checks inputs, so only a
+//!   faulty relay sends one) with the player's confirmed input of the tick before, or the
+//!   default: counted and reported as [`InputSubstituted`], the session goes on;
+//! - reports the relay's checksum judgements as [`DesyncDetected`];
 //! - samples its local input for tick `now + input_delay` and sends its unconfirmed inputs with
 //!   redundancy (at least the last 3).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use bevy::ecs::message::Message;
 use bevy::log::{debug, error, info, warn};
 use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
@@ -60,12 +65,47 @@ pub struct RelayClientStats {
     pub rejected_inputs: u64,
     /// Desyncs the server reported.
     pub desyncs_reported: u64,
+    /// Of those, the desyncs that named this client's player.
+    pub desyncs_naming_self: u64,
+    /// The last desync the server reported.
+    pub last_desync: Option<DesyncDetected>,
+    /// Confirmed inputs that did not decode and were substituted ([`InputSubstituted`]).
+    pub substituted_inputs: u64,
     /// Encoded bytes of the `Inputs` messages sent (message payload, before renet's headers).
     pub input_bytes_sent: u64,
     /// Why the server rejected this client, if it did.
     pub rejected: Option<String>,
     /// Whether the server started the session.
     pub started: bool,
+}
+
+/// The relay judged the checksums reported for `tick` and they disagree: `players` differ from
+/// the majority (every reporter when there was none). Written once per judgement received.
+#[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
+pub struct DesyncDetected {
+    /// The tick judged.
+    pub tick: Tick,
+    /// The players named, in slot order.
+    pub players: Vec<PlayerIndex>,
+}
+
+/// A confirmed input did not decode as the game's input type: the session used `player`'s
+/// confirmed input of the tick before (or the default) for `tick` instead, and goes on.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq, Reflect)]
+pub struct InputSubstituted {
+    /// The tick.
+    pub tick: Tick,
+    /// The player whose input was substituted.
+    pub player: PlayerIndex,
+}
+
+/// What the relay client has to report since the last [`RelayClient::take_reports`].
+#[derive(Debug, Default)]
+pub(crate) struct ClientReports {
+    /// Desyncs the server reported.
+    pub desyncs: Vec<DesyncDetected>,
+    /// Confirmed inputs substituted.
+    pub substituted: Vec<InputSubstituted>,
 }
 
 /// The client side of a networked session: handshake, clock, input sending and confirmed-input
@@ -92,6 +132,7 @@ pub(crate) struct RelayClient<I: SimInput> {
     /// The prediction cap (`max_verifiable + window`) at the end of the last poll (stall
     /// detection).
     prediction_cap: Tick,
+    reports: ClientReports,
     _input: std::marker::PhantomData<fn() -> I>,
 }
 
@@ -120,6 +161,7 @@ impl<I: SimInput> RelayClient<I> {
             decode: DecodeStats::default(),
             checksums_seen: 0,
             prediction_cap: 0,
+            reports: ClientReports::default(),
             _input: std::marker::PhantomData,
         }
     }
@@ -127,6 +169,11 @@ impl<I: SimInput> RelayClient<I> {
     /// What the client measured so far.
     pub(crate) fn stats(&self) -> &RelayClientStats {
         &self.stats
+    }
+
+    /// The reports gathered since the last call (the session writes them as messages).
+    pub(crate) fn take_reports(&mut self) -> ClientReports {
+        std::mem::take(&mut self.reports)
     }
 
     /// One poll: receives from the server into `buffer`, advances the local clock (`local_tick`)
@@ -268,15 +315,32 @@ impl<I: SimInput> RelayClient<I> {
             }) => {
                 self.stats.input_lead_ticks = input_lead_ticks;
             }
-            ServerMessage::Session(SessionServerMessage::Desync { tick }) => {
-                self.stats.desyncs_reported += 1;
-                error!("session client: the server reports a desync at tick {tick}");
+            ServerMessage::Session(SessionServerMessage::Desync { tick, players }) => {
+                self.on_desync(DesyncDetected { tick, players });
             }
             ServerMessage::Session(SessionServerMessage::PlayerLeft { slot }) => {
                 info!("session client: player {slot} left; the server replaces its inputs");
             }
             ServerMessage::Ownership(_) => {}
         }
+    }
+
+    /// A desync judged by the server: counted, kept and reported.
+    fn on_desync(&mut self, desync: DesyncDetected) {
+        self.stats.desyncs_reported += 1;
+        if self
+            .stats
+            .slot
+            .is_some_and(|slot| desync.players.contains(&slot))
+        {
+            self.stats.desyncs_naming_self += 1;
+        }
+        error!(
+            "session client: the server reports a desync at tick {}, players {:?}",
+            desync.tick, desync.players
+        );
+        self.stats.last_desync = Some(desync.clone());
+        self.reports.desyncs.push(desync);
     }
 
     /// The handshake ended in a refusal: logs it and keeps the reason in the stats.
@@ -288,7 +352,8 @@ impl<I: SimInput> RelayClient<I> {
     }
 
     /// Decodes confirmed input sets from `first_tick` on into `buffer` (ticks already verifiable
-    /// or discarded are skipped) and counts replaced, late and rejected inputs.
+    /// or discarded are skipped) and counts replaced, late and rejected inputs. An input that
+    /// does not decode is substituted (see [`substitute`]).
     fn on_confirmed(
         &mut self,
         buffer: &mut InputBuffer<I>,
@@ -305,12 +370,21 @@ impl<I: SimInput> RelayClient<I> {
                     self.stats.rejected_inputs += 1;
                     continue;
                 };
-                let Ok(input) = simsync_net::decode::<I>(bytes) else {
-                    self.stats.rejected_inputs += 1;
-                    continue;
-                };
+                let decoded = simsync_net::decode::<I>(bytes).ok();
+                let substituted = decoded.is_none();
+                let input = decoded.unwrap_or_else(|| substitute(buffer, player, tick));
                 match buffer.confirm(player, tick, input) {
                     Ok(ConfirmOutcome::New) => {
+                        if substituted {
+                            self.stats.substituted_inputs += 1;
+                            warn!(
+                                "session client: player {player}'s confirmed input for tick {tick} \
+                                 does not decode; its previous input is used"
+                            );
+                            self.reports
+                                .substituted
+                                .push(InputSubstituted { tick, player });
+                        }
                         if set.is_replaced(p) {
                             self.stats.replaced_inputs += 1;
                             if self.stats.slot == Some(player) {
@@ -458,5 +532,87 @@ impl<I: SimInput> RelayClient<I> {
             let message = ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum });
             let _ = client.send_msg(&message);
         }
+    }
+}
+
+/// The input used for `player` at `tick` when its confirmed input does not decode: the
+/// player's confirmed input of the tick before, or the default when that is not held.
+fn substitute<I: SimInput>(buffer: &InputBuffer<I>, player: PlayerIndex, tick: Tick) -> I {
+    buffer
+        .confirmed(player, tick - 1)
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use simsync_net::InputSet;
+
+    use super::*;
+
+    fn set(inputs: Vec<Vec<u8>>) -> InputSet {
+        InputSet {
+            inputs,
+            replaced: 0,
+        }
+    }
+
+    fn bytes(value: u32) -> Vec<u8> {
+        simsync_net::encode(&value).expect("encodes")
+    }
+
+    #[test]
+    fn an_undecodable_confirmed_input_is_substituted_counted_and_reported() {
+        let mut client =
+            RelayClient::<u32>::new(NetworkSessionConfig::default(), &SessionConfig::default());
+        let mut buffer = InputBuffer::<u32>::new(2, 64).expect("buffer");
+        let garbage = vec![0xff; 9];
+        let sets = [
+            set(vec![bytes(7), garbage.clone()]),
+            set(vec![bytes(8), bytes(5)]),
+            set(vec![bytes(9), garbage.clone()]),
+        ];
+        client.on_confirmed(&mut buffer, 1, &sets);
+        // Sent again (redundancy): nothing new, nothing counted twice.
+        client.on_confirmed(&mut buffer, 1, &sets);
+        assert_eq!(buffer.max_verifiable_tick(), 3, "it never stalls");
+        assert_eq!(
+            buffer.confirmed(1, 1),
+            Some(&0),
+            "default: no earlier input"
+        );
+        assert_eq!(
+            buffer.confirmed(1, 3),
+            Some(&5),
+            "the input of the tick before"
+        );
+        assert_eq!(client.stats().substituted_inputs, 2);
+        assert_eq!(client.stats().rejected_inputs, 0);
+        assert_eq!(
+            client.take_reports().substituted,
+            vec![
+                InputSubstituted { tick: 1, player: 1 },
+                InputSubstituted { tick: 3, player: 1 }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_desync_is_counted_kept_and_reported() {
+        let mut client =
+            RelayClient::<u32>::new(NetworkSessionConfig::default(), &SessionConfig::default());
+        client.stats.slot = Some(1);
+        client.on_desync(DesyncDetected {
+            tick: 4,
+            players: vec![2],
+        });
+        client.on_desync(DesyncDetected {
+            tick: 5,
+            players: vec![0, 1],
+        });
+        assert_eq!(client.stats().desyncs_reported, 2);
+        assert_eq!(client.stats().desyncs_naming_self, 1);
+        assert_eq!(client.take_reports().desyncs.len(), 2);
+        assert!(client.take_reports().desyncs.is_empty());
     }
 }

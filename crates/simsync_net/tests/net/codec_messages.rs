@@ -99,7 +99,10 @@ fn server_samples() -> Vec<ServerMessage> {
             server_tick: 77,
             input_lead_ticks: -1.5,
         }),
-        ServerMessage::Session(SessionServerMessage::Desync { tick: 60 }),
+        ServerMessage::Session(SessionServerMessage::Desync {
+            tick: 60,
+            players: vec![0, 2],
+        }),
         ServerMessage::Session(SessionServerMessage::PlayerLeft { slot: 2 }),
         ServerMessage::Ownership(OwnershipServerMessage::Grant {
             body: BodyId(8),

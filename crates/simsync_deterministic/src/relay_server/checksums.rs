@@ -1,0 +1,219 @@
+//! Checksum judging: the relay gathers every player's checksum for a tick and judges the tick
+//! once every connected player reported it, or once the first report is older than the timeout
+//! ([checksum rule](crate::rules#checksums-are-judged-by-majority)). Pure data, no I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::tick::Tick;
+
+/// Judged ticks remembered (late reports for them are ignored).
+const JUDGED_MEMORY: usize = 4_096;
+
+/// Why a checksum report was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChecksumRefusal {
+    /// The tick is not confirmed yet (or not positive): no client can have verified it.
+    Unverifiable,
+    /// The player already reported this tick, or the tick was judged already.
+    Repeated,
+}
+
+/// The verdict on one tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Judgement {
+    /// The tick.
+    pub tick: Tick,
+    /// The players whose checksum differs from the majority; every reporter when no value has
+    /// more reports than every other one. Empty: the reports agree.
+    pub players: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    first_at: Duration,
+    reports: Vec<Option<u64>>,
+}
+
+/// The checksums reported and not judged yet, per tick.
+#[derive(Debug, Default)]
+pub(crate) struct ChecksumVotes {
+    pending: BTreeMap<Tick, Pending>,
+    judged: BTreeSet<Tick>,
+}
+
+impl ChecksumVotes {
+    /// Records `slot`'s checksum for `tick` (of `players` slots) at time `now`.
+    ///
+    /// # Errors
+    /// [`ChecksumRefusal::Unverifiable`] when `tick` is not in `1..=confirmed_tick`;
+    /// [`ChecksumRefusal::Repeated`] for a second report of the slot, or a judged tick.
+    pub(crate) fn report(
+        &mut self,
+        slot: usize,
+        tick: Tick,
+        checksum: u64,
+        confirmed_tick: Tick,
+        players: usize,
+        now: Duration,
+    ) -> Result<(), ChecksumRefusal> {
+        if tick <= 0 || tick > confirmed_tick || slot >= players {
+            return Err(ChecksumRefusal::Unverifiable);
+        }
+        if self.judged.contains(&tick) || self.judged.first().is_some_and(|oldest| tick < *oldest) {
+            return Err(ChecksumRefusal::Repeated);
+        }
+        let pending = self.pending.entry(tick).or_insert_with(|| Pending {
+            first_at: now,
+            reports: vec![None; players],
+        });
+        match &mut pending.reports[slot] {
+            Some(_) => Err(ChecksumRefusal::Repeated),
+            report => {
+                *report = Some(checksum);
+                Ok(())
+            }
+        }
+    }
+
+    /// Judges every tick that every `connected` slot reported, or whose first report is at
+    /// least `timeout` old at `now`; oldest first.
+    pub(crate) fn judge(
+        &mut self,
+        connected: &[bool],
+        now: Duration,
+        timeout: Duration,
+    ) -> Vec<Judgement> {
+        let ready: Vec<Tick> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| {
+                let complete = connected
+                    .iter()
+                    .zip(&p.reports)
+                    .all(|(on, report)| !on || report.is_some());
+                complete || now.saturating_sub(p.first_at) >= timeout
+            })
+            .map(|(tick, _)| *tick)
+            .collect();
+        let mut judgements = Vec::with_capacity(ready.len());
+        for tick in ready {
+            let Some(pending) = self.pending.remove(&tick) else {
+                continue;
+            };
+            self.judged.insert(tick);
+            judgements.push(Judgement {
+                tick,
+                players: minority(&pending.reports),
+            });
+        }
+        while self.judged.len() > JUDGED_MEMORY {
+            self.judged.pop_first();
+        }
+        judgements
+    }
+}
+
+/// The slots whose checksum differs from the majority of `reports` (`None`: no report). When
+/// no value was reported more often than every other one (2 players disagreeing, a three-way
+/// split), every reporter is named. Empty when the reports agree.
+pub(crate) fn minority(reports: &[Option<u64>]) -> Vec<u8> {
+    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+    for checksum in reports.iter().flatten() {
+        *counts.entry(*checksum).or_default() += 1;
+    }
+    if counts.len() <= 1 {
+        return Vec::new();
+    }
+    let most = counts.values().copied().max().unwrap_or(0);
+    let mut leaders = counts.iter().filter(|(_, n)| **n == most);
+    let majority = match (leaders.next(), leaders.next()) {
+        (Some((value, _)), None) => Some(*value),
+        _ => None,
+    };
+    reports
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, report)| match (report, majority) {
+            (Some(checksum), Some(majority)) if *checksum == majority => None,
+            (Some(_), _) => u8::try_from(slot).ok(),
+            (None, _) => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn agreement_names_no_one() {
+        assert!(minority(&[Some(1), Some(1), None]).is_empty());
+        assert!(minority(&[None, None]).is_empty());
+    }
+
+    #[test]
+    fn the_minority_is_named() {
+        assert_eq!(minority(&[Some(1), Some(2), Some(1)]), vec![1]);
+        assert_eq!(minority(&[Some(3), Some(2), Some(3), Some(4)]), vec![1, 3]);
+    }
+
+    #[test]
+    fn a_tie_names_every_reporter() {
+        assert_eq!(minority(&[Some(1), Some(2)]), vec![0, 1]);
+        assert_eq!(minority(&[Some(1), Some(2), Some(3)]), vec![0, 1, 2]);
+        assert_eq!(minority(&[Some(1), None, Some(2)]), vec![0, 2]);
+    }
+
+    #[test]
+    fn unverifiable_and_repeated_reports_are_refused() {
+        let mut votes = ChecksumVotes::default();
+        assert_eq!(
+            votes.report(0, 11, 5, 10, 2, T),
+            Err(ChecksumRefusal::Unverifiable)
+        );
+        assert_eq!(
+            votes.report(0, 0, 5, 10, 2, T),
+            Err(ChecksumRefusal::Unverifiable)
+        );
+        assert_eq!(votes.report(0, 10, 5, 10, 2, T), Ok(()));
+        assert_eq!(
+            votes.report(0, 10, 6, 10, 2, T),
+            Err(ChecksumRefusal::Repeated)
+        );
+        assert_eq!(votes.report(1, 10, 5, 10, 2, T), Ok(()));
+        let judged = votes.judge(&[true, true], T, T);
+        assert_eq!(
+            judged,
+            vec![Judgement {
+                tick: 10,
+                players: vec![]
+            }]
+        );
+        assert_eq!(
+            votes.report(1, 10, 5, 10, 2, T),
+            Err(ChecksumRefusal::Repeated)
+        );
+    }
+
+    #[test]
+    fn a_tick_waits_for_every_connected_player_or_the_timeout() {
+        let mut votes = ChecksumVotes::default();
+        votes.report(0, 5, 1, 9, 3, T).unwrap();
+        votes.report(1, 5, 2, 9, 3, T).unwrap();
+        assert!(votes.judge(&[true, true, true], T, T).is_empty());
+        // A disconnected player is not waited for.
+        assert_eq!(
+            votes.judge(&[true, true, false], T, T),
+            vec![Judgement {
+                tick: 5,
+                players: vec![0, 1]
+            }]
+        );
+        votes.report(2, 6, 1, 9, 3, T).unwrap();
+        assert!(votes.judge(&[true, true, true], T + T / 2, T).is_empty());
+        assert_eq!(votes.judge(&[true, true, true], T + T, T).len(), 1);
+    }
+}

@@ -1,0 +1,248 @@
+//! Misbehaving peers: inputs the relay must not relay (undecodable, oversized) and checksums it
+//! must not believe (forged, or for ticks nobody verified yet). Honest clients keep verifying and
+//! agree; the relay counts each fault once and names the players that differ.
+
+use std::collections::BTreeSet;
+
+use bevy::prelude::*;
+use simsync::deterministic::{DesyncDetected, DroppedInputs, NetworkSessionConfig};
+use simsync_net::prelude::*;
+use simsync_net::{
+    ClientMessage, LinkConditionerConfig, MemoryNetwork, NetChannel, SessionClientMessage,
+};
+
+use super::harness::{Harness, client_app, server_app};
+use crate::common::TestGame;
+
+fn game(players: u8) -> TestGame {
+    TestGame {
+        boxes: 10,
+        players,
+        ..TestGame::default()
+    }
+}
+
+fn send(h: &mut Harness, client: usize, channel: NetChannel, message: &ClientMessage) {
+    let bytes = simsync_net::encode(message).expect("encodes");
+    h.clients[client]
+        .world_mut()
+        .resource_mut::<RenetClient>()
+        .send_message(channel, bytes);
+}
+
+fn inputs(first_tick: i32, inputs: Vec<Vec<u8>>) -> ClientMessage {
+    ClientMessage::Session(SessionClientMessage::Inputs {
+        first_tick,
+        inputs,
+        ack_tick: 0,
+    })
+}
+
+#[test]
+fn undecodable_and_oversized_inputs_are_dropped_and_the_session_goes_on() {
+    let mut h = Harness::new(
+        game(2),
+        LinkConditionerConfig::PERFECT.with_latency(20, 0),
+        NetworkSessionConfig::default(),
+    );
+    h.run_until_verified(60, 300);
+    let server_tick = h.relay().server_tick;
+    // Ahead of anything the clients sent: these copies arrive first and decide the ticks.
+    let garbage = inputs(server_tick + 40, vec![vec![0xff; 17]; 5]);
+    send(&mut h, 0, NetChannel::Inputs, &garbage);
+    // 30,000 bytes (reliable: renet slices it).
+    let huge = inputs(server_tick + 50, vec![vec![0; 30_000]]);
+    send(&mut h, 1, NetChannel::Control, &huge);
+    for _ in 0..3 {
+        // Copies sent again are not counted again.
+        send(&mut h, 0, NetChannel::Inputs, &garbage);
+        h.step();
+    }
+    let verified = h.stats(0).verified_tick;
+    h.run_until_verified(verified + 300, 900);
+
+    let relay = h.relay();
+    assert_eq!(
+        relay.dropped_inputs,
+        vec![
+            DroppedInputs {
+                undecodable: 5,
+                oversized: 0
+            },
+            DroppedInputs {
+                undecodable: 0,
+                oversized: 1
+            },
+        ],
+        "{relay:?}"
+    );
+    assert!(relay.replaced_inputs[0] >= 5, "{relay:?}");
+    assert!(relay.replaced_inputs[1] >= 1, "{relay:?}");
+    assert_eq!(relay.desyncs, 0, "{relay:?}");
+    let (compared, mismatches) = h.checksums_agree();
+    assert!(compared >= 300, "{compared}");
+    assert_eq!(mismatches, 0);
+    for c in 0..2 {
+        let net = h.stats(c).network.expect("networked");
+        assert_eq!(
+            net.substituted_inputs, 0,
+            "the relay relayed only valid inputs"
+        );
+        assert_eq!(net.rejected_inputs, 0);
+        assert_eq!(net.desyncs_reported, 0);
+    }
+}
+
+/// Every `DesyncDetected` a client's app received.
+#[derive(Resource, Default)]
+struct Desyncs(Vec<DesyncDetected>);
+
+fn record_desyncs(mut read: MessageReader<DesyncDetected>, mut seen: ResMut<Desyncs>) {
+    seen.0.extend(read.read().cloned());
+}
+
+fn watch_desyncs(h: &mut Harness) {
+    for client in &mut h.clients {
+        client
+            .init_resource::<Desyncs>()
+            .add_systems(Last, record_desyncs);
+    }
+}
+
+fn desyncs(h: &Harness, client: usize) -> Vec<DesyncDetected> {
+    h.clients[client].world().resource::<Desyncs>().0.clone()
+}
+
+#[test]
+fn a_liar_is_named_and_honest_clients_are_not() {
+    let mut h = Harness::new(
+        game(3),
+        LinkConditionerConfig::PERFECT.with_latency(60, 0),
+        NetworkSessionConfig::default(),
+    );
+    watch_desyncs(&mut h);
+    h.run_until_verified(60, 600);
+    let liar = 2;
+    let mut forged = BTreeSet::new();
+    let mut future = 0;
+    for _ in 0..20 {
+        let confirmed = h.relay().confirmed_tick;
+        let verified = h.stats(liar).verified_tick;
+        // Ticks the relay confirmed that the liar has not reported yet, and ticks nobody can
+        // have verified.
+        let ticks = (verified + 1..=confirmed).chain([confirmed + 200, confirmed + 1_000]);
+        for tick in ticks {
+            if tick > confirmed {
+                future += 1;
+            } else {
+                forged.insert(tick);
+            }
+            let checksum = ClientMessage::Session(SessionClientMessage::Checksum {
+                tick,
+                checksum: 0xbad ^ tick as u64,
+            });
+            send(&mut h, liar, NetChannel::Control, &checksum);
+        }
+        h.step();
+    }
+    let verified = h.stats(0).verified_tick;
+    h.run_until_verified(verified + 300, 900);
+
+    let relay = h.relay();
+    assert!(!forged.is_empty());
+    assert_eq!(relay.refused_checksums, vec![0, 0, future], "{relay:?}");
+    for slot in 0..3 {
+        // Late copies are counted once per tick, so never more than the replaced inputs.
+        assert!(
+            relay.late_inputs[slot] <= relay.replaced_inputs[slot],
+            "{relay:?}"
+        );
+    }
+    // Each forged tick reached the relay before the liar's honest report: one desync each.
+    assert_eq!(relay.desyncs, forged.len() as u64, "{relay:?}");
+    assert_eq!(relay.desyncs_named, vec![0, 0, relay.desyncs], "{relay:?}");
+    let (compared, mismatches) = h.checksums_agree();
+    assert!(compared >= 300);
+    assert_eq!(mismatches, 0, "the liar's simulation is honest");
+    for c in 0..3 {
+        let net = h.stats(c).network.expect("networked");
+        assert_eq!(net.desyncs_reported, relay.desyncs, "{net:?}");
+        let seen = desyncs(&h, c);
+        assert_eq!(seen.len() as u64, relay.desyncs);
+        assert!(
+            seen.iter().all(|d| d.players == vec![liar as u8]),
+            "{seen:?}"
+        );
+        assert!(seen.iter().all(|d| forged.contains(&d.tick)), "{seen:?}");
+        let named = if c == liar { relay.desyncs } else { 0 };
+        assert_eq!(net.desyncs_naming_self, named, "{net:?}");
+    }
+}
+
+/// `players` clients, of which `odd` runs a different game (one more box): its checksums
+/// really differ from the others'.
+fn diverging(players: u8, odd: usize) -> Harness {
+    let network = MemoryNetwork::new(7, LinkConditionerConfig::PERFECT.with_latency(20, 0))
+        .expect("valid link");
+    let mut server = server_app(players);
+    server.insert_net_server(network.server_transport().expect("server"));
+    server.finish();
+    server.cleanup();
+    let clients = (0..players)
+        .map(|id| {
+            let mut game = game(players);
+            if usize::from(id) == odd {
+                game.boxes += 1;
+            }
+            let mut client = client_app(game, NetworkSessionConfig::default(), 60);
+            client.insert_net_client(network.client_transport(u64::from(id) + 1).expect("client"));
+            client.finish();
+            client.cleanup();
+            client
+        })
+        .collect();
+    let mut h = Harness {
+        network,
+        server,
+        clients,
+    };
+    watch_desyncs(&mut h);
+    h
+}
+
+#[test]
+fn a_real_disagreement_names_the_minority() {
+    let mut h = diverging(3, 1);
+    h.run_until_verified(60, 600);
+    // Every judged tick differs; give the last reports time to arrive and be judged.
+    for _ in 0..30 {
+        h.step();
+    }
+    let relay = h.relay();
+    assert!(relay.desyncs >= 50, "{relay:?}");
+    assert_eq!(relay.desyncs_named, vec![0, relay.desyncs, 0], "{relay:?}");
+    for c in 0..3 {
+        let seen = desyncs(&h, c);
+        assert!(seen.len() >= 50, "{}", seen.len());
+        assert!(seen.iter().all(|d| d.players == vec![1]), "{seen:?}");
+        let stats = h.stats(c);
+        let net = stats.network.expect("networked");
+        assert_eq!(net.last_desync.map(|d| d.players), Some(vec![1]));
+    }
+}
+
+#[test]
+fn with_two_players_a_disagreement_names_both() {
+    let mut h = diverging(2, 1);
+    h.run_until_verified(60, 600);
+    let relay = h.relay();
+    assert!(relay.desyncs >= 50, "{relay:?}");
+    assert_eq!(relay.desyncs_named, vec![relay.desyncs; 2], "{relay:?}");
+    for c in 0..2 {
+        let seen = desyncs(&h, c);
+        assert!(!seen.is_empty());
+        assert!(seen.iter().all(|d| d.players == vec![0, 1]), "{seen:?}");
+        let net = h.stats(c).network.expect("networked");
+        assert_eq!(net.desyncs_naming_self, net.desyncs_reported);
+    }
+}
