@@ -4,6 +4,7 @@
 mod clock_sync;
 mod harness;
 mod inputs;
+mod long_links;
 mod robustness;
 mod sessions;
 mod udp;

@@ -52,7 +52,8 @@ pub use schedule::{
     SimulationStartup, SimulationTick,
 };
 pub use session::{
-    ChecksumRecorded, DeterministicSession, PredictionMismatch, SessionStats, UnregisteredComponent,
+    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionResumed,
+    SessionStalled, SessionStats, UnregisteredComponent,
 };
 pub use snapshot::{
     Parked, ReservedSlots, RollbackAppExt, RollbackRegistry, RollbackReport, RollbackStrategy,
@@ -61,7 +62,7 @@ pub use snapshot::{
 };
 pub use source::{
     LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats, RelayDelivery, RelayRejection,
-    TickInputSource,
+    STALL_AFTER, SessionStall, StallReason, TickInputSource,
 };
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;

@@ -28,7 +28,7 @@ use crate::ids::ParticipantId;
 
 /// The version of the message layout of this build. Peers with different versions refuse each
 /// other in the handshake. Bump it with every change to a message type.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

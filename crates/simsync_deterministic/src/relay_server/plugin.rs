@@ -28,6 +28,8 @@ impl DeterministicServerPlugin {
                 input_redundancy: 3,
                 default_input: simsync_net::encode(&I::default()).unwrap_or_default(),
                 ping_interval_ms: 250,
+                input_history_ticks: 10 * u32::from(tick_rate_hz),
+                resend_bytes_per_update: 24_000,
             },
         }
     }
@@ -41,6 +43,12 @@ impl DeterministicServerPlugin {
     /// Confirmed sets repeated in every message.
     pub fn input_redundancy(mut self, sets: u32) -> Self {
         self.config.input_redundancy = sets;
+        self
+    }
+
+    /// Confirmed sets kept for clients that fell behind, in ticks (default 10 s of ticks).
+    pub fn input_history_ticks(mut self, ticks: u32) -> Self {
+        self.config.input_history_ticks = ticks;
         self
     }
 }

@@ -7,14 +7,17 @@ use bevy::prelude::*;
 
 use super::audit::hash_inputs;
 use super::state::DeterministicSession;
-use super::stats::{ChecksumRecorded, PredictionMismatch, SessionStats, UnregisteredComponent};
+use super::stats::{
+    ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,
+    SessionStats, UnregisteredComponent,
+};
 use crate::checksum::TickChecksum;
 use crate::config::SessionMode;
 use crate::context::{ContextError, SimulatorContext, UpdateParams};
 use crate::input::{InputStatus, SimInput};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot;
-use crate::source::Polled;
+use crate::source::{NetReport, Polled};
 use crate::tick::Tick;
 use crate::worlds::{SimulationWorlds, run_tick};
 
@@ -26,7 +29,27 @@ pub(super) fn poll<I: SimInput>(
     world: &mut World,
     session: &mut DeterministicSession<I>,
 ) -> Polled {
-    session.source.poll(world, &mut session.buffer)
+    let polled = session.source.poll(world, &mut session.buffer);
+    for report in session.source.take_reports() {
+        match report {
+            NetReport::Stalled(stall) => {
+                world.write_message(SessionStalled {
+                    since_tick: stall.since_tick,
+                    reason: stall.reason,
+                });
+            }
+            NetReport::Resumed { tick, stalled_for } => {
+                world.write_message(SessionResumed {
+                    tick,
+                    stalled_ms: stalled_for.as_millis() as u64,
+                });
+            }
+            NetReport::NeedsSnapshot { oldest_available } => {
+                world.write_message(NeedsSnapshot { oldest_available });
+            }
+        }
+    }
+    polled
 }
 
 /// Step 2, begin: resets the context for this update with what the poll found, then runs the

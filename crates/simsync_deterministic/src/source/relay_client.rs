@@ -26,6 +26,7 @@ use simsync_net::{
 };
 
 use super::local_inputs::LocalInputProvider;
+use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
 use crate::tick::{PlayerIndex, Tick};
@@ -66,6 +67,32 @@ pub struct RelayClientStats {
     pub rejected: Option<String>,
     /// Whether the server started the session.
     pub started: bool,
+    /// The stall under way (no new verifiable tick for more than a second while running).
+    pub stall: Option<SessionStall>,
+    /// Set when the relay reported this client behind its history: the oldest tick it holds
+    /// (the client needs a snapshot).
+    pub needs_snapshot_from: Option<Tick>,
+    /// Stalls reported so far.
+    pub stalls_reported: u64,
+}
+
+/// What the relay client reports to the session (written as Messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NetReport {
+    /// A stall began.
+    Stalled(SessionStall),
+    /// Ticks flow again.
+    Resumed {
+        /// The verifiable tick now.
+        tick: Tick,
+        /// How long the stall lasted.
+        stalled_for: Duration,
+    },
+    /// The relay no longer holds the confirmed inputs this client misses.
+    NeedsSnapshot {
+        /// The oldest tick the relay holds.
+        oldest_available: Tick,
+    },
 }
 
 /// The client side of a networked session: handshake, clock, input sending and confirmed-input
@@ -92,6 +119,9 @@ pub(crate) struct RelayClient<I: SimInput> {
     /// The prediction cap (`max_verifiable + window`) at the end of the last poll (stall
     /// detection).
     prediction_cap: Tick,
+    stall: StallWatch,
+    /// Stall changes and snapshot requests not yet taken by the session.
+    reports: Vec<NetReport>,
     _input: std::marker::PhantomData<fn() -> I>,
 }
 
@@ -120,6 +150,8 @@ impl<I: SimInput> RelayClient<I> {
             decode: DecodeStats::default(),
             checksums_seen: 0,
             prediction_cap: 0,
+            stall: StallWatch::default(),
+            reports: Vec::new(),
             _input: std::marker::PhantomData,
         }
     }
@@ -127,6 +159,38 @@ impl<I: SimInput> RelayClient<I> {
     /// What the client measured so far.
     pub(crate) fn stats(&self) -> &RelayClientStats {
         &self.stats
+    }
+
+    /// The stall changes and snapshot requests since the last call, oldest first.
+    pub(crate) fn take_reports(&mut self) -> Vec<NetReport> {
+        std::mem::take(&mut self.reports)
+    }
+
+    /// Updates the stall state from the verifiable tick (see [`StallWatch`]).
+    fn watch_stall(&mut self, renet: Option<&RenetClient>, verifiable: Tick) {
+        let running = self.stats.started && renet.is_some_and(|c| c.is_connected());
+        let change = self.stall.observe(
+            self.now,
+            verifiable,
+            running,
+            self.stats.needs_snapshot_from,
+        );
+        self.stats.stall = self.stall.stall();
+        match change {
+            Some(StallChange::Stalled(stall)) => {
+                self.stats.stalls_reported += 1;
+                warn!(
+                    "session client: stalled since tick {}: {:?}",
+                    stall.since_tick, stall.reason
+                );
+                self.reports.push(NetReport::Stalled(stall));
+            }
+            Some(StallChange::Resumed { tick, stalled_for }) => {
+                info!("session client: resumed at tick {tick} after {stalled_for:?}");
+                self.reports.push(NetReport::Resumed { tick, stalled_for });
+            }
+            None => {}
+        }
     }
 
     /// One poll: receives from the server into `buffer`, advances the local clock (`local_tick`)
@@ -156,6 +220,7 @@ impl<I: SimInput> RelayClient<I> {
         buffer: &mut InputBuffer<I>,
     ) -> bool {
         self.receive(renet.as_deref_mut(), buffer, dt);
+        self.watch_stall(renet.as_deref(), buffer.max_verifiable_tick());
         let ticks = self.ticks_to_poll(polls);
         let delay = self.input_delay() as Tick;
         let max_verifiable = buffer.max_verifiable_tick();
@@ -274,6 +339,18 @@ impl<I: SimInput> RelayClient<I> {
             }
             ServerMessage::Session(SessionServerMessage::PlayerLeft { slot }) => {
                 info!("session client: player {slot} left; the server replaces its inputs");
+            }
+            ServerMessage::Session(SessionServerMessage::Behind { oldest_available }) => {
+                // Stale if the sets it missed arrived meanwhile.
+                if buffer.max_verifiable_tick() + 1 < oldest_available {
+                    error!(
+                        "session client: the relay holds confirmed inputs from tick \
+                         {oldest_available} only; this client needs a snapshot"
+                    );
+                    self.stats.needs_snapshot_from = Some(oldest_available);
+                    self.reports
+                        .push(NetReport::NeedsSnapshot { oldest_available });
+                }
             }
             ServerMessage::Ownership(_) => {}
         }
