@@ -22,7 +22,8 @@ use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, JoinStatus,
     LeadControl, Protocols, RttEstimator, ServerMessage, SessionClientMessage,
-    SessionServerMessage, TickAccumulator, input_delay_ticks, millis_u32, target_lead_ticks,
+    SessionServerMessage, TickAccumulator, estimated_server_tick, input_delay_ticks, millis_u32,
+    target_lead_ticks,
 };
 
 use super::local_inputs::LocalInputProvider;
@@ -120,6 +121,8 @@ pub(crate) struct RelayClient<I: SimInput> {
     /// detection).
     prediction_cap: Tick,
     stall: StallWatch,
+    /// The last server clock report: (server tick, local time of arrival).
+    server_clock: Option<(Tick, Duration)>,
     /// Stall changes and snapshot requests not yet taken by the session.
     reports: Vec<NetReport>,
     _input: std::marker::PhantomData<fn() -> I>,
@@ -151,6 +154,7 @@ impl<I: SimInput> RelayClient<I> {
             checksums_seen: 0,
             prediction_cap: 0,
             stall: StallWatch::default(),
+            server_clock: None,
             reports: Vec::new(),
             _input: std::marker::PhantomData,
         }
@@ -329,9 +333,11 @@ impl<I: SimInput> RelayClient<I> {
                 self.on_confirmed(buffer, first_tick, &sets);
             }
             ServerMessage::Session(SessionServerMessage::Clock {
-                input_lead_ticks, ..
+                input_lead_ticks,
+                server_tick,
             }) => {
                 self.stats.input_lead_ticks = input_lead_ticks;
+                self.server_clock = Some((server_tick, self.now));
             }
             ServerMessage::Session(SessionServerMessage::Desync { tick }) => {
                 self.stats.desyncs_reported += 1;
@@ -414,10 +420,7 @@ impl<I: SimInput> RelayClient<I> {
         // later. Until then (after a snap) the reported lead is stale: acting on it again would
         // correct twice and overshoot, so the clock runs at real speed.
         let settling = self.now < self.snap_cooldown_until;
-        match self
-            .lead
-            .adjust(f64::from(self.stats.input_lead_ticks), target)
-        {
+        match self.lead.adjust(self.current_lead(), target) {
             _ if settling => self.stats.speed = 1.0,
             ClockAdjustment::Speed(factor) => self.stats.speed = factor,
             ClockAdjustment::Snap { ticks } => {
@@ -440,6 +443,33 @@ impl<I: SimInput> RelayClient<I> {
         self.clock
             .advance_ticks(f64::from(base))
             .min(MAX_CLIENT_POLLS)
+    }
+
+    /// How early this client's inputs reach the server, in ticks: the server's report, unless
+    /// the client's own estimate from the server clock is lower by more than the snap
+    /// threshold. The report cannot see further back than the server's hard tolerance (with no
+    /// input of this client waiting it reports the confirmed tick), so after a pause or an
+    /// outage only the server clock shows how far behind the client's clock is.
+    fn current_lead(&self) -> f64 {
+        let reported = f64::from(self.stats.input_lead_ticks);
+        let Some((server_tick, received)) = self.server_clock else {
+            return reported;
+        };
+        let since_ms = self.now.saturating_sub(received).as_secs_f64() * 1_000.0;
+        // The server's tick when an input sent now arrives: now, plus half a round trip.
+        let rtt_ms = self.stats.rtt_ms;
+        let at_arrival = estimated_server_tick(
+            server_tick,
+            since_ms + rtt_ms / 2.0,
+            rtt_ms,
+            self.tick_rate_hz,
+        );
+        let own = f64::from(self.last_input_tick) - at_arrival;
+        if own < reported - self.lead.snap_threshold_ticks {
+            own
+        } else {
+            reported
+        }
     }
 
     /// The input delay for new inputs: fixed, or picked from the RTT.
