@@ -52,6 +52,22 @@ pub(super) fn poll<I: SimInput>(
     polled
 }
 
+/// How many times `max_verified_ticks_per_update` a session far behind may verify in one
+/// update ([catching up](crate::rules#catching-up)).
+const CATCH_UP_FACTOR: Tick = 4;
+
+/// The verified-ticks clamp of this update: the configured `limit`, raised while the `backlog`
+/// of verifiable ticks exceeds it (after a pause or an outage) to at most
+/// [`CATCH_UP_FACTOR`] × `limit`, so a client far behind reaches the live tick in a few updates
+/// without one update simulating an unbounded number of ticks.
+fn catch_up_limit(limit: Tick, backlog: Tick) -> Tick {
+    if backlog > limit {
+        backlog.min(limit.saturating_mul(CATCH_UP_FACTOR))
+    } else {
+        limit
+    }
+}
+
 /// Step 2, begin: resets the context for this update with what the poll found, then runs the
 /// [`BeforeVerification`] hooks.
 pub(super) fn begin<I: SimInput>(
@@ -67,7 +83,10 @@ pub(super) fn begin<I: SimInput>(
         max_verifiable_tick: polled.max_verifiable_tick,
         max_predictable_tick: polled.local_tick,
         rollback_window: session.config.rollback_window as Tick,
-        max_verified_ticks_per_update: session.config.max_verified_ticks_per_update as Tick,
+        max_verified_ticks_per_update: catch_up_limit(
+            session.config.max_verified_ticks_per_update as Tick,
+            polled.max_verifiable_tick - worlds.verified.tick(),
+        ),
         is_stalling: polled.stalling,
     };
     let mut ctx = world.resource_mut::<SimulatorContext>();
@@ -366,5 +385,19 @@ fn context(world: &mut World) -> Mut<'_, SimulatorContext> {
 fn check<T>(result: Result<T, ContextError>) {
     if let Err(error) = result {
         error!("simulator context: {error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verify_clamp_rises_while_far_behind_and_is_bounded() {
+        assert_eq!(catch_up_limit(10, 0), 10);
+        assert_eq!(catch_up_limit(10, 10), 10);
+        assert_eq!(catch_up_limit(10, 25), 25);
+        assert_eq!(catch_up_limit(10, 300), 40);
+        assert_eq!(catch_up_limit(60, 384), 240);
     }
 }

@@ -472,15 +472,22 @@ impl<I: SimInput> RelayClient<I> {
         }
     }
 
-    /// The input delay for new inputs: fixed, or picked from the RTT.
+    /// The input delay for new inputs: fixed, or picked from the RTT, at most
+    /// `max_input_delay` and, in a predicted session, at most the rollback window (a delay
+    /// beyond the window would hold back inputs longer than any prediction could cover).
     fn input_delay(&mut self) -> u32 {
+        let max_delay = if self.predicted {
+            self.config.max_input_delay.min(self.window as u32)
+        } else {
+            self.config.max_input_delay
+        };
         let delay = self.config.fixed_input_delay.unwrap_or_else(|| {
             input_delay_ticks(
                 self.stats.rtt_ms,
                 self.tick_rate_hz,
                 self.config.min_input_delay,
                 self.config.input_delay_start_ms,
-                self.config.max_input_delay,
+                max_delay,
             )
         });
         self.stats.input_delay_ticks = delay;
