@@ -3,7 +3,7 @@
 //! permanent.
 
 use simsync::deterministic::NetworkSessionConfig;
-use simsync::deterministic::StallReason;
+use simsync::deterministic::{DeterministicServerPlugin, PackedInput, StallReason};
 use std::time::Duration;
 
 use simsync_net::{Direction, LinkConditionerConfig, NetClock};
@@ -183,4 +183,50 @@ fn a_3_s_outage_is_reported_and_every_client_catches_up_within_2_s() {
         relay.replaced_inputs.iter().all(|r| *r <= 192 + 30),
         "{relay:?}"
     );
+}
+
+#[test]
+fn a_client_behind_the_relay_history_is_told_it_needs_a_snapshot() {
+    // The relay keeps 2 s of confirmed sets; client 1's link is down for 4 s.
+    let relay = DeterministicServerPlugin::new::<PackedInput>(2, 64).input_history_ticks(128);
+    let link = LinkConditionerConfig::PERFECT.with_latency(15, 0);
+    let net = NetworkSessionConfig::default();
+    let mut h = Harness::with_relay(game(), link, net, 60, relay);
+    h.run_until_verified(100, 600);
+    let set_link = |h: &mut Harness, config| {
+        for direction in [Direction::ToServer, Direction::ToClient] {
+            h.network.set_link(2, direction, config).expect("link");
+        }
+    };
+    set_link(&mut h, link.with_loss(100.0));
+    let cut_at = h.stats(1).verified_tick;
+    for _ in 0..4 * 64 {
+        h.step();
+    }
+    set_link(&mut h, link);
+    for _ in 0..2 * 64 {
+        h.step();
+    }
+    let net = h.stats(1).network.expect("networked");
+    let oldest = net.needs_snapshot_from.expect("told it needs a snapshot");
+    let verified = h.stats(1).verified_tick;
+    assert!(
+        oldest > verified + 1 && verified < cut_at + 60,
+        "{oldest} {verified}"
+    );
+    let stall = net.stall.expect("stalled");
+    assert!(stall.since_tick <= verified, "{stall:?}");
+    assert_eq!(
+        stall.reason,
+        StallReason::NeedsSnapshot {
+            oldest_available: oldest
+        }
+    );
+    assert!(h.relay().behind_reports >= 1, "{:?}", h.relay());
+    // The other client goes on.
+    let live = h.stats(0).verified_tick;
+    for _ in 0..64 {
+        h.step();
+    }
+    assert!(h.stats(0).verified_tick >= live + 60);
 }

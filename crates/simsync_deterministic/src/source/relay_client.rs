@@ -172,6 +172,14 @@ impl<I: SimInput> RelayClient<I> {
 
     /// Updates the stall state from the verifiable tick (see [`StallWatch`]).
     fn watch_stall(&mut self, renet: Option<&RenetClient>, verifiable: Tick) {
+        // The sets the relay thought lost arrived after all (they were in flight).
+        if self
+            .stats
+            .needs_snapshot_from
+            .is_some_and(|oldest| verifiable + 1 >= oldest)
+        {
+            self.stats.needs_snapshot_from = None;
+        }
         let running = self.stats.started && renet.is_some_and(|c| c.is_connected());
         let change = self.stall.observe(
             self.now,

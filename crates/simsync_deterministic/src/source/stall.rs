@@ -77,13 +77,17 @@ impl StallWatch {
             });
         }
         let (tick, since) = self.progress?;
-        if self.stalled.is_some() || now.saturating_sub(since) <= STALL_AFTER {
-            return None;
-        }
         let reason = match behind {
             Some(oldest_available) => StallReason::NeedsSnapshot { oldest_available },
             None => StallReason::NoConfirmedInputs,
         };
+        // A stall under way is reported again only when its reason changes.
+        let same = self
+            .stalled
+            .is_some_and(|(stall, _)| stall.reason == reason);
+        if same || now.saturating_sub(since) <= STALL_AFTER {
+            return None;
+        }
         let stall = SessionStall {
             since_tick: tick,
             reason,
@@ -116,6 +120,18 @@ mod tests {
         );
         assert_eq!(watch.observe(ms(1_500), 10, true, None), None);
         assert_eq!(watch.stall(), Some(stall));
+        // The relay says the missing sets are gone: reported again with the new reason.
+        let needs = SessionStall {
+            since_tick: 10,
+            reason: StallReason::NeedsSnapshot {
+                oldest_available: 90,
+            },
+        };
+        assert_eq!(
+            watch.observe(ms(1_600), 10, true, Some(90)),
+            Some(StallChange::Stalled(needs))
+        );
+        assert_eq!(watch.observe(ms(1_700), 10, true, Some(90)), None);
         assert_eq!(
             watch.observe(ms(2_000), 11, true, None),
             Some(StallChange::Resumed {
