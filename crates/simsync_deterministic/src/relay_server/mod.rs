@@ -22,7 +22,7 @@
 //!   and is not repeated before a retransmission timeout.
 //! - The relay keeps `input_history_ticks` confirmed sets (default 10 s); a client whose
 //!   acknowledgement is older is told it is [`Behind`](SessionServerMessage::Behind) and needs
-//!   a snapshot.
+//!   a snapshot (at most once a second; no sets are resent to it).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
@@ -39,6 +39,9 @@ use simsync_net::{
 use crate::tick::Tick;
 
 pub(crate) mod plugin;
+
+/// Time between two `Behind` reports to a client that stays behind the history.
+const BEHIND_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Ticks between two clock reports to a client whose lead did not change.
 const CLOCK_REFRESH_TICKS: Tick = 8;
@@ -479,14 +482,16 @@ impl RelayServer {
             ..SendPlan::default()
         };
         slot.sent_through = newest;
-        if slot.resend_next.is_none()
-            && now >= slot.resend_after
-            && slot.ack < newest - redundancy - in_flight_ticks(&slot.rtt, hz)
-        {
-            if slot.ack + 1 < oldest {
+        let overdue = slot.ack < newest - redundancy - in_flight_ticks(&slot.rtt, hz);
+        if slot.ack + 1 < oldest {
+            // The sets it misses are gone: resending the rest cannot help it.
+            slot.resend_next = None;
+            if now >= slot.resend_after {
                 plan.behind = Some(oldest);
+                slot.resend_after = now + BEHIND_REPORT_INTERVAL;
             }
-            slot.resend_next = Some((slot.ack + 1).max(oldest));
+        } else if slot.resend_next.is_none() && now >= slot.resend_after && overdue {
+            slot.resend_next = Some(slot.ack + 1);
         }
         if let Some(next) = slot.resend_next {
             let next = next.max(slot.ack + 1).max(oldest);
@@ -683,6 +688,76 @@ mod tests {
                 (t, set)
             })
             .collect()
+    }
+
+    /// A relay with one connected slot holding confirmed sets of ticks `1..=newest`.
+    fn relay_with_sets(newest: Tick) -> RelayServer {
+        let mut relay = RelayServer::new(RelayServerConfig {
+            players: 1,
+            tick_rate_hz: 64,
+            input_hard_tolerance: 8,
+            input_redundancy: 3,
+            default_input: vec![0],
+            ping_interval_ms: 250,
+            input_history_ticks: 640,
+            resend_bytes_per_update: 24_000,
+        });
+        relay.slots[0].client = Some(1);
+        relay.confirmed = history(1..=newest, 4);
+        relay.confirmed_tick = newest;
+        relay
+    }
+
+    fn ticks(chunks: &[(Tick, Tick)]) -> Vec<Tick> {
+        chunks.iter().flat_map(|(f, l)| *f..=*l).collect()
+    }
+
+    #[test]
+    fn a_burst_of_confirmations_is_sent_whole_then_only_the_redundancy() {
+        let mut relay = relay_with_sets(20);
+        relay.slots[0].sent_through = 12;
+        relay.slots[0].ack = 12;
+        // Eight ticks confirmed in one update: all eight go, not only the newest three.
+        let plan = relay.plan_sends(0, 20, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), (13..=20).collect::<Vec<_>>());
+        relay.confirmed.extend(history(21..=21, 4));
+        let plan = relay.plan_sends(0, 21, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), vec![19, 20, 21]);
+    }
+
+    #[test]
+    fn an_overdue_ack_is_resent_from_the_ack_without_a_window_clamp() {
+        let mut relay = relay_with_sets(400);
+        relay.slots[0].sent_through = 400;
+        relay.slots[0].ack = 250;
+        relay.slots[0].rtt.add_sample(230.0);
+        let plan = relay.plan_sends(0, 400, 3, 64.0);
+        // 251..=397 again, then the redundancy 398..=400.
+        let sent = ticks(&plan.chunks);
+        assert_eq!(sent[..3], [398, 399, 400]);
+        assert_eq!(sent[3..], (251..=397).collect::<Vec<_>>()[..]);
+        assert_eq!(plan.resent, 147);
+        assert_eq!(plan.behind, None);
+        // Not again before a retransmission timeout.
+        let plan = relay.plan_sends(0, 400, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), vec![398, 399, 400]);
+        relay.now += Duration::from_secs(1);
+        let plan = relay.plan_sends(0, 400, 3, 64.0);
+        assert_eq!(plan.resent, 147);
+    }
+
+    #[test]
+    fn an_ack_older_than_the_history_is_reported_behind_once_a_second() {
+        let mut relay = relay_with_sets(400);
+        relay.confirmed.drain(..100);
+        relay.slots[0].sent_through = 400;
+        relay.slots[0].ack = 50;
+        let plan = relay.plan_sends(0, 400, 3, 64.0);
+        assert_eq!(plan.behind, Some(101));
+        assert_eq!(plan.resent, 0);
+        assert_eq!(relay.plan_sends(0, 400, 3, 64.0).behind, None);
+        relay.now += Duration::from_secs(1);
+        assert_eq!(relay.plan_sends(0, 400, 3, 64.0).behind, Some(101));
     }
 
     #[test]
