@@ -107,6 +107,8 @@ impl Rig {
             input_redundancy: 3,
             default_input: simsync_net::encode(&PackedInput::default()).expect("encodes"),
             ping_interval_ms: 250,
+            input_history_ticks: 10 * u32::from(HZ),
+            resend_bytes_per_update: 24_000,
         });
         let clients = (0..players)
             .map(|i| {
