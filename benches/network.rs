@@ -109,6 +109,8 @@ impl Rig {
             ping_interval_ms: 250,
             max_input_bytes: simsync::deterministic::DEFAULT_MAX_INPUT_BYTES,
             checksum_timeout_ms: simsync::deterministic::DEFAULT_CHECKSUM_TIMEOUT_MS,
+            input_history_ticks: 10 * u32::from(HZ),
+            resend_bytes_per_update: 24_000,
         });
         let clients = (0..players)
             .map(|i| {

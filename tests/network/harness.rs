@@ -40,10 +40,15 @@ pub struct Harness {
 }
 
 pub fn server_app(players: u8) -> App {
+    server_app_with(DeterministicServerPlugin::new::<PackedInput>(players, 64))
+}
+
+/// A relay server App running `relay` (at 64 Hz).
+pub fn server_app_with(relay: DeterministicServerPlugin) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(64)))
-        .add_plugins(DeterministicServerPlugin::new::<PackedInput>(players, 64));
+        .add_plugins(relay);
     app
 }
 
@@ -78,8 +83,20 @@ impl Harness {
         net: NetworkSessionConfig,
         window: u32,
     ) -> Self {
+        let relay = DeterministicServerPlugin::new::<PackedInput>(game.players, 64);
+        Self::with_relay(game, link, net, window, relay)
+    }
+
+    /// A harness whose relay server runs `relay`.
+    pub fn with_relay(
+        game: TestGame,
+        link: LinkConditionerConfig,
+        net: NetworkSessionConfig,
+        window: u32,
+        relay: DeterministicServerPlugin,
+    ) -> Self {
         let network = MemoryNetwork::new(99, link).expect("valid link");
-        let mut server = server_app(game.players);
+        let mut server = server_app_with(relay);
         server.insert_net_server(network.server_transport().expect("server"));
         server.finish();
         server.cleanup();

@@ -5,6 +5,7 @@ mod clock_sync;
 mod harness;
 mod hostile_peers;
 mod inputs;
+mod long_links;
 mod robustness;
 mod sessions;
 mod udp;

@@ -55,7 +55,8 @@ pub use schedule::{
     SimulationStartup, SimulationTick,
 };
 pub use session::{
-    ChecksumRecorded, DeterministicSession, PredictionMismatch, SessionStats, UnregisteredComponent,
+    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionResumed,
+    SessionStalled, SessionStats, UnregisteredComponent,
 };
 pub use snapshot::{
     Parked, ReservedSlots, RollbackAppExt, RollbackRegistry, RollbackReport, RollbackStrategy,
@@ -64,7 +65,7 @@ pub use snapshot::{
 };
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats,
-    RelayDelivery, RelayRejection, TickInputSource,
+    RelayDelivery, RelayRejection, STALL_AFTER, SessionStall, StallReason, TickInputSource,
 };
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;

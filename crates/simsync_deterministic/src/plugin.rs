@@ -15,8 +15,8 @@ use crate::error::SessionError;
 use crate::input::SimInput;
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
-    ChecksumRecorded, DeterministicSession, PredictionMismatch, SessionStats,
-    UnregisteredComponent, session_update,
+    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionResumed,
+    SessionStalled, SessionStats, UnregisteredComponent, session_update,
 };
 use crate::snapshot::{RollbackRegistry, WorldRole};
 use crate::source::LocalInputs;
@@ -217,6 +217,9 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_message::<PredictionMismatch>()
             .add_message::<DesyncDetected>()
             .add_message::<InputSubstituted>()
+            .add_message::<SessionStalled>()
+            .add_message::<SessionResumed>()
+            .add_message::<NeedsSnapshot>()
             .init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)

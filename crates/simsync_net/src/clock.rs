@@ -21,6 +21,14 @@ pub const MAX_RTT_SAMPLE_MS: f64 = 10_000.0;
 pub const RTT_ALPHA: f64 = 0.125;
 /// Weight of a new deviation in the jitter estimate (1/4, RFC 6298's β).
 pub const RTT_BETA: f64 = 0.25;
+/// A sample above `rtt + RTT_OUTLIER_DEVIATIONS · jitter + RTT_OUTLIER_MARGIN_MS` is an outlier
+/// (4, as RFC 6298's retransmission timeout).
+pub const RTT_OUTLIER_DEVIATIONS: f64 = 4.0;
+/// Milliseconds an RTT sample may exceed the smoothed RTT plus its deviations before it is an
+/// outlier (50).
+pub const RTT_OUTLIER_MARGIN_MS: f64 = 50.0;
+/// Outliers in a row, arriving at distinct times, that are a real RTT step, not noise (3).
+pub const RTT_OUTLIER_REPEATS: usize = 3;
 
 /// A clock time in ms as a wrapping `u32`, the format of ping/pong timestamps
 /// (`ClientMessage::Ping { t }`); wraps every 49.7 days, which [`RttEstimator::on_pong`]
@@ -35,11 +43,22 @@ pub fn millis_u32(time: Duration) -> u32 {
 /// `jitter = (1 − β)·jitter + β·|rtt − r|`, then `rtt = (1 − α)·rtt + α·r`, with
 /// [`RTT_ALPHA`] = 1/8 and [`RTT_BETA`] = 1/4. Samples that are negative, not finite or above
 /// [`MAX_RTT_SAMPLE_MS`] are ignored.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+///
+/// Outliers: a sample above `rtt + 4·jitter + 50 ms` ([`RTT_OUTLIER_DEVIATIONS`],
+/// [`RTT_OUTLIER_MARGIN_MS`]) is held back, not used. When [`RTT_OUTLIER_REPEATS`] (3) of them
+/// come in a row — without a normal sample between them, and through
+/// [`on_pong`](Self::on_pong) at distinct arrival times, so a burst of stale pongs after a pause
+/// counts once — the RTT really stepped up: the RTT is set to their mean and the jitter takes
+/// the step as a deviation. A single spike (a hitch, a paused peer answering old pings) never
+/// moves the estimate.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RttEstimator {
     rtt_ms: Option<f64>,
     jitter_ms: f64,
     samples: u64,
+    /// Outliers held back, in a row: (sample, arrival ms if known).
+    outliers: Vec<(f64, Option<u32>)>,
+    rejected: u64,
 }
 
 impl RttEstimator {
@@ -49,11 +68,54 @@ impl RttEstimator {
     }
 
     /// Adds one RTT sample, in ms. Returns whether it was used (see the type docs for the
-    /// samples that are ignored).
+    /// samples that are ignored or held back as outliers).
     pub fn add_sample(&mut self, rtt_ms: f64) -> bool {
+        self.add_sample_at(rtt_ms, None)
+    }
+
+    /// [`add_sample`](Self::add_sample) of a sample that arrived at `arrival_ms` (`None`:
+    /// unknown, every outlier counts as a repeat).
+    fn add_sample_at(&mut self, rtt_ms: f64, arrival_ms: Option<u32>) -> bool {
         if !rtt_ms.is_finite() || !(0.0..=MAX_RTT_SAMPLE_MS).contains(&rtt_ms) {
             return false;
         }
+        if let Some(srtt) = self.rtt_ms
+            && rtt_ms > srtt + RTT_OUTLIER_DEVIATIONS * self.jitter_ms + RTT_OUTLIER_MARGIN_MS
+        {
+            return self.on_outlier(srtt, rtt_ms, arrival_ms);
+        }
+        self.outliers.clear();
+        self.smooth(rtt_ms);
+        true
+    }
+
+    /// Holds an outlier back; the [`RTT_OUTLIER_REPEATS`]th in a row (at distinct arrival
+    /// times) is a real step: the RTT becomes their mean.
+    fn on_outlier(&mut self, srtt: f64, rtt_ms: f64, arrival_ms: Option<u32>) -> bool {
+        let same_burst = arrival_ms.is_some()
+            && self
+                .outliers
+                .last()
+                .is_some_and(|(_, at)| *at == arrival_ms);
+        if same_burst {
+            self.rejected += 1;
+            return false;
+        }
+        self.outliers.push((rtt_ms, arrival_ms));
+        if self.outliers.len() < RTT_OUTLIER_REPEATS {
+            self.rejected += 1;
+            return false;
+        }
+        let mean = self.outliers.iter().map(|(s, _)| s).sum::<f64>() / self.outliers.len() as f64;
+        self.outliers.clear();
+        self.jitter_ms = (1.0 - RTT_BETA) * self.jitter_ms + RTT_BETA * (mean - srtt).abs();
+        self.rtt_ms = Some(mean);
+        self.samples += 1;
+        true
+    }
+
+    /// The RFC 6298 update with a sample that is not an outlier.
+    fn smooth(&mut self, rtt_ms: f64) {
         match self.rtt_ms {
             None => {
                 self.rtt_ms = Some(rtt_ms);
@@ -66,7 +128,6 @@ impl RttEstimator {
             }
         }
         self.samples += 1;
-        true
     }
 
     /// Adds the sample of a pong: `sent_ms` is the `t` the ping carried, `now_ms` the local
@@ -74,7 +135,7 @@ impl RttEstimator {
     /// in ms if it was used; a pong "from the future" wraps to a huge value and is ignored.
     pub fn on_pong(&mut self, sent_ms: u32, now_ms: u32) -> Option<f64> {
         let sample = f64::from(now_ms.wrapping_sub(sent_ms));
-        self.add_sample(sample).then_some(sample)
+        self.add_sample_at(sample, Some(now_ms)).then_some(sample)
     }
 
     /// Smoothed RTT in ms, or `None` before the first sample.
@@ -92,9 +153,14 @@ impl RttEstimator {
         self.jitter_ms
     }
 
-    /// Number of samples used so far.
+    /// Number of samples used so far (a confirmed RTT step counts once).
     pub fn samples(&self) -> u64 {
         self.samples
+    }
+
+    /// Number of outlier samples held back and not used (so far).
+    pub fn rejected_outliers(&self) -> u64 {
+        self.rejected
     }
 }
 
@@ -412,6 +478,64 @@ mod tests {
             assert!(!rtt.add_sample(bad));
         }
         assert_eq!(rtt.samples(), 3);
+    }
+
+    /// 40 samples of 30–32 ms: a settled estimate near 31 ms with a jitter of about 1 ms.
+    fn settled() -> RttEstimator {
+        let mut rtt = RttEstimator::new();
+        for i in 0..40 {
+            rtt.add_sample(30.0 + f64::from(i % 3));
+        }
+        rtt
+    }
+
+    #[test]
+    fn a_single_spike_is_an_outlier_and_leaves_the_estimate() {
+        let mut rtt = settled();
+        let before = rtt.clone();
+        let (srtt, jitter) = (before.rtt_ms().expect("samples"), before.jitter_ms());
+        assert!((srtt - 31.0).abs() < 1.0 && jitter < 2.0, "{before:?}");
+        assert!(!rtt.add_sample(1_661.0));
+        assert_eq!(rtt.rtt_ms(), Some(srtt));
+        assert_eq!(rtt.jitter_ms(), jitter);
+        assert_eq!(rtt.rejected_outliers(), 1);
+        // A normal sample ends the run: two more spikes are again not a step.
+        assert!(rtt.add_sample(31.0));
+        assert!(!rtt.add_sample(900.0));
+        assert!(!rtt.add_sample(950.0));
+        assert!(rtt.rtt_ms().expect("samples") < 32.0);
+        // Just inside the bound: used.
+        assert!(rtt.add_sample(srtt + 4.0 * rtt.jitter_ms() + 49.0));
+    }
+
+    #[test]
+    fn a_burst_of_stale_pongs_after_a_pause_does_not_move_the_estimate() {
+        // Pings every 250 ms went unanswered for 6 s; the answers all arrive at 10 000 ms.
+        let mut rtt = RttEstimator::new();
+        for i in 0..40u32 {
+            let sent = 250 * i;
+            assert!(rtt.on_pong(sent, sent + 31).is_some());
+        }
+        for sent in (4_000..10_000).step_by(250) {
+            assert_eq!(rtt.on_pong(sent, 10_000), None);
+        }
+        let srtt = rtt.rtt_ms().expect("samples");
+        assert!((srtt - 31.0).abs() < 0.5, "{rtt:?}");
+        assert_eq!(rtt.rejected_outliers(), 24);
+        assert!(rtt.on_pong(10_000, 10_031).is_some());
+    }
+
+    #[test]
+    fn a_repeated_step_is_accepted_after_three_samples() {
+        let mut rtt = settled();
+        assert!(rtt.on_pong(1_000, 1_300).is_none());
+        assert!(rtt.on_pong(1_250, 1_552).is_none());
+        assert_eq!(rtt.on_pong(1_500, 1_804), Some(304.0));
+        assert_eq!(rtt.rtt_ms(), Some(302.0));
+        // The step counts as a deviation: jitter ≈ ¼·271.
+        assert!((rtt.jitter_ms() - 68.0).abs() < 2.0, "{rtt:?}");
+        // Later samples near the new RTT are normal.
+        assert!(rtt.add_sample(310.0));
     }
 
     #[test]

@@ -48,7 +48,8 @@ pub use channels::{
 };
 pub use clock::{
     ClockAdjustment, DEFAULT_INPUT_DELAY_START_MS, LEAD_JITTER_MARGIN, LEAD_SAFETY_TICKS,
-    LeadControl, MAX_RTT_SAMPLE_MS, RTT_ALPHA, RTT_BETA, RttEstimator, TickAccumulator,
+    LeadControl, MAX_RTT_SAMPLE_MS, RTT_ALPHA, RTT_BETA, RTT_OUTLIER_DEVIATIONS,
+    RTT_OUTLIER_MARGIN_MS, RTT_OUTLIER_REPEATS, RttEstimator, TickAccumulator,
     estimated_server_tick, input_delay_ticks, millis_u32, speed_factor, target_lead_ticks,
 };
 pub use codec::{

@@ -107,6 +107,13 @@ pub enum SessionServerMessage {
         /// The player's slot.
         slot: u8,
     },
+    /// The client acknowledged fewer confirmed sets than the server still holds: the sets
+    /// before `oldest_available` are gone, so the client cannot verify on from its inputs and
+    /// needs a snapshot. Channel: control.
+    Behind {
+        /// The oldest tick whose confirmed set the server still holds.
+        oldest_available: i32,
+    },
 }
 
 impl SessionServerMessage {
@@ -118,7 +125,8 @@ impl SessionServerMessage {
             }
             SessionServerMessage::Start { .. }
             | SessionServerMessage::Desync { .. }
-            | SessionServerMessage::PlayerLeft { .. } => NetChannel::Control,
+            | SessionServerMessage::PlayerLeft { .. }
+            | SessionServerMessage::Behind { .. } => NetChannel::Control,
         }
     }
 }

@@ -13,17 +13,22 @@
 //!   that player's last input and marked replaced, so one slow player never stalls the others.
 //!   An input arriving after its tick was confirmed is late: dropped and counted (once per tick).
 //! - A player that disconnects keeps its slot; its inputs are replaced from then on.
-//! - Confirmed sets are sent to every client with redundancy: the last `input_redundancy` sets
-//!   in every message, plus every set after the client's acknowledged tick (at most 32) once
-//!   that acknowledgement is overdue (older than the redundancy plus a round trip: sets still in
-//!   flight are not sent again, which keeps a message at `input_redundancy` sets on a healthy
-//!   link).
+//! - Confirmed sets are sent to every client with redundancy: every set never sent to that
+//!   client plus the last `input_redundancy` sets in every update (so a burst of confirmations
+//!   leaves no gap), and every set after the client's acknowledged tick once that
+//!   acknowledgement is overdue (older than the redundancy plus a round trip: sets still in
+//!   flight are not sent again). A resend pass is split into messages of at most
+//!   [`UNRELIABLE_MESSAGE_BUDGET`] bytes, at most `resend_bytes_per_update` bytes per update,
+//!   and is not repeated before a retransmission timeout.
 //! - Every input is checked before it is stored: longer than `max_input_bytes`, or not decodable
 //!   as the game's input type, it is dropped and counted ([`DroppedInputs`]); its slot is then
 //!   missing and replaced at the hard tolerance like any missing input.
 //! - Checksums are judged per tick by [`checksums`]: once every connected player reported, or
 //!   after `checksum_timeout_ms`; the players that differ from the majority are named in the
 //!   `Desync` sent to every client. A report for a tick not confirmed yet is refused and counted.
+//! - The relay keeps `input_history_ticks` confirmed sets (default 10 s); a client whose
+//!   acknowledgement is older is told it is [`Behind`](SessionServerMessage::Behind) and needs
+//!   a snapshot (at most once a second; no sets are resent to it).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
@@ -34,7 +39,7 @@ use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
     ClientMessage, DecodeStats, Hello, InputSet, NetChannel, Protocols, RejectReason,
     ServerHandshake, ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage,
-    millis_u32,
+    UNRELIABLE_MESSAGE_BUDGET, millis_u32,
 };
 
 use crate::input::SimInput;
@@ -51,6 +56,9 @@ pub const DEFAULT_MAX_INPUT_BYTES: usize = 256;
 /// Milliseconds the relay waits for every player's checksum of a tick before judging it with
 /// the reports it has (default of `checksum_timeout_ms`).
 pub const DEFAULT_CHECKSUM_TIMEOUT_MS: u32 = 3_000;
+
+/// Time between two `Behind` reports to a client that stays behind the history.
+const BEHIND_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Ticks between two clock reports to a client whose lead did not change.
 const CLOCK_REFRESH_TICKS: Tick = 8;
@@ -76,6 +84,12 @@ pub struct RelayServerConfig {
     /// Milliseconds after a tick's first checksum report at which it is judged with the reports
     /// received (default [`DEFAULT_CHECKSUM_TIMEOUT_MS`]).
     pub checksum_timeout_ms: u32,
+    /// Confirmed sets kept for resending, in ticks (default 10 s of ticks). A client whose
+    /// acknowledgement falls further behind is told it needs a snapshot.
+    pub input_history_ticks: u32,
+    /// Bytes of resent confirmed sets per client per update, at most (default 24,000; renet
+    /// puts at most `BYTES_PER_UPDATE` = 60,000 on the wire per connection and update).
+    pub resend_bytes_per_update: usize,
 }
 
 /// Inputs of one player the relay dropped, by reason.
@@ -141,6 +155,10 @@ pub struct RelayStats {
     pub refused_checksums: Vec<u64>,
     /// Per slot: inputs dropped as undecodable or oversized.
     pub dropped_inputs: Vec<DroppedInputs>,
+    /// Confirmed sets sent again after an overdue acknowledgement, total.
+    pub resent_sets: u64,
+    /// `Behind` reports sent (a client acknowledged less than the history holds).
+    pub behind_reports: u64,
 }
 
 #[derive(Debug, Default)]
@@ -155,6 +173,12 @@ struct Slot {
     rtt: simsync_net::RttEstimator,
     /// The last clock report sent: (lead, server tick).
     clock_sent: Option<(f32, Tick)>,
+    /// Every confirmed set through this tick was sent to the client at least once.
+    sent_through: Tick,
+    /// The next tick of the resend pass under way (`None`: no pass).
+    resend_next: Option<Tick>,
+    /// No new resend pass (nor `Behind` report) before this time.
+    resend_after: Duration,
 }
 
 /// The relay server's state (a resource).
@@ -507,7 +531,7 @@ impl RelayServer {
                 slot.inputs.retain(|t, _| *t > tick);
             }
             self.confirmed.push_back((tick, set));
-            while self.confirmed.len() > 256 {
+            while self.confirmed.len() > self.config.input_history_ticks.max(1) as usize {
                 self.confirmed.pop_front();
             }
             self.confirmed_tick = tick;
@@ -519,90 +543,238 @@ impl RelayServer {
         let Some(newest) = self.confirmed.back().map(|(t, _)| *t) else {
             return;
         };
-        let oldest = self.confirmed.front().map_or(1, |(t, _)| *t);
         let redundancy = self.config.input_redundancy.max(1) as Tick;
         let hz = f64::from(self.config.tick_rate_hz);
-        let mut encoded: Vec<(Tick, Bytes)> = Vec::new();
-        for slot in &mut self.slots {
-            let Some(client) = slot.client else {
+        let mut encoded = EncodedChunks::default();
+        for index in 0..self.slots.len() {
+            let Some(client) = self.slots[index].client else {
                 continue;
             };
-            let first = first_to_send(slot, newest, redundancy, hz).max(oldest);
-            // Most clients get the same range: encode each range once.
-            let bytes = match encoded.iter().find(|(f, _)| *f == first) {
-                Some((_, bytes)) => bytes.clone(),
-                None => match encode_from(&self.confirmed, first) {
-                    Ok(bytes) => {
-                        encoded.push((first, bytes.clone()));
-                        bytes
-                    }
-                    Err(error) => {
-                        warn!("relay: confirmed inputs not encoded: {error}");
-                        continue;
-                    }
-                },
-            };
-            let channel = NetChannel::Inputs;
-            if server.can_send_message(client, channel.id(), bytes.len()) {
-                self.stats.confirmed_bytes_sent += bytes.len() as u64;
-                server.send_message(client, channel, bytes);
-            } else {
-                debug!("relay: confirmed inputs to {client} not sent: channel full");
-            }
-            let lead = match slot.inputs.keys().next_back() {
-                Some(newest_input) => (newest_input - self.server_tick) as f32,
-                None => (self.confirmed_tick - self.server_tick) as f32,
-            };
-            // The lead changes rarely: report it when it changed, and every
-            // `CLOCK_REFRESH_TICKS` in case a report was lost (unreliable channel).
-            let due = slot.clock_sent.is_none_or(|(sent, at)| {
-                sent != lead || self.server_tick - at >= CLOCK_REFRESH_TICKS
-            });
-            if due {
-                let clock = ServerMessage::Session(SessionServerMessage::Clock {
-                    server_tick: self.server_tick,
-                    input_lead_ticks: lead,
-                });
-                if server.send_msg(client, &clock).is_ok() {
-                    slot.clock_sent = Some((lead, self.server_tick));
-                    if let Ok(bytes) = simsync_net::encode(&clock) {
-                        self.stats.clock_bytes_sent += bytes.len() as u64;
-                    }
+            let plan = self.plan_sends(index, newest, redundancy, hz);
+            for (first, last) in plan.chunks {
+                let Some(bytes) = encoded.get(&self.confirmed, first, last) else {
+                    continue;
+                };
+                let channel = NetChannel::Inputs;
+                if server.can_send_message(client, channel.id(), bytes.len()) {
+                    self.stats.confirmed_bytes_sent += bytes.len() as u64;
+                    server.send_message(client, channel, bytes);
+                } else {
+                    debug!("relay: confirmed inputs to {client} not sent: channel full");
                 }
+            }
+            self.stats.resent_sets += plan.resent;
+            if let Some(oldest_available) = plan.behind {
+                self.stats.behind_reports += 1;
+                warn!(
+                    "relay: player {index} acknowledged tick {} only; the history starts at \
+                     {oldest_available}: it needs a snapshot",
+                    self.slots[index].ack
+                );
+                let behind =
+                    ServerMessage::Session(SessionServerMessage::Behind { oldest_available });
+                let _ = server.send_msg(client, &behind);
+            }
+            self.send_clock(server, index, client);
+        }
+    }
+
+    /// What to send to slot `index` this update: the sets never sent plus the redundancy, and
+    /// the next part of a resend pass (see the module docs).
+    fn plan_sends(&mut self, index: usize, newest: Tick, redundancy: Tick, hz: f64) -> SendPlan {
+        let oldest = self.confirmed.front().map_or(1, |(t, _)| *t);
+        let now = self.now;
+        let budget = self.config.resend_bytes_per_update;
+        let slot = &mut self.slots[index];
+        let live_first = (slot.sent_through + 1)
+            .min(newest - redundancy + 1)
+            .max(oldest)
+            .max(1);
+        let mut plan = SendPlan {
+            chunks: chunk_ranges(&self.confirmed, live_first, newest, usize::MAX),
+            ..SendPlan::default()
+        };
+        slot.sent_through = newest;
+        let overdue = slot.ack < newest - redundancy - in_flight_ticks(&slot.rtt, hz);
+        if slot.ack + 1 < oldest {
+            // The sets it misses are gone: resending the rest cannot help it.
+            slot.resend_next = None;
+            if now >= slot.resend_after {
+                plan.behind = Some(oldest);
+                slot.resend_after = now + BEHIND_REPORT_INTERVAL;
+            }
+        } else if slot.resend_next.is_none() && now >= slot.resend_after && overdue {
+            slot.resend_next = Some(slot.ack + 1);
+        }
+        if let Some(next) = slot.resend_next {
+            let next = next.max(slot.ack + 1).max(oldest);
+            let last = live_first - 1;
+            let chunks = chunk_ranges(&self.confirmed, next, last, budget);
+            let sent_last = chunks.last().map_or(last, |(_, l)| *l);
+            plan.resent = chunks.iter().map(|(f, l)| (l - f + 1) as u64).sum();
+            plan.chunks.extend(chunks);
+            if sent_last >= last {
+                slot.resend_next = None;
+                slot.resend_after = now + retransmission_timeout(&slot.rtt);
+            } else {
+                slot.resend_next = Some(sent_last + 1);
+            }
+        }
+        plan
+    }
+
+    /// Sends slot `index` its clock report when its lead changed, or every
+    /// [`CLOCK_REFRESH_TICKS`] in case a report was lost (unreliable channel).
+    fn send_clock(&mut self, server: &mut RenetServer, index: usize, client: ClientId) {
+        let slot = &mut self.slots[index];
+        let lead = match slot.inputs.keys().next_back() {
+            Some(newest_input) => (newest_input - self.server_tick) as f32,
+            None => (self.confirmed_tick - self.server_tick) as f32,
+        };
+        let due = slot
+            .clock_sent
+            .is_none_or(|(sent, at)| sent != lead || self.server_tick - at >= CLOCK_REFRESH_TICKS);
+        if !due {
+            return;
+        }
+        let clock = ServerMessage::Session(SessionServerMessage::Clock {
+            server_tick: self.server_tick,
+            input_lead_ticks: lead,
+        });
+        if server.send_msg(client, &clock).is_ok() {
+            slot.clock_sent = Some((lead, self.server_tick));
+            if let Ok(bytes) = simsync_net::encode(&clock) {
+                self.stats.clock_bytes_sent += bytes.len() as u64;
             }
         }
     }
 }
 
-/// The first confirmed tick to send to `slot` when `newest` is the newest confirmed tick.
-///
-/// The client acknowledges what it holds about one round trip after it was sent: the sets
-/// confirmed within that time are in flight, not lost, and the last `redundancy` sets cover
-/// their loss. Only when the acknowledgement lags further (a burst longer than the redundancy)
-/// are the sets after it sent again, at most 32.
-fn first_to_send(slot: &Slot, newest: Tick, redundancy: Tick, hz: f64) -> Tick {
-    let in_flight = slot.rtt.rtt_ms().map_or(0, |rtt| {
-        let ms = rtt + 2.0 * slot.rtt.jitter_ms();
-        (ms * hz / 1_000.0).ceil() as Tick + 1
-    });
-    let lost = slot.ack < newest - redundancy - in_flight;
-    if lost {
-        slot.ack + 1
-    } else {
-        newest - redundancy + 1
-    }
-    .max(newest - 31)
-    .min(newest - redundancy + 1)
+/// What [`RelayServer::plan_sends`] decided for one client.
+#[derive(Debug, Default)]
+struct SendPlan {
+    /// Inclusive tick ranges, one `ConfirmedInputs` message each.
+    chunks: Vec<(Tick, Tick)>,
+    /// Sets resent in this update.
+    resent: u64,
+    /// The client acknowledged less than the history holds: the oldest tick held.
+    behind: Option<Tick>,
 }
 
-/// The encoded `ConfirmedInputs` message of every confirmed set from tick `first` on.
-fn encode_from(
+/// Ticks a set sent now is in flight before its acknowledgement can arrive: the RTT plus twice
+/// the jitter, plus a tick (0 before the first RTT sample).
+fn in_flight_ticks(rtt: &simsync_net::RttEstimator, hz: f64) -> Tick {
+    rtt.rtt_ms().map_or(0, |ms| {
+        ((ms + 2.0 * rtt.jitter_ms()) * hz / 1_000.0).ceil() as Tick + 1
+    })
+}
+
+/// How long a resend pass waits before the next one: TCP's retransmission timeout
+/// (RFC 6298: srtt + 4·rttvar), at least 100 ms; 250 ms before the first RTT sample.
+fn retransmission_timeout(rtt: &simsync_net::RttEstimator) -> Duration {
+    let ms = rtt
+        .rtt_ms()
+        .map_or(250.0, |ms| (ms + 4.0 * rtt.jitter_ms()).max(100.0));
+    Duration::from_secs_f64(ms / 1_000.0)
+}
+
+/// Encoded size in bytes of a `u64` as a bincode varint.
+fn varint_bytes(value: u64) -> usize {
+    match value {
+        0..=250 => 1,
+        251..=0xffff => 3,
+        0x1_0000..=0xffff_ffff => 5,
+        _ => 9,
+    }
+}
+
+/// Encoded size in bytes of an input set.
+fn set_bytes(set: &InputSet) -> usize {
+    let inputs: usize = set
+        .inputs
+        .iter()
+        .map(|i| varint_bytes(i.len() as u64) + i.len())
+        .sum();
+    varint_bytes(set.inputs.len() as u64) + inputs + varint_bytes(set.replaced)
+}
+
+/// Bytes of a `ConfirmedInputs` message besides its sets, at most (two enum tags, the first
+/// tick and the sequence length).
+const CONFIRMED_HEADER_BYTES: usize = 16;
+
+/// Splits the held confirmed sets of ticks `first..=last` into consecutive ranges whose
+/// messages stay within [`UNRELIABLE_MESSAGE_BUDGET`] bytes (a set larger than that goes
+/// alone), stopping before the ranges exceed `budget` bytes in total (the first range is always
+/// included).
+fn chunk_ranges(
     confirmed: &VecDeque<(Tick, InputSet)>,
     first: Tick,
+    last: Tick,
+    budget: usize,
+) -> Vec<(Tick, Tick)> {
+    let mut chunks = Vec::new();
+    let mut total = 0usize;
+    let mut current: Option<(Tick, Tick, usize)> = None;
+    for (tick, set) in confirmed.iter().filter(|(t, _)| (first..=last).contains(t)) {
+        let bytes = set_bytes(set);
+        if let Some((f, _, size)) = current
+            && size + bytes <= UNRELIABLE_MESSAGE_BUDGET
+            && total + size + bytes <= budget
+        {
+            current = Some((f, *tick, size + bytes));
+            continue;
+        }
+        if let Some((f, l, size)) = current.take() {
+            total += size;
+            chunks.push((f, l));
+        }
+        let size = CONFIRMED_HEADER_BYTES + bytes;
+        if !chunks.is_empty() && total + size > budget {
+            return chunks;
+        }
+        current = Some((*tick, *tick, size));
+    }
+    chunks.extend(current.map(|(f, l, _)| (f, l)));
+    chunks
+}
+
+/// The encoded messages of this update's ranges: most clients get the same ranges, so each is
+/// encoded once.
+#[derive(Default)]
+struct EncodedChunks(HashMap<(Tick, Tick), Bytes>);
+
+impl EncodedChunks {
+    fn get(
+        &mut self,
+        confirmed: &VecDeque<(Tick, InputSet)>,
+        first: Tick,
+        last: Tick,
+    ) -> Option<Bytes> {
+        if let Some(bytes) = self.0.get(&(first, last)) {
+            return Some(bytes.clone());
+        }
+        match encode_range(confirmed, first, last) {
+            Ok(bytes) => {
+                self.0.insert((first, last), bytes.clone());
+                Some(bytes)
+            }
+            Err(error) => {
+                warn!("relay: confirmed inputs not encoded: {error}");
+                None
+            }
+        }
+    }
+}
+
+/// The encoded `ConfirmedInputs` message of the confirmed sets of ticks `first..=last`.
+fn encode_range(
+    confirmed: &VecDeque<(Tick, InputSet)>,
+    first: Tick,
+    last: Tick,
 ) -> Result<Bytes, simsync_net::NetError> {
     let sets: Vec<InputSet> = confirmed
         .iter()
-        .filter(|(t, _)| *t >= first)
+        .filter(|(t, _)| (first..=last).contains(t))
         .map(|(_, s)| s.clone())
         .collect();
     let message = ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
@@ -610,4 +782,144 @@ fn encode_from(
         sets,
     });
     simsync_net::encode(&message).map(Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(
+        ticks: std::ops::RangeInclusive<Tick>,
+        input_bytes: usize,
+    ) -> VecDeque<(Tick, InputSet)> {
+        ticks
+            .map(|t| {
+                let set = InputSet {
+                    inputs: vec![vec![t as u8; input_bytes]; 2],
+                    replaced: u64::from(t as u8),
+                };
+                (t, set)
+            })
+            .collect()
+    }
+
+    /// A relay with one connected slot holding confirmed sets of ticks `1..=newest`.
+    fn relay_with_sets(newest: Tick) -> RelayServer {
+        let mut relay = RelayServer::new::<u32>(RelayServerConfig {
+            players: 1,
+            tick_rate_hz: 64,
+            input_hard_tolerance: 8,
+            input_redundancy: 3,
+            default_input: vec![0],
+            ping_interval_ms: 250,
+            max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
+            checksum_timeout_ms: DEFAULT_CHECKSUM_TIMEOUT_MS,
+            input_history_ticks: 640,
+            resend_bytes_per_update: 24_000,
+        });
+        relay.slots[0].client = Some(1);
+        relay.confirmed = history(1..=newest, 4);
+        relay.confirmed_tick = newest;
+        relay
+    }
+
+    fn ticks(chunks: &[(Tick, Tick)]) -> Vec<Tick> {
+        chunks.iter().flat_map(|(f, l)| *f..=*l).collect()
+    }
+
+    #[test]
+    fn a_burst_of_confirmations_is_sent_whole_then_only_the_redundancy() {
+        let mut relay = relay_with_sets(20);
+        relay.slots[0].sent_through = 12;
+        relay.slots[0].ack = 12;
+        // Eight ticks confirmed in one update: all eight go, not only the newest three.
+        let plan = relay.plan_sends(0, 20, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), (13..=20).collect::<Vec<_>>());
+        relay.confirmed.extend(history(21..=21, 4));
+        let plan = relay.plan_sends(0, 21, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), vec![19, 20, 21]);
+    }
+
+    #[test]
+    fn an_overdue_ack_is_resent_from_the_ack_without_a_window_clamp() {
+        let mut relay = relay_with_sets(400);
+        relay.slots[0].sent_through = 400;
+        relay.slots[0].ack = 250;
+        relay.slots[0].rtt.add_sample(230.0);
+        let plan = relay.plan_sends(0, 400, 3, 64.0);
+        // 251..=397 again, then the redundancy 398..=400.
+        let sent = ticks(&plan.chunks);
+        assert_eq!(sent[..3], [398, 399, 400]);
+        assert_eq!(sent[3..], (251..=397).collect::<Vec<_>>()[..]);
+        assert_eq!(plan.resent, 147);
+        assert_eq!(plan.behind, None);
+        // Not again before a retransmission timeout.
+        let plan = relay.plan_sends(0, 400, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), vec![398, 399, 400]);
+        relay.now += Duration::from_secs(1);
+        let plan = relay.plan_sends(0, 400, 3, 64.0);
+        assert_eq!(plan.resent, 147);
+    }
+
+    #[test]
+    fn an_ack_older_than_the_history_is_reported_behind_once_a_second() {
+        let mut relay = relay_with_sets(400);
+        relay.confirmed.drain(..100);
+        relay.slots[0].sent_through = 400;
+        relay.slots[0].ack = 50;
+        let plan = relay.plan_sends(0, 400, 3, 64.0);
+        assert_eq!(plan.behind, Some(101));
+        assert_eq!(plan.resent, 0);
+        assert_eq!(relay.plan_sends(0, 400, 3, 64.0).behind, None);
+        relay.now += Duration::from_secs(1);
+        assert_eq!(relay.plan_sends(0, 400, 3, 64.0).behind, Some(101));
+    }
+
+    #[test]
+    fn set_bytes_is_the_encoded_size() {
+        for input_bytes in [0, 4, 300, 20_000] {
+            for (_, set) in history(248..=253, input_bytes) {
+                let encoded = simsync_net::encode(&set).expect("encodes");
+                assert_eq!(set_bytes(&set), encoded.len(), "{input_bytes}");
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_cover_the_range_in_messages_within_the_unreliable_budget() {
+        let confirmed = history(1..=200, 40);
+        let chunks = chunk_ranges(&confirmed, 10, 190, usize::MAX);
+        assert_eq!(chunks.first().map(|c| c.0), Some(10));
+        assert_eq!(chunks.last().map(|c| c.1), Some(190));
+        for pair in chunks.windows(2) {
+            assert_eq!(pair[0].1 + 1, pair[1].0);
+        }
+        for (first, last) in &chunks {
+            let bytes = encode_range(&confirmed, *first, *last).expect("encodes");
+            assert!(bytes.len() <= UNRELIABLE_MESSAGE_BUDGET, "{}", bytes.len());
+        }
+        assert!(
+            chunks.len() >= 181 * 90 / UNRELIABLE_MESSAGE_BUDGET,
+            "{chunks:?}"
+        );
+    }
+
+    #[test]
+    fn the_byte_budget_stops_a_resend_after_whole_messages() {
+        let confirmed = history(1..=200, 40);
+        let chunks = chunk_ranges(&confirmed, 1, 200, 3_000);
+        let total: usize = chunks
+            .iter()
+            .map(|(f, l)| encode_range(&confirmed, *f, *l).expect("encodes").len())
+            .sum();
+        assert!(total <= 3_000 && total > 2_900, "{chunks:?} {total}");
+        assert_eq!(chunks[0].0, 1);
+        // A set larger than the budget still goes, alone.
+        let big = history(1..=3, 2_000);
+        assert_eq!(chunk_ranges(&big, 1, 3, 100), vec![(1, 1)]);
+        assert_eq!(
+            chunk_ranges(&big, 1, 3, usize::MAX),
+            vec![(1, 1), (2, 2), (3, 3)]
+        );
+    }
 }

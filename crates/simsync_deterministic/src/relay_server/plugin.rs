@@ -36,6 +36,8 @@ impl DeterministicServerPlugin {
                 ping_interval_ms: 250,
                 max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
                 checksum_timeout_ms: DEFAULT_CHECKSUM_TIMEOUT_MS,
+                input_history_ticks: 10 * u32::from(tick_rate_hz),
+                resend_bytes_per_update: 24_000,
             },
             relay: RelayServer::new::<I>,
         }
@@ -62,6 +64,12 @@ impl DeterministicServerPlugin {
     /// Confirmed sets repeated in every message.
     pub fn input_redundancy(mut self, sets: u32) -> Self {
         self.config.input_redundancy = sets;
+        self
+    }
+
+    /// Confirmed sets kept for clients that fell behind, in ticks (default 10 s of ticks).
+    pub fn input_history_ticks(mut self, ticks: u32) -> Self {
+        self.config.input_history_ticks = ticks;
         self
     }
 }

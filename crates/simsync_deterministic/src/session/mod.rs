@@ -15,7 +15,10 @@ use crate::input::SimInput;
 use crate::worlds::SimulationWorlds;
 
 pub use state::DeterministicSession;
-pub use stats::{ChecksumRecorded, PredictionMismatch, SessionStats, UnregisteredComponent};
+pub use stats::{
+    ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,
+    SessionStats, UnregisteredComponent,
+};
 
 /// The session update system. Runs in
 /// [`DeterministicSet::SessionUpdate`](crate::DeterministicSet): poll, begin, verify, decide,

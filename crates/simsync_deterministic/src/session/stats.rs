@@ -3,7 +3,7 @@
 use bevy::prelude::*;
 
 use crate::checksum::TickChecksum;
-use crate::source::RelayClientStats;
+use crate::source::{RelayClientStats, StallReason};
 use crate::tick::Tick;
 
 /// Counters of the session, updated every session update (main-app resource).
@@ -76,4 +76,32 @@ pub struct PredictionMismatch {
     pub predicted: u64,
     /// Hash of the verified state.
     pub verified: u64,
+}
+
+/// A networked session stopped verifying: no new verifiable tick for more than
+/// [`STALL_AFTER`](crate::STALL_AFTER) while running ([stalls are
+/// reported](crate::rules#stalls-are-reported)). [`SessionResumed`] follows when it recovers.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionStalled {
+    /// The last verifiable tick before the stall.
+    pub since_tick: Tick,
+    /// Why.
+    pub reason: StallReason,
+}
+
+/// A stalled networked session verifies again.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionResumed {
+    /// The verifiable tick at recovery.
+    pub tick: Tick,
+    /// How long the stall lasted, in ms.
+    pub stalled_ms: u64,
+}
+
+/// The relay no longer holds the confirmed inputs this client misses: it cannot verify on
+/// without a snapshot.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedsSnapshot {
+    /// The oldest tick whose confirmed inputs the relay still holds.
+    pub oldest_available: Tick,
 }

@@ -7,14 +7,17 @@ use bevy::prelude::*;
 
 use super::audit::hash_inputs;
 use super::state::DeterministicSession;
-use super::stats::{ChecksumRecorded, PredictionMismatch, SessionStats, UnregisteredComponent};
+use super::stats::{
+    ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,
+    SessionStats, UnregisteredComponent,
+};
 use crate::checksum::TickChecksum;
 use crate::config::SessionMode;
 use crate::context::{ContextError, SimulatorContext, UpdateParams};
 use crate::input::{InputStatus, SimInput};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot;
-use crate::source::Polled;
+use crate::source::{NetReport, Polled};
 use crate::tick::Tick;
 use crate::worlds::{SimulationWorlds, run_tick};
 
@@ -26,7 +29,49 @@ pub(super) fn poll<I: SimInput>(
     world: &mut World,
     session: &mut DeterministicSession<I>,
 ) -> Polled {
-    session.source.poll(world, &mut session.buffer)
+    let polled = session.source.poll(world, &mut session.buffer);
+    for report in session.source.take_reports() {
+        match report {
+            NetReport::Stalled(stall) => {
+                world.write_message(SessionStalled {
+                    since_tick: stall.since_tick,
+                    reason: stall.reason,
+                });
+            }
+            NetReport::Resumed { tick, stalled_for } => {
+                world.write_message(SessionResumed {
+                    tick,
+                    stalled_ms: stalled_for.as_millis() as u64,
+                });
+            }
+            NetReport::NeedsSnapshot { oldest_available } => {
+                world.write_message(NeedsSnapshot { oldest_available });
+            }
+            NetReport::Desync(desync) => {
+                world.write_message(desync);
+            }
+            NetReport::Substituted(substituted) => {
+                world.write_message(substituted);
+            }
+        }
+    }
+    polled
+}
+
+/// How many times `max_verified_ticks_per_update` a session far behind may verify in one
+/// update ([catching up](crate::rules#catching-up)).
+const CATCH_UP_FACTOR: Tick = 4;
+
+/// The verified-ticks clamp of this update: the configured `limit`, raised while the `backlog`
+/// of verifiable ticks exceeds it (after a pause or an outage) to at most
+/// [`CATCH_UP_FACTOR`] × `limit`, so a client far behind reaches the live tick in a few updates
+/// without one update simulating an unbounded number of ticks.
+fn catch_up_limit(limit: Tick, backlog: Tick) -> Tick {
+    if backlog > limit {
+        backlog.min(limit.saturating_mul(CATCH_UP_FACTOR))
+    } else {
+        limit
+    }
 }
 
 /// Step 2, begin: resets the context for this update with what the poll found, then runs the
@@ -44,7 +89,10 @@ pub(super) fn begin<I: SimInput>(
         max_verifiable_tick: polled.max_verifiable_tick,
         max_predictable_tick: polled.local_tick,
         rollback_window: session.config.rollback_window as Tick,
-        max_verified_ticks_per_update: session.config.max_verified_ticks_per_update as Tick,
+        max_verified_ticks_per_update: catch_up_limit(
+            session.config.max_verified_ticks_per_update as Tick,
+            polled.max_verifiable_tick - worlds.verified.tick(),
+        ),
         is_stalling: polled.stalling,
     };
     let mut ctx = world.resource_mut::<SimulatorContext>();
@@ -343,5 +391,19 @@ fn context(world: &mut World) -> Mut<'_, SimulatorContext> {
 fn check<T>(result: Result<T, ContextError>) {
     if let Err(error) = result {
         error!("simulator context: {error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verify_clamp_rises_while_far_behind_and_is_bounded() {
+        assert_eq!(catch_up_limit(10, 0), 10);
+        assert_eq!(catch_up_limit(10, 10), 10);
+        assert_eq!(catch_up_limit(10, 25), 25);
+        assert_eq!(catch_up_limit(10, 300), 40);
+        assert_eq!(catch_up_limit(60, 384), 240);
     }
 }

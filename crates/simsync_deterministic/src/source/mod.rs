@@ -10,6 +10,7 @@ mod local;
 mod local_inputs;
 mod local_relay;
 mod relay_client;
+mod stall;
 
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ use crate::input::{InputBuffer, SimInput};
 use crate::tick::Tick;
 use local::LocalSource;
 use relay_client::RelayClient;
+
+pub(crate) use relay_client::NetReport;
+pub use stall::{STALL_AFTER, SessionStall, StallReason};
 
 pub use local_inputs::{LocalInputs, TickInputSource};
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
@@ -117,13 +121,6 @@ impl<I: SimInput> InputSource<I> {
                     &mut self.local_tick,
                     buffer,
                 );
-                let reports = client.take_reports();
-                if !reports.desyncs.is_empty() {
-                    world.write_message_batch(reports.desyncs);
-                }
-                if !reports.substituted.is_empty() {
-                    world.write_message_batch(reports.substituted);
-                }
                 stalling
             }
         };
@@ -131,6 +128,15 @@ impl<I: SimInput> InputSource<I> {
             local_tick: self.local_tick,
             max_verifiable_tick: buffer.max_verifiable_tick(),
             stalling,
+        }
+    }
+
+    /// The relay client's reports since the last call — stall changes, snapshot requests,
+    /// desyncs, substituted inputs — oldest first (none in a local session).
+    pub(crate) fn take_reports(&mut self) -> Vec<NetReport> {
+        match &mut self.relay {
+            Relay::Local(_) => Vec::new(),
+            Relay::Remote(client) => client.take_reports(),
         }
     }
 

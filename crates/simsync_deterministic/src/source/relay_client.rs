@@ -27,10 +27,12 @@ use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, JoinStatus,
     LeadControl, Protocols, RttEstimator, ServerMessage, SessionClientMessage,
-    SessionServerMessage, TickAccumulator, input_delay_ticks, millis_u32, target_lead_ticks,
+    SessionServerMessage, TickAccumulator, estimated_server_tick, input_delay_ticks, millis_u32,
+    target_lead_ticks,
 };
 
 use super::local_inputs::LocalInputProvider;
+use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
 use crate::tick::{PlayerIndex, Tick};
@@ -77,6 +79,36 @@ pub struct RelayClientStats {
     pub rejected: Option<String>,
     /// Whether the server started the session.
     pub started: bool,
+    /// The stall under way (no new verifiable tick for more than a second while running).
+    pub stall: Option<SessionStall>,
+    /// Set when the relay reported this client behind its history: the oldest tick it holds
+    /// (the client needs a snapshot).
+    pub needs_snapshot_from: Option<Tick>,
+    /// Stalls reported so far.
+    pub stalls_reported: u64,
+}
+
+/// What the relay client reports to the session (written as Messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NetReport {
+    /// A stall began.
+    Stalled(SessionStall),
+    /// Ticks flow again.
+    Resumed {
+        /// The verifiable tick now.
+        tick: Tick,
+        /// How long the stall lasted.
+        stalled_for: Duration,
+    },
+    /// The relay no longer holds the confirmed inputs this client misses.
+    NeedsSnapshot {
+        /// The oldest tick the relay holds.
+        oldest_available: Tick,
+    },
+    /// The server judged a tick's checksums and they disagree.
+    Desync(DesyncDetected),
+    /// A confirmed input did not decode and was substituted.
+    Substituted(InputSubstituted),
 }
 
 /// The relay judged the checksums reported for `tick` and they disagree: `players` differ from
@@ -97,15 +129,6 @@ pub struct InputSubstituted {
     pub tick: Tick,
     /// The player whose input was substituted.
     pub player: PlayerIndex,
-}
-
-/// What the relay client has to report since the last [`RelayClient::take_reports`].
-#[derive(Debug, Default)]
-pub(crate) struct ClientReports {
-    /// Desyncs the server reported.
-    pub desyncs: Vec<DesyncDetected>,
-    /// Confirmed inputs substituted.
-    pub substituted: Vec<InputSubstituted>,
 }
 
 /// The client side of a networked session: handshake, clock, input sending and confirmed-input
@@ -132,7 +155,11 @@ pub(crate) struct RelayClient<I: SimInput> {
     /// The prediction cap (`max_verifiable + window`) at the end of the last poll (stall
     /// detection).
     prediction_cap: Tick,
-    reports: ClientReports,
+    stall: StallWatch,
+    /// The last server clock report: (server tick, local time of arrival).
+    server_clock: Option<(Tick, Duration)>,
+    /// Stall changes and snapshot requests not yet taken by the session.
+    reports: Vec<NetReport>,
     _input: std::marker::PhantomData<fn() -> I>,
 }
 
@@ -161,7 +188,9 @@ impl<I: SimInput> RelayClient<I> {
             decode: DecodeStats::default(),
             checksums_seen: 0,
             prediction_cap: 0,
-            reports: ClientReports::default(),
+            stall: StallWatch::default(),
+            server_clock: None,
+            reports: Vec::new(),
             _input: std::marker::PhantomData,
         }
     }
@@ -171,9 +200,45 @@ impl<I: SimInput> RelayClient<I> {
         &self.stats
     }
 
-    /// The reports gathered since the last call (the session writes them as messages).
-    pub(crate) fn take_reports(&mut self) -> ClientReports {
+    /// The reports since the last call (stalls, snapshot requests, desyncs, substitutions), oldest
+    /// first.
+    pub(crate) fn take_reports(&mut self) -> Vec<NetReport> {
         std::mem::take(&mut self.reports)
+    }
+
+    /// Updates the stall state from the verifiable tick (see [`StallWatch`]).
+    fn watch_stall(&mut self, renet: Option<&RenetClient>, verifiable: Tick) {
+        // The sets the relay thought lost arrived after all (they were in flight).
+        if self
+            .stats
+            .needs_snapshot_from
+            .is_some_and(|oldest| verifiable + 1 >= oldest)
+        {
+            self.stats.needs_snapshot_from = None;
+        }
+        let running = self.stats.started && renet.is_some_and(|c| c.is_connected());
+        let change = self.stall.observe(
+            self.now,
+            verifiable,
+            running,
+            self.stats.needs_snapshot_from,
+        );
+        self.stats.stall = self.stall.stall();
+        match change {
+            Some(StallChange::Stalled(stall)) => {
+                self.stats.stalls_reported += 1;
+                warn!(
+                    "session client: stalled since tick {}: {:?}",
+                    stall.since_tick, stall.reason
+                );
+                self.reports.push(NetReport::Stalled(stall));
+            }
+            Some(StallChange::Resumed { tick, stalled_for }) => {
+                info!("session client: resumed at tick {tick} after {stalled_for:?}");
+                self.reports.push(NetReport::Resumed { tick, stalled_for });
+            }
+            None => {}
+        }
     }
 
     /// One poll: receives from the server into `buffer`, advances the local clock (`local_tick`)
@@ -203,6 +268,7 @@ impl<I: SimInput> RelayClient<I> {
         buffer: &mut InputBuffer<I>,
     ) -> bool {
         self.receive(renet.as_deref_mut(), buffer, dt);
+        self.watch_stall(renet.as_deref(), buffer.max_verifiable_tick());
         let ticks = self.ticks_to_poll(polls);
         let delay = self.input_delay() as Tick;
         let max_verifiable = buffer.max_verifiable_tick();
@@ -311,15 +377,29 @@ impl<I: SimInput> RelayClient<I> {
                 self.on_confirmed(buffer, first_tick, &sets);
             }
             ServerMessage::Session(SessionServerMessage::Clock {
-                input_lead_ticks, ..
+                input_lead_ticks,
+                server_tick,
             }) => {
                 self.stats.input_lead_ticks = input_lead_ticks;
+                self.server_clock = Some((server_tick, self.now));
             }
             ServerMessage::Session(SessionServerMessage::Desync { tick, players }) => {
                 self.on_desync(DesyncDetected { tick, players });
             }
             ServerMessage::Session(SessionServerMessage::PlayerLeft { slot }) => {
                 info!("session client: player {slot} left; the server replaces its inputs");
+            }
+            ServerMessage::Session(SessionServerMessage::Behind { oldest_available }) => {
+                // Stale if the sets it missed arrived meanwhile.
+                if buffer.max_verifiable_tick() + 1 < oldest_available {
+                    error!(
+                        "session client: the relay holds confirmed inputs from tick \
+                         {oldest_available} only; this client needs a snapshot"
+                    );
+                    self.stats.needs_snapshot_from = Some(oldest_available);
+                    self.reports
+                        .push(NetReport::NeedsSnapshot { oldest_available });
+                }
             }
             ServerMessage::Ownership(_) => {}
         }
@@ -340,7 +420,7 @@ impl<I: SimInput> RelayClient<I> {
             desync.tick, desync.players
         );
         self.stats.last_desync = Some(desync.clone());
-        self.reports.desyncs.push(desync);
+        self.reports.push(NetReport::Desync(desync));
     }
 
     /// The handshake ended in a refusal: logs it and keeps the reason in the stats.
@@ -382,8 +462,7 @@ impl<I: SimInput> RelayClient<I> {
                                  does not decode; its previous input is used"
                             );
                             self.reports
-                                .substituted
-                                .push(InputSubstituted { tick, player });
+                                .push(NetReport::Substituted(InputSubstituted { tick, player }));
                         }
                         if set.is_replaced(p) {
                             self.stats.replaced_inputs += 1;
@@ -411,10 +490,7 @@ impl<I: SimInput> RelayClient<I> {
         // later. Until then (after a snap) the reported lead is stale: acting on it again would
         // correct twice and overshoot, so the clock runs at real speed.
         let settling = self.now < self.snap_cooldown_until;
-        match self
-            .lead
-            .adjust(f64::from(self.stats.input_lead_ticks), target)
-        {
+        match self.lead.adjust(self.current_lead(), target) {
             _ if settling => self.stats.speed = 1.0,
             ClockAdjustment::Speed(factor) => self.stats.speed = factor,
             ClockAdjustment::Snap { ticks } => {
@@ -439,15 +515,49 @@ impl<I: SimInput> RelayClient<I> {
             .min(MAX_CLIENT_POLLS)
     }
 
-    /// The input delay for new inputs: fixed, or picked from the RTT.
+    /// How early this client's inputs reach the server, in ticks: the server's report, unless
+    /// the client's own estimate from the server clock is lower by more than the snap
+    /// threshold. The report cannot see further back than the server's hard tolerance (with no
+    /// input of this client waiting it reports the confirmed tick), so after a pause or an
+    /// outage only the server clock shows how far behind the client's clock is.
+    fn current_lead(&self) -> f64 {
+        let reported = f64::from(self.stats.input_lead_ticks);
+        let Some((server_tick, received)) = self.server_clock else {
+            return reported;
+        };
+        let since_ms = self.now.saturating_sub(received).as_secs_f64() * 1_000.0;
+        // The server's tick when an input sent now arrives: now, plus half a round trip.
+        let rtt_ms = self.stats.rtt_ms;
+        let at_arrival = estimated_server_tick(
+            server_tick,
+            since_ms + rtt_ms / 2.0,
+            rtt_ms,
+            self.tick_rate_hz,
+        );
+        let own = f64::from(self.last_input_tick) - at_arrival;
+        if own < reported - self.lead.snap_threshold_ticks {
+            own
+        } else {
+            reported
+        }
+    }
+
+    /// The input delay for new inputs: fixed, or picked from the RTT, at most
+    /// `max_input_delay` and, in a predicted session, at most the rollback window (a delay
+    /// beyond the window would hold back inputs longer than any prediction could cover).
     fn input_delay(&mut self) -> u32 {
+        let max_delay = if self.predicted {
+            self.config.max_input_delay.min(self.window as u32)
+        } else {
+            self.config.max_input_delay
+        };
         let delay = self.config.fixed_input_delay.unwrap_or_else(|| {
             input_delay_ticks(
                 self.stats.rtt_ms,
                 self.tick_rate_hz,
                 self.config.min_input_delay,
                 self.config.input_delay_start_ms,
-                self.config.max_input_delay,
+                max_delay,
             )
         });
         self.stats.input_delay_ticks = delay;
@@ -589,10 +699,10 @@ mod tests {
         assert_eq!(client.stats().substituted_inputs, 2);
         assert_eq!(client.stats().rejected_inputs, 0);
         assert_eq!(
-            client.take_reports().substituted,
+            client.take_reports(),
             vec![
-                InputSubstituted { tick: 1, player: 1 },
-                InputSubstituted { tick: 3, player: 1 }
+                NetReport::Substituted(InputSubstituted { tick: 1, player: 1 }),
+                NetReport::Substituted(InputSubstituted { tick: 3, player: 1 })
             ]
         );
     }
@@ -612,7 +722,11 @@ mod tests {
         });
         assert_eq!(client.stats().desyncs_reported, 2);
         assert_eq!(client.stats().desyncs_naming_self, 1);
-        assert_eq!(client.take_reports().desyncs.len(), 2);
-        assert!(client.take_reports().desyncs.is_empty());
+        let desyncs = client.take_reports();
+        assert_eq!(desyncs.len(), 2);
+        assert!(
+            matches!(&desyncs[1], NetReport::Desync(d) if d.tick == 5 && d.players == vec![0, 1])
+        );
+        assert!(client.take_reports().is_empty());
     }
 }
