@@ -111,6 +111,7 @@ impl Rig {
             checksum_timeout_ms: simsync::deterministic::DEFAULT_CHECKSUM_TIMEOUT_MS,
             input_history_ticks: 10 * u32::from(HZ),
             resend_bytes_per_update: 24_000,
+            limits: simsync::deterministic::RelayLimits::for_tick_rate(HZ),
         });
         let clients = (0..players)
             .map(|i| {

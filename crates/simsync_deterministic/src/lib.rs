@@ -8,7 +8,8 @@
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
 //! - The input path: [`LocalInputs`] / [`TickInputSource`] → [`LocalRelay`] or the relay server
 //!   ([`NetworkSessionConfig`]) → [`InputBuffer`] → [`PlayerInputs`]; [`InputEncoder`] for leafwing.
-//! - The relay server: [`RelayServer`], wired by [`DeterministicServerPlugin`].
+//! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
+//!   [`DeterministicServerPlugin`].
 //! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`], [`RollbackStrategy`]; checksums:
 //!   [`SimHash`], [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
 //!
@@ -47,8 +48,8 @@ pub use input::{
 pub use plugin::{DeterministicPlugin, SessionSetupError};
 pub use relay_server::plugin::DeterministicServerPlugin;
 pub use relay_server::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DroppedInputs, RelayServer,
-    RelayServerConfig, RelayStats,
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DroppedInputs, RateLimited, RelayLimits,
+    RelayServer, RelayServerConfig, RelayStats,
 };
 pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,

@@ -15,12 +15,12 @@ const NANO: u128 = 1_000_000_000;
 ///
 /// | server | kind | limit |
 /// |---|---|---|
-/// | relay | inputs | [`per_tick`](Self::per_tick)`(tick_rate_hz, 2)`: two batches a tick, a second's worth at once |
-/// | relay | checksums | `per_tick(tick_rate_hz, 1)` |
+/// | relay | inputs | [`per_tick`](Self::per_tick)`(tick_rate_hz, 4)`: four batches a tick, a second's worth at once |
+/// | relay | checksums | `tick_rate_hz` per second, two seconds' worth at once |
 /// | relay, entity server | control (handshake, goodbye, anything else) | [`CONTROL`](Self::CONTROL): 10/s, burst 20 |
 /// | entity server | bids, and releases (each) | [`OWNERSHIP_REQUESTS`](Self::OWNERSHIP_REQUESTS): 30/s, burst 60 |
 /// | entity server | state updates | `per_tick(tick_rate_hz, 2 × bodies the peer may own)` |
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, bevy::reflect::Reflect)]
 pub struct RateLimit {
     /// Tokens added per second (messages per second on average). 0: the bucket never refills.
     pub per_second: u32,

@@ -26,6 +26,9 @@
 //! - Checksums are judged per tick by [`checksums`]: once every connected player reported, or
 //!   after `checksum_timeout_ms`; the players that differ from the majority are named in the
 //!   `Desync` sent to every client. A report for a tick not confirmed yet is refused and counted.
+//! - Every message is first checked against its sender's [`RelayLimits`] (token buckets per
+//!   connection for inputs, checksums and control messages): one over its limit is dropped
+//!   before its content is looked at and counted per player and kind ([`RateLimited`]).
 //! - The relay keeps `input_history_ticks` confirmed sets (default 10 s); a client whose
 //!   acknowledgement is older is told it is [`Behind`](SessionServerMessage::Behind) and needs
 //!   a snapshot (at most once a second; no sets are resent to it).
@@ -37,7 +40,7 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
-    ClientMessage, DecodeStats, Hello, InputSet, NetChannel, Protocols, RejectReason,
+    ClientMessage, DecodeStats, Hello, InputSet, NetChannel, Protocols, RateLimiter, RejectReason,
     ServerHandshake, ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage,
     UNRELIABLE_MESSAGE_BUDGET, millis_u32,
 };
@@ -45,8 +48,11 @@ use simsync_net::{
 use crate::input::SimInput;
 use crate::tick::Tick;
 use checksums::{ChecksumRefusal, ChecksumVotes};
+use limits::Limited;
+pub use limits::{RateLimited, RelayLimits};
 
 mod checksums;
+mod limits;
 pub(crate) mod plugin;
 
 /// The input size cap when none is configured: 256 encoded bytes (raised to the encoded
@@ -90,6 +96,9 @@ pub struct RelayServerConfig {
     /// Bytes of resent confirmed sets per client per update, at most (default 24,000; renet
     /// puts at most `BYTES_PER_UPDATE` = 60,000 on the wire per connection and update).
     pub resend_bytes_per_update: usize,
+    /// Per-connection rate limits (default [`RelayLimits::for_tick_rate`]; tests that flood on
+    /// purpose may use [`RelayLimits::UNLIMITED`]).
+    pub limits: RelayLimits,
 }
 
 /// Inputs of one player the relay dropped, by reason.
@@ -159,6 +168,12 @@ pub struct RelayStats {
     pub resent_sets: u64,
     /// `Behind` reports sent (a client acknowledged less than the history holds).
     pub behind_reports: u64,
+    /// Per slot: messages dropped for going over the connection's [`RelayLimits`], per kind.
+    pub rate_limited: Vec<RateLimited>,
+    /// Messages dropped over the limits from connections that hold no player slot.
+    pub rate_limited_unseated: u64,
+    /// Per slot: messages within the limits, handled (the relay's work for that player).
+    pub admitted_messages: Vec<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -199,6 +214,8 @@ pub struct RelayServer {
     decodes: fn(&[u8]) -> bool,
     stats: RelayStats,
     handshake: ServerHandshake,
+    /// Each connection's token buckets, created full with its first message.
+    buckets: HashMap<ClientId, RateLimiter<Limited>>,
 }
 
 impl RelayServer {
@@ -224,6 +241,8 @@ impl RelayServer {
                 desyncs_named: vec![0; n],
                 refused_checksums: vec![0; n],
                 dropped_inputs: vec![DroppedInputs::default(); n],
+                rate_limited: vec![RateLimited::default(); n],
+                admitted_messages: vec![0; n],
                 ..RelayStats::default()
             },
             config,
@@ -239,6 +258,7 @@ impl RelayServer {
             checksums: ChecksumVotes::default(),
             decodes: decodes_as::<I>,
             handshake,
+            buckets: HashMap::new(),
         }
     }
 
@@ -374,7 +394,11 @@ impl RelayServer {
         for received in server.receive_msgs(&mut self.decode) {
             let client = received.client_id;
             match received.message {
-                Ok(message) => self.on_message(server, client, message),
+                Ok(message) => {
+                    if self.admit(client, &message) {
+                        self.on_message(server, client, message);
+                    }
+                }
                 Err(error) => {
                     self.stats.rejected_messages += 1;
                     debug!("relay: bad message from {client}: {error}");
@@ -403,6 +427,31 @@ impl RelayServer {
         }
     }
 
+    /// Whether `message` from `client` is within the connection's [`RelayLimits`] (taking a
+    /// token if so); counts it as admitted or rate limited for the sender's slot.
+    fn admit(&mut self, client: ClientId, message: &ClientMessage) -> bool {
+        let kind = Limited::of(message);
+        let limits = &self.config.limits;
+        let admitted = self
+            .buckets
+            .entry(client)
+            .or_insert_with(|| limits.limiter())
+            .try_take(kind, self.now);
+        match (
+            self.by_client.get(&client).map(|s| usize::from(*s)),
+            admitted,
+        ) {
+            (Some(slot), true) => self.stats.admitted_messages[slot] += 1,
+            (Some(slot), false) => self.stats.rate_limited[slot].add(kind),
+            (None, false) => self.stats.rate_limited_unseated += 1,
+            (None, true) => {}
+        }
+        if !admitted {
+            trace!("relay: {client} over its {kind:?} limit, dropped");
+        }
+        admitted
+    }
+
     fn on_event(&mut self, server: &mut RenetServer, event: ServerEvent) {
         match event {
             ServerEvent::ClientConnected { client_id } => {
@@ -410,6 +459,7 @@ impl RelayServer {
             }
             ServerEvent::ClientDisconnected { client_id, reason } => {
                 self.handshake.on_left(client_id);
+                self.buckets.remove(&client_id);
                 if let Some(slot) = self.by_client.remove(&client_id) {
                     info!(
                         "relay: player {slot} left ({reason}); its inputs are replaced from now on"
@@ -816,6 +866,7 @@ mod tests {
             checksum_timeout_ms: DEFAULT_CHECKSUM_TIMEOUT_MS,
             input_history_ticks: 640,
             resend_bytes_per_update: 24_000,
+            limits: RelayLimits::for_tick_rate(64),
         });
         relay.slots[0].client = Some(1);
         relay.confirmed = history(1..=newest, 4);

@@ -5,8 +5,8 @@ use simsync_net::bevy_renet::{RenetReceive, RenetServer};
 use simsync_net::{NetClock, TickAccumulator};
 
 use super::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, RelayServer, RelayServerConfig,
-    RelayStats,
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, RelayLimits, RelayServer,
+    RelayServerConfig, RelayStats,
 };
 use crate::input::SimInput;
 
@@ -38,6 +38,7 @@ impl DeterministicServerPlugin {
                 checksum_timeout_ms: DEFAULT_CHECKSUM_TIMEOUT_MS,
                 input_history_ticks: 10 * u32::from(tick_rate_hz),
                 resend_bytes_per_update: 24_000,
+                limits: RelayLimits::for_tick_rate(tick_rate_hz),
             },
             relay: RelayServer::new::<I>,
         }
@@ -64,6 +65,12 @@ impl DeterministicServerPlugin {
     /// Confirmed sets repeated in every message.
     pub fn input_redundancy(mut self, sets: u32) -> Self {
         self.config.input_redundancy = sets;
+        self
+    }
+
+    /// Per-connection rate limits (default [`RelayLimits::for_tick_rate`]).
+    pub fn rate_limits(mut self, limits: RelayLimits) -> Self {
+        self.config.limits = limits;
         self
     }
 

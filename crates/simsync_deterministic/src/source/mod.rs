@@ -113,15 +113,14 @@ impl<I: SimInput> InputSource<I> {
             Relay::Remote(client) => {
                 let dt = net_delta(world);
                 let mut renet = world.get_resource_mut::<RenetClient>();
-                let stalling = client.poll(
+                client.poll(
                     polls,
                     dt,
                     renet.as_deref_mut(),
                     &local,
                     &mut self.local_tick,
                     buffer,
-                );
-                stalling
+                )
             }
         };
         Polled {

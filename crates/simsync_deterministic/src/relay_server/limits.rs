@@ -1,0 +1,164 @@
+//! The relay's per-connection rate limits ([`RelayLimits`]): one token bucket (`simsync_net`'s
+//! [`RateLimiter`]) per connection for inputs, for checksums and for control messages; a message
+//! over its limit is dropped before its content is looked at and counted per player and kind
+//! ([`RateLimited`]). See [rate limits](crate::rules#rate-limits).
+
+use bevy::prelude::*;
+use simsync_net::{ClientMessage, RateLimit, RateLimiter, SessionClientMessage};
+
+/// The relay's per-connection limits, one [`RateLimit`] per kind of message a client sends
+/// ([rate limits](crate::rules#rate-limits)). [`for_tick_rate`](Self::for_tick_rate) gives the
+/// defaults, which an honest client never reaches:
+///
+/// | kind | default | an honest client sends |
+/// |---|---|---|
+/// | inputs | 4 per tick (`RateLimit::per_tick(hz, 4)`), a second's worth at once | one message per update |
+/// | checksums | 1 per tick, two seconds' worth at once | at most one per verified tick |
+/// | control (ping, pong, hello, goodbye, anything else) | [`RateLimit::CONTROL`]: 10/s, burst 20 | a ping and a pong every 250 ms |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect)]
+pub struct RelayLimits {
+    /// `Inputs` messages.
+    pub inputs: RateLimit,
+    /// `Checksum` messages.
+    pub checksums: RateLimit,
+    /// Every other message: `Hello`, `Ping`, `Pong`, `Goodbye`, ownership messages.
+    pub control: RateLimit,
+}
+
+impl RelayLimits {
+    /// Limits that never bite in practice (a million per second, bursts of a million): for
+    /// tests and trusted setups.
+    pub const UNLIMITED: Self = Self {
+        inputs: RateLimit::new(1_000_000, 1_000_000),
+        checksums: RateLimit::new(1_000_000, 1_000_000),
+        control: RateLimit::new(1_000_000, 1_000_000),
+    };
+
+    /// The default limits at `tick_rate_hz` (see the table above).
+    pub const fn for_tick_rate(tick_rate_hz: u16) -> Self {
+        let per_tick = RateLimit::per_tick(tick_rate_hz, 1);
+        Self {
+            inputs: RateLimit::per_tick(tick_rate_hz, 4),
+            checksums: RateLimit::new(per_tick.per_second, per_tick.burst.saturating_mul(2)),
+            control: RateLimit::CONTROL,
+        }
+    }
+
+    /// One connection's buckets, full.
+    pub(crate) fn limiter(&self) -> RateLimiter<Limited> {
+        RateLimiter::new()
+            .with_limit(Limited::Inputs, self.inputs)
+            .with_limit(Limited::Checksums, self.checksums)
+            .with_limit(Limited::Control, self.control)
+    }
+}
+
+/// The kinds of message the relay rate-limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Limited {
+    Inputs,
+    Checksums,
+    Control,
+}
+
+impl Limited {
+    /// The kind of `message`.
+    pub(crate) fn of(message: &ClientMessage) -> Self {
+        match message {
+            ClientMessage::Session(SessionClientMessage::Inputs { .. }) => Self::Inputs,
+            ClientMessage::Session(SessionClientMessage::Checksum { .. }) => Self::Checksums,
+            _ => Self::Control,
+        }
+    }
+}
+
+/// Messages of one player the relay dropped for going over its [`RelayLimits`], per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+pub struct RateLimited {
+    /// `Inputs` messages dropped (their inputs are not checked nor stored; an honest client
+    /// repeats unconfirmed inputs in its next message).
+    pub inputs: u64,
+    /// `Checksum` messages dropped (the tick is judged without that report).
+    pub checksums: u64,
+    /// Control messages dropped (pings, pongs, hellos, goodbyes, anything else).
+    pub control: u64,
+}
+
+impl RateLimited {
+    /// All dropped messages.
+    pub fn total(&self) -> u64 {
+        self.inputs + self.checksums + self.control
+    }
+
+    pub(crate) fn add(&mut self, kind: Limited) {
+        match kind {
+            Limited::Inputs => self.inputs += 1,
+            Limited::Checksums => self.checksums += 1,
+            Limited::Control => self.control += 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn each_kind_has_its_own_bucket_and_honest_rates_pass() {
+        let limits = RelayLimits::for_tick_rate(64);
+        let mut limiter = limits.limiter();
+        let mut dropped = RateLimited::default();
+        // One input message, one checksum per 64 Hz update and a ping and a pong every 250 ms,
+        // for ten seconds: nothing is dropped.
+        for frame in 0..640u64 {
+            let now = Duration::from_micros(frame * 15_625);
+            let mut kinds = vec![Limited::Inputs, Limited::Checksums];
+            if frame % 16 == 0 {
+                kinds.extend([Limited::Control, Limited::Control]);
+            }
+            for kind in kinds {
+                if !limiter.try_take(kind, now) {
+                    dropped.add(kind);
+                }
+            }
+        }
+        assert_eq!(dropped, RateLimited::default());
+        // A flood in one instant: each kind stops at its own burst.
+        let now = Duration::from_secs(20);
+        for kind in [Limited::Inputs, Limited::Checksums, Limited::Control] {
+            for _ in 0..1_000 {
+                if !limiter.try_take(kind, now) {
+                    dropped.add(kind);
+                }
+            }
+        }
+        assert_eq!(
+            dropped,
+            RateLimited {
+                inputs: 1_000 - 256,
+                checksums: 1_000 - 128,
+                control: 1_000 - 20,
+            }
+        );
+        assert_eq!(dropped.total(), 744 + 872 + 980);
+    }
+
+    #[test]
+    fn messages_are_sorted_by_kind() {
+        let inputs = ClientMessage::Session(SessionClientMessage::Inputs {
+            first_tick: 1,
+            inputs: vec![],
+            ack_tick: 0,
+        });
+        let checksum = ClientMessage::Session(SessionClientMessage::Checksum {
+            tick: 1,
+            checksum: 2,
+        });
+        assert_eq!(Limited::of(&inputs), Limited::Inputs);
+        assert_eq!(Limited::of(&checksum), Limited::Checksums);
+        assert_eq!(Limited::of(&ClientMessage::Goodbye), Limited::Control);
+        assert_eq!(Limited::of(&ClientMessage::Ping { t: 3 }), Limited::Control);
+    }
+}
