@@ -64,7 +64,7 @@ pub use snapshot::{
 };
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats,
-    RelayDelivery, RelayRejection, TickInputSource,
+    RelayDelivery, RelayRejection, SessionRejected, TickInputSource,
 };
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;

@@ -27,7 +27,7 @@ use relay_client::RelayClient;
 
 pub use local_inputs::{LocalInputs, TickInputSource};
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
-pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats};
+pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
 /// time owed, so a long hitch does not turn into a burst of polls.
@@ -123,6 +123,9 @@ impl<I: SimInput> InputSource<I> {
                 }
                 if !reports.substituted.is_empty() {
                     world.write_message_batch(reports.substituted);
+                }
+                if let Some(rejected) = reports.rejected {
+                    world.write_message(rejected);
                 }
                 stalling
             }
