@@ -423,7 +423,7 @@ pub fn run_client(
         app.update();
         if let Some(reason) = stats(&app).network.and_then(|n| n.rejected) {
             return Err(Failure::run(format!(
-                "client: rejected by the server: {reason}"
+                "client: rejected by the server: {reason:?}"
             )));
         }
         if !run.quiet && last_report.elapsed() >= Duration::from_secs(1) {

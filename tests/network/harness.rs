@@ -4,6 +4,7 @@ use bevy::prelude::*;
 use simsync::deterministic::SessionClock;
 use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, RelayStats};
 use simsync::prelude::*;
+use simsync::time::TickRate;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{MemoryNetwork, NetClock};
@@ -53,13 +54,25 @@ pub fn server_app_with(relay: DeterministicServerPlugin) -> App {
 }
 
 pub fn client_app(game: TestGame, network: NetworkSessionConfig, window: u32) -> App {
+    client_app_at(game, network, window, 64)
+}
+
+/// A client whose session runs at `tick_rate_hz` (the relay of [`server_app`] runs at 64).
+pub fn client_app_at(
+    game: TestGame,
+    network: NetworkSessionConfig,
+    window: u32,
+    tick_rate_hz: u32,
+) -> App {
     let players = game.players;
+    let rate = TickRate::new(tick_rate_hz).expect("valid tick rate");
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
         .add_plugins(
             DeterministicPlugin::<PackedInput>::new(game)
                 .players(players)
+                .tick_rate(rate)
                 .rollback_window(window)
                 .checksum_interval(1)
                 .clock(SessionClock::Stepped {

@@ -2,6 +2,7 @@
 //! process, over the in-memory transport with a seeded link conditioner (and once over UDP).
 
 mod clock_sync;
+mod config_check;
 mod flood;
 mod harness;
 mod hostile_peers;

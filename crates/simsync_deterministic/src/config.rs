@@ -77,6 +77,10 @@ pub struct NetworkSessionConfig {
     /// Send a checksum of verified state to the server every this many checksums recorded
     /// (default 1: every one).
     pub checksum_every: u32,
+    /// The relay's input size cap this client expects, in bytes (default
+    /// [`DEFAULT_MAX_INPUT_BYTES`](crate::DEFAULT_MAX_INPUT_BYTES)): part of the input
+    /// fingerprint in the `Hello`, so it must equal the relay's `max_input_bytes`.
+    pub max_input_bytes: usize,
 }
 
 impl Default for NetworkSessionConfig {
@@ -90,6 +94,7 @@ impl Default for NetworkSessionConfig {
             input_delay_start_ms: simsync_net::DEFAULT_INPUT_DELAY_START_MS,
             ping_interval_ms: 250,
             checksum_every: 1,
+            max_input_bytes: crate::relay_server::DEFAULT_MAX_INPUT_BYTES,
         }
     }
 }

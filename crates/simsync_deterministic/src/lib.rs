@@ -66,7 +66,8 @@ pub use snapshot::{
 };
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats,
-    RelayDelivery, RelayRejection, STALL_AFTER, SessionStall, StallReason, TickInputSource,
+    RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected, SessionStall, StallReason,
+    TickInputSource,
 };
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;

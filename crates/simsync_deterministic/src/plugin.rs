@@ -20,7 +20,7 @@ use crate::session::{
 };
 use crate::snapshot::{RollbackRegistry, WorldRole};
 use crate::source::LocalInputs;
-use crate::source::{DesyncDetected, InputSubstituted};
+use crate::source::{DesyncDetected, InputSubstituted, SessionRejected};
 use crate::tick::PlayerIndex;
 use crate::worlds::{
     GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_app,
@@ -220,6 +220,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_message::<SessionStalled>()
             .add_message::<SessionResumed>()
             .add_message::<NeedsSnapshot>()
+            .add_message::<SessionRejected>()
             .init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)

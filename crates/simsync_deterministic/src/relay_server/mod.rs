@@ -5,8 +5,9 @@
 //!
 //! Rules (see [the networked session](crate::rules#the-networked-session)):
 //! - A player's identity is its connection: the `Hello` goes through the shared handshake of
-//!   `simsync_net` (`ServerHandshake`: version, protocols, once per connection, participant
-//!   ids never reused), then takes the first free slot, in connection order; inputs are stored
+//!   `simsync_net` (`ServerHandshake`: version, protocols, the session config the client
+//!   states — tick rate, players, input fingerprint — once per connection, participant ids
+//!   never reused), then takes the first free slot, in connection order; inputs are stored
 //!   for the sender's slot only (messages carry no slot to spoof).
 //! - Tick `t` is confirmed when every slot's input for `t` has arrived, or at the latest when
 //!   the server clock reaches `t + input_hard_tolerance`: a missing input is then replaced by
@@ -40,9 +41,9 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
-    ClientMessage, DecodeStats, Hello, InputSet, NetChannel, Protocols, RateLimiter, RejectReason,
-    ServerHandshake, ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage,
-    UNRELIABLE_MESSAGE_BUDGET, millis_u32,
+    ClientMessage, DecodeStats, HandshakeStats, Hello, InputFingerprint, InputSet, NetChannel,
+    Protocols, RateLimiter, RejectReason, ServerHandshake, ServerMessage, ServerNetExt,
+    SessionClientMessage, SessionServerMessage, UNRELIABLE_MESSAGE_BUDGET, millis_u32,
 };
 
 use crate::input::SimInput;
@@ -126,6 +127,16 @@ fn input_fault(bytes: &[u8], max_bytes: usize, decodes: fn(&[u8]) -> bool) -> Op
     } else {
         None
     }
+}
+
+/// The fingerprint of input type `I` both sides state in the handshake: its type name and the
+/// relay's size cap, `max_input_bytes` raised to the encoded default input (as
+/// [`RelayServer::new`] does). A client and a relay configured with different caps, or built
+/// with different input types, refuse each other.
+pub(crate) fn input_fingerprint<I: SimInput>(max_input_bytes: usize) -> InputFingerprint {
+    let default_len = simsync_net::encode(&I::default()).map_or(0, |bytes| bytes.len());
+    let cap = max_input_bytes.max(default_len);
+    InputFingerprint::of::<I>(u32::try_from(cap).unwrap_or(u32::MAX))
 }
 
 /// Whether `bytes` decode as an `I`.
@@ -232,7 +243,8 @@ impl RelayServer {
             .collect();
         let handshake = ServerHandshake::new(Protocols::SESSION)
             .with_tick_rate_hz(config.tick_rate_hz)
-            .with_players(config.players);
+            .with_players(config.players)
+            .with_input(input_fingerprint::<I>(config.max_input_bytes));
         Self {
             stats: RelayStats {
                 replaced_inputs: vec![0; n],
@@ -275,6 +287,12 @@ impl RelayServer {
     /// The counters.
     pub fn stats(&self) -> &RelayStats {
         &self.stats
+    }
+
+    /// The handshake's counters: hellos accepted and refused (a refusal for a config mismatch
+    /// counts here, see [the networked session](crate::rules#the-networked-session)).
+    pub fn handshake_stats(&self) -> HandshakeStats {
+        self.handshake.stats()
     }
 
     /// The lowest tick every connected player acknowledged holding all confirmed sets through
@@ -972,5 +990,18 @@ mod tests {
             chunk_ranges(&big, 1, 3, usize::MAX),
             vec![(1, 1), (2, 2), (3, 3)]
         );
+    }
+
+    #[test]
+    fn the_fingerprint_names_the_type_and_the_cap_raised_to_the_default_input() {
+        let fingerprint = input_fingerprint::<u64>(300);
+        assert_eq!(fingerprint, InputFingerprint::new("u64", 300));
+        // A cap below the encoded default input is raised to it, as `RelayServer::new` does.
+        let default_len = simsync_net::encode(&[7u8; 4]).expect("encodes").len();
+        assert_eq!(
+            input_fingerprint::<[u8; 4]>(0).max_encoded_bytes as usize,
+            default_len
+        );
+        assert_ne!(input_fingerprint::<u32>(300), fingerprint);
     }
 }

@@ -44,7 +44,9 @@ impl DeterministicServerPlugin {
         }
     }
 
-    /// The longest encoded input relayed, in bytes; longer ones are dropped.
+    /// The longest encoded input relayed, in bytes; longer ones are dropped. Part of the input
+    /// fingerprint checked in the handshake: clients set the same `max_input_bytes` in their
+    /// network config.
     pub fn max_input_bytes(mut self, bytes: usize) -> Self {
         self.config.max_input_bytes = bytes;
         self

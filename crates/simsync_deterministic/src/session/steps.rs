@@ -53,6 +53,9 @@ pub(super) fn poll<I: SimInput>(
             NetReport::Substituted(substituted) => {
                 world.write_message(substituted);
             }
+            NetReport::Rejected(rejected) => {
+                world.write_message(rejected);
+            }
         }
     }
     polled

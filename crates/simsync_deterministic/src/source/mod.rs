@@ -31,7 +31,7 @@ pub use stall::{STALL_AFTER, SessionStall, StallReason};
 
 pub use local_inputs::{LocalInputs, TickInputSource};
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
-pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats};
+pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
 /// time owed, so a long hitch does not turn into a burst of polls.

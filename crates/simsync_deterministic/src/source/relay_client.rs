@@ -13,6 +13,8 @@
 //! - substitutes a confirmed input that does not decode (the relay checks inputs, so only a
 //!   faulty relay sends one) with the player's confirmed input of the tick before, or the
 //!   default: counted and reported as [`InputSubstituted`], the session goes on;
+//! - states its session's tick rate, player count and input fingerprint in its `Hello`; a relay
+//!   configured otherwise refuses it, reported as [`SessionRejected`];
 //! - reports the relay's checksum judgements as [`DesyncDetected`];
 //! - samples its local input for tick `now + input_delay` and sends its unconfirmed inputs with
 //!   redundancy (at least the last 3).
@@ -26,7 +28,7 @@ use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, JoinStatus,
-    LeadControl, Protocols, RttEstimator, ServerMessage, SessionClientMessage,
+    LeadControl, Protocols, RejectReason, RttEstimator, ServerMessage, SessionClientMessage,
     SessionServerMessage, TickAccumulator, estimated_server_tick, input_delay_ticks, millis_u32,
     target_lead_ticks,
 };
@@ -35,6 +37,7 @@ use super::local_inputs::LocalInputProvider;
 use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
+use crate::relay_server::input_fingerprint;
 use crate::tick::{PlayerIndex, Tick};
 
 /// Most ticks the client's clock polls in one update.
@@ -75,8 +78,9 @@ pub struct RelayClientStats {
     pub substituted_inputs: u64,
     /// Encoded bytes of the `Inputs` messages sent (message payload, before renet's headers).
     pub input_bytes_sent: u64,
-    /// Why the server rejected this client, if it did.
-    pub rejected: Option<String>,
+    /// Why the server refused this client, if it did (also written as [`SessionRejected`]).
+    #[reflect(ignore)]
+    pub rejected: Option<RejectReason>,
     /// Whether the server started the session.
     pub started: bool,
     /// The stall under way (no new verifiable tick for more than a second while running).
@@ -109,6 +113,8 @@ pub(crate) enum NetReport {
     Desync(DesyncDetected),
     /// A confirmed input did not decode and was substituted.
     Substituted(InputSubstituted),
+    /// The relay refused this client in the handshake.
+    Rejected(SessionRejected),
 }
 
 /// The relay judged the checksums reported for `tick` and they disagree: `players` differ from
@@ -119,6 +125,16 @@ pub struct DesyncDetected {
     pub tick: Tick,
     /// The players named, in slot order.
     pub players: Vec<PlayerIndex>,
+}
+
+/// The relay refused this client's `Hello`: another protocol version, a full or started session,
+/// or a session config that differs from the client's (tick rate, player count, input type;
+/// see [the networked session](crate::rules#the-networked-session)). Written once; the client
+/// never joins this session.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct SessionRejected {
+    /// The relay's reason.
+    pub reason: RejectReason,
 }
 
 /// A confirmed input did not decode as the game's input type: the session used `player`'s
@@ -163,6 +179,15 @@ pub(crate) struct RelayClient<I: SimInput> {
     _input: std::marker::PhantomData<fn() -> I>,
 }
 
+/// The client's `Hello`: its name and the session config it runs (tick rate, players, the
+/// fingerprint of `I` with the relay's input size cap), which the relay checks against its own.
+fn hello<I: SimInput>(config: &NetworkSessionConfig, session: &SessionConfig) -> Hello {
+    Hello::new(Protocols::SESSION, config.name.clone())
+        .with_tick_rate_hz(u16::try_from(session.tick_rate.hz()).unwrap_or(u16::MAX))
+        .with_players(session.players)
+        .with_input(input_fingerprint::<I>(config.max_input_bytes))
+}
+
 impl<I: SimInput> RelayClient<I> {
     /// A client that has not said hello yet, for a session configured by `session`.
     pub(crate) fn new(config: NetworkSessionConfig, session: &SessionConfig) -> Self {
@@ -172,7 +197,7 @@ impl<I: SimInput> RelayClient<I> {
                 input_delay_ticks: config.fixed_input_delay.unwrap_or(config.min_input_delay),
                 ..RelayClientStats::default()
             },
-            handshake: ClientHandshake::new(Hello::new(Protocols::SESSION, config.name.clone())),
+            handshake: ClientHandshake::new(hello::<I>(&config, session)),
             config,
             tick_rate_hz: session.tick_rate.hz(),
             window: session.rollback_window as Tick,
@@ -200,7 +225,8 @@ impl<I: SimInput> RelayClient<I> {
         &self.stats
     }
 
-    /// The reports since the last call (stalls, snapshot requests, desyncs, substitutions), oldest
+    /// The reports since the last call (stalls, snapshot requests, desyncs, substitutions,
+    /// refusals), oldest
     /// first.
     pub(crate) fn take_reports(&mut self) -> Vec<NetReport> {
         std::mem::take(&mut self.reports)
@@ -423,11 +449,14 @@ impl<I: SimInput> RelayClient<I> {
         self.reports.push(NetReport::Desync(desync));
     }
 
-    /// The handshake ended in a refusal: logs it and keeps the reason in the stats.
+    /// The handshake ended in a refusal: logs it, keeps the reason in the stats and reports it.
     fn on_join_refused(&mut self) {
         if let JoinStatus::Rejected(reason) = self.handshake.status() {
             error!("session client: rejected by the server: {reason:?}");
-            self.stats.rejected = Some(format!("{reason:?}"));
+            self.stats.rejected = Some(reason.clone());
+            self.reports.push(NetReport::Rejected(SessionRejected {
+                reason: reason.clone(),
+            }));
         }
     }
 

@@ -1,0 +1,133 @@
+//! The handshake checks the session config: a client whose tick rate, player count or input
+//! type differs from the relay's is refused with a typed reason, seen on both sides.
+
+use bevy::prelude::*;
+use simsync::deterministic::{NetworkSessionConfig, RelayServer, SessionRejected};
+use simsync::prelude::*;
+use simsync_net::prelude::*;
+use simsync_net::{InputFingerprint, LinkConditionerConfig, MemoryNetwork, RejectReason};
+
+use super::harness::{Harness, client_app_at, server_app};
+use crate::common::TestGame;
+
+/// The `SessionRejected` messages a client wrote.
+#[derive(Resource, Default)]
+struct Refusals(Vec<SessionRejected>);
+
+fn keep_refusals(mut read: MessageReader<SessionRejected>, mut refusals: ResMut<Refusals>) {
+    refusals.0.extend(read.read().cloned());
+}
+
+/// A relay for 2 players at 64 Hz and one client of `game` at `tick_rate_hz`, stepped for
+/// 60 frames: returns the client's refusals and stats, and the relay's refused hellos.
+fn join(
+    game: TestGame,
+    tick_rate_hz: u32,
+    net: NetworkSessionConfig,
+) -> (Vec<SessionRejected>, Option<RejectReason>, u64) {
+    let network = MemoryNetwork::new(7, LinkConditionerConfig::PERFECT).expect("valid link");
+    let mut server = server_app(2);
+    server.insert_net_server(network.server_transport().expect("server"));
+    server.finish();
+    server.cleanup();
+    let mut client = client_app_at(game, net, 60, tick_rate_hz);
+    client
+        .init_resource::<Refusals>()
+        .add_systems(Last, keep_refusals);
+    client.insert_net_client(network.client_transport(1).expect("client"));
+    client.finish();
+    client.cleanup();
+    for _ in 0..60 {
+        server.update();
+        client.update();
+    }
+    let stats = client
+        .world()
+        .resource::<SessionStats>()
+        .network
+        .clone()
+        .expect("networked");
+    assert_eq!(stats.slot, None, "a refused client gets no slot");
+    let refused = server
+        .world()
+        .resource::<RelayServer>()
+        .handshake_stats()
+        .rejected;
+    (
+        client.world().resource::<Refusals>().0.clone(),
+        stats.rejected,
+        refused,
+    )
+}
+
+/// The client saw `reason` once as a message and in its stats; the relay counted one refusal.
+fn assert_refused(
+    outcome: &(Vec<SessionRejected>, Option<RejectReason>, u64),
+    reason: RejectReason,
+) {
+    let (messages, stats, refused) = outcome;
+    assert_eq!(
+        messages,
+        &vec![SessionRejected {
+            reason: reason.clone()
+        }]
+    );
+    assert_eq!(stats, &Some(reason));
+    assert_eq!(*refused, 1);
+}
+
+#[test]
+fn a_60_hz_client_is_refused_by_a_64_hz_relay() {
+    let outcome = join(TestGame::default(), 60, NetworkSessionConfig::default());
+    let reason = RejectReason::TickRateMismatch {
+        server: 64,
+        client: 60,
+    };
+    assert_refused(&outcome, reason);
+}
+
+#[test]
+fn a_three_player_client_is_refused_by_a_two_player_relay() {
+    let game = TestGame {
+        players: 3,
+        ..TestGame::default()
+    };
+    let outcome = join(game, 64, NetworkSessionConfig::default());
+    let reason = RejectReason::PlayerCountMismatch {
+        server: 2,
+        client: 3,
+    };
+    assert_refused(&outcome, reason);
+}
+
+#[test]
+fn a_client_expecting_another_input_size_cap_is_refused() {
+    let net = NetworkSessionConfig {
+        max_input_bytes: 512,
+        ..NetworkSessionConfig::default()
+    };
+    let outcome = join(TestGame::default(), 64, net);
+    let name = std::any::type_name::<PackedInput>();
+    let reason = RejectReason::InputTypeMismatch {
+        server: InputFingerprint::new(name, 256),
+        client: InputFingerprint::new(name, 512),
+    };
+    assert_refused(&outcome, reason);
+}
+
+#[test]
+fn matching_clients_join_and_verify() {
+    let mut h = Harness::new(
+        TestGame::default(),
+        LinkConditionerConfig::PERFECT,
+        NetworkSessionConfig::default(),
+    );
+    h.run_until_verified(30, 400);
+    for c in 0..2 {
+        let net = h.stats(c).network.expect("networked");
+        assert_eq!(net.rejected, None);
+        assert_eq!(net.slot, Some(c as u8));
+    }
+    let handshake = h.server.world().resource::<RelayServer>().handshake_stats();
+    assert_eq!((handshake.joined, handshake.rejected), (2, 0));
+}
