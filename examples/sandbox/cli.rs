@@ -72,8 +72,8 @@ pub enum Command {
 /// Flags of every mode.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Ticks to run, 64 per second of simulated time: the tick the verified world stops at, or
-    /// the scripted ticks of an ownership run.
+    /// Ticks to run, 64 per second of simulated time (the tick the verified world stops at;
+    /// in `ownership` mode, the scripted ticks before the bodies settle).
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
     pub ticks: u32,
     /// Also write the summary as JSON to this file.

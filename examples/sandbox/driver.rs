@@ -278,11 +278,13 @@ pub fn run(args: &LocalArgs, expected_bodies: u32, mut app: App) -> Result<Summa
     }
     let elapsed = start.elapsed().as_secs_f64();
     let (asleep, dynamic) = sleeping_bodies(&app);
-    println!("dynamic bodies asleep at tick {target}: {asleep} of {dynamic}");
-    println!(
-        "finished in {elapsed:.2} s ({updates} updates, {:.0} verified ticks/s)",
-        f64::from(ticks) / elapsed.max(1e-9)
-    );
+    if !args.run.quiet {
+        println!("dynamic bodies asleep at tick {target}: {asleep} of {dynamic}");
+        println!(
+            "finished in {elapsed:.2} s ({updates} updates, {:.0} verified ticks/s)",
+            f64::from(ticks) / elapsed.max(1e-9)
+        );
+    }
     Ok(Summary::new(
         "local",
         ticks,

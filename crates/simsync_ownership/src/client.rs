@@ -307,7 +307,10 @@ pub(crate) fn receive(
             state.join.on_hello_sent();
         }
     } else if client.is_disconnected() && state.join.on_disconnected() {
-        warn!("participant: {:?} lost its connection", state.me());
+        match state.me() {
+            Some(me) => warn!("participant: connection lost ({me})"),
+            None => warn!("participant: lost its connection before joining"),
+        }
     }
     let mut decode = state.decode;
     let received = client.receive_msgs(&mut decode);
