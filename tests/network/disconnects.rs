@@ -57,8 +57,17 @@ fn first_disconnected(client: &App, verified: bool) -> Vec<Option<i32>> {
     world.resource::<FirstDisconnected>().0.clone()
 }
 
-#[test]
-fn a_client_that_stops_updating_is_disconnected_within_two_seconds() {
+fn stats(client: &App) -> SessionStats {
+    client.world().resource::<SessionStats>().clone()
+}
+
+fn relay(server: &App) -> RelayStats {
+    server.world().resource::<RelayStats>().clone()
+}
+
+/// A relay and three clients of the watched game over a 20 ms link, run until every client
+/// verified tick `tick`. The network is returned to keep the transports alive.
+fn three_players_verified_through(tick: i32) -> (MemoryNetwork, App, Vec<App>) {
     let game = TestGame {
         boxes: 20,
         players: 3,
@@ -80,17 +89,21 @@ fn a_client_that_stops_updating_is_disconnected_within_two_seconds() {
         .collect();
     server.finish();
     server.cleanup();
-    let stats = |c: &App| c.world().resource::<SessionStats>().clone();
-    let relay = |s: &App| s.world().resource::<RelayStats>().clone();
     let mut frames = 0;
-    while clients.iter().any(|c| stats(c).verified_tick < 100) {
+    while clients.iter().any(|c| stats(c).verified_tick < tick) {
         server.update();
         for client in &mut clients {
             client.update();
         }
         frames += 1;
-        assert!(frames < 1_000, "not started: {:?}", relay(&server));
+        assert!(frames < 2_000, "not verified: {:?}", relay(&server));
     }
+    (network, server, clients)
+}
+
+#[test]
+fn a_client_that_stops_updating_is_disconnected_within_two_seconds() {
+    let (_network, mut server, mut clients) = three_players_verified_through(100);
     // Client 2's App stops updating: the relay hears nothing from it any more.
     let silent_from = relay(&server).server_tick;
     let mut detected_after = None;
@@ -131,4 +144,49 @@ fn a_client_that_stops_updating_is_disconnected_within_two_seconds() {
     let n = s0.checksum_history.len().min(s1.checksum_history.len());
     assert!(n >= 600, "{n}");
     assert_eq!(s0.checksum_history[..n], s1.checksum_history[..n]);
+}
+
+#[test]
+fn a_paused_client_counts_as_connected_again_once_heard_and_all_agree() {
+    let (_network, mut server, mut clients) = three_players_verified_through(100);
+    // Client 2 pauses for 3 s (192 frames), then runs again.
+    for _ in 0..192 {
+        server.update();
+        clients[0].update();
+        clients[1].update();
+    }
+    assert_eq!(relay(&server).silent_disconnects[2], 1);
+    let target = stats(&clients[0]).verified_tick + 300;
+    let mut frames = 0;
+    while clients.iter().any(|c| stats(c).verified_tick < target) {
+        server.update();
+        for client in &mut clients {
+            client.update();
+        }
+        frames += 1;
+        assert!(frames < 2_000, "not caught up: {:?}", relay(&server));
+    }
+    let r = relay(&server);
+    assert_eq!(r.silent_disconnects, vec![0, 0, 1], "{r:?}");
+    // Every client, the paused one too, saw player 2 leave at the same confirmed tick.
+    let first = first_disconnected(&clients[0], true);
+    assert!(first[2].is_some(), "{first:?}");
+    for client in &clients {
+        assert_eq!(first_disconnected(client, true), first);
+    }
+    // Heard from again: the sets confirmed now mark it connected.
+    let inputs = |c: &App| {
+        let worlds = c.world().resource::<SimulationWorlds>();
+        worlds
+            .verified()
+            .resource::<PlayerInputs<PackedInput>>()
+            .is_connected(2)
+    };
+    assert!(clients.iter().all(inputs));
+    let histories: Vec<_> = clients.iter().map(|c| stats(c).checksum_history).collect();
+    let n = histories.iter().map(Vec::len).min().unwrap_or(0);
+    assert!(n >= 400, "{n}");
+    for history in &histories[1..] {
+        assert_eq!(history[..n], histories[0][..n]);
+    }
 }
