@@ -112,6 +112,7 @@ impl Rig {
             input_history_ticks: 10 * u32::from(HZ),
             resend_bytes_per_update: 24_000,
             limits: simsync::deterministic::RelayLimits::for_tick_rate(HZ),
+            silence_timeout_ms: simsync::deterministic::DEFAULT_SILENCE_TIMEOUT_MS,
         });
         let clients = (0..players)
             .map(|i| {

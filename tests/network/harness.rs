@@ -65,6 +65,17 @@ pub fn client_app_at(
     tick_rate_hz: u32,
 ) -> App {
     let players = game.players;
+    client_app_of(game, players, network, window, tick_rate_hz)
+}
+
+/// A client of `players` players running `game` (any game plugin) at `tick_rate_hz`.
+pub fn client_app_of(
+    game: impl Plugin + Clone,
+    players: u8,
+    network: NetworkSessionConfig,
+    window: u32,
+    tick_rate_hz: u32,
+) -> App {
     let rate = TickRate::new(tick_rate_hz).expect("valid tick rate");
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)

@@ -48,8 +48,8 @@ pub use input::{
 pub use plugin::{DeterministicPlugin, SessionSetupError};
 pub use relay_server::plugin::DeterministicServerPlugin;
 pub use relay_server::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DroppedInputs, RateLimited, RelayLimits,
-    RelayServer, RelayServerConfig, RelayStats,
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
+    DroppedInputs, RateLimited, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
 };
 pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,

@@ -235,7 +235,7 @@ pub(crate) fn into_simulation_world<I: SimInput>(mut sub: SubApp) -> SimulationW
     let players = sw.world.resource::<PlayerInputs<I>>().len();
     let inputs = vec![I::default(); players];
     let status = vec![InputStatus::Confirmed; players];
-    run_tick(&mut sw, 0, &inputs, &status);
+    run_tick(&mut sw, 0, &inputs, &status, 0);
     sw
 }
 
@@ -265,12 +265,13 @@ pub(crate) fn run_tick<I: SimInput>(
     tick: Tick,
     inputs: &[I],
     status: &[InputStatus],
+    disconnected: u64,
 ) {
     let world = &mut sw.world;
     world.resource_mut::<SimTick>().0 = tick;
     world
         .resource_mut::<PlayerInputs<I>>()
-        .advance(tick, inputs, status);
+        .advance(tick, inputs, status, disconnected);
     let dt = world.resource::<TickRate>().tick_duration();
     world.resource_mut::<Time>().advance_by(dt);
     world.resource_mut::<simsync_time::CurrentInstant>().0 =

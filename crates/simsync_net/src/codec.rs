@@ -14,7 +14,7 @@
 //! game's input type decoded with [`decode`]. It changes no byte of the wire format; it refuses a
 //! collection that would need a buffer above the limit in memory (a `Vec` of `k` elements of
 //! `s` bytes needs `k` rounded up to a power of two, times `s`: at most [`max_decoded_len`]
-//! elements, e.g. 2,048 inputs or input sets, or 4,096 [`crate::OwnerRecord`]s, in one message)
+//! elements, e.g. 2,048 inputs, 1,024 input sets or 4,096 [`crate::OwnerRecord`]s, in one message)
 //! with [`NetError::Oversized`]. [`encode`] does not apply this bound (serde hands a serializer
 //! references to elements, not their types): a sender of long lists splits them by
 //! [`max_decoded_len`].
@@ -42,7 +42,7 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// with [`NetError::Oversized`], since the buffer it grows into would pass the limit; a sender
 /// of long tables splits them into messages of at most this many elements.
 ///
-/// For example 4,096 [`crate::OwnerRecord`]s, 2,048 [`crate::InputSet`]s or inputs, 65,536
+/// For example 4,096 [`crate::OwnerRecord`]s, 2,048 inputs, 1,024 [`crate::InputSet`]s, 65,536
 /// bytes.
 pub const fn max_decoded_len<T>() -> usize {
     let size = if size_of::<T>() == 0 {
@@ -310,7 +310,8 @@ mod tests {
         assert_eq!(max_decoded_len::<u8>(), MAX_MESSAGE_BYTES);
         assert_eq!(max_decoded_len::<()>(), MAX_MESSAGE_BYTES);
         assert_eq!(max_decoded_len::<Vec<u8>>(), 2048);
-        assert_eq!(max_decoded_len::<crate::InputSet>(), 2048);
+        // 40 bytes each: the inputs and two bitmasks (replaced, disconnected).
+        assert_eq!(max_decoded_len::<crate::InputSet>(), 1024);
         assert_eq!(max_decoded_len::<crate::OwnerRecord>(), 4096);
         assert_eq!(max_decoded_len::<[u8; MAX_MESSAGE_BYTES + 1]>(), 0);
         let cases = [

@@ -34,7 +34,7 @@ use crate::ids::ParticipantId;
 /// `Hello` states the session config it expects (tick rate, players, input fingerprint),
 /// `Welcome` the player count, and `RejectReason` has the config mismatches; `Desync` names the
 /// players whose checksum differs from the majority; `Behind` tells a client the relay no longer
-/// holds the confirmed inputs it misses.
+/// holds the confirmed inputs it misses; `InputSet` marks the players disconnected at its tick.
 pub const PROTOCOL_VERSION: u16 = 2;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset

@@ -23,12 +23,21 @@ pub struct InputSet {
     /// Bit `i` set: the server did not receive slot `i`'s input in time (hard tolerance) and
     /// replaced it with that player's last input. Slots ≥ 64 cannot be marked.
     pub replaced: u64,
+    /// Bit `i` set: slot `i`'s player was disconnected when the server confirmed this set (its
+    /// connection closed, or the server heard nothing from it for its silence timeout); its
+    /// input is replaced as well. Slots ≥ 64 cannot be marked.
+    pub disconnected: u64,
 }
 
 impl InputSet {
     /// Whether slot `slot`'s input was replaced by the server (always `false` for slots ≥ 64).
     pub fn is_replaced(&self, slot: usize) -> bool {
         slot < 64 && self.replaced & (1u64 << slot) != 0
+    }
+
+    /// Whether slot `slot`'s player was disconnected at this tick (always `false` for slots ≥ 64).
+    pub fn is_disconnected(&self, slot: usize) -> bool {
+        slot < 64 && self.disconnected & (1u64 << slot) != 0
     }
 }
 

@@ -128,6 +128,7 @@ fn input_sets() -> Vec<InputSet> {
         InputSet {
             inputs: vec![vec![1], vec![2, 2], vec![]],
             replaced: 0b100,
+            disconnected: 0,
         };
         3
     ]

@@ -36,6 +36,8 @@ enum UsedPrediction<I> {
 #[derive(Debug, Clone, Default)]
 struct Slot<I> {
     confirmed: Option<I>,
+    /// The relay marked the player disconnected at this tick (meaningful once confirmed).
+    disconnected: bool,
     local: Option<I>,
     used: UsedPrediction<I>,
 }
@@ -52,6 +54,8 @@ struct PlayerTrack<I> {
     /// The confirmed input at tick `base`; `None` while `base == 0` (the setup tick is not a prediction
     /// source).
     base_input: Option<I>,
+    /// Whether the player was marked disconnected at tick `base`.
+    base_disconnected: bool,
 }
 
 /// Confirmed and local inputs of `players` players, per tick, with prediction and misprediction
@@ -105,6 +109,7 @@ impl<I: SimInput> InputBuffer<I> {
             confirmed_through: 0,
             latest_confirmed: 0,
             base_input: None,
+            base_disconnected: false,
         };
         Ok(Self {
             players,
@@ -370,25 +375,86 @@ impl<I: SimInput> InputBuffer<I> {
         self.confirmed_set_into(tick, &mut out).then_some(out)
     }
 
-    /// The latest confirmed input of `track` at a tick before `tick` (`tick > base`), ignoring the setup
-    /// tick.
-    fn last_confirmed_before<'a>(&self, track: &'a PlayerTrack<I>, tick: Tick) -> Option<&'a I> {
+    /// The latest tick before `tick` (`tick > base`) at which `track` holds a confirmed input,
+    /// ignoring the setup tick.
+    fn last_confirmed_before(&self, track: &PlayerTrack<I>, tick: Tick) -> Option<Tick> {
         let before = tick - 1; // >= base >= 0
-        if track.latest_confirmed <= before {
-            return self.confirmed_in(track, track.latest_confirmed);
-        }
-        if before <= track.confirmed_through {
-            return self.confirmed_in(track, before);
-        }
-        // Out-of-order confirmations: scan back (bounded by the capacity) to the watermark.
-        let mut t = before;
-        while t > track.confirmed_through {
-            if let Some(input) = self.confirmed_in(track, t) {
-                return Some(input);
+        let found = if track.latest_confirmed <= before {
+            track.latest_confirmed
+        } else if before <= track.confirmed_through {
+            before
+        } else {
+            // Out-of-order confirmations: scan back (bounded by the capacity) to the watermark.
+            let mut t = before;
+            while t > track.confirmed_through && self.confirmed_in(track, t).is_none() {
+                t -= 1;
             }
-            t -= 1;
+            t
+        };
+        self.confirmed_in(track, found).map(|_| found)
+    }
+
+    /// Whether `track` is marked disconnected at confirmed tick `tick` (`tick >= base`).
+    fn disconnected_in(&self, track: &PlayerTrack<I>, tick: Tick) -> bool {
+        if tick == self.base {
+            return track.base_disconnected;
         }
-        self.confirmed_in(track, track.confirmed_through)
+        usize::try_from(i64::from(tick) - i64::from(self.base) - 1)
+            .ok()
+            .and_then(|index| track.slots.get(index))
+            .is_some_and(|slot| slot.confirmed.is_some() && slot.disconnected)
+    }
+
+    /// Marks `player` disconnected at `tick`, as the relay's confirmed set of that tick says
+    /// (see [disconnected players](crate::rules#disconnected-players)); read through
+    /// [`disconnected`](Self::disconnected) and
+    /// [`predicted_disconnected`](Self::predicted_disconnected) once the tick's input is
+    /// confirmed. Marking again does nothing.
+    ///
+    /// # Errors
+    /// As [`confirm`](Self::confirm): [`InputError::UnknownPlayer`], [`InputError::TooOld`],
+    /// [`InputError::TickOutOfRange`].
+    pub fn mark_disconnected(&mut self, player: PlayerIndex, tick: Tick) -> Result<(), InputError> {
+        let p = self.player_index(player)?;
+        let index = self.slot_index(tick)?;
+        self.slot_mut(p, index).disconnected = true;
+        Ok(())
+    }
+
+    /// The players marked disconnected at confirmed tick `tick`, as a bitmask (bit `i`: player
+    /// `i`; players ≥ 64 are never marked). What the verified world sees.
+    pub fn disconnected(&self, tick: Tick) -> u64 {
+        self.mask(|track| tick > 0 && tick >= self.base && self.disconnected_in(track, tick))
+    }
+
+    /// The players the predicted world treats as disconnected at `tick`: each player's mark at
+    /// `tick` when its input is confirmed there, else at its latest confirmed tick before (the
+    /// last confirmed state), else connected. Depends only on the confirmed inputs held, so a
+    /// re-simulated tick sees the same mask and a confirmed tick sees what the verified world
+    /// sees.
+    pub fn predicted_disconnected(&self, tick: Tick) -> u64 {
+        self.mask(|track| {
+            if tick <= 0 || tick < self.base {
+                return false;
+            }
+            if self.confirmed_in(track, tick).is_some() {
+                return self.disconnected_in(track, tick);
+            }
+            tick > self.base
+                && self
+                    .last_confirmed_before(track, tick)
+                    .is_some_and(|t| self.disconnected_in(track, t))
+        })
+    }
+
+    /// Bit `i` set for every player `i < 64` whose track satisfies `marked`.
+    fn mask(&self, marked: impl Fn(&PlayerTrack<I>) -> bool) -> u64 {
+        self.tracks
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, track)| marked(track))
+            .fold(0, |mask, (i, _)| mask | (1 << i))
     }
 
     /// The input the predicted world uses for `player` at `tick`, with its status:
@@ -426,7 +492,10 @@ impl<I: SimInput> InputBuffer<I> {
         if let Some(input) = local {
             return (input.clone(), InputStatus::Predicted);
         }
-        match self.last_confirmed_before(track, tick) {
+        match self
+            .last_confirmed_before(track, tick)
+            .and_then(|t| self.confirmed_in(track, t))
+        {
             Some(input) => (input.clone(), InputStatus::Predicted),
             None => missing(),
         }
@@ -464,8 +533,11 @@ impl<I: SimInput> InputBuffer<I> {
         }
         let count = (target - self.base) as usize; // 1..=capacity: target <= every watermark
         for track in &mut self.tracks {
-            if let Some(input) = track.slots.get(count - 1).and_then(|s| s.confirmed.clone()) {
+            if let Some(slot) = track.slots.get(count - 1)
+                && let Some(input) = slot.confirmed.clone()
+            {
                 track.base_input = Some(input);
+                track.base_disconnected = slot.disconnected;
             }
             let drop = count.min(track.slots.len());
             track.slots.drain(..drop);
@@ -722,6 +794,48 @@ mod tests {
         // A rejected conflicting confirmation does not count.
         assert!(b.confirm(1, 1, 3).is_err());
         assert_eq!(b.mispredicted_inputs(), 2);
+    }
+
+    #[test]
+    fn disconnected_marks_follow_confirmed_ticks_in_both_worlds() {
+        let mut b = buf(2, 16);
+        for tick in 1..=4 {
+            b.confirm(0, tick, 1).unwrap();
+        }
+        for tick in 1..=3 {
+            b.confirm(1, tick, 7).unwrap();
+        }
+        b.mark_disconnected(1, 3).unwrap();
+        b.mark_disconnected(1, 3).unwrap(); // again: nothing changes
+        assert_eq!(b.disconnected(2), 0);
+        assert_eq!(b.disconnected(3), 0b10);
+        // Not confirmed for player 1 yet: the verified mask does not know it.
+        assert_eq!(b.disconnected(4), 0);
+        // The predicted world uses the last confirmed state from tick 3 on.
+        assert_eq!(b.predicted_disconnected(2), 0);
+        assert_eq!(b.predicted_disconnected(3), 0b10);
+        assert_eq!(b.predicted_disconnected(4), 0b10);
+        assert_eq!(b.predicted_disconnected(40), 0b10);
+        // A mark on a tick not confirmed is not read until the tick is confirmed.
+        b.mark_disconnected(0, 6).unwrap();
+        assert_eq!(b.predicted_disconnected(6), 0b10);
+        // Player 1 confirmed connected again at tick 4: the predictions follow.
+        b.confirm(1, 4, 7).unwrap();
+        assert_eq!(b.disconnected(4), 0);
+        assert_eq!(b.predicted_disconnected(5), 0);
+        // Discarding keeps the state of the discarded tick for the predictions after it.
+        let mut b = buf(2, 16);
+        for tick in 1..=3 {
+            b.confirm(0, tick, 1).unwrap();
+            b.confirm(1, tick, 7).unwrap();
+        }
+        b.mark_disconnected(0, 3).unwrap();
+        assert_eq!(b.discard_through(3), 3);
+        assert_eq!(b.disconnected(3), 0b01);
+        assert_eq!(b.predicted_disconnected(4), 0b01);
+        assert_eq!(b.predicted_disconnected(0), 0);
+        assert!(b.mark_disconnected(0, 3).is_err(), "discarded");
+        assert!(b.mark_disconnected(2, 4).is_err(), "unknown player");
     }
 
     #[test]

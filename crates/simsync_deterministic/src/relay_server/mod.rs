@@ -13,7 +13,13 @@
 //!   the server clock reaches `t + input_hard_tolerance`: a missing input is then replaced by
 //!   that player's last input and marked replaced, so one slow player never stalls the others.
 //!   An input arriving after its tick was confirmed is late: dropped and counted (once per tick).
-//! - A player that disconnects keeps its slot; its inputs are replaced from then on.
+//! - A player that disconnects keeps its slot; its inputs are replaced from then on. A seated
+//!   player the relay hears nothing from for `silence_timeout_ms` (default
+//!   [`DEFAULT_SILENCE_TIMEOUT_MS`]) once the session runs is treated the same way (marked
+//!   silent, counted, `PlayerLeft` sent to every client) while its connection stays open; its
+//!   next message makes it connected again. Each confirmed set marks the players disconnected
+//!   at its tick, so the simulation sees them (see
+//!   [disconnected players](crate::rules#disconnected-players)).
 //! - Confirmed sets are sent to every client with redundancy: every set never sent to that
 //!   client plus the last `input_redundancy` sets in every update (so a burst of confirmations
 //!   leaves no gap), and every set after the client's acknowledged tick once that
@@ -64,6 +70,10 @@ pub const DEFAULT_MAX_INPUT_BYTES: usize = 256;
 /// the reports it has (default of `checksum_timeout_ms`).
 pub const DEFAULT_CHECKSUM_TIMEOUT_MS: u32 = 3_000;
 
+/// Milliseconds of silence after which a seated player counts as disconnected (default of
+/// `silence_timeout_ms`).
+pub const DEFAULT_SILENCE_TIMEOUT_MS: u32 = 2_000;
+
 /// Time between two `Behind` reports to a client that stays behind the history.
 const BEHIND_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -100,6 +110,9 @@ pub struct RelayServerConfig {
     /// Per-connection rate limits (default [`RelayLimits::for_tick_rate`]; tests that flood on
     /// purpose may use [`RelayLimits::UNLIMITED`]).
     pub limits: RelayLimits,
+    /// Milliseconds without any message from a seated player, once the session runs, after
+    /// which the player counts as disconnected (default [`DEFAULT_SILENCE_TIMEOUT_MS`]).
+    pub silence_timeout_ms: u32,
 }
 
 /// Inputs of one player the relay dropped, by reason.
@@ -185,6 +198,12 @@ pub struct RelayStats {
     pub rate_limited_unseated: u64,
     /// Per slot: messages within the limits, handled (the relay's work for that player).
     pub admitted_messages: Vec<u64>,
+    /// Per slot: times the player was marked disconnected for silence (nothing heard for
+    /// `silence_timeout_ms`).
+    pub silent_disconnects: Vec<u64>,
+    /// Per slot: the server tick at which the player was last marked disconnected (silence or
+    /// a closed connection); `None` while it never was.
+    pub disconnected_at: Vec<Option<Tick>>,
 }
 
 #[derive(Debug, Default)]
@@ -205,6 +224,17 @@ struct Slot {
     resend_next: Option<Tick>,
     /// No new resend pass (nor `Behind` report) before this time.
     resend_after: Duration,
+    /// When the relay last received a message from the client.
+    last_heard: Duration,
+    /// Nothing was heard from the client for the silence timeout (and nothing since).
+    silent: bool,
+}
+
+impl Slot {
+    /// Whether the slot's player counts as connected: seated and not silent.
+    fn connected(&self) -> bool {
+        self.client.is_some() && !self.silent
+    }
 }
 
 /// The relay server's state (a resource).
@@ -255,6 +285,8 @@ impl RelayServer {
                 dropped_inputs: vec![DroppedInputs::default(); n],
                 rate_limited: vec![RateLimited::default(); n],
                 admitted_messages: vec![0; n],
+                silent_disconnects: vec![0; n],
+                disconnected_at: vec![None; n],
                 ..RelayStats::default()
             },
             config,
@@ -300,9 +332,17 @@ impl RelayServer {
     pub fn acknowledged_through(&self) -> Option<Tick> {
         self.slots
             .iter()
-            .filter(|s| s.client.is_some())
+            .filter(|s| s.connected())
             .map(|s| s.ack)
             .min()
+    }
+
+    /// Whether slot `slot`'s player counts as connected (seated, and heard from within the
+    /// silence timeout); `false` for an unknown slot.
+    pub fn is_connected(&self, slot: u8) -> bool {
+        self.slots
+            .get(usize::from(slot))
+            .is_some_and(Slot::connected)
     }
 
     /// The slot of a connected client.
@@ -342,6 +382,9 @@ impl RelayServer {
         }
         if !self.started && self.slots.iter().all(|s| s.client.is_some()) {
             self.started = true;
+            for slot in &mut self.slots {
+                slot.last_heard = self.now;
+            }
             info!(
                 "relay: all {} players joined; the session starts",
                 self.slots.len()
@@ -411,6 +454,7 @@ impl RelayServer {
         }
         for received in server.receive_msgs(&mut self.decode) {
             let client = received.client_id;
+            self.heard_from(client);
             match received.message {
                 Ok(message) => {
                     if self.admit(client, &message) {
@@ -431,6 +475,7 @@ impl RelayServer {
         }
         self.server_tick += ticks as Tick;
         self.stats.server_tick = self.server_tick;
+        self.mark_silent(server);
         self.confirm_ready();
         self.judge_checksums(server);
         self.broadcast(server);
@@ -482,12 +527,50 @@ impl RelayServer {
                     info!(
                         "relay: player {slot} left ({reason}); its inputs are replaced from now on"
                     );
-                    self.slots[usize::from(slot)].client = None;
-                    let left = ServerMessage::Session(SessionServerMessage::PlayerLeft { slot });
-                    let _ = server.broadcast_msg(&left);
+                    let s = &mut self.slots[usize::from(slot)];
+                    let was_connected = s.connected();
+                    s.client = None;
+                    if was_connected {
+                        self.player_left(server, slot);
+                    }
                 }
             }
         }
+    }
+
+    /// Any message from `client`: a seated player is heard from now; a silent one counts as
+    /// connected again.
+    fn heard_from(&mut self, client: ClientId) {
+        let Some(slot) = self.by_client.get(&client).copied() else {
+            return;
+        };
+        let s = &mut self.slots[usize::from(slot)];
+        s.last_heard = self.now;
+        if s.silent {
+            s.silent = false;
+            info!("relay: player {slot} is heard from again; its inputs are used again");
+        }
+    }
+
+    /// Marks every seated player not heard from for `silence_timeout_ms` as disconnected.
+    fn mark_silent(&mut self, server: &mut RenetServer) {
+        let timeout = Duration::from_millis(u64::from(self.config.silence_timeout_ms));
+        for index in silent_slots(&self.slots, self.now, timeout) {
+            self.slots[index].silent = true;
+            self.stats.silent_disconnects[index] += 1;
+            info!(
+                "relay: nothing heard from player {index} for {timeout:?}; it counts as \
+                 disconnected and its inputs are replaced"
+            );
+            self.player_left(server, index as u8);
+        }
+    }
+
+    /// Counts `slot`'s player as gone at the current server tick and tells every client.
+    fn player_left(&mut self, server: &mut RenetServer, slot: u8) {
+        self.stats.disconnected_at[usize::from(slot)] = Some(self.server_tick);
+        let left = ServerMessage::Session(SessionServerMessage::PlayerLeft { slot });
+        let _ = server.broadcast_msg(&left);
     }
 
     fn on_message(&mut self, server: &mut RenetServer, client: ClientId, message: ClientMessage) {
@@ -547,7 +630,7 @@ impl RelayServer {
     /// Judges every tick all connected players reported, or whose timeout passed; a
     /// disagreement is counted and sent to every client with the players it names.
     fn judge_checksums(&mut self, server: &mut RenetServer) {
-        let connected: Vec<bool> = self.slots.iter().map(|s| s.client.is_some()).collect();
+        let connected: Vec<bool> = self.slots.iter().map(Slot::connected).collect();
         let timeout = Duration::from_millis(u64::from(self.config.checksum_timeout_ms));
         for judgement in self.checksums.judge(&connected, self.now, timeout) {
             if judgement.players.is_empty() {
@@ -583,6 +666,9 @@ impl RelayServer {
             }
             let mut set = InputSet::default();
             for (i, slot) in self.slots.iter_mut().enumerate() {
+                if !slot.connected() && i < 64 {
+                    set.disconnected |= 1 << i;
+                }
                 match slot.inputs.remove(&tick) {
                     Some(input) => {
                         slot.last_input.clone_from(&input);
@@ -763,7 +849,21 @@ fn set_bytes(set: &InputSet) -> usize {
         .iter()
         .map(|i| varint_bytes(i.len() as u64) + i.len())
         .sum();
-    varint_bytes(set.inputs.len() as u64) + inputs + varint_bytes(set.replaced)
+    varint_bytes(set.inputs.len() as u64)
+        + inputs
+        + varint_bytes(set.replaced)
+        + varint_bytes(set.disconnected)
+}
+
+/// The seated, not yet silent slots whose client was last heard from `timeout` or longer
+/// before `now`.
+fn silent_slots(slots: &[Slot], now: Duration, timeout: Duration) -> Vec<usize> {
+    slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.connected() && now.saturating_sub(s.last_heard) >= timeout)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Bytes of a `ConfirmedInputs` message besides its sets, at most (two enum tags, the first
@@ -865,6 +965,7 @@ mod tests {
                 let set = InputSet {
                     inputs: vec![vec![t as u8; input_bytes]; 2],
                     replaced: u64::from(t as u8),
+                    disconnected: u64::from(t as u8 / 2),
                 };
                 (t, set)
             })
@@ -885,6 +986,7 @@ mod tests {
             input_history_ticks: 640,
             resend_bytes_per_update: 24_000,
             limits: RelayLimits::for_tick_rate(64),
+            silence_timeout_ms: DEFAULT_SILENCE_TIMEOUT_MS,
         });
         relay.slots[0].client = Some(1);
         relay.confirmed = history(1..=newest, 4);
@@ -942,6 +1044,33 @@ mod tests {
         assert_eq!(relay.plan_sends(0, 400, 3, 64.0).behind, None);
         relay.now += Duration::from_secs(1);
         assert_eq!(relay.plan_sends(0, 400, 3, 64.0).behind, Some(101));
+    }
+
+    #[test]
+    fn a_seated_player_silent_for_the_timeout_is_found_once() {
+        let mut relay = relay_with_sets(10);
+        let timeout = Duration::from_millis(u64::from(DEFAULT_SILENCE_TIMEOUT_MS));
+        relay.now = Duration::from_millis(1_999);
+        assert!(silent_slots(&relay.slots, relay.now, timeout).is_empty());
+        relay.now = timeout;
+        assert_eq!(silent_slots(&relay.slots, relay.now, timeout), vec![0]);
+        relay.slots[0].silent = true;
+        assert!(!relay.is_connected(0));
+        assert!(silent_slots(&relay.slots, relay.now, timeout).is_empty());
+        // Any message makes it connected again, and its clock restarts.
+        relay.heard_from(1);
+        assert!(
+            relay.by_client.is_empty(),
+            "not seated through on_hello here"
+        );
+        relay.by_client.insert(1, 0);
+        relay.heard_from(1);
+        assert!(relay.is_connected(0));
+        assert!(silent_slots(&relay.slots, relay.now, timeout).is_empty());
+        // An empty slot is never silent (its player is disconnected already).
+        relay.slots[0].client = None;
+        relay.now += timeout * 2;
+        assert!(silent_slots(&relay.slots, relay.now, timeout).is_empty());
     }
 
     #[test]

@@ -5,8 +5,8 @@ use simsync_net::bevy_renet::{RenetReceive, RenetServer};
 use simsync_net::{NetClock, TickAccumulator};
 
 use super::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, RelayLimits, RelayServer,
-    RelayServerConfig, RelayStats,
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS, RelayLimits,
+    RelayServer, RelayServerConfig, RelayStats,
 };
 use crate::input::SimInput;
 
@@ -39,6 +39,7 @@ impl DeterministicServerPlugin {
                 input_history_ticks: 10 * u32::from(tick_rate_hz),
                 resend_bytes_per_update: 24_000,
                 limits: RelayLimits::for_tick_rate(tick_rate_hz),
+                silence_timeout_ms: DEFAULT_SILENCE_TIMEOUT_MS,
             },
             relay: RelayServer::new::<I>,
         }
@@ -73,6 +74,13 @@ impl DeterministicServerPlugin {
     /// Per-connection rate limits (default [`RelayLimits::for_tick_rate`]).
     pub fn rate_limits(mut self, limits: RelayLimits) -> Self {
         self.config.limits = limits;
+        self
+    }
+
+    /// Milliseconds without a message from a seated player after which it counts as
+    /// disconnected (default [`DEFAULT_SILENCE_TIMEOUT_MS`]).
+    pub fn silence_timeout_ms(mut self, ms: u32) -> Self {
+        self.config.silence_timeout_ms = ms;
         self
     }
 

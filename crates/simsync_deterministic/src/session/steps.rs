@@ -162,10 +162,18 @@ fn verify_tick<I: SimInput>(
         session.inputs.push(input);
         session.status.push(InputStatus::Confirmed);
     }
-    run_tick(&mut worlds.verified, tick, &session.inputs, &session.status);
-    session
-        .audit
-        .record_confirmed(tick, hash_inputs(&session.inputs));
+    let disconnected = session.buffer.disconnected(tick);
+    run_tick(
+        &mut worlds.verified,
+        tick,
+        &session.inputs,
+        &session.status,
+        disconnected,
+    );
+    session.audit.record_confirmed(
+        tick,
+        with_disconnected(hash_inputs(&session.inputs), disconnected),
+    );
 }
 
 /// Compares the prediction of `tick` (if its inputs turned out right) with the verified state.
@@ -241,7 +249,8 @@ fn predictions_hold<I: SimInput>(session: &mut DeterministicSession<I>) -> bool 
         session
             .buffer
             .fill_predicted(*tick, &mut inputs, &mut status);
-        hash_inputs(&inputs) == *used
+        let disconnected = session.buffer.predicted_disconnected(*tick);
+        with_disconnected(hash_inputs(&inputs), disconnected) == *used
     });
     session.inputs = inputs;
     session.status = status;
@@ -304,6 +313,7 @@ pub(super) fn predict<I: SimInput>(
             tick,
             &session.inputs,
             &session.status,
+            session.buffer.predicted_disconnected(tick),
         );
         check(context(world).record_predicted_tick());
         stats.ticks_predicted += 1;
@@ -332,7 +342,14 @@ fn fill_predicted<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick
             }
         }
     }
-    hash_inputs(&session.inputs)
+    let disconnected = session.buffer.predicted_disconnected(tick);
+    with_disconnected(hash_inputs(&session.inputs), disconnected)
+}
+
+/// The hash of an input set and its disconnected players (the inputs' hash alone while every
+/// player is connected), so a player marked disconnected is a misprediction like a changed input.
+fn with_disconnected(inputs_hash: u64, disconnected: u64) -> u64 {
+    inputs_hash ^ disconnected.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// Step 7, finish: ends the context's update, publishes [`SessionStats`], forgets what no

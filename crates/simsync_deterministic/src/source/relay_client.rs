@@ -461,7 +461,8 @@ impl<I: SimInput> RelayClient<I> {
     }
 
     /// Decodes confirmed input sets from `first_tick` on into `buffer` (ticks already verifiable
-    /// or discarded are skipped) and counts replaced, late and rejected inputs. An input that
+    /// or discarded are skipped), with the players each set marks disconnected, and counts
+    /// replaced, late and rejected inputs. An input that
     /// does not decode is substituted (see [`substitute`]).
     fn on_confirmed(
         &mut self,
@@ -501,7 +502,13 @@ impl<I: SimInput> RelayClient<I> {
                         }
                     }
                     Ok(ConfirmOutcome::Duplicate) => {}
-                    Err(_) => self.stats.rejected_inputs += 1,
+                    Err(_) => {
+                        self.stats.rejected_inputs += 1;
+                        continue;
+                    }
+                }
+                if set.is_disconnected(p) && buffer.mark_disconnected(player, tick).is_err() {
+                    self.stats.rejected_inputs += 1;
                 }
             }
         }
@@ -693,6 +700,7 @@ mod tests {
         InputSet {
             inputs,
             replaced: 0,
+            disconnected: 0,
         }
     }
 

@@ -88,10 +88,12 @@ fn server_samples() -> Vec<ServerMessage> {
                 InputSet {
                     inputs: vec![vec![1], vec![2, 2]],
                     replaced: 0,
+                    disconnected: 0,
                 },
                 InputSet {
                     inputs: vec![vec![1], vec![2, 2]],
                     replaced: 0b10,
+                    disconnected: 0,
                 },
             ],
         }),
@@ -481,7 +483,11 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
                     first_tick,
                     sets: sets
                         .into_iter()
-                        .map(|(inputs, replaced)| InputSet { inputs, replaced })
+                        .map(|(inputs, replaced)| InputSet {
+                            inputs,
+                            replaced,
+                            disconnected: 0,
+                        })
                         .collect()
                 }
             )),

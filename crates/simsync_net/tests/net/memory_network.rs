@@ -127,6 +127,7 @@ fn server_system(
                 sets: vec![InputSet {
                     inputs: vec![vec![1, 2], vec![3]],
                     replaced: 0b10,
+                    disconnected: 0,
                 }],
             }),
             ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
