@@ -6,6 +6,8 @@
 //! - [`SimulatorContext`]: the per-update decisions, pure data.
 //! - [`DeterministicSession`] and its update steps (poll, begin, verify, decide, rollback,
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
+//! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
+//!   [`SessionEnd`].
 //! - The input path: [`LocalInputs`] / [`TickInputSource`] → [`LocalRelay`] or the relay server
 //!   ([`NetworkSessionConfig`]) → [`InputBuffer`] → [`PlayerInputs`]; [`InputEncoder`] for leafwing.
 //! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
@@ -56,8 +58,10 @@ pub use schedule::{
     SimulationStartup, SimulationTick,
 };
 pub use session::{
-    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionResumed,
-    SessionStalled, SessionStats, UnregisteredComponent,
+    ChecksumRecorded, Connection, DeterministicSession, LifecycleView, NeedsSnapshot, NetworkView,
+    PredictionMismatch, SessionEnd, SessionLifecycle, SessionResumed, SessionStalled, SessionState,
+    SessionStateChanged, SessionStateReason, SessionStats, UnregisteredComponent,
+    session_transitions,
 };
 pub use snapshot::{
     Parked, ReservedSlots, RollbackAppExt, RollbackRegistry, RollbackReport, RollbackStrategy,

@@ -15,8 +15,9 @@ use crate::error::SessionError;
 use crate::input::SimInput;
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
-    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionResumed,
-    SessionStalled, SessionStats, UnregisteredComponent, session_update,
+    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionEnd,
+    SessionLifecycle, SessionResumed, SessionStalled, SessionState, SessionStateChanged,
+    SessionStats, UnregisteredComponent, session_update, update_lifecycle,
 };
 use crate::snapshot::{RollbackRegistry, WorldRole};
 use crate::source::LocalInputs;
@@ -208,7 +209,18 @@ impl<I: SimInput> DeterministicPlugin<I> {
         // The App's `TickRate` has one writer, `VirtualTimePlugin`; it is not unique, so adding
         // it here with the session's rate works whether or not `SimSyncPlugins` added it.
         app.add_plugins(VirtualTimePlugin::default().tick_rate(self.config.tick_rate));
+        let initial = if self.config.network.is_some() {
+            SessionState::Connecting
+        } else {
+            SessionState::Running
+        };
         app.insert_resource(session)
+            .insert_resource(SessionLifecycle {
+                state: initial,
+                reason: None,
+            })
+            .init_resource::<SessionEnd>()
+            .add_message::<SessionStateChanged>()
             .init_resource::<SimulatorContext>()
             .init_resource::<SessionStats>()
             .insert_resource(LocalInputs::<I>::new(self.config.players))
@@ -226,7 +238,11 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .init_schedule(AfterPrediction)
             .add_systems(
                 self.schedule,
-                session_update::<I>.in_set(DeterministicSet::SessionUpdate),
+                (
+                    session_update::<I>,
+                    update_lifecycle.after(session_update::<I>),
+                )
+                    .in_set(DeterministicSet::SessionUpdate),
             )
             .configure_sets(
                 self.schedule,
