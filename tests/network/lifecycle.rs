@@ -1,11 +1,11 @@
 //! The session lifecycle: a networked client goes Connecting → WaitingForPlayers → Running, a
 //! refused one ends in Rejected with the reason, a lost connection is Disconnected, and a local
-//! session runs at once and ends at its end tick.
+//! session runs at once, ends at its end tick, and starts again in the same App.
 
 use bevy::prelude::*;
 use simsync::deterministic::{
     NetworkSessionConfig, SessionEnd, SessionLifecycle, SessionState, SessionStateChanged,
-    SessionStateReason,
+    SessionStateReason, restart_session,
 };
 use simsync::prelude::*;
 use simsync_net::bevy_renet::RenetClient;
@@ -143,4 +143,52 @@ fn a_local_session_runs_at_once_and_ends_at_its_end_tick() {
         lifecycle(&local).reason,
         Some(SessionStateReason::EndTickReached { tick }) if tick >= 20
     ));
+}
+
+/// The verified world's tick and checksum.
+fn verified_state(app: &mut App) -> (i32, u64) {
+    let tick = app.world().resource::<SessionStats>().verified_tick;
+    let checksum = app
+        .world_mut()
+        .resource_mut::<SimulationWorlds>()
+        .verified_checksum();
+    (tick, checksum)
+}
+
+#[test]
+fn a_session_ended_and_restarted_in_one_app_verifies_again_from_tick_1() {
+    let mut local = app(TestGame::default(), 2, SessionMode::Predicted, false);
+    record_changes(&mut local);
+    local.world_mut().resource_mut::<SessionEnd>().now = true;
+    run_until_verified(&mut local, 30);
+    let first = verified_state(&mut local);
+    assert_eq!(lifecycle(&local).state, SessionState::Ended);
+
+    restart_session::<PackedInput>(local.world_mut()).expect("restarts");
+    let stats = local.world().resource::<SessionStats>().clone();
+    assert_eq!(
+        (stats.verified_tick, stats.ticks_verified, stats.rollbacks),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        lifecycle(&local),
+        SessionLifecycle {
+            state: SessionState::Running,
+            reason: Some(SessionStateReason::Restarted),
+        }
+    );
+    local.update();
+    assert!(local.world().resource::<SessionStats>().verified_tick <= 1);
+    run_until_verified(&mut local, first.0);
+    let again = verified_state(&mut local);
+    assert_eq!(again, first, "the same inputs give the same verified state");
+    let stats = local.world().resource::<SessionStats>().clone();
+    assert_eq!(stats.ticks_verified, stats.verified_tick as u64);
+    assert_eq!(
+        changes(&local),
+        vec![
+            (SessionState::Running, SessionState::Ended),
+            (SessionState::Ended, SessionState::Running),
+        ]
+    );
 }

@@ -7,7 +7,7 @@
 //! - [`DeterministicSession`] and its update steps (poll, begin, verify, decide, rollback,
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
 //! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
-//!   [`SessionEnd`].
+//!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App.
 //! - The input path: [`LocalInputs`] / [`TickInputSource`] → [`LocalRelay`] or the relay server
 //!   ([`NetworkSessionConfig`]) → [`InputBuffer`] → [`PlayerInputs`]; [`InputEncoder`] for leafwing.
 //! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
@@ -25,6 +25,7 @@ mod error;
 mod input;
 mod plugin;
 mod relay_server;
+mod restart;
 mod schedule;
 mod session;
 mod snapshot;
@@ -53,6 +54,7 @@ pub use relay_server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DroppedInputs, RateLimited, RelayLimits,
     RelayServer, RelayServerConfig, RelayStats,
 };
+pub use restart::restart_session;
 pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,
     SimulationStartup, SimulationTick,

@@ -13,20 +13,18 @@ use crate::config::{
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
 use crate::input::SimInput;
+use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
     ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionEnd,
-    SessionLifecycle, SessionResumed, SessionStalled, SessionState, SessionStateChanged,
-    SessionStats, UnregisteredComponent, session_update, update_lifecycle,
+    SessionResumed, SessionStalled, SessionStateChanged, SessionStats, UnregisteredComponent,
+    session_update, update_lifecycle,
 };
-use crate::snapshot::{RollbackRegistry, WorldRole};
+use crate::snapshot::WorldRole;
 use crate::source::LocalInputs;
 use crate::source::{DesyncDetected, InputSubstituted, SessionRejected};
 use crate::tick::PlayerIndex;
-use crate::worlds::{
-    GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_app,
-    context_entities, into_simulation_world,
-};
+use crate::worlds::{GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub_app};
 
 /// The deterministic session: a verified and a predicted world (Bevy sub-apps running the same
 /// [`SimulationTick`](crate::SimulationTick)), driven by one session-update system that verifies
@@ -209,15 +207,13 @@ impl<I: SimInput> DeterministicPlugin<I> {
         // The App's `TickRate` has one writer, `VirtualTimePlugin`; it is not unique, so adding
         // it here with the session's rate works whether or not `SimSyncPlugins` added it.
         app.add_plugins(VirtualTimePlugin::default().tick_rate(self.config.tick_rate));
-        let initial = if self.config.network.is_some() {
-            SessionState::Connecting
-        } else {
-            SessionState::Running
-        };
         app.insert_resource(session)
-            .insert_resource(SessionLifecycle {
-                state: initial,
-                reason: None,
+            .insert_resource(initial_lifecycle(&self.config))
+            .insert_resource(SessionBlueprint::<I> {
+                game: self.game.clone(),
+                config: self.config.clone(),
+                spec,
+                _input: PhantomData,
             })
             .init_resource::<SessionEnd>()
             .add_message::<SessionStateChanged>()
@@ -269,28 +265,11 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
         };
         verified.cleanup();
         predicted.cleanup();
-        let mut verified = into_simulation_world::<I>(verified);
-        let mut predicted = into_simulation_world::<I>(predicted);
-        let registry = verified
-            .world
-            .remove_resource::<RollbackRegistry>()
-            .unwrap_or_default();
-        let (cv, cp) = (
-            context_entities(&mut verified.world),
-            context_entities(&mut predicted.world),
-        );
-        if cv != cp {
-            let error = SessionError::ContextEntityMismatch {
-                verified: cv.first().copied().unwrap_or(Entity::PLACEHOLDER),
-                predicted: cp.first().copied().unwrap_or(Entity::PLACEHOLDER),
-            };
+        let (worlds, error) = assemble_worlds::<I>(verified, predicted);
+        if let Some(error) = error {
             error!("{error}");
             app.insert_resource(SessionSetupError(error));
         }
-        app.insert_resource(SimulationWorlds {
-            verified,
-            predicted,
-            registry,
-        });
+        app.insert_resource(worlds);
     }
 }

@@ -64,6 +64,9 @@ pub enum SessionStateReason {
     },
     /// The game asked to end the session ([`SessionEnd::now`]).
     EndRequested,
+    /// A new session started in the same App
+    /// ([`restart_session`](crate::restart_session)).
+    Restarted,
 }
 
 /// The session changed state: written once per transition, in order (a client welcomed and
