@@ -3,6 +3,7 @@
 //! session runs at once, ends at its end tick, and starts again in the same App.
 
 use bevy::prelude::*;
+use bevy_state::state::State;
 use simsync::deterministic::{
     NetworkSessionConfig, SessionEnd, SessionLifecycle, SessionState, SessionStateChanged,
     SessionStateReason, restart_session,
@@ -37,8 +38,15 @@ fn changes(app: &App) -> Vec<(SessionState, SessionState)> {
         .collect()
 }
 
+/// The lifecycle resource, after checking the Bevy state agrees with it.
 fn lifecycle(app: &App) -> SessionLifecycle {
-    app.world().resource::<SessionLifecycle>().clone()
+    let lifecycle = app.world().resource::<SessionLifecycle>().clone();
+    assert_eq!(
+        *app.world().resource::<State<SessionState>>().get(),
+        lifecycle.state,
+        "State<SessionState> follows the lifecycle"
+    );
+    lifecycle
 }
 
 #[test]
@@ -171,13 +179,14 @@ fn a_session_ended_and_restarted_in_one_app_verifies_again_from_tick_1() {
         (0, 0, 0)
     );
     assert_eq!(
-        lifecycle(&local),
+        local.world().resource::<SessionLifecycle>().clone(),
         SessionLifecycle {
             state: SessionState::Running,
             reason: Some(SessionStateReason::Restarted),
         }
     );
     local.update();
+    assert_eq!(lifecycle(&local).state, SessionState::Running);
     assert!(local.world().resource::<SessionStats>().verified_tick <= 1);
     run_until_verified(&mut local, first.0);
     let again = verified_state(&mut local);

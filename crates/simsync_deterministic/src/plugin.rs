@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
 use bevy::prelude::*;
+use bevy_state::app::{AppExtStates, StatesPlugin};
 use simsync_time::{TickRate, VirtualTimePlugin};
 
 use crate::config::{
@@ -50,6 +51,11 @@ use crate::worlds::{GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub
 ///
 /// A configuration that fails [`SessionConfig::validate`] is logged as an error and the session
 /// is not installed (the [`SessionSetupError`] resource holds the error); nothing panics.
+///
+/// The session's lifecycle is also a Bevy state, `State<SessionState>`
+/// ([session lifecycle](crate::rules#session-lifecycle)); the plugin adds Bevy's
+/// `StatesPlugin` unless it is already added (`MinimalPlugins` lacks it), so add
+/// `DefaultPlugins` (with bevy's `bevy_state` feature) before this plugin, not after.
 ///
 /// The App's [`TickRate`] is the session's: the plugin adds a `VirtualTimePlugin` with it (the
 /// only writer of `TickRate`), before or after `SimSyncPlugins` alike.
@@ -207,8 +213,13 @@ impl<I: SimInput> DeterministicPlugin<I> {
         // The App's `TickRate` has one writer, `VirtualTimePlugin`; it is not unique, so adding
         // it here with the session's rate works whether or not `SimSyncPlugins` added it.
         app.add_plugins(VirtualTimePlugin::default().tick_rate(self.config.tick_rate));
+        let lifecycle = initial_lifecycle(&self.config);
+        if !app.is_plugin_added::<StatesPlugin>() {
+            app.add_plugins(StatesPlugin);
+        }
+        app.insert_state(lifecycle.state);
         app.insert_resource(session)
-            .insert_resource(initial_lifecycle(&self.config))
+            .insert_resource(lifecycle)
             .insert_resource(SessionBlueprint::<I> {
                 game: self.game.clone(),
                 config: self.config.clone(),

@@ -6,6 +6,7 @@ use std::marker::PhantomData;
 
 use bevy::app::SubApp;
 use bevy::prelude::*;
+use bevy_state::state::NextState;
 
 use crate::config::SessionConfig;
 use crate::context::SimulatorContext;
@@ -79,7 +80,7 @@ pub(crate) fn initial_lifecycle(config: &SessionConfig) -> SessionLifecycle {
 /// (input buffer, input path, counters), both simulation worlds rebuilt from the game plugin
 /// (startup schedules and tick 0 run again), [`SimulatorContext`], [`SessionStats`],
 /// [`LocalInputs`], [`SessionEnd`] and [`SessionLifecycle`] reset; one [`SessionStateChanged`]
-/// (reason `Restarted`) is written. The next session update
+/// (reason `Restarted`) is written and the Bevy state set to the new one. The next session update
 /// verifies from tick 1. Queue it from a system with
 /// `commands.queue(|w: &mut World| { let _ = restart_session::<I>(w); })`.
 ///
@@ -127,6 +128,9 @@ pub fn restart_session<I: SimInput>(world: &mut World) -> Result<(), SessionErro
         to: lifecycle.state,
         reason: SessionStateReason::Restarted,
     });
+    if let Some(mut next) = world.get_resource_mut::<NextState<SessionState>>() {
+        next.set(lifecycle.state);
+    }
     world.insert_resource(lifecycle);
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! [`SessionStateChanged`] Messages ([session lifecycle](crate::rules#session-lifecycle)).
 
 use bevy::prelude::*;
+use bevy_state::state::{FreelyMutableState, NextState, States};
 use simsync_net::RejectReason;
 use simsync_net::bevy_renet::RenetClient;
 
@@ -33,6 +34,13 @@ pub enum SessionState {
     /// The relay refused this client in the handshake.
     Rejected,
 }
+
+/// A Bevy state: `State<SessionState>` follows [`SessionLifecycle`] (set through `NextState`
+/// when the lifecycle changes, so `OnEnter`/`OnExit` schedules and `in_state` run conditions
+/// work).
+impl States for SessionState {}
+
+impl FreelyMutableState for SessionState {}
 
 impl SessionState {
     /// Whether no transition leaves this state.
@@ -239,17 +247,22 @@ fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> L
     }
 }
 
-/// Runs after the session update: applies [`session_transitions`] to [`SessionLifecycle`] and
-/// writes a [`SessionStateChanged`] per transition.
+/// Runs after the session update: applies [`session_transitions`] to [`SessionLifecycle`],
+/// writes a [`SessionStateChanged`] per transition and sets the Bevy state to the last one.
 pub(crate) fn update_lifecycle(
     stats: Res<SessionStats>,
     renet: Option<Res<RenetClient>>,
     end: Res<SessionEnd>,
     mut lifecycle: ResMut<SessionLifecycle>,
     mut changed: MessageWriter<SessionStateChanged>,
+    next: Option<ResMut<NextState<SessionState>>>,
 ) {
     let view = view(&stats, renet.as_deref(), *end);
-    for transition in session_transitions(lifecycle.state, &view) {
+    let transitions = session_transitions(lifecycle.state, &view);
+    if let (Some(last), Some(mut next)) = (transitions.last(), next) {
+        next.set(last.to);
+    }
+    for transition in transitions {
         info!(
             "session: {:?} → {:?} ({:?})",
             transition.from, transition.to, transition.reason
