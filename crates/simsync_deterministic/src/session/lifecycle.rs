@@ -370,6 +370,39 @@ mod tests {
     }
 
     #[test]
+    fn the_view_keeps_only_a_desync_that_names_this_client() {
+        let mut stats = SessionStats::default();
+        let mut net = crate::source::RelayClientStats {
+            slot: Some(1),
+            started: true,
+            desyncs_reported: 1,
+            last_desync: Some(DesyncDetected {
+                tick: 4,
+                players: vec![0],
+            }),
+            ..Default::default()
+        };
+        stats.network = Some(net.clone());
+        let seen = view(&stats, None, SessionEnd::default()).network.unwrap();
+        assert_eq!(seen.desync_naming_self, None);
+        assert_eq!(seen.connection, Connection::Connecting);
+        net.desyncs_reported = 2;
+        net.desyncs_naming_self = 1;
+        net.last_desync = Some(DesyncDetected {
+            tick: 6,
+            players: vec![1],
+        });
+        stats.network = Some(net);
+        let seen = view(&stats, None, SessionEnd::default()).network.unwrap();
+        assert_eq!(seen.desync_naming_self.map(|d| d.tick), Some(6));
+        assert!(
+            view(&SessionStats::default(), None, SessionEnd::default())
+                .network
+                .is_none()
+        );
+    }
+
+    #[test]
     fn a_local_session_ends_at_the_end_tick_or_on_request() {
         let mut view = LifecycleView {
             network: None,
