@@ -8,6 +8,7 @@ mod flood;
 mod harness;
 mod hostile_peers;
 mod inputs;
+mod lifecycle;
 mod long_links;
 mod robustness;
 mod sessions;

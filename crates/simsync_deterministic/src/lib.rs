@@ -6,6 +6,8 @@
 //! - [`SimulatorContext`]: the per-update decisions, pure data.
 //! - [`DeterministicSession`] and its update steps (poll, begin, verify, decide, rollback,
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
+//! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
+//!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App.
 //! - The input path: [`LocalInputs`] / [`TickInputSource`] → [`LocalRelay`] or the relay server
 //!   ([`NetworkSessionConfig`]) → [`InputBuffer`] → [`PlayerInputs`]; [`InputEncoder`] for leafwing.
 //! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
@@ -23,6 +25,7 @@ mod error;
 mod input;
 mod plugin;
 mod relay_server;
+mod restart;
 mod schedule;
 mod session;
 mod snapshot;
@@ -51,13 +54,16 @@ pub use relay_server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
     DroppedInputs, RateLimited, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
 };
+pub use restart::restart_session;
 pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,
     SimulationStartup, SimulationTick,
 };
 pub use session::{
-    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionResumed,
-    SessionStalled, SessionStats, UnregisteredComponent,
+    ChecksumRecorded, Connection, DeterministicSession, LifecycleView, NeedsSnapshot, NetworkView,
+    PredictionMismatch, SessionEnd, SessionLifecycle, SessionResumed, SessionStalled, SessionState,
+    SessionStateChanged, SessionStateReason, SessionStats, UnregisteredComponent,
+    session_transitions,
 };
 pub use snapshot::{
     Parked, ReservedSlots, RollbackAppExt, RollbackRegistry, RollbackReport, RollbackStrategy,

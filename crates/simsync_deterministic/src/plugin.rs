@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
 use bevy::prelude::*;
+use bevy_state::app::{AppExtStates, StatesPlugin};
 use simsync_time::{TickRate, VirtualTimePlugin};
 
 use crate::config::{
@@ -13,19 +14,18 @@ use crate::config::{
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
 use crate::input::SimInput;
+use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
-    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionResumed,
-    SessionStalled, SessionStats, UnregisteredComponent, session_update,
+    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionEnd,
+    SessionResumed, SessionStalled, SessionStateChanged, SessionStats, UnregisteredComponent,
+    session_update, update_lifecycle,
 };
-use crate::snapshot::{RollbackRegistry, WorldRole};
+use crate::snapshot::WorldRole;
 use crate::source::LocalInputs;
 use crate::source::{DesyncDetected, InputSubstituted, SessionRejected};
 use crate::tick::PlayerIndex;
-use crate::worlds::{
-    GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_app,
-    context_entities, into_simulation_world,
-};
+use crate::worlds::{GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub_app};
 
 /// The deterministic session: a verified and a predicted world (Bevy sub-apps running the same
 /// [`SimulationTick`](crate::SimulationTick)), driven by one session-update system that verifies
@@ -51,6 +51,11 @@ use crate::worlds::{
 ///
 /// A configuration that fails [`SessionConfig::validate`] is logged as an error and the session
 /// is not installed (the [`SessionSetupError`] resource holds the error); nothing panics.
+///
+/// The session's lifecycle is also a Bevy state, `State<SessionState>`
+/// ([session lifecycle](crate::rules#session-lifecycle)); the plugin adds Bevy's
+/// `StatesPlugin` unless it is already added (`MinimalPlugins` lacks it), so add
+/// `DefaultPlugins` (with bevy's `bevy_state` feature) before this plugin, not after.
 ///
 /// The App's [`TickRate`] is the session's: the plugin adds a `VirtualTimePlugin` with it (the
 /// only writer of `TickRate`), before or after `SimSyncPlugins` alike.
@@ -208,7 +213,21 @@ impl<I: SimInput> DeterministicPlugin<I> {
         // The App's `TickRate` has one writer, `VirtualTimePlugin`; it is not unique, so adding
         // it here with the session's rate works whether or not `SimSyncPlugins` added it.
         app.add_plugins(VirtualTimePlugin::default().tick_rate(self.config.tick_rate));
+        let lifecycle = initial_lifecycle(&self.config);
+        if !app.is_plugin_added::<StatesPlugin>() {
+            app.add_plugins(StatesPlugin);
+        }
+        app.insert_state(lifecycle.state);
         app.insert_resource(session)
+            .insert_resource(lifecycle)
+            .insert_resource(SessionBlueprint::<I> {
+                game: self.game.clone(),
+                config: self.config.clone(),
+                spec,
+                _input: PhantomData,
+            })
+            .init_resource::<SessionEnd>()
+            .add_message::<SessionStateChanged>()
             .init_resource::<SimulatorContext>()
             .init_resource::<SessionStats>()
             .insert_resource(LocalInputs::<I>::new(self.config.players))
@@ -226,7 +245,11 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .init_schedule(AfterPrediction)
             .add_systems(
                 self.schedule,
-                session_update::<I>.in_set(DeterministicSet::SessionUpdate),
+                (
+                    session_update::<I>,
+                    update_lifecycle.after(session_update::<I>),
+                )
+                    .in_set(DeterministicSet::SessionUpdate),
             )
             .configure_sets(
                 self.schedule,
@@ -253,28 +276,11 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
         };
         verified.cleanup();
         predicted.cleanup();
-        let mut verified = into_simulation_world::<I>(verified);
-        let mut predicted = into_simulation_world::<I>(predicted);
-        let registry = verified
-            .world
-            .remove_resource::<RollbackRegistry>()
-            .unwrap_or_default();
-        let (cv, cp) = (
-            context_entities(&mut verified.world),
-            context_entities(&mut predicted.world),
-        );
-        if cv != cp {
-            let error = SessionError::ContextEntityMismatch {
-                verified: cv.first().copied().unwrap_or(Entity::PLACEHOLDER),
-                predicted: cp.first().copied().unwrap_or(Entity::PLACEHOLDER),
-            };
+        let (worlds, error) = assemble_worlds::<I>(verified, predicted);
+        if let Some(error) = error {
             error!("{error}");
             app.insert_resource(SessionSetupError(error));
         }
-        app.insert_resource(SimulationWorlds {
-            verified,
-            predicted,
-            registry,
-        });
+        app.insert_resource(worlds);
     }
 }

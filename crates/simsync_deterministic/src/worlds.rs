@@ -102,7 +102,7 @@ pub struct VerifiedApp;
 pub struct PredictedApp;
 
 /// What both simulation worlds are built from.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct WorldSpec {
     pub tick_rate: TickRate,
     pub max_simulation_entities: u32,

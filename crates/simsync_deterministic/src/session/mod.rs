@@ -3,6 +3,7 @@
 //! on it in order.
 
 mod audit;
+mod lifecycle;
 mod state;
 mod stats;
 mod steps;
@@ -14,6 +15,11 @@ use crate::error::SessionError;
 use crate::input::SimInput;
 use crate::worlds::SimulationWorlds;
 
+pub(crate) use lifecycle::update_lifecycle;
+pub use lifecycle::{
+    Connection, LifecycleView, NetworkView, SessionEnd, SessionLifecycle, SessionState,
+    SessionStateChanged, SessionStateReason, session_transitions,
+};
 pub use state::DeterministicSession;
 pub use stats::{
     ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,

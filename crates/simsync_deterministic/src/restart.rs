@@ -1,0 +1,136 @@
+//! Ending a session and starting a new one in the same App: [`restart_session`] rebuilds the
+//! session, its input path and both simulation worlds from what the plugin was given
+//! ([session lifecycle](crate::rules#session-lifecycle)).
+
+use std::marker::PhantomData;
+
+use bevy::app::SubApp;
+use bevy::prelude::*;
+use bevy_state::state::NextState;
+
+use crate::config::SessionConfig;
+use crate::context::SimulatorContext;
+use crate::error::SessionError;
+use crate::input::SimInput;
+use crate::session::{
+    DeterministicSession, SessionEnd, SessionLifecycle, SessionState, SessionStateChanged,
+    SessionStateReason, SessionStats,
+};
+use crate::snapshot::{RollbackRegistry, WorldRole};
+use crate::source::LocalInputs;
+use crate::worlds::{
+    GameBuilder, SimulationWorlds, WorldSpec, build_sub_app, context_entities,
+    into_simulation_world,
+};
+
+/// What a session is built from: kept by the plugin so a session can be started again
+/// (main-app resource).
+#[derive(Resource)]
+pub(crate) struct SessionBlueprint<I: SimInput> {
+    pub game: GameBuilder,
+    pub config: SessionConfig,
+    pub spec: WorldSpec,
+    pub _input: PhantomData<fn() -> I>,
+}
+
+/// The two worlds from their built (finished and cleaned up) sub-apps: startup schedules and
+/// the setup tick run, the rollback registry taken from the verified world. The error, if any,
+/// says the Rapier context entity differs between the worlds.
+pub(crate) fn assemble_worlds<I: SimInput>(
+    verified: SubApp,
+    predicted: SubApp,
+) -> (SimulationWorlds, Option<SessionError>) {
+    let mut verified = into_simulation_world::<I>(verified);
+    let mut predicted = into_simulation_world::<I>(predicted);
+    let registry = verified
+        .world
+        .remove_resource::<RollbackRegistry>()
+        .unwrap_or_default();
+    let (cv, cp) = (
+        context_entities(&mut verified.world),
+        context_entities(&mut predicted.world),
+    );
+    let error = (cv != cp).then(|| SessionError::ContextEntityMismatch {
+        verified: cv.first().copied().unwrap_or(Entity::PLACEHOLDER),
+        predicted: cp.first().copied().unwrap_or(Entity::PLACEHOLDER),
+    });
+    let worlds = SimulationWorlds {
+        verified,
+        predicted,
+        registry,
+    };
+    (worlds, error)
+}
+
+/// The state a new session starts in: `Connecting` when networked, else `Running`.
+pub(crate) fn initial_lifecycle(config: &SessionConfig) -> SessionLifecycle {
+    let state = if config.network.is_some() {
+        SessionState::Connecting
+    } else {
+        SessionState::Running
+    };
+    SessionLifecycle {
+        state,
+        reason: None,
+    }
+}
+
+/// Ends the session of [`DeterministicPlugin<I>`](crate::DeterministicPlugin) in `world` and
+/// starts a new one with the same game and configuration: a new [`DeterministicSession`]
+/// (input buffer, input path, counters), both simulation worlds rebuilt from the game plugin
+/// (startup schedules and tick 0 run again), [`SimulatorContext`], [`SessionStats`],
+/// [`LocalInputs`], [`SessionEnd`] and [`SessionLifecycle`] reset; one [`SessionStateChanged`]
+/// (reason `Restarted`) is written and the Bevy state set to the new one. The next session update
+/// verifies from tick 1. Queue it from a system with
+/// `commands.queue(|w: &mut World| { let _ = restart_session::<I>(w); })`.
+///
+/// A networked session starts `Connecting` again with a new handshake; the relay server must
+/// run a new session for it (a started relay refuses a second hello).
+///
+/// # Errors
+/// [`SessionError::WorldsNotBuilt`] when the plugin is not installed (or the app not finished);
+/// a configuration or world-building error as at build time. On error the old session is left
+/// as it was.
+pub fn restart_session<I: SimInput>(world: &mut World) -> Result<(), SessionError> {
+    let Some(blueprint) = world.get_resource::<SessionBlueprint<I>>() else {
+        return Err(SessionError::WorldsNotBuilt);
+    };
+    let config = blueprint.config.clone();
+    let session = DeterministicSession::<I>::new(config.clone())?;
+    let mut verified =
+        build_sub_app::<I>(WorldRole::Verified, &blueprint.spec, blueprint.game.clone())?;
+    let mut predicted = build_sub_app::<I>(
+        WorldRole::Predicted,
+        &blueprint.spec,
+        blueprint.game.clone(),
+    )?;
+    for sub in [&mut verified, &mut predicted] {
+        sub.finish();
+        sub.cleanup();
+    }
+    let (worlds, error) = assemble_worlds::<I>(verified, predicted);
+    if let Some(error) = error {
+        return Err(error);
+    }
+    world.insert_resource(session);
+    world.insert_resource(worlds);
+    world.insert_resource(SimulatorContext::default());
+    world.insert_resource(SessionStats::default());
+    world.insert_resource(LocalInputs::<I>::new(config.players));
+    world.insert_resource(SessionEnd::default());
+    let from = world
+        .get_resource::<SessionLifecycle>()
+        .map_or(SessionState::Connecting, |l| l.state);
+    let mut lifecycle = initial_lifecycle(&config);
+    lifecycle.reason = Some(SessionStateReason::Restarted);
+    world.write_message(SessionStateChanged {
+        from,
+        to: lifecycle.state,
+        reason: SessionStateReason::Restarted,
+    });
+    if let Some(mut next) = world.get_resource_mut::<NextState<SessionState>>() {
+        next.set(lifecycle.state);
+    }
+    world.insert_resource(lifecycle);
+    Ok(())
+}

@@ -1,0 +1,428 @@
+//! The session lifecycle: [`SessionState`], decided by the pure [`session_transitions`] from what
+//! the session already knows ([`LifecycleView`]), kept in [`SessionLifecycle`] and announced as
+//! [`SessionStateChanged`] Messages ([session lifecycle](crate::rules#session-lifecycle)).
+
+use bevy::prelude::*;
+use bevy_state::state::{FreelyMutableState, NextState, States};
+use simsync_net::RejectReason;
+use simsync_net::bevy_renet::RenetClient;
+
+use super::stats::SessionStats;
+use crate::source::DesyncDetected;
+use crate::tick::{PlayerIndex, Tick};
+
+/// Where a session is in its life ([session lifecycle](crate::rules#session-lifecycle)).
+///
+/// A networked session starts in `Connecting`; a local one in `Running`. `Rejected`, `Ended`
+/// and `Disconnected` are final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Reflect)]
+pub enum SessionState {
+    /// The relay client is connecting and saying hello.
+    #[default]
+    Connecting,
+    /// Welcomed into a slot; the relay has not started the session yet.
+    WaitingForPlayers,
+    /// The session runs: ticks are verified.
+    Running,
+    /// The relay judged a tick's checksums and named this client's player; the session goes on
+    /// simulating, but its state differs from the majority.
+    Desynced,
+    /// The verified world reached the end tick, or the game ended the session.
+    Ended,
+    /// The connection to the relay is lost.
+    Disconnected,
+    /// The relay refused this client in the handshake.
+    Rejected,
+}
+
+/// A Bevy state: `State<SessionState>` follows [`SessionLifecycle`] (set through `NextState`
+/// when the lifecycle changes, so `OnEnter`/`OnExit` schedules and `in_state` run conditions
+/// work).
+impl States for SessionState {}
+
+impl FreelyMutableState for SessionState {}
+
+impl SessionState {
+    /// Whether no transition leaves this state.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Rejected | Self::Ended | Self::Disconnected)
+    }
+}
+
+/// Why the session entered a state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStateReason {
+    /// The relay welcomed this client into `slot`.
+    Joined {
+        /// This client's player slot.
+        slot: PlayerIndex,
+    },
+    /// The relay started the session (every player joined).
+    Started,
+    /// The relay refused this client's hello.
+    Rejected(RejectReason),
+    /// The relay reported a desync naming this client's player.
+    Desync(DesyncDetected),
+    /// The renet client is disconnected.
+    ConnectionLost,
+    /// The verified world reached [`SessionEnd::at_tick`].
+    EndTickReached {
+        /// The verified tick.
+        tick: Tick,
+    },
+    /// The game asked to end the session ([`SessionEnd::now`]).
+    EndRequested,
+    /// A new session started in the same App
+    /// ([`restart_session`](crate::restart_session)).
+    Restarted,
+}
+
+/// The session changed state: written once per transition, in order (a client welcomed and
+/// started in one update writes two).
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct SessionStateChanged {
+    /// The state left.
+    pub from: SessionState,
+    /// The state entered.
+    pub to: SessionState,
+    /// Why.
+    pub reason: SessionStateReason,
+}
+
+/// The session's current state and the reason it was entered (main-app resource; `None` for
+/// the initial state).
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionLifecycle {
+    /// The current state.
+    pub state: SessionState,
+    /// Why the current state was entered.
+    pub reason: Option<SessionStateReason>,
+}
+
+/// How the game ends the session (main-app resource): at a verified tick, or now. Either moves
+/// the session to [`SessionState::Ended`].
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionEnd {
+    /// End once the verified world reaches this tick.
+    pub at_tick: Option<Tick>,
+    /// End at the next session update.
+    pub now: bool,
+}
+
+/// The renet client's connection, as the lifecycle sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// Connecting (or no renet client yet).
+    Connecting,
+    /// Connected.
+    Connected,
+    /// Disconnected.
+    Disconnected,
+}
+
+/// What the session knows after an update, as the lifecycle reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleView {
+    /// `None` for a local session.
+    pub network: Option<NetworkView>,
+    /// The verified world's tick.
+    pub verified_tick: Tick,
+    /// How the game ends the session.
+    pub end: SessionEnd,
+}
+
+/// A networked session's view: the relay client's stats and the renet connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkView {
+    /// The renet connection.
+    pub connection: Connection,
+    /// The slot, once welcomed.
+    pub slot: Option<PlayerIndex>,
+    /// Whether the relay started the session.
+    pub started: bool,
+    /// The relay's refusal, if any.
+    pub rejected: Option<RejectReason>,
+    /// The last desync the relay reported that named this client's player.
+    pub desync_naming_self: Option<DesyncDetected>,
+}
+
+/// The transitions from `current` that `view` calls for, in order (empty when none). Rules, by
+/// priority: a final state stays; a refusal → `Rejected`; a lost connection → `Disconnected`;
+/// an end request or the end tick reached → `Ended`; a desync naming this client →
+/// `Desynced`; otherwise `Connecting` → `WaitingForPlayers` once welcomed, →
+/// `Running` once started (both in one update when they arrive together).
+pub fn session_transitions(
+    current: SessionState,
+    view: &LifecycleView,
+) -> Vec<SessionStateChanged> {
+    let mut out = Vec::new();
+    if current.is_final() {
+        return out;
+    }
+    let go = |out: &mut Vec<SessionStateChanged>, to: SessionState, reason| {
+        let from = out.last().map_or(current, |c: &SessionStateChanged| c.to);
+        out.push(SessionStateChanged { from, to, reason });
+    };
+    if let Some(net) = &view.network {
+        if let Some(reason) = &net.rejected {
+            go(
+                &mut out,
+                SessionState::Rejected,
+                SessionStateReason::Rejected(reason.clone()),
+            );
+            return out;
+        }
+        if net.connection == Connection::Disconnected {
+            go(
+                &mut out,
+                SessionState::Disconnected,
+                SessionStateReason::ConnectionLost,
+            );
+            return out;
+        }
+    }
+    if let Some(reason) = end_reason(&view.end, view.verified_tick) {
+        go(&mut out, SessionState::Ended, reason);
+        return out;
+    }
+    let Some(net) = &view.network else {
+        return out;
+    };
+    if current == SessionState::Connecting
+        && let Some(slot) = net.slot
+    {
+        go(
+            &mut out,
+            SessionState::WaitingForPlayers,
+            SessionStateReason::Joined { slot },
+        );
+    }
+    let now = out.last().map_or(current, |c| c.to);
+    if now == SessionState::WaitingForPlayers && net.started {
+        go(&mut out, SessionState::Running, SessionStateReason::Started);
+    }
+    let now = out.last().map_or(current, |c| c.to);
+    if now == SessionState::Running
+        && let Some(desync) = &net.desync_naming_self
+    {
+        go(
+            &mut out,
+            SessionState::Desynced,
+            SessionStateReason::Desync(desync.clone()),
+        );
+    }
+    out
+}
+
+fn end_reason(end: &SessionEnd, verified_tick: Tick) -> Option<SessionStateReason> {
+    if end.now {
+        return Some(SessionStateReason::EndRequested);
+    }
+    end.at_tick
+        .filter(|&at| verified_tick >= at)
+        .map(|_| SessionStateReason::EndTickReached {
+            tick: verified_tick,
+        })
+}
+
+/// The view of the session after its update, from its stats and the renet client.
+fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> LifecycleView {
+    let network = stats.network.as_ref().map(|net| NetworkView {
+        connection: match renet {
+            Some(client) if client.is_disconnected() => Connection::Disconnected,
+            Some(client) if client.is_connected() => Connection::Connected,
+            _ => Connection::Connecting,
+        },
+        slot: net.slot,
+        started: net.started,
+        rejected: net.rejected.clone(),
+        desync_naming_self: net.last_desync.clone().filter(|d| {
+            net.desyncs_naming_self > 0 && net.slot.is_some_and(|s| d.players.contains(&s))
+        }),
+    });
+    LifecycleView {
+        network,
+        verified_tick: stats.verified_tick,
+        end,
+    }
+}
+
+/// Runs after the session update: applies [`session_transitions`] to [`SessionLifecycle`],
+/// writes a [`SessionStateChanged`] per transition and sets the Bevy state to the last one.
+pub(crate) fn update_lifecycle(
+    stats: Res<SessionStats>,
+    renet: Option<Res<RenetClient>>,
+    end: Res<SessionEnd>,
+    mut lifecycle: ResMut<SessionLifecycle>,
+    mut changed: MessageWriter<SessionStateChanged>,
+    next: Option<ResMut<NextState<SessionState>>>,
+) {
+    let view = view(&stats, renet.as_deref(), *end);
+    let transitions = session_transitions(lifecycle.state, &view);
+    if let (Some(last), Some(mut next)) = (transitions.last(), next) {
+        next.set(last.to);
+    }
+    for transition in transitions {
+        info!(
+            "session: {:?} → {:?} ({:?})",
+            transition.from, transition.to, transition.reason
+        );
+        lifecycle.state = transition.to;
+        lifecycle.reason = Some(transition.reason.clone());
+        changed.write(transition);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(connection: Connection) -> NetworkView {
+        NetworkView {
+            connection,
+            slot: None,
+            started: false,
+            rejected: None,
+            desync_naming_self: None,
+        }
+    }
+
+    fn networked(net: NetworkView) -> LifecycleView {
+        LifecycleView {
+            network: Some(net),
+            verified_tick: 0,
+            end: SessionEnd::default(),
+        }
+    }
+
+    fn states(transitions: &[SessionStateChanged]) -> Vec<(SessionState, SessionState)> {
+        transitions.iter().map(|t| (t.from, t.to)).collect()
+    }
+
+    use SessionState::*;
+
+    #[test]
+    fn a_client_connects_waits_and_runs() {
+        let mut n = net(Connection::Connected);
+        assert!(session_transitions(Connecting, &networked(n.clone())).is_empty());
+        n.slot = Some(1);
+        let t = session_transitions(Connecting, &networked(n.clone()));
+        assert_eq!(states(&t), vec![(Connecting, WaitingForPlayers)]);
+        assert_eq!(t[0].reason, SessionStateReason::Joined { slot: 1 });
+        n.started = true;
+        let t = session_transitions(WaitingForPlayers, &networked(n.clone()));
+        assert_eq!(states(&t), vec![(WaitingForPlayers, Running)]);
+        assert!(session_transitions(Running, &networked(n)).is_empty());
+    }
+
+    #[test]
+    fn welcome_and_start_in_one_update_are_two_transitions() {
+        let mut n = net(Connection::Connected);
+        n.slot = Some(0);
+        n.started = true;
+        let t = session_transitions(Connecting, &networked(n));
+        assert_eq!(
+            states(&t),
+            vec![
+                (Connecting, WaitingForPlayers),
+                (WaitingForPlayers, Running)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_final_and_carries_the_reason() {
+        let mut n = net(Connection::Connected);
+        n.rejected = Some(RejectReason::ServerFull);
+        let t = session_transitions(Connecting, &networked(n.clone()));
+        assert_eq!(states(&t), vec![(Connecting, Rejected)]);
+        assert_eq!(
+            t[0].reason,
+            SessionStateReason::Rejected(RejectReason::ServerFull)
+        );
+        n.connection = Connection::Disconnected;
+        assert!(session_transitions(Rejected, &networked(n)).is_empty());
+    }
+
+    #[test]
+    fn a_lost_connection_disconnects_from_any_live_state() {
+        for from in [Connecting, WaitingForPlayers, Running, Desynced] {
+            let t = session_transitions(from, &networked(net(Connection::Disconnected)));
+            assert_eq!(states(&t), vec![(from, Disconnected)]);
+        }
+    }
+
+    #[test]
+    fn only_a_desync_naming_this_client_desyncs_it() {
+        let mut n = net(Connection::Connected);
+        n.slot = Some(0);
+        n.started = true;
+        assert!(session_transitions(Running, &networked(n.clone())).is_empty());
+        let desync = DesyncDetected {
+            tick: 9,
+            players: vec![0],
+        };
+        n.desync_naming_self = Some(desync.clone());
+        let t = session_transitions(Running, &networked(n.clone()));
+        assert_eq!(states(&t), vec![(Running, Desynced)]);
+        assert_eq!(t[0].reason, SessionStateReason::Desync(desync));
+        assert!(session_transitions(Desynced, &networked(n)).is_empty());
+    }
+
+    #[test]
+    fn the_view_keeps_only_a_desync_that_names_this_client() {
+        let mut stats = SessionStats::default();
+        let mut net = crate::source::RelayClientStats {
+            slot: Some(1),
+            started: true,
+            desyncs_reported: 1,
+            last_desync: Some(DesyncDetected {
+                tick: 4,
+                players: vec![0],
+            }),
+            ..Default::default()
+        };
+        stats.network = Some(net.clone());
+        let seen = view(&stats, None, SessionEnd::default()).network.unwrap();
+        assert_eq!(seen.desync_naming_self, None);
+        assert_eq!(seen.connection, Connection::Connecting);
+        net.desyncs_reported = 2;
+        net.desyncs_naming_self = 1;
+        net.last_desync = Some(DesyncDetected {
+            tick: 6,
+            players: vec![1],
+        });
+        stats.network = Some(net);
+        let seen = view(&stats, None, SessionEnd::default()).network.unwrap();
+        assert_eq!(seen.desync_naming_self.map(|d| d.tick), Some(6));
+        assert!(
+            view(&SessionStats::default(), None, SessionEnd::default())
+                .network
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_local_session_ends_at_the_end_tick_or_on_request() {
+        let mut view = LifecycleView {
+            network: None,
+            verified_tick: 9,
+            end: SessionEnd {
+                at_tick: Some(10),
+                now: false,
+            },
+        };
+        assert!(session_transitions(Running, &view).is_empty());
+        view.verified_tick = 10;
+        let t = session_transitions(Running, &view);
+        assert_eq!(states(&t), vec![(Running, Ended)]);
+        assert_eq!(t[0].reason, SessionStateReason::EndTickReached { tick: 10 });
+        assert!(session_transitions(Ended, &view).is_empty());
+        view.end = SessionEnd {
+            at_tick: None,
+            now: true,
+        };
+        let t = session_transitions(Running, &view);
+        assert_eq!(t[0].reason, SessionStateReason::EndRequested);
+    }
+}
