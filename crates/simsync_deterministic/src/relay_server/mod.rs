@@ -157,6 +157,17 @@ fn decodes_as<I: SimInput>(bytes: &[u8]) -> bool {
     simsync_net::decode::<I>(bytes).is_ok()
 }
 
+/// The confirmed set of `tick` in the history, found by position: the history holds consecutive
+/// ticks, oldest first.
+fn confirmed_set(history: &VecDeque<(Tick, InputSet)>, tick: Tick) -> Option<&InputSet> {
+    let oldest = history.front()?.0;
+    let index = usize::try_from(i64::from(tick) - i64::from(oldest)).ok()?;
+    history
+        .get(index)
+        .filter(|(t, _)| *t == tick)
+        .map(|(_, set)| set)
+}
+
 /// Counters of the relay server (a resource).
 #[derive(Resource, Debug, Clone, Default, PartialEq, Reflect)]
 pub struct RelayStats {
@@ -426,12 +437,7 @@ impl RelayServer {
             }
             if tick <= self.confirmed_tick {
                 // Confirmed already: late if it was replaced (a duplicate otherwise).
-                if self
-                    .confirmed
-                    .iter()
-                    .find(|(t, _)| *t == tick)
-                    .is_some_and(|(_, set)| set.is_replaced(slot))
-                {
+                if confirmed_set(&self.confirmed, tick).is_some_and(|set| set.is_replaced(slot)) {
                     self.stats.late_inputs[slot] += 1;
                     s.settled.insert(tick);
                 }
@@ -440,7 +446,10 @@ impl RelayServer {
             s.inputs.insert(tick, input);
         }
         // Settled ticks are remembered as long as confirmed sets are kept.
-        let keep_from = self.confirmed_tick.saturating_sub(256);
+        let keep_from = self
+            .confirmed
+            .front()
+            .map_or(self.confirmed_tick, |(t, _)| *t);
         while s.settled.first().is_some_and(|t| *t < keep_from) {
             s.settled.pop_first();
         }
@@ -1071,6 +1080,28 @@ mod tests {
         relay.slots[0].client = None;
         relay.now += timeout * 2;
         assert!(silent_slots(&relay.slots, relay.now, timeout).is_empty());
+    }
+
+    #[test]
+    fn a_confirmed_set_is_found_by_its_position_in_the_history() {
+        let mut confirmed = history(101..=110, 1);
+        assert_eq!(
+            confirmed_set(&confirmed, 101).map(|s| s.replaced),
+            Some(101)
+        );
+        assert_eq!(
+            confirmed_set(&confirmed, 107).map(|s| s.replaced),
+            Some(107)
+        );
+        assert!(confirmed_set(&confirmed, 100).is_none());
+        assert!(confirmed_set(&confirmed, 111).is_none());
+        confirmed.drain(..3);
+        assert_eq!(
+            confirmed_set(&confirmed, 104).map(|s| s.replaced),
+            Some(104)
+        );
+        assert!(confirmed_set(&confirmed, 103).is_none());
+        assert!(confirmed_set(&VecDeque::new(), 1).is_none());
     }
 
     #[test]

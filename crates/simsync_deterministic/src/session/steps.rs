@@ -304,7 +304,7 @@ pub(super) fn predict<I: SimInput>(
     stats: &mut SessionStats,
 ) {
     while let Some(tick) = world.resource::<SimulatorContext>().next_tick_to_predict() {
-        let inputs_hash = fill_predicted(session, tick);
+        let (inputs_hash, disconnected) = fill_predicted(session, tick);
         if tick <= session.highest_predicted {
             stats.resimulated_ticks += 1;
         }
@@ -313,7 +313,7 @@ pub(super) fn predict<I: SimInput>(
             tick,
             &session.inputs,
             &session.status,
-            session.buffer.predicted_disconnected(tick),
+            disconnected,
         );
         check(context(world).record_predicted_tick());
         stats.ticks_predicted += 1;
@@ -329,8 +329,9 @@ pub(super) fn predict<I: SimInput>(
 }
 
 /// Fills the session's scratch input set with the predicted inputs of `tick`, records the
-/// predictions used (misprediction counting) and returns the set's hash.
-fn fill_predicted<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick) -> u64 {
+/// predictions used (misprediction counting) and returns the set's hash (disconnected players
+/// included) and the disconnected players.
+fn fill_predicted<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick) -> (u64, u64) {
     session
         .buffer
         .fill_predicted(tick, &mut session.inputs, &mut session.status);
@@ -343,7 +344,10 @@ fn fill_predicted<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick
         }
     }
     let disconnected = session.buffer.predicted_disconnected(tick);
-    with_disconnected(hash_inputs(&session.inputs), disconnected)
+    (
+        with_disconnected(hash_inputs(&session.inputs), disconnected),
+        disconnected,
+    )
 }
 
 /// The hash of an input set and its disconnected players (the inputs' hash alone while every
