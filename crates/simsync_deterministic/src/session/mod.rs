@@ -41,6 +41,7 @@ pub(crate) fn session_update<I: SimInput>(world: &mut World) {
     if !session.started {
         session.started = true;
         worlds.registry.lock();
+        crate::events::seal(world);
     }
     run_steps(world, &mut worlds, &mut session);
     world.insert_resource(session);
@@ -48,7 +49,8 @@ pub(crate) fn session_update<I: SimInput>(world: &mut World) {
 }
 
 /// The steps in order. [`SessionStats`] is out of the main world from the end of `begin` to
-/// `finish`, which puts it back before the `AfterPrediction` hooks.
+/// `finish`, which puts it back before the `AfterPrediction` hooks. Simulation events of both
+/// worlds are delivered between prediction and `finish`.
 fn run_steps<I: SimInput>(
     world: &mut World,
     worlds: &mut SimulationWorlds,
@@ -66,5 +68,10 @@ fn run_steps<I: SimInput>(
         steps::rollback(world, worlds, session, &mut stats);
         steps::predict(world, worlds, session, &mut stats);
     }
+    crate::events::deliver(
+        world,
+        &mut worlds.predicted.world,
+        &mut worlds.verified.world,
+    );
     steps::finish(world, worlds, session, stats);
 }
