@@ -543,3 +543,67 @@ fn an_unregistered_event_type_is_reported_and_registration_after_start_is_refuse
         "{error:?}"
     );
 }
+
+/// A ball of the shared physics game is in the air (read from the simulated state).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Airborne(u8);
+
+fn airborne(
+    bodies: Res<crate::common::PlayerBodies>,
+    transforms: Query<&Transform>,
+    mut events: SimEvents<Airborne>,
+) {
+    for (p, body) in bodies.0.iter().enumerate() {
+        if transforms.get(*body).is_ok_and(|t| t.translation.y > 0.7) {
+            events.write(Airborne(p as u8));
+        }
+    }
+}
+
+#[test]
+fn events_do_not_change_the_simulation_they_report() {
+    use crate::common::{TestGame, app, feed_scripted_inputs, stats};
+    let game = TestGame {
+        boxes: 50,
+        ..TestGame::default()
+    };
+    let mut plain = app(game.clone(), 3, SessionMode::Predicted, true);
+    let mut with_events = App::new();
+    with_events
+        .add_plugins(MinimalPlugins)
+        .add_plugins(
+            DeterministicPlugin::<PackedInput>::from_fn(move |sim: &mut App| {
+                sim.add_plugins(game.clone())
+                    .add_systems(SimulationTick, airborne.in_set(SimulationSet::Cleanup));
+            })
+            .players(2)
+            .checksum_interval(1)
+            .verify_predictions(true)
+            .skip_rollback_when_predictions_hold(false)
+            .clock(SessionClock::Stepped {
+                ticks_per_update: 1,
+            })
+            .local_session(LocalSessionConfig {
+                latency_ticks: vec![3],
+                jitter_ticks: 0,
+                seed: 7,
+                known_players: vec![0],
+            }),
+        )
+        .add_sim_event::<Airborne>()
+        .add_systems(
+            PreUpdate,
+            feed_scripted_inputs.before(DeterministicSet::SessionUpdate),
+        );
+    with_events.finish();
+    with_events.cleanup();
+    run_until_verified(&mut plain, 200);
+    run_until_verified(&mut with_events, 200);
+    let (a, b) = (stats(&plain), stats(&with_events));
+    assert_eq!(a.checksum_history[..200], b.checksum_history[..200]);
+    assert!(b.rollbacks >= 100, "{b:?}");
+    assert_eq!(b.resim_ticks_checked, b.resim_ticks_matching);
+    assert!(b.resim_ticks_checked > 0);
+    let counters = with_events.world().resource::<SimEventStats>();
+    assert!(counters.confirmed > 0, "{counters:?}");
+}

@@ -50,7 +50,7 @@ pub use context::{
 pub use error::SessionError;
 pub use events::{
     ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventError, SimEventId, SimEventLedger,
-    SimEventReceived, SimEventStats, SimEventStatus, SimEvents, TickRuns, UnregisteredSimEvent,
+    SimEventReceived, SimEventStats, SimEventStatus, SimEvents, UnregisteredSimEvent,
 };
 pub use input::{
     ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,

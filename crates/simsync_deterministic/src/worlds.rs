@@ -19,7 +19,6 @@ use bevy_rapier3d::prelude::*;
 use simsync_time::TickRate;
 
 use crate::error::SessionError;
-use crate::events::TickRuns;
 use crate::input::{InputStatus, PlayerInputs, SimInput};
 use crate::schedule::{SimulationSet, SimulationStartup, SimulationTick};
 use crate::snapshot::{
@@ -158,7 +157,6 @@ pub(crate) fn build_sub_app<I: SimInput>(
             .expect("registry open while building");
         world.insert_resource(registry);
         world.insert_resource(simsync_time::CurrentInstant::default());
-        world.insert_resource(TickRuns::new_world());
     }
     let mut tick = Schedule::new(SimulationTick);
     if spec.parallel {
@@ -269,11 +267,9 @@ pub(crate) fn run_tick<I: SimInput>(
     status: &[InputStatus],
     disconnected: u64,
 ) {
+    sw.ticks_run.push(tick);
     let world = &mut sw.world;
     world.resource_mut::<SimTick>().0 = tick;
-    if let Some(mut runs) = world.get_resource_mut::<TickRuns>() {
-        runs.push(tick);
-    }
     world
         .resource_mut::<PlayerInputs<I>>()
         .advance(tick, inputs, status, disconnected);

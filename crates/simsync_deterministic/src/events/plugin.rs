@@ -10,7 +10,7 @@ use thiserror::Error;
 use super::event::{ConfirmedSimEvent, SimEvent, SimEventReceived, SimEventStatus};
 use super::ledger::SimEventLedger;
 use super::stats::{SimEventStats, UnregisteredSimEvent};
-use super::writer::{TickRuns, take_events_by_run, unregistered_outboxes};
+use super::writer::{prepare_outbox, take_events_by_run, unregistered_outboxes};
 use crate::tick::Tick;
 
 /// Why an event type could not be registered.
@@ -57,6 +57,8 @@ impl SimEventAppExt for App {
             .hooks
             .push(SimEventHook {
                 type_id: TypeId::of::<E>(),
+                prepare: prepare_outbox::<E>,
+                reset: reset_type::<E>,
                 deliver: deliver_type::<E>,
             });
         self.add_message::<SimEventReceived<E>>()
@@ -83,47 +85,53 @@ pub(crate) struct SimEventHooks {
     sealed: bool,
 }
 
+/// One simulation world's runs since the last collection: the ticks it ran, in order, and the
+/// world.
+pub(crate) type WorldRuns<'a> = (&'a [Tick], &'a mut World);
+
+/// What the session does for one registered type.
 #[derive(Clone, Copy)]
 struct SimEventHook {
     type_id: TypeId,
-    deliver: fn(&mut World, &WorldRuns, &mut World, &WorldRuns, &mut World),
+    /// Gives a simulation world the type's outbox.
+    prepare: fn(&mut World),
+    /// Resets the type's ledger (main world), writing the cancellations.
+    reset: fn(&mut World),
+    /// Collects both worlds and writes the arrivals (main world, predicted, verified).
+    deliver: fn(&mut World, WorldRuns, WorldRuns),
 }
 
-/// The runs a simulation world made since the last collection.
-struct WorldRuns {
-    ticks: Vec<Tick>,
-    fresh: bool,
+fn hooks(world: &World) -> Vec<SimEventHook> {
+    world
+        .get_resource::<SimEventHooks>()
+        .map(|h| h.hooks.clone())
+        .unwrap_or_default()
 }
 
-fn take_runs(world: &mut World) -> WorldRuns {
-    let (ticks, fresh) = world
-        .get_resource_mut::<TickRuns>()
-        .map(|mut r| r.take())
-        .unwrap_or_default();
-    WorldRuns { ticks, fresh }
-}
-
-/// Refuses registrations from now on (the session starts).
-pub(crate) fn seal(world: &mut World) {
+/// A session starts (its first update): refuses registrations from now on, gives both
+/// simulation worlds the outbox of every registered type (at the same point in both, before
+/// any tick after the setup tick) and resets every ledger, cancelling what a previous session
+/// left unsettled ([simulation events](crate::rules#simulation-events), rule 9).
+pub(crate) fn start_session(world: &mut World, predicted: &mut World, verified: &mut World) {
     world.get_resource_or_init::<SimEventHooks>().sealed = true;
+    for hook in hooks(world) {
+        (hook.prepare)(predicted);
+        (hook.prepare)(verified);
+        (hook.reset)(world);
+    }
 }
 
 /// Collects what both simulation worlds emitted since the last update and delivers it for
 /// every registered type: the predicted world's runs first, then the verified world's
 /// ([simulation events](crate::rules#simulation-events)). Events of unregistered types are
 /// dropped and reported. Called by the session update after prediction.
-pub(crate) fn deliver(world: &mut World, predicted: &mut World, verified: &mut World) {
-    let predicted_runs = take_runs(predicted);
-    let verified_runs = take_runs(verified);
-    let hooks: Vec<SimEventHook> = world
-        .get_resource::<SimEventHooks>()
-        .map(|h| h.hooks.clone())
-        .unwrap_or_default();
+pub(crate) fn deliver(world: &mut World, predicted: WorldRuns, verified: WorldRuns) {
+    let hooks = hooks(world);
     for hook in &hooks {
-        (hook.deliver)(world, &predicted_runs, predicted, &verified_runs, verified);
+        (hook.deliver)(world, (predicted.0, predicted.1), (verified.0, verified.1));
     }
     let registered: Vec<TypeId> = hooks.iter().map(|h| h.type_id).collect();
-    for sim in [predicted, verified] {
+    for sim in [predicted.1, verified.1] {
         drop_unregistered(world, sim, &registered);
     }
 }
@@ -158,33 +166,43 @@ fn drop_unregistered(world: &mut World, sim: &mut World, registered: &[TypeId]) 
     }
 }
 
-/// Delivers the events of `E`: feeds every run to the ledger (a new session resets it first)
-/// and writes the arrivals.
-fn deliver_type<E: SimEvent>(
-    world: &mut World,
-    predicted_runs: &WorldRuns,
-    predicted: &mut World,
-    verified_runs: &WorldRuns,
-    verified: &mut World,
-) {
+/// Resets the ledger of `E` and writes the cancellations.
+fn reset_type<E: SimEvent>(world: &mut World) {
+    let mut out = Vec::new();
+    if let Some(mut ledger) = world.get_resource_mut::<SimEventLedger<E>>() {
+        ledger.reset(&mut out);
+    }
+    write_arrivals(world, out);
+}
+
+/// Delivers the events of `E`: feeds every run of both worlds to the ledger and writes the
+/// arrivals.
+fn deliver_type<E: SimEvent>(world: &mut World, predicted: WorldRuns, verified: WorldRuns) {
     let Some(mut ledger) = world.remove_resource::<SimEventLedger<E>>() else {
         return;
     };
     let mut out = Vec::new();
-    if predicted_runs.fresh || verified_runs.fresh {
-        ledger.reset(&mut out);
-    }
-    let (by_run, outside_p) = take_events_by_run::<E>(predicted, predicted_runs.ticks.len());
-    for (tick, events) in predicted_runs.ticks.iter().zip(by_run) {
+    let (by_run, unmatched_p) = take_events_by_run::<E>(predicted.1, predicted.0);
+    for (tick, events) in predicted.0.iter().zip(by_run) {
         ledger.record_predicted(*tick, events, &mut out);
     }
-    let (by_run, outside_v) = take_events_by_run::<E>(verified, verified_runs.ticks.len());
-    for (tick, events) in verified_runs.ticks.iter().zip(by_run) {
+    let (by_run, unmatched_v) = take_events_by_run::<E>(verified.1, verified.0);
+    for (tick, events) in verified.0.iter().zip(by_run) {
         ledger.record_verified(*tick, events, &mut out);
     }
     world.insert_resource(ledger);
+    world.get_resource_or_init::<SimEventStats>().outside_tick +=
+        (unmatched_p + unmatched_v) as u64;
+    write_arrivals(world, out);
+}
+
+/// Writes `out` as [`SimEventReceived`] messages, the confirmed ones also as
+/// [`ConfirmedSimEvent`], and counts them.
+fn write_arrivals<E: SimEvent>(world: &mut World, out: Vec<SimEventReceived<E>>) {
+    if out.is_empty() {
+        return;
+    }
     let mut stats = world.get_resource_or_init::<SimEventStats>();
-    stats.outside_tick += (outside_p + outside_v) as u64;
     for arrival in &out {
         stats.count(arrival.status);
     }
@@ -198,5 +216,7 @@ fn deliver_type<E: SimEvent>(
         })
         .collect();
     world.write_message_batch(out);
-    world.write_message_batch(confirmed);
+    if !confirmed.is_empty() {
+        world.write_message_batch(confirmed);
+    }
 }

@@ -18,7 +18,8 @@ pub struct SimEventStats {
     pub cancelled: u64,
     /// Events dropped because their type is not registered ([`UnregisteredSimEvent`]).
     pub unregistered_dropped: u64,
-    /// Events written outside a run of `SimulationTick`, dropped.
+    /// Events written outside a simulation world (or with a tick no run of the update had),
+    /// dropped.
     pub outside_tick: u64,
     /// Names of the event types found unregistered.
     pub unregistered_types: Vec<String>,

@@ -1,6 +1,6 @@
 //! The simulation side of events: [`SimEvents`], the writer a [`SimulationTick`] system takes,
-//! and what each simulation world keeps until the session update collects it: the ticks it ran
-//! ([`TickRuns`]) and the events each run emitted (one outbox per event type).
+//! and the outbox (one per event type) where each simulation world keeps the events its runs
+//! emitted, tagged with their tick, until the session update collects them.
 //!
 //! [`SimulationTick`]: crate::SimulationTick
 
@@ -11,63 +11,21 @@ use bevy::ecs::world::DeferredWorld;
 use bevy::prelude::*;
 
 use super::event::SimEvent;
-use crate::tick::Tick;
-
-/// The ticks a simulation world ran since the session last collected its events, in order
-/// (a resource of both simulation worlds, never rolled back). Every run of
-/// [`SimulationTick`](crate::SimulationTick) appends its tick before the schedule runs, so a
-/// re-simulated tick appears once per run.
-#[derive(Resource, Debug, Default)]
-pub struct TickRuns {
-    ticks: Vec<Tick>,
-    /// The world was built since the last collection (a new session).
-    fresh: bool,
-}
-
-impl TickRuns {
-    /// A log for a world just built.
-    pub(crate) fn new_world() -> Self {
-        Self {
-            ticks: Vec::new(),
-            fresh: true,
-        }
-    }
-
-    /// Records that the world starts running `tick`.
-    pub(crate) fn push(&mut self, tick: Tick) {
-        self.ticks.push(tick);
-    }
-
-    /// The runs recorded, oldest first.
-    pub fn ticks(&self) -> &[Tick] {
-        &self.ticks
-    }
-
-    /// The index of the run in progress (the last one recorded), `None` before any.
-    fn current_run(&self) -> Option<u32> {
-        self.ticks.len().checked_sub(1).map(|i| i as u32)
-    }
-
-    /// Takes the runs recorded and whether the world is new since the last take.
-    pub(crate) fn take(&mut self) -> (Vec<Tick>, bool) {
-        (
-            std::mem::take(&mut self.ticks),
-            std::mem::replace(&mut self.fresh, false),
-        )
-    }
-}
+use super::stats::SimEventStats;
+use crate::tick::{SimTick, Tick};
 
 /// Writes simulation events of type `E` from a [`SimulationTick`](crate::SimulationTick) system
-/// (a system parameter). Each event is tagged with the run of the tick that wrote it; the
-/// session update delivers it to the main app as [`SimEventReceived<E>`](crate::SimEventReceived)
+/// (a system parameter). Each event is tagged with the tick being simulated
+/// ([`SimTick`]); the session update delivers it to the main app as [`SimEventReceived<E>`](crate::SimEventReceived)
 /// and [`ConfirmedSimEvent<E>`](crate::ConfirmedSimEvent), once per identity, whatever the number
 /// of runs of its tick ([simulation events](crate::rules#simulation-events)).
 ///
 /// Register `E` in the main app with
 /// [`add_sim_event`](crate::SimEventAppExt::add_sim_event); events of an unregistered type are
-/// dropped and reported ([`UnregisteredSimEvent`](crate::UnregisteredSimEvent)). Events written
-/// outside `SimulationTick` (in `SimulationStartup`, or in the main app) belong to no tick: they
-/// are dropped and counted in [`SimEventStats::outside_tick`](crate::SimEventStats).
+/// dropped and reported ([`UnregisteredSimEvent`](crate::UnregisteredSimEvent)). Events written in
+/// `SimulationStartup` count as tick 0's; written outside a simulation world (in the main app)
+/// they belong to no tick and are dropped and counted in
+/// [`SimEventStats::outside_tick`](crate::SimEventStats).
 ///
 /// ```
 /// # use bevy::prelude::*;
@@ -88,15 +46,15 @@ impl TickRuns {
 /// ```
 #[derive(SystemParam)]
 pub struct SimEvents<'w, 's, E: SimEvent> {
-    runs: Option<Res<'w, TickRuns>>,
+    tick: Option<Res<'w, SimTick>>,
     buffer: Deferred<'s, SimEventBuffer<E>>,
 }
 
 impl<E: SimEvent> SimEvents<'_, '_, E> {
     /// Emits `event` at the tick being simulated.
     pub fn write(&mut self, event: E) {
-        let run = self.runs.as_ref().and_then(|r| r.current_run());
-        self.buffer.events.push((run, event));
+        let tick = self.tick.as_ref().map(|t| t.0);
+        self.buffer.events.push((tick, event));
     }
 
     /// Emits every event of `events`, in order.
@@ -107,11 +65,12 @@ impl<E: SimEvent> SimEvents<'_, '_, E> {
     }
 }
 
-/// The events one system wrote during one run, moved to the world's outbox when the system's
+/// The events one system wrote during one run (each with its tick, `None` outside a simulation
+/// world), moved to the world's outbox when the system's
 /// deferred buffers are applied (at the latest when the schedule run ends).
 #[doc(hidden)]
 pub struct SimEventBuffer<E: SimEvent> {
-    events: Vec<(Option<u32>, E)>,
+    events: Vec<(Option<Tick>, E)>,
 }
 
 impl<E: SimEvent> Default for SimEventBuffer<E> {
@@ -138,10 +97,10 @@ impl<E: SimEvent> SystemBuffer for SimEventBuffer<E> {
 }
 
 /// The events of type `E` a simulation world emitted since the session last collected them,
-/// each tagged with the index of its run in [`TickRuns`] (`None`: written outside a tick).
+/// each with its tick, in the order the runs emitted them.
 #[derive(Resource)]
 pub(crate) struct SimEventOutbox<E: SimEvent> {
-    pub events: Vec<(Option<u32>, E)>,
+    pub events: Vec<(Tick, E)>,
 }
 
 /// Every event type with an outbox in this world, so the session can find outboxes of types
@@ -160,24 +119,41 @@ pub(crate) struct OutboxType {
     pub clear: fn(&mut World) -> usize,
 }
 
-/// Appends `events` to the world's outbox of `E`, creating it (and listing its type) on first
-/// use. In a world that is not a simulation world the events are dropped and counted.
-fn push_to_outbox<E: SimEvent>(world: &mut World, events: Vec<(Option<u32>, E)>) {
-    if !world.contains_resource::<TickRuns>() {
+/// Appends `events` to the world's outbox of `E`, creating it on first use. Events without a
+/// tick (written outside a simulation world) are dropped and counted.
+fn push_to_outbox<E: SimEvent>(world: &mut World, events: Vec<(Option<Tick>, E)>) {
+    let written = events.len();
+    let tagged: Vec<(Tick, E)> = events
+        .into_iter()
+        .filter_map(|(tick, event)| tick.map(|t| (t, event)))
+        .collect();
+    let dropped = written - tagged.len();
+    if dropped > 0 {
         warn_once!(
             "SimEvents<{}> written outside a simulation world: dropped",
             std::any::type_name::<E>()
         );
-        if let Some(mut stats) = world.get_resource_mut::<super::stats::SimEventStats>() {
-            stats.outside_tick += events.len() as u64;
+        if let Some(mut stats) = world.get_resource_mut::<SimEventStats>() {
+            stats.outside_tick += dropped as u64;
         }
+    }
+    if tagged.is_empty() {
         return;
     }
+    prepare_outbox::<E>(world);
     if let Some(mut outbox) = world.get_resource_mut::<SimEventOutbox<E>>() {
-        outbox.events.extend(events);
+        outbox.events.extend(tagged);
+    }
+}
+
+/// Gives `world` an (empty) outbox of `E` if it has none, and lists its type. The session
+/// prepares the outboxes of registered types in both worlds when it starts, so they are
+/// created at the same point in both.
+pub(crate) fn prepare_outbox<E: SimEvent>(world: &mut World) {
+    if world.contains_resource::<SimEventOutbox<E>>() {
         return;
     }
-    world.insert_resource(SimEventOutbox { events });
+    world.insert_resource(SimEventOutbox::<E> { events: Vec::new() });
     world
         .get_resource_or_init::<SimEventOutboxes>()
         .types
@@ -208,22 +184,75 @@ pub(crate) fn unregistered_outboxes(world: &World, registered: &[TypeId]) -> Vec
         .unwrap_or_default()
 }
 
-/// The events of `E` a world emitted, grouped by run: one list per entry of `runs` (in order),
-/// plus how many were written outside any run. Empties the outbox.
+/// The events of `E` a world emitted, grouped by run: one list per entry of `ticks_run` (the
+/// ticks the world ran, in order), plus how many matched no run. Empties the outbox.
+///
+/// Events are in run order, so each run takes the events of its tick from the front. A world
+/// runs a tick at most once between two collections (one rollback per session update), so a
+/// tick names its run.
 pub(crate) fn take_events_by_run<E: SimEvent>(
     world: &mut World,
-    runs: usize,
+    ticks_run: &[Tick],
 ) -> (Vec<Vec<E>>, usize) {
-    let mut by_run: Vec<Vec<E>> = (0..runs).map(|_| Vec::new()).collect();
-    let mut outside = 0;
+    let mut by_run: Vec<Vec<E>> = ticks_run.iter().map(|_| Vec::new()).collect();
     let Some(mut outbox) = world.get_resource_mut::<SimEventOutbox<E>>() else {
-        return (by_run, outside);
+        return (by_run, 0);
     };
-    for (run, event) in outbox.events.drain(..) {
-        match run.and_then(|r| by_run.get_mut(r as usize)) {
-            Some(list) => list.push(event),
-            None => outside += 1,
+    let mut events = std::mem::take(&mut outbox.events).into_iter().peekable();
+    let mut unmatched = 0;
+    for (run, tick) in by_run.iter_mut().zip(ticks_run) {
+        while let Some((t, _)) = events.peek() {
+            if t == tick {
+                run.extend(events.next().map(|(_, e)| e));
+            } else if ticks_run.contains(t) {
+                break;
+            } else {
+                unmatched += 1;
+                events.next();
+            }
         }
     }
-    (by_run, outside)
+    unmatched += events.count();
+    (by_run, unmatched)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_grouped_by_the_run_of_their_tick() {
+        let mut world = World::new();
+        prepare_outbox::<char>(&mut world);
+        world.resource_mut::<SimEventOutbox<char>>().events =
+            vec![(3, 'a'), (3, 'b'), (5, 'c'), (9, 'x'), (6, 'd')];
+        let (by_run, unmatched) = take_events_by_run::<char>(&mut world, &[3, 4, 5, 6]);
+        assert_eq!(by_run, vec![vec!['a', 'b'], vec![], vec!['c'], vec!['d']]);
+        assert_eq!(unmatched, 1);
+        assert!(world.resource::<SimEventOutbox<char>>().events.is_empty());
+        let (by_run, unmatched) = take_events_by_run::<char>(&mut World::new(), &[1]);
+        assert_eq!((by_run, unmatched), (vec![vec![]], 0));
+    }
+
+    #[test]
+    fn outboxes_of_unregistered_types_are_found_and_cleared() {
+        let mut world = World::new();
+        world.insert_resource(SimTick(2));
+        push_to_outbox::<u8>(&mut world, vec![(Some(2), 1), (Some(2), 1)]);
+        prepare_outbox::<char>(&mut world);
+        let found = unregistered_outboxes(&world, &[TypeId::of::<char>()]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].type_name, "u8");
+        assert_eq!((found[0].clear)(&mut world), 2);
+        assert_eq!((found[0].clear)(&mut world), 0);
+    }
+
+    #[test]
+    fn events_without_a_tick_are_dropped_and_counted() {
+        let mut world = World::new();
+        world.init_resource::<SimEventStats>();
+        push_to_outbox::<u8>(&mut world, vec![(None, 1), (None, 2)]);
+        assert_eq!(world.resource::<SimEventStats>().outside_tick, 2);
+        assert!(!world.contains_resource::<SimEventOutbox<u8>>());
+    }
 }
