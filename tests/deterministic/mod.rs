@@ -5,3 +5,4 @@ mod determinism;
 mod entity_lifecycle;
 mod resource_lifecycle;
 mod rollback_exactness;
+pub(crate) mod sim_events;

@@ -12,4 +12,5 @@ mod lifecycle;
 mod long_links;
 mod robustness;
 mod sessions;
+mod sim_events;
 mod udp;

@@ -14,6 +14,9 @@
 //!   [`DeterministicServerPlugin`].
 //! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`], [`RollbackStrategy`]; checksums:
 //!   [`SimHash`], [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
+//! - Simulation events: [`SimEvents`] in the simulation, [`SimEventReceived`] and
+//!   [`ConfirmedSimEvent`] in the main app, registered with [`SimEventAppExt::add_sim_event`];
+//!   the two side-effect patterns (sound, visual effects, network sends) are in [`events`].
 //!
 //! Read `docs/pitfalls.md` at the repository root before writing a simulation.
 #![warn(missing_docs)]
@@ -22,6 +25,7 @@ mod checksum;
 mod config;
 mod context;
 mod error;
+pub mod events;
 mod input;
 mod plugin;
 mod relay_server;
@@ -44,6 +48,10 @@ pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
 pub use error::SessionError;
+pub use events::{
+    ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventError, SimEventId, SimEventLedger,
+    SimEventReceived, SimEventStats, SimEventStatus, SimEvents, UnregisteredSimEvent,
+};
 pub use input::{
     ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
     PackedInput, PlayerInputs, SimInput,
@@ -87,5 +95,8 @@ pub mod prelude {
         RollbackAppExt, SessionClock, SessionConfig, SessionMode, SessionSetupError, SessionStats,
         SimCommands, SimEntity, SimHash, SimInput, SimTick, SimulationSet, SimulationStartup,
         SimulationTick, SimulationWorlds, SimulatorContext, Tick, TickInputSource,
+    };
+    pub use crate::{
+        ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventReceived, SimEventStatus, SimEvents,
     };
 }

@@ -13,6 +13,7 @@ use crate::config::{
 };
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
+use crate::events::{SimEventStats, UnregisteredSimEvent};
 use crate::input::SimInput;
 use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
@@ -240,6 +241,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_message::<SessionResumed>()
             .add_message::<NeedsSnapshot>()
             .add_message::<SessionRejected>()
+            .add_message::<UnregisteredSimEvent>()
+            .init_resource::<SimEventStats>()
             .init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)

@@ -15,8 +15,10 @@ use bevy::ecs::schedule::{ScheduleLabel, SystemSet};
 /// `Res<Time>` reports a delta of exactly one tick (1 / [`TickRate`](simsync_time::TickRate)
 /// seconds), `Res<PlayerInputs<I>>` holds the input set of the tick being simulated and
 /// `Res<SimTick>` its number. Rapier runs in it (`PhysicsSet` between [`SimulationSet::Game`] and
-/// [`SimulationSet::Cleanup`]). Systems here run again on re-simulation after a rollback, so their
-/// side effects outside the simulation world must be idempotent.
+/// [`SimulationSet::Cleanup`]). Systems here run again on re-simulation after a rollback and once
+/// more in verification, so they must cause no effect outside the simulation world: they emit a
+/// simulation event with [`SimEvents`](crate::SimEvents) and the main app acts on it
+/// ([simulation events](crate::rules#simulation-events)).
 #[derive(ScheduleLabel, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SimulationTick;
 
@@ -38,7 +40,8 @@ pub struct BeforeVerification;
 #[derive(ScheduleLabel, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BeforePrediction;
 
-/// Main-app hook run after prediction (stage `AfterPrediction`); stats are up to date.
+/// Main-app hook run after prediction (stage `AfterPrediction`); stats are up to date and this
+/// update's simulation events have been written.
 #[derive(ScheduleLabel, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AfterPrediction;
 

@@ -267,6 +267,7 @@ pub(crate) fn run_tick<I: SimInput>(
     status: &[InputStatus],
     disconnected: u64,
 ) {
+    sw.ticks_run.push(tick);
     let world = &mut sw.world;
     world.resource_mut::<SimTick>().0 = tick;
     world

@@ -41,6 +41,11 @@ pub(crate) fn session_update<I: SimInput>(world: &mut World) {
     if !session.started {
         session.started = true;
         worlds.registry.lock();
+        crate::events::start_session(
+            world,
+            &mut worlds.predicted.world,
+            &mut worlds.verified.world,
+        );
     }
     run_steps(world, &mut worlds, &mut session);
     world.insert_resource(session);
@@ -48,7 +53,8 @@ pub(crate) fn session_update<I: SimInput>(world: &mut World) {
 }
 
 /// The steps in order. [`SessionStats`] is out of the main world from the end of `begin` to
-/// `finish`, which puts it back before the `AfterPrediction` hooks.
+/// `finish`, which puts it back before the `AfterPrediction` hooks. Simulation events of both
+/// worlds are delivered between prediction and `finish`.
 fn run_steps<I: SimInput>(
     world: &mut World,
     worlds: &mut SimulationWorlds,
@@ -66,5 +72,12 @@ fn run_steps<I: SimInput>(
         steps::rollback(world, worlds, session, &mut stats);
         steps::predict(world, worlds, session, &mut stats);
     }
+    let predicted_runs = std::mem::take(&mut worlds.predicted.ticks_run);
+    let verified_runs = std::mem::take(&mut worlds.verified.ticks_run);
+    crate::events::deliver(
+        world,
+        (&predicted_runs, &mut worlds.predicted.world),
+        (&verified_runs, &mut worlds.verified.world),
+    );
     steps::finish(world, worlds, session, stats);
 }

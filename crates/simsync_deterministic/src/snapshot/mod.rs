@@ -31,6 +31,9 @@ pub struct SimulationWorld {
     /// The world's change tick at the end of its last [`SimulationTick`](crate::SimulationTick);
     /// change ticks are copied relative to it.
     pub(crate) mark: Tick,
+    /// The ticks this world ran since the session last collected its simulation events, in
+    /// order (a re-simulated tick once per run).
+    pub(crate) ticks_run: Vec<crate::tick::Tick>,
 }
 
 impl SimulationWorld {
@@ -38,6 +41,7 @@ impl SimulationWorld {
         Self {
             world,
             mark: Tick::new(0),
+            ticks_run: Vec::new(),
         }
     }
 
