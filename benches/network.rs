@@ -113,6 +113,7 @@ impl Rig {
             resend_bytes_per_update: 24_000,
             limits: simsync::deterministic::RelayLimits::for_tick_rate(HZ),
             silence_timeout_ms: simsync::deterministic::DEFAULT_SILENCE_TIMEOUT_MS,
+            reconnect_seed: Some(7),
         });
         let clients = (0..players)
             .map(|i| {
