@@ -4,9 +4,11 @@
 //!    redundant inputs), measured from the encoded messages of a short in-memory run: 4 players
 //!    at 64 Hz, redundancy 3, `PackedInput` (8 buttons + 2 axes). Target ≤ 64 B/tick/client
 //!    downstream. Printed, not timed.
-//! 2. Server CPU per tick (renet receive + relay + send) with 64 clients, as a ratio to one
-//!    client. The clients are lightweight fakes (a `RenetClient` each on a `MemoryNetwork`,
-//!    sending typed `Inputs` messages directly), not simulation Apps.
+//! 2. Server CPU per tick (renet receive + relay + send) with 64 clients and the default rate
+//!    limits on, as a ratio to one client, and to 64 clients without rate limits (the cost of
+//!    the token buckets), measured in alternating rounds of the same run. The clients are
+//!    lightweight fakes (a `RenetClient` each on a `MemoryNetwork`, sending typed `Inputs`
+//!    messages directly), not simulation Apps.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -17,7 +19,7 @@ mod harness;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use simsync::deterministic::{NetworkSessionConfig, RelayServer, RelayServerConfig};
+use simsync::deterministic::{NetworkSessionConfig, RelayLimits, RelayServer, RelayServerConfig};
 use simsync::prelude::*;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
@@ -97,7 +99,12 @@ struct Rig {
 }
 
 impl Rig {
+    /// A session of `players` fake clients with the default rate limits.
     fn new(players: u8) -> Self {
+        Self::with_limits(players, RelayLimits::for_tick_rate(HZ))
+    }
+
+    fn with_limits(players: u8, limits: RelayLimits) -> Self {
         let network = MemoryNetwork::perfect(7);
         let transport = network.server_transport().expect("server");
         let relay = RelayServer::new::<PackedInput>(RelayServerConfig {
@@ -111,8 +118,9 @@ impl Rig {
             checksum_timeout_ms: simsync::deterministic::DEFAULT_CHECKSUM_TIMEOUT_MS,
             input_history_ticks: 10 * u32::from(HZ),
             resend_bytes_per_update: 24_000,
-            limits: simsync::deterministic::RelayLimits::for_tick_rate(HZ),
+            limits,
             silence_timeout_ms: simsync::deterministic::DEFAULT_SILENCE_TIMEOUT_MS,
+            reconnect_seed: Some(7),
         });
         let clients = (0..players)
             .map(|i| {
@@ -222,6 +230,7 @@ fn network(c: &mut Criterion) {
 
     let mut one = Rig::new(1);
     let mut many = Rig::new(64);
+    let mut unlimited = Rig::with_limits(64, RelayLimits::UNLIMITED);
     let mut group = c.benchmark_group("relay server tick");
     group.sample_size(10);
     group.bench_function("1 client", |b| {
@@ -230,22 +239,37 @@ fn network(c: &mut Criterion) {
     group.bench_function("64 clients", |b| {
         b.iter_custom(|iters| server_time(&mut many, iters))
     });
+    group.bench_function("64 clients, no rate limits", |b| {
+        b.iter_custom(|iters| server_time(&mut unlimited, iters))
+    });
     group.finish();
 
-    // The ratio, measured in the same run over the same number of ticks.
-    let n = 2_000;
-    let t1 = server_time(&mut one, n);
-    let t64 = server_time(&mut many, n);
+    // The ratios, measured in the same run over the same number of ticks, in alternating
+    // rounds so that a change of machine load falls on every case alike.
+    let (rounds, n) = (4, 500);
+    let (mut t1, mut t64, mut t64u) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for _ in 0..rounds {
+        t1 += server_time(&mut one, n);
+        t64 += server_time(&mut many, n);
+        t64u += server_time(&mut unlimited, n);
+    }
+    let ticks = (rounds * n) as f64;
+    let us = |t: Duration| t.as_secs_f64() * 1e6 / ticks;
+    let stats = many.relay.stats();
+    let limited: u64 = stats.rate_limited.iter().map(|r| r.total()).sum();
     println!(
-        "relay server CPU per tick: 1 client {:.1} µs, 64 clients {:.1} µs, ratio {:.1} \
-         ({:.2} µs per client); confirmed {} / {} ticks, replaced {}",
-        t1.as_secs_f64() * 1e6 / n as f64,
-        t64.as_secs_f64() * 1e6 / n as f64,
+        "relay server CPU per tick: 1 client {:.1} µs, 64 clients with rate limits {:.1} µs \
+         (ratio {:.1} to 1 client, {:.2} µs per client), 64 clients without rate limits {:.1} µs \
+         (rate limits cost ×{:.3}); confirmed {} / {} ticks, replaced {}, rate limited {limited}",
+        us(t1),
+        us(t64),
         t64.as_secs_f64() / t1.as_secs_f64(),
-        t64.as_secs_f64() * 1e6 / n as f64 / 64.0,
-        many.relay.stats().confirmed_tick,
-        many.relay.stats().server_tick,
-        many.relay.stats().replaced_inputs.iter().sum::<u64>(),
+        us(t64) / 64.0,
+        us(t64u),
+        t64.as_secs_f64() / t64u.as_secs_f64(),
+        stats.confirmed_tick,
+        stats.server_tick,
+        stats.replaced_inputs.iter().sum::<u64>(),
     );
 }
 

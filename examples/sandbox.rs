@@ -11,6 +11,7 @@
 //! cargo run --release --example sandbox -- ownership          # entity server + 3 participants
 //! cargo run --release --example sandbox -- serve --bind 127.0.0.1:5000 [--ownership]
 //! cargo run --release --example sandbox -- join --connect 127.0.0.1:5000 [--ownership]
+//! cargo run --release --example sandbox -- join --connect 127.0.0.1:5000 --rejoin 1:TOKEN
 //! ```
 //!
 //! Exit codes: 0 success; 1 the run failed, a predicted tick did not match verification, clients
@@ -117,6 +118,10 @@ fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
     let session = network::ClientSession {
         players: args.players,
         verify_predictions: !args.no_verify_predictions,
+        rejoin: args.rejoin.map(|r| simsync_net::ReconnectToken {
+            slot: r.slot,
+            token: r.token,
+        }),
     };
     network::run_client(&args.run, session, game, trace, args.connect)
 }

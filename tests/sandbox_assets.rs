@@ -368,6 +368,31 @@ fn serve_and_join_run_the_session_or_with_ownership_the_entity_server() {
     };
     assert!(join.ownership);
     assert_eq!((join.participants, join.participant_index), (2, 1));
+    assert_eq!(join.rejoin, None);
+}
+
+#[test]
+fn join_rejoin_takes_a_slot_and_a_decimal_token() {
+    let Ok(Command::Join(join)) =
+        parse("join --connect 127.0.0.1:5000 --rejoin 1:18446744073709551615")
+    else {
+        panic!("join --rejoin parses");
+    };
+    assert_eq!(
+        join.rejoin,
+        Some(cli::RejoinArg {
+            slot: 1,
+            token: u64::MAX
+        })
+    );
+    for bad in ["1-42", "256:1", "1:-1", "1:0x10", ":5"] {
+        let line = format!("join --connect 127.0.0.1:5000 --rejoin {bad}");
+        let error = parse(&line).expect_err(bad);
+        assert_eq!(error.kind(), ErrorKind::ValueValidation, "{bad}");
+    }
+    let error = parse("join --connect 127.0.0.1:5000 --ownership --rejoin 0:1")
+        .expect_err("an ownership join has no slot");
+    assert_eq!(error.kind(), ErrorKind::ArgumentConflict);
 }
 
 #[test]

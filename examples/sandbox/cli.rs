@@ -226,6 +226,34 @@ pub struct JoinArgs {
     /// With --ownership: seconds to run after the script stops.
     #[arg(long, default_value_t = 2.0, requires = "ownership", value_parser = parse_settle_seconds)]
     pub settle_seconds: f64,
+    /// Take player slot SLOT of a running session again with its reconnect TOKEN (printed by
+    /// the `join` that held the slot).
+    #[arg(long, value_name = "SLOT:TOKEN", conflicts_with = "ownership", value_parser = parse_rejoin)]
+    pub rejoin: Option<RejoinArg>,
+}
+
+/// `join --rejoin SLOT:TOKEN`: a player slot and its reconnect token (decimal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RejoinArg {
+    /// The player slot.
+    pub slot: u8,
+    /// The slot's reconnect token.
+    pub token: u64,
+}
+
+/// Parses `SLOT:TOKEN`, both decimal.
+fn parse_rejoin(text: &str) -> Result<RejoinArg, String> {
+    let (slot, token) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not SLOT:TOKEN"))?;
+    Ok(RejoinArg {
+        slot: slot
+            .parse()
+            .map_err(|_| format!("`{slot}` is not a player slot (0..=255)"))?,
+        token: token
+            .parse()
+            .map_err(|_| format!("`{token}` is not a reconnect token (a decimal u64)"))?,
+    })
 }
 
 impl Cli {

@@ -19,7 +19,7 @@ use simsync::prelude::*;
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientTransport, LinkConditionerConfig, MemoryNetwork, NETCODE_PROTOCOL_ID, NetClock,
-    ServerTransport, UdpClientTransport, UdpServerConfig, UdpServerTransport,
+    ReconnectToken, ServerTransport, UdpClientTransport, UdpServerConfig, UdpServerTransport,
 };
 
 use bevy::log::LogPlugin;
@@ -49,6 +49,8 @@ pub struct ClientSession {
     pub players: u8,
     /// Compare predicted ticks with verified ones.
     pub verify_predictions: bool,
+    /// Take this slot again with its reconnect token (`join --rejoin`).
+    pub rejoin: Option<ReconnectToken>,
 }
 
 fn client_app(
@@ -78,6 +80,7 @@ fn client_app(
                 .max_simulation_entities(entities)
                 .networked(NetworkSessionConfig {
                     name,
+                    rejoin: session.rejoin,
                     ..NetworkSessionConfig::default()
                 }),
         )
@@ -165,6 +168,7 @@ pub fn run_in_process(
     let session = ClientSession {
         players,
         verify_predictions: !args.session.no_verify_predictions,
+        rejoin: None,
     };
     let link = LinkConditionerConfig::PERFECT
         .with_latency(link_args.rtt_ms / 2, link_args.net_jitter_ms / 2)
@@ -413,6 +417,7 @@ pub fn run_client(
     let limit =
         Instant::now() + Duration::from_secs(u64::from(run.ticks) / u64::from(HZ) * 4 + 300);
     let mut last_report = Instant::now();
+    let mut token_shown = None;
     while stats(&app).verified_tick < target {
         if Instant::now() > limit {
             return Err(Failure::run(format!(
@@ -425,6 +430,17 @@ pub fn run_client(
             return Err(Failure::run(format!(
                 "client: rejected by the server: {reason:?}"
             )));
+        }
+        let token = stats(&app).network.and_then(|n| n.reconnect_token);
+        if token != token_shown {
+            token_shown = token;
+            if let (Some(t), false) = (token, run.quiet) {
+                println!(
+                    "client: player {}; to take this slot again after a drop: sandbox join \
+                     --connect {server} --rejoin {}:{}",
+                    t.slot, t.slot, t.token
+                );
+            }
         }
         if !run.quiet && last_report.elapsed() >= Duration::from_secs(1) {
             last_report = Instant::now();

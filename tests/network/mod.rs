@@ -10,6 +10,7 @@ mod hostile_peers;
 mod inputs;
 mod lifecycle;
 mod long_links;
+mod rejoin;
 mod robustness;
 mod sessions;
 mod sim_events;

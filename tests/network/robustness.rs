@@ -109,6 +109,7 @@ fn undecodable_server_messages_are_rejected_and_counted() {
         tick_rate_hz: 64,
         server_tick: 0,
         players: 0,
+        reconnect_token: None,
     }))
     .expect("encodes");
     let bad = bad_messages(valid, wrong_version);

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use bevy::prelude::*;
-use simsync::deterministic::NetworkSessionConfig;
+use simsync::deterministic::{NetworkSessionConfig, RelayStats};
 use simsync::prelude::*;
 use simsync_net::prelude::*;
 use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport};
@@ -13,6 +13,38 @@ use crate::common::TestGame;
 
 fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().expect("address")
+}
+
+/// A client App of `game` with `net`, over UDP to `server` as netcode client `id`.
+fn udp_client(game: &TestGame, net: NetworkSessionConfig, server: SocketAddr, id: u64) -> App {
+    let mut client = client_app(game.clone(), net, 60);
+    let transport = UdpClientTransport::unsecure(server, id, NETCODE_PROTOCOL_ID, loopback())
+        .expect("client socket");
+    client.insert_net_client(transport);
+    client.finish();
+    client.cleanup();
+    client
+}
+
+fn stats(app: &App) -> SessionStats {
+    app.world().resource::<SessionStats>().clone()
+}
+
+/// Steps the server and every client until each verified `tick` (bounded).
+fn run_until_verified(server: &mut App, clients: &mut [App], tick: i32) {
+    let mut frames = 0;
+    while clients.iter().any(|c| stats(c).verified_tick < tick) {
+        server.update();
+        for client in clients.iter_mut() {
+            client.update();
+        }
+        frames += 1;
+        assert!(
+            frames < 3_000,
+            "not all verified {tick}: {:?}",
+            clients.iter().map(|c| stats(c).network).collect::<Vec<_>>()
+        );
+    }
 }
 
 #[test]
@@ -99,4 +131,80 @@ fn server_and_two_clients_over_udp_agree_for_300_ticks() {
         assert_eq!(net.desyncs_reported, 0);
         assert!(client.world().resource::<RenetClient>().is_connected());
     }
+}
+
+#[test]
+fn a_killed_udp_client_rejoins_with_its_token_and_ends_with_the_survivors_checksum() {
+    let game = TestGame {
+        boxes: 10,
+        ..TestGame::default()
+    };
+    let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(loopback())).expect("bind");
+    let addr = transport.local_addr();
+    let mut server = server_app(game.players);
+    server.insert_net_server(transport);
+    server.finish();
+    server.cleanup();
+    let mut clients: Vec<App> = (1..=2)
+        .map(|id| udp_client(&game, NetworkSessionConfig::default(), addr, id))
+        .collect();
+    run_until_verified(&mut server, &mut clients, 100);
+    // Player 1's process dies: its App is dropped without a goodbye. The relay notices the
+    // silence (2 s of its clock) while the survivor plays on.
+    let token = stats(&clients[1])
+        .network
+        .and_then(|n| n.reconnect_token)
+        .expect("a token from the welcome");
+    assert_eq!(token.slot, 1);
+    drop(clients.pop());
+    for _ in 0..200 {
+        server.update();
+        clients[0].update();
+    }
+    let relay = |server: &App| server.world().resource::<RelayStats>().clone();
+    let left = relay(&server);
+    assert_eq!(left.silent_disconnects, vec![0, 1], "{left:?}");
+    let survivor_before = stats(&clients[0]).verified_tick;
+    assert!(
+        survivor_before >= 250,
+        "the survivor went on: {survivor_before}"
+    );
+    // A new process for player 1 rejoins with the token, on a new netcode client id.
+    let net = NetworkSessionConfig::rejoin(token.slot, token.token);
+    clients.push(udp_client(&game, net, addr, 3));
+    let end = survivor_before + 200;
+    run_until_verified(&mut server, &mut clients, end);
+    let r = relay(&server);
+    assert_eq!(r.rejoins, vec![0, 1], "{r:?}");
+    assert_eq!(r.desyncs, 0);
+    let (survivor, rejoined) = (stats(&clients[0]), stats(&clients[1]));
+    assert_eq!(rejoined.network.as_ref().and_then(|n| n.slot), Some(1));
+    assert_eq!(rejoined.checksum_history.first().map(|c| c.tick), Some(1));
+    let at_end = |s: &SessionStats| {
+        s.checksum_history
+            .iter()
+            .find(|c| c.tick == end)
+            .map(|c| c.checksum)
+    };
+    assert!(at_end(&survivor).is_some());
+    assert_eq!(
+        at_end(&rejoined),
+        at_end(&survivor),
+        "the checksum at tick {end}"
+    );
+    let n = survivor
+        .checksum_history
+        .len()
+        .min(rejoined.checksum_history.len());
+    assert!(n >= end as usize, "{n}");
+    assert_eq!(
+        survivor.checksum_history[..n],
+        rejoined.checksum_history[..n]
+    );
+    eprintln!(
+        "udp rejoin: silent from {:?}, rejoined at {:?}, both verified {end} with checksum {:?}",
+        left.disconnected_at[1],
+        r.rejoined_at[1],
+        at_end(&survivor)
+    );
 }

@@ -81,6 +81,22 @@ pub struct NetworkSessionConfig {
     /// [`DEFAULT_MAX_INPUT_BYTES`](crate::DEFAULT_MAX_INPUT_BYTES)): part of the input
     /// fingerprint in the `Hello`, so it must equal the relay's `max_input_bytes`.
     pub max_input_bytes: usize,
+    /// Take this slot again with its reconnect token (from an earlier `Welcome`, see
+    /// [`RelayClientStats::reconnect_token`](crate::RelayClientStats::reconnect_token)) instead
+    /// of a free one; `None` (default) joins a session that has not started
+    /// ([rejoining](crate::rules#rejoining-a-running-session)).
+    pub rejoin: Option<simsync_net::ReconnectToken>,
+}
+
+impl NetworkSessionConfig {
+    /// The default config of a client that takes player slot `slot` again with its reconnect
+    /// `token`.
+    pub fn rejoin(slot: PlayerIndex, token: u64) -> Self {
+        Self {
+            rejoin: Some(simsync_net::ReconnectToken { slot, token }),
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for NetworkSessionConfig {
@@ -95,6 +111,7 @@ impl Default for NetworkSessionConfig {
             ping_interval_ms: 250,
             checksum_every: 1,
             max_input_bytes: crate::relay_server::DEFAULT_MAX_INPUT_BYTES,
+            rejoin: None,
         }
     }
 }

@@ -79,9 +79,9 @@ pub use snapshot::{
     spawn_simulated_now,
 };
 pub use source::{
-    DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats,
-    RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected, SessionStall, StallReason,
-    TickInputSource,
+    DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerLeft,
+    PlayerRejoined, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected,
+    SessionStall, StallReason, TickInputSource,
 };
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;

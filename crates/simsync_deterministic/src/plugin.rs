@@ -24,7 +24,9 @@ use crate::session::{
 };
 use crate::snapshot::WorldRole;
 use crate::source::LocalInputs;
-use crate::source::{DesyncDetected, InputSubstituted, SessionRejected};
+use crate::source::{
+    DesyncDetected, InputSubstituted, PlayerLeft, PlayerRejoined, SessionRejected,
+};
 use crate::tick::PlayerIndex;
 use crate::worlds::{GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub_app};
 
@@ -243,6 +245,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_message::<SessionRejected>()
             .add_message::<UnregisteredSimEvent>()
             .init_resource::<SimEventStats>()
+            .add_message::<PlayerLeft>()
+            .add_message::<PlayerRejoined>()
             .init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)

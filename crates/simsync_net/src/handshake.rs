@@ -5,7 +5,12 @@
 //!    wants, a display name, and optionally the session config it expects: tick rate, player
 //!    count, [`InputFingerprint`]) on the control channel.
 //! 2. The server answers [`Welcome`] (participant id, player slot, granted protocols, tick rate,
-//!    player count, server tick) or `Rejected` with a [`RejectReason`].
+//!    player count, server tick, and a reconnect token for the slot) or `Rejected` with a
+//!    [`RejectReason`].
+//!
+//! A `Hello` may carry a [`ReconnectToken`] ([`Hello::with_reconnect_token`]) to take a slot
+//! again after its player dropped; the server that seats players checks it in its seat rule
+//! ([wire rule 9](crate::rules)).
 //!
 //! [`ServerHandshake`] applies the server's side and [`ClientHandshake`] tracks the client's
 //! ([`JoinStatus`]); both are plain state without Bevy or renet, so a server or client only moves
@@ -34,7 +39,11 @@ use crate::ids::ParticipantId;
 /// `Hello` states the session config it expects (tick rate, players, input fingerprint),
 /// `Welcome` the player count, and `RejectReason` has the config mismatches; `Desync` names the
 /// players whose checksum differs from the majority; `Behind` tells a client the relay no longer
-/// holds the confirmed inputs it misses; `InputSet` marks the players disconnected at its tick.
+/// holds the confirmed inputs it misses; `InputSet` marks the players disconnected at its tick;
+/// `Hello` may carry a [`ReconnectToken`] to take its slot again, `Welcome` gives the slot's
+/// reconnect token, and `RejectReason` has the refusals of a rejoin (`BadReconnectToken`,
+/// `SlotStillConnected`); `PlayerLeft` carries the server tick and `PlayerRejoined` announces a
+/// player back in its slot.
 pub const PROTOCOL_VERSION: u16 = 2;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
@@ -100,6 +109,18 @@ impl InputFingerprint {
     }
 }
 
+/// A player slot and the token that lets a new connection take it again (from the
+/// [`Welcome`](crate::Welcome) that seated the player; sent back in a `Hello`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, bevy::reflect::Reflect,
+)]
+pub struct ReconnectToken {
+    /// The player slot.
+    pub slot: u8,
+    /// The slot's token: 64 bits the server drew for it.
+    pub token: u64,
+}
+
 /// The first message of a client. Its layout up to `protocol_version` is frozen across versions
 /// (see [`crate::peek_handshake_version`]).
 ///
@@ -122,6 +143,9 @@ pub struct Hello {
     pub players: Option<u8>,
     /// The client's input type, if it plays a deterministic session.
     pub input: Option<InputFingerprint>,
+    /// The slot this client takes again and its token, if it rejoins ([wire rule
+    /// 9](crate::rules)).
+    pub reconnect: Option<ReconnectToken>,
 }
 
 impl Hello {
@@ -134,6 +158,7 @@ impl Hello {
             tick_rate_hz: None,
             players: None,
             input: None,
+            reconnect: None,
         }
     }
 
@@ -155,6 +180,14 @@ impl Hello {
     #[must_use]
     pub fn with_input(mut self, input: InputFingerprint) -> Self {
         self.input = Some(input);
+        self
+    }
+
+    /// Asks for player slot `slot` again, proving it with the reconnect `token` a
+    /// [`Welcome`] gave for it ([wire rule 9](crate::rules)).
+    #[must_use]
+    pub fn with_reconnect_token(mut self, slot: u8, token: u64) -> Self {
+        self.reconnect = Some(ReconnectToken { slot, token });
         self
     }
 }
@@ -179,6 +212,10 @@ pub struct Welcome {
     pub server_tick: i32,
     /// Player slots of the server's deterministic session; 0 if the server states none.
     pub players: u8,
+    /// The token that lets a later connection take `player_slot` again once this one is gone
+    /// ([wire rule 9](crate::rules)); `None` without a slot or from a server that takes no
+    /// rejoins.
+    pub reconnect_token: Option<u64>,
 }
 
 /// Why the server refused a [`Hello`].
@@ -222,6 +259,18 @@ pub enum RejectReason {
         server: InputFingerprint,
         /// The input type the client stated.
         client: InputFingerprint,
+    },
+    /// The reconnect token is not the one the slot holds (or the slot does not exist or never
+    /// had one): the client may not take it ([wire rule 9](crate::rules)).
+    BadReconnectToken {
+        /// The slot asked for.
+        slot: u8,
+    },
+    /// The token is right but the slot's player is still connected: a slot is taken again only
+    /// once its player is gone.
+    SlotStillConnected {
+        /// The slot asked for.
+        slot: u8,
     },
 }
 
@@ -465,7 +514,8 @@ impl ServerHandshake {
         }
     }
 
-    /// The one place a [`Welcome`] is filled in.
+    /// The one place a [`Welcome`] is filled in. The reconnect token is left to the server
+    /// that seats players: it knows the slot's token ([wire rule 9](crate::rules)).
     fn welcome(
         &self,
         participant: ParticipantId,
@@ -481,6 +531,7 @@ impl ServerHandshake {
             tick_rate_hz: self.tick_rate_hz,
             server_tick,
             players: self.players,
+            reconnect_token: None,
         }
     }
 
@@ -649,6 +700,16 @@ impl ClientHandshake {
             .or(self.hello.tick_rate_hz)
     }
 
+    /// The slot this client was seated in and the token to take it again later, once joined
+    /// into a slot by a server that takes rejoins ([wire rule 9](crate::rules)).
+    pub fn reconnect_token(&self) -> Option<ReconnectToken> {
+        let welcome = self.welcome.as_ref()?;
+        Some(ReconnectToken {
+            slot: welcome.player_slot?,
+            token: welcome.reconnect_token?,
+        })
+    }
+
     /// The session's player slots: the count the `Welcome` states, else the one the `Hello`
     /// stated; `None` if neither did.
     pub fn players(&self) -> Option<u8> {
@@ -729,6 +790,7 @@ mod tests {
                 tick_rate_hz: 60,
                 server_tick: 42,
                 players: 0,
+                reconnect_token: None,
             }
         );
         assert_eq!(server.participant(7), Some(ParticipantId(1)));
@@ -928,6 +990,7 @@ mod tests {
             tick_rate_hz: 0,
             server_tick: 0,
             players: 0,
+            reconnect_token: None,
         }));
         assert_eq!(client.status(), &JoinStatus::Rejected(expected));
         assert_eq!(client.welcome(), None);
@@ -941,6 +1004,42 @@ mod tests {
         assert!(client.on_disconnected());
         assert!(!client.on_rejected(RejectReason::ServerFull));
         assert_eq!(client.status(), &JoinStatus::Disconnected);
+    }
+
+    #[test]
+    fn a_rejoining_hello_carries_its_slot_and_token_and_the_client_keeps_the_new_one() {
+        let hello = hello(Protocols::SESSION).with_reconnect_token(2, 99);
+        assert_eq!(hello.reconnect, Some(ReconnectToken { slot: 2, token: 99 }));
+        let mut server = ServerHandshake::new(Protocols::SESSION);
+        let mut client = ClientHandshake::new(hello);
+        client.on_hello_sent();
+        let welcome = server
+            .on_hello(1, client.hello(), 300, || Ok(Some(2)))
+            .unwrap();
+        // The handshake leaves the token to the seat rule's server.
+        assert_eq!(welcome.reconnect_token, None);
+        assert!(client.on_welcome(Welcome {
+            reconnect_token: Some(1234),
+            ..welcome.clone()
+        }));
+        assert_eq!(
+            client.reconnect_token(),
+            Some(ReconnectToken {
+                slot: 2,
+                token: 1234
+            })
+        );
+        // No slot, or no token: nothing to rejoin with.
+        for (player_slot, reconnect_token) in [(None, Some(5)), (Some(1), None)] {
+            let mut client = ClientHandshake::new(self::hello(Protocols::SESSION));
+            assert!(client.on_welcome(Welcome {
+                player_slot,
+                reconnect_token,
+                ..welcome.clone()
+            }));
+            assert!(client.is_joined());
+            assert_eq!(client.reconnect_token(), None);
+        }
     }
 
     fn configured_server() -> ServerHandshake {
@@ -1084,6 +1183,7 @@ mod tests {
             tick_rate_hz,
             server_tick: 0,
             players,
+            reconnect_token: None,
         };
         let mut client = ClientHandshake::new(configured_hello());
         client.on_hello_sent();

@@ -32,6 +32,7 @@ mod messages;
 mod ownership_proto;
 mod plugin;
 mod rate;
+mod rejoin;
 mod rng;
 mod session_proto;
 mod transport;
@@ -60,7 +61,7 @@ pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_
 pub use error::NetError;
 pub use handshake::{
     ClientHandshake, HandshakeStats, Hello, InputFingerprint, JoinStatus, PROTOCOL_VERSION,
-    Protocols, RejectReason, ServerHandshake, Welcome, check_hello,
+    Protocols, ReconnectToken, RejectReason, ServerHandshake, Welcome, check_hello,
 };
 pub use ids::ParticipantId;
 pub use io::{ClientNetExt, FromClient, FromServer, ServerNetExt};
@@ -76,6 +77,7 @@ pub use plugin::{
     server_ready,
 };
 pub use rate::{RateLimit, RateLimiter, TokenBucket};
+pub use rejoin::{ReconnectTokens, entropy_seed, siphash24};
 pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{InputBytes, InputSet, SessionClientMessage, SessionServerMessage};
 pub use transport::{ClientTransport, ServerTransport};

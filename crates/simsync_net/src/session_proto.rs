@@ -111,10 +111,22 @@ pub enum SessionServerMessage {
         /// checksum was reported by more players than every other one).
         players: Vec<u8>,
     },
-    /// A player left; from now on the server replaces its inputs. Channel: control.
+    /// A player left (its connection closed, or the server heard nothing from it for its
+    /// silence timeout); from now on the server replaces its inputs. Channel: control.
     PlayerLeft {
         /// The player's slot.
         slot: u8,
+        /// The server's tick when it noticed.
+        tick: i32,
+    },
+    /// A player who left is back in its slot: a new connection took it with the slot's
+    /// reconnect token, or the silent connection was heard from again; from the next confirmed
+    /// set on its own inputs are used again. Channel: control.
+    PlayerRejoined {
+        /// The player's slot.
+        slot: u8,
+        /// The server's tick when it came back.
+        tick: i32,
     },
     /// The client acknowledged fewer confirmed sets than the server still holds: the sets
     /// before `oldest_available` are gone, so the client cannot verify on from its inputs and
@@ -135,6 +147,7 @@ impl SessionServerMessage {
             SessionServerMessage::Start { .. }
             | SessionServerMessage::Desync { .. }
             | SessionServerMessage::PlayerLeft { .. }
+            | SessionServerMessage::PlayerRejoined { .. }
             | SessionServerMessage::Behind { .. } => NetChannel::Control,
         }
     }

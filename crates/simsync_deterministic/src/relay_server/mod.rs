@@ -20,6 +20,12 @@
 //!   next message makes it connected again. Each confirmed set marks the players disconnected
 //!   at its tick, so the simulation sees them (see
 //!   [disconnected players](crate::rules#disconnected-players)).
+//! - Every `Welcome` into a slot carries a fresh reconnect token for it. A `Hello` with the
+//!   slot's current token takes the slot again once its player is disconnected, also after the
+//!   start ([`seats`]); the new connection gets `Start`, every client `PlayerRejoined`, and
+//!   the sets it misses are resent from the history by the acknowledgement rule below (or it
+//!   is told it is `Behind`). See
+//!   [rejoining](crate::rules#rejoining-a-running-session).
 //! - Confirmed sets are sent to every client with redundancy: every set never sent to that
 //!   client plus the last `input_redundancy` sets in every update (so a burst of confirmations
 //!   leaves no gap), and every set after the client's acknowledged tick once that
@@ -48,7 +54,7 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
     ClientMessage, DecodeStats, HandshakeStats, Hello, InputFingerprint, InputSet, NetChannel,
-    Protocols, RateLimiter, RejectReason, ServerHandshake, ServerMessage, ServerNetExt,
+    Protocols, RateLimiter, ReconnectTokens, ServerHandshake, ServerMessage, ServerNetExt,
     SessionClientMessage, SessionServerMessage, UNRELIABLE_MESSAGE_BUDGET, millis_u32,
 };
 
@@ -57,10 +63,12 @@ use crate::tick::Tick;
 use checksums::{ChecksumRefusal, ChecksumVotes};
 use limits::Limited;
 pub use limits::{RateLimited, RelayLimits};
+use seats::{Seat, SlotView, choose_seat};
 
 mod checksums;
 mod limits;
 pub(crate) mod plugin;
+mod seats;
 
 /// The input size cap when none is configured: 256 encoded bytes (raised to the encoded
 /// default input when that is longer). A game with larger inputs sets its own.
@@ -113,6 +121,10 @@ pub struct RelayServerConfig {
     /// Milliseconds without any message from a seated player, once the session runs, after
     /// which the player counts as disconnected (default [`DEFAULT_SILENCE_TIMEOUT_MS`]).
     pub silence_timeout_ms: u32,
+    /// Seed of the reconnect tokens given in `Welcome`s; `None` (default) seeds from
+    /// [`simsync_net::entropy_seed`] when the relay is built, so no one can predict them.
+    /// Tests set one to see the same tokens on every run.
+    pub reconnect_seed: Option<u64>,
 }
 
 /// Inputs of one player the relay dropped, by reason.
@@ -215,6 +227,14 @@ pub struct RelayStats {
     /// Per slot: the server tick at which the player was last marked disconnected (silence or
     /// a closed connection); `None` while it never was.
     pub disconnected_at: Vec<Option<Tick>>,
+    /// Per slot: times a new connection took the slot again with its reconnect token.
+    pub rejoins: Vec<u64>,
+    /// Per slot: the server tick at which the player last came back (a rejoin, or a silent
+    /// player heard from again); `None` while it never did.
+    pub rejoined_at: Vec<Option<Tick>>,
+    /// `Hello`s with a reconnect token that were refused (a wrong token, or the slot's player
+    /// still connected; the reason goes back in `Rejected`).
+    pub refused_rejoins: u64,
 }
 
 #[derive(Debug, Default)]
@@ -268,6 +288,8 @@ pub struct RelayServer {
     handshake: ServerHandshake,
     /// Each connection's token buckets, created full with its first message.
     buckets: HashMap<ClientId, RateLimiter<Limited>>,
+    /// Each slot's reconnect token.
+    tokens: ReconnectTokens,
 }
 
 impl RelayServer {
@@ -298,8 +320,16 @@ impl RelayServer {
                 admitted_messages: vec![0; n],
                 silent_disconnects: vec![0; n],
                 disconnected_at: vec![None; n],
+                rejoins: vec![0; n],
+                rejoined_at: vec![None; n],
                 ..RelayStats::default()
             },
+            tokens: ReconnectTokens::new(
+                n,
+                config
+                    .reconnect_seed
+                    .unwrap_or_else(simsync_net::entropy_seed),
+            ),
             config,
             slots,
             by_client: HashMap::new(),
@@ -361,54 +391,109 @@ impl RelayServer {
         self.by_client.get(&client).copied()
     }
 
-    /// A `Hello`: the shared handshake's rules, then a free player slot while the session has
-    /// not started ([`RejectReason::SessionStarted`] after, [`RejectReason::ServerFull`] when
-    /// every slot is taken).
+    /// A `Hello`: the shared handshake's rules, then the seat rule ([`choose_seat`]): a free
+    /// slot before the start, or the slot of a valid reconnect token whose player is gone. The
+    /// `Welcome` carries the slot's new reconnect token.
     fn on_hello(&mut self, client: ClientId, server: &mut RenetServer, hello: &Hello) {
-        let started = self.started;
-        let free = self
+        let views: Vec<SlotView> = self
             .slots
             .iter()
-            .position(|s| s.client.is_none() && !started);
-        let seat = || match free {
-            Some(slot) => Ok(Some(slot as u8)),
-            None if started => Err(RejectReason::SessionStarted),
-            None => Err(RejectReason::ServerFull),
-        };
+            .map(|s| SlotView {
+                seated: s.client.is_some(),
+                connected: s.connected(),
+            })
+            .collect();
+        let seat = choose_seat(&views, self.started, hello.reconnect, &self.tokens);
         let reply = match self
             .handshake
-            .on_hello(client, hello, self.server_tick, seat)
-        {
-            Ok(welcome) => {
-                if let Some(slot) = welcome.player_slot {
-                    self.slots[usize::from(slot)].client = Some(client);
-                    self.by_client.insert(client, slot);
+            .on_hello(client, hello, self.server_tick, || {
+                seat.clone().map(|s| Some(s.slot()))
+            }) {
+            Ok(mut welcome) => {
+                if let Ok(seat) = seat {
+                    welcome.reconnect_token = self.tokens.issue(seat.slot());
                 }
                 ServerMessage::Welcome(welcome)
             }
-            Err(reason) => ServerMessage::Rejected { reason },
+            Err(reason) => {
+                if hello.reconnect.is_some() {
+                    self.stats.refused_rejoins += 1;
+                }
+                ServerMessage::Rejected { reason }
+            }
         };
+        let welcomed = matches!(reply, ServerMessage::Welcome(_));
         if let Err(error) = server.send_msg(client, &reply) {
             warn!("relay: reply to {client} not sent: {error}");
         }
-        if !self.started && self.slots.iter().all(|s| s.client.is_some()) {
-            self.started = true;
-            for slot in &mut self.slots {
-                slot.last_heard = self.now;
+        match seat {
+            Ok(Seat::Rejoin(slot)) if welcomed && self.started => {
+                self.rejoin(server, client, slot);
             }
-            info!(
-                "relay: all {} players joined; the session starts",
-                self.slots.len()
-            );
-            let start = ServerMessage::Session(SessionServerMessage::Start {
-                tick: 0,
-                players: self.config.players,
-                tick_rate_hz: self.config.tick_rate_hz,
-            });
-            if let Err(error) = server.broadcast_msg(&start) {
-                warn!("relay: start not sent: {error}");
+            Ok(seat) if welcomed => {
+                self.slots[usize::from(seat.slot())].client = Some(client);
+                self.by_client.insert(client, seat.slot());
             }
+            _ => {}
         }
+        if !self.started && self.slots.iter().all(|s| s.client.is_some()) {
+            self.start(server);
+        }
+    }
+
+    /// Every slot is taken: the clock starts and every client is told.
+    fn start(&mut self, server: &mut RenetServer) {
+        self.started = true;
+        for slot in &mut self.slots {
+            slot.last_heard = self.now;
+        }
+        info!(
+            "relay: all {} players joined; the session starts",
+            self.slots.len()
+        );
+        if let Err(error) = server.broadcast_msg(&self.start_message()) {
+            warn!("relay: start not sent: {error}");
+        }
+    }
+
+    fn start_message(&self) -> ServerMessage {
+        ServerMessage::Session(SessionServerMessage::Start {
+            tick: 0,
+            players: self.config.players,
+            tick_rate_hz: self.config.tick_rate_hz,
+        })
+    }
+
+    /// `client` takes `slot` again while the session runs: a connection still bound to the slot
+    /// is closed; the slot forgets what it knew of the old connection and acknowledges nothing,
+    /// so the next update starts resending the history from tick 1 (or reports it `Behind`).
+    /// The client gets `Start`, every client `PlayerRejoined`.
+    fn rejoin(&mut self, server: &mut RenetServer, client: ClientId, slot: u8) {
+        let index = usize::from(slot);
+        let s = &mut self.slots[index];
+        if let Some(old) = s.client.replace(client) {
+            self.by_client.remove(&old);
+            server.disconnect(old);
+        }
+        self.by_client.insert(client, slot);
+        s.inputs.clear();
+        s.ack = 0;
+        s.rtt = simsync_net::RttEstimator::new();
+        s.clock_sent = None;
+        s.sent_through = self.confirmed_tick;
+        s.resend_next = None;
+        s.resend_after = self.now;
+        s.last_heard = self.now;
+        s.silent = false;
+        self.stats.rejoins[index] += 1;
+        info!(
+            "relay: player {slot} rejoined at server tick {} with its reconnect token",
+            self.server_tick
+        );
+        if let Err(error) = server.send_msg(client, &self.start_message()) {
+            warn!("relay: start not sent to rejoined player {slot}: {error}");
+        }
+        self.player_rejoined(server, slot);
     }
 
     /// A player's inputs from `first_tick` on: each is checked, then stored for its tick unless
@@ -463,7 +548,9 @@ impl RelayServer {
         }
         for received in server.receive_msgs(&mut self.decode) {
             let client = received.client_id;
-            self.heard_from(client);
+            if let Some(slot) = self.heard_from(client) {
+                self.player_rejoined(server, slot);
+            }
             match received.message {
                 Ok(message) => {
                     if self.admit(client, &message) {
@@ -548,17 +635,17 @@ impl RelayServer {
     }
 
     /// Any message from `client`: a seated player is heard from now; a silent one counts as
-    /// connected again.
-    fn heard_from(&mut self, client: ClientId) {
-        let Some(slot) = self.by_client.get(&client).copied() else {
-            return;
-        };
+    /// connected again, and its slot is returned.
+    fn heard_from(&mut self, client: ClientId) -> Option<u8> {
+        let slot = self.by_client.get(&client).copied()?;
         let s = &mut self.slots[usize::from(slot)];
         s.last_heard = self.now;
-        if s.silent {
-            s.silent = false;
-            info!("relay: player {slot} is heard from again; its inputs are used again");
+        if !s.silent {
+            return None;
         }
+        s.silent = false;
+        info!("relay: player {slot} is heard from again; its inputs are used again");
+        Some(slot)
     }
 
     /// Marks every seated player not heard from for `silence_timeout_ms` as disconnected.
@@ -578,8 +665,21 @@ impl RelayServer {
     /// Counts `slot`'s player as gone at the current server tick and tells every client.
     fn player_left(&mut self, server: &mut RenetServer, slot: u8) {
         self.stats.disconnected_at[usize::from(slot)] = Some(self.server_tick);
-        let left = ServerMessage::Session(SessionServerMessage::PlayerLeft { slot });
+        let left = ServerMessage::Session(SessionServerMessage::PlayerLeft {
+            slot,
+            tick: self.server_tick,
+        });
         let _ = server.broadcast_msg(&left);
+    }
+
+    /// Counts `slot`'s player as back at the current server tick and tells every client.
+    fn player_rejoined(&mut self, server: &mut RenetServer, slot: u8) {
+        self.stats.rejoined_at[usize::from(slot)] = Some(self.server_tick);
+        let back = ServerMessage::Session(SessionServerMessage::PlayerRejoined {
+            slot,
+            tick: self.server_tick,
+        });
+        let _ = server.broadcast_msg(&back);
     }
 
     fn on_message(&mut self, server: &mut RenetServer, client: ClientId, message: ClientMessage) {
@@ -996,6 +1096,7 @@ mod tests {
             resend_bytes_per_update: 24_000,
             limits: RelayLimits::for_tick_rate(64),
             silence_timeout_ms: DEFAULT_SILENCE_TIMEOUT_MS,
+            reconnect_seed: Some(1),
         });
         relay.slots[0].client = Some(1);
         relay.confirmed = history(1..=newest, 4);

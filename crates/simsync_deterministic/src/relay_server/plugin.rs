@@ -40,6 +40,7 @@ impl DeterministicServerPlugin {
                 resend_bytes_per_update: 24_000,
                 limits: RelayLimits::for_tick_rate(tick_rate_hz),
                 silence_timeout_ms: DEFAULT_SILENCE_TIMEOUT_MS,
+                reconnect_seed: None,
             },
             relay: RelayServer::new::<I>,
         }
@@ -84,9 +85,17 @@ impl DeterministicServerPlugin {
         self
     }
 
-    /// Confirmed sets kept for clients that fell behind, in ticks (default 10 s of ticks).
+    /// Confirmed sets kept for clients that fell behind, in ticks (default 10 s of ticks). A
+    /// player who rejoins catches up from tick 1 only while the history still holds it.
     pub fn input_history_ticks(mut self, ticks: u32) -> Self {
         self.config.input_history_ticks = ticks;
+        self
+    }
+
+    /// Seeds the reconnect tokens with `seed` instead of the entropy of the moment (tests that
+    /// want the same tokens on every run).
+    pub fn reconnect_seed(mut self, seed: u64) -> Self {
+        self.config.reconnect_seed = Some(seed);
         self
     }
 }

@@ -56,6 +56,12 @@ pub(super) fn poll<I: SimInput>(
             NetReport::Rejected(rejected) => {
                 world.write_message(rejected);
             }
+            NetReport::PlayerLeft(left) => {
+                world.write_message(left);
+            }
+            NetReport::PlayerRejoined(back) => {
+                world.write_message(back);
+            }
         }
     }
     polled

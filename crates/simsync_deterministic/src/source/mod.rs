@@ -9,6 +9,7 @@
 mod local;
 mod local_inputs;
 mod local_relay;
+mod presence;
 mod relay_client;
 mod stall;
 
@@ -31,6 +32,7 @@ pub use stall::{STALL_AFTER, SessionStall, StallReason};
 
 pub use local_inputs::{LocalInputs, TickInputSource};
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
+pub use presence::{PlayerLeft, PlayerRejoined};
 pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much

@@ -15,7 +15,12 @@
 //!   default: counted and reported as [`InputSubstituted`], the session goes on;
 //! - states its session's tick rate, player count and input fingerprint in its `Hello`; a relay
 //!   configured otherwise refuses it, reported as [`SessionRejected`];
-//! - reports the relay's checksum judgements as [`DesyncDetected`];
+//! - reports the relay's checksum judgements as [`DesyncDetected`], and players leaving and
+//!   coming back as [`PlayerLeft`] and [`PlayerRejoined`];
+//! - keeps the reconnect token of its `Welcome` ([`RelayClientStats::reconnect_token`]) and, when
+//!   configured with one ([`NetworkSessionConfig::rejoin`]), sends it to take its slot again;
+//!   it samples no input for the ticks the session ran before its `Welcome` (see
+//!   [rejoining](crate::rules#rejoining-a-running-session));
 //! - samples its local input for tick `now + input_delay` and sends its unconfirmed inputs with
 //!   redundancy (at least the last 3).
 
@@ -28,12 +33,13 @@ use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, JoinStatus,
-    LeadControl, Protocols, RejectReason, RttEstimator, ServerMessage, SessionClientMessage,
-    SessionServerMessage, TickAccumulator, estimated_server_tick, input_delay_ticks, millis_u32,
-    target_lead_ticks,
+    LeadControl, Protocols, ReconnectToken, RejectReason, RttEstimator, ServerMessage,
+    SessionClientMessage, SessionServerMessage, TickAccumulator, estimated_server_tick,
+    input_delay_ticks, millis_u32, target_lead_ticks,
 };
 
 use super::local_inputs::LocalInputProvider;
+use super::presence::{PlayerLeft, PlayerRejoined};
 use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
@@ -90,6 +96,10 @@ pub struct RelayClientStats {
     pub needs_snapshot_from: Option<Tick>,
     /// Stalls reported so far.
     pub stalls_reported: u64,
+    /// This client's slot and the token that takes it again after a drop, from the `Welcome`
+    /// (store it to rejoin with [`NetworkSessionConfig::rejoin`]); `None` before the welcome or
+    /// from a relay that gives none.
+    pub reconnect_token: Option<ReconnectToken>,
 }
 
 /// What the relay client reports to the session (written as Messages).
@@ -115,6 +125,10 @@ pub(crate) enum NetReport {
     Substituted(InputSubstituted),
     /// The relay refused this client in the handshake.
     Rejected(SessionRejected),
+    /// A player left.
+    PlayerLeft(PlayerLeft),
+    /// A player came back.
+    PlayerRejoined(PlayerRejoined),
 }
 
 /// The relay judged the checksums reported for `tick` and they disagree: `players` differ from
@@ -166,6 +180,10 @@ pub(crate) struct RelayClient<I: SimInput> {
     snap_cooldown_until: Duration,
     pending: VecDeque<(Tick, Vec<u8>)>,
     last_input_tick: Tick,
+    /// No local input is sampled for this tick or earlier: the server tick of the `Welcome`
+    /// (0 for a client that joined before the start; a rejoining client's session has run
+    /// those ticks without it).
+    input_floor: Tick,
     decode: DecodeStats,
     checksums_seen: u32,
     /// The prediction cap (`max_verifiable + window`) at the end of the last poll (stall
@@ -182,10 +200,14 @@ pub(crate) struct RelayClient<I: SimInput> {
 /// The client's `Hello`: its name and the session config it runs (tick rate, players, the
 /// fingerprint of `I` with the relay's input size cap), which the relay checks against its own.
 fn hello<I: SimInput>(config: &NetworkSessionConfig, session: &SessionConfig) -> Hello {
-    Hello::new(Protocols::SESSION, config.name.clone())
+    let hello = Hello::new(Protocols::SESSION, config.name.clone())
         .with_tick_rate_hz(u16::try_from(session.tick_rate.hz()).unwrap_or(u16::MAX))
         .with_players(session.players)
-        .with_input(input_fingerprint::<I>(config.max_input_bytes))
+        .with_input(input_fingerprint::<I>(config.max_input_bytes));
+    match config.rejoin {
+        Some(rejoin) => hello.with_reconnect_token(rejoin.slot, rejoin.token),
+        None => hello,
+    }
 }
 
 impl<I: SimInput> RelayClient<I> {
@@ -210,6 +232,7 @@ impl<I: SimInput> RelayClient<I> {
             snap_cooldown_until: Duration::ZERO,
             pending: VecDeque::new(),
             last_input_tick: 0,
+            input_floor: 0,
             decode: DecodeStats::default(),
             checksums_seen: 0,
             prediction_cap: 0,
@@ -372,11 +395,16 @@ impl<I: SimInput> RelayClient<I> {
     ) {
         match message {
             ServerMessage::Welcome(welcome) => {
-                let slot = welcome.player_slot;
+                let (slot, server_tick) = (welcome.player_slot, welcome.server_tick);
                 if self.handshake.on_welcome(welcome) {
                     if self.handshake.is_joined() {
                         self.stats.slot = slot;
-                        info!("session client: welcomed as player {slot:?}");
+                        self.stats.reconnect_token = self.handshake.reconnect_token();
+                        self.input_floor = server_tick.max(0);
+                        info!(
+                            "session client: welcomed as player {slot:?} at server tick \
+                             {server_tick}"
+                        );
                     } else {
                         self.on_join_refused();
                     }
@@ -412,8 +440,17 @@ impl<I: SimInput> RelayClient<I> {
             ServerMessage::Session(SessionServerMessage::Desync { tick, players }) => {
                 self.on_desync(DesyncDetected { tick, players });
             }
-            ServerMessage::Session(SessionServerMessage::PlayerLeft { slot }) => {
-                info!("session client: player {slot} left; the server replaces its inputs");
+            ServerMessage::Session(SessionServerMessage::PlayerLeft { slot, tick }) => {
+                info!("session client: player {slot} left at tick {tick}; its inputs are replaced");
+                self.reports
+                    .push(NetReport::PlayerLeft(PlayerLeft { player: slot, tick }));
+            }
+            ServerMessage::Session(SessionServerMessage::PlayerRejoined { slot, tick }) => {
+                info!("session client: player {slot} is back at tick {tick}");
+                self.reports.push(NetReport::PlayerRejoined(PlayerRejoined {
+                    player: slot,
+                    tick,
+                }));
             }
             ServerMessage::Session(SessionServerMessage::Behind { oldest_available }) => {
                 // Stale if the sets it missed arrived meanwhile.
@@ -601,7 +638,8 @@ impl<I: SimInput> RelayClient<I> {
     }
 
     /// Records this client's local input for every tick up to `for_tick` not sampled yet (a
-    /// grown delay fills the gap; a shrunk one samples nothing). Nothing before the welcome.
+    /// grown delay fills the gap; a shrunk one samples nothing). Nothing before the welcome,
+    /// nor for ticks up to the input floor (the session ran them before this client joined).
     fn sample_through(
         &mut self,
         for_tick: Tick,
@@ -614,6 +652,9 @@ impl<I: SimInput> RelayClient<I> {
         while self.last_input_tick < for_tick {
             self.last_input_tick += 1;
             let tick = self.last_input_tick;
+            if tick <= self.input_floor {
+                continue;
+            }
             let input = local.input(slot, tick);
             let bytes = simsync_net::encode(&input).unwrap_or_default();
             if let Err(error) = buffer.set_local(slot, tick, input) {
@@ -638,8 +679,12 @@ impl<I: SimInput> RelayClient<I> {
         while self.pending.len() > 64 {
             self.pending.pop_front();
         }
-        let Some(first_tick) = self.pending.front().map(|(t, _)| *t) else {
-            return;
+        // With no input to send yet (a rejoining client below its input floor), the message
+        // still carries the acknowledgement the relay resends by.
+        let first_tick = match self.pending.front() {
+            Some((tick, _)) => *tick,
+            None if self.stats.started => self.last_input_tick + 1,
+            None => return,
         };
         let inputs: Vec<Vec<u8>> = self.pending.iter().map(|(_, b)| b.clone()).collect();
         let message = ClientMessage::Session(SessionClientMessage::Inputs {
@@ -742,6 +787,38 @@ mod tests {
                 NetReport::Substituted(InputSubstituted { tick: 3, player: 1 })
             ]
         );
+    }
+
+    #[test]
+    fn no_input_is_sampled_up_to_the_server_tick_of_the_welcome() {
+        let mut client =
+            RelayClient::<u32>::new(NetworkSessionConfig::default(), &SessionConfig::default());
+        client.stats.slot = Some(1);
+        client.input_floor = 40;
+        let mut buffer = InputBuffer::<u32>::new(2, 128).expect("buffer");
+        let local = LocalInputProvider::Scripted(crate::source::TickInputSource::new(|_, tick| {
+            tick as u32
+        }));
+        client.sample_through(38, &local, &mut buffer);
+        assert!(client.pending.is_empty());
+        assert_eq!(client.last_input_tick, 38, "the clock still moves on");
+        client.sample_through(43, &local, &mut buffer);
+        let ticks: Vec<Tick> = client.pending.iter().map(|(t, _)| *t).collect();
+        assert_eq!(ticks, vec![41, 42, 43]);
+        assert_eq!(client.pending[0].1, bytes(41));
+    }
+
+    #[test]
+    fn a_hello_carries_the_configured_reconnect_token() {
+        let session = SessionConfig::default();
+        let plain = hello::<u32>(&NetworkSessionConfig::default(), &session);
+        assert_eq!(plain.reconnect, None);
+        let rejoin = hello::<u32>(&NetworkSessionConfig::rejoin(1, 77), &session);
+        assert_eq!(
+            rejoin.reconnect,
+            Some(ReconnectToken { slot: 1, token: 77 })
+        );
+        assert_eq!(rejoin.input, plain.input);
     }
 
     #[test]

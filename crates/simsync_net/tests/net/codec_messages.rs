@@ -7,10 +7,10 @@ use proptest::prelude::*;
 use simsync_net::{
     BodyId, ClientMessage, DecodeStats, Hello, InputFingerprint, InputSet, MAX_MESSAGE_BYTES,
     NetChannel, NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage,
-    PROTOCOL_VERSION, PackedBodyState, PackedRotation, ParticipantId, Protocols, RefusalReason,
-    RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage, Welcome, check_hello,
-    decode, decode_client_message, decode_client_message_counted, decode_server_message, encode,
-    peek_handshake_version,
+    PROTOCOL_VERSION, PackedBodyState, PackedRotation, ParticipantId, Protocols, ReconnectToken,
+    RefusalReason, RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage,
+    Welcome, check_hello, decode, decode_client_message, decode_client_message_counted,
+    decode_server_message, encode, peek_handshake_version,
 };
 
 fn state(body: u64, seq: u32) -> PackedBodyState {
@@ -33,12 +33,16 @@ fn welcome() -> Welcome {
         tick_rate_hz: 64,
         server_tick: 1234,
         players: 4,
+        reconnect_token: Some(u64::MAX - 5),
     }
 }
 
 fn client_samples() -> Vec<ClientMessage> {
     vec![
         ClientMessage::Hello(Hello::new(Protocols::SESSION, "player one")),
+        ClientMessage::Hello(
+            Hello::new(Protocols::SESSION, "back again").with_reconnect_token(3, 0xDEAD_BEEF),
+        ),
         ClientMessage::Ping { t: u32::MAX },
         ClientMessage::Pong { t: 7 },
         ClientMessage::Goodbye,
@@ -105,7 +109,14 @@ fn server_samples() -> Vec<ServerMessage> {
             tick: 60,
             players: vec![0, 2],
         }),
-        ServerMessage::Session(SessionServerMessage::PlayerLeft { slot: 2 }),
+        ServerMessage::Session(SessionServerMessage::PlayerLeft { slot: 2, tick: 640 }),
+        ServerMessage::Session(SessionServerMessage::PlayerRejoined { slot: 2, tick: 900 }),
+        ServerMessage::Rejected {
+            reason: RejectReason::BadReconnectToken { slot: 2 },
+        },
+        ServerMessage::Rejected {
+            reason: RejectReason::SlotStillConnected { slot: 1 },
+        },
         ServerMessage::Ownership(OwnershipServerMessage::Grant {
             body: BodyId(8),
             priority: 3,
@@ -153,9 +164,13 @@ fn session_config_in_the_handshake_round_trips() {
     let message = ClientMessage::Hello(hello);
     let bytes = encode(&message).unwrap();
     assert_eq!(decode_client_message(&bytes).unwrap(), message);
-    // Unset: three `None` tags, one byte each.
+    // Unset: four `None` tags (tick rate, players, input, reconnect token), one byte each.
     let plain = encode(&ClientMessage::Hello(Hello::new(Protocols::SESSION, ""))).unwrap();
-    assert_eq!(plain.len(), 1 + 1 + 1 + 1 + 3);
+    assert_eq!(plain.len(), 1 + 1 + 1 + 1 + 4);
+    let rejoin = Hello::new(Protocols::SESSION, "").with_reconnect_token(2, u64::MAX);
+    let rejoin = encode(&ClientMessage::Hello(rejoin)).unwrap();
+    // The token: a `Some` tag, the slot and a varint u64 (a marker byte and 8 bytes).
+    assert_eq!(rejoin.len(), plain.len() + 1 + 9);
     assert_eq!(peek_handshake_version(&bytes), Some(PROTOCOL_VERSION));
     let reasons = [
         RejectReason::TickRateMismatch {
@@ -191,7 +206,7 @@ fn each_message_goes_on_the_channel_of_its_kind() {
     assert_eq!(
         client,
         [
-            Control, Inputs, Inputs, Control, Inputs, Control, Control, Control, State
+            Control, Control, Inputs, Inputs, Control, Inputs, Control, Control, Control, State
         ]
     );
     let server: Vec<NetChannel> = server_samples()
@@ -202,7 +217,7 @@ fn each_message_goes_on_the_channel_of_its_kind() {
         server,
         [
             Control, Control, Control, Inputs, Inputs, Control, Inputs, Inputs, Control, Control,
-            Control, Control, Control, Control, State
+            Control, Control, Control, Control, Control, Control, Control, State
         ]
     );
 }
@@ -406,9 +421,10 @@ fn any_client_message() -> impl Strategy<Value = ClientMessage> {
             proptest::option::of(any::<u16>()),
             proptest::option::of(any::<u8>()),
             proptest::option::of((".{0,20}", any::<u32>())),
+            proptest::option::of((any::<u8>(), any::<u64>())),
         )
             .prop_map(
-                |(protocol_version, p, name, tick_rate_hz, players, input)| {
+                |(protocol_version, p, name, tick_rate_hz, players, input, reconnect)| {
                     ClientMessage::Hello(Hello {
                         protocol_version,
                         protocols: Protocols(p),
@@ -416,6 +432,7 @@ fn any_client_message() -> impl Strategy<Value = ClientMessage> {
                         tick_rate_hz,
                         players,
                         input: input.map(|(name, bound)| InputFingerprint::new(name, bound)),
+                        reconnect: reconnect.map(|(slot, token)| ReconnectToken { slot, token }),
                     })
                 }
             ),
@@ -464,6 +481,7 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
                     tick_rate_hz: 64,
                     server_tick,
                     players,
+                    reconnect_token: None,
                 })
             }),
         (any::<u32>(), any::<u32>())

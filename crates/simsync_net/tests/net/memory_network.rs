@@ -74,6 +74,7 @@ fn server_system(
                     tick_rate_hz: HZ as u16,
                     server_tick: frame.0 as i32,
                     players: 0,
+                    reconnect_token: None,
                 };
                 server
                     .send_msg(received.client_id, &ServerMessage::Welcome(welcome))

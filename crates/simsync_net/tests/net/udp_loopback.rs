@@ -52,6 +52,7 @@ fn server_system(mut server: ResMut<RenetServer>, mut log: ResMut<ServerLog>) {
                     tick_rate_hz: 64,
                     server_tick: 0,
                     players: 0,
+                    reconnect_token: None,
                 };
                 server
                     .send_msg(id, &ServerMessage::Welcome(welcome))

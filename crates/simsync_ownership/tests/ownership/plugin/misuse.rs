@@ -313,6 +313,7 @@ fn a_participant_survives_a_misbehaving_server() {
         tick_rate_hz: 64,
         server_tick: 0,
         players: 0,
+        reconnect_token: None,
     });
     let relay = |body: u64, seq: u32, x: f32| {
         ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
