@@ -8,8 +8,10 @@
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
 //! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
 //!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App.
-//! - The input path: [`LocalInputs`] / [`TickInputSource`] → [`LocalRelay`] or the relay server
-//!   ([`NetworkSessionConfig`]) → [`InputBuffer`] → [`PlayerInputs`]; [`InputEncoder`] for leafwing.
+//! - The input path: [`LocalInputs`] (latched every frame by [`InputLatch`]) /
+//!   [`TickInputSource`] → [`LocalRelay`] or the relay server ([`NetworkSessionConfig`]) →
+//!   [`InputBuffer`] → [`PlayerInputs`]; [`LeafwingInputPlugin`] and [`InputEncoder`] for
+//!   leafwing; [`LocalPlayers`]: which players this app controls.
 //! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
 //!   [`DeterministicServerPlugin`].
 //! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`], [`RollbackStrategy`]; checksums:
@@ -23,6 +25,7 @@ mod config;
 mod context;
 mod error;
 mod input;
+mod leafwing_input;
 mod plugin;
 mod relay_server;
 mod restart;
@@ -45,9 +48,11 @@ pub use context::{
 };
 pub use error::SessionError;
 pub use input::{
-    ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
-    PackedInput, PlayerInputs, SimInput,
+    ConfirmOutcome, FrameMergeFn, InputBuffer, InputEncoder, InputError, InputLatch, InputStatus,
+    MAX_CAPACITY_TICKS, PackedInput, PlayerInputs, SimInput, default_frame_merge,
+    merge_latest_non_default,
 };
+pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
 pub use plugin::{DeterministicPlugin, SessionSetupError};
 pub use relay_server::plugin::DeterministicServerPlugin;
 pub use relay_server::{
@@ -71,9 +76,9 @@ pub use snapshot::{
     spawn_simulated_now,
 };
 pub use source::{
-    DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats,
-    RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected, SessionStall, StallReason,
-    TickInputSource,
+    DesyncDetected, FrameMerge, InputSubstituted, LocalInputs, LocalPlayers, LocalRelay,
+    LocalRelayConfig, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER,
+    SessionRejected, SessionStall, StallReason, TickInputSource,
 };
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;
@@ -82,10 +87,11 @@ pub use worlds::SimulationWorlds;
 pub mod prelude {
     pub use crate::{
         AfterPrediction, BeforePrediction, BeforeVerification, DeterministicPlugin,
-        DeterministicSession, DeterministicSet, InputEncoder, InputStatus, LocalInputs,
-        LocalSessionConfig, PackedInput, PlayerIndex, PlayerInputs, PredictionMismatch,
-        RollbackAppExt, SessionClock, SessionConfig, SessionMode, SessionSetupError, SessionStats,
-        SimCommands, SimEntity, SimHash, SimInput, SimTick, SimulationSet, SimulationStartup,
-        SimulationTick, SimulationWorlds, SimulatorContext, Tick, TickInputSource,
+        DeterministicSession, DeterministicSet, InputEncoder, InputStatus, LeafwingInputPlugin,
+        LocalInputs, LocalPlayer, LocalPlayers, LocalSessionConfig, PackedInput, PlayerIndex,
+        PlayerInputs, PredictionMismatch, RollbackAppExt, SessionClock, SessionConfig, SessionMode,
+        SessionSetupError, SessionStats, SimCommands, SimEntity, SimHash, SimInput, SimTick,
+        SimulationSet, SimulationStartup, SimulationTick, SimulationWorlds, SimulatorContext, Tick,
+        TickInputSource,
     };
 }
