@@ -82,7 +82,10 @@ fn a_mispredicted_input_that_ends_a_stall_leaves_the_predicted_world_at_the_loca
     let mut app = stalling_app(8, 0);
     let (stall_ending_rollbacks, stats) = run_checking_presented_tick(&mut app, 200);
     assert!(stats.stalls >= 90, "{stats:?}");
-    assert!(stall_ending_rollbacks >= 5, "{stall_ending_rollbacks}: {stats:?}");
+    assert!(
+        stall_ending_rollbacks >= 5,
+        "{stall_ending_rollbacks}: {stats:?}"
+    );
     assert!(stats.verified_tick >= 90, "{stats:?}");
 }
 
@@ -91,6 +94,9 @@ fn with_jitter_every_stall_ends_with_the_predicted_world_at_the_local_tick() {
     let mut app = stalling_app(5, 4);
     let (stall_ending_rollbacks, stats) = run_checking_presented_tick(&mut app, 400);
     assert!(stats.stalls >= 10, "{stats:?}");
-    assert!(stall_ending_rollbacks >= 5, "{stall_ending_rollbacks}: {stats:?}");
+    assert!(
+        stall_ending_rollbacks >= 5,
+        "{stall_ending_rollbacks}: {stats:?}"
+    );
     assert!(stats.mispredicted_inputs > 50, "{stats:?}");
 }

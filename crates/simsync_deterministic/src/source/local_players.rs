@@ -9,8 +9,8 @@ use crate::tick::PlayerIndex;
 /// [`LocalInputs`](crate::LocalInputs).
 ///
 /// - Local session: every player of the session (`0..players`): all of them are fed by this
-///   app's [`LocalInputs`]. (`LocalSessionConfig::known_players` is another matter: which
-///   players the prediction may read before confirmation.)
+///   app's [`LocalInputs`](crate::LocalInputs). (`LocalSessionConfig::known_players` is another
+///   matter: which players the prediction may read before confirmation.)
 /// - Networked session: empty until the relay server's `Welcome`, then the one slot it
 ///   assigned. This is the way to learn the slot; `SessionStats::network`'s `slot` says the
 ///   same, one update later and wrapped in two `Option`s.
