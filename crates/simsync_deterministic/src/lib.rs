@@ -48,10 +48,10 @@ pub use context::{
 };
 pub use error::SessionError;
 pub use input::{
-    ConfirmOutcome, FrameMergeFn, InputBuffer, InputEncoder, InputError, InputLatch, InputStatus,
-    MAX_CAPACITY_TICKS, PackedInput, PlayerInputs, SimInput, default_frame_merge,
-    merge_latest_non_default,
+    ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
+    PackedInput, PlayerInputs, SimInput,
 };
+pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
 pub use plugin::{DeterministicPlugin, SessionSetupError};
 pub use relay_server::plugin::DeterministicServerPlugin;
@@ -76,10 +76,11 @@ pub use snapshot::{
     spawn_simulated_now,
 };
 pub use source::{
-    DesyncDetected, FrameMerge, InputSubstituted, LocalInputs, LocalPlayers, LocalRelay,
-    LocalRelayConfig, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER,
-    SessionRejected, SessionStall, StallReason, TickInputSource,
+    DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, RelayClientStats,
+    RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected, SessionStall, StallReason,
+    TickInputSource,
 };
+pub use source::{FrameMerge, LocalPlayers};
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;
 
@@ -87,11 +88,11 @@ pub use worlds::SimulationWorlds;
 pub mod prelude {
     pub use crate::{
         AfterPrediction, BeforePrediction, BeforeVerification, DeterministicPlugin,
-        DeterministicSession, DeterministicSet, InputEncoder, InputStatus, LeafwingInputPlugin,
-        LocalInputs, LocalPlayer, LocalPlayers, LocalSessionConfig, PackedInput, PlayerIndex,
-        PlayerInputs, PredictionMismatch, RollbackAppExt, SessionClock, SessionConfig, SessionMode,
-        SessionSetupError, SessionStats, SimCommands, SimEntity, SimHash, SimInput, SimTick,
-        SimulationSet, SimulationStartup, SimulationTick, SimulationWorlds, SimulatorContext, Tick,
-        TickInputSource,
+        DeterministicSession, DeterministicSet, InputEncoder, InputStatus, LocalInputs,
+        LocalSessionConfig, PackedInput, PlayerIndex, PlayerInputs, PredictionMismatch,
+        RollbackAppExt, SessionClock, SessionConfig, SessionMode, SessionSetupError, SessionStats,
+        SimCommands, SimEntity, SimHash, SimInput, SimTick, SimulationSet, SimulationStartup,
+        SimulationTick, SimulationWorlds, SimulatorContext, Tick, TickInputSource,
     };
+    pub use crate::{LeafwingInputPlugin, LocalPlayer, LocalPlayers};
 }
