@@ -3,6 +3,8 @@
 mod change_detection;
 mod determinism;
 mod entity_lifecycle;
+mod input_edges;
+mod presented_tick;
 mod resource_lifecycle;
 mod rollback_exactness;
 pub(crate) mod sim_events;

@@ -9,6 +9,7 @@ mod harness;
 mod hostile_peers;
 mod inputs;
 mod lifecycle;
+mod local_players;
 mod long_links;
 mod rejoin;
 mod robustness;

@@ -166,7 +166,9 @@ pub struct UpdateParams {
     pub rollback_window: i32,
     /// The most verified ticks one update simulates by default (must be ≥ 0).
     pub max_verified_ticks_per_update: i32,
-    /// Whether the session is stalling (see [`would_stall`]); no ticks are predicted while it is.
+    /// Whether the session is stalling (see [`would_stall`]), decided after this update's
+    /// confirmations were delivered. Informational: a stalling session's local tick stands still,
+    /// so there is nothing new to predict, but a rollback still re-predicts up to it.
     pub is_stalling: bool,
 }
 
@@ -199,8 +201,8 @@ fn stage_position(stage: SimulatorStage) -> u8 {
 /// `max_verifiable_tick + rollback_window`.
 ///
 /// Ours (Quantum leaves `IsStalling` undocumented; see [stalling](crate::rules#stalling)): predicting that far would need state the
-/// rollback window cannot hold, so the session polls no new local input and predicts no ticks until
-/// verification catches up. Saturating: never overflows.
+/// rollback window cannot hold, so the session polls no new local input (its local tick, and so the
+/// predicted world, stands still) until verification catches up. Saturating: never overflows.
 pub fn would_stall(next_poll_tick: Tick, max_verifiable_tick: Tick, rollback_window: i32) -> bool {
     next_poll_tick > max_verifiable_tick.saturating_add(rollback_window)
 }
@@ -341,8 +343,10 @@ impl SimulatorContext {
     /// The number of predicted ticks this update simulates, from `predicted_from_tick` towards
     /// `max_predictable_tick`, capped at `target_verification_tick + rollback_window` (Quantum's `TicksToPredict`):
     ///
-    /// `0` if stalling or `skip_prediction`, otherwise
+    /// `0` if `skip_prediction`, otherwise
     /// `max(min(max_predictable_tick, target_verification_tick + rollback_window) - predicted_from_tick, 0)`.
+    /// Stalling does not enter ([stalling](crate::rules#stalling)): a rollback in a stalling update
+    /// re-predicts up to the local tick, so the predicted world never moves back in time.
     ///
     /// Up to and including BeforePrediction this is a projection that follows writes to the skip flags and
     /// `ticks_to_verify`; it is fixed when [`enter_prediction`](Self::enter_prediction) runs.
@@ -384,8 +388,9 @@ impl SimulatorContext {
         self.skip_prediction_rollback_if_possible
     }
 
-    /// Whether the session is stalling in this update (computed by the driver, see [`would_stall`]); no
-    /// ticks are predicted while it is.
+    /// Whether the session is stalling in this update (computed by the driver after this update's
+    /// confirmations, see [`would_stall`]): its local tick does not advance, so no new tick is
+    /// predicted; a rollback still re-predicts up to the local tick.
     pub fn is_stalling(&self) -> bool {
         self.is_stalling
     }
@@ -835,7 +840,7 @@ impl SimulatorContext {
         let skipped = self.skip_prediction || self.skip_prediction_rollback_if_possible;
         self.will_rollback_prediction =
             self.is_rollback_required() || (newer_verified_state && !skipped);
-        self.ticks_to_predict = if self.is_stalling || self.skip_prediction {
+        self.ticks_to_predict = if self.skip_prediction {
             0
         } else {
             let end = self.max_predictable_tick.min(
@@ -1406,11 +1411,30 @@ mod tests {
     }
 
     #[test]
-    fn stalling_predicts_no_ticks() {
+    fn stalling_predicts_nothing_new() {
+        // The local tick stands where the last update's prediction ended: nothing to predict.
+        let mut p = params(5, 10, 5, 10);
+        p.is_stalling = true;
+        let mut ctx = begun(5, p);
+        verify_all(&mut ctx);
+        let plan = ctx.enter_prediction().unwrap();
+        assert_eq!(
+            plan,
+            PredictionPlan {
+                will_rollback_prediction: false,
+                predicted_from_tick: 10,
+                ticks_to_predict: 0,
+            }
+        );
+    }
+
+    #[test]
+    fn a_rollback_while_stalling_re_predicts_up_to_the_local_tick() {
+        // Issue 10 item 6: a stalling update that verifies and rolls back must not leave the
+        // predicted world at the verified tick (it was at 70, the local tick).
         let mut p = params(0, 70, 5, 70);
         p.is_stalling = true;
         let mut ctx = begun(0, p);
-        assert_eq!(ctx.ticks_to_predict(), 0);
         verify_all(&mut ctx);
         let plan = ctx.enter_prediction().unwrap();
         assert_eq!(
@@ -1418,22 +1442,18 @@ mod tests {
             PredictionPlan {
                 will_rollback_prediction: true,
                 predicted_from_tick: 5,
-                ticks_to_predict: 0,
+                ticks_to_predict: 60,
             }
         );
         finish_prediction(&mut ctx);
-        assert_eq!(final_predicted_tick(&ctx), 5);
-    }
-
-    #[test]
-    fn stalling_without_stall_flag_would_predict() {
-        // The same update as `stalling_predicts_no_ticks`, not stalling: the window caps at 65.
-        let mut ctx = begun(0, params(0, 70, 5, 70));
-        assert_eq!(ctx.ticks_to_predict(), 60);
+        assert_eq!(final_predicted_tick(&ctx), 65, "capped by the window only");
+        let mut p = params(0, 64, 5, 64);
+        p.is_stalling = true;
+        let mut ctx = begun(0, p);
         verify_all(&mut ctx);
         ctx.enter_prediction().unwrap();
         finish_prediction(&mut ctx);
-        assert_eq!(final_predicted_tick(&ctx), 65);
+        assert_eq!(final_predicted_tick(&ctx), 64, "back at the local tick");
     }
 
     #[test]
@@ -1972,7 +1992,7 @@ mod tests {
             let from = if expected_rollback { target } else { predicted };
             prop_assert_eq!(plan.predicted_from_tick, from);
             // TicksToPredict rule.
-            let expected_ticks = if stalling || skip {
+            let expected_ticks = if skip {
                 0
             } else {
                 (p.max_predictable_tick.min(target + window) - from).max(0)

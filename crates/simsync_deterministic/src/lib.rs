@@ -8,8 +8,10 @@
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
 //! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
 //!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App.
-//! - The input path: [`LocalInputs`] / [`TickInputSource`] → [`LocalRelay`] or the relay server
-//!   ([`NetworkSessionConfig`]) → [`InputBuffer`] → [`PlayerInputs`]; [`InputEncoder`] for leafwing.
+//! - The input path: [`LocalInputs`] (latched every frame by [`InputLatch`]) /
+//!   [`TickInputSource`] → [`LocalRelay`] or the relay server ([`NetworkSessionConfig`]) →
+//!   [`InputBuffer`] → [`PlayerInputs`]; [`LeafwingInputPlugin`] and [`InputEncoder`] for
+//!   leafwing; [`LocalPlayers`]: which players this app controls.
 //! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
 //!   [`DeterministicServerPlugin`].
 //! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`], [`RollbackStrategy`]; checksums:
@@ -27,6 +29,7 @@ mod context;
 mod error;
 pub mod events;
 mod input;
+mod leafwing_input;
 mod plugin;
 mod relay_server;
 mod restart;
@@ -56,6 +59,8 @@ pub use input::{
     ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
     PackedInput, PlayerInputs, SimInput,
 };
+pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
+pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
 pub use plugin::{DeterministicPlugin, SessionSetupError};
 pub use relay_server::plugin::DeterministicServerPlugin;
 pub use relay_server::{
@@ -83,6 +88,7 @@ pub use source::{
     PlayerRejoined, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected,
     SessionStall, StallReason, TickInputSource,
 };
+pub use source::{FrameMerge, LocalPlayers};
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;
 
@@ -99,4 +105,5 @@ pub mod prelude {
     pub use crate::{
         ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventReceived, SimEventStatus, SimEvents,
     };
+    pub use crate::{LeafwingInputPlugin, LocalPlayer, LocalPlayers};
 }

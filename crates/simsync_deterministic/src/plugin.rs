@@ -14,7 +14,7 @@ use crate::config::{
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
 use crate::events::{SimEventStats, UnregisteredSimEvent};
-use crate::input::SimInput;
+use crate::input::{FrameMergeFn, SimInput};
 use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
@@ -23,10 +23,10 @@ use crate::session::{
     session_update, update_lifecycle,
 };
 use crate::snapshot::WorldRole;
-use crate::source::LocalInputs;
 use crate::source::{
     DesyncDetected, InputSubstituted, PlayerLeft, PlayerRejoined, SessionRejected,
 };
+use crate::source::{FrameMerge, LocalInputs, LocalPlayers};
 use crate::tick::PlayerIndex;
 use crate::worlds::{GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub_app};
 
@@ -66,6 +66,7 @@ pub struct DeterministicPlugin<I: SimInput> {
     game: GameBuilder,
     config: SessionConfig,
     schedule: InternedScheduleLabel,
+    frame_merge: Option<FrameMergeFn<I>>,
     _input: PhantomData<fn() -> I>,
 }
 
@@ -87,6 +88,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             game: Arc::new(build),
             config: SessionConfig::default(),
             schedule: PreUpdate.intern(),
+            frame_merge: None,
             _input: PhantomData,
         }
     }
@@ -185,6 +187,15 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// How the local input frames sampled between two ticks combine into one tick's input
+    /// ([local input is latched](crate::rules#local-input-is-latched)); default
+    /// [`default_frame_merge`](crate::default_frame_merge). Inserted as the [`FrameMerge`]
+    /// resource.
+    pub fn frame_merge(mut self, merge: FrameMergeFn<I>) -> Self {
+        self.frame_merge = Some(merge);
+        self
+    }
+
     /// The main-app schedule the session update runs in (default `PreUpdate`).
     pub fn in_schedule(mut self, schedule: impl ScheduleLabel) -> Self {
         self.schedule = schedule.intern();
@@ -234,6 +245,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .init_resource::<SimulatorContext>()
             .init_resource::<SessionStats>()
             .insert_resource(LocalInputs::<I>::new(self.config.players))
+            .insert_resource(initial_local_players(&self.config))
+            .register_type::<LocalPlayers>()
             .add_message::<ChecksumRecorded>()
             .add_message::<UnregisteredComponent>()
             .add_message::<PredictionMismatch>()
@@ -261,8 +274,25 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .configure_sets(
                 self.schedule,
                 DeterministicSet::SessionUpdate.after(simsync_net::bevy_renet::RenetReceive),
+            )
+            .configure_sets(
+                self.schedule,
+                DeterministicSet::ReadLocalInput.before(DeterministicSet::SessionUpdate),
             );
+        match self.frame_merge {
+            Some(merge) => app.insert_resource(FrameMerge(merge)),
+            None => app.init_resource::<FrameMerge<I>>(),
+        };
         Ok(())
+    }
+}
+
+/// The [`LocalPlayers`] before the first session update: every player in a local session, none
+/// in a networked one (until welcomed).
+fn initial_local_players(config: &SessionConfig) -> LocalPlayers {
+    match config.network {
+        Some(_) => LocalPlayers::default(),
+        None => LocalPlayers::new(0..config.players),
     }
 }
 

@@ -45,9 +45,15 @@ pub struct BeforePrediction;
 #[derive(ScheduleLabel, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AfterPrediction;
 
-/// System sets of the main app.
+/// System sets of the main app, in the session's schedule (`PreUpdate` by default), in this
+/// order.
 #[derive(SystemSet, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum DeterministicSet {
+    /// Writes this frame's inputs of the [`LocalPlayers`](crate::LocalPlayers) into
+    /// [`LocalInputs`](crate::LocalInputs) (the [`LeafwingInputPlugin`](crate::LeafwingInputPlugin)
+    /// runs here, after leafwing-input-manager updated the `ActionState`s). Runs every frame,
+    /// before [`SessionUpdate`](Self::SessionUpdate); put your own input writers here.
+    ReadLocalInput,
     /// The one exclusive system that runs a whole session update (poll, verify, rollback,
     /// predict). Order your input-writing systems before it.
     SessionUpdate,

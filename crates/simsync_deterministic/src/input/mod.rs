@@ -11,12 +11,15 @@
 //! * [`PackedInput`] and [`InputEncoder`] turn a leafwing-input-manager `ActionState<A>` into a compact,
 //!   deterministic input (buttons as bits, axes quantized to `i8`).
 //! * [`PlayerInputs`] is the input set of the tick being simulated, as simulation systems read it.
+//! * [`InputLatch`] latches local input sampled every frame into the next polled tick, so no
+//!   press is lost between ticks.
 //!
 //! Ticks are [`Tick`] (`i32`) frame numbers. Tick `0` is the setup tick, where every input is
 //! `Default`; the first tick that carries inputs is tick `1`. No function of this module panics on bad
 //! input: invalid player indices, ticks, bits or slots are reported as [`InputError`]s.
 
 mod buffer;
+mod latch;
 mod leafwing;
 mod player_inputs;
 
@@ -28,6 +31,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use buffer::{ConfirmOutcome, InputBuffer, MAX_CAPACITY_TICKS};
+pub use latch::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
 pub use leafwing::{InputEncoder, PackedInput};
 pub use player_inputs::PlayerInputs;
 

@@ -17,7 +17,7 @@ use crate::context::{ContextError, SimulatorContext, UpdateParams};
 use crate::input::{InputStatus, SimInput};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot;
-use crate::source::{NetReport, Polled};
+use crate::source::{LocalPlayers, NetReport, Polled};
 use crate::tick::Tick;
 use crate::worlds::{SimulationWorlds, run_tick};
 
@@ -30,6 +30,9 @@ pub(super) fn poll<I: SimInput>(
     session: &mut DeterministicSession<I>,
 ) -> Polled {
     let polled = session.source.poll(world, &mut session.buffer);
+    if let Some(local_players) = world.get_resource_mut::<LocalPlayers>() {
+        session.source.sync_local_players(local_players);
+    }
     for report in session.source.take_reports() {
         match report {
             NetReport::Stalled(stall) => {

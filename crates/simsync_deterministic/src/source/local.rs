@@ -48,30 +48,38 @@ impl<I: SimInput> LocalSource<I> {
         })
     }
 
+    /// The session's players (all local in a single-process session).
+    pub(crate) fn players(&self) -> PlayerIndex {
+        self.players
+    }
+
     /// Polls `polls` ticks of local input for `local_tick + 1 ..` (each for `tick + input_delay`)
-    /// into the relay and delivers what arrived into `buffer`. A tick that would stall is not
-    /// polled (the relay's clock still advances). Returns whether the session is stalling.
+    /// into the relay and delivers what arrived into `buffer`. Each polled tick first delivers
+    /// the confirmations due at it, then decides whether it stalls
+    /// ([stalling](crate::rules#stalling)): a tick that would stall is not polled (the relay's
+    /// clock still advances). Returns whether the update ends stalled (its last poll was
+    /// refused), so a confirmation that ends a stall ends it in the update it arrives in.
     pub(crate) fn poll(
         &mut self,
         polls: u32,
         local_tick: &mut Tick,
-        local: &LocalInputProvider<I>,
+        local: &mut LocalInputProvider<'_, I>,
         buffer: &mut InputBuffer<I>,
     ) -> bool {
         let mut stalling = false;
         for _ in 0..polls {
             self.relay_now += 1;
+            self.relay.deliver(self.relay_now, buffer);
             let next = *local_tick + 1;
-            if self
+            stalling = self
                 .stall_window
-                .is_some_and(|window| would_stall(next, buffer.max_verifiable_tick(), window))
-            {
-                stalling = true;
-                self.relay.deliver(self.relay_now, buffer);
+                .is_some_and(|window| would_stall(next, buffer.max_verifiable_tick(), window));
+            if stalling {
                 continue;
             }
             *local_tick = next;
             self.submit_all(next + self.input_delay, local, buffer);
+            // Inputs with no latency arrive at once.
             self.relay.deliver(self.relay_now, buffer);
         }
         if polls == 0 {
@@ -85,7 +93,7 @@ impl<I: SimInput> LocalSource<I> {
     fn submit_all(
         &mut self,
         for_tick: Tick,
-        local: &LocalInputProvider<I>,
+        local: &mut LocalInputProvider<'_, I>,
         buffer: &mut InputBuffer<I>,
     ) {
         for p in 0..self.players {

@@ -8,6 +8,7 @@
 
 mod local;
 mod local_inputs;
+mod local_players;
 mod local_relay;
 mod presence;
 mod relay_client;
@@ -22,7 +23,7 @@ use simsync_net::{NetClock, TickAccumulator};
 use crate::checksum::TickChecksum;
 use crate::config::{SessionClock, SessionConfig};
 use crate::error::SessionError;
-use crate::input::{InputBuffer, SimInput};
+use crate::input::{InputBuffer, InputLatch, SimInput, default_frame_merge};
 use crate::tick::Tick;
 use local::LocalSource;
 use relay_client::RelayClient;
@@ -30,7 +31,8 @@ use relay_client::RelayClient;
 pub(crate) use relay_client::NetReport;
 pub use stall::{STALL_AFTER, SessionStall, StallReason};
 
-pub use local_inputs::{LocalInputs, TickInputSource};
+pub use local_inputs::{FrameMerge, LocalInputs, TickInputSource};
+pub use local_players::LocalPlayers;
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
 pub use presence::{PlayerLeft, PlayerRejoined};
 pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
@@ -67,6 +69,8 @@ pub(crate) struct InputSource<I: SimInput> {
     accumulator: TickAccumulator,
     /// The last tick local input has been polled for.
     local_tick: Tick,
+    /// This peer's local input, sampled every update and latched into the next polled tick.
+    latch: InputLatch<I>,
     relay: Relay<I>,
 }
 
@@ -88,6 +92,7 @@ impl<I: SimInput> InputSource<I> {
                 .with_max_ticks_per_advance(MAX_REAL_TIME_POLLS)
                 .with_max_leftover_ticks(f64::from(MAX_REAL_TIME_POLLS)),
             local_tick: 0,
+            latch: InputLatch::new(config.players, default_frame_merge::<I>),
             relay,
         })
     }
@@ -95,6 +100,26 @@ impl<I: SimInput> InputSource<I> {
     /// The last tick local input has been polled for.
     pub(crate) fn local_tick(&self) -> Tick {
         self.local_tick
+    }
+
+    /// Brings `local` up to date: every player in a local session, the welcomed slot (or none
+    /// yet) in a networked one ([local players](crate::rules#local-players)). Writes only on a
+    /// change, so `Changed<LocalPlayers>`-style checks see real changes.
+    pub(crate) fn sync_local_players(&self, mut local: Mut<'_, LocalPlayers>) {
+        match &self.relay {
+            Relay::Local(source) => {
+                let players = source.players();
+                if !local.is(0..players) {
+                    *local = LocalPlayers::new(0..players);
+                }
+            }
+            Relay::Remote(client) => {
+                let slot = client.stats().slot;
+                if !local.is(slot) {
+                    *local = LocalPlayers::new(slot);
+                }
+            }
+        }
     }
 
     /// The relay client's measurements (`None` in a local session).
@@ -105,13 +130,14 @@ impl<I: SimInput> InputSource<I> {
         }
     }
 
-    /// One poll per session update: reads the clocks, the local inputs and the renet client
+    /// One poll per session update: reads the clocks, the local inputs (sampled into the latch,
+    /// [local input is latched](crate::rules#local-input-is-latched)) and the renet client
     /// from `world`, polls the relay and delivers confirmed inputs into `buffer`.
     pub(crate) fn poll(&mut self, world: &mut World, buffer: &mut InputBuffer<I>) -> Polled {
         let polls = self.ticks_to_poll(world.get_resource::<Time<Real>>());
-        let local = local_inputs::LocalInputProvider::<I>::from_world(world);
+        let mut local = local_inputs::LocalInputProvider::<I>::from_world(world, &mut self.latch);
         let stalling = match &mut self.relay {
-            Relay::Local(source) => source.poll(polls, &mut self.local_tick, &local, buffer),
+            Relay::Local(source) => source.poll(polls, &mut self.local_tick, &mut local, buffer),
             Relay::Remote(client) => {
                 let dt = net_delta(world);
                 let mut renet = world.get_resource_mut::<RenetClient>();
@@ -119,7 +145,7 @@ impl<I: SimInput> InputSource<I> {
                     polls,
                     dt,
                     renet.as_deref_mut(),
-                    &local,
+                    &mut local,
                     &mut self.local_tick,
                     buffer,
                 )

@@ -52,7 +52,9 @@ const MAX_CLIENT_POLLS: u32 = 64;
 /// What the relay client measured (part of [`SessionStats`](crate::SessionStats)).
 #[derive(Debug, Clone, Default, PartialEq, Reflect)]
 pub struct RelayClientStats {
-    /// This client's player slot, once welcomed.
+    /// This client's player slot, once welcomed. The game should read
+    /// [`LocalPlayers`](crate::LocalPlayers) instead: the same slot, kept up to date in the same
+    /// update and the same resource in local and networked sessions.
     pub slot: Option<PlayerIndex>,
     /// Round-trip time in ms (EWMA; 0 before the first sample).
     pub rtt_ms: f64,
@@ -312,7 +314,7 @@ impl<I: SimInput> RelayClient<I> {
         polls: u32,
         dt: Duration,
         mut renet: Option<&mut RenetClient>,
-        local: &LocalInputProvider<I>,
+        local: &mut LocalInputProvider<'_, I>,
         local_tick: &mut Tick,
         buffer: &mut InputBuffer<I>,
     ) -> bool {
@@ -643,7 +645,7 @@ impl<I: SimInput> RelayClient<I> {
     fn sample_through(
         &mut self,
         for_tick: Tick,
-        local: &LocalInputProvider<I>,
+        local: &mut LocalInputProvider<'_, I>,
         buffer: &mut InputBuffer<I>,
     ) {
         let Some(slot) = self.stats.slot else {
