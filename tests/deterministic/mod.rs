@@ -3,5 +3,7 @@
 mod change_detection;
 mod determinism;
 mod entity_lifecycle;
+mod hierarchy;
 mod resource_lifecycle;
 mod rollback_exactness;
+mod silent_divergence;
