@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use bevy::ecs::entity::EntityHashSet;
 use bevy::prelude::*;
 use simsync::deterministic::{
-    Parked, RelationshipRefusal, RollbackSetupFailed, SessionError, TryRollbackAppExt,
-    despawn_simulated_now, spawn_simulated_now,
+    NotSimulated, Parked, RelationshipRefusal, RollbackSetupFailed, SessionError,
+    TryRollbackAppExt, despawn_simulated_now, spawn_simulated_now,
 };
 use simsync::prelude::*;
 
@@ -279,6 +279,52 @@ fn a_reordered_children_list_is_restored_in_the_verified_order() {
     assert_eq!(
         worlds.predicted().get::<Children>(a).map(|c| c.to_vec()),
         Some(order)
+    );
+    assert_eq!(worlds.predicted_checksum(), worlds.verified_checksum());
+}
+
+#[test]
+fn a_child_that_is_not_simulation_state_is_left_out_of_checksums_and_restores() {
+    let mut app = common::app_with_game(HierarchyGame, 2, 8, |p| p);
+    common::run_until_verified(&mut app, 40);
+    let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
+    let worlds = &mut *worlds;
+    worlds.rollback_predicted();
+    let a = worlds.verified().resource::<Parents>().a;
+    let order = worlds
+        .verified()
+        .get::<Children>(a)
+        .expect("children")
+        .to_vec();
+    let helper = worlds
+        .predicted_mut()
+        .spawn((NotSimulated, ChildOf(a)))
+        .id();
+    assert_eq!(worlds.predicted_checksum(), worlds.verified_checksum());
+    let mut reversed = order.clone();
+    reversed.reverse();
+    worlds.predicted_mut().entity_mut(a).remove::<Children>();
+    worlds.predicted_mut().entity_mut(a).add_children(&reversed);
+    worlds.predicted_mut().entity_mut(helper).insert(ChildOf(a));
+    let report = worlds.rollback_predicted();
+    assert_eq!(report.restored_relationships as usize, order.len());
+    let restored = worlds
+        .predicted()
+        .get::<Children>(a)
+        .expect("children")
+        .to_vec();
+    assert_eq!(
+        restored
+            .iter()
+            .filter(|c| **c != helper)
+            .copied()
+            .collect::<Vec<_>>(),
+        order
+    );
+    assert_eq!(
+        restored.len(),
+        order.len() + 1,
+        "the helper keeps its parent"
     );
     assert_eq!(worlds.predicted_checksum(), worlds.verified_checksum());
 }

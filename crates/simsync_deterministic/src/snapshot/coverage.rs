@@ -192,3 +192,64 @@ fn classify(
     }
     ArchetypeClass::Unsimulated(names(&|_| true))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Component)]
+    struct Known;
+
+    #[derive(Component)]
+    struct Forgotten;
+
+    #[derive(Resource)]
+    struct SomeResource;
+
+    fn registry() -> RollbackRegistry {
+        let mut registry = RollbackRegistry::default();
+        registry.ignore_component::<Known>();
+        registry.ignore_component::<SimEntity>();
+        registry
+    }
+
+    #[test]
+    fn plain_entities_and_forgotten_components_are_counted_and_listed_once() {
+        let mut world = World::new();
+        world.insert_resource(SomeResource);
+        world.add_observer(|_: On<Add, Known>| {});
+        world.spawn((SimEntity, Known));
+        world.spawn((Synced, Known));
+        world.spawn(Parked);
+        world.spawn((Known, NotSimulated));
+        let plain = world.spawn(Known).id();
+        world.spawn(Known);
+        world.spawn((SimEntity, Known, Forgotten));
+        let (mut registry, mut cache) = (registry(), CoverageCache::default());
+        let first = scan(&world, &mut registry, &mut cache);
+        assert_eq!(first.unsimulated_entities, 2);
+        assert_eq!(first.unregistered_entities, 1);
+        assert!(!first.covered());
+        assert_eq!(first.new_unsimulated.len(), 1);
+        assert_eq!(first.new_unsimulated[0].entity, plain);
+        assert_eq!(first.new_unsimulated[0].entities, 2);
+        assert_eq!(first.new_unregistered.len(), 1);
+        assert!(first.new_unregistered[0].ends_with("Forgotten"));
+        // Seen already: counted again, not listed again.
+        world.spawn(Known);
+        let second = scan(&world, &mut registry, &mut cache);
+        assert_eq!(second.unsimulated_entities, 3);
+        assert!(second.new_unsimulated.is_empty() && second.new_unregistered.is_empty());
+        assert_eq!(cache.last_unsimulated, 3);
+    }
+
+    #[test]
+    fn a_world_of_simulation_entities_and_bevy_internals_is_covered() {
+        let mut world = World::new();
+        world.insert_resource(SomeResource);
+        world.add_observer(|_: On<Add, Known>| {});
+        world.spawn((SimEntity, Known));
+        let found = scan(&world, &mut registry(), &mut CoverageCache::default());
+        assert!(found.covered(), "{found:?}");
+    }
+}

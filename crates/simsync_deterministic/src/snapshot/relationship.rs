@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hasher;
 
+use bevy::ecs::query::QueryState;
 use bevy::ecs::relationship::{Relationship, RelationshipSourceCollection, RelationshipTarget};
 use bevy::prelude::*;
 
@@ -87,7 +88,7 @@ pub(crate) struct RelationshipRollback<R: Relationship + Clone + PartialEq> {
     src_sources: CachedQuery<(Entity, &'static R), With<Synced>>,
     dst_sources: CachedQuery<(Entity, &'static R), With<Synced>>,
     src_targets: CachedQuery<(Entity, Ref<'static, TargetOf<R>>), With<Synced>>,
-    dst_targets: CachedQuery<(Entity, &'static TargetOf<R>), With<Synced>>,
+    dst_targets: CachedQuery<(Entity, Ref<'static, TargetOf<R>>), With<Synced>>,
 }
 
 impl<R: Relationship + Clone + PartialEq> Default for RelationshipRollback<R> {
@@ -147,20 +148,16 @@ impl<R: Relationship + Clone + PartialEq> RelationshipCopier for RelationshipRol
     }
 
     fn copy(&mut self, src: &mut World, dst: &mut World, map: TickMap) -> u32 {
-        let src_side = Side {
-            sources: collect_sources(state_for(&mut self.src_sources, src), src),
-            targets: state_for(&mut self.src_targets, src)
-                .iter(src)
-                .map(|(e, t)| (e, t.iter().collect()))
-                .collect(),
-        };
-        let dst_side = Side {
-            sources: collect_sources(state_for(&mut self.dst_sources, dst), dst),
-            targets: state_for(&mut self.dst_targets, dst)
-                .iter(dst)
-                .map(|(e, t)| (e, t.iter().collect()))
-                .collect(),
-        };
+        let src_side = side(
+            state_for(&mut self.src_sources, src),
+            state_for(&mut self.src_targets, src),
+            src,
+        );
+        let dst_side = side(
+            state_for(&mut self.dst_sources, dst),
+            state_for(&mut self.dst_targets, dst),
+            dst,
+        );
         let dirty = Self::dirty_targets(&src_side, &dst_side);
         if dirty.is_empty() {
             return 0;
@@ -188,41 +185,57 @@ impl<R: Relationship + Clone + PartialEq> RelationshipCopier for RelationshipRol
     }
 
     fn hash(&self, world: &World, entity: Entity, slots: &ReservedSlots, hasher: &mut StateHasher) {
-        let write_entity = |hasher: &mut StateHasher, e: Entity| {
-            hasher.write_u32(slots.slot_of(e).unwrap_or(u32::MAX));
-            hasher.write_u32(e.generation().to_bits());
-        };
+        // Entities outside the simulation have no equal id in the other world: a parent is
+        // hashed as "not a simulation entity", a source is left out.
         if let Some(value) = world.get::<R>(entity) {
             hasher.write_str(std::any::type_name::<R>());
-            write_entity(hasher, value.get());
+            let target = value.get();
+            match slots.slot_of(target) {
+                Some(slot) => {
+                    hasher.write_u32(slot);
+                    hasher.write_u32(target.generation().to_bits());
+                }
+                None => hasher.write_u32(u32::MAX),
+            }
         }
         if let Some(target) = world.get::<TargetOf<R>>(entity) {
             hasher.write_str(std::any::type_name::<TargetOf<R>>());
-            hasher.write_u64(target.len() as u64);
             for source in target.iter() {
-                write_entity(hasher, source);
+                if let Some(slot) = slots.slot_of(source) {
+                    hasher.write_u32(slot);
+                    hasher.write_u32(source.generation().to_bits());
+                }
             }
+            hasher.write_u32(u32::MAX);
         }
     }
 }
 
-fn collect_sources<R: Relationship + Clone>(
-    query: &mut bevy::ecs::query::QueryState<(Entity, &'static R), With<Synced>>,
+/// One world's relationship state between [`Synced`] entities: target lists keep only synced
+/// sources (a source that is not simulation state has no equal id in the other world).
+fn side<R: Relationship + Clone>(
+    sources: &mut QueryState<(Entity, &'static R), With<Synced>>,
+    targets: &mut QueryState<(Entity, Ref<'static, TargetOf<R>>), With<Synced>>,
     world: &World,
-) -> BTreeMap<Entity, R> {
-    query
+) -> Side<R> {
+    let sources: BTreeMap<Entity, R> = sources
         .iter(world)
         .map(|(e, value)| (e, value.clone()))
-        .collect()
+        .collect();
+    let targets = targets
+        .iter(world)
+        .map(|(e, t)| {
+            let list = t.iter().filter(|s| sources.contains_key(s)).collect();
+            (e, list)
+        })
+        .collect();
+    Side { sources, targets }
 }
 
 /// Gives every rebuilt target collection the verified world's change ticks (mapped), so a
 /// `Changed<Children>` in the next tick matches the verified world.
 fn restore_target_ticks<R: Relationship>(
-    src_targets: &mut bevy::ecs::query::QueryState<
-        (Entity, Ref<'static, TargetOf<R>>),
-        With<Synced>,
-    >,
+    src_targets: &mut QueryState<(Entity, Ref<'static, TargetOf<R>>), With<Synced>>,
     src: &World,
     dst: &mut World,
     dirty: &BTreeSet<Entity>,
