@@ -295,6 +295,12 @@ pub(crate) fn type_name_of(world: &World, info: &bevy::ecs::component::Component
 
 /// Registering simulation state from a plugin (your game plugin runs in both simulation worlds,
 /// so this registers in both).
+///
+/// The methods chain, so they return no `Result`: an error is logged, kept in
+/// [`RollbackRegistry::setup_errors`] and written as a
+/// [`RollbackSetupFailed`](crate::RollbackSetupFailed) message when the session starts.
+/// [`TryRollbackAppExt`](crate::TryRollbackAppExt) returns it instead. `ChildOf`/`Children`
+/// need no registration.
 pub trait RollbackAppExt {
     /// Rolls back component `T` by cloning (not part of checksums).
     fn rollback_component<T: Component<Mutability = Mutable> + Clone>(&mut self) -> &mut Self;
