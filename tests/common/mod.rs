@@ -102,7 +102,7 @@ impl Plugin for TestGame {
 
 fn spawn_scene(mut sim: SimCommands, game: Res<TestGame>) {
     for _ in 0..game.unrelated_entities {
-        sim.commands.spawn(Unrelated);
+        sim.commands.spawn((Unrelated, NotSimulated));
     }
     sim.spawn((
         RigidBody::Fixed,
@@ -316,4 +316,39 @@ pub fn run_until_verified(app: &mut App, tick: i32) {
 /// The session's stats.
 pub fn stats(app: &App) -> SessionStats {
     app.world().resource::<SessionStats>().clone()
+}
+
+/// A headless app running any simulation plugin `game` in a local session like [`app`]
+/// (stepped clock, checksum every tick, scripted inputs, rollback on every verified tick),
+/// with `configure` applied to the plugin last.
+pub fn app_with_game<G: Plugin + Clone>(
+    game: G,
+    players: u8,
+    latency: u32,
+    configure: impl FnOnce(DeterministicPlugin<PackedInput>) -> DeterministicPlugin<PackedInput>,
+) -> App {
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    app.add_plugins(configure(
+        DeterministicPlugin::<PackedInput>::new(game)
+            .players(players)
+            .checksum_interval(1)
+            .skip_rollback_when_predictions_hold(false)
+            .clock(SessionClock::Stepped {
+                ticks_per_update: 1,
+            })
+            .local_session(LocalSessionConfig {
+                latency_ticks: vec![latency],
+                jitter_ticks: 0,
+                seed: 7,
+                known_players: vec![0],
+            }),
+    ));
+    app.add_systems(
+        PreUpdate,
+        feed_scripted_inputs.before(DeterministicSet::SessionUpdate),
+    );
+    app.finish();
+    app.cleanup();
+    app
 }

@@ -3,8 +3,10 @@
 mod change_detection;
 mod determinism;
 mod entity_lifecycle;
+mod hierarchy;
 mod input_edges;
 mod presented_tick;
 mod resource_lifecycle;
 mod rollback_exactness;
 pub(crate) mod sim_events;
+mod silent_divergence;

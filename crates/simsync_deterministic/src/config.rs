@@ -16,6 +16,22 @@ pub enum SessionMode {
     Lockstep,
 }
 
+/// What the prediction check (`verify_predictions`) compares between a predicted tick whose
+/// inputs turned out right and the verified tick
+/// ([no silent divergence](crate::rules#no-silent-divergence)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Reflect)]
+pub enum PredictionCheck {
+    /// The checksum: hashed components and resources, relationships and the entity set (the
+    /// default; one state hash per predicted tick).
+    #[default]
+    Checksum,
+    /// Every registered component of every simulation entity and every registered resource,
+    /// hashed or not (see [`UncheckedState`](crate::UncheckedState) for types it cannot
+    /// compare). A debug option: it digests the whole registered state once per predicted and
+    /// per verified tick.
+    AllRegisteredState,
+}
+
 /// How the session's local clock advances.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Reflect)]
 pub enum SessionClock {
@@ -140,6 +156,8 @@ pub struct SessionConfig {
     /// once verified, when its inputs turned out right (default off; costs a state hash per
     /// predicted tick).
     pub verify_predictions: bool,
+    /// What `verify_predictions` compares (default [`PredictionCheck::Checksum`]).
+    pub prediction_check: PredictionCheck,
     /// Size of the reserved range of simulation entity ids (default 16,384).
     pub max_simulation_entities: u32,
     /// How the local clock advances.
@@ -172,6 +190,7 @@ impl Default for SessionConfig {
             input_delay: 0,
             mode: SessionMode::Predicted,
             verify_predictions: false,
+            prediction_check: PredictionCheck::Checksum,
             max_simulation_entities: 16_384,
             clock: SessionClock::RealTime,
             parallel_simulation: false,

@@ -76,4 +76,60 @@ pub enum SessionError {
     /// An input was rejected.
     #[error(transparent)]
     Input(#[from] InputError),
+    /// An immutable component (or resource) was registered for rollback: a rollback writes
+    /// values in place, which Bevy forbids for immutable components
+    /// ([hierarchy and relationships](crate::rules#hierarchy-and-relationships)).
+    #[error(
+        "cannot roll back `{type_name}`: it is immutable, and a rollback writes values in place \
+         (a relationship is registered with try_rollback_relationship)"
+    )]
+    ImmutableComponent {
+        /// The type's name.
+        type_name: &'static str,
+    },
+    /// One side of a Bevy relationship (a `Relationship` such as `ChildOf`, or a
+    /// `RelationshipTarget` such as `Children`) was registered as a plain component or resource:
+    /// copying it would bypass the hooks that keep both sides consistent.
+    #[error(
+        "cannot roll back `{type_name}` as a plain component: it is one side of a relationship \
+         (ChildOf/Children are rolled back built in; register others with try_rollback_relationship)"
+    )]
+    RelationshipAsComponent {
+        /// The type's name.
+        type_name: &'static str,
+    },
+    /// A relationship that a rollback cannot restore exactly
+    /// ([hierarchy and relationships](crate::rules#hierarchy-and-relationships)).
+    #[error("cannot roll back relationship `{type_name}`: {reason}")]
+    UnsupportedRelationship {
+        /// The relationship's type name.
+        type_name: &'static str,
+        /// Why it is refused.
+        reason: RelationshipRefusal,
+    },
+}
+
+/// Why a relationship is refused for rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, bevy::prelude::Reflect)]
+pub enum RelationshipRefusal {
+    /// Its target is `linked_spawn`: despawning a target would despawn the sources through Bevy,
+    /// outside the simulation entity allocator. Only `ChildOf`/`Children` are handled (a
+    /// simulated despawn walks the children itself).
+    LinkedSpawn,
+    /// Its target's collection keeps neither insertion order nor a canonical order (a hash
+    /// set): the order of the sources could differ between the worlds after a rollback.
+    UnorderedTarget,
+}
+
+impl std::fmt::Display for RelationshipRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::LinkedSpawn => {
+                "its target despawns its sources (linked_spawn); only ChildOf/Children are supported so"
+            }
+            Self::UnorderedTarget => {
+                "its target collection has no reproducible order (use a Vec, SmallVec or single entity)"
+            }
+        })
+    }
 }

@@ -14,11 +14,21 @@
 //!   leafwing; [`LocalPlayers`]: which players this app controls.
 //! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
 //!   [`DeterministicServerPlugin`].
-//! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`], [`RollbackStrategy`]; checksums:
+//! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`] and [`TryRollbackAppExt`]
+//!   (registration, the latter returning its errors), [`RollbackStrategy`]; checksums:
 //!   [`SimHash`], [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
 //! - Simulation events: [`SimEvents`] in the simulation, [`SimEventReceived`] and
 //!   [`ConfirmedSimEvent`] in the main app, registered with [`SimEventAppExt::add_sim_event`];
 //!   the two side-effect patterns (sound, visual effects, network sends) are in [`events`].
+//! - Hierarchy: `ChildOf`/`Children` between simulation entities roll back exactly (parents and
+//!   children order) with no registration; other Bevy relationships roll back when registered
+//!   with [`TryRollbackAppExt::try_rollback_relationship`], provided their target is not
+//!   `linked_spawn` and keeps an order; anything else is refused with a typed error
+//!   ([hierarchy and relationships](rules#hierarchy-and-relationships)).
+//! - No silent divergence: entities without [`SimEntity`] ([`UnsimulatedEntity`]) and
+//!   unregistered components ([`UnregisteredComponent`]) are reported and fail the prediction
+//!   check; [`PredictionCheck::AllRegisteredState`] compares every registered value
+//!   ([no silent divergence](rules#no-silent-divergence)).
 //!
 //! Read `docs/pitfalls.md` at the repository root before writing a simulation.
 #![warn(missing_docs)]
@@ -45,16 +55,17 @@ pub mod rules {}
 
 pub use checksum::{SimHash, StateHasher, TickChecksum};
 pub use config::{
-    LocalSessionConfig, NetworkSessionConfig, SessionClock, SessionConfig, SessionMode,
+    LocalSessionConfig, NetworkSessionConfig, PredictionCheck, SessionClock, SessionConfig,
+    SessionMode,
 };
 pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
-pub use error::SessionError;
 pub use events::{
     ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventError, SimEventId, SimEventLedger,
     SimEventReceived, SimEventStats, SimEventStatus, SimEvents, UnregisteredSimEvent,
 };
+pub use error::{RelationshipRefusal, SessionError};
 pub use input::{
     ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
     PackedInput, PlayerInputs, SimInput,
@@ -73,15 +84,16 @@ pub use schedule::{
     SimulationStartup, SimulationTick,
 };
 pub use session::{
-    ChecksumRecorded, Connection, DeterministicSession, LifecycleView, NeedsSnapshot, NetworkView,
-    PredictionMismatch, SessionEnd, SessionLifecycle, SessionResumed, SessionStalled, SessionState,
-    SessionStateChanged, SessionStateReason, SessionStats, UnregisteredComponent,
+    ChecksumRecorded, Connection, DeterministicSession, LifecycleView, MismatchCause,
+    NeedsSnapshot, NetworkView, PredictionMismatch, RollbackSetupFailed, SessionEnd,
+    SessionLifecycle, SessionResumed, SessionStalled, SessionState, SessionStateChanged,
+    SessionStateReason, SessionStats, UncheckedState, UnregisteredComponent, UnsimulatedEntity,
     session_transitions,
 };
 pub use snapshot::{
-    Parked, ReservedSlots, RollbackAppExt, RollbackRegistry, RollbackReport, RollbackStrategy,
-    SimCommands, SimEntity, SimulationEntities, Synced, TickMap, WorldRole, despawn_simulated_now,
-    spawn_simulated_now,
+    NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability, RollbackRegistry,
+    RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
+    TryRollbackAppExt, WorldRole, despawn_simulated_now, spawn_simulated_now,
 };
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerLeft,
@@ -97,10 +109,11 @@ pub mod prelude {
     pub use crate::{
         AfterPrediction, BeforePrediction, BeforeVerification, DeterministicPlugin,
         DeterministicSession, DeterministicSet, InputEncoder, InputStatus, LocalInputs,
-        LocalSessionConfig, PackedInput, PlayerIndex, PlayerInputs, PredictionMismatch,
-        RollbackAppExt, SessionClock, SessionConfig, SessionMode, SessionSetupError, SessionStats,
-        SimCommands, SimEntity, SimHash, SimInput, SimTick, SimulationSet, SimulationStartup,
-        SimulationTick, SimulationWorlds, SimulatorContext, Tick, TickInputSource,
+        LocalSessionConfig, NotSimulated, PackedInput, PlayerIndex, PlayerInputs, PredictionCheck,
+        PredictionMismatch, RollbackAppExt, SessionClock, SessionConfig, SessionMode,
+        SessionSetupError, SessionStats, SimCommands, SimEntity, SimHash, SimInput, SimTick,
+        SimulationSet, SimulationStartup, SimulationTick, SimulationWorlds, SimulatorContext, Tick,
+        TickInputSource, TryRollbackAppExt, UnsimulatedEntity,
     };
     pub use crate::{
         ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventReceived, SimEventStatus, SimEvents,

@@ -9,7 +9,8 @@ use bevy_state::app::{AppExtStates, StatesPlugin};
 use simsync_time::{TickRate, VirtualTimePlugin};
 
 use crate::config::{
-    LocalSessionConfig, NetworkSessionConfig, SessionClock, SessionConfig, SessionMode,
+    LocalSessionConfig, NetworkSessionConfig, PredictionCheck, SessionClock, SessionConfig,
+    SessionMode,
 };
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
@@ -18,9 +19,9 @@ use crate::input::{FrameMergeFn, SimInput};
 use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
-    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, SessionEnd,
-    SessionResumed, SessionStalled, SessionStateChanged, SessionStats, UnregisteredComponent,
-    session_update, update_lifecycle,
+    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, RollbackSetupFailed,
+    SessionEnd, SessionResumed, SessionStalled, SessionStateChanged, SessionStats, UncheckedState,
+    UnregisteredComponent, UnsimulatedEntity, session_update, update_lifecycle,
 };
 use crate::snapshot::WorldRole;
 use crate::source::{
@@ -161,6 +162,25 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// What the prediction check compares (see [`PredictionCheck`]); it runs only with
+    /// [`verify_predictions`](Self::verify_predictions).
+    pub fn prediction_check(mut self, check: PredictionCheck) -> Self {
+        self.config.prediction_check = check;
+        self
+    }
+
+    /// Compare predictions with verification on every registered value, hashed or not (debug
+    /// aid): `verify_predictions(on)` with [`PredictionCheck::AllRegisteredState`] (or
+    /// [`PredictionCheck::Checksum`] when off).
+    pub fn verify_predictions_full(self, on: bool) -> Self {
+        let check = if on {
+            PredictionCheck::AllRegisteredState
+        } else {
+            PredictionCheck::Checksum
+        };
+        self.verify_predictions(on).prediction_check(check)
+    }
+
     /// Skip rollbacks when every prediction of the current timeline held (default on).
     pub fn skip_rollback_when_predictions_hold(mut self, on: bool) -> Self {
         self.config.skip_rollback_when_predictions_hold = on;
@@ -250,6 +270,9 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_message::<ChecksumRecorded>()
             .add_message::<UnregisteredComponent>()
             .add_message::<PredictionMismatch>()
+            .add_message::<UnsimulatedEntity>()
+            .add_message::<UncheckedState>()
+            .add_message::<RollbackSetupFailed>()
             .add_message::<DesyncDetected>()
             .add_message::<InputSubstituted>()
             .add_message::<SessionStalled>()

@@ -144,16 +144,16 @@ pub(crate) fn build_sub_app<I: SimInput>(
             .register_hashed_resource::<SimTick>()
             .expect("registry open while building");
         registry
-            .register_resource::<Time>()
+            .register_builtin_resource::<Time>()
             .expect("registry open while building");
         registry
-            .register_resource::<PlayerInputs<I>>()
+            .register_resource_checked_elsewhere::<PlayerInputs<I>>()
             .expect("registry open while building");
         registry
-            .register_resource::<SimulationEntities>()
+            .register_builtin_resource::<SimulationEntities>()
             .expect("registry open while building");
         registry
-            .register_resource::<simsync_time::CurrentInstant>()
+            .register_builtin_resource::<simsync_time::CurrentInstant>()
             .expect("registry open while building");
         world.insert_resource(registry);
         world.insert_resource(simsync_time::CurrentInstant::default());

@@ -7,7 +7,7 @@
 //! same base gives the same chain exactly when every input set on the way was predicted
 //! right; only then are the two states compared.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
 use crate::checksum::StateHasher;
@@ -34,12 +34,21 @@ fn chain_step(chain: u64, inputs_hash: u64) -> u64 {
     h.finish()
 }
 
+/// The state of a tick as the prediction check records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AuditedState {
+    /// The checksum or the full digest of the registered state.
+    pub digest: u64,
+    /// Whether the world held nothing a rollback would not restore.
+    pub covered: bool,
+}
+
 /// A predicted tick waiting for its verification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct AuditEntry {
     base: Tick,
     chain: u64,
-    state: u64,
+    state: AuditedState,
 }
 
 /// The predicted timeline's chain and the predicted states waiting for verification.
@@ -52,6 +61,10 @@ pub(crate) struct PredictionAudit {
     entries: BTreeMap<Tick, AuditEntry>,
     /// Hashes of the confirmed input sets of verified ticks, oldest first.
     confirmed: VecDeque<(Tick, u64)>,
+    /// Registered types the full check could not compare, already reported.
+    pub(crate) unchecked_reported: BTreeSet<&'static str>,
+    /// Whether a check that failed for uncovered state was logged (once per session).
+    pub(crate) uncovered_logged: bool,
 }
 
 impl Default for PredictionAudit {
@@ -61,6 +74,8 @@ impl Default for PredictionAudit {
             chain: chain_seed(0),
             entries: BTreeMap::new(),
             confirmed: VecDeque::new(),
+            unchecked_reported: BTreeSet::new(),
+            uncovered_logged: false,
         }
     }
 }
@@ -78,8 +93,13 @@ impl PredictionAudit {
     }
 
     /// Tick `tick` was predicted with an input set hashing to `inputs_hash`; `state` is the
-    /// predicted world's checksum after it, when audited.
-    pub(crate) fn record_predicted(&mut self, tick: Tick, inputs_hash: u64, state: Option<u64>) {
+    /// predicted world's state after it, when audited.
+    pub(crate) fn record_predicted(
+        &mut self,
+        tick: Tick,
+        inputs_hash: u64,
+        state: Option<AuditedState>,
+    ) {
         self.chain = chain_step(self.chain, inputs_hash);
         if let Some(state) = state {
             let entry = AuditEntry {
@@ -94,7 +114,7 @@ impl PredictionAudit {
     /// For a tick just verified: the predicted state to compare with the verified one, if the
     /// tick was audited and every input set from its timeline's base through it was predicted
     /// right. Drops the entries of `tick` and older.
-    pub(crate) fn take_comparable(&mut self, tick: Tick) -> Option<u64> {
+    pub(crate) fn take_comparable(&mut self, tick: Tick) -> Option<AuditedState> {
         let entry = self.entries.remove(&tick)?;
         while self
             .entries
@@ -125,23 +145,30 @@ impl PredictionAudit {
 mod tests {
     use super::*;
 
+    fn st(digest: u64) -> Option<AuditedState> {
+        Some(AuditedState {
+            digest,
+            covered: true,
+        })
+    }
+
     #[test]
     fn right_predictions_are_compared() {
         let mut audit = PredictionAudit::default();
-        audit.record_predicted(1, 10, Some(100));
-        audit.record_predicted(2, 20, Some(200));
+        audit.record_predicted(1, 10, st(100));
+        audit.record_predicted(2, 20, st(200));
         audit.record_confirmed(1, 10);
         audit.record_confirmed(2, 20);
-        assert_eq!(audit.take_comparable(1), Some(100));
-        assert_eq!(audit.take_comparable(2), Some(200));
+        assert_eq!(audit.take_comparable(1), st(100));
+        assert_eq!(audit.take_comparable(2), st(200));
         assert_eq!(audit.take_comparable(2), None, "an entry is compared once");
     }
 
     #[test]
     fn a_wrong_input_set_excludes_every_later_tick_of_the_timeline() {
         let mut audit = PredictionAudit::default();
-        audit.record_predicted(1, 10, Some(100));
-        audit.record_predicted(2, 20, Some(200));
+        audit.record_predicted(1, 10, st(100));
+        audit.record_predicted(2, 20, st(200));
         audit.record_confirmed(1, 11);
         audit.record_confirmed(2, 20);
         assert_eq!(audit.take_comparable(1), None);
@@ -153,20 +180,20 @@ mod tests {
         let mut audit = PredictionAudit::default();
         audit.record_confirmed(1, 11);
         audit.restart(1);
-        audit.record_predicted(2, 20, Some(200));
+        audit.record_predicted(2, 20, st(200));
         audit.record_confirmed(2, 20);
-        assert_eq!(audit.take_comparable(2), Some(200));
+        assert_eq!(audit.take_comparable(2), st(200));
     }
 
     #[test]
     fn unaudited_ticks_still_extend_the_chain() {
         let mut audit = PredictionAudit::default();
         audit.record_predicted(1, 10, None);
-        audit.record_predicted(2, 20, Some(200));
+        audit.record_predicted(2, 20, st(200));
         audit.record_confirmed(1, 10);
         audit.record_confirmed(2, 20);
         assert_eq!(audit.take_comparable(1), None);
-        assert_eq!(audit.take_comparable(2), Some(200));
+        assert_eq!(audit.take_comparable(2), st(200));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! on it in order.
 
 mod audit;
+mod check;
+mod divergence;
 mod lifecycle;
 mod state;
 mod stats;
@@ -15,6 +17,7 @@ use crate::error::SessionError;
 use crate::input::SimInput;
 use crate::worlds::SimulationWorlds;
 
+pub use divergence::{MismatchCause, RollbackSetupFailed, UncheckedState, UnsimulatedEntity};
 pub(crate) use lifecycle::update_lifecycle;
 pub use lifecycle::{
     Connection, LifecycleView, NetworkView, SessionEnd, SessionLifecycle, SessionState,
@@ -46,6 +49,7 @@ pub(crate) fn session_update<I: SimInput>(world: &mut World) {
             &mut worlds.predicted.world,
             &mut worlds.verified.world,
         );
+        check::report_setup_errors(world, &worlds.registry);
     }
     run_steps(world, &mut worlds, &mut session);
     world.insert_resource(session);

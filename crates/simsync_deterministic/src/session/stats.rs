@@ -2,6 +2,7 @@
 
 use bevy::prelude::*;
 
+use super::divergence::MismatchCause;
 use crate::checksum::TickChecksum;
 use crate::source::{RelayClientStats, StallReason};
 use crate::tick::Tick;
@@ -37,8 +38,12 @@ pub struct SessionStats {
     pub max_prediction_depth: i32,
     /// Predicted ticks compared with verification (inputs turned out right); debug aid.
     pub resim_ticks_checked: u64,
-    /// Of those, ticks whose predicted state equalled the verified state.
+    /// Of those, ticks whose predicted state equalled the verified state (and neither world
+    /// held state a rollback does not restore).
     pub resim_ticks_matching: u64,
+    /// Of the checked ticks, those that failed because a world held state a rollback does not
+    /// restore ([`MismatchCause::UncoveredState`]).
+    pub resim_ticks_uncovered: u64,
     /// The latest verified checksum.
     pub last_checksum: Option<TickChecksum>,
     /// Every verified checksum recorded, oldest first (at most 100,000).
@@ -49,6 +54,15 @@ pub struct SessionStats {
     pub rollback_parked_entities: u64,
     /// Component types on simulation entities that rollback does not restore.
     pub unregistered_components: Vec<String>,
+    /// Entities without `SimEntity` (and not `NotSimulated`) in the simulation worlds at the
+    /// last session update, both worlds together (0 in a correct game).
+    pub unsimulated_entities: u64,
+    /// [`UnsimulatedEntity`](crate::UnsimulatedEntity) messages written.
+    pub unsimulated_entity_reports: u64,
+    /// Registered types the full prediction check cannot compare (each once).
+    pub unchecked_types: Vec<String>,
+    /// Registration errors written as [`RollbackSetupFailed`](crate::RollbackSetupFailed).
+    pub rollback_setup_errors: u64,
     /// The client side of a networked session (`None` in a local session).
     pub network: Option<RelayClientStats>,
 }
@@ -65,17 +79,20 @@ pub struct UnregisteredComponent {
     pub type_name: String,
 }
 
-/// A predicted tick whose inputs turned out right did not produce the verified state (debug aid:
-/// `verify_predictions`). This means the simulation is not deterministic or some state is not
-/// registered.
+/// A predicted tick whose inputs turned out right did not produce the verified state, or could
+/// not be vouched for (debug aid: `verify_predictions`). This means the simulation is not
+/// deterministic or some state is not registered; `cause` says which the check saw.
 #[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PredictionMismatch {
     /// The tick.
     pub tick: Tick,
-    /// Hash of the predicted state.
+    /// Hash of the predicted state (checksum or full digest, per
+    /// [`PredictionCheck`](crate::PredictionCheck)).
     pub predicted: u64,
     /// Hash of the verified state.
     pub verified: u64,
+    /// Why the check failed.
+    pub cause: MismatchCause,
 }
 
 /// A networked session stopped verifying: no new verifiable tick for more than

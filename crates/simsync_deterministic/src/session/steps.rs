@@ -6,17 +6,15 @@
 use bevy::prelude::*;
 
 use super::audit::hash_inputs;
+use super::check;
 use super::state::DeterministicSession;
-use super::stats::{
-    ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,
-    SessionStats, UnregisteredComponent,
-};
+use super::stats::{ChecksumRecorded, NeedsSnapshot, SessionResumed, SessionStalled, SessionStats};
 use crate::checksum::TickChecksum;
 use crate::config::SessionMode;
 use crate::context::{ContextError, SimulatorContext, UpdateParams};
 use crate::input::{InputStatus, SimInput};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
-use crate::snapshot;
+use crate::snapshot::{self, WorldRole};
 use crate::source::{LocalPlayers, NetReport, Polled};
 use crate::tick::Tick;
 use crate::worlds::{SimulationWorlds, run_tick};
@@ -145,13 +143,19 @@ pub(super) fn verify<I: SimInput>(
             checksums.push(checksum);
         }
         if session.config.verify_predictions {
-            audit_verified_tick(world, worlds, session, stats, tick);
+            check::audit_verified_tick(world, worlds, session, stats, tick);
         }
     }
     if !checksums.is_empty() {
         session.source.send_checksums(world, &checksums);
     }
-    report_unregistered(world, worlds, stats);
+    check::scan_world(
+        world,
+        &mut worlds.verified,
+        &mut worlds.registry,
+        WorldRole::Verified,
+        stats,
+    );
 }
 
 /// Runs verified tick `tick` with every player's confirmed input.
@@ -183,50 +187,6 @@ fn verify_tick<I: SimInput>(
         tick,
         with_disconnected(hash_inputs(&session.inputs), disconnected),
     );
-}
-
-/// Compares the prediction of `tick` (if its inputs turned out right) with the verified state.
-fn audit_verified_tick<I: SimInput>(
-    world: &mut World,
-    worlds: &mut SimulationWorlds,
-    session: &mut DeterministicSession<I>,
-    stats: &mut SessionStats,
-    tick: Tick,
-) {
-    let Some(predicted) = session.audit.take_comparable(tick) else {
-        return;
-    };
-    stats.resim_ticks_checked += 1;
-    let verified = snapshot::checksum(&mut worlds.verified, &worlds.registry);
-    if verified == predicted {
-        stats.resim_ticks_matching += 1;
-    } else {
-        error!(
-            "desync: predicted tick {tick} ({predicted:016x}) differs from verified ({verified:016x}) with the same inputs"
-        );
-        world.write_message(PredictionMismatch {
-            tick,
-            predicted,
-            verified,
-        });
-    }
-}
-
-/// Components a rollback would not restore: checked on every new archetype of the verified
-/// world (cheap: archetypes already seen are skipped), reported once per type.
-fn report_unregistered(world: &mut World, worlds: &mut SimulationWorlds, stats: &mut SessionStats) {
-    for type_name in worlds
-        .registry
-        .unregistered_components(&worlds.verified.world)
-    {
-        warn!(
-            "component `{type_name}` on a simulation entity is not registered for rollback: \
-             its value will not be restored (register it with rollback_component or \
-             ignore_rollback_component)"
-        );
-        stats.unregistered_components.push(type_name.clone());
-        world.write_message(UnregisteredComponent { type_name });
-    }
 }
 
 /// Step 4, decide: enters BeforePrediction, requests skipping the rollback when every
@@ -332,9 +292,16 @@ pub(super) fn predict<I: SimInput>(
         let state = session
             .config
             .verify_predictions
-            .then(|| snapshot::checksum(&mut worlds.predicted, &worlds.registry));
+            .then(|| check::predicted_state(world, worlds, session, stats));
         session.audit.record_predicted(tick, inputs_hash, state);
     }
+    check::scan_world(
+        world,
+        &mut worlds.predicted,
+        &mut worlds.registry,
+        WorldRole::Predicted,
+        stats,
+    );
 }
 
 /// Fills the session's scratch input set with the predicted inputs of `tick`, records the
@@ -389,6 +356,12 @@ pub(super) fn finish<I: SimInput>(
         .max_prediction_depth
         .max(session.predicted_tick - verified_tick);
     stats.mispredicted_inputs = session.buffer.mispredicted_inputs();
+    stats.unsimulated_entities = worlds.verified.coverage.last_unsimulated
+        + if predicted_mode {
+            worlds.predicted.coverage.last_unsimulated
+        } else {
+            0
+        };
     if let Some(network) = session.source.relay_stats() {
         stats.network = Some(network.clone());
     }

@@ -31,7 +31,11 @@ pub enum WorldRole {
     Predicted,
 }
 
-/// Marker on every live simulation entity (spawned through [`SimCommands`]).
+/// Marker on every live simulation entity (spawned through [`SimCommands`]). An entity in a
+/// simulation world without it is reported as an
+/// [`UnsimulatedEntity`](crate::UnsimulatedEntity) and fails the prediction check, unless marked
+/// [`NotSimulated`](crate::NotSimulated). `ChildOf`/`Children` between simulation entities are
+/// rolled back ([hierarchy and relationships](crate::rules#hierarchy-and-relationships)).
 #[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
 pub struct SimEntity;
 
@@ -242,7 +246,9 @@ pub(crate) fn park(world: &mut World, entity: Entity) {
 /// Simulation entities must be spawned and despawned through this parameter (or
 /// [`spawn_simulated_now`] / [`despawn_simulated_now`] with `&mut World`): a plain
 /// `commands.spawn` in [`SimulationTick`](crate::SimulationTick) gives ids that differ
-/// between the worlds, and a plain `despawn` cannot be rolled back.
+/// between the worlds and is never rolled back (it is reported as an
+/// [`UnsimulatedEntity`](crate::UnsimulatedEntity)), and a plain `despawn` cannot be rolled
+/// back. A despawn takes the entity's children with it.
 ///
 /// Two systems that both use `SimCommands` must be ordered against each other (they are when
 /// [`SimulationTick`](crate::SimulationTick) runs single-threaded, the default).
@@ -274,9 +280,10 @@ impl SimCommands<'_, '_> {
         Ok(entity)
     }
 
-    /// Queues the despawn of a simulation entity so that a rollback can undo it (verified world:
-    /// `despawn_no_free`; predicted world: park). An entity that is not a live simulation entity
-    /// when the command applies is logged and ignored.
+    /// Queues the despawn of a simulation entity and its descendants so that a rollback can undo
+    /// it (verified world: `despawn_no_free`; predicted world: park; see
+    /// [`despawn_simulated_now`]). An entity that is not a live simulation entity when the
+    /// command applies is logged and ignored.
     pub fn despawn(&mut self, entity: Entity) {
         self.commands.queue(move |world: &mut World| {
             if let Err(error) = despawn_simulated_now(world, entity) {
@@ -315,7 +322,11 @@ pub fn spawn_simulated_now<B: Bundle>(
     Ok(entity)
 }
 
-/// Despawns a simulation entity now (see [`SimCommands::despawn`]).
+/// Despawns a simulation entity now (see [`SimCommands::despawn`]), with its descendants
+/// (`Children`, recursively) as Bevy's `despawn` would: each child's subtree before the child,
+/// children in `Children` order, the entity last. Simulation descendants go the simulated way
+/// (freed slots, parked in the predicted world); a descendant that is not a simulation entity is
+/// despawned plainly, in both worlds alike.
 ///
 /// # Errors
 /// [`SessionError::NotASimulationWorld`] outside a simulation world;
@@ -332,6 +343,31 @@ pub fn despawn_simulated_now(world: &mut World, entity: Entity) -> Result<(), Se
     if !live || slots.slot_of(entity).is_none() {
         return Err(SessionError::NotASimulationEntity { entity });
     }
+    let mut order = Vec::new();
+    descendants_post_order(world, entity, &mut order);
+    order.push(entity);
+    for e in order {
+        despawn_one(world, e, role, now, &slots);
+    }
+    Ok(())
+}
+
+/// Despawns one entity without touching its descendants (they are gone already).
+fn despawn_one(
+    world: &mut World,
+    entity: Entity,
+    role: WorldRole,
+    now: Tick,
+    slots: &ReservedSlots,
+) {
+    let simulated = slots.slot_of(entity).is_some()
+        && world
+            .get_entity(entity)
+            .is_ok_and(|e| e.contains::<SimEntity>());
+    if !simulated {
+        world.despawn(entity);
+        return;
+    }
     match role {
         WorldRole::Verified => {
             world.despawn_no_free(entity);
@@ -340,6 +376,19 @@ pub fn despawn_simulated_now(world: &mut World, entity: Entity) -> Result<(), Se
     }
     world
         .resource_mut::<SimulationEntities>()
-        .free(entity, now, &slots);
-    Ok(())
+        .free(entity, now, slots);
+}
+
+/// Appends `root`'s descendants to `out`: each child after its own descendants, children in
+/// `Children` order.
+fn descendants_post_order(world: &World, root: Entity, out: &mut Vec<Entity>) {
+    let Some(children) = world.get::<Children>(root) else {
+        return;
+    };
+    for child in children.iter() {
+        if child != root && !out.contains(&child) {
+            descendants_post_order(world, child, out);
+            out.push(child);
+        }
+    }
 }

@@ -6,19 +6,25 @@
 //! ([`entities`]), every registered component and resource ([`registry`], [`strategy`]) and
 //! Rapier's state ([`rapier`]).
 
+pub mod coverage;
+pub mod digest;
 pub mod entities;
 pub mod rapier;
 pub mod registry;
+pub mod relationship;
+pub mod setup;
 pub mod strategy;
 
 use bevy::ecs::change_detection::Tick;
 use bevy::prelude::*;
 
+pub use coverage::NotSimulated;
 pub use entities::{
     Parked, ReservedSlots, SimCommands, SimEntity, SimulationEntities, Synced, WorldRole,
     despawn_simulated_now, spawn_simulated_now,
 };
 pub use registry::{RollbackAppExt, RollbackRegistry};
+pub use setup::{RollbackMutability, TryRollbackAppExt};
 pub use strategy::{RollbackStrategy, TickMap};
 
 use crate::checksum::StateHasher;
@@ -34,6 +40,8 @@ pub struct SimulationWorld {
     /// The ticks this world ran since the session last collected its simulation events, in
     /// order (a re-simulated tick once per run).
     pub(crate) ticks_run: Vec<crate::tick::Tick>,
+    /// What the coverage scan knows of this world's archetypes.
+    pub(crate) coverage: coverage::CoverageCache,
 }
 
 impl SimulationWorld {
@@ -42,6 +50,7 @@ impl SimulationWorld {
             world,
             mark: Tick::new(0),
             ticks_run: Vec::new(),
+            coverage: coverage::CoverageCache::default(),
         }
     }
 
@@ -71,6 +80,8 @@ pub struct RollbackReport {
     pub parked_entities: u32,
     /// Slots whose id could not be restored (generation ahead: a bug, reported as an error).
     pub failed_slots: u32,
+    /// Relationship components (such as `ChildOf`) inserted again to restore relationships.
+    pub restored_relationships: u32,
 }
 
 /// Makes `dst`'s simulation state equal `src`'s.
@@ -93,6 +104,10 @@ pub(crate) fn rollback(
     let map = TickMap::new(src.mark, dst.mark, dst.world.read_change_tick());
     for copier in registry.components.iter_mut() {
         copier.copy(&mut src.world, &mut dst.world, map);
+        lap(copier.type_name());
+    }
+    for copier in registry.relationships.iter_mut() {
+        report.restored_relationships += copier.copy(&mut src.world, &mut dst.world, map);
         lap(copier.type_name());
     }
     for copier in registry.resources.iter() {
@@ -166,9 +181,49 @@ pub(crate) fn checksum(world: &mut SimulationWorld, registry: &RollbackRegistry)
         for copier in registry.components.iter().filter(|c| c.hashed()) {
             copier.hash(world, entity, &mut hasher);
         }
+        for copier in registry.relationships.iter() {
+            copier.hash(world, entity, &slots, &mut hasher);
+        }
     }
     for copier in registry.resources.iter().filter(|c| c.hashed()) {
         copier.hash(world, &mut hasher);
+    }
+    hasher.finish()
+}
+
+/// The digest of every registered value of a simulation world, for the full prediction check
+/// ([`PredictionCheck::AllRegisteredState`](crate::PredictionCheck)): the entity set, every
+/// registered component of every simulation entity (type by type, in registration order), the
+/// relationships, then every registered resource (see [`digest`]). The names of registered
+/// types present in the world that cannot be compared are added to `unchecked`.
+pub(crate) fn state_digest(
+    world: &mut SimulationWorld,
+    registry: &RollbackRegistry,
+    unchecked: &mut Vec<&'static str>,
+) -> u64 {
+    let slots = world.world.resource::<ReservedSlots>().clone();
+    let entities = world.simulation_entities();
+    let world = &world.world;
+    let mut hasher = StateHasher::default();
+    hasher.write_u64(entities.len() as u64);
+    for entity in &entities {
+        hasher.write_u32(slots.slot_of(*entity).unwrap_or(u32::MAX));
+        hasher.write_u32(entity.generation().to_bits());
+    }
+    for copier in registry.components.iter() {
+        if copier.digest(world, &entities, &mut hasher) == digest::DigestOutcome::Unchecked {
+            unchecked.push(copier.type_name());
+        }
+    }
+    for entity in &entities {
+        for copier in registry.relationships.iter() {
+            copier.hash(world, *entity, &slots, &mut hasher);
+        }
+    }
+    for copier in registry.resources.iter() {
+        if copier.digest(world, &mut hasher) == digest::DigestOutcome::Unchecked {
+            unchecked.push(copier.type_name());
+        }
     }
     hasher.finish()
 }

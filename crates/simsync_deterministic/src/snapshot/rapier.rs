@@ -22,15 +22,25 @@ use super::registry::RollbackRegistry;
 use super::strategy::{CachedQuery, ComponentCopier, RollbackStrategy, TickMap, state_for};
 use crate::checksum::StateHasher;
 
-/// Registers Bevy's transform components and every bevy_rapier component that can sit on a
-/// simulation entity or a Rapier context entity.
+/// Registers Bevy's transform components and hierarchy (`ChildOf`/`Children`), and every
+/// bevy_rapier component that can sit on a simulation entity or a Rapier context entity.
 pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
     use RollbackStrategy::{Clone as C, Copy as K};
     macro_rules! reg {
         ($s:expr; $($t:ty),* $(,)?) => {$(
-            registry.register_component::<$t>($s).expect("registry is open while building");
+            registry
+                .register_builtin_component::<$t>($s)
+                .expect("registry is open while building");
+        )*};
+        (unchecked $s:expr; $($t:ty),* $(,)?) => {$(
+            registry
+                .register_builtin_component_unchecked::<$t>($s)
+                .expect("registry is open while building");
         )*};
     }
+    registry
+        .register_relationship::<ChildOf>()
+        .expect("the hierarchy is supported");
     registry
         .register_hashed_component::<Transform>(K)
         .expect("open");
@@ -43,11 +53,14 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
         ReadMassProperties, Ccd, SoftCcd, Damping, Dominance, ExternalForce, ExternalImpulse,
         GravityScale, LockedAxes, Sleeping, RigidBodyDisabled, ColliderDisabled,
         ColliderMassProperties, Friction, Restitution, CollisionGroups, SolverGroups, Sensor,
-        ActiveEvents, ActiveHooks, ActiveCollisionTypes, ContactForceEventThreshold, ContactSkin,
+        ActiveEvents, ActiveHooks, ActiveCollisionTypes,
         ColliderScale, TransformInterpolation, AdditionalSolverIterations, ImpulseJoint,
         MultibodyJoint, RapierConfiguration, DefaultRapierContext);
-    reg!(C; Collider, RapierRigidBodySet, RapierContextColliders, RapierContextJoints,
-        SimulationToRenderTime, KinematicCharacterController, KinematicCharacterControllerOutput);
+    reg!(unchecked K; ContactForceEventThreshold, ContactSkin);
+    reg!(C; Collider, KinematicCharacterController, KinematicCharacterControllerOutput);
+    // On the Rapier context entity, not on simulation entities: not digested.
+    reg!(unchecked C; RapierRigidBodySet, RapierContextColliders, RapierContextJoints,
+        SimulationToRenderTime);
     registry
         .components
         .push(Box::new(ContextSimulationCopier::default()));

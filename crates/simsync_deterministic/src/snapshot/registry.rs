@@ -4,13 +4,14 @@
 use std::any::TypeId;
 use std::collections::HashSet;
 
-use bevy::ecs::archetype::ArchetypeId;
 use bevy::ecs::component::Mutable;
+use bevy::ecs::relationship::Relationship;
 use bevy::prelude::*;
 
-use super::entities::SimEntity;
+use super::relationship::{RelationshipCopier, RelationshipRollback, check_relationship};
 use super::strategy::{
-    CloneComponent, CloneResource, ComponentCopier, ResourceCopier, RollbackStrategy, sim_hash_fn,
+    CloneComponent, CloneResource, ComponentCopier, DigestSource, ResourceCopier, RollbackStrategy,
+    sim_hash_fn,
 };
 use crate::checksum::SimHash;
 use crate::error::SessionError;
@@ -23,11 +24,14 @@ use crate::error::SessionError;
 pub struct RollbackRegistry {
     pub(crate) components: Vec<Box<dyn ComponentCopier>>,
     pub(crate) resources: Vec<Box<dyn ResourceCopier>>,
+    pub(crate) relationships: Vec<Box<dyn RelationshipCopier>>,
     component_types: HashSet<TypeId>,
     resource_types: HashSet<TypeId>,
+    /// Both sides of every registered relationship.
+    relationship_types: HashSet<TypeId>,
     ignored: HashSet<TypeId>,
-    seen_archetypes: HashSet<ArchetypeId>,
     reported: HashSet<String>,
+    setup_errors: Vec<SessionError>,
     locked: bool,
 }
 
@@ -40,7 +44,18 @@ impl RollbackRegistry {
         &mut self,
         strategy: RollbackStrategy,
     ) -> Result<(), SessionError> {
-        self.add_component::<T>(strategy, None)
+        self.add_component::<T>(strategy, None, DigestSource::Reflect)
+    }
+
+    /// Registers one of the crate's own component types: compared by its `Debug` text in the
+    /// full prediction check.
+    pub(crate) fn register_builtin_component<
+        T: Component<Mutability = Mutable> + Clone + std::fmt::Debug,
+    >(
+        &mut self,
+        strategy: RollbackStrategy,
+    ) -> Result<(), SessionError> {
+        self.add_component::<T>(strategy, None, DigestSource::<T>::debug())
     }
 
     /// Registers component `T`, copied by `strategy` and part of checksums.
@@ -51,16 +66,22 @@ impl RollbackRegistry {
         &mut self,
         strategy: RollbackStrategy,
     ) -> Result<(), SessionError> {
-        self.add_component::<T>(strategy, Some(sim_hash_fn::<T>()))
+        self.add_component::<T>(strategy, Some(sim_hash_fn::<T>()), DigestSource::Reflect)
     }
 
     fn add_component<T: Component<Mutability = Mutable> + Clone>(
         &mut self,
         _strategy: RollbackStrategy,
         hash: Option<fn(&T, &mut crate::checksum::StateHasher)>,
+        digest: DigestSource<T>,
     ) -> Result<(), SessionError> {
         if self.locked {
             return Err(SessionError::SessionStarted {
+                type_name: std::any::type_name::<T>(),
+            });
+        }
+        if T::relationship_accessor().is_some() {
+            return Err(SessionError::RelationshipAsComponent {
                 type_name: std::any::type_name::<T>(),
             });
         }
@@ -73,12 +94,12 @@ impl RollbackRegistry {
                     .position(|c| c.type_id() == TypeId::of::<T>())
                 && !self.components[pos].hashed()
             {
-                self.components[pos] = Box::new(CloneComponent::<T>::new(Some(hash)));
+                self.components[pos] = Box::new(CloneComponent::<T>::new(Some(hash), digest));
             }
             return Ok(());
         }
         self.components
-            .push(Box::new(CloneComponent::<T>::new(hash)));
+            .push(Box::new(CloneComponent::<T>::new(hash, digest)));
         Ok(())
     }
 
@@ -89,7 +110,36 @@ impl RollbackRegistry {
     pub fn register_resource<R: Resource<Mutability = Mutable> + Clone>(
         &mut self,
     ) -> Result<(), SessionError> {
-        self.add_resource::<R>(None)
+        self.add_resource::<R>(None, DigestSource::Reflect)
+    }
+
+    /// Registers one of the crate's own component types that has no `Debug`: left out of the
+    /// full prediction check (Rapier's context state and contact tuning values).
+    pub(crate) fn register_builtin_component_unchecked<
+        T: Component<Mutability = Mutable> + Clone,
+    >(
+        &mut self,
+        strategy: RollbackStrategy,
+    ) -> Result<(), SessionError> {
+        self.add_component::<T>(strategy, None, DigestSource::Skip)
+    }
+
+    /// Registers one of the crate's own resource types: compared by its `Debug` text in the
+    /// full prediction check.
+    pub(crate) fn register_builtin_resource<
+        R: Resource<Mutability = Mutable> + Clone + std::fmt::Debug,
+    >(
+        &mut self,
+    ) -> Result<(), SessionError> {
+        self.add_resource::<R>(None, DigestSource::<R>::debug())
+    }
+
+    /// Registers one of the crate's own resource types that the full prediction check leaves
+    /// out because it compares it by other means (the inputs, through the audit's chain).
+    pub(crate) fn register_resource_checked_elsewhere<R: Resource<Mutability = Mutable> + Clone>(
+        &mut self,
+    ) -> Result<(), SessionError> {
+        self.add_resource::<R>(None, DigestSource::Skip)
     }
 
     /// Registers resource `R` (including its absence), part of checksums.
@@ -99,22 +149,69 @@ impl RollbackRegistry {
     pub fn register_hashed_resource<R: Resource<Mutability = Mutable> + Clone + SimHash>(
         &mut self,
     ) -> Result<(), SessionError> {
-        self.add_resource::<R>(Some(sim_hash_fn::<R>()))
+        self.add_resource::<R>(Some(sim_hash_fn::<R>()), DigestSource::Reflect)
     }
 
     fn add_resource<R: Resource<Mutability = Mutable> + Clone>(
         &mut self,
         hash: Option<fn(&R, &mut crate::checksum::StateHasher)>,
+        digest: DigestSource<R>,
     ) -> Result<(), SessionError> {
         if self.locked {
             return Err(SessionError::SessionStarted {
                 type_name: std::any::type_name::<R>(),
             });
         }
+        if R::relationship_accessor().is_some() {
+            return Err(SessionError::RelationshipAsComponent {
+                type_name: std::any::type_name::<R>(),
+            });
+        }
         if self.resource_types.insert(TypeId::of::<R>()) {
-            self.resources.push(Box::new(CloneResource::<R>::new(hash)));
+            self.resources
+                .push(Box::new(CloneResource::<R>::new(hash, digest)));
         }
         Ok(())
+    }
+
+    /// Registers relationship `R` between simulation entities: both its component (such as
+    /// `ChildOf`) and its target (such as `Children`, order included) roll back exactly and are
+    /// part of checksums ([hierarchy and relationships](crate::rules#hierarchy-and-relationships)).
+    /// `ChildOf`/`Children` are registered already; registering them again does nothing.
+    ///
+    /// # Errors
+    /// [`SessionError::SessionStarted`] once the session has started;
+    /// [`SessionError::UnsupportedRelationship`] for a `linked_spawn` target other than
+    /// `Children`, or a target collection without a reproducible order.
+    pub fn register_relationship<R: Relationship + Clone + PartialEq>(
+        &mut self,
+    ) -> Result<(), SessionError> {
+        let hierarchy = TypeId::of::<R>() == TypeId::of::<ChildOf>();
+        self.add_relationship::<R>(hierarchy)
+    }
+
+    fn add_relationship<R: Relationship + Clone + PartialEq>(
+        &mut self,
+        linked_spawn_handled: bool,
+    ) -> Result<(), SessionError> {
+        let type_name = std::any::type_name::<R>();
+        if self.locked {
+            return Err(SessionError::SessionStarted { type_name });
+        }
+        check_relationship::<R>(linked_spawn_handled)
+            .map_err(|reason| SessionError::UnsupportedRelationship { type_name, reason })?;
+        if self.relationship_types.insert(TypeId::of::<R>()) {
+            self.relationship_types
+                .insert(TypeId::of::<R::RelationshipTarget>());
+            self.relationships
+                .push(Box::new(RelationshipRollback::<R>::default()));
+        }
+        Ok(())
+    }
+
+    /// Whether relationship `R` is registered.
+    pub fn has_relationship<R: Relationship>(&self) -> bool {
+        self.relationship_types.contains(&TypeId::of::<R>())
     }
 
     /// Declares that component `T` may sit on simulation entities without being rolled back
@@ -148,37 +245,36 @@ impl RollbackRegistry {
         self.locked
     }
 
-    /// Names of component types present on simulation entities of `world` that a rollback would
-    /// not restore, each reported once per registry.
-    pub(crate) fn unregistered_components(&mut self, world: &World) -> Vec<String> {
-        let Some(sim_id) = world.components().component_id::<SimEntity>() else {
-            return Vec::new();
-        };
-        let mut found = Vec::new();
-        for archetype in world.archetypes().iter() {
-            if !archetype.contains(sim_id) || !self.seen_archetypes.insert(archetype.id()) {
-                continue;
-            }
-            for id in archetype.iter_components() {
-                let Some(info) = world.components().get_info(id) else {
-                    continue;
-                };
-                let known = info.type_id().is_some_and(|t| {
-                    self.component_types.contains(&t) || self.ignored.contains(&t)
-                });
-                let name = type_name_of(world, info);
-                if !known && self.reported.insert(name.clone()) {
-                    found.push(name);
-                }
-            }
-        }
-        found
+    /// Whether a component type is accounted for: registered (as a component or one side of a
+    /// relationship) or declared ignored.
+    pub(crate) fn is_known(&self, type_id: TypeId) -> bool {
+        self.component_types.contains(&type_id)
+            || self.relationship_types.contains(&type_id)
+            || self.ignored.contains(&type_id)
+    }
+
+    /// Whether `type_name` is reported for the first time (each unregistered type is reported
+    /// once per registry).
+    pub(crate) fn first_report(&mut self, type_name: &str) -> bool {
+        !self.reported.contains(type_name) && self.reported.insert(type_name.to_string())
+    }
+
+    /// Registration errors of the `RollbackAppExt` methods (which return no `Result`), in
+    /// order; the session writes each as a
+    /// [`RollbackSetupFailed`](crate::RollbackSetupFailed) message when it starts.
+    pub fn setup_errors(&self) -> &[SessionError] {
+        &self.setup_errors
+    }
+
+    /// Records a registration error of a method that cannot return it.
+    pub(crate) fn record_setup_error(&mut self, error: SessionError) {
+        self.setup_errors.push(error);
     }
 }
 
 /// A component's type name: Bevy's own when its `debug` feature is on, else the reflected type
 /// path when the type is registered for reflection, else its `TypeId`.
-fn type_name_of(world: &World, info: &bevy::ecs::component::ComponentInfo) -> String {
+pub(crate) fn type_name_of(world: &World, info: &bevy::ecs::component::ComponentInfo) -> String {
     let name = info.name().to_string();
     if !name.starts_with('<') {
         return name;
@@ -199,6 +295,12 @@ fn type_name_of(world: &World, info: &bevy::ecs::component::ComponentInfo) -> St
 
 /// Registering simulation state from a plugin (your game plugin runs in both simulation worlds,
 /// so this registers in both).
+///
+/// The methods chain, so they return no `Result`: an error is logged, kept in
+/// [`RollbackRegistry::setup_errors`] and written as a
+/// [`RollbackSetupFailed`](crate::RollbackSetupFailed) message when the session starts.
+/// [`TryRollbackAppExt`](crate::TryRollbackAppExt) returns it instead. `ChildOf`/`Children`
+/// need no registration.
 pub trait RollbackAppExt {
     /// Rolls back component `T` by cloning (not part of checksums).
     fn rollback_component<T: Component<Mutability = Mutable> + Clone>(&mut self) -> &mut Self;
@@ -222,6 +324,7 @@ fn with_registry(app: &mut App, f: impl FnOnce(&mut RollbackRegistry) -> Result<
         .get_resource_or_insert_with(RollbackRegistry::default);
     if let Err(error) = f(&mut registry) {
         error!("{error}");
+        registry.record_setup_error(error);
     }
 }
 

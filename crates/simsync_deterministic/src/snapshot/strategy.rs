@@ -16,6 +16,9 @@ use bevy::ecs::world::WorldId;
 use bevy::prelude::*;
 use std::hash::Hasher;
 
+use super::digest::{
+    DigestOutcome, debug_digest, reflect_component_digest, reflect_resource_digest,
+};
 use super::entities::Synced;
 use crate::checksum::{SimHash, StateHasher};
 
@@ -68,6 +71,16 @@ pub(crate) trait ComponentCopier: Send + Sync {
     /// Hashes the component of `entity` in `world`, if registered for checksums and present.
     fn hash(&self, world: &World, entity: Entity, hasher: &mut StateHasher);
     fn hashed(&self) -> bool;
+    /// Feeds the component of every entity of `entities` (absence included) into `hasher`, for
+    /// the full prediction check (see [`super::digest`]).
+    fn digest(
+        &self,
+        _world: &World,
+        _entities: &[Entity],
+        _hasher: &mut StateHasher,
+    ) -> DigestOutcome {
+        DigestOutcome::Skipped
+    }
 }
 
 /// One registered resource type.
@@ -76,9 +89,38 @@ pub(crate) trait ResourceCopier: Send + Sync {
     fn copy(&self, src: &World, dst: &mut World, map: TickMap);
     fn hash(&self, world: &World, hasher: &mut StateHasher);
     fn hashed(&self) -> bool;
+    /// Feeds the resource (or its absence) into `hasher`, for the full prediction check.
+    fn digest(&self, world: &World, hasher: &mut StateHasher) -> DigestOutcome;
 }
 
 type HashFn<T> = fn(&T, &mut StateHasher);
+
+/// How the full prediction check compares a registered type that has no `SimHash`.
+pub(crate) enum DigestSource<T> {
+    /// By the value's `Debug` text (the crate's own registrations).
+    Debug(HashFn<T>),
+    /// Through reflection, if the simulation world's type registry reflects the type.
+    Reflect,
+    /// Not at all: compared by other means.
+    Skip,
+}
+
+impl<T> Clone for DigestSource<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Debug(f) => Self::Debug(*f),
+            Self::Reflect => Self::Reflect,
+            Self::Skip => Self::Skip,
+        }
+    }
+}
+
+impl<T: std::fmt::Debug> DigestSource<T> {
+    /// Compared by `Debug` text.
+    pub(crate) fn debug() -> Self {
+        Self::Debug(|value, hasher| debug_digest(value, hasher))
+    }
+}
 
 /// A query state cached for the world it was built for.
 pub(crate) type CachedQuery<D, F = ()> = Option<(WorldId, QueryState<D, F>)>;
@@ -89,16 +131,18 @@ pub(crate) struct CloneComponent<T: Component<Mutability = Mutable> + Clone> {
     dst: CachedQuery<&'static mut T, With<Synced>>,
     dst_all: CachedQuery<Entity, (With<T>, With<Synced>)>,
     hash: Option<HashFn<T>>,
+    digest: DigestSource<T>,
     inserts: Vec<(Entity, T, Tick, Tick)>,
 }
 
 impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
-    pub(crate) fn new(hash: Option<HashFn<T>>) -> Self {
+    pub(crate) fn new(hash: Option<HashFn<T>>, digest: DigestSource<T>) -> Self {
         Self {
             src: None,
             dst: None,
             dst_all: None,
             hash,
+            digest,
             inserts: Vec::new(),
         }
     }
@@ -184,16 +228,49 @@ impl<T: Component<Mutability = Mutable> + Clone> ComponentCopier for CloneCompon
     fn hashed(&self) -> bool {
         self.hash.is_some()
     }
+
+    fn digest(
+        &self,
+        world: &World,
+        entities: &[Entity],
+        hasher: &mut StateHasher,
+    ) -> DigestOutcome {
+        if !entities.iter().any(|e| world.get::<T>(*e).is_some()) {
+            return DigestOutcome::Absent;
+        }
+        hasher.write_str(self.type_name());
+        let by_value = match (&self.hash, &self.digest) {
+            (Some(f), _) | (None, DigestSource::Debug(f)) => f,
+            (None, DigestSource::Skip) => return DigestOutcome::Skipped,
+            (None, DigestSource::Reflect) => {
+                return match reflect_component_digest(world, TypeId::of::<T>(), entities, hasher) {
+                    Some(()) => DigestOutcome::Compared,
+                    None => DigestOutcome::Unchecked,
+                };
+            }
+        };
+        for entity in entities {
+            match world.get::<T>(*entity) {
+                Some(value) => {
+                    hasher.write_u8(1);
+                    by_value(value, hasher);
+                }
+                None => hasher.write_u8(0),
+            }
+        }
+        DigestOutcome::Compared
+    }
 }
 
 /// Copier of a `Clone` resource, including its absence.
 pub(crate) struct CloneResource<R: Resource<Mutability = Mutable> + Clone> {
     hash: Option<HashFn<R>>,
+    digest: DigestSource<R>,
 }
 
 impl<R: Resource<Mutability = Mutable> + Clone> CloneResource<R> {
-    pub(crate) fn new(hash: Option<HashFn<R>>) -> Self {
-        Self { hash }
+    pub(crate) fn new(hash: Option<HashFn<R>>, digest: DigestSource<R>) -> Self {
+        Self { hash, digest }
     }
 }
 
@@ -238,6 +315,29 @@ impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource
 
     fn hashed(&self) -> bool {
         self.hash.is_some()
+    }
+
+    fn digest(&self, world: &World, hasher: &mut StateHasher) -> DigestOutcome {
+        let Some(value) = world.get_resource::<R>() else {
+            return DigestOutcome::Absent;
+        };
+        hasher.write_str(self.type_name());
+        match (&self.hash, &self.digest) {
+            (Some(f), _) | (None, DigestSource::Debug(f)) => {
+                f(value, hasher);
+                DigestOutcome::Compared
+            }
+            (None, DigestSource::Skip) => DigestOutcome::Skipped,
+            (None, DigestSource::Reflect) => {
+                let id = world.component_id::<R>();
+                match id
+                    .and_then(|id| reflect_resource_digest(world, TypeId::of::<R>(), id, hasher))
+                {
+                    Some(()) => DigestOutcome::Compared,
+                    None => DigestOutcome::Unchecked,
+                }
+            }
+        }
     }
 }
 

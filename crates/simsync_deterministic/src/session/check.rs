@@ -1,0 +1,171 @@
+//! The prediction check (`verify_predictions`) and the coverage scans of the session update
+//! ([no silent divergence](crate::rules#no-silent-divergence)): state a rollback would not
+//! restore is reported as a message and in [`SessionStats`], and makes the check fail.
+
+use bevy::prelude::*;
+
+use super::audit::{AuditedState, PredictionAudit};
+use super::divergence::{MismatchCause, RollbackSetupFailed, UncheckedState, UnsimulatedEntity};
+use super::state::DeterministicSession;
+use super::stats::{PredictionMismatch, SessionStats, UnregisteredComponent};
+use crate::config::PredictionCheck;
+use crate::input::SimInput;
+use crate::snapshot::{self, RollbackRegistry, SimulationWorld, WorldRole};
+use crate::tick::Tick;
+use crate::worlds::SimulationWorlds;
+
+/// Scans one simulation world for state a rollback would not restore, writes a message for
+/// every finding seen for the first time (and records it in `stats`). Returns whether the
+/// world holds no such state now.
+pub(super) fn scan_world(
+    main: &mut World,
+    sw: &mut SimulationWorld,
+    registry: &mut RollbackRegistry,
+    role: WorldRole,
+    stats: &mut SessionStats,
+) -> bool {
+    let found = snapshot::coverage::scan(&sw.world, registry, &mut sw.coverage);
+    for type_name in found.new_unregistered.iter().cloned() {
+        warn!(
+            "component `{type_name}` on a simulation entity is not registered for rollback: \
+             its value will not be restored (register it with rollback_component or \
+             ignore_rollback_component)"
+        );
+        stats.unregistered_components.push(type_name.clone());
+        main.write_message(UnregisteredComponent { type_name });
+    }
+    let tick = sw.tick();
+    for finding in found.new_unsimulated.iter().cloned() {
+        warn!(
+            "{} entities without SimEntity in the {role:?} world at tick {tick} (e.g. {}: {}): \
+             spawn simulation entities with SimCommands, or mark them NotSimulated",
+            finding.entities,
+            finding.entity,
+            finding.components.join(", ")
+        );
+        stats.unsimulated_entity_reports += 1;
+        main.write_message(UnsimulatedEntity {
+            world: role,
+            tick,
+            entity: finding.entity,
+            entities: finding.entities,
+            components: finding.components,
+        });
+    }
+    found.covered()
+}
+
+/// The state the prediction check records for `sw` now: its coverage, and its checksum or full
+/// digest. Registered types the full digest cannot compare are reported once.
+fn audited_state(
+    main: &mut World,
+    sw: &mut SimulationWorld,
+    registry: &mut RollbackRegistry,
+    role: WorldRole,
+    (check, audit): (PredictionCheck, &mut PredictionAudit),
+    stats: &mut SessionStats,
+) -> AuditedState {
+    let covered = scan_world(main, sw, registry, role, stats);
+    let digest = match check {
+        PredictionCheck::Checksum => snapshot::checksum(sw, registry),
+        PredictionCheck::AllRegisteredState => {
+            let mut unchecked = Vec::new();
+            let digest = snapshot::state_digest(sw, registry, &mut unchecked);
+            for type_name in unchecked {
+                if audit.unchecked_reported.insert(type_name) {
+                    warn!("the full prediction check cannot compare `{type_name}`");
+                    stats.unchecked_types.push(type_name.to_string());
+                    main.write_message(UncheckedState {
+                        type_name: type_name.to_string(),
+                    });
+                }
+            }
+            digest
+        }
+    };
+    AuditedState { digest, covered }
+}
+
+/// The predicted world's state after the tick just predicted, for a later check.
+pub(super) fn predicted_state<I: SimInput>(
+    main: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    stats: &mut SessionStats,
+) -> AuditedState {
+    let check = session.config.prediction_check;
+    audited_state(
+        main,
+        &mut worlds.predicted,
+        &mut worlds.registry,
+        WorldRole::Predicted,
+        (check, &mut session.audit),
+        stats,
+    )
+}
+
+/// Compares the prediction of `tick` (if its inputs turned out right) with the verified state:
+/// it matches only when both states are equal and neither world held state a rollback would not
+/// restore.
+pub(super) fn audit_verified_tick<I: SimInput>(
+    main: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    stats: &mut SessionStats,
+    tick: Tick,
+) {
+    let Some(predicted) = session.audit.take_comparable(tick) else {
+        return;
+    };
+    stats.resim_ticks_checked += 1;
+    let check = session.config.prediction_check;
+    let verified = audited_state(
+        main,
+        &mut worlds.verified,
+        &mut worlds.registry,
+        WorldRole::Verified,
+        (check, &mut session.audit),
+        stats,
+    );
+    let cause = if !(predicted.covered && verified.covered) {
+        MismatchCause::UncoveredState
+    } else if predicted.digest != verified.digest {
+        MismatchCause::StateDiffers
+    } else {
+        stats.resim_ticks_matching += 1;
+        return;
+    };
+    match cause {
+        MismatchCause::StateDiffers => error!(
+            "desync: predicted tick {tick} ({:016x}) differs from verified ({:016x}) with the same inputs",
+            predicted.digest, verified.digest
+        ),
+        MismatchCause::UncoveredState => {
+            stats.resim_ticks_uncovered += 1;
+            if !std::mem::replace(&mut session.audit.uncovered_logged, true) {
+                error!(
+                    "prediction check failed at tick {tick}: a simulation world holds state a \
+                     rollback does not restore (see UnsimulatedEntity / UnregisteredComponent)"
+                );
+            }
+        }
+    }
+    main.write_message(PredictionMismatch {
+        tick,
+        predicted: predicted.digest,
+        verified: verified.digest,
+        cause,
+    });
+}
+
+/// Writes the registration errors recorded while the worlds were built, once, when the session
+/// starts.
+pub(super) fn report_setup_errors(main: &mut World, registry: &RollbackRegistry) {
+    let errors = registry.setup_errors().to_vec();
+    if let Some(mut stats) = main.get_resource_mut::<SessionStats>() {
+        stats.rollback_setup_errors += errors.len() as u64;
+    }
+    for error in errors {
+        main.write_message(RollbackSetupFailed { error });
+    }
+}
