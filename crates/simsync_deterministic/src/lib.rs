@@ -12,16 +12,26 @@
 //!   ([`NetworkSessionConfig`]) → [`InputBuffer`] → [`PlayerInputs`]; [`InputEncoder`] for leafwing.
 //! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
 //!   [`DeterministicServerPlugin`].
-//! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`], [`RollbackStrategy`]; checksums:
-//!   [`SimHash`], [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
+//! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`], [`RollbackStrategy`]; Bevy
+//!   states in the simulation: [`RollbackStateAppExt`]; checksums: [`SimHash`] (and
+//!   `#[derive(SimHash)]`), [`StateHasher`]. Configuration: [`SessionConfig`]; errors:
+//!   [`SessionError`].
+//! - Debug aids: the determinism guard ([`DeterminismWarning`]); [`testing::run_until_verified`]
+//!   for a game's own tests.
 //!
 //! Read `docs/pitfalls.md` at the repository root before writing a simulation.
 #![warn(missing_docs)]
+
+// `#[derive(SimHash)]` names this crate `::simsync_deterministic`, also inside it.
+extern crate self as simsync_deterministic;
 
 mod checksum;
 mod config;
 mod context;
 mod error;
+mod guard;
+mod hash_impls;
+mod headless;
 mod input;
 mod plugin;
 mod relay_server;
@@ -30,6 +40,8 @@ mod schedule;
 mod session;
 mod snapshot;
 mod source;
+mod states;
+pub mod testing;
 mod tick;
 mod worlds;
 
@@ -44,6 +56,7 @@ pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
 pub use error::SessionError;
+pub use guard::{DeterminismRisk, DeterminismWarning};
 pub use input::{
     ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
     PackedInput, PlayerInputs, SimInput,
@@ -65,6 +78,9 @@ pub use session::{
     SessionStateChanged, SessionStateReason, SessionStats, UnregisteredComponent,
     session_transitions,
 };
+/// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
+/// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
+pub use simsync_derive::SimHash;
 pub use snapshot::{
     Parked, ReservedSlots, RollbackAppExt, RollbackRegistry, RollbackReport, RollbackStrategy,
     SimCommands, SimEntity, SimulationEntities, Synced, TickMap, WorldRole, despawn_simulated_now,
@@ -75,17 +91,19 @@ pub use source::{
     RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected, SessionStall, StallReason,
     TickInputSource,
 };
+pub use states::RollbackStateAppExt;
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;
 
 /// Everything a game needs.
 pub mod prelude {
     pub use crate::{
-        AfterPrediction, BeforePrediction, BeforeVerification, DeterministicPlugin,
-        DeterministicSession, DeterministicSet, InputEncoder, InputStatus, LocalInputs,
-        LocalSessionConfig, PackedInput, PlayerIndex, PlayerInputs, PredictionMismatch,
-        RollbackAppExt, SessionClock, SessionConfig, SessionMode, SessionSetupError, SessionStats,
-        SimCommands, SimEntity, SimHash, SimInput, SimTick, SimulationSet, SimulationStartup,
-        SimulationTick, SimulationWorlds, SimulatorContext, Tick, TickInputSource,
+        AfterPrediction, BeforePrediction, BeforeVerification, DeterminismWarning,
+        DeterministicPlugin, DeterministicSession, DeterministicSet, InputEncoder, InputStatus,
+        LocalInputs, LocalSessionConfig, PackedInput, PlayerIndex, PlayerInputs,
+        PredictionMismatch, RollbackAppExt, RollbackStateAppExt, SessionClock, SessionConfig,
+        SessionMode, SessionSetupError, SessionStats, SimCommands, SimEntity, SimHash, SimInput,
+        SimTick, SimulationSet, SimulationStartup, SimulationTick, SimulationWorlds,
+        SimulatorContext, StateHasher, Tick, TickInputSource,
     };
 }

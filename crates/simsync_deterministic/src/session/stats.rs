@@ -49,6 +49,9 @@ pub struct SessionStats {
     pub rollback_parked_entities: u64,
     /// Component types on simulation entities that rollback does not restore.
     pub unregistered_components: Vec<String>,
+    /// [`DeterminismWarning`](crate::DeterminismWarning)s reported by the determinism guard
+    /// (0 unless [`determinism_guard`](crate::DeterministicPlugin::determinism_guard) is on).
+    pub determinism_warnings: u64,
     /// The client side of a networked session (`None` in a local session).
     pub network: Option<RelayClientStats>,
 }
