@@ -2,7 +2,9 @@
 
 mod change_detection;
 mod determinism;
+mod determinism_guard;
 mod entity_lifecycle;
+mod ergonomics;
 mod hierarchy;
 mod input_edges;
 mod presented_tick;

@@ -50,6 +50,9 @@ impl Hasher for StateHasher {
 }
 
 /// A value that can be part of a checksum. Floats must be hashed by their bits.
+///
+/// Derive it: `#[derive(SimHash)]` hashes every field in declaration order, with
+/// `#[sim_hash(skip)]` to leave one out ([checksums](crate::rules#checksums)).
 pub trait SimHash {
     /// Feeds the value into `hasher`.
     fn sim_hash(&self, hasher: &mut StateHasher);

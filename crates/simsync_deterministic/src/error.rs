@@ -61,9 +61,13 @@ pub enum SessionError {
     /// Bevy's allocator did not give a contiguous range of fresh indices.
     #[error("could not reserve a contiguous range of fresh entity indices")]
     ReservedRangeNotContiguous,
-    /// The simulation worlds are not built yet (call `App::finish` and `App::cleanup`, or
-    /// `App::run`).
-    #[error("the simulation worlds are not built yet: call app.finish() and app.cleanup() first")]
+    /// There are no simulation worlds: no [`DeterministicPlugin`](crate::DeterministicPlugin)
+    /// of this input type is installed (or its configuration was refused, see
+    /// [`SessionSetupError`](crate::SessionSetupError)). The worlds of an installed plugin are
+    /// built by `App::cleanup` or, without it, by the first session update.
+    #[error(
+        "the simulation worlds are not built: no DeterministicPlugin of this input type is installed"
+    )]
     WorldsNotBuilt,
     /// The Rapier context entity has different ids in the two worlds.
     #[error("the Rapier context entity differs between worlds ({verified} vs {predicted})")]

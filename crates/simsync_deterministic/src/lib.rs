@@ -15,8 +15,8 @@
 //! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
 //!   [`DeterministicServerPlugin`].
 //! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`] and [`TryRollbackAppExt`]
-//!   (registration, the latter returning its errors), [`RollbackStrategy`]; checksums:
-//!   [`SimHash`], [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
+//!   (registration, the latter returning its errors), [`RollbackStrategy`]; Bevy states in the simulation:
+//!   [`RollbackStateAppExt`]; checksums: [`SimHash`] (and `#[derive(SimHash)]`), [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
 //! - Simulation events: [`SimEvents`] in the simulation, [`SimEventReceived`] and
 //!   [`ConfirmedSimEvent`] in the main app, registered with [`SimEventAppExt::add_sim_event`];
 //!   the two side-effect patterns (sound, visual effects, network sends) are in [`events`].
@@ -29,15 +29,23 @@
 //!   unregistered components ([`UnregisteredComponent`]) are reported and fail the prediction
 //!   check; [`PredictionCheck::AllRegisteredState`] compares every registered value
 //!   ([no silent divergence](rules#no-silent-divergence)).
+//! - Debug aids: the determinism guard ([`DeterminismWarning`]); [`testing::run_until_verified`]
+//!   for a game's own tests.
 //!
 //! Read `docs/pitfalls.md` at the repository root before writing a simulation.
 #![warn(missing_docs)]
+
+// `#[derive(SimHash)]` names this crate `::simsync_deterministic`, also inside it.
+extern crate self as simsync_deterministic;
 
 mod checksum;
 mod config;
 mod context;
 mod error;
 pub mod events;
+mod guard;
+mod hash_impls;
+mod headless;
 mod input;
 mod leafwing_input;
 mod plugin;
@@ -47,6 +55,8 @@ mod schedule;
 mod session;
 mod snapshot;
 mod source;
+mod states;
+pub mod testing;
 mod tick;
 mod worlds;
 
@@ -66,6 +76,7 @@ pub use events::{
     SimEventReceived, SimEventStats, SimEventStatus, SimEvents, UnregisteredSimEvent,
 };
 pub use error::{RelationshipRefusal, SessionError};
+pub use guard::{DeterminismRisk, DeterminismWarning};
 pub use input::{
     ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
     PackedInput, PlayerInputs, SimInput,
@@ -90,6 +101,9 @@ pub use session::{
     SessionStateReason, SessionStats, UncheckedState, UnregisteredComponent, UnsimulatedEntity,
     session_transitions,
 };
+/// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
+/// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
+pub use simsync_derive::SimHash;
 pub use snapshot::{
     NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability, RollbackRegistry,
     RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
@@ -101,19 +115,21 @@ pub use source::{
     SessionStall, StallReason, TickInputSource,
 };
 pub use source::{FrameMerge, LocalPlayers};
+pub use states::RollbackStateAppExt;
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;
 
 /// Everything a game needs.
 pub mod prelude {
     pub use crate::{
-        AfterPrediction, BeforePrediction, BeforeVerification, DeterministicPlugin,
-        DeterministicSession, DeterministicSet, InputEncoder, InputStatus, LocalInputs,
-        LocalSessionConfig, NotSimulated, PackedInput, PlayerIndex, PlayerInputs, PredictionCheck,
-        PredictionMismatch, RollbackAppExt, SessionClock, SessionConfig, SessionMode,
-        SessionSetupError, SessionStats, SimCommands, SimEntity, SimHash, SimInput, SimTick,
-        SimulationSet, SimulationStartup, SimulationTick, SimulationWorlds, SimulatorContext, Tick,
-        TickInputSource, TryRollbackAppExt, UnsimulatedEntity,
+        AfterPrediction, BeforePrediction, BeforeVerification, DeterminismWarning,
+        DeterministicPlugin, DeterministicSession, DeterministicSet, InputEncoder, InputStatus,
+        LocalInputs, LocalSessionConfig, NotSimulated, PackedInput, PlayerIndex, PlayerInputs,
+        PredictionCheck, PredictionMismatch, RollbackAppExt, RollbackStateAppExt, SessionClock,
+        SessionConfig, SessionMode, SessionSetupError, SessionStats, SimCommands, SimEntity,
+        SimHash, SimInput, SimTick, SimulationSet, SimulationStartup, SimulationTick,
+        SimulationWorlds, SimulatorContext, StateHasher, Tick, TickInputSource, TryRollbackAppExt,
+        UnsimulatedEntity,
     };
     pub use crate::{
         ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventReceived, SimEventStatus, SimEvents,

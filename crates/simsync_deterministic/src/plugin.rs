@@ -15,6 +15,7 @@ use crate::config::{
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
 use crate::events::{SimEventStats, UnregisteredSimEvent};
+use crate::headless::build_missing_worlds;
 use crate::input::{FrameMergeFn, SimInput};
 use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
@@ -29,7 +30,9 @@ use crate::source::{
 };
 use crate::source::{FrameMerge, LocalInputs, LocalPlayers};
 use crate::tick::PlayerIndex;
-use crate::worlds::{GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub_app};
+use crate::worlds::{
+    GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_app,
+};
 
 /// The deterministic session: a verified and a predicted world (Bevy sub-apps running the same
 /// [`SimulationTick`](crate::SimulationTick)), driven by one session-update system that verifies
@@ -53,6 +56,12 @@ use crate::worlds::{GameBuilder, PredictedApp, VerifiedApp, WorldSpec, build_sub
 ///     .run();
 /// ```
 ///
+/// A headless App may be stepped with `app.update()` alone: without `app.finish()` /
+/// `app.cleanup()` the first session update builds the simulation worlds
+/// ([headless stepping](crate::rules#headless-stepping));
+/// [`testing::run_until_verified`](crate::testing::run_until_verified) steps until a verified
+/// tick.
+///
 /// A configuration that fails [`SessionConfig::validate`] is logged as an error and the session
 /// is not installed (the [`SessionSetupError`] resource holds the error); nothing panics.
 ///
@@ -68,6 +77,7 @@ pub struct DeterministicPlugin<I: SimInput> {
     config: SessionConfig,
     schedule: InternedScheduleLabel,
     frame_merge: Option<FrameMergeFn<I>>,
+    guard: bool,
     _input: PhantomData<fn() -> I>,
 }
 
@@ -90,6 +100,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             config: SessionConfig::default(),
             schedule: PreUpdate.intern(),
             frame_merge: None,
+            guard: false,
             _input: PhantomData,
         }
     }
@@ -222,6 +233,20 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// The determinism guard (debug aid, default off): flags the game's
+    /// [`SimulationTick`](crate::SimulationTick) systems whose declared access reads state
+    /// outside the rollback — a clock of the main app (`Time<Real>`, `Time<Virtual>`,
+    /// `Time<Fixed>`), or a resource neither registered for rollback nor ignored
+    /// (`ignore_rollback_resource`) — with a [`DeterminismWarning`](crate::DeterminismWarning)
+    /// message naming the system, a `warn!` and
+    /// [`SessionStats::determinism_warnings`](crate::SessionStats::determinism_warnings). It cannot
+    /// see unseeded random numbers, hash-map iteration order, `Local` state or exclusive systems:
+    /// see [the determinism guard](crate::rules#the-determinism-guard).
+    pub fn determinism_guard(mut self, on: bool) -> Self {
+        self.guard = on;
+        self
+    }
+
     /// The configuration as set so far.
     pub fn session_config(&self) -> &SessionConfig {
         &self.config
@@ -237,11 +262,22 @@ impl<I: SimInput> DeterministicPlugin<I> {
         }
     }
 
+    /// The game builder the worlds are built with: the game, inside the determinism guard when
+    /// it is on.
+    fn game_builder(&self) -> GameBuilder {
+        if self.guard {
+            crate::guard::wrap_game(self.game.clone())
+        } else {
+            self.game.clone()
+        }
+    }
+
     fn install(&self, app: &mut App) -> Result<(), SessionError> {
         let session = DeterministicSession::<I>::new(self.config.clone())?;
         let spec = self.spec();
-        let verified = build_sub_app::<I>(WorldRole::Verified, &spec, self.game.clone())?;
-        let predicted = build_sub_app::<I>(WorldRole::Predicted, &spec, self.game.clone())?;
+        let game = self.game_builder();
+        let verified = build_sub_app::<I>(WorldRole::Verified, &spec, game.clone())?;
+        let predicted = build_sub_app::<I>(WorldRole::Predicted, &spec, game.clone())?;
         app.insert_sub_app(VerifiedApp, verified);
         app.insert_sub_app(PredictedApp, predicted);
         // The App's `TickRate` has one writer, `VirtualTimePlugin`; it is not unique, so adding
@@ -255,7 +291,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
         app.insert_resource(session)
             .insert_resource(lifecycle)
             .insert_resource(SessionBlueprint::<I> {
-                game: self.game.clone(),
+                game,
                 config: self.config.clone(),
                 spec,
                 _input: PhantomData,
@@ -306,6 +342,13 @@ impl<I: SimInput> DeterministicPlugin<I> {
             Some(merge) => app.insert_resource(FrameMerge(merge)),
             None => app.init_resource::<FrameMerge<I>>(),
         };
+        app.add_systems(
+            self.schedule,
+            build_worlds_on_first_update::<I>
+                .before(session_update::<I>)
+                .in_set(DeterministicSet::SessionUpdate),
+        );
+        crate::guard::install_reporting(app, self.schedule);
         Ok(())
     }
 }
@@ -316,6 +359,19 @@ fn initial_local_players(config: &SessionConfig) -> LocalPlayers {
     match config.network {
         Some(_) => LocalPlayers::default(),
         None => LocalPlayers::new(0..config.players),
+    }
+}
+
+/// Builds the simulation worlds in the first session update of an App that was not cleaned up
+/// ([headless stepping](crate::rules#headless-stepping)). A failure is kept as
+/// [`SessionSetupError`] and logged, and not tried again.
+fn build_worlds_on_first_update<I: SimInput>(world: &mut World) {
+    if world.contains_resource::<SessionSetupError>() {
+        return;
+    }
+    if let Some(error) = build_missing_worlds::<I>(world) {
+        error!("DeterministicPlugin: {error}");
+        world.insert_resource(SessionSetupError(error));
     }
 }
 
@@ -334,6 +390,10 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
         ) else {
             return;
         };
+        if app.world().contains_resource::<SimulationWorlds>() {
+            // Built by a session update already (the App was stepped before `cleanup`).
+            return;
+        }
         verified.cleanup();
         predicted.cleanup();
         let (worlds, error) = assemble_worlds::<I>(verified, predicted);

@@ -62,6 +62,28 @@ pub(crate) fn assemble_worlds<I: SimInput>(
     (worlds, error)
 }
 
+/// Both simulation worlds built from `blueprint` now (sub-apps built, finished, cleaned up and
+/// assembled as by [`assemble_worlds`]), with the error `assemble_worlds` reports, if any.
+///
+/// # Errors
+/// A world-building error, as at build time.
+pub(crate) fn build_worlds<I: SimInput>(
+    blueprint: &SessionBlueprint<I>,
+) -> Result<(SimulationWorlds, Option<SessionError>), SessionError> {
+    let mut verified =
+        build_sub_app::<I>(WorldRole::Verified, &blueprint.spec, blueprint.game.clone())?;
+    let mut predicted = build_sub_app::<I>(
+        WorldRole::Predicted,
+        &blueprint.spec,
+        blueprint.game.clone(),
+    )?;
+    for sub in [&mut verified, &mut predicted] {
+        sub.finish();
+        sub.cleanup();
+    }
+    Ok(assemble_worlds::<I>(verified, predicted))
+}
+
 /// The state a new session starts in: `Connecting` when networked, else `Running`.
 pub(crate) fn initial_lifecycle(config: &SessionConfig) -> SessionLifecycle {
     let state = if config.network.is_some() {
@@ -88,7 +110,7 @@ pub(crate) fn initial_lifecycle(config: &SessionConfig) -> SessionLifecycle {
 /// run a new session for it (a started relay refuses a second hello).
 ///
 /// # Errors
-/// [`SessionError::WorldsNotBuilt`] when the plugin is not installed (or the app not finished);
+/// [`SessionError::WorldsNotBuilt`] when the plugin is not installed;
 /// a configuration or world-building error as at build time. On error the old session is left
 /// as it was.
 pub fn restart_session<I: SimInput>(world: &mut World) -> Result<(), SessionError> {
@@ -97,18 +119,7 @@ pub fn restart_session<I: SimInput>(world: &mut World) -> Result<(), SessionErro
     };
     let config = blueprint.config.clone();
     let session = DeterministicSession::<I>::new(config.clone())?;
-    let mut verified =
-        build_sub_app::<I>(WorldRole::Verified, &blueprint.spec, blueprint.game.clone())?;
-    let mut predicted = build_sub_app::<I>(
-        WorldRole::Predicted,
-        &blueprint.spec,
-        blueprint.game.clone(),
-    )?;
-    for sub in [&mut verified, &mut predicted] {
-        sub.finish();
-        sub.cleanup();
-    }
-    let (worlds, error) = assemble_worlds::<I>(verified, predicted);
+    let (worlds, error) = build_worlds(blueprint)?;
     if let Some(error) = error {
         return Err(error);
     }

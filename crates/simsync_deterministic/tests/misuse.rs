@@ -169,14 +169,16 @@ fn registering_a_type_after_the_session_started_is_a_typed_error() {
 }
 
 #[test]
-fn updating_before_the_worlds_are_built_does_not_panic() {
+fn updating_before_finish_and_cleanup_builds_the_worlds_in_the_first_session_update() {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins);
     app.add_plugins(stepped(DeterministicPlugin::<PackedInput>::new(Empty)));
-    // No finish()/cleanup(): the session only warns.
-    app.world_mut().run_schedule(PreUpdate);
     assert!(app.world().get_resource::<SimulationWorlds>().is_none());
-    assert_eq!(app.world().resource::<SessionStats>().ticks_verified, 0);
+    // No finish()/cleanup(): the first session update builds the worlds and verifies.
+    app.world_mut().run_schedule(PreUpdate);
+    assert!(app.world().get_resource::<SimulationWorlds>().is_some());
+    assert!(app.world().get_resource::<SessionSetupError>().is_none());
+    assert_eq!(app.world().resource::<SessionStats>().ticks_verified, 1);
 }
 
 #[test]

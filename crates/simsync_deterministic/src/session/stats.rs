@@ -63,6 +63,9 @@ pub struct SessionStats {
     pub unchecked_types: Vec<String>,
     /// Registration errors written as [`RollbackSetupFailed`](crate::RollbackSetupFailed).
     pub rollback_setup_errors: u64,
+    /// [`DeterminismWarning`](crate::DeterminismWarning)s reported by the determinism guard
+    /// (0 unless [`determinism_guard`](crate::DeterministicPlugin::determinism_guard) is on).
+    pub determinism_warnings: u64,
     /// The client side of a networked session (`None` in a local session).
     pub network: Option<RelayClientStats>,
 }

@@ -30,6 +30,8 @@ pub struct RollbackRegistry {
     /// Both sides of every registered relationship.
     relationship_types: HashSet<TypeId>,
     ignored: HashSet<TypeId>,
+    ignored_resources: HashSet<TypeId>,
+    seen_archetypes: HashSet<ArchetypeId>,
     reported: HashSet<String>,
     setup_errors: Vec<SessionError>,
     locked: bool,
@@ -220,6 +222,38 @@ impl RollbackRegistry {
         self.ignored.insert(TypeId::of::<T>());
     }
 
+    /// Declares that resource `R` may be read by simulation systems without being rolled back
+    /// (constant configuration, buffers emptied within a tick): the determinism guard does not
+    /// flag it ([determinism guard](crate::rules#the-determinism-guard)).
+    pub fn ignore_resource<R: Resource>(&mut self) {
+        self.ignored_resources.insert(TypeId::of::<R>());
+    }
+
+    /// Whether the resource type is registered for rollback or declared ignored.
+    pub(crate) fn knows_resource(&self, type_id: TypeId) -> bool {
+        self.resource_types.contains(&type_id) || self.ignored_resources.contains(&type_id)
+    }
+
+    /// Registers a resource type with a copier of its own (types that are not `Clone`, such as
+    /// Bevy's `State<S>`). A second registration of the same type is ignored.
+    ///
+    /// # Errors
+    /// [`SessionError::SessionStarted`] once the session has started.
+    pub(crate) fn add_resource_copier(
+        &mut self,
+        type_id: TypeId,
+        type_name: &'static str,
+        copier: Box<dyn ResourceCopier>,
+    ) -> Result<(), SessionError> {
+        if self.locked {
+            return Err(SessionError::SessionStarted { type_name });
+        }
+        if self.resource_types.insert(type_id) {
+            self.resources.push(copier);
+        }
+        Ok(())
+    }
+
     /// Whether component `T` is registered.
     pub fn has_component<T: Component>(&self) -> bool {
         self.component_types.contains(&TypeId::of::<T>())
@@ -316,9 +350,15 @@ pub trait RollbackAppExt {
     ) -> &mut Self;
     /// Allows component `T` on simulation entities without rolling it back (no warning).
     fn ignore_rollback_component<T: Component>(&mut self) -> &mut Self;
+    /// Allows simulation systems to read resource `R` without rolling it back (constant
+    /// configuration): the determinism guard does not flag it.
+    fn ignore_rollback_resource<R: Resource>(&mut self) -> &mut Self;
 }
 
-fn with_registry(app: &mut App, f: impl FnOnce(&mut RollbackRegistry) -> Result<(), SessionError>) {
+pub(crate) fn with_registry(
+    app: &mut App,
+    f: impl FnOnce(&mut RollbackRegistry) -> Result<(), SessionError>,
+) {
     let mut registry = app
         .world_mut()
         .get_resource_or_insert_with(RollbackRegistry::default);
@@ -358,6 +398,14 @@ impl RollbackAppExt for App {
     fn ignore_rollback_component<T: Component>(&mut self) -> &mut Self {
         with_registry(self, |r| {
             r.ignore_component::<T>();
+            Ok(())
+        });
+        self
+    }
+
+    fn ignore_rollback_resource<R: Resource>(&mut self) -> &mut Self {
+        with_registry(self, |r| {
+            r.ignore_resource::<R>();
             Ok(())
         });
         self
