@@ -1,6 +1,9 @@
-//! The smallest deterministic game: two players, a leafwing-input-manager action enum, both
-//! players in this process with a local relay that confirms inputs 4 ticks late (so the
-//! predicted world mispredicts player 1 and rolls back). Headless; prints the verified checksum.
+//! The smallest deterministic game: two players, a leafwing-input-manager action enum read by
+//! `LeafwingInputPlugin`, both players in this process (`LocalPlayers`) with a local relay that
+//! confirms inputs 4 ticks late (so the predicted world mispredicts player 1 and rolls back).
+//! A jump is a simulation event: the main app "plays a sound" when a jump is predicted, stops
+//! it when the jump is cancelled by a rollback, and counts confirmed jumps. Headless; prints
+//! the sound log's totals and the verified checksum.
 //!
 //! ```text
 //! cargo run --example minimal_deterministic
@@ -8,7 +11,8 @@
 
 use bevy::prelude::*;
 use leafwing_input_manager::prelude::*;
-use simsync::deterministic::StateHasher;
+use simsync::deterministic::testing::run_until_verified;
+use simsync::deterministic::{SimEventStatus, StateHasher};
 use simsync::prelude::*;
 
 const PLAYERS: u8 = 2;
@@ -27,7 +31,7 @@ enum Action {
 }
 
 /// One player in the simulation worlds: rolled back and part of checksums.
-#[derive(Component, Clone, Debug)]
+#[derive(Component, Clone, Debug, SimHash)]
 struct Player {
     index: u8,
     /// On the ground plane (y = 0), m.
@@ -35,13 +39,9 @@ struct Player {
     jumps: u32,
 }
 
-impl SimHash for Player {
-    fn sim_hash(&self, hasher: &mut StateHasher) {
-        self.index.sim_hash(hasher);
-        self.position.sim_hash(hasher);
-        self.jumps.sim_hash(hasher);
-    }
-}
+/// A simulation event: player `0` jumped (at the tick it is reported with).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Jumped(u8);
 
 /// The game: added to both simulation worlds (verified and predicted).
 #[derive(Clone)]
@@ -68,7 +68,11 @@ fn spawn_players(mut sim: SimCommands) -> Result {
 }
 
 /// Every tick: move by the stick (5 m/s at full tilt), count presses of jump.
-fn move_players(inputs: Res<PlayerInputs<PackedInput>>, mut players: Query<&mut Player>) {
+fn move_players(
+    inputs: Res<PlayerInputs<PackedInput>>,
+    mut players: Query<&mut Player>,
+    mut events: SimEvents<Jumped>,
+) {
     for mut player in &mut players {
         let (Some(input), Some(previous)) =
             (inputs.get(player.index), inputs.previous(player.index))
@@ -78,16 +82,10 @@ fn move_players(inputs: Res<PlayerInputs<PackedInput>>, mut players: Query<&mut 
         player.position += Vec3::new(input.axis(0), 0.0, input.axis(1)) * 5.0 / 64.0;
         if input.just_pressed(previous, JUMP) {
             player.jumps += 1;
+            events.write(Jumped(player.index));
         }
     }
 }
-
-/// A local player's action state in the main world.
-#[derive(Component)]
-struct LocalPlayer(u8);
-
-#[derive(Resource)]
-struct Encoder(InputEncoder<Action>);
 
 /// Stands in for a keyboard: player 0 walks right and jumps every 40 updates, player 1 turns
 /// by a radian every 50 updates and jumps every 25.
@@ -110,16 +108,23 @@ fn script_actions(
     }
 }
 
-/// Encodes every local player's `ActionState` into the session's `LocalInputs`.
-fn write_local_inputs(
-    encoder: Res<Encoder>,
-    players: Query<(&LocalPlayer, &ActionState<Action>)>,
-    mut inputs: ResMut<LocalInputs<PackedInput>>,
-) -> Result {
-    for (player, actions) in &players {
-        inputs.set(player.0, encoder.0.encode(actions))?;
+/// The sound-style effect: start on an announcement, stop on a cancellation, keep on a
+/// confirmation. Only the confirmed stream would be safe for a network send.
+#[derive(Resource, Default, Debug)]
+struct SoundLog {
+    played: u32,
+    stopped: u32,
+    confirmed: u32,
+}
+
+fn play_jump_sounds(mut arrivals: MessageReader<SimEventReceived<Jumped>>, mut log: ResMut<SoundLog>) {
+    for arrival in arrivals.read() {
+        match arrival.status {
+            SimEventStatus::Predicted | SimEventStatus::Late => log.played += 1,
+            SimEventStatus::Cancelled => log.stopped += 1,
+            SimEventStatus::Confirmed => log.confirmed += 1,
+        }
     }
-    Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -141,27 +146,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .checksum_interval(1)
         .verify_predictions(true);
     let mut app = App::new();
-    app.add_plugins((MinimalPlugins, session))
-        .insert_resource(Encoder(encoder))
+    app.add_plugins((MinimalPlugins, session, LeafwingInputPlugin::new(encoder)))
+        .add_sim_event::<Jumped>()
+        .init_resource::<SoundLog>()
         .add_systems(
             PreUpdate,
-            (script_actions, write_local_inputs)
-                .chain()
-                .before(DeterministicSet::SessionUpdate),
-        );
-    for index in 0..PLAYERS {
+            script_actions.before(DeterministicSet::ReadLocalInput),
+        )
+        .add_systems(AfterPrediction, play_jump_sounds);
+    // One entity per player this app controls: `LocalPlayer(n)` feeds `LocalPlayers[n]`.
+    let local = app.world().resource::<LocalPlayers>().clone();
+    for n in 0..local.len() {
         app.world_mut()
-            .spawn((LocalPlayer(index), ActionState::<Action>::default()));
+            .spawn((LocalPlayer(n as u8), ActionState::<Action>::default()));
     }
-    // `App::run` would do these two; a hand-stepped app must (they build the simulation worlds).
-    app.finish();
-    app.cleanup();
     if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
         return Err(error.to_string().into());
     }
-    while app.world().resource::<SessionStats>().verified_tick < TICKS {
-        app.update();
-    }
+    run_until_verified(&mut app, TICKS, 10 * TICKS as u32)?;
+    let sounds = app.world().resource::<SoundLog>();
+    println!(
+        "local players {:?}; jump sounds: {} played, {} stopped (mispredicted), {} confirmed",
+        local.as_slice(),
+        sounds.played,
+        sounds.stopped,
+        sounds.confirmed
+    );
     let stats = app.world().resource::<SessionStats>();
     let checksum = stats.checksum_history.iter().find(|c| c.tick == TICKS);
     let checksum = checksum.ok_or("no checksum at that tick")?.checksum;

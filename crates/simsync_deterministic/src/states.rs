@@ -14,6 +14,7 @@ use bevy_state::state::{
 use crate::checksum::{SimHash, StateHasher};
 use crate::schedule::{SimulationSet, SimulationTick};
 use crate::snapshot::registry::with_registry;
+use crate::snapshot::digest::DigestOutcome;
 use crate::snapshot::strategy::{ResourceCopier, TickMap};
 
 /// Registering a Bevy state of the simulation from your game plugin (it runs in both simulation
@@ -206,6 +207,20 @@ impl<S: States> ResourceCopier for StateCopier<S> {
 
     fn hashed(&self) -> bool {
         self.hash.is_some()
+    }
+
+    fn digest(&self, world: &World, hasher: &mut StateHasher) -> DigestOutcome {
+        use std::hash::Hasher;
+        let Some(value) = world.get_resource::<State<S>>() else {
+            return DigestOutcome::Absent;
+        };
+        hasher.write_str(self.type_name());
+        match self.hash {
+            Some(hash) => hash(value, hasher),
+            // `States` are `Debug`: the full prediction check compares the value's text.
+            None => hasher.write(format!("{:?}", value.get()).as_bytes()),
+        }
+        DigestOutcome::Compared
     }
 }
 

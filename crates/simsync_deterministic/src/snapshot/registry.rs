@@ -31,7 +31,6 @@ pub struct RollbackRegistry {
     relationship_types: HashSet<TypeId>,
     ignored: HashSet<TypeId>,
     ignored_resources: HashSet<TypeId>,
-    seen_archetypes: HashSet<ArchetypeId>,
     reported: HashSet<String>,
     setup_errors: Vec<SessionError>,
     locked: bool,

@@ -798,13 +798,13 @@ mod tests {
         client.stats.slot = Some(1);
         client.input_floor = 40;
         let mut buffer = InputBuffer::<u32>::new(2, 128).expect("buffer");
-        let local = LocalInputProvider::Scripted(crate::source::TickInputSource::new(|_, tick| {
+        let mut local = LocalInputProvider::Scripted(crate::source::TickInputSource::new(|_, tick| {
             tick as u32
         }));
-        client.sample_through(38, &local, &mut buffer);
+        client.sample_through(38, &mut local, &mut buffer);
         assert!(client.pending.is_empty());
         assert_eq!(client.last_input_tick, 38, "the clock still moves on");
-        client.sample_through(43, &local, &mut buffer);
+        client.sample_through(43, &mut local, &mut buffer);
         let ticks: Vec<Tick> = client.pending.iter().map(|(t, _)| *t).collect();
         assert_eq!(ticks, vec![41, 42, 43]);
         assert_eq!(client.pending[0].1, bytes(41));
