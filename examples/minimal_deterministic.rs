@@ -11,8 +11,8 @@
 
 use bevy::prelude::*;
 use leafwing_input_manager::prelude::*;
+use simsync::deterministic::SimEventStatus;
 use simsync::deterministic::testing::run_until_verified;
-use simsync::deterministic::{SimEventStatus, StateHasher};
 use simsync::prelude::*;
 
 const PLAYERS: u8 = 2;
@@ -113,14 +113,23 @@ fn script_actions(
 #[derive(Resource, Default, Debug)]
 struct SoundLog {
     played: u32,
+    /// Of `played`, the jumps first seen after a rollback (a remote press predicted as not pressed).
+    late: u32,
     stopped: u32,
     confirmed: u32,
 }
 
-fn play_jump_sounds(mut arrivals: MessageReader<SimEventReceived<Jumped>>, mut log: ResMut<SoundLog>) {
+fn play_jump_sounds(
+    mut arrivals: MessageReader<SimEventReceived<Jumped>>,
+    mut log: ResMut<SoundLog>,
+) {
     for arrival in arrivals.read() {
         match arrival.status {
-            SimEventStatus::Predicted | SimEventStatus::Late => log.played += 1,
+            SimEventStatus::Predicted => log.played += 1,
+            SimEventStatus::Late => {
+                log.played += 1;
+                log.late += 1;
+            }
             SimEventStatus::Cancelled => log.stopped += 1,
             SimEventStatus::Confirmed => log.confirmed += 1,
         }
@@ -166,9 +175,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     run_until_verified(&mut app, TICKS, 10 * TICKS as u32)?;
     let sounds = app.world().resource::<SoundLog>();
     println!(
-        "local players {:?}; jump sounds: {} played, {} stopped (mispredicted), {} confirmed",
+        "local players {:?}; jump sounds: {} played ({} late), {} stopped (mispredicted), {} confirmed",
         local.as_slice(),
         sounds.played,
+        sounds.late,
         sounds.stopped,
         sounds.confirmed
     );

@@ -10,5 +10,5 @@ mod input_edges;
 mod presented_tick;
 mod resource_lifecycle;
 mod rollback_exactness;
-pub(crate) mod sim_events;
 mod silent_divergence;
+pub(crate) mod sim_events;

@@ -71,11 +71,11 @@ pub use config::{
 pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
+pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
     ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventError, SimEventId, SimEventLedger,
     SimEventReceived, SimEventStats, SimEventStatus, SimEvents, UnregisteredSimEvent,
 };
-pub use error::{RelationshipRefusal, SessionError};
 pub use guard::{DeterminismRisk, DeterminismWarning};
 pub use input::{
     ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,

@@ -13,8 +13,8 @@ use bevy_state::state::{
 
 use crate::checksum::{SimHash, StateHasher};
 use crate::schedule::{SimulationSet, SimulationTick};
-use crate::snapshot::registry::with_registry;
 use crate::snapshot::digest::DigestOutcome;
+use crate::snapshot::registry::with_registry;
 use crate::snapshot::strategy::{ResourceCopier, TickMap};
 
 /// Registering a Bevy state of the simulation from your game plugin (it runs in both simulation

@@ -798,9 +798,10 @@ mod tests {
         client.stats.slot = Some(1);
         client.input_floor = 40;
         let mut buffer = InputBuffer::<u32>::new(2, 128).expect("buffer");
-        let mut local = LocalInputProvider::Scripted(crate::source::TickInputSource::new(|_, tick| {
-            tick as u32
-        }));
+        let mut local =
+            LocalInputProvider::Scripted(crate::source::TickInputSource::new(|_, tick| {
+                tick as u32
+            }));
         client.sample_through(38, &mut local, &mut buffer);
         assert!(client.pending.is_empty());
         assert_eq!(client.last_input_tick, 38, "the clock still moves on");
