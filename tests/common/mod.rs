@@ -271,32 +271,12 @@ pub fn app_with_skip(
     skip_rollbacks: bool,
 ) -> App {
     let players = game.players;
-    let mut app = App::new();
-    app.add_plugins(MinimalPlugins);
-    app.add_plugins(
-        DeterministicPlugin::<PackedInput>::new(game)
-            .players(players)
+    app_with_game(game, players, latency, |plugin| {
+        plugin
             .mode(mode)
-            .checksum_interval(1)
             .verify_predictions(verify)
             .skip_rollback_when_predictions_hold(skip_rollbacks)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 1,
-            })
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![latency],
-                jitter_ticks: 0,
-                seed: 7,
-                known_players: vec![0],
-            }),
-    );
-    app.add_systems(
-        PreUpdate,
-        feed_scripted_inputs.before(DeterministicSet::SessionUpdate),
-    );
-    app.finish();
-    app.cleanup();
-    app
+    })
 }
 
 /// Updates `app` until its verified tick reaches `tick` (at most `4 × tick + 100` updates).
