@@ -15,6 +15,17 @@ fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().expect("address")
 }
 
+/// A relay server App for `players` on a UDP socket bound to 127.0.0.1, and its address.
+fn udp_server(players: u8) -> (App, SocketAddr) {
+    let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(loopback())).expect("bind");
+    let addr = transport.local_addr();
+    let mut server = server_app(players);
+    server.insert_net_server(transport);
+    server.finish();
+    server.cleanup();
+    (server, addr)
+}
+
 /// A client App of `game` with `net`, over UDP to `server` as netcode client `id`.
 fn udp_client(game: &TestGame, net: NetworkSessionConfig, server: SocketAddr, id: u64) -> App {
     let mut client = client_app(game.clone(), net, 60);
@@ -53,26 +64,15 @@ fn server_and_two_clients_over_udp_agree_for_300_ticks() {
         boxes: 10,
         ..TestGame::default()
     };
-    let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(loopback())).expect("bind");
-    let addr = transport.local_addr();
-    let mut server = server_app(game.players);
-    server.insert_net_server(transport);
-    server.finish();
-    server.cleanup();
+    let (mut server, addr) = udp_server(game.players);
     let mut clients: Vec<App> = (0..game.players)
         .map(|i| {
-            let mut client = client_app(game.clone(), NetworkSessionConfig::default(), 60);
-            let transport = UdpClientTransport::unsecure(
+            udp_client(
+                &game,
+                NetworkSessionConfig::default(),
                 addr,
                 u64::from(i) + 1,
-                NETCODE_PROTOCOL_ID,
-                loopback(),
             )
-            .expect("client socket");
-            client.insert_net_client(transport);
-            client.finish();
-            client.cleanup();
-            client
         })
         .collect();
     let verified = |clients: &[App]| {
@@ -139,12 +139,7 @@ fn a_killed_udp_client_rejoins_with_its_token_and_ends_with_the_survivors_checks
         boxes: 10,
         ..TestGame::default()
     };
-    let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(loopback())).expect("bind");
-    let addr = transport.local_addr();
-    let mut server = server_app(game.players);
-    server.insert_net_server(transport);
-    server.finish();
-    server.cleanup();
+    let (mut server, addr) = udp_server(game.players);
     let mut clients: Vec<App> = (1..=2)
         .map(|id| udp_client(&game, NetworkSessionConfig::default(), addr, id))
         .collect();
