@@ -15,14 +15,15 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use bevy::math::{Quat, Vec3};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
+#[path = "samples/mod.rs"]
+mod samples;
+
 use simsync_net::{
     BodyId, ClientMessage, DecodeStats, Hello, InputSet, MAX_MESSAGE_BYTES, NetError, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, ParticipantId, Protocols,
-    RejectReason, ServerHandshake, ServerMessage, SessionClientMessage, SessionServerMessage,
-    SplitMix64, Welcome, decode, decode_client_message, decode_client_message_counted,
-    decode_counted, decode_server_message, decode_server_message_counted, encode, max_decoded_len,
+    OwnershipServerMessage, ParticipantId, Protocols, ServerHandshake, ServerMessage, SplitMix64,
+    Welcome, decode, decode_client_message, decode_client_message_counted, decode_counted,
+    decode_server_message, decode_server_message_counted, encode, max_decoded_len,
     peek_handshake_version, wire_config,
 };
 
@@ -105,17 +106,6 @@ fn game_input() -> GameInput {
     }
 }
 
-fn body_state() -> PackedBodyState {
-    PackedBodyState::new(
-        BodyId(42),
-        70_000,
-        Vec3::new(1.5, -2.25, 1e6),
-        Quat::from_rotation_z(1.0),
-        Vec3::new(0.1, 0.2, 0.3),
-        Vec3::new(-4.0, 5.0, -6.0),
-    )
-}
-
 fn welcome() -> Welcome {
     let mut server = ServerHandshake::new(Protocols::ALL).with_tick_rate_hz(60);
     server
@@ -136,51 +126,8 @@ fn input_sets() -> Vec<InputSet> {
 
 /// One valid encoded packet of every kind the crate decodes.
 fn valid_packets() -> Vec<Vec<u8>> {
-    let client = [
-        ClientMessage::Hello(Hello::new(Protocols::ALL, "player one")),
-        ClientMessage::Ping { t: u32::MAX },
-        ClientMessage::Goodbye,
-        ClientMessage::Session(SessionClientMessage::Inputs {
-            first_tick: -3,
-            inputs: vec![vec![], vec![1, 2, 3], vec![255; 40]],
-            ack_tick: i32::MIN,
-        }),
-        ClientMessage::Session(SessionClientMessage::Checksum {
-            tick: 600,
-            checksum: u64::MAX,
-        }),
-        ClientMessage::Ownership(OwnershipClientMessage::Bid {
-            body: BodyId(u64::MAX),
-            priority: 128,
-        }),
-        ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(body_state())),
-    ];
-    let server = [
-        ServerMessage::Welcome(welcome()),
-        ServerMessage::Rejected {
-            reason: RejectReason::Other("full moon".into()),
-        },
-        ServerMessage::Pong {
-            t: 5,
-            server_time_ms: 99,
-        },
-        ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-            first_tick: 100,
-            sets: input_sets(),
-        }),
-        ServerMessage::Ownership(OwnershipServerMessage::Snapshot(vec![
-            OwnerRecord {
-                body: BodyId(1),
-                owner: Some(ParticipantId(2)),
-                priority: 128,
-            };
-            4
-        ])),
-        ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
-            owner: ParticipantId(3),
-            state: body_state(),
-        }),
-    ];
+    let client = samples::client_samples();
+    let server = samples::server_samples();
     let mut packets: Vec<Vec<u8>> = client.iter().map(|m| encode(m).unwrap()).collect();
     packets.extend(server.iter().map(|m| encode(m).unwrap()));
     packets.push(encode(&Hello::new(Protocols::SESSION, "solo")).unwrap());

@@ -2,145 +2,18 @@
 //! error and a counter, the version handshake, wire sizes, and proptests that random bytes never
 //! panic.
 
-use bevy::math::{Quat, Vec3};
+use bevy::math::Quat;
 use proptest::prelude::*;
+
+use crate::samples::{client_samples, server_samples, state, welcome};
 use simsync_net::{
     BodyId, ClientMessage, DecodeStats, Hello, InputFingerprint, InputSet, MAX_MESSAGE_BYTES,
     NetChannel, NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage,
     PROTOCOL_VERSION, PackedBodyState, PackedRotation, ParticipantId, Protocols, ReconnectToken,
-    RefusalReason, RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage,
-    Welcome, check_hello, decode, decode_client_message, decode_client_message_counted,
-    decode_server_message, encode, peek_handshake_version,
+    RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage, Welcome, check_hello,
+    decode, decode_client_message, decode_client_message_counted, decode_server_message, encode,
+    peek_handshake_version,
 };
-
-fn state(body: u64, seq: u32) -> PackedBodyState {
-    PackedBodyState::new(
-        BodyId(body),
-        seq,
-        Vec3::new(1.5, -2.25, 1e6),
-        Quat::from_rotation_z(1.0),
-        Vec3::new(0.1, 0.2, 0.3),
-        Vec3::new(-4.0, 5.0, -6.0),
-    )
-}
-
-fn welcome() -> Welcome {
-    Welcome {
-        protocol_version: PROTOCOL_VERSION,
-        participant: ParticipantId(3),
-        player_slot: Some(1),
-        protocols: Protocols::ALL,
-        tick_rate_hz: 64,
-        server_tick: 1234,
-        players: 4,
-        reconnect_token: Some(u64::MAX - 5),
-    }
-}
-
-fn client_samples() -> Vec<ClientMessage> {
-    vec![
-        ClientMessage::Hello(Hello::new(Protocols::SESSION, "player one")),
-        ClientMessage::Hello(
-            Hello::new(Protocols::SESSION, "back again").with_reconnect_token(3, 0xDEAD_BEEF),
-        ),
-        ClientMessage::Ping { t: u32::MAX },
-        ClientMessage::Pong { t: 7 },
-        ClientMessage::Goodbye,
-        ClientMessage::Session(SessionClientMessage::Inputs {
-            first_tick: -3,
-            inputs: vec![vec![], vec![1, 2, 3], vec![255; 40]],
-            ack_tick: i32::MIN,
-        }),
-        ClientMessage::Session(SessionClientMessage::Checksum {
-            tick: 600,
-            checksum: u64::MAX,
-        }),
-        ClientMessage::Ownership(OwnershipClientMessage::Bid {
-            body: BodyId(u64::MAX),
-            priority: 128,
-        }),
-        ClientMessage::Ownership(OwnershipClientMessage::Release { body: BodyId(0) }),
-        ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state(42, 70_000))),
-    ]
-}
-
-fn server_samples() -> Vec<ServerMessage> {
-    vec![
-        ServerMessage::Welcome(welcome()),
-        ServerMessage::Rejected {
-            reason: RejectReason::VersionMismatch {
-                server: 1,
-                client: 2,
-            },
-        },
-        ServerMessage::Rejected {
-            reason: RejectReason::Other("full moon".into()),
-        },
-        ServerMessage::Ping { t: 0 },
-        ServerMessage::Pong {
-            t: 5,
-            server_time_ms: 99,
-        },
-        ServerMessage::Session(SessionServerMessage::Start {
-            tick: 0,
-            players: 4,
-            tick_rate_hz: 60,
-        }),
-        ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-            first_tick: 100,
-            sets: vec![
-                InputSet {
-                    inputs: vec![vec![1], vec![2, 2]],
-                    replaced: 0,
-                    disconnected: 0,
-                },
-                InputSet {
-                    inputs: vec![vec![1], vec![2, 2]],
-                    replaced: 0b10,
-                    disconnected: 0,
-                },
-            ],
-        }),
-        ServerMessage::Session(SessionServerMessage::Clock {
-            server_tick: 77,
-            input_lead_ticks: -1.5,
-        }),
-        ServerMessage::Session(SessionServerMessage::Desync {
-            tick: 60,
-            players: vec![0, 2],
-        }),
-        ServerMessage::Session(SessionServerMessage::PlayerLeft { slot: 2, tick: 640 }),
-        ServerMessage::Session(SessionServerMessage::PlayerRejoined { slot: 2, tick: 900 }),
-        ServerMessage::Rejected {
-            reason: RejectReason::BadReconnectToken { slot: 2 },
-        },
-        ServerMessage::Rejected {
-            reason: RejectReason::SlotStillConnected { slot: 1 },
-        },
-        ServerMessage::Ownership(OwnershipServerMessage::Grant {
-            body: BodyId(8),
-            priority: 3,
-        }),
-        ServerMessage::Ownership(OwnershipServerMessage::Refused {
-            body: BodyId(8),
-            reason: RefusalReason::LockedOutEqualPriority,
-        }),
-        ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(OwnerRecord {
-            body: BodyId(8),
-            owner: None,
-            priority: 0,
-        })),
-        ServerMessage::Ownership(OwnershipServerMessage::Snapshot(vec![OwnerRecord {
-            body: BodyId(1),
-            owner: Some(ParticipantId(2)),
-            priority: 128,
-        }])),
-        ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
-            owner: ParticipantId(2),
-            state: state(1, 1),
-        }),
-    ]
-}
 
 #[test]
 fn every_message_round_trips_exactly() {
