@@ -41,6 +41,7 @@ extern crate self as simsync_deterministic;
 mod checksum;
 mod config;
 mod context;
+pub mod diagnostics;
 mod error;
 pub mod events;
 mod guard;
@@ -53,6 +54,7 @@ mod relay_server;
 mod restart;
 mod schedule;
 mod session;
+mod smoothing;
 mod snapshot;
 mod source;
 mod states;
@@ -118,6 +120,11 @@ pub use source::{FrameMerge, LocalPlayers};
 pub use states::RollbackStateAppExt;
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;
+pub use diagnostics::SessionDiagnosticsPlugin;
+pub use smoothing::{
+    PresentationSet, PresentedSimEntity, TickPose, VisualSmoothing, VisualSmoothingConfig,
+    VisualSmoothingPlugin,
+};
 
 /// Everything a game needs.
 pub mod prelude {
