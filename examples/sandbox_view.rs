@@ -60,7 +60,10 @@ use game::SandboxGame;
 
 /// `sandbox_view`: the rendered local sandbox.
 #[derive(Debug, Parser)]
-#[command(name = "sandbox_view", about = "The simsync sandbox, rendered (local mode)")]
+#[command(
+    name = "sandbox_view",
+    about = "The simsync sandbox, rendered (local mode)"
+)]
 struct ViewArgs {
     #[command(flatten)]
     local: cli::LocalArgs,

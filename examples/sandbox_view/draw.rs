@@ -83,7 +83,9 @@ fn spawn_presenters(
         return;
     }
     let world = worlds.predicted();
-    let Some(mut query) = world.try_query_filtered::<(Entity, &Collider, Option<&PlayerBody>), With<SimEntity>>() else {
+    let Some(mut query) =
+        world.try_query_filtered::<(Entity, &Collider, Option<&PlayerBody>), With<SimEntity>>()
+    else {
         return;
     };
     let grey = materials.add(StandardMaterial::from_color(Color::srgb(0.55, 0.55, 0.58)));

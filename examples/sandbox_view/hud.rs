@@ -95,7 +95,10 @@ fn hud_lines(stats: &SessionStats, rollbacks_per_second: f64, bytes: (f64, f64))
         rps = rollbacks_per_second,
         resim = stats.resimulated_ticks,
         rtt = net.map_or("- (local)".to_string(), |n| format!("{:.1} ms", n.rtt_ms)),
-        delay = net.map_or("-".to_string(), |n| format!("{} ticks", n.input_delay_ticks)),
+        delay = net.map_or("-".to_string(), |n| format!(
+            "{} ticks",
+            n.input_delay_ticks
+        )),
         up = bytes.1,
         down = bytes.0,
         checksum = stats
@@ -121,11 +124,7 @@ fn update_hud(
         state.frame_time_max = state.frame_time_max.max(dt);
     }
     let per_second = state.rollbacks.update(stats.rollbacks, dt);
-    let value = |path| {
-        diagnostics
-            .get_measurement(path)
-            .map_or(0.0, |m| m.value)
-    };
+    let value = |path| diagnostics.get_measurement(path).map_or(0.0, |m| m.value);
     let bytes = (value(&BYTES_IN_PER_SECOND), value(&BYTES_OUT_PER_SECOND));
     for mut text in &mut text {
         text.0 = hud_lines(&stats, per_second, bytes);

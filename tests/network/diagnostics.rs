@@ -105,9 +105,7 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
         let moved = seen.iter().any(|frames| {
             let values: Vec<f64> = frames.iter().map(|f| f[i]).collect();
             values.iter().all(|v| v.is_finite())
-                && values
-                    .iter()
-                    .any(|v| *v != values[0] || *v > 0.0)
+                && values.iter().any(|v| *v != values[0] || *v > 0.0)
         });
         assert!(moved, "{path} did not move: {:?}", seen[1].last());
     }
@@ -125,7 +123,11 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
         assert_eq!(last(c, &SESSION_DIAGNOSTICS[8]), net.late_inputs as f64);
         assert_eq!(last(c, &SESSION_DIAGNOSTICS[9]), net.replaced_inputs as f64);
     }
-    assert!(stats[1].network.as_ref().unwrap().late_inputs > 0, "{:?}", stats[1].network);
+    assert!(
+        stats[1].network.as_ref().unwrap().late_inputs > 0,
+        "{:?}",
+        stats[1].network
+    );
     assert!(stats.iter().all(|s| s.rollbacks > 0), "{stats:?}");
 }
 
@@ -135,11 +137,17 @@ fn stats_and_config_resources_are_reflected_and_registered() {
     let registry = clients[0].world().resource::<AppTypeRegistry>().read();
     for (name, id) in [
         ("SessionStats", std::any::TypeId::of::<SessionStats>()),
-        ("SimulatorContext", std::any::TypeId::of::<SimulatorContext>()),
+        (
+            "SimulatorContext",
+            std::any::TypeId::of::<SimulatorContext>(),
+        ),
         ("LocalPlayers", std::any::TypeId::of::<LocalPlayers>()),
         ("NetClock", std::any::TypeId::of::<NetClock>()),
         ("DecodeStats", std::any::TypeId::of::<DecodeStats>()),
-        ("TickRate", std::any::TypeId::of::<simsync::time::TickRate>()),
+        (
+            "TickRate",
+            std::any::TypeId::of::<simsync::time::TickRate>(),
+        ),
         (
             "SimEventStats",
             std::any::TypeId::of::<simsync::deterministic::SimEventStats>(),

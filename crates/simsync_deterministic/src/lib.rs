@@ -73,6 +73,7 @@ pub use config::{
 pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
+pub use diagnostics::SessionDiagnosticsPlugin;
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
     ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventError, SimEventId, SimEventLedger,
@@ -106,6 +107,10 @@ pub use session::{
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
 pub use simsync_derive::SimHash;
+pub use smoothing::{
+    PresentationSet, PresentedSimEntity, TickPose, VisualSmoothing, VisualSmoothingConfig,
+    VisualSmoothingPlugin,
+};
 pub use snapshot::{
     NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability, RollbackRegistry,
     RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
@@ -120,11 +125,6 @@ pub use source::{FrameMerge, LocalPlayers};
 pub use states::RollbackStateAppExt;
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use worlds::SimulationWorlds;
-pub use diagnostics::SessionDiagnosticsPlugin;
-pub use smoothing::{
-    PresentationSet, PresentedSimEntity, TickPose, VisualSmoothing, VisualSmoothingConfig,
-    VisualSmoothingPlugin,
-};
 
 /// Everything a game needs.
 pub mod prelude {

@@ -12,7 +12,8 @@ use crate::components::SimulationOwner;
 use crate::sets::OwnershipSet;
 
 /// `simsync/ownership/owned_bodies`: bodies this participant owns now.
-pub const OWNED_BODIES: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/owned_bodies");
+pub const OWNED_BODIES: DiagnosticPath =
+    DiagnosticPath::const_new("simsync/ownership/owned_bodies");
 /// `simsync/ownership/bids`: bids sent so far (resends and priority changes included).
 pub const BIDS: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/bids");
 /// `simsync/ownership/refusals`: refusals received so far, every reason.
@@ -106,10 +107,10 @@ impl Plugin for OwnershipDiagnosticsPlugin {
             CounterRate::new(Duration::from_secs(1)),
             Duration::ZERO,
         ))
-            .add_systems(
-                PostUpdate,
-                record_ownership_diagnostics.after(OwnershipSet::Send),
-            );
+        .add_systems(
+            PostUpdate,
+            record_ownership_diagnostics.after(OwnershipSet::Send),
+        );
     }
 }
 

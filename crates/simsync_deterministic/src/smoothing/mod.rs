@@ -150,7 +150,9 @@ impl VisualSmoothing {
         self.advance(simulated, dt);
         let keep = config.decay_factor(dt);
         self.correction *= keep;
-        self.correction_rotation = Quat::IDENTITY.slerp(self.correction_rotation, keep);
+        if self.correction_rotation != Quat::IDENTITY {
+            self.correction_rotation = Quat::IDENTITY.slerp(self.correction_rotation, keep);
+        }
         if !self.correction.is_finite()
             || self.correction.length() > config.snap_distance
             || !self.correction_rotation.is_finite()
@@ -163,6 +165,10 @@ impl VisualSmoothing {
         } else {
             simulated.transform
         };
+        if self.correction == Vec3::ZERO && self.correction_rotation == Quat::IDENTITY {
+            // Bit for bit the simulated pose: no arithmetic on it.
+            return base;
+        }
         Transform {
             translation: base.translation + self.correction,
             rotation: (self.correction_rotation * base.rotation).normalize(),
@@ -352,6 +358,18 @@ mod tests {
         let shown = smoothing.present(&config, pose(11, 11.0 * 0.25), true, FRAME, TICK);
         assert!((shown.translation.x - 11.0 * 0.25).abs() < 1e-5);
         assert!(smoothing.correction().length() < 1e-5);
+    }
+
+    #[test]
+    fn without_a_correction_a_rotated_pose_is_presented_bit_for_bit() {
+        let config = no_interpolation();
+        let mut smoothing = VisualSmoothing::default();
+        let rotated = TickPose {
+            tick: 3,
+            transform: Transform::from_rotation(Quat::from_xyzw(1e-8, 5e-8, -0.0741, 0.9972)),
+        };
+        let shown = smoothing.present(&config, rotated, false, FRAME, TICK);
+        assert_eq!(shown, rotated.transform);
     }
 
     #[test]

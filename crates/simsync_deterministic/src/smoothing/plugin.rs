@@ -101,7 +101,10 @@ fn present_predicted_world(
     let rolled_back = rollbacks != seen.0;
     seen.0 = rollbacks;
     let world = worlds.predicted();
-    let tick = world.get_resource::<SimTick>().map(|t| t.0).unwrap_or_default();
+    let tick = world
+        .get_resource::<SimTick>()
+        .map(|t| t.0)
+        .unwrap_or_default();
     let tick_duration = rate.map(|r| r.tick_duration()).unwrap_or_default();
     let dt = time.map(|t| t.delta()).unwrap_or_default();
     for (mut presenter, mut transform) in &mut presented {
