@@ -69,9 +69,11 @@ fn feed_inputs(
     feed: Res<TraceFeed>,
     session: Res<DeterministicSession<PackedInput>>,
     mut local: ResMut<LocalInputs<PackedInput>>,
+    keyboard: Option<Res<KeyboardPlayer>>,
 ) {
     let tick = session.next_poll_tick() + session.config().input_delay as i32;
-    for player in 0..session.config().players {
+    let keyboard = keyboard.map(|k| k.0);
+    for player in (0..session.config().players).filter(|p| Some(*p) != keyboard) {
         let input = game::encode(&feed.0.input(player, tick));
         if let Err(error) = local.set(player, input) {
             warn_once!("input of player {player} not set: {error}");
@@ -120,6 +122,40 @@ pub fn build_app(
     game: SandboxGame,
     trace: CompiledTrace,
 ) -> Result<App, Failure> {
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, log_plugin(args.run.quiet)));
+    add_session(&mut app, args, game, trace);
+    app.finish();
+    app.cleanup();
+    check_session(&app)?;
+    Ok(app)
+}
+
+/// Whether the session of `app` (finished and cleaned up) was set up.
+///
+/// # Errors
+/// Exit code 2 when the session configuration was rejected; 1 when the worlds were not built.
+pub fn check_session(app: &App) -> Result<(), Failure> {
+    if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
+        return Err(Failure::input(format!(
+            "invalid session configuration: {error}"
+        )));
+    }
+    if !app.world().contains_resource::<SimulationWorlds>() {
+        return Err(Failure::run("the simulation worlds were not built"));
+    }
+    Ok(())
+}
+
+/// A player whose input comes from the keyboard, not the trace (main-app resource; the
+/// rendered sandbox inserts it).
+#[derive(Resource, Clone, Copy, Debug)]
+#[allow(dead_code)] // only the rendered sandbox inserts it
+pub struct KeyboardPlayer(pub u8);
+
+/// Adds the local session of `args` (session plugin, trace feed, stop tick, mismatch reports)
+/// to `app`, which brings Bevy's base plugins; the caller finishes the app.
+pub fn add_session(app: &mut App, args: &LocalArgs, game: SandboxGame, trace: CompiledTrace) {
     let players = args.session.players;
     let entities = game.entity_count() + 256;
     let plugin = DeterministicPlugin::<PackedInput>::new(game)
@@ -150,29 +186,18 @@ pub fn build_app(
     {
         config.input_capacity = config.input_capacity.max(needed.next_power_of_two());
     }
-    let mut app = App::new();
-    app.add_plugins((MinimalPlugins, log_plugin(args.run.quiet)))
-        .add_plugins(plugin.config(config))
+    app.add_plugins(plugin.config(config))
         .insert_resource(TraceFeed(trace))
         .insert_resource(StopAt(args.run.ticks as i32))
         .init_resource::<MismatchReports>()
         .add_systems(
             PreUpdate,
-            feed_inputs.before(DeterministicSet::SessionUpdate),
+            feed_inputs
+                .after(DeterministicSet::ReadLocalInput)
+                .before(DeterministicSet::SessionUpdate),
         )
         .add_systems(BeforeVerification, stop_at_requested_tick)
         .add_systems(Last, report_mismatches);
-    app.finish();
-    app.cleanup();
-    if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
-        return Err(Failure::input(format!(
-            "invalid session configuration: {error}"
-        )));
-    }
-    if !app.world().contains_resource::<SimulationWorlds>() {
-        return Err(Failure::run("the simulation worlds were not built"));
-    }
-    Ok(app)
 }
 
 /// Counts the player bodies and all rigid bodies of the verified world.

@@ -3,6 +3,7 @@
 
 mod clock_sync;
 mod config_check;
+mod diagnostics;
 mod disconnects;
 mod flood;
 mod harness;

@@ -36,6 +36,10 @@ pub use simsync_ownership as ownership;
 pub use simsync_time as time;
 
 pub use simsync_deterministic::DeterministicPlugin;
+pub use simsync_deterministic::{
+    PresentedSimEntity, SessionDiagnosticsPlugin, VisualSmoothingConfig, VisualSmoothingPlugin,
+};
+pub use simsync_ownership::OwnershipDiagnosticsPlugin;
 pub use simsync_ownership::OwnershipPlugin;
 pub use simsync_time::VirtualTimePlugin;
 

@@ -41,6 +41,7 @@ extern crate self as simsync_deterministic;
 mod checksum;
 mod config;
 mod context;
+pub mod diagnostics;
 mod error;
 pub mod events;
 mod guard;
@@ -53,6 +54,7 @@ mod relay_server;
 mod restart;
 mod schedule;
 mod session;
+mod smoothing;
 mod snapshot;
 mod source;
 mod states;
@@ -71,6 +73,7 @@ pub use config::{
 pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
+pub use diagnostics::SessionDiagnosticsPlugin;
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
     ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventError, SimEventId, SimEventLedger,
@@ -104,6 +107,10 @@ pub use session::{
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
 pub use simsync_derive::SimHash;
+pub use smoothing::{
+    PresentationSet, PresentedSimEntity, TickPose, VisualSmoothing, VisualSmoothingConfig,
+    VisualSmoothingPlugin,
+};
 pub use snapshot::{
     NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability, RollbackRegistry,
     RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,

@@ -267,6 +267,8 @@ pub(crate) fn run_tick<I: SimInput>(
     status: &[InputStatus],
     disconnected: u64,
 ) {
+    // One span per simulated tick (no cost unless a tracing subscriber enables it).
+    let _span = info_span!("simsync_tick", ?tick).entered();
     sw.ticks_run.push(tick);
     let world = &mut sw.world;
     world.resource_mut::<SimTick>().0 = tick;

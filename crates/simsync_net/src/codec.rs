@@ -21,7 +21,7 @@
 
 use std::marker::PhantomData;
 
-use bevy::prelude::Resource;
+use bevy::prelude::{Reflect, ReflectDefault, ReflectResource, Resource};
 use bincode::config::{Configuration, LittleEndian, Varint};
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -165,7 +165,8 @@ fn map_decode_error(error: bincode::error::DecodeError) -> NetError {
 /// Fill it with [`decode_counted`], [`DecodeStats::record`], or the receive helpers of
 /// [`crate::ClientNetExt`] / [`crate::ServerNetExt`]. It is a Bevy resource so systems can share
 /// one per App; it is not inserted by any plugin.
-#[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq, Hash, Reflect)]
+#[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub struct DecodeStats {
     /// Messages decoded successfully.
     pub accepted: u64,

@@ -11,7 +11,8 @@ use crate::error::NetError;
 use crate::transport::{ClientTransport, ServerTransport};
 
 /// Where the transports' `dt` comes from, per App.
-#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+#[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub enum NetClock {
     /// `Time<Real>::delta()` (wall clock; 0 if Bevy's `TimePlugin` is missing).
     #[default]
@@ -146,7 +147,9 @@ fn init_clock(app: &mut App, clock: Option<NetClock>) {
             app.init_resource::<NetClock>();
         }
     }
-    app.add_message::<NetTransportError>();
+    app.add_message::<NetTransportError>()
+        .register_type::<NetClock>()
+        .register_type::<crate::DecodeStats>();
 }
 
 impl Plugin for NetServerPlugin {

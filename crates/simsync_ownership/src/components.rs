@@ -110,5 +110,7 @@ pub(crate) fn register_types(app: &mut App) {
         .register_type::<ParticipantAvatar>()
         .register_type::<Poked>()
         .register_type::<Held>()
-        .register_type::<Uninterested>();
+        .register_type::<Uninterested>()
+        .register_type::<crate::OwnershipConfig>()
+        .register_type::<crate::ActivityConfig>();
 }

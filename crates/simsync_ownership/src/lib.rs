@@ -68,6 +68,7 @@ mod coalesce;
 mod commands;
 mod components;
 mod config;
+pub mod diagnostics;
 mod error;
 mod limits;
 mod messages;
@@ -93,6 +94,7 @@ pub use components::{
     SimulationOwner, Uninterested,
 };
 pub use config::OwnershipConfig;
+pub use diagnostics::OwnershipDiagnosticsPlugin;
 pub use error::OwnershipError;
 pub use limits::{EntityServerLimits, RateLimitedCounts};
 pub use messages::{BidRefused, OwnershipChanged};

@@ -182,6 +182,7 @@ fn confirmed_set(history: &VecDeque<(Tick, InputSet)>, tick: Tick) -> Option<&In
 
 /// Counters of the relay server (a resource).
 #[derive(Resource, Debug, Clone, Default, PartialEq, Reflect)]
+#[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub struct RelayStats {
     /// The server clock (ticks since start; 0 before start).
     pub server_tick: Tick,

@@ -114,6 +114,7 @@ impl Plugin for DeterministicServerPlugin {
     fn build(&self, app: &mut App) {
         app.insert_resource((self.relay)(self.config.clone()))
             .init_resource::<RelayStats>()
+            .register_type::<RelayStats>()
             .init_resource::<ServerClock>()
             .add_systems(PreUpdate, relay_update.after(RenetReceive));
     }

@@ -64,17 +64,20 @@ fn run_steps<I: SimInput>(
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
 ) {
-    let polled = steps::poll(world, session);
-    steps::begin(world, worlds, session, polled);
+    // One span per stage, for profilers (no cost unless a tracing subscriber enables them).
+    let polled = info_span!("simsync_poll").in_scope(|| steps::poll(world, session));
+    info_span!("simsync_begin").in_scope(|| steps::begin(world, worlds, session, polled));
     let mut stats = world.remove_resource::<SessionStats>().unwrap_or_default();
     if polled.stalling {
         stats.stalls += 1;
     }
-    steps::verify(world, worlds, session, &mut stats);
-    steps::decide(world, session);
+    info_span!("simsync_verify").in_scope(|| steps::verify(world, worlds, session, &mut stats));
+    info_span!("simsync_decide").in_scope(|| steps::decide(world, session));
     if session.config.mode == SessionMode::Predicted {
-        steps::rollback(world, worlds, session, &mut stats);
-        steps::predict(world, worlds, session, &mut stats);
+        info_span!("simsync_rollback")
+            .in_scope(|| steps::rollback(world, worlds, session, &mut stats));
+        info_span!("simsync_predict")
+            .in_scope(|| steps::predict(world, worlds, session, &mut stats));
     }
     let predicted_runs = std::mem::take(&mut worlds.predicted.ticks_run);
     let verified_runs = std::mem::take(&mut worlds.verified.ticks_run);
@@ -83,5 +86,5 @@ fn run_steps<I: SimInput>(
         (&predicted_runs, &mut worlds.predicted.world),
         (&verified_runs, &mut worlds.verified.world),
     );
-    steps::finish(world, worlds, session, stats);
+    info_span!("simsync_finish").in_scope(|| steps::finish(world, worlds, session, stats));
 }

@@ -9,6 +9,7 @@ use crate::tick::Tick;
 
 /// Counters of the session, updated every session update (main-app resource).
 #[derive(Resource, Debug, Clone, Default, PartialEq, Reflect)]
+#[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub struct SessionStats {
     /// Last tick whose local inputs were polled.
     pub local_tick: Tick,
