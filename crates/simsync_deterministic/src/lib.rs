@@ -41,6 +41,7 @@ extern crate self as simsync_deterministic;
 mod checksum;
 mod config;
 mod context;
+pub mod dump;
 mod error;
 pub mod events;
 mod guard;
@@ -70,6 +71,11 @@ pub use config::{
 };
 pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
+};
+pub use dump::{
+    ComponentBreakdown, DesyncDump, DesyncDumpConfig, DesyncDumpFailed, DesyncDumpWritten,
+    DesyncReport, DumpDiff, DumpError, DumpReason, DumpedWorld, diff_dumps, read_dump_file,
+    write_desync_dump,
 };
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
