@@ -283,6 +283,35 @@ mod tests {
     }
 
     #[test]
+    fn decode_with_limit_reads_past_the_message_limit_and_refuses_past_its_own() {
+        let big = Sample {
+            a: 1,
+            name: "x".repeat(MAX_MESSAGE_BYTES + 10),
+            list: vec![],
+        };
+        let bytes = encode_unlimited(&big).unwrap();
+        assert!(bytes.len() > MAX_MESSAGE_BYTES);
+        assert_eq!(decode_with_limit::<Sample>(&bytes, 1 << 20).unwrap(), big);
+        assert!(matches!(
+            decode_with_limit::<Sample>(&bytes, MAX_MESSAGE_BYTES),
+            Err(NetError::Oversized {
+                limit: MAX_MESSAGE_BYTES
+            })
+        ));
+        // A short input announcing a long list is refused by the per-collection bound, whatever
+        // the input limit.
+        let mut lie = encode_unlimited(&sample()).unwrap();
+        let at = lie.len() - 4;
+        lie.truncate(at);
+        lie.extend_from_slice(&[0xFC, 0xFF, 0xFF, 0xFF, 0x0F]);
+        assert!(decode_with_limit::<Sample>(&lie, 1 << 10).is_err());
+        assert!(matches!(
+            decode_with_limit::<Sample>(&bytes[..bytes.len() - 1], 1 << 20),
+            Err(NetError::Truncated)
+        ));
+    }
+
+    #[test]
     fn round_trip_is_exact_and_varint_sized() {
         let bytes = encode(&sample()).unwrap();
         // 300 → 3 bytes (0xFB + u16), "abc" → 1 + 3, list → 1 + 1 + 1 + 1 (4464 < 65536 → 3).

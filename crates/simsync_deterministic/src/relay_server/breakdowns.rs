@@ -3,7 +3,8 @@
 //! ([desync dumps](crate::rules#desync-dumps)). Pure data, no I/O.
 //!
 //! The reference is the checksum majority: per component (resource, slot) the value most of the
-//! players whose checksum agreed with the majority report. A named player's entries that differ
+//! players whose checksum agreed with the majority report (when they split evenly, the value
+//! most reporters sent). A named player's entries that differ
 //! from it are named; an entry of a majority player that differs from it is a lie (its checksum
 //! agreed), counted and ignored, so one lying client never makes honest clients look split.
 //! Without a checksum majority (two players, or a split) entries are named where reporters
@@ -218,7 +219,10 @@ pub(crate) fn compare(
             .filter(|(s, _)| !honest_reference || !is_named(*s))
             .map(|(_, v)| *v)
             .collect();
-        let reference = leader(&reference_pool);
+        // Majority players split on the entry (one of them lies): the value most reporters
+        // sent is the reference.
+        let everyone: Vec<Option<u64>> = values.iter().map(|(_, v)| *v).collect();
+        let reference = leader(&reference_pool).or_else(|| leader(&everyone));
         let mut differs = false;
         for (slot, value) in &values {
             if reference.is_some_and(|r| r == *value) {
