@@ -156,12 +156,13 @@ fn a_planted_prediction_divergence_is_dumped_and_the_diff_names_entity_component
     assert!(type_name.ends_with("Marble"), "{type_name}");
     assert_eq!(fields.len(), 1, "{fields:?}");
     assert_eq!(fields[0].path, "y");
-    assert_eq!(fields[0].a.as_deref(), Some("40.5"));
-    assert_eq!(fields[0].b.as_deref(), Some("40.0"));
+    // Startup plus ticks 1..=40: 41 climbs, and the planted half unit.
+    assert_eq!(fields[0].a.as_deref(), Some("41.5"));
+    assert_eq!(fields[0].b.as_deref(), Some("41.0"));
     assert!(!diff.inputs_differ());
     let text = diff.to_string();
     assert!(
-        text.contains("slot 1") && text.contains("Marble") && text.contains("40.5"),
+        text.contains("slot 1") && text.contains("Marble") && text.contains("41.5"),
         "{text}"
     );
     // Only the first mismatch is dumped.
@@ -181,8 +182,8 @@ fn a_dump_of_the_same_state_diffs_empty() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn sample_dump() -> (DesyncDump, Vec<u8>) {
-    let dir = dump_dir("sample");
+fn sample_dump(name: &str) -> (DesyncDump, Vec<u8>) {
+    let dir = dump_dir(name);
     let (_, written) = planted_run(&dir);
     let bytes = std::fs::read(&written[0].path).expect("file");
     let _ = std::fs::remove_dir_all(&dir);
@@ -191,7 +192,7 @@ fn sample_dump() -> (DesyncDump, Vec<u8>) {
 
 #[test]
 fn a_truncated_dump_is_a_typed_error_at_every_offset() {
-    let (_, bytes) = sample_dump();
+    let (_, bytes) = sample_dump("truncated");
     for len in 0..bytes.len() {
         let error = DesyncDump::decode(&bytes[..len], 1 << 24).expect_err("truncated");
         assert!(
@@ -203,7 +204,7 @@ fn a_truncated_dump_is_a_typed_error_at_every_offset() {
 
 #[test]
 fn a_flipped_byte_anywhere_is_a_typed_error() {
-    let (_, bytes) = sample_dump();
+    let (_, bytes) = sample_dump("flipped");
     for i in 0..bytes.len() {
         let mut bad = bytes.clone();
         bad[i] ^= 0x41;
@@ -229,7 +230,7 @@ fn a_flipped_byte_anywhere_is_a_typed_error() {
 
 #[test]
 fn a_body_that_hashes_right_but_does_not_decode_is_corrupt_at_the_body() {
-    let (_, bytes) = sample_dump();
+    let (_, bytes) = sample_dump("garbage");
     let mut body = bytes[26..].to_vec();
     body.truncate(body.len() / 2);
     body.extend_from_slice(&[0xFF; 9]);
@@ -249,7 +250,7 @@ fn a_body_that_hashes_right_but_does_not_decode_is_corrupt_at_the_body() {
 
 #[test]
 fn wrong_version_foreign_game_and_oversized_dumps_are_refused() {
-    let (dump, bytes) = sample_dump();
+    let (dump, bytes) = sample_dump("refused");
     let mut other = bytes.clone();
     other[8..10].copy_from_slice(&(DUMP_FORMAT_VERSION + 1).to_le_bytes());
     assert_eq!(

@@ -30,6 +30,10 @@ fn collect(
     seen.reports.extend(reports.read().cloned());
 }
 
+fn collect_reports(mut seen: ResMut<Seen>, mut reports: MessageReader<DesyncReport>) {
+    seen.reports.extend(reports.read().cloned());
+}
+
 #[test]
 fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot() {
     let players = 3;
@@ -42,7 +46,9 @@ fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot(
     .expect("link");
     let mut server = server_app_with(DeterministicServerPlugin::new::<PackedInput>(players, 64));
     server.insert_net_server(network.server_transport().expect("server"));
-    server.init_resource::<Seen>().add_systems(Update, collect);
+    server
+        .init_resource::<Seen>()
+        .add_systems(Update, collect_reports);
     server.finish();
     server.cleanup();
     let dirs: Vec<_> = (0..players)
@@ -147,8 +153,9 @@ fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot(
     assert!(type_name.ends_with("Marble"));
     assert_eq!(fields.len(), 1);
     assert_eq!(fields[0].path, "y");
-    assert_eq!(fields[0].a.as_deref(), Some("64.5"));
-    assert_eq!(fields[0].b.as_deref(), Some("64.0"));
+    // Startup plus ticks 1..=64: 65 climbs, and client 0's planted half unit.
+    assert_eq!(fields[0].a.as_deref(), Some("65.5"));
+    assert_eq!(fields[0].b.as_deref(), Some("65.0"));
     for dir in dirs {
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -88,9 +88,15 @@ impl DumpDiff {
         self.first.is_none()
     }
 
-    /// Whether the inputs of the tick differ between the dumps (value or status).
+    /// Whether the inputs of the tick differ between the dumps (player or value; the status,
+    /// predicted or confirmed, is not compared).
     pub fn inputs_differ(&self) -> bool {
-        self.inputs.0 != self.inputs.1
+        let values = |list: &[DumpedInput]| {
+            list.iter()
+                .map(|i| (i.player, i.value.clone()))
+                .collect::<Vec<_>>()
+        };
+        values(&self.inputs.0) != values(&self.inputs.1)
     }
 }
 
@@ -98,7 +104,8 @@ impl DumpDiff {
 ///
 /// Entities are matched by slot: a slot live in one dump only, or with different generations,
 /// is an [`Difference::EntityOnlyIn`]; values are equal when their digests are equal, or —
-/// for values without a digest — when their fields are.
+/// for values without a digest — when their fields are (a type with neither on both sides
+/// cannot be compared and is passed over).
 ///
 /// # Errors
 /// [`DumpError::ForeignGame`] when the dumps' registered types differ.
@@ -223,6 +230,9 @@ fn values_equal(a: Option<&DumpedValue>, b: Option<&DumpedValue>) -> bool {
         (None, None) => true,
         (Some(a), Some(b)) => match (a.hash, b.hash) {
             (Some(ha), Some(hb)) => ha == hb,
+            // Neither digest nor fields on either side: the type cannot be compared (it is
+            // named by the prediction check's `UncheckedState` instead).
+            (None, None) if a.fields.is_none() && b.fields.is_none() => true,
             _ => a.fields.is_some() && a.fields == b.fields,
         },
         _ => false,

@@ -44,8 +44,9 @@ pub struct DesyncDumpConfig {
     /// Largest dump file written (default [`DEFAULT_MAX_DUMP_BYTES`]); a larger dump is not
     /// written and reported as [`DesyncDumpFailed`] with [`DumpError::TooLarge`].
     pub max_bytes: usize,
-    /// Per-component hash breakdowns of this many recent checksum ticks are kept (default 8),
-    /// so a desync the relay reports after the tick is past can still be named.
+    /// Per-component hash breakdowns of this many recent checksum ticks are kept (default 256:
+    /// 4 s at 64 Hz with a checksum every tick), so a desync the relay reports after the tick
+    /// is past can still be named.
     pub recent_breakdowns: usize,
 }
 
@@ -55,7 +56,7 @@ impl DesyncDumpConfig {
         Self {
             dir: dir.into(),
             max_bytes: DEFAULT_MAX_DUMP_BYTES,
-            recent_breakdowns: 8,
+            recent_breakdowns: 256,
         }
     }
 }
