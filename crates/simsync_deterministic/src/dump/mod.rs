@@ -4,11 +4,11 @@
 //! the tick — written to a file on the first mismatch, and [`diff_dumps`] naming the first
 //! entity, component and field values that differ between two dumps.
 //!
-//! - [`format`]: the data ([`DesyncDump`]) and the versioned file ([`DesyncDump::encode`],
+//! - [`format`] holds the data ([`DesyncDump`]) and the versioned file ([`DesyncDump::encode`],
 //!   [`DesyncDump::decode`], [`DumpError`]).
-//! - [`capture`]: reading a world into a dump, and the per-component hash breakdown
+//! - [`capture`] reads a world into a dump, and the per-component hash breakdown
 //!   ([`ComponentBreakdown`]) a client sends the relay on a desync.
-//! - [`diff`]: [`diff_dumps`].
+//! - [`diff`] holds [`diff_dumps`].
 //! - This module: the configuration ([`DesyncDumpConfig`]), the messages
 //!   ([`DesyncDumpWritten`], [`DesyncDumpFailed`]), files ([`write_dump_file`],
 //!   [`read_dump_file`]) and [`write_desync_dump`] for callers outside the session (replays).

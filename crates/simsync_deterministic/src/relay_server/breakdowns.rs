@@ -165,6 +165,9 @@ impl BreakdownVotes {
     }
 }
 
+/// One reporter's entries: its slot, its named entries and its slot entries.
+type Entries = (u8, BTreeMap<String, u64>, BTreeMap<u32, u64>);
+
 /// The comparison of one tick's breakdowns (see the module docs); `None` with fewer than two.
 pub(crate) fn compare(
     tick: Tick,
@@ -191,7 +194,7 @@ pub(crate) fn compare(
     };
     let entries = |b: &Breakdown| b.named_entries().collect::<BTreeMap<String, u64>>();
     let slot_entries = |b: &Breakdown| b.slots.iter().copied().collect::<BTreeMap<u32, u64>>();
-    let all_entries: Vec<(u8, BTreeMap<String, u64>, BTreeMap<u32, u64>)> = reporters
+    let all_entries: Vec<Entries> = reporters
         .iter()
         .map(|(s, b)| (*s, entries(b), slot_entries(b)))
         .collect();
