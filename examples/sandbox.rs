@@ -12,6 +12,8 @@
 //! cargo run --release --example sandbox -- serve --bind 127.0.0.1:5000 [--ownership]
 //! cargo run --release --example sandbox -- join --connect 127.0.0.1:5000 [--ownership]
 //! cargo run --release --example sandbox -- join --connect 127.0.0.1:5000 --rejoin 1:TOKEN
+//! cargo run --release --example sandbox -- network --plant-desync 120 --ticks 300
+//! cargo run --release --example sandbox -- diff desync-dumps/A.simdump desync-dumps/B.simdump
 //! ```
 //!
 //! Exit codes: 0 success; 1 the run failed, a predicted tick did not match verification, clients
@@ -73,6 +75,12 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         }
         Command::Serve(args) => network::run_server(&args.run, args.players, args.bind),
         Command::Join(args) => run_join(&args),
+        Command::Diff(args) => {
+            return match network::run_diff(&args.a, &args.b)? {
+                true => Ok(ExitCode::SUCCESS),
+                false => Ok(ExitCode::from(1)),
+            };
+        }
     };
     match networked? {
         true => Ok(ExitCode::SUCCESS),
@@ -116,6 +124,7 @@ fn session_paths(
 fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
     let (game, trace) = load_session(args.scene.as_deref(), args.trace.as_deref(), args.players)?;
     let session = network::ClientSession {
+        dump_dir: None,
         players: args.players,
         verify_predictions: !args.no_verify_predictions,
         rejoin: args.rejoin.map(|r| simsync_net::ReconnectToken {

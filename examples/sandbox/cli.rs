@@ -67,6 +67,11 @@ pub enum Command {
     /// session client, or with --ownership one participant.
     #[command(after_help = AFTER_HELP)]
     Join(JoinArgs),
+    /// Compares two desync dumps: names the first differing entity (slot, generation),
+    /// component and field values, and the inputs of the tick. Exit 0: no difference; 1: a
+    /// difference (printed); 2: a file is missing, corrupt, of another version or game.
+    #[command(after_help = AFTER_HELP)]
+    Diff(DiffArgs),
 }
 
 /// Flags of every mode.
@@ -142,6 +147,24 @@ pub struct NetworkArgs {
     pub session: SessionArgs,
     #[command(flatten)]
     pub link: LinkArgs,
+    /// Plant a desync: client 0's simulation nudges player 0's body at this tick. Both clients
+    /// write desync dumps, the relay names the component; compare the dumps with `diff`.
+    #[arg(long, value_name = "TICK", value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
+    pub plant_desync: Option<u32>,
+    /// Write desync dumps into this directory [default with --plant-desync: desync-dumps].
+    #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
+    pub dump_dir: Option<PathBuf>,
+}
+
+/// `sandbox diff`.
+#[derive(Debug, Clone, Args)]
+pub struct DiffArgs {
+    /// The first dump file.
+    #[arg(value_hint = ValueHint::FilePath)]
+    pub a: PathBuf,
+    /// The second dump file.
+    #[arg(value_hint = ValueHint::FilePath)]
+    pub b: PathBuf,
 }
 
 /// Flags of the ownership runs.

@@ -22,8 +22,8 @@ use bevy_rapier3d::prelude::{
 };
 use simsync::deterministic::{SimHash, StateHasher};
 use simsync::prelude::{
-    PackedInput, PlayerInputs, RollbackAppExt, SimCommands, SimulationSet, SimulationStartup,
-    SimulationTick,
+    PackedInput, PlayerInputs, RollbackAppExt, SimCommands, SimTick, SimulationSet,
+    SimulationStartup, SimulationTick,
 };
 
 use super::scene::{Scene, Shape};
@@ -92,13 +92,31 @@ pub struct SandboxScene {
 pub struct SandboxGame {
     scene: Arc<Scene>,
     players: u8,
+    /// Plant a desync: at this tick the simulation nudges player 0's body (`--plant-desync`).
+    plant_desync: Option<i32>,
 }
+
+/// The tick at which this simulation nudges player 0's body (a planted desync; simulation
+/// constant, not rolled back).
+#[derive(Resource, Debug, Clone, Copy)]
+struct PlantDesync(i32);
 
 impl SandboxGame {
     /// A game spawning `scene` with `players` player bodies (the scene must have that many
     /// player spawns; the loader and `main` check it).
     pub fn new(scene: Arc<Scene>, players: u8) -> Self {
-        Self { scene, players }
+        Self {
+            scene,
+            players,
+            plant_desync: None,
+        }
+    }
+
+    /// The same game whose simulation, at `tick`, adds 0.5 m/s upwards to player 0's body's
+    /// `Velocity` (a planted desync: give it to one client only).
+    pub fn with_planted_desync(mut self, tick: i32) -> Self {
+        self.plant_desync = Some(tick);
+        self
     }
 
     /// Number of simulation entities the scene spawns: ground, ramps, pile bodies and players.
@@ -124,6 +142,16 @@ impl Plugin for SandboxGame {
             SimulationTick,
             apply_player_inputs.in_set(SimulationSet::Game),
         );
+        if let Some(tick) = self.plant_desync {
+            app.insert_resource(PlantDesync(tick))
+                .ignore_rollback_resource::<PlantDesync>()
+                .add_systems(
+                    SimulationTick,
+                    plant_desync
+                        .after(apply_player_inputs)
+                        .in_set(SimulationSet::Game),
+                );
+        }
     }
 }
 
@@ -244,6 +272,22 @@ fn push_impulse(from: Vec3, at: Vec3) -> Option<Vec3> {
     let direction = (outward + Vec3::Y * PUSH_LIFT).normalize_or(Vec3::Y);
     let strength = PUSH_IMPULSE * (1.0 - 0.75 * distance / PUSH_RADIUS);
     Some(direction * strength)
+}
+
+/// At the planted tick, nudges player 0's body upwards (see [`SandboxGame::with_planted_desync`]).
+fn plant_desync(
+    plant: Res<PlantDesync>,
+    tick: Res<SimTick>,
+    mut players: Query<(&PlayerBody, &mut Velocity)>,
+) {
+    if tick.0 != plant.0 {
+        return;
+    }
+    for (body, mut velocity) in &mut players {
+        if body.player == 0 {
+            velocity.linvel.y += 0.5;
+        }
+    }
 }
 
 /// Applies every player's input of this tick as impulses (see the module docs).

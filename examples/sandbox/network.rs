@@ -43,8 +43,10 @@ fn stop_at(stop: Res<StopAt>, mut ctx: ResMut<SimulatorContext>) {
 }
 
 /// What a client's session needs besides the game and the trace.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ClientSession {
+    /// Write desync dumps into this directory (`--dump-dir`).
+    pub dump_dir: Option<std::path::PathBuf>,
     /// Players in the session (the relay server's count).
     pub players: u8,
     /// Compare predicted ticks with verified ones.
@@ -68,22 +70,24 @@ fn client_app(
     if let Some(log) = log {
         app.add_plugins(log);
     }
+    let mut plugin = DeterministicPlugin::<PackedInput>::new(game)
+        .players(session.players)
+        .checksum_interval(1)
+        .clock(SessionClock::Stepped {
+            ticks_per_update: 1,
+        })
+        .verify_predictions(session.verify_predictions)
+        .max_simulation_entities(entities)
+        .networked(NetworkSessionConfig {
+            name,
+            rejoin: session.rejoin,
+            ..NetworkSessionConfig::default()
+        });
+    if let Some(dir) = &session.dump_dir {
+        plugin = plugin.desync_dumps(dir.clone());
+    }
     app.add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
-        .add_plugins(
-            DeterministicPlugin::<PackedInput>::new(game)
-                .players(session.players)
-                .checksum_interval(1)
-                .clock(SessionClock::Stepped {
-                    ticks_per_update: 1,
-                })
-                .verify_predictions(session.verify_predictions)
-                .max_simulation_entities(entities)
-                .networked(NetworkSessionConfig {
-                    name,
-                    rejoin: session.rejoin,
-                    ..NetworkSessionConfig::default()
-                }),
-        )
+        .add_plugins(plugin)
         .insert_net_client(transport)
         .insert_resource(TickInputSource::<PackedInput>::new(move |player, tick| {
             game::encode(&trace.input(player, tick))
@@ -165,10 +169,15 @@ pub fn run_in_process(
 ) -> Result<bool, Failure> {
     let (run, link_args) = (&args.run, &args.link);
     let players = args.session.players;
+    let dump_dir = args.dump_dir.clone().or_else(|| {
+        args.plant_desync
+            .map(|_| std::path::PathBuf::from("desync-dumps"))
+    });
     let session = ClientSession {
         players,
         verify_predictions: !args.session.no_verify_predictions,
         rejoin: None,
+        dump_dir,
     };
     let link = LinkConditionerConfig::PERFECT
         .with_latency(link_args.rtt_ms / 2, link_args.net_jitter_ms / 2)
@@ -184,10 +193,15 @@ pub fn run_in_process(
         let transport = network
             .client_transport(u64::from(id) + 1)
             .map_err(|e| Failure::run(e.to_string()))?;
+        // A planted desync nudges client 0's simulation only.
+        let game = match args.plant_desync {
+            Some(tick) if id == 0 => game.clone().with_planted_desync(tick as i32),
+            _ => game.clone(),
+        };
         clients.push(client_app(
-            session,
+            session.clone(),
             run.ticks,
-            game.clone(),
+            game,
             trace.clone(),
             transport.into(),
             format!("client-{id}"),
@@ -276,7 +290,14 @@ pub fn run_in_process(
             "late_inputs": relay.late_inputs,
             "rejected_messages": relay.rejected_messages,
             "desyncs": relay.desyncs,
+            "desync_report": relay.last_desync_report.as_ref().map(|r| json!({
+                "tick": r.tick,
+                "players": r.players,
+                "components": r.components,
+                "slots": r.slots,
+            })),
         },
+        "desync_dumps": dump_files(session.dump_dir.as_deref()),
         "elapsed_s": (start.elapsed().as_secs_f64() * 100.0).round() / 100.0,
     });
     println!(
@@ -288,10 +309,53 @@ pub fn run_in_process(
         serde_json::to_string_pretty(&summary).unwrap_or_default()
     );
     println!("all_clients_agree: {agree}");
+    if let Some(report) = &relay.last_desync_report {
+        println!(
+            "desync at tick {}: components {:?}, slots {:?}, players {:?}",
+            report.tick, report.components, report.slots, report.players
+        );
+    }
+    let dumps = dump_files(session.dump_dir.as_deref());
+    if dumps.len() >= 2 {
+        println!("compare the dumps: sandbox diff {} {}", dumps[0], dumps[1]);
+    }
     if let Some(path) = &run.summary_json {
         write_json(path, &summary)?;
     }
     Ok(agree && predictions_ok)
+}
+
+/// The dump files in `dir`, sorted (none without a directory).
+fn dump_files(dir: Option<&Path>) -> Vec<String> {
+    let Some(Ok(entries)) = dir.map(std::fs::read_dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<String> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "simdump"))
+        .map(|p| p.display().to_string())
+        .collect();
+    files.sort();
+    files
+}
+
+/// `sandbox diff A B`: compares two desync dumps; `Ok(true)` when they hold the same state.
+///
+/// # Errors
+/// Exit code 2 when a file cannot be read or decoded, or the dumps are of different games.
+pub fn run_diff(a: &Path, b: &Path) -> Result<bool, Failure> {
+    use simsync::deterministic::dump::{DEFAULT_MAX_DUMP_BYTES, diff_dumps};
+    let read = |path: &Path| {
+        simsync::deterministic::read_dump_file(path, DEFAULT_MAX_DUMP_BYTES)
+            .map_err(|e| Failure::input(format!("{}: {e}", path.display())))
+    };
+    let (da, db) = (read(a)?, read(b)?);
+    let diff = diff_dumps(&da, &db).map_err(|e| Failure::input(e.to_string()))?;
+    println!("a: {}", a.display());
+    println!("b: {}", b.display());
+    print!("{diff}");
+    Ok(diff.is_empty())
 }
 
 /// Paces a loop at the tick rate in real time.

@@ -1,6 +1,7 @@
 //! Cross-crate tests of the deterministic session, one module per behaviour.
 
 mod change_detection;
+pub(crate) mod desync_dumps;
 mod determinism;
 mod determinism_guard;
 mod entity_lifecycle;

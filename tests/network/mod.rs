@@ -3,6 +3,7 @@
 
 mod clock_sync;
 mod config_check;
+mod desync_report;
 mod diagnostics;
 mod disconnects;
 mod flood;

@@ -42,6 +42,7 @@ mod checksum;
 mod config;
 mod context;
 pub mod diagnostics;
+pub mod dump;
 mod error;
 pub mod events;
 mod guard;
@@ -74,6 +75,11 @@ pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
 pub use diagnostics::SessionDiagnosticsPlugin;
+pub use dump::{
+    ComponentBreakdown, DesyncDump, DesyncDumpConfig, DesyncDumpFailed, DesyncDumpWritten,
+    DesyncReport, DumpDiff, DumpError, DumpReason, DumpedWorld, diff_dumps, read_dump_file,
+    write_desync_dump,
+};
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
     ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventError, SimEventId, SimEventLedger,

@@ -206,6 +206,23 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// Write desync dumps into `dir` ([desync dumps](crate::rules#desync-dumps)): on the first
+    /// failed prediction check (`verify_predictions`; the predicted and the verified world of
+    /// the tick — this captures the predicted world after every predicted tick, a debug cost)
+    /// and on the first desync the relay reports (the verified world, with per-component hash
+    /// breakdowns of the recent checksum ticks). Each file is reported as a
+    /// [`DesyncDumpWritten`](crate::DesyncDumpWritten) message, a failure as
+    /// [`DesyncDumpFailed`](crate::DesyncDumpFailed).
+    pub fn desync_dumps(self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.desync_dump_config(crate::dump::DesyncDumpConfig::new(dir))
+    }
+
+    /// [`desync_dumps`](Self::desync_dumps) with every setting.
+    pub fn desync_dump_config(mut self, config: crate::dump::DesyncDumpConfig) -> Self {
+        self.config.desync_dumps = Some(config);
+        self
+    }
+
     /// Input ticks kept in the buffer (must exceed rollback window + latency + jitter + delay).
     pub fn input_capacity(mut self, ticks: u32) -> Self {
         self.config.input_capacity = ticks;
@@ -322,6 +339,9 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .init_resource::<SimEventStats>()
             .add_message::<PlayerLeft>()
             .add_message::<PlayerRejoined>()
+            .add_message::<crate::dump::DesyncDumpWritten>()
+            .add_message::<crate::dump::DesyncDumpFailed>()
+            .add_message::<crate::dump::DesyncReport>()
             .init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)

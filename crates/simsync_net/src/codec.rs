@@ -148,6 +148,54 @@ pub fn decode_counted<T: DeserializeOwned>(
     result
 }
 
+/// The bincode configuration of files and other payloads larger than one message (desync
+/// dumps): the [wire layout](wire_config) without the message limit; [`decode_with_limit`]
+/// bounds it at run time instead.
+pub type FileConfig = Configuration<LittleEndian, Varint, bincode::config::NoLimit>;
+
+/// Encodes `value` with the [file configuration](FileConfig): the wire layout, no size limit
+/// (the caller checks its own limit on the result).
+///
+/// # Errors
+/// [`NetError::Encode`] if the value's `Serialize` impl fails.
+pub fn encode_unlimited<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, NetError> {
+    bincode::serde::encode_to_vec(value, bincode::config::standard())
+        .map_err(|error| NetError::Encode(error.to_string()))
+}
+
+/// Decodes one whole `T` from `bytes` like [`decode`], with `max_bytes` instead of
+/// [`MAX_MESSAGE_BYTES`] as the limit of the input and of every collection's buffer (the same
+/// allocation bound, [wire rule 3](crate::rules)). For payloads larger than one message, such
+/// as desync dump files, encoded with [`encode_unlimited`].
+///
+/// # Errors
+/// As [`decode`], with `max_bytes` as the limit.
+pub fn decode_with_limit<T: DeserializeOwned>(
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<T, NetError> {
+    if bytes.len() > max_bytes {
+        return Err(NetError::Oversized { limit: max_bytes });
+    }
+    let budget = Budget::new(max_bytes);
+    let seed = BoundedSeed {
+        seed: PhantomData::<T>,
+        budget: &budget,
+    };
+    match bincode::serde::seed_decode_from_slice(seed, bytes, bincode::config::standard()) {
+        Ok((value, consumed)) if consumed == bytes.len() => Ok(value),
+        Ok((_, consumed)) => Err(NetError::TrailingBytes {
+            consumed,
+            trailing: bytes.len().saturating_sub(consumed),
+        }),
+        Err(_) if budget.exceeded() => Err(NetError::Oversized { limit: max_bytes }),
+        Err(bincode::error::DecodeError::LimitExceeded) => {
+            Err(NetError::Oversized { limit: max_bytes })
+        }
+        Err(error) => Err(map_decode_error(error)),
+    }
+}
+
 fn map_decode_error(error: bincode::error::DecodeError) -> NetError {
     use bincode::error::DecodeError;
     match error {
@@ -233,6 +281,35 @@ mod tests {
             name: "abc".into(),
             list: vec![1, 2, 70_000u32 as u16],
         }
+    }
+
+    #[test]
+    fn decode_with_limit_reads_past_the_message_limit_and_refuses_past_its_own() {
+        let big = Sample {
+            a: 1,
+            name: "x".repeat(MAX_MESSAGE_BYTES + 10),
+            list: vec![],
+        };
+        let bytes = encode_unlimited(&big).unwrap();
+        assert!(bytes.len() > MAX_MESSAGE_BYTES);
+        assert_eq!(decode_with_limit::<Sample>(&bytes, 1 << 20).unwrap(), big);
+        assert!(matches!(
+            decode_with_limit::<Sample>(&bytes, MAX_MESSAGE_BYTES),
+            Err(NetError::Oversized {
+                limit: MAX_MESSAGE_BYTES
+            })
+        ));
+        // A short input announcing a long list is refused by the per-collection bound, whatever
+        // the input limit.
+        let mut lie = encode_unlimited(&sample()).unwrap();
+        let at = lie.len() - 4;
+        lie.truncate(at);
+        lie.extend_from_slice(&[0xFC, 0xFF, 0xFF, 0xFF, 0x0F]);
+        assert!(decode_with_limit::<Sample>(&lie, 1 << 10).is_err());
+        assert!(matches!(
+            decode_with_limit::<Sample>(&bytes[..bytes.len() - 1], 1 << 20),
+            Err(NetError::Truncated)
+        ));
     }
 
     #[test]

@@ -44,7 +44,7 @@ use crate::ids::ParticipantId;
 /// reconnect token, and `RejectReason` has the refusals of a rejoin (`BadReconnectToken`,
 /// `SlotStillConnected`); `PlayerLeft` carries the server tick and `PlayerRejoined` announces a
 /// player back in its slot.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

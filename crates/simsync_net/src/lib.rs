@@ -54,8 +54,8 @@ pub use clock::{
     estimated_server_tick, input_delay_ticks, millis_u32, speed_factor, target_lead_ticks,
 };
 pub use codec::{
-    DecodeStats, MAX_MESSAGE_BYTES, WireConfig, decode, decode_counted, encode, max_decoded_len,
-    wire_config,
+    DecodeStats, FileConfig, MAX_MESSAGE_BYTES, WireConfig, decode, decode_counted,
+    decode_with_limit, encode, encode_unlimited, max_decoded_len, wire_config,
 };
 pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_FLIGHT};
 pub use error::NetError;
@@ -79,7 +79,10 @@ pub use plugin::{
 pub use rate::{RateLimit, RateLimiter, TokenBucket};
 pub use rejoin::{ReconnectTokens, entropy_seed, siphash24};
 pub use rng::{SplitMix64, derive_seed};
-pub use session_proto::{InputBytes, InputSet, SessionClientMessage, SessionServerMessage};
+pub use session_proto::{
+    InputBytes, InputSet, MAX_BREAKDOWN_ENTRIES, MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS,
+    SessionClientMessage, SessionServerMessage,
+};
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{
     DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS, NETCODE_MAX_CLIENTS,

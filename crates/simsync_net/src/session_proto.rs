@@ -63,14 +63,41 @@ pub enum SessionClientMessage {
         /// The checksum.
         checksum: u64,
     },
+    /// The client's per-component hash breakdown of its verified state at `tick`, sent after
+    /// the relay reported a desync of `tick`, so the relay can name the component that differs.
+    /// Each list holds at most [`MAX_BREAKDOWN_ENTRIES`] (slots: [`MAX_BREAKDOWN_SLOTS`])
+    /// entries and each name at most [`MAX_BREAKDOWN_NAME_BYTES`] bytes; the relay refuses
+    /// (and counts) a longer one. Channel: control.
+    ComponentHashes {
+        /// The desynced tick.
+        tick: i32,
+        /// Per registered component type: its name and the hash of its values on every
+        /// simulation entity, in registration order.
+        components: Vec<(String, u64)>,
+        /// Per registered resource type: its name and the hash of its value.
+        resources: Vec<(String, u64)>,
+        /// Per live simulation entity: its slot and the hash of its registered components.
+        slots: Vec<(u32, u64)>,
+    },
 }
+
+/// Most component (or resource) entries of one [`SessionClientMessage::ComponentHashes`].
+pub const MAX_BREAKDOWN_ENTRIES: usize = 128;
+
+/// Longest type name in a [`SessionClientMessage::ComponentHashes`], in bytes.
+pub const MAX_BREAKDOWN_NAME_BYTES: usize = 160;
+
+/// Most slot entries of one [`SessionClientMessage::ComponentHashes`] (a breakdown of a larger
+/// world names slots among the first this many only).
+pub const MAX_BREAKDOWN_SLOTS: usize = 1_024;
 
 impl SessionClientMessage {
     /// The channel this message is meant to be sent on.
     pub fn channel(&self) -> NetChannel {
         match self {
             SessionClientMessage::Inputs { .. } => NetChannel::Inputs,
-            SessionClientMessage::Checksum { .. } => NetChannel::Control,
+            SessionClientMessage::Checksum { .. }
+            | SessionClientMessage::ComponentHashes { .. } => NetChannel::Control,
         }
     }
 }
@@ -135,6 +162,19 @@ pub enum SessionServerMessage {
         /// The oldest tick whose confirmed set the server still holds.
         oldest_available: i32,
     },
+    /// The relay compared the per-component hash breakdowns of desynced `tick`
+    /// ([`SessionClientMessage::ComponentHashes`]) and names what differs. Channel: control.
+    DesyncReport {
+        /// The desynced tick.
+        tick: i32,
+        /// The player slots whose breakdown differs from the majority's.
+        players: Vec<u8>,
+        /// Registered component and resource type names whose hashes differ (resources as
+        /// `resource <name>`), at most [`MAX_BREAKDOWN_ENTRIES`].
+        components: Vec<String>,
+        /// Slots of simulation entities whose hashes differ, at most [`MAX_BREAKDOWN_SLOTS`].
+        slots: Vec<u32>,
+    },
 }
 
 impl SessionServerMessage {
@@ -148,7 +188,8 @@ impl SessionServerMessage {
             | SessionServerMessage::Desync { .. }
             | SessionServerMessage::PlayerLeft { .. }
             | SessionServerMessage::PlayerRejoined { .. }
-            | SessionServerMessage::Behind { .. } => NetChannel::Control,
+            | SessionServerMessage::Behind { .. }
+            | SessionServerMessage::DesyncReport { .. } => NetChannel::Control,
         }
     }
 }

@@ -60,11 +60,13 @@ use simsync_net::{
 
 use crate::input::SimInput;
 use crate::tick::Tick;
+use breakdowns::{Breakdown, BreakdownVotes};
 use checksums::{ChecksumRefusal, ChecksumVotes};
 use limits::Limited;
 pub use limits::{RateLimited, RelayLimits};
 use seats::{Seat, SlotView, choose_seat};
 
+mod breakdowns;
 mod checksums;
 mod limits;
 pub(crate) mod plugin;
@@ -236,6 +238,17 @@ pub struct RelayStats {
     /// `Hello`s with a reconnect token that were refused (a wrong token, or the slot's player
     /// still connected; the reason goes back in `Rejected`).
     pub refused_rejoins: u64,
+    /// Desync reports sent (breakdowns of a desynced tick compared; see
+    /// [`DesyncReport`](crate::DesyncReport)).
+    pub desync_reports: u64,
+    /// The last desync report.
+    pub last_desync_report: Option<crate::dump::DesyncReport>,
+    /// Per slot: component hash breakdowns refused (no desync of that tick waiting, a second
+    /// one for the tick, or over the message bounds).
+    pub refused_breakdowns: Vec<u64>,
+    /// Per slot: breakdowns that contradicted the checksum majority the player belonged to
+    /// (a lie, or a bug), ignored in the report.
+    pub contradicting_breakdowns: Vec<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -283,6 +296,11 @@ pub struct RelayServer {
     last_ping: Duration,
     decode: DecodeStats,
     checksums: ChecksumVotes,
+    breakdowns: BreakdownVotes,
+    /// The last judged tick disagreed (breakdowns are taken for the first tick of such a run).
+    desync_episode: bool,
+    /// Desync reports not yet taken by the plugin (bounded: the oldest are dropped).
+    reports: VecDeque<crate::dump::DesyncReport>,
     /// Whether an input decodes as the game's input type.
     decodes: fn(&[u8]) -> bool,
     stats: RelayStats,
@@ -316,6 +334,8 @@ impl RelayServer {
                 rtt_ms: vec![0.0; n],
                 desyncs_named: vec![0; n],
                 refused_checksums: vec![0; n],
+                refused_breakdowns: vec![0; n],
+                contradicting_breakdowns: vec![0; n],
                 dropped_inputs: vec![DroppedInputs::default(); n],
                 rate_limited: vec![RateLimited::default(); n],
                 admitted_messages: vec![0; n],
@@ -342,6 +362,9 @@ impl RelayServer {
             last_ping: Duration::ZERO,
             decode: DecodeStats::default(),
             checksums: ChecksumVotes::default(),
+            breakdowns: BreakdownVotes::default(),
+            desync_episode: false,
+            reports: VecDeque::new(),
             decodes: decodes_as::<I>,
             handshake,
             buckets: HashMap::new(),
@@ -575,6 +598,7 @@ impl RelayServer {
         self.mark_silent(server);
         self.confirm_ready();
         self.judge_checksums(server);
+        self.judge_breakdowns(server);
         self.broadcast(server);
         if self.now.saturating_sub(self.last_ping).as_millis() as u32
             >= self.config.ping_interval_ms
@@ -715,6 +739,23 @@ impl RelayServer {
                     None => self.stats.ignored_messages += 1,
                 }
             }
+            ClientMessage::Session(SessionClientMessage::ComponentHashes {
+                tick,
+                components,
+                resources,
+                slots,
+            }) => match self.by_client.get(&client) {
+                Some(slot) => self.on_breakdown(
+                    usize::from(*slot),
+                    tick,
+                    Breakdown {
+                        components,
+                        resources,
+                        slots,
+                    },
+                ),
+                None => self.stats.ignored_messages += 1,
+            },
             ClientMessage::Goodbye => server.disconnect(client),
             ClientMessage::Ownership(_) => self.stats.ignored_messages += 1,
         }
@@ -737,6 +778,55 @@ impl RelayServer {
         }
     }
 
+    /// A player's component hash breakdown of a desynced tick: refused (and counted) unless a
+    /// desync of that tick waits for breakdowns.
+    fn on_breakdown(&mut self, slot: usize, tick: Tick, breakdown: Breakdown) {
+        if let Err(refusal) = self.breakdowns.report(slot, tick, breakdown) {
+            self.stats.refused_breakdowns[slot] += 1;
+            debug!("relay: player {slot}'s breakdown of tick {tick} refused: {refusal:?}");
+        }
+    }
+
+    /// The desync reports written since the last call, oldest first.
+    pub fn take_desync_reports(&mut self) -> Vec<crate::dump::DesyncReport> {
+        self.reports.drain(..).collect()
+    }
+
+    /// Compares the breakdowns of every desynced tick that has them all (or timed out) and
+    /// sends the report to every client.
+    fn judge_breakdowns(&mut self, server: &mut RenetServer) {
+        let connected: Vec<bool> = self.slots.iter().map(Slot::connected).collect();
+        let timeout = Duration::from_millis(u64::from(self.config.checksum_timeout_ms));
+        for found in self.breakdowns.judge(&connected, self.now, timeout) {
+            for liar in &found.contradicting {
+                self.stats.contradicting_breakdowns[usize::from(*liar)] += 1;
+            }
+            warn!(
+                "relay: desync at tick {}: players {:?}, components {:?}, slots {:?}",
+                found.tick, found.players, found.components, found.slots
+            );
+            let report = crate::dump::DesyncReport {
+                tick: found.tick,
+                players: found.players,
+                components: found.components,
+                slots: found.slots,
+            };
+            let message = ServerMessage::Session(SessionServerMessage::DesyncReport {
+                tick: report.tick,
+                players: report.players.clone(),
+                components: report.components.clone(),
+                slots: report.slots.clone(),
+            });
+            let _ = server.broadcast_msg(&message);
+            self.stats.desync_reports += 1;
+            self.stats.last_desync_report = Some(report.clone());
+            self.reports.push_back(report);
+            while self.reports.len() > breakdowns::MAX_OPEN_REPORTS {
+                self.reports.pop_front();
+            }
+        }
+    }
+
     /// Judges every tick all connected players reported, or whose timeout passed; a
     /// disagreement is counted and sent to every client with the players it names.
     fn judge_checksums(&mut self, server: &mut RenetServer) {
@@ -744,6 +834,7 @@ impl RelayServer {
         let timeout = Duration::from_millis(u64::from(self.config.checksum_timeout_ms));
         for judgement in self.checksums.judge(&connected, self.now, timeout) {
             if judgement.players.is_empty() {
+                self.desync_episode = false;
                 continue;
             }
             self.stats.desyncs += 1;
@@ -754,6 +845,15 @@ impl RelayServer {
                 "relay: checksum disagreement at tick {}, players {:?}",
                 judgement.tick, judgement.players
             );
+            if !std::mem::replace(&mut self.desync_episode, true) {
+                // Breakdowns are asked for the first desynced tick of a run of disagreements.
+                self.breakdowns.open(
+                    judgement.tick,
+                    judgement.players.clone(),
+                    self.slots.len(),
+                    self.now,
+                );
+            }
             let desync = ServerMessage::Session(SessionServerMessage::Desync {
                 tick: judgement.tick,
                 players: judgement.players,

@@ -115,6 +115,7 @@ impl Plugin for DeterministicServerPlugin {
         app.insert_resource((self.relay)(self.config.clone()))
             .init_resource::<RelayStats>()
             .register_type::<RelayStats>()
+            .add_message::<crate::dump::DesyncReport>()
             .init_resource::<ServerClock>()
             .add_systems(PreUpdate, relay_update.after(RenetReceive));
     }
@@ -127,6 +128,7 @@ fn relay_update(
     real: Option<Res<Time<bevy::time::Real>>>,
     mut real_clock: ResMut<ServerClock>,
     mut stats: ResMut<RelayStats>,
+    mut reports: MessageWriter<crate::dump::DesyncReport>,
 ) {
     let Some(mut server) = server else {
         return;
@@ -140,4 +142,5 @@ fn relay_update(
     };
     relay.update(&mut server, dt, ticks);
     stats.clone_from(relay.stats());
+    reports.write_batch(relay.take_desync_reports());
 }

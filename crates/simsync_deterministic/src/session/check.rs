@@ -156,6 +156,7 @@ pub(super) fn audit_verified_tick<I: SimInput>(
         verified: verified.digest,
         cause,
     });
+    super::dumps::on_prediction_mismatch(main, worlds, session, tick);
 }
 
 /// Writes the registration errors recorded while the worlds were built, once, when the session

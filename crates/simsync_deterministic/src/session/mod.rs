@@ -5,6 +5,7 @@
 mod audit;
 mod check;
 mod divergence;
+mod dumps;
 mod lifecycle;
 mod state;
 mod stats;
@@ -70,6 +71,9 @@ fn run_steps<I: SimInput>(
     let mut stats = world.remove_resource::<SessionStats>().unwrap_or_default();
     if polled.stalling {
         stats.stalls += 1;
+    }
+    for desync in std::mem::take(&mut session.dumps.pending_desyncs) {
+        dumps::on_server_desync(world, worlds, session, &desync);
     }
     info_span!("simsync_verify").in_scope(|| steps::verify(world, worlds, session, &mut stats));
     info_span!("simsync_decide").in_scope(|| steps::decide(world, session));

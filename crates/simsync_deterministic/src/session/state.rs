@@ -24,6 +24,8 @@ pub struct DeterministicSession<I: SimInput> {
     /// Hash of the input set each tick of the current predicted timeline was simulated with.
     pub(super) used_inputs: BTreeMap<Tick, u64>,
     pub(super) audit: PredictionAudit,
+    /// Desync dump bookkeeping.
+    pub(crate) dumps: crate::dump::DumpState,
     pub(super) started: bool,
     /// Scratch input set of the tick being simulated.
     pub(super) inputs: Vec<I>,
@@ -48,6 +50,7 @@ impl<I: SimInput> DeterministicSession<I> {
             highest_predicted: 0,
             used_inputs: BTreeMap::new(),
             audit: PredictionAudit::default(),
+            dumps: crate::dump::DumpState::default(),
             started: false,
             inputs: Vec::with_capacity(usize::from(players)),
             status: Vec::with_capacity(usize::from(players)),

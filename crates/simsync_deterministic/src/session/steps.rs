@@ -49,7 +49,13 @@ pub(super) fn poll<I: SimInput>(
                 world.write_message(NeedsSnapshot { oldest_available });
             }
             NetReport::Desync(desync) => {
+                if session.config.desync_dumps.is_some() {
+                    session.dumps.pending_desyncs.push(desync.clone());
+                }
                 world.write_message(desync);
+            }
+            NetReport::DesyncReport(report) => {
+                world.write_message(report);
             }
             NetReport::Substituted(substituted) => {
                 world.write_message(substituted);
@@ -141,10 +147,12 @@ pub(super) fn verify<I: SimInput>(
             }
             world.write_message(ChecksumRecorded(checksum));
             checksums.push(checksum);
+            super::dumps::keep_breakdown(worlds, session);
         }
         if session.config.verify_predictions {
             check::audit_verified_tick(world, worlds, session, stats, tick);
         }
+        super::dumps::dump_if_due(world, worlds, session, tick);
     }
     if !checksums.is_empty() {
         session.source.send_checksums(world, &checksums);
@@ -294,6 +302,7 @@ pub(super) fn predict<I: SimInput>(
             .verify_predictions
             .then(|| check::predicted_state(world, worlds, session, stats));
         session.audit.record_predicted(tick, inputs_hash, state);
+        super::dumps::keep_predicted(world, worlds, session, tick);
     }
     check::scan_world(
         world,
@@ -387,6 +396,7 @@ fn forget_before<I: SimInput>(session: &mut DeterministicSession<I>, verified_ti
         session.used_inputs.pop_first();
     }
     session.audit.discard_before(keep_from);
+    super::dumps::forget_through(session, verified_tick);
 }
 
 fn context(world: &mut World) -> Mut<'_, SimulatorContext> {

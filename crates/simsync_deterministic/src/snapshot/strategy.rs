@@ -86,6 +86,11 @@ pub(crate) trait ComponentCopier: Send + Sync {
 /// One registered resource type.
 pub(crate) trait ResourceCopier: Send + Sync {
     fn type_name(&self) -> &'static str;
+    /// The resource's type, when the copier knows it (its fields are dumped through
+    /// reflection).
+    fn type_id(&self) -> Option<TypeId> {
+        None
+    }
     fn copy(&self, src: &World, dst: &mut World, map: TickMap);
     fn hash(&self, world: &World, hasher: &mut StateHasher);
     fn hashed(&self) -> bool;
@@ -277,6 +282,10 @@ impl<R: Resource<Mutability = Mutable> + Clone> CloneResource<R> {
 impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource<R> {
     fn type_name(&self) -> &'static str {
         std::any::type_name::<R>()
+    }
+
+    fn type_id(&self) -> Option<TypeId> {
+        Some(TypeId::of::<R>())
     }
 
     fn copy(&self, src: &World, dst: &mut World, map: TickMap) {

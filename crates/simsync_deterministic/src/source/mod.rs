@@ -179,6 +179,20 @@ impl<I: SimInput> InputSource<I> {
         }
     }
 
+    /// Sends the relay this client's per-component hash breakdown of a desynced tick (networked
+    /// sessions only).
+    pub(crate) fn send_breakdown(
+        &mut self,
+        world: &mut World,
+        breakdown: &crate::dump::ComponentBreakdown,
+    ) {
+        let Relay::Remote(client) = &mut self.relay else {
+            return;
+        };
+        let mut renet = world.get_resource_mut::<RenetClient>();
+        client.send_breakdown(renet.as_deref_mut(), breakdown);
+    }
+
     /// Ticks the session clock polls this update: fixed per update when stepped, else the real
     /// time elapsed at the tick rate (at most [`MAX_REAL_TIME_POLLS`]).
     fn ticks_to_poll(&mut self, real: Option<&Time<Real>>) -> u32 {

@@ -82,6 +82,8 @@ pub struct RelayClientStats {
     pub desyncs_naming_self: u64,
     /// The last desync the server reported.
     pub last_desync: Option<DesyncDetected>,
+    /// The last desync report (the components that differ) the server sent.
+    pub last_desync_report: Option<crate::dump::DesyncReport>,
     /// Confirmed inputs that did not decode and were substituted ([`InputSubstituted`]).
     pub substituted_inputs: u64,
     /// Encoded bytes of the `Inputs` messages sent (message payload, before renet's headers).
@@ -123,6 +125,8 @@ pub(crate) enum NetReport {
     },
     /// The server judged a tick's checksums and they disagree.
     Desync(DesyncDetected),
+    /// The server compared the breakdowns of a desynced tick.
+    DesyncReport(crate::dump::DesyncReport),
     /// A confirmed input did not decode and was substituted.
     Substituted(InputSubstituted),
     /// The relay refused this client in the handshake.
@@ -466,6 +470,25 @@ impl<I: SimInput> RelayClient<I> {
                         .push(NetReport::NeedsSnapshot { oldest_available });
                 }
             }
+            ServerMessage::Session(SessionServerMessage::DesyncReport {
+                tick,
+                players,
+                components,
+                slots,
+            }) => {
+                error!(
+                    "session client: desync at tick {tick} is in components {components:?}, \
+                     slots {slots:?} (players {players:?})"
+                );
+                let report = crate::dump::DesyncReport {
+                    tick,
+                    players,
+                    components,
+                    slots,
+                };
+                self.stats.last_desync_report = Some(report.clone());
+                self.reports.push(NetReport::DesyncReport(report));
+            }
             ServerMessage::Ownership(_) => {}
         }
     }
@@ -726,6 +749,55 @@ impl<I: SimInput> RelayClient<I> {
             let _ = client.send_msg(&message);
         }
     }
+}
+
+impl<I: SimInput> RelayClient<I> {
+    /// Sends the relay this client's per-component hash breakdown of a desynced tick, cut to
+    /// the message's bounds ([`simsync_net::MAX_BREAKDOWN_ENTRIES`]).
+    pub(crate) fn send_breakdown(
+        &mut self,
+        renet: Option<&mut RenetClient>,
+        breakdown: &crate::dump::ComponentBreakdown,
+    ) {
+        let Some(client) = renet else {
+            return;
+        };
+        let message = ClientMessage::Session(breakdown_message(breakdown));
+        let _ = client.send_msg(&message);
+    }
+}
+
+/// The wire form of a breakdown: at most [`simsync_net::MAX_BREAKDOWN_ENTRIES`] entries per
+/// list and names cut to [`simsync_net::MAX_BREAKDOWN_NAME_BYTES`].
+pub(crate) fn breakdown_message(
+    breakdown: &crate::dump::ComponentBreakdown,
+) -> SessionClientMessage {
+    let names = |list: &[(String, u64)]| {
+        list.iter()
+            .take(simsync_net::MAX_BREAKDOWN_ENTRIES)
+            .map(|(name, hash)| (cut(name, simsync_net::MAX_BREAKDOWN_NAME_BYTES), *hash))
+            .collect()
+    };
+    SessionClientMessage::ComponentHashes {
+        tick: breakdown.tick,
+        components: names(&breakdown.components),
+        resources: names(&breakdown.resources),
+        slots: breakdown
+            .slots
+            .iter()
+            .take(simsync_net::MAX_BREAKDOWN_SLOTS)
+            .copied()
+            .collect(),
+    }
+}
+
+/// `name` cut to at most `max` bytes at a character boundary.
+fn cut(name: &str, max: usize) -> String {
+    let mut end = name.len().min(max);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_string()
 }
 
 /// The input used for `player` at `tick` when its confirmed input does not decode: the

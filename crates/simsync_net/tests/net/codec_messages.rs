@@ -327,6 +327,22 @@ fn any_client_message() -> impl Strategy<Value = ClientMessage> {
         (any::<i32>(), any::<u64>()).prop_map(|(tick, checksum)| ClientMessage::Session(
             SessionClientMessage::Checksum { tick, checksum }
         )),
+        (
+            any::<i32>(),
+            prop::collection::vec(("[a-z:]{0,12}", any::<u64>()), 0..6),
+            prop::collection::vec(("[a-z:]{0,12}", any::<u64>()), 0..3),
+            prop::collection::vec((any::<u32>(), any::<u64>()), 0..8)
+        )
+            .prop_map(
+                |(tick, components, resources, slots)| ClientMessage::Session(
+                    SessionClientMessage::ComponentHashes {
+                        tick,
+                        components,
+                        resources,
+                        slots
+                    }
+                )
+            ),
         (any::<u64>(), any::<u8>()).prop_map(|(body, priority)| ClientMessage::Ownership(
             OwnershipClientMessage::Bid {
                 body: BodyId(body),
@@ -388,6 +404,20 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
                 input_lead_ticks,
             })
         }),
+        (
+            any::<i32>(),
+            prop::collection::vec(any::<u8>(), 0..4),
+            prop::collection::vec("[a-z:]{0,12}", 0..4),
+            prop::collection::vec(any::<u32>(), 0..8)
+        )
+            .prop_map(|(tick, players, components, slots)| ServerMessage::Session(
+                SessionServerMessage::DesyncReport {
+                    tick,
+                    players,
+                    components,
+                    slots
+                }
+            )),
         prop::collection::vec(
             (
                 any::<u64>(),

@@ -55,6 +55,15 @@ pub fn client_samples() -> Vec<ClientMessage> {
             tick: 600,
             checksum: u64::MAX,
         }),
+        ClientMessage::Session(SessionClientMessage::ComponentHashes {
+            tick: 600,
+            components: vec![
+                ("bevy_transform::components::transform::Transform".into(), 7),
+                ("game::Health".into(), u64::MAX),
+            ],
+            resources: vec![("game::Score".into(), 0)],
+            slots: vec![(0, 1), (1_023, u64::MAX)],
+        }),
         ClientMessage::Ownership(OwnershipClientMessage::Bid {
             body: BodyId(u64::MAX),
             priority: 128,
@@ -109,6 +118,12 @@ pub fn server_samples() -> Vec<ServerMessage> {
         ServerMessage::Session(SessionServerMessage::Desync {
             tick: 60,
             players: vec![0, 2],
+        }),
+        ServerMessage::Session(SessionServerMessage::DesyncReport {
+            tick: 60,
+            players: vec![2],
+            components: vec!["game::Health".into(), "resource game::Score".into()],
+            slots: vec![3, 1_000],
         }),
         ServerMessage::Session(SessionServerMessage::PlayerLeft { slot: 2, tick: 640 }),
         ServerMessage::Session(SessionServerMessage::PlayerRejoined { slot: 2, tick: 900 }),

@@ -1,0 +1,345 @@
+//! Capturing a [`DesyncDump`] or a [`ComponentBreakdown`] of one simulation world: per
+//! simulation entity, per registered type, its digest and its fields through Bevy reflection.
+
+use std::any::TypeId;
+use std::hash::Hasher;
+
+use bevy::prelude::*;
+use bevy::reflect::{PartialReflect, ReflectRef};
+
+use super::format::{
+    ComponentBreakdown, DesyncDump, DumpHeader, DumpReason, DumpedEntity, DumpedField, DumpedInput,
+    DumpedValue, DumpedWorld, GameFingerprint,
+};
+use crate::checksum::StateHasher;
+use crate::snapshot::digest::DigestOutcome;
+use crate::snapshot::{self, ReservedSlots, RollbackRegistry, SimulationWorld};
+use crate::tick::PlayerIndex;
+
+/// Fields one value is flattened into at most; the rest is one `…` field with its `Debug` text.
+pub const MAX_FIELDS_PER_VALUE: usize = 256;
+
+/// Nesting depth flattened; deeper values are one field with their `Debug` text.
+const MAX_DEPTH: usize = 8;
+
+/// The fingerprint of `registry`: its component and resource type names in registration order.
+pub(crate) fn fingerprint(registry: &RollbackRegistry) -> GameFingerprint {
+    GameFingerprint {
+        components: registry
+            .components
+            .iter()
+            .map(|c| c.type_name().to_string())
+            .collect(),
+        resources: registry
+            .resources
+            .iter()
+            .map(|r| r.type_name().to_string())
+            .collect(),
+    }
+}
+
+/// What the dump says about the world besides its state.
+pub(crate) struct DumpContext {
+    pub world: DumpedWorld,
+    pub reason: DumpReason,
+    pub inputs: Vec<DumpedInput>,
+    pub breakdowns: Vec<ComponentBreakdown>,
+    pub writer: Option<PlayerIndex>,
+}
+
+/// Dumps `sw`'s simulation state now.
+pub(crate) fn capture(
+    sw: &mut SimulationWorld,
+    registry: &RollbackRegistry,
+    context: DumpContext,
+) -> DesyncDump {
+    let checksum = snapshot::checksum(sw, registry);
+    let tick = sw.tick();
+    let slots = sw.world.resource::<ReservedSlots>().clone();
+    let entities = sw.simulation_entities();
+    let world = &sw.world;
+    let type_registry = world.get_resource::<AppTypeRegistry>().cloned();
+    let type_registry = type_registry.as_ref().map(|r| r.read());
+    let mut dumped = Vec::with_capacity(entities.len());
+    for entity in &entities {
+        let mut components = Vec::new();
+        for copier in registry.components.iter() {
+            let mut hasher = StateHasher::default();
+            let outcome = copier.digest(world, std::slice::from_ref(entity), &mut hasher);
+            if outcome == DigestOutcome::Absent {
+                continue;
+            }
+            let fields = type_registry.as_ref().and_then(|tr| {
+                let reflect = tr.get_type_data::<ReflectComponent>(copier.type_id())?;
+                let value = reflect.reflect(world.get_entity(*entity).ok()?)?;
+                Some(flatten(value.as_partial_reflect()))
+            });
+            components.push(DumpedValue {
+                type_name: copier.type_name().to_string(),
+                hash: (outcome == DigestOutcome::Compared).then(|| hasher.finish()),
+                fields,
+            });
+        }
+        for copier in registry.relationships.iter() {
+            let mut hasher = StateHasher::default();
+            copier.hash(world, *entity, &slots, &mut hasher);
+            components.push(DumpedValue {
+                type_name: copier.type_name().to_string(),
+                hash: Some(hasher.finish()),
+                fields: None,
+            });
+        }
+        dumped.push(DumpedEntity {
+            slot: slots.slot_of(*entity).unwrap_or(u32::MAX),
+            generation: entity.generation().to_bits(),
+            components,
+        });
+    }
+    let mut resources = Vec::new();
+    for copier in registry.resources.iter() {
+        let mut hasher = StateHasher::default();
+        let outcome = copier.digest(world, &mut hasher);
+        if outcome == DigestOutcome::Absent {
+            continue;
+        }
+        let fields = type_registry.as_ref().and_then(|tr| {
+            let type_id = copier.type_id()?;
+            reflect_resource(world, tr, type_id).map(flatten)
+        });
+        resources.push(DumpedValue {
+            type_name: copier.type_name().to_string(),
+            hash: (outcome == DigestOutcome::Compared).then(|| hasher.finish()),
+            fields,
+        });
+    }
+    DesyncDump {
+        header: DumpHeader {
+            tick,
+            world: context.world,
+            reason: context.reason,
+            fingerprint: fingerprint(registry),
+            checksum,
+            writer: context.writer,
+        },
+        entities: dumped,
+        resources,
+        inputs: context.inputs,
+        breakdowns: context.breakdowns,
+    }
+}
+
+fn reflect_resource<'w>(
+    world: &'w World,
+    registry: &bevy::reflect::TypeRegistry,
+    type_id: TypeId,
+) -> Option<&'w dyn PartialReflect> {
+    let reflect = registry.get_type_data::<ReflectComponent>(type_id)?;
+    let id = world.components().get_id(type_id)?;
+    let entity = world.resource_entities().get(id)?;
+    let value = reflect.reflect(world.get_entity(entity).ok()?)?;
+    Some(value.as_partial_reflect())
+}
+
+/// The per-component hash breakdown of `sw` now (see [`ComponentBreakdown`]).
+pub(crate) fn breakdown(
+    sw: &mut SimulationWorld,
+    registry: &RollbackRegistry,
+) -> ComponentBreakdown {
+    let tick = sw.tick();
+    let slots = sw.world.resource::<ReservedSlots>().clone();
+    let entities = sw.simulation_entities();
+    let world = &sw.world;
+    let components = registry
+        .components
+        .iter()
+        .map(|copier| {
+            let mut hasher = StateHasher::default();
+            copier.digest(world, &entities, &mut hasher);
+            (copier.type_name().to_string(), hasher.finish())
+        })
+        .collect();
+    let slot_hashes = entities
+        .iter()
+        .map(|entity| {
+            let mut hasher = StateHasher::default();
+            hasher.write_u32(entity.generation().to_bits());
+            for copier in registry.components.iter() {
+                copier.digest(world, std::slice::from_ref(entity), &mut hasher);
+            }
+            for copier in registry.relationships.iter() {
+                copier.hash(world, *entity, &slots, &mut hasher);
+            }
+            (slots.slot_of(*entity).unwrap_or(u32::MAX), hasher.finish())
+        })
+        .collect();
+    let resources = registry
+        .resources
+        .iter()
+        .map(|copier| {
+            let mut hasher = StateHasher::default();
+            let outcome = copier.digest(world, &mut hasher);
+            hasher.write_u8(u8::from(outcome == DigestOutcome::Absent));
+            (copier.type_name().to_string(), hasher.finish())
+        })
+        .collect();
+    ComponentBreakdown {
+        tick,
+        components,
+        slots: slot_hashes,
+        resources,
+    }
+}
+
+/// Flattens a reflected value into its leaf fields (struct fields by name, tuple fields and
+/// list items by position, enum variants by name), at most [`MAX_FIELDS_PER_VALUE`].
+pub fn flatten(value: &dyn PartialReflect) -> Vec<DumpedField> {
+    let mut out = Vec::new();
+    flatten_into(value, String::new(), 0, &mut out);
+    out
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else if name.starts_with('[') {
+        format!("{prefix}{name}")
+    } else {
+        format!("{prefix}.{name}")
+    }
+}
+
+fn flatten_into(
+    value: &dyn PartialReflect,
+    path: String,
+    depth: usize,
+    out: &mut Vec<DumpedField>,
+) {
+    if out.len() >= MAX_FIELDS_PER_VALUE {
+        if out.len() == MAX_FIELDS_PER_VALUE {
+            out.push(DumpedField {
+                path: "…".into(),
+                value: "more fields left out".into(),
+            });
+        }
+        return;
+    }
+    if depth >= MAX_DEPTH {
+        out.push(DumpedField {
+            path,
+            value: format!("{value:?}"),
+        });
+        return;
+    }
+    let next = depth + 1;
+    match value.reflect_ref() {
+        ReflectRef::Struct(s) if s.field_len() > 0 => {
+            for i in 0..s.field_len() {
+                if let (Some(name), Some(field)) = (s.name_at(i), s.field_at(i)) {
+                    flatten_into(field, join(&path, name), next, out);
+                }
+            }
+        }
+        ReflectRef::TupleStruct(s) if s.field_len() > 0 => {
+            for i in 0..s.field_len() {
+                if let Some(field) = s.field(i) {
+                    flatten_into(field, join(&path, &i.to_string()), next, out);
+                }
+            }
+        }
+        ReflectRef::Tuple(t) if t.field_len() > 0 => {
+            for i in 0..t.field_len() {
+                if let Some(field) = t.field(i) {
+                    flatten_into(field, join(&path, &i.to_string()), next, out);
+                }
+            }
+        }
+        ReflectRef::List(list) => {
+            out.push(DumpedField {
+                path: join(&path, "len"),
+                value: list.len().to_string(),
+            });
+            for (i, item) in list.iter().enumerate() {
+                flatten_into(item, join(&path, &format!("[{i}]")), next, out);
+            }
+        }
+        ReflectRef::Array(array) => {
+            for (i, item) in array.iter().enumerate() {
+                flatten_into(item, join(&path, &format!("[{i}]")), next, out);
+            }
+        }
+        ReflectRef::Enum(e) => {
+            let variant = join(&path, "variant");
+            out.push(DumpedField {
+                path: variant,
+                value: e.variant_name().to_string(),
+            });
+            for i in 0..e.field_len() {
+                let name = e
+                    .name_at(i)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| i.to_string());
+                if let Some(field) = e.field_at(i) {
+                    flatten_into(
+                        field,
+                        join(&path, &format!("{}::{name}", e.variant_name())),
+                        next,
+                        out,
+                    );
+                }
+            }
+        }
+        _ => out.push(DumpedField {
+            path,
+            value: format!("{value:?}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Reflect)]
+    struct Body {
+        position: Vec3,
+        tags: Vec<u8>,
+        mode: Mode,
+    }
+
+    #[derive(Reflect)]
+    enum Mode {
+        Moving { speed: f32 },
+    }
+
+    #[test]
+    fn nested_fields_are_flattened_by_path() {
+        let body = Body {
+            position: Vec3::new(1.0, -0.5, 0.1),
+            tags: vec![7],
+            mode: Mode::Moving { speed: 2.5 },
+        };
+        let fields = flatten(&body);
+        let find = |p: &str| {
+            fields
+                .iter()
+                .find(|f| f.path == p)
+                .map(|f| f.value.clone())
+                .unwrap_or_else(|| panic!("no field {p} in {fields:?}"))
+        };
+        assert_eq!(find("position.x"), "1.0");
+        assert_eq!(find("position.y"), "-0.5");
+        assert_eq!(find("position.z"), "0.1");
+        assert_eq!(find("tags.len"), "1");
+        assert_eq!(find("tags[0]"), "7");
+        assert_eq!(find("mode.variant"), "Moving");
+        assert_eq!(find("mode.Moving::speed"), "2.5");
+    }
+
+    #[test]
+    fn a_huge_value_is_cut_at_the_field_limit() {
+        let list: Vec<u32> = (0..1_000).collect();
+        let fields = flatten(&list);
+        assert_eq!(fields.len(), MAX_FIELDS_PER_VALUE + 1);
+        assert_eq!(fields.last().map(|f| f.path.as_str()), Some("…"));
+    }
+}

@@ -1,0 +1,362 @@
+//! Comparing two desync dumps: [`diff_dumps`] names the first differing entity (slot and
+//! generation), component type and field values, and the inputs of the tick.
+
+use std::fmt;
+
+use super::format::{DesyncDump, DumpError, DumpedInput, DumpedValue};
+use crate::tick::Tick;
+
+/// Which side of a diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DumpSide {
+    /// The first dump.
+    A,
+    /// The second dump.
+    B,
+}
+
+/// One field whose values differ (`None`: the field exists on one side only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldDifference {
+    /// The field's path (`translation.x`).
+    pub path: String,
+    /// The first dump's value.
+    pub a: Option<String>,
+    /// The second dump's value.
+    pub b: Option<String>,
+}
+
+/// The first difference between two dumps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Difference {
+    /// A live simulation entity in one dump only (or with another generation in the other).
+    EntityOnlyIn {
+        /// The dump that has it.
+        side: DumpSide,
+        /// Its slot.
+        slot: u32,
+        /// Its generation.
+        generation: u32,
+    },
+    /// A registered component of an entity present in both dumps differs (or is present on one
+    /// side only).
+    Component {
+        /// The entity's slot.
+        slot: u32,
+        /// The entity's generation.
+        generation: u32,
+        /// The component's type name.
+        type_name: String,
+        /// The first dump's value (`None`: absent).
+        a: Option<DumpedValue>,
+        /// The second dump's value.
+        b: Option<DumpedValue>,
+        /// The fields that differ, in order (empty when a side has no fields: not reflected or
+        /// absent).
+        fields: Vec<FieldDifference>,
+    },
+    /// A registered resource differs (or is present on one side only).
+    Resource {
+        /// The resource's type name.
+        type_name: String,
+        /// The first dump's value.
+        a: Option<DumpedValue>,
+        /// The second dump's value.
+        b: Option<DumpedValue>,
+        /// The fields that differ.
+        fields: Vec<FieldDifference>,
+    },
+}
+
+/// What [`diff_dumps`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DumpDiff {
+    /// The ticks of the two dumps.
+    pub ticks: (Tick, Tick),
+    /// The first difference (entities in slot order, components in registration order, then
+    /// resources); `None`: the dumps hold the same state.
+    pub first: Option<Difference>,
+    /// How many entity, component and resource differences there are in all.
+    pub differences: usize,
+    /// The inputs of the tick in each dump.
+    pub inputs: (Vec<DumpedInput>, Vec<DumpedInput>),
+}
+
+impl DumpDiff {
+    /// Whether the dumps hold the same state.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// Whether the inputs of the tick differ between the dumps (player or value; the status,
+    /// predicted or confirmed, is not compared).
+    pub fn inputs_differ(&self) -> bool {
+        let values = |list: &[DumpedInput]| {
+            list.iter()
+                .map(|i| (i.player, i.value.clone()))
+                .collect::<Vec<_>>()
+        };
+        values(&self.inputs.0) != values(&self.inputs.1)
+    }
+}
+
+/// Compares two dumps of the same game ([desync dumps](crate::rules#desync-dumps)).
+///
+/// Entities are matched by slot: a slot live in one dump only, or with different generations,
+/// is an [`Difference::EntityOnlyIn`]; values are equal when their digests are equal, or —
+/// for values without a digest — when their fields are (a type with neither on both sides
+/// cannot be compared and is passed over).
+///
+/// # Errors
+/// [`DumpError::ForeignGame`] when the dumps' registered types differ.
+pub fn diff_dumps(a: &DesyncDump, b: &DesyncDump) -> Result<DumpDiff, DumpError> {
+    let (fa, fb) = (&a.header.fingerprint, &b.header.fingerprint);
+    if fa != fb {
+        let names = |f: &super::format::GameFingerprint| {
+            f.components
+                .iter()
+                .chain(&f.resources)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let (na, nb) = (names(fa), names(fb));
+        let first_difference = (0..na.len().max(nb.len()))
+            .find(|i| na.get(*i) != nb.get(*i))
+            .map(|i| {
+                format!(
+                    "{} vs {}",
+                    na.get(i).map_or("(none)", String::as_str),
+                    nb.get(i).map_or("(none)", String::as_str)
+                )
+            })
+            .unwrap_or_default();
+        return Err(DumpError::ForeignGame { first_difference });
+    }
+    let mut all = Vec::new();
+    entity_differences(a, b, &mut all);
+    value_differences(
+        &a.resources,
+        &b.resources,
+        &mut all,
+        |type_name, a, b, fields| Difference::Resource {
+            type_name,
+            a,
+            b,
+            fields,
+        },
+    );
+    Ok(DumpDiff {
+        ticks: (a.header.tick, b.header.tick),
+        differences: all.len(),
+        first: all.into_iter().next(),
+        inputs: (a.inputs.clone(), b.inputs.clone()),
+    })
+}
+
+fn entity_differences(a: &DesyncDump, b: &DesyncDump, out: &mut Vec<Difference>) {
+    let mut slots: Vec<u32> = a
+        .entities
+        .iter()
+        .chain(&b.entities)
+        .map(|e| e.slot)
+        .collect();
+    slots.sort_unstable();
+    slots.dedup();
+    for slot in slots {
+        match (a.entity(slot), b.entity(slot)) {
+            (Some(ea), Some(eb)) if ea.generation == eb.generation => {
+                value_differences(
+                    &ea.components,
+                    &eb.components,
+                    out,
+                    |type_name, a, b, fields| Difference::Component {
+                        slot,
+                        generation: ea.generation,
+                        type_name,
+                        a,
+                        b,
+                        fields,
+                    },
+                );
+            }
+            (ea, eb) => {
+                for (side, e) in [(DumpSide::A, ea), (DumpSide::B, eb)] {
+                    if let Some(e) = e {
+                        out.push(Difference::EntityOnlyIn {
+                            side,
+                            slot,
+                            generation: e.generation,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn value_differences(
+    a: &[DumpedValue],
+    b: &[DumpedValue],
+    out: &mut Vec<Difference>,
+    make: impl Fn(String, Option<DumpedValue>, Option<DumpedValue>, Vec<FieldDifference>) -> Difference,
+) {
+    // Both sides list types in registration order; walk the union in the order of `a`, then
+    // the types only `b` has.
+    let mut names: Vec<&str> = a.iter().map(|v| v.type_name.as_str()).collect();
+    for v in b {
+        if !names.contains(&v.type_name.as_str()) {
+            names.push(&v.type_name);
+        }
+    }
+    for name in names {
+        let va = a.iter().find(|v| v.type_name == name);
+        let vb = b.iter().find(|v| v.type_name == name);
+        if values_equal(va, vb) {
+            continue;
+        }
+        let fields = match (
+            va.and_then(|v| v.fields.as_ref()),
+            vb.and_then(|v| v.fields.as_ref()),
+        ) {
+            (Some(fa), Some(fb)) => field_differences(fa, fb),
+            _ => Vec::new(),
+        };
+        out.push(make(name.to_string(), va.cloned(), vb.cloned(), fields));
+    }
+}
+
+fn values_equal(a: Option<&DumpedValue>, b: Option<&DumpedValue>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => match (a.hash, b.hash) {
+            (Some(ha), Some(hb)) => ha == hb,
+            // Neither digest nor fields on either side: the type cannot be compared (it is
+            // named by the prediction check's `UncheckedState` instead).
+            (None, None) if a.fields.is_none() && b.fields.is_none() => true,
+            _ => a.fields.is_some() && a.fields == b.fields,
+        },
+        _ => false,
+    }
+}
+
+fn field_differences(
+    a: &[super::format::DumpedField],
+    b: &[super::format::DumpedField],
+) -> Vec<FieldDifference> {
+    let mut out = Vec::new();
+    for fa in a {
+        let vb = b.iter().find(|f| f.path == fa.path).map(|f| &f.value);
+        if vb != Some(&fa.value) {
+            out.push(FieldDifference {
+                path: fa.path.clone(),
+                a: Some(fa.value.clone()),
+                b: vb.cloned(),
+            });
+        }
+    }
+    for fb in b {
+        if !a.iter().any(|f| f.path == fb.path) {
+            out.push(FieldDifference {
+                path: fb.path.clone(),
+                a: None,
+                b: Some(fb.value.clone()),
+            });
+        }
+    }
+    out
+}
+
+fn side_text(value: &Option<String>) -> &str {
+    value.as_deref().unwrap_or("(absent)")
+}
+
+impl fmt::Display for DumpDiff {
+    /// The first difference and the inputs, for humans.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (ta, tb) = self.ticks;
+        let Some(first) = &self.first else {
+            return writeln!(f, "no difference (ticks {ta} and {tb})");
+        };
+        writeln!(
+            f,
+            "{} difference(s) between tick {ta} (a) and tick {tb} (b); the first:",
+            self.differences
+        )?;
+        match first {
+            Difference::EntityOnlyIn {
+                side,
+                slot,
+                generation,
+            } => writeln!(
+                f,
+                "  entity slot {slot} generation {generation} exists only in {side:?}"
+            )?,
+            Difference::Component {
+                slot,
+                generation,
+                type_name,
+                a,
+                b,
+                fields,
+            } => {
+                writeln!(
+                    f,
+                    "  entity slot {slot} generation {generation}, component {type_name}"
+                )?;
+                write_values(f, a, b, fields)?;
+            }
+            Difference::Resource {
+                type_name,
+                a,
+                b,
+                fields,
+            } => {
+                writeln!(f, "  resource {type_name}")?;
+                write_values(f, a, b, fields)?;
+            }
+        }
+        let inputs = if self.inputs_differ() {
+            "differ"
+        } else {
+            "equal"
+        };
+        writeln!(f, "  inputs of the tick ({inputs}):")?;
+        for (side, list) in [("a", &self.inputs.0), ("b", &self.inputs.1)] {
+            for input in list {
+                writeln!(
+                    f,
+                    "    {side} player {} ({}): {}",
+                    input.player, input.status, input.value
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_values(
+    f: &mut fmt::Formatter<'_>,
+    a: &Option<DumpedValue>,
+    b: &Option<DumpedValue>,
+    fields: &[FieldDifference],
+) -> fmt::Result {
+    let hash = |v: &Option<DumpedValue>| match v {
+        None => "absent".to_string(),
+        Some(DumpedValue { hash: Some(h), .. }) => format!("#{h:016x}"),
+        Some(_) => "unchecked".to_string(),
+    };
+    writeln!(f, "    a {}  b {}", hash(a), hash(b))?;
+    if fields.is_empty() && a.is_some() && b.is_some() {
+        writeln!(f, "    (no field values: the type is not reflected)")?;
+    }
+    for field in fields {
+        writeln!(
+            f,
+            "    {}: a = {}  b = {}",
+            field.path,
+            side_text(&field.a),
+            side_text(&field.b)
+        )?;
+    }
+    Ok(())
+}

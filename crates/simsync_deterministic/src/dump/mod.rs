@@ -1,0 +1,315 @@
+//! Desync dumps ([desync dumps](crate::rules#desync-dumps)): the state of a simulation world
+//! at one tick — per simulation entity (slot and generation) per registered component its type,
+//! digest and field values through Bevy reflection, the registered resources and the inputs of
+//! the tick — written to a file on the first mismatch, and [`diff_dumps`] naming the first
+//! entity, component and field values that differ between two dumps.
+//!
+//! - [`format`] holds the data ([`DesyncDump`]) and the versioned file ([`DesyncDump::encode`],
+//!   [`DesyncDump::decode`], [`DumpError`]).
+//! - [`capture`] reads a world into a dump, and the per-component hash breakdown
+//!   ([`ComponentBreakdown`]) a client sends the relay on a desync.
+//! - [`diff`] holds [`diff_dumps`].
+//! - This module: the configuration ([`DesyncDumpConfig`]), the messages
+//!   ([`DesyncDumpWritten`], [`DesyncDumpFailed`]), files ([`write_dump_file`],
+//!   [`read_dump_file`]) and [`write_desync_dump`] for callers outside the session (replays).
+
+pub mod capture;
+pub mod diff;
+pub mod format;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use bevy::prelude::*;
+
+pub use capture::flatten;
+pub use diff::{Difference, DumpDiff, DumpSide, FieldDifference, diff_dumps};
+pub use format::{
+    ComponentBreakdown, DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DumpError,
+    DumpHeader, DumpReason, DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld,
+    GameFingerprint,
+};
+
+use crate::input::{InputStatus, SimInput};
+use crate::session::DeterministicSession;
+use crate::source::LocalPlayers;
+use crate::tick::{PlayerIndex, Tick};
+use crate::worlds::SimulationWorlds;
+
+/// Where and how the session writes desync dumps (`DeterministicPlugin::desync_dumps`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesyncDumpConfig {
+    /// The directory dumps are written to (created when missing).
+    pub dir: PathBuf,
+    /// Largest dump file written (default [`DEFAULT_MAX_DUMP_BYTES`]); a larger dump is not
+    /// written and reported as [`DesyncDumpFailed`] with [`DumpError::TooLarge`].
+    pub max_bytes: usize,
+    /// Per-component hash breakdowns of this many recent checksum ticks are kept (default 256:
+    /// 4 s at 64 Hz with a checksum every tick), so a desync the relay reports after the tick
+    /// is past can still be named.
+    pub recent_breakdowns: usize,
+}
+
+impl DesyncDumpConfig {
+    /// Dumps into `dir`, default limits.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            max_bytes: DEFAULT_MAX_DUMP_BYTES,
+            recent_breakdowns: 256,
+        }
+    }
+}
+
+/// A desync dump was written.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct DesyncDumpWritten {
+    /// The file.
+    pub path: PathBuf,
+    /// The tick of the dumped world.
+    pub tick: Tick,
+    /// Which world.
+    pub world: DumpedWorld,
+    /// Why.
+    pub reason: DumpReason,
+}
+
+/// A desync dump could not be written (the session goes on).
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct DesyncDumpFailed {
+    /// The tick that was to be dumped.
+    pub tick: Tick,
+    /// Why it failed.
+    pub error: DumpError,
+}
+
+/// What differs in a desync, as the relay found by comparing the clients' per-component hash
+/// breakdowns of the tick ([desync dumps](crate::rules#desync-dumps)). Written on the relay's
+/// App (by [`DeterministicServerPlugin`](crate::DeterministicServerPlugin)) and on every
+/// client that receives it.
+#[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
+pub struct DesyncReport {
+    /// The desynced tick.
+    pub tick: Tick,
+    /// Players whose breakdown differs from the majority's (every reporter without a majority).
+    pub players: Vec<PlayerIndex>,
+    /// Registered component type names whose hashes differ (resources as `resource <name>`).
+    pub components: Vec<String>,
+    /// Slots of simulation entities whose hashes differ.
+    pub slots: Vec<u32>,
+}
+
+/// The dump bookkeeping of a session.
+#[derive(Default)]
+pub(crate) struct DumpState {
+    /// Dumps of the predicted world per predicted tick, waiting for the prediction check.
+    pub predicted: BTreeMap<Tick, DesyncDump>,
+    /// Breakdowns of recent checksum ticks, oldest first.
+    pub breakdowns: VecDeque<ComponentBreakdown>,
+    /// The prediction-mismatch dumps were written (only the first mismatch is dumped).
+    pub prediction_written: bool,
+    /// The server-desync dump was written.
+    pub desync_written: bool,
+    /// The breakdown of the first desynced tick was sent to the relay.
+    pub breakdown_sent: bool,
+    /// The server-desync dump waiting for its tick, and its reason.
+    pub scheduled: Option<(Tick, DumpReason)>,
+    /// Desyncs reported by the relay in this update's poll, handled before verification.
+    pub pending_desyncs: Vec<crate::source::DesyncDetected>,
+}
+
+impl DumpState {
+    /// Keeps `breakdown`, forgetting the oldest beyond `keep`.
+    pub(crate) fn keep_breakdown(&mut self, breakdown: ComponentBreakdown, keep: usize) {
+        self.breakdowns.push_back(breakdown);
+        while self.breakdowns.len() > keep {
+            self.breakdowns.pop_front();
+        }
+    }
+
+    /// The breakdown of `tick`, if kept.
+    pub(crate) fn breakdown_of(&self, tick: Tick) -> Option<&ComponentBreakdown> {
+        self.breakdowns.iter().find(|b| b.tick == tick)
+    }
+}
+
+/// The inputs of a tick as dumped: every player's `Debug` text and status.
+pub(crate) fn dumped_inputs<I: SimInput>(inputs: &[I], status: &[InputStatus]) -> Vec<DumpedInput> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(p, input)| DumpedInput {
+            player: PlayerIndex::try_from(p).unwrap_or(PlayerIndex::MAX),
+            status: format!(
+                "{:?}",
+                status.get(p).copied().unwrap_or(InputStatus::Missing)
+            ),
+            value: format!("{input:?}"),
+        })
+        .collect()
+}
+
+/// The first local player of the App, if any (names the writer of a dump).
+pub(crate) fn writer_of(world: &World) -> Option<PlayerIndex> {
+    world.get_resource::<LocalPlayers>().and_then(|p| p.get(0))
+}
+
+/// Writes `dump` into `dir` as `desync-t{tick}-{world}[-p{player}].simdump` (a numbered name
+/// when that file exists: a dump never overwrites another) and returns the path.
+///
+/// # Errors
+/// [`DumpError::TooLarge`] above `max_bytes`; [`DumpError::Io`] when the directory or file
+/// cannot be written.
+pub fn write_dump_file(
+    dir: &Path,
+    dump: &DesyncDump,
+    max_bytes: usize,
+) -> Result<PathBuf, DumpError> {
+    let bytes = dump.encode(max_bytes)?;
+    let io = |path: &Path, e: std::io::Error| DumpError::Io {
+        path: path.display().to_string(),
+        detail: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let world = match dump.header.world {
+        DumpedWorld::Verified => "verified",
+        DumpedWorld::Predicted => "predicted",
+    };
+    let player = dump
+        .header
+        .writer
+        .map(|p| format!("-p{p}"))
+        .unwrap_or_default();
+    let stem = format!("desync-t{}-{world}{player}", dump.header.tick);
+    let mut path = dir.join(format!("{stem}.simdump"));
+    let mut n = 1;
+    while path.exists() {
+        n += 1;
+        path = dir.join(format!("{stem}-{n}.simdump"));
+    }
+    std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
+    Ok(path)
+}
+
+/// Reads a dump file, refusing a file larger than `max_bytes` before reading it.
+///
+/// # Errors
+/// [`DumpError::Io`] when the file cannot be read; the errors of [`DesyncDump::decode`].
+pub fn read_dump_file(path: &Path, max_bytes: usize) -> Result<DesyncDump, DumpError> {
+    let io = |e: std::io::Error| DumpError::Io {
+        path: path.display().to_string(),
+        detail: e.to_string(),
+    };
+    let size = std::fs::metadata(path).map_err(io)?.len();
+    if size > max_bytes as u64 {
+        return Err(DumpError::TooLarge {
+            size,
+            limit: max_bytes,
+        });
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    DesyncDump::decode(&bytes, max_bytes)
+}
+
+/// Captures a dump of the verified world of the App's session (on the main world) at its
+/// current tick, with the confirmed inputs of that tick and the breakdowns the session kept.
+///
+/// # Errors
+/// [`DumpError::NoSession`] when the App has no running session of input type `I` (or its
+/// worlds are not built).
+pub fn capture_desync_dump<I: SimInput>(
+    world: &mut World,
+    reason: DumpReason,
+) -> Result<DesyncDump, DumpError> {
+    let writer = writer_of(world);
+    let Some(session) = world.get_resource::<DeterministicSession<I>>() else {
+        return Err(DumpError::NoSession);
+    };
+    let players = session.config().players;
+    let breakdowns: Vec<ComponentBreakdown> = session.dumps.breakdowns.iter().cloned().collect();
+    let mut worlds = world
+        .remove_resource::<SimulationWorlds>()
+        .ok_or(DumpError::NoSession)?;
+    let tick = worlds.verified.tick();
+    let session = world.resource::<DeterministicSession<I>>();
+    let mut inputs = Vec::with_capacity(usize::from(players));
+    let mut status = Vec::with_capacity(usize::from(players));
+    for p in 0..players {
+        match session.buffer().confirmed(p, tick) {
+            Some(input) => {
+                inputs.push(input.clone());
+                status.push(InputStatus::Confirmed);
+            }
+            None => {
+                inputs.push(I::default());
+                status.push(InputStatus::Missing);
+            }
+        }
+    }
+    let dump = capture::capture(
+        &mut worlds.verified,
+        &worlds.registry,
+        capture::DumpContext {
+            world: DumpedWorld::Verified,
+            reason,
+            inputs: dumped_inputs(&inputs, &status),
+            breakdowns,
+            writer,
+        },
+    );
+    world.insert_resource(worlds);
+    Ok(dump)
+}
+
+/// Writes a dump of the verified world of the App's session (see [`capture_desync_dump`])
+/// into `dir` and writes a [`DesyncDumpWritten`] message; for callers outside the session's
+/// own triggers, such as a replay that found a checksum mismatch.
+///
+/// # Errors
+/// As [`capture_desync_dump`] and [`write_dump_file`] (with [`DEFAULT_MAX_DUMP_BYTES`]).
+pub fn write_desync_dump<I: SimInput>(
+    world: &mut World,
+    dir: &Path,
+    reason: DumpReason,
+) -> Result<PathBuf, DumpError> {
+    let dump = capture_desync_dump::<I>(world, reason)?;
+    let path = write_dump_file(dir, &dump, DEFAULT_MAX_DUMP_BYTES)?;
+    world.write_message(DesyncDumpWritten {
+        path: path.clone(),
+        tick: dump.header.tick,
+        world: dump.header.world,
+        reason: dump.header.reason.clone(),
+    });
+    Ok(path)
+}
+
+/// Writes `dump` with `config` and reports the outcome as a message; returns the dump's path.
+pub(crate) fn write_and_report(
+    world: &mut World,
+    config: &DesyncDumpConfig,
+    dump: &DesyncDump,
+) -> Option<PathBuf> {
+    match write_dump_file(&config.dir, dump, config.max_bytes) {
+        Ok(path) => {
+            info!("desync dump written: {}", path.display());
+            world.write_message(DesyncDumpWritten {
+                path: path.clone(),
+                tick: dump.header.tick,
+                world: dump.header.world,
+                reason: dump.header.reason.clone(),
+            });
+            Some(path)
+        }
+        Err(error) => {
+            error!(
+                "desync dump of tick {} not written: {error}",
+                dump.header.tick
+            );
+            world.write_message(DesyncDumpFailed {
+                tick: dump.header.tick,
+                error,
+            });
+            None
+        }
+    }
+}

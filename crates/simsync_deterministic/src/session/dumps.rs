@@ -1,0 +1,223 @@
+//! The session's desync dump triggers ([desync dumps](crate::rules#desync-dumps)): the first
+//! failed prediction check dumps the predicted and the verified world of the tick; the first
+//! desync the relay reports dumps the verified world with the breakdowns of recent checksum
+//! ticks, and sends the relay the breakdown of the desynced tick.
+
+use bevy::prelude::*;
+
+use super::state::DeterministicSession;
+use crate::dump::capture::{self, DumpContext};
+use crate::dump::{DumpReason, DumpedWorld, dumped_inputs, write_and_report, writer_of};
+use crate::input::{InputStatus, SimInput};
+use crate::source::DesyncDetected;
+use crate::tick::Tick;
+use crate::worlds::SimulationWorlds;
+
+/// After predicting `tick` (inputs in the session's scratch set): keeps a dump of the predicted
+/// world for the prediction check, while the first mismatch is not dumped yet.
+pub(super) fn keep_predicted<I: SimInput>(
+    main: &World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    tick: Tick,
+) {
+    if session.config.desync_dumps.is_none()
+        || !session.config.verify_predictions
+        || session.dumps.prediction_written
+    {
+        return;
+    }
+    let dump = capture::capture(
+        &mut worlds.predicted,
+        &worlds.registry,
+        DumpContext {
+            world: DumpedWorld::Predicted,
+            reason: DumpReason::PredictionMismatch,
+            inputs: dumped_inputs(&session.inputs, &session.status),
+            breakdowns: Vec::new(),
+            writer: writer_of(main),
+        },
+    );
+    session.dumps.predicted.insert(tick, dump);
+}
+
+/// The prediction check of `tick` failed (the verified world is at `tick`): writes the predicted
+/// and the verified dump of the tick, the first time.
+pub(super) fn on_prediction_mismatch<I: SimInput>(
+    main: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    tick: Tick,
+) {
+    let Some(config) = session.config.desync_dumps.clone() else {
+        return;
+    };
+    if session.dumps.prediction_written {
+        return;
+    }
+    session.dumps.prediction_written = true;
+    let predicted = session.dumps.predicted.remove(&tick);
+    session.dumps.predicted.clear();
+    let verified = capture::capture(
+        &mut worlds.verified,
+        &worlds.registry,
+        DumpContext {
+            world: DumpedWorld::Verified,
+            reason: DumpReason::PredictionMismatch,
+            inputs: dumped_inputs(&session.inputs, &session.status),
+            breakdowns: Vec::new(),
+            writer: writer_of(main),
+        },
+    );
+    if let Some(predicted) = predicted {
+        write_and_report(main, &config, &predicted);
+    }
+    write_and_report(main, &config, &verified);
+}
+
+/// After verifying `tick`: keeps its per-component breakdown when it is a checksum tick.
+pub(super) fn keep_breakdown<I: SimInput>(
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+) {
+    let Some(config) = &session.config.desync_dumps else {
+        return;
+    };
+    let keep = config.recent_breakdowns;
+    let breakdown = capture::breakdown(&mut worlds.verified, &worlds.registry);
+    session.dumps.keep_breakdown(breakdown, keep);
+}
+
+/// Ticks a server-desync dump is aligned to: every client dumps the first multiple of this at
+/// least this far after the desynced tick, so the dumps of all clients are of the same tick.
+pub(crate) const DESYNC_DUMP_ALIGN: Tick = 32;
+
+/// The tick every client dumps for a desync of `tick`: the first multiple of
+/// [`DESYNC_DUMP_ALIGN`] at least [`DESYNC_DUMP_ALIGN`] ticks after it.
+pub(crate) fn desync_dump_tick(tick: Tick) -> Tick {
+    let after = tick.saturating_add(DESYNC_DUMP_ALIGN);
+    after.saturating_add(DESYNC_DUMP_ALIGN - 1) / DESYNC_DUMP_ALIGN * DESYNC_DUMP_ALIGN
+}
+
+/// The relay reported `desync`: sends the relay this client's breakdown of the tick (when
+/// kept; for the first desync of the session only, the one the relay compares) and, the first time, schedules a dump of the verified world at
+/// [`desync_dump_tick`] (or dumps its current tick when already past it).
+pub(super) fn on_server_desync<I: SimInput>(
+    main: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    desync: &DesyncDetected,
+) {
+    if session.config.desync_dumps.is_none() {
+        return;
+    }
+    if !session.dumps.breakdown_sent
+        && let Some(breakdown) = session.dumps.breakdown_of(desync.tick).cloned()
+    {
+        session.dumps.breakdown_sent = true;
+        session.source.send_breakdown(main, &breakdown);
+    }
+    if session.dumps.desync_written || session.dumps.scheduled.is_some() {
+        return;
+    }
+    let reason = DumpReason::ServerDesync {
+        tick: desync.tick,
+        players: desync.players.clone(),
+    };
+    let target = desync_dump_tick(desync.tick);
+    let now = worlds.verified.tick();
+    if now < target {
+        session.dumps.scheduled = Some((target, reason));
+        return;
+    }
+    let players = session.config.players;
+    let mut inputs = Vec::with_capacity(usize::from(players));
+    let mut status = Vec::with_capacity(usize::from(players));
+    for p in 0..players {
+        let input = session.buffer.confirmed(p, now).cloned();
+        status.push(if input.is_some() {
+            InputStatus::Confirmed
+        } else {
+            InputStatus::Missing
+        });
+        inputs.push(input.unwrap_or_default());
+    }
+    let inputs = dumped_inputs(&inputs, &status);
+    dump_verified(main, worlds, session, reason, inputs);
+}
+
+/// After verifying `tick` (its inputs in the session's scratch set): writes the scheduled
+/// server-desync dump if it is due.
+pub(super) fn dump_if_due<I: SimInput>(
+    main: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    tick: Tick,
+) {
+    if session
+        .dumps
+        .scheduled
+        .as_ref()
+        .is_none_or(|(t, _)| *t != tick)
+    {
+        return;
+    }
+    let Some((_, reason)) = session.dumps.scheduled.take() else {
+        return;
+    };
+    let inputs = dumped_inputs(&session.inputs, &session.status);
+    dump_verified(main, worlds, session, reason, inputs);
+}
+
+fn dump_verified<I: SimInput>(
+    main: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    reason: DumpReason,
+    inputs: Vec<crate::dump::DumpedInput>,
+) {
+    let Some(config) = session.config.desync_dumps.clone() else {
+        return;
+    };
+    session.dumps.desync_written = true;
+    let dump = capture::capture(
+        &mut worlds.verified,
+        &worlds.registry,
+        DumpContext {
+            world: DumpedWorld::Verified,
+            reason,
+            inputs,
+            breakdowns: session.dumps.breakdowns.iter().cloned().collect(),
+            writer: writer_of(main),
+        },
+    );
+    write_and_report(main, &config, &dump);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_client_dumps_the_same_aligned_tick_after_the_desync() {
+        assert_eq!(desync_dump_tick(1), 64);
+        assert_eq!(desync_dump_tick(32), 64);
+        assert_eq!(desync_dump_tick(33), 96);
+        assert_eq!(desync_dump_tick(0), 32);
+    }
+}
+
+/// Forgets predicted dumps of ticks through `verified_tick` (their check is done).
+pub(super) fn forget_through<I: SimInput>(
+    session: &mut DeterministicSession<I>,
+    verified_tick: Tick,
+) {
+    while session
+        .dumps
+        .predicted
+        .first_key_value()
+        .is_some_and(|(t, _)| *t <= verified_tick)
+    {
+        session.dumps.predicted.pop_first();
+    }
+}
