@@ -5,7 +5,7 @@ mod clock_sync;
 mod config_check;
 mod disconnects;
 mod flood;
-mod harness;
+pub(crate) mod harness;
 mod hostile_peers;
 mod inputs;
 mod lifecycle;

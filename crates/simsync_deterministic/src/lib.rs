@@ -29,6 +29,9 @@
 //!   unregistered components ([`UnregisteredComponent`]) are reported and fail the prediction
 //!   check; [`PredictionCheck::AllRegisteredState`] compares every registered value
 //!   ([no silent divergence](rules#no-silent-divergence)).
+//! - Replays: [`ReplayRecorder`] records any session's confirmed inputs and verified
+//!   checksums; [`Replay`] reads a file ([`ReplayError`]); [`ReplayPlayback`] plays it in
+//!   lockstep and stops at the first [`ReplayMismatch`] ([replays](rules#replays)).
 //! - Debug aids: the determinism guard ([`DeterminismWarning`]); [`testing::run_until_verified`]
 //!   for a game's own tests.
 //!
@@ -50,6 +53,7 @@ mod input;
 mod leafwing_input;
 mod plugin;
 mod relay_server;
+mod replay;
 mod restart;
 mod schedule;
 mod session;
@@ -88,6 +92,12 @@ pub use relay_server::plugin::DeterministicServerPlugin;
 pub use relay_server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
     DroppedInputs, RateLimited, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
+};
+pub use replay::{
+    ForeignPart, MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, Replay, ReplayEnd,
+    ReplayError, ReplayFrame, ReplayHeader, ReplayLimits, ReplayMismatch, ReplayPlayback,
+    ReplayPlaybackFailed, ReplayRecorder, ReplaySnapshot, ReplayStatus, ReplayWriteFailed,
+    ReplayWriter,
 };
 pub use restart::restart_session;
 pub use schedule::{

@@ -268,6 +268,19 @@ impl RollbackRegistry {
         self.components.len()
     }
 
+    /// The name of every registered type, prefixed by its kind (`component:`, `resource:`,
+    /// `relationship:`), components first, each kind in registration order: the game
+    /// fingerprint of replays ([replays](crate::rules#replays)).
+    pub fn registered_type_names(&self) -> Vec<String> {
+        let components = self.components.iter().map(|c| format!("component:{}", c.type_name()));
+        let resources = self.resources.iter().map(|r| format!("resource:{}", r.type_name()));
+        let relationships = self
+            .relationships
+            .iter()
+            .map(|r| format!("relationship:{}", r.type_name()));
+        components.chain(resources).chain(relationships).collect()
+    }
+
     /// Refuses further registrations (called when the session starts).
     pub(crate) fn lock(&mut self) {
         self.locked = true;
