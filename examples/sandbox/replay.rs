@@ -87,8 +87,8 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode, Failure> {
     let replay = Replay::<PackedInput>::read_file(&args.file, &ReplayLimits::default())
         .map_err(|e| Failure::input(e.to_string()))?;
     let header = replay.header().clone();
-    let scene_path =
-        cli::asset_path(args.scene.as_deref(), cli::DEFAULT_SCENE, "--scene").map_err(Failure::input)?;
+    let scene_path = cli::asset_path(args.scene.as_deref(), cli::DEFAULT_SCENE, "--scene")
+        .map_err(Failure::input)?;
     let scene = scene::load_scene(&scene_path).map_err(|e| Failure::input(e.to_string()))?;
     if usize::from(header.players) > scene.players.len() {
         return Err(Failure::input(format!(
@@ -120,13 +120,14 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode, Failure> {
     }
     let game = SandboxGame::new(Arc::new(scene), header.players);
     let mut app = App::new();
-    app.add_plugins((MinimalPlugins, log_plugin(true))).add_plugins(
-        DeterministicPlugin::<PackedInput>::new(game)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: args.ticks_per_update,
-            })
-            .play_replay(playback),
-    );
+    app.add_plugins((MinimalPlugins, log_plugin(true)))
+        .add_plugins(
+            DeterministicPlugin::<PackedInput>::new(game)
+                .clock(SessionClock::Stepped {
+                    ticks_per_update: args.ticks_per_update,
+                })
+                .play_replay(playback),
+        );
     app.finish();
     app.cleanup();
     if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {

@@ -72,9 +72,7 @@ fn record_local(ticks: i32) -> (Vec<u8>, Vec<TickChecksum>) {
     let out = SharedBytes::default();
     let recorder = ReplayRecorder::to_writer(out.clone(), "memory");
     let mut app = app_with_game(game(), 2, 3, |plugin| {
-        plugin
-            .mode(SessionMode::Predicted)
-            .record_replay(recorder)
+        plugin.mode(SessionMode::Predicted).record_replay(recorder)
     });
     run_until_verified(&mut app, ticks);
     let history = stats(&app).checksum_history;
@@ -199,7 +197,9 @@ fn a_tampered_replay_stops_at_the_tick_of_the_changed_input() {
         .find(|f| f.tick == K)
         .expect("frame K");
     let mut input = PackedInput::default();
-    input.set_axis(0, -frame.inputs[0].axis(0) - 0.5).expect("slot");
+    input
+        .set_axis(0, -frame.inputs[0].axis(0) - 0.5)
+        .expect("slot");
     input.set_axis(1, 1.0).expect("slot");
     assert_ne!(frame.inputs[0], input);
     frame.inputs[0] = input;
@@ -282,8 +282,7 @@ fn a_replay_of_another_game_fails_before_any_tick() {
     app.finish();
     app.cleanup();
     app.update();
-    let ReplayStatus::Failed(ReplayError::ForeignGame { part, expected, .. }) = status(&app)
-    else {
+    let ReplayStatus::Failed(ReplayError::ForeignGame { part, expected, .. }) = status(&app) else {
         panic!("{:?}", status(&app));
     };
     assert_eq!(part, ForeignPart::RegisteredTypes);
@@ -357,7 +356,10 @@ fn a_failing_writer_stops_the_recording_with_a_message_and_a_count() {
     );
     let s = stats(&app);
     assert_eq!(s.replay_write_errors, 1);
-    assert!(s.replay_frames_recorded > 0 && s.replay_frames_recorded < 120, "{s:?}");
+    assert!(
+        s.replay_frames_recorded > 0 && s.replay_frames_recorded < 120,
+        "{s:?}"
+    );
     assert!(s.verified_tick >= 100, "the session goes on: {s:?}");
     let recorder = app.world().resource::<ReplayRecorder>();
     assert!(!recorder.is_recording());

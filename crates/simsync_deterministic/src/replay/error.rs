@@ -89,7 +89,9 @@ pub enum ReplayError {
         expected: String,
     },
     /// The recording starts after tick 1 and holds no snapshot to start from.
-    #[error("replay starts at tick {first_tick} and holds no snapshot at or before it to start from")]
+    #[error(
+        "replay starts at tick {first_tick} and holds no snapshot at or before it to start from"
+    )]
     NoStartingPoint {
         /// The first recorded frame's tick.
         first_tick: Tick,

@@ -118,10 +118,7 @@ impl ReplayHeader {
         }
         let count = self.registered_types.len().max(game.registered_types.len());
         for i in 0..count {
-            let (recorded, expected) = (
-                self.registered_types.get(i),
-                game.registered_types.get(i),
-            );
+            let (recorded, expected) = (self.registered_types.get(i), game.registered_types.get(i));
             if recorded != expected {
                 let name = |s: Option<&String>| s.cloned().unwrap_or_else(|| "-".into());
                 return foreign(
@@ -242,7 +239,10 @@ mod tests {
     fn the_file_header_is_magic_then_version() {
         let header = file_header();
         assert_eq!(&header[..8], b"SSREPLAY");
-        assert_eq!(u16::from_le_bytes([header[8], header[9]]), REPLAY_FORMAT_VERSION);
+        assert_eq!(
+            u16::from_le_bytes([header[8], header[9]]),
+            REPLAY_FORMAT_VERSION
+        );
     }
 
     #[test]

@@ -189,7 +189,10 @@ impl<I: SimInput> ReplayPlayback<I> {
             for (player, input) in frame.inputs.iter().enumerate() {
                 let player = player as u8;
                 if let Err(error) = buffer.confirm(player, frame.tick, input.clone()) {
-                    warn!("replay input of player {player} at tick {}: {error}", frame.tick);
+                    warn!(
+                        "replay input of player {player} at tick {}: {error}",
+                        frame.tick
+                    );
                 }
                 if player < 64 && frame.disconnected & (1u64 << player) != 0 {
                     let _ = buffer.mark_disconnected(player, frame.tick);

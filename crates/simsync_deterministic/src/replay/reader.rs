@@ -132,7 +132,9 @@ impl<I: SimInput> Replay<I> {
         };
         let header = match reader.next()? {
             Next::Record(RecordKind::Header, offset, payload) => decode_header(offset, payload)?,
-            Next::Record(_, offset, _) => return Err(corrupt(offset, "the first record is not the header")),
+            Next::Record(_, offset, _) => {
+                return Err(corrupt(offset, "the first record is not the header"));
+            }
             Next::Cut | Next::Eof => return Err(truncated(bytes, "header record")),
         };
         let mut replay = Self {
@@ -256,7 +258,10 @@ impl<I: SimInput> Replay<I> {
         if reader.offset != reader.bytes.len() {
             return Err(corrupt(
                 reader.offset,
-                format!("{} bytes after the end record", reader.bytes.len() - reader.offset),
+                format!(
+                    "{} bytes after the end record",
+                    reader.bytes.len() - reader.offset
+                ),
             ));
         }
         self.end = ReplayEnd::Complete;
@@ -354,7 +359,10 @@ impl<'a> Records<'a> {
             return Ok(Next::Cut);
         };
         let Some(kind) = RecordKind::from_byte(framing[0]) else {
-            return Err(corrupt(start, format!("unknown record kind {}", framing[0])));
+            return Err(corrupt(
+                start,
+                format!("unknown record kind {}", framing[0]),
+            ));
         };
         let len_bytes = [framing[1], framing[2], framing[3], framing[4]];
         let len = u64::from(u32::from_le_bytes(len_bytes));
@@ -395,7 +403,10 @@ fn decode_header(offset: usize, payload: &[u8]) -> Result<ReplayHeader, ReplayEr
         ));
     }
     if header.start_tick < 0 {
-        return Err(corrupt(offset, format!("header start tick {}", header.start_tick)));
+        return Err(corrupt(
+            offset,
+            format!("header start tick {}", header.start_tick),
+        ));
     }
     Ok(header)
 }
@@ -642,9 +653,17 @@ mod tests {
             bytes.extend(super::super::format::record_header(kind, &payload).unwrap());
             bytes.extend(payload);
         };
-        push(&mut bytes, RecordKind::Header, simsync_net::encode(&header(0)).unwrap());
+        push(
+            &mut bytes,
+            RecordKind::Header,
+            simsync_net::encode(&header(0)).unwrap(),
+        );
         let frame_offset = bytes.len() as u64;
-        push(&mut bytes, RecordKind::Frame, simsync_net::encode(&frame(2)).unwrap());
+        push(
+            &mut bytes,
+            RecordKind::Frame,
+            simsync_net::encode(&frame(2)).unwrap(),
+        );
         assert_eq!(
             read(&bytes),
             Err(ReplayError::Corrupt {
@@ -655,11 +674,23 @@ mod tests {
         bytes.truncate(frame_offset as usize);
         let mut short = frame(1);
         short.inputs.pop();
-        push(&mut bytes, RecordKind::Frame, simsync_net::encode(&short).unwrap());
-        assert!(matches!(read(&bytes), Err(ReplayError::Corrupt { offset, .. }) if offset == frame_offset));
+        push(
+            &mut bytes,
+            RecordKind::Frame,
+            simsync_net::encode(&short).unwrap(),
+        );
+        assert!(
+            matches!(read(&bytes), Err(ReplayError::Corrupt { offset, .. }) if offset == frame_offset)
+        );
         bytes.truncate(frame_offset as usize);
-        push(&mut bytes, RecordKind::Header, simsync_net::encode(&header(0)).unwrap());
-        assert!(matches!(read(&bytes), Err(ReplayError::Corrupt { reason, .. }) if reason.contains("second header")));
+        push(
+            &mut bytes,
+            RecordKind::Header,
+            simsync_net::encode(&header(0)).unwrap(),
+        );
+        assert!(
+            matches!(read(&bytes), Err(ReplayError::Corrupt { reason, .. }) if reason.contains("second header"))
+        );
     }
 
     #[test]
@@ -698,11 +729,17 @@ mod tests {
     #[test]
     fn the_writer_refuses_out_of_order_records() {
         let mut writer = ReplayWriter::new(Vec::new(), "");
-        assert!(matches!(writer.frame(&frame(1)), Err(ReplayError::Recording(_))));
+        assert!(matches!(
+            writer.frame(&frame(1)),
+            Err(ReplayError::Recording(_))
+        ));
         writer.header(&header(0)).unwrap();
         assert!(writer.header(&header(0)).is_err(), "a second header");
         assert!(writer.frame(&frame(2)).is_err(), "tick 2 before tick 1");
-        assert!(writer.snapshot(5, b"x").is_err(), "a snapshot of a tick not reached");
+        assert!(
+            writer.snapshot(5, b"x").is_err(),
+            "a snapshot of a tick not reached"
+        );
         writer.frame(&frame(1)).unwrap();
         let mut wide = frame(2);
         wide.inputs.push(9);

@@ -91,7 +91,9 @@ fn start_playback<I: SimInput>(world: &mut World) {
         .check_same_game(&game)
         .and_then(|()| snapshots::start_playback::<I>(world).map(|_| ()));
     if let Err(error) = result {
-        world.resource_mut::<ReplayPlayback<I>>().fail(error.clone());
+        world
+            .resource_mut::<ReplayPlayback<I>>()
+            .fail(error.clone());
         world.write_message(ReplayPlaybackFailed(error));
     }
 }

@@ -72,11 +72,17 @@ impl<W: Write> ReplayWriter<W> {
     /// 64 KiB; [`ReplayError::Io`].
     pub fn header(&mut self, header: &ReplayHeader) -> Result<(), ReplayError> {
         if self.state != WriterState::NoHeader {
-            return Err(ReplayError::Recording("the header was written already".into()));
+            return Err(ReplayError::Recording(
+                "the header was written already".into(),
+            ));
         }
         let payload = encode_payload(header, "header")?;
         let file = file_header();
-        self.write_parts(&[&file, &record_header(RecordKind::Header, &payload)?, &payload])?;
+        self.write_parts(&[
+            &file,
+            &record_header(RecordKind::Header, &payload)?,
+            &payload,
+        ])?;
         self.state = WriterState::Writing;
         self.players = usize::from(header.players);
         self.last_tick = header.start_tick;
@@ -99,7 +105,10 @@ impl<W: Write> ReplayWriter<W> {
     }
 
     /// [`frame`](Self::frame) from borrowed inputs (the same bytes).
-    pub(crate) fn frame_of<I: SimInput>(&mut self, frame: FrameRef<'_, I>) -> Result<(), ReplayError> {
+    pub(crate) fn frame_of<I: SimInput>(
+        &mut self,
+        frame: FrameRef<'_, I>,
+    ) -> Result<(), ReplayError> {
         self.check_writing()?;
         if Some(frame.tick) != self.last_tick.checked_add(1) {
             return Err(ReplayError::Recording(format!(

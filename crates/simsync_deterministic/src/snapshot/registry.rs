@@ -272,8 +272,14 @@ impl RollbackRegistry {
     /// `relationship:`), components first, each kind in registration order: the game
     /// fingerprint of replays ([replays](crate::rules#replays)).
     pub fn registered_type_names(&self) -> Vec<String> {
-        let components = self.components.iter().map(|c| format!("component:{}", c.type_name()));
-        let resources = self.resources.iter().map(|r| format!("resource:{}", r.type_name()));
+        let components = self
+            .components
+            .iter()
+            .map(|c| format!("component:{}", c.type_name()));
+        let resources = self
+            .resources
+            .iter()
+            .map(|r| format!("resource:{}", r.type_name()));
         let relationships = self
             .relationships
             .iter()
