@@ -64,8 +64,8 @@ pub struct ReplayHeader {
     pub players: PlayerIndex,
     /// The input type's Rust type name (`std::any::type_name`).
     pub input_type: String,
-    /// Every type registered for rollback (components, resources, relationships, in
-    /// registration order): the game fingerprint.
+    /// Every type registered for rollback (components, relationships, resources, each in
+    /// registration order, as in snapshot headers): the game fingerprint.
     pub registered_types: Vec<String>,
     /// The session's checksum interval, in ticks (frames of other ticks carry no checksum).
     pub checksum_interval: u32,

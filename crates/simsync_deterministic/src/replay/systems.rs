@@ -12,6 +12,7 @@ use crate::config::SessionConfig;
 use crate::input::SimInput;
 use crate::session::{DeterministicSession, SessionStats};
 use crate::snapshot::RollbackRegistry;
+use crate::snapshot::capture::registered_type_names;
 use crate::tick::Tick;
 use crate::worlds::SimulationWorlds;
 
@@ -26,7 +27,7 @@ pub(crate) fn header_of<I: SimInput>(
         tick_rate_hz: config.tick_rate.hz(),
         players: config.players,
         input_type: std::any::type_name::<I>().to_string(),
-        registered_types: registry.registered_type_names(),
+        registered_types: registered_type_names(registry),
         checksum_interval: config.checksum_interval,
         max_simulation_entities: config.max_simulation_entities,
         rollback_window: config.rollback_window,
