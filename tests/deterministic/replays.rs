@@ -69,8 +69,16 @@ fn game() -> TestGame {
 /// Records a local predicted session (latency 3) to tick `ticks`; returns the replay's bytes
 /// (finished when the App is dropped) and the session's verified checksums.
 fn record_local(ticks: i32) -> (Vec<u8>, Vec<TickChecksum>) {
+    record_local_with(ticks, |r| r)
+}
+
+/// [`record_local`] with the recorder configured by `configure`.
+fn record_local_with(
+    ticks: i32,
+    configure: impl FnOnce(ReplayRecorder) -> ReplayRecorder,
+) -> (Vec<u8>, Vec<TickChecksum>) {
     let out = SharedBytes::default();
-    let recorder = ReplayRecorder::to_writer(out.clone(), "memory");
+    let recorder = configure(ReplayRecorder::to_writer(out.clone(), "memory"));
     let mut app = app_with_game(game(), 2, 3, |plugin| {
         plugin.mode(SessionMode::Predicted).record_replay(recorder)
     });
@@ -364,4 +372,64 @@ fn a_failing_writer_stops_the_recording_with_a_message_and_a_count() {
     let recorder = app.world().resource::<ReplayRecorder>();
     assert!(!recorder.is_recording());
     assert!(recorder.error().is_some());
+}
+
+#[test]
+fn seeking_from_a_snapshot_reaches_the_same_checksums_as_a_full_replay() {
+    let (bytes, recorded) = record_local_with(200, |r| r.with_snapshot_every(50));
+    let replay = read(&bytes);
+    let ticks: Vec<_> = replay.snapshots().iter().map(|s| s.tick).collect();
+    assert!(ticks.len() >= 3, "{ticks:?}");
+    let snapshot = replay.snapshot_at_or_before(130).expect("a snapshot").tick;
+    assert!(snapshot > 0 && snapshot <= 130);
+    let full = play(replay.clone());
+    let seeked = play_with(game(), ReplayPlayback::new(replay).with_seek(130));
+    let playback = seeked.world().resource::<ReplayPlayback<PackedInput>>();
+    assert_eq!(playback.start_tick(), snapshot);
+    assert_eq!(
+        status(&seeked),
+        ReplayStatus::Finished {
+            end: ReplayEnd::Complete
+        }
+    );
+    let after: Vec<_> = stats(&full)
+        .checksum_history
+        .into_iter()
+        .filter(|c| c.tick > snapshot)
+        .collect();
+    assert_eq!(stats(&seeked).checksum_history, after);
+    assert_eq!(
+        stats(&seeked).ticks_verified,
+        (recorded.len() as i32 - snapshot) as u64,
+        "only the ticks after the snapshot were simulated"
+    );
+}
+
+#[test]
+fn a_recording_started_mid_session_plays_from_its_initial_snapshot() {
+    let out = SharedBytes::default();
+    let mut app = app_with_game(game(), 2, 2, |plugin| plugin.mode(SessionMode::Predicted));
+    run_until_verified(&mut app, 60);
+    let start = stats(&app).verified_tick;
+    app.insert_resource(
+        ReplayRecorder::to_writer(out.clone(), "memory").with_initial_snapshot(true),
+    );
+    run_until_verified(&mut app, 150);
+    let recorded: Vec<_> = stats(&app)
+        .checksum_history
+        .into_iter()
+        .filter(|c| c.tick > start)
+        .collect();
+    drop(app);
+    let replay = read(&out.bytes());
+    assert_eq!(replay.header().start_tick, start);
+    assert_eq!(replay.start_tick(), Ok(start));
+    let app = play(replay);
+    assert_eq!(
+        status(&app),
+        ReplayStatus::Finished {
+            end: ReplayEnd::Complete
+        }
+    );
+    assert_eq!(stats(&app).checksum_history, recorded);
 }
