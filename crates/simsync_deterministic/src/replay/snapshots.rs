@@ -53,7 +53,9 @@ pub(crate) fn start_playback<I: SimInput>(world: &mut World) -> Result<Tick, Rep
         Some((tick, bytes)) if tick > 0 => load::<I>(world, tick, &bytes)?,
         _ => 0,
     };
-    world.resource_mut::<ReplayPlayback<I>>().start_from(start)?;
+    world
+        .resource_mut::<ReplayPlayback<I>>()
+        .start_from(start)?;
     Ok(start)
 }
 
