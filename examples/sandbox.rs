@@ -14,10 +14,13 @@
 //! cargo run --release --example sandbox -- join --connect 127.0.0.1:5000 --rejoin 1:TOKEN
 //! cargo run --release --example sandbox -- network --plant-desync 120 --ticks 300
 //! cargo run --release --example sandbox -- diff desync-dumps/A.simdump desync-dumps/B.simdump
+//! cargo run --release --example sandbox -- local --record run.replay
+//! cargo run --release --example sandbox -- replay run.replay [--seek 900]
 //! ```
 //!
 //! Exit codes: 0 success; 1 the run failed, a predicted tick did not match verification, clients
-//! disagreed or ownership copies diverged; 2 bad arguments or input files.
+//! disagreed, ownership copies diverged or a replayed checksum differed; 2 bad arguments or
+//! input files (a bad, foreign or cut replay included).
 //!
 //! [`DeterministicPlugin`]: simsync::DeterministicPlugin
 
@@ -33,6 +36,8 @@ mod game;
 mod network;
 #[path = "sandbox/ownership/mod.rs"]
 mod ownership;
+#[path = "sandbox/replay.rs"]
+mod replay;
 #[path = "sandbox/scene.rs"]
 mod scene;
 #[path = "sandbox/summary.rs"]
@@ -81,6 +86,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
                 false => Ok(ExitCode::from(1)),
             };
         }
+        Command::Replay(args) => return replay::run_replay(&args),
     };
     match networked? {
         true => Ok(ExitCode::SUCCESS),
@@ -132,7 +138,8 @@ fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
             token: r.token,
         }),
     };
-    network::run_client(&args.run, session, game, trace, args.connect)
+    let record = replay::Recording::from_args(args.record.as_deref(), args.snapshot_every);
+    network::run_client(&args.run, session, game, trace, args.connect, record)
 }
 
 /// `sandbox local`: one app, every player local.
@@ -158,8 +165,15 @@ fn run_local(args: &LocalArgs) -> Result<ExitCode, Failure> {
         );
     }
     let expected = game.entity_count();
-    let app = driver::build_app(args, game, trace)?;
-    let summary = driver::run(args, expected, app)?;
+    let mut app = driver::build_app(args, game, trace)?;
+    let record = replay::Recording::from_args(session.record.as_deref(), session.snapshot_every);
+    if let Some(record) = &record {
+        record.start(&mut app)?;
+    }
+    let (summary, mut app) = driver::run(args, expected, app)?;
+    if let Some(record) = &record {
+        record.finish(&mut app, args.run.quiet)?;
+    }
     println!("{}", summary.to_text());
     if let Some(path) = &args.run.summary_json {
         summary.write_json(path).map_err(Failure::input)?;

@@ -396,6 +396,31 @@ fn join_rejoin_takes_a_slot_and_a_decimal_token() {
 }
 
 #[test]
+fn record_and_replay_take_a_file_and_snapshots_need_a_recording() {
+    let Ok(Command::Local(local)) = parse("local --record run.replay --snapshot-every 300") else {
+        panic!("local --record parses");
+    };
+    assert_eq!(
+        local.session.record.as_deref(),
+        Some(std::path::Path::new("run.replay"))
+    );
+    assert_eq!(local.session.snapshot_every, 300);
+    let Ok(Command::Replay(replay)) = parse("replay run.replay --seek 900") else {
+        panic!("replay parses");
+    };
+    assert_eq!(replay.file, std::path::PathBuf::from("run.replay"));
+    assert_eq!(replay.seek, Some(900));
+    assert_eq!(replay.ticks_per_update, 64);
+    let error = parse("local --snapshot-every 10").expect_err("no recording");
+    assert_eq!(error.kind(), ErrorKind::MissingRequiredArgument);
+    let error = parse("replay").expect_err("no file");
+    assert_eq!(error.kind(), ErrorKind::MissingRequiredArgument);
+    let error = parse("join --connect 127.0.0.1:5000 --ownership --record x")
+        .expect_err("an ownership join records no session");
+    assert_eq!(error.kind(), ErrorKind::ArgumentConflict);
+}
+
+#[test]
 fn help_mentions_rust_log_and_no_build_machine_path() {
     let mut command = cli::Cli::command();
     command.build();

@@ -72,6 +72,11 @@ pub enum Command {
     /// difference (printed); 2: a file is missing, corrupt, of another version or game.
     #[command(after_help = AFTER_HELP)]
     Diff(DiffArgs),
+    /// Plays a replay recorded with --record (local, network or join) in lockstep, as fast as
+    /// possible, checking every recorded checksum: exit 0 when all matched, 1 at the first
+    /// mismatch (its tick printed), 2 for a bad, foreign or cut replay file.
+    #[command(after_help = AFTER_HELP)]
+    Replay(ReplayArgs),
 }
 
 /// Flags of every mode.
@@ -107,6 +112,14 @@ pub struct SessionArgs {
     /// predicted tick).
     #[arg(long)]
     pub no_verify_predictions: bool,
+    /// Record the verified ticks to this replay file (in `network` mode, client 0's); play it
+    /// with `sandbox replay FILE`.
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub record: Option<PathBuf>,
+    /// With --record: also record a world snapshot every N verified ticks (where `replay
+    /// --seek` can start from); 0 = none.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "record")]
+    pub snapshot_every: u32,
 }
 
 /// The simulated link of the in-process network modes (the same both ways).
@@ -253,6 +266,33 @@ pub struct JoinArgs {
     /// the `join` that held the slot).
     #[arg(long, value_name = "SLOT:TOKEN", conflicts_with = "ownership", value_parser = parse_rejoin)]
     pub rejoin: Option<RejoinArg>,
+    /// Record this client's verified ticks to this replay file.
+    #[arg(long, value_name = "FILE", conflicts_with = "ownership", value_hint = ValueHint::FilePath)]
+    pub record: Option<PathBuf>,
+    /// With --record: also record a world snapshot every N verified ticks; 0 = none.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "record")]
+    pub snapshot_every: u32,
+}
+
+/// `sandbox replay FILE`.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The replay file (written by --record).
+    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub file: PathBuf,
+    /// Start at this tick: from the recorded snapshot nearest at or before it (every tick from
+    /// there on is still checked), or from the start without one.
+    #[arg(long, value_name = "TICK")]
+    pub seek: Option<i32>,
+    /// Scene file (RON) the replay was recorded with [default: assets/scenes/sandbox.ron].
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub scene: Option<PathBuf>,
+    /// Ticks simulated per update (a larger batch plays faster).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub ticks_per_update: u32,
+    /// Print only results and errors.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `join --rejoin SLOT:TOKEN`: a player slot and its reconnect token (decimal).

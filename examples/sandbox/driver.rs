@@ -172,6 +172,12 @@ pub fn add_session(app: &mut App, args: &LocalArgs, game: SandboxGame, trace: Co
         })
         .verify_predictions(!args.session.no_verify_predictions)
         .max_simulation_entities(entities);
+    // A recorded run checks every tick when replayed.
+    let plugin = if args.session.record.is_some() {
+        plugin.checksum_interval(1)
+    } else {
+        plugin
+    };
     // The input buffer must hold the rollback window plus the longest confirmation delay; grow
     // it for long latencies (up to a sane bound: beyond it the session rejects the config).
     let mut config = plugin.session_config().clone();
@@ -227,12 +233,16 @@ fn sleeping_bodies(app: &App) -> (usize, usize) {
 }
 
 /// Runs a built app until the verified world reaches `args.run.ticks`, printing progress every
-/// wall-clock second (unless quiet), and returns the summary.
+/// wall-clock second (unless quiet), and returns the summary and the app.
 ///
 /// # Errors
 /// Exit code 1 if the scene was not fully spawned, the verified world does not reach the tick
 /// within a generous number of updates, or passes it.
-pub fn run(args: &LocalArgs, expected_bodies: u32, mut app: App) -> Result<Summary, Failure> {
+pub fn run(
+    args: &LocalArgs,
+    expected_bodies: u32,
+    mut app: App,
+) -> Result<(Summary, App), Failure> {
     let (players, bodies) = count_bodies(&app);
     if players != usize::from(args.session.players) || bodies != expected_bodies as usize {
         return Err(Failure::run(format!(
@@ -310,12 +320,13 @@ pub fn run(args: &LocalArgs, expected_bodies: u32, mut app: App) -> Result<Summa
             f64::from(ticks) / elapsed.max(1e-9)
         );
     }
-    Ok(Summary::new(
+    let summary = Summary::new(
         "local",
         ticks,
         args.session.players,
         !args.session.no_verify_predictions,
         &stats,
         checksum,
-    ))
+    );
+    Ok((summary, app))
 }

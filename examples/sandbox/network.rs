@@ -27,6 +27,7 @@ use bevy::log::LogPlugin;
 use super::cli::{NetworkArgs, RunArgs};
 use super::driver::{Failure, log_plugin};
 use super::game::{self, SandboxGame};
+use super::replay::Recording;
 use super::trace::CompiledTrace;
 
 /// Tick rate of every peer (Hz).
@@ -208,6 +209,10 @@ pub fn run_in_process(
             None,
         )?);
     }
+    let record = Recording::from_args(args.session.record.as_deref(), args.session.snapshot_every);
+    if let (Some(record), Some(client)) = (&record, clients.first_mut()) {
+        record.start(client)?;
+    }
     if !run.quiet {
         println!(
             "network: relay server + {} clients in-process, RTT {} ms, jitter {} ms, loss {} %",
@@ -253,6 +258,9 @@ pub fn run_in_process(
                 line.join(" | ")
             );
         }
+    }
+    if let (Some(record), Some(client)) = (&record, clients.first_mut()) {
+        record.finish(client, run.quiet)?;
     }
     // Every client's verified checksums, compared with every other client's.
     let histories: Vec<_> = clients.iter().map(|c| stats(c).checksum_history).collect();
@@ -457,6 +465,7 @@ pub fn run_client(
     game: SandboxGame,
     trace: CompiledTrace,
     server: SocketAddr,
+    record: Option<Recording>,
 ) -> Result<bool, Failure> {
     let client_id =
         std::process::id() as u64 ^ (Instant::now().elapsed().as_nanos() as u64) ^ 0x5eed;
@@ -476,6 +485,9 @@ pub fn run_client(
         format!("client-{client_id:x}"),
         Some(log_plugin(run.quiet)),
     )?;
+    if let Some(record) = &record {
+        record.start(&mut app)?;
+    }
     let target = run.ticks as i32;
     let mut pacer = Pacer::new();
     let limit =
@@ -516,6 +528,9 @@ pub fn run_client(
             );
         }
         pacer.wait();
+    }
+    if let Some(record) = &record {
+        record.finish(&mut app, run.quiet)?;
     }
     let s = stats(&app);
     let compared = s.checksum_history.len();

@@ -7,7 +7,7 @@ mod desync_report;
 mod diagnostics;
 mod disconnects;
 mod flood;
-mod harness;
+pub(crate) mod harness;
 mod hostile_peers;
 mod inputs;
 mod lifecycle;

@@ -29,6 +29,9 @@
 //!   unregistered components ([`UnregisteredComponent`]) are reported and fail the prediction
 //!   check; [`PredictionCheck::AllRegisteredState`] compares every registered value
 //!   ([no silent divergence](rules#no-silent-divergence)).
+//! - Replays: [`ReplayRecorder`] records any session's confirmed inputs and verified
+//!   checksums; [`Replay`] reads a file ([`ReplayError`]); [`ReplayPlayback`] plays it in
+//!   lockstep and stops at the first [`ReplayMismatch`] ([replays](rules#replays)).
 //! - Debug aids: the determinism guard ([`DeterminismWarning`]); [`testing::run_until_verified`]
 //!   for a game's own tests.
 //!
@@ -52,6 +55,7 @@ mod input;
 mod leafwing_input;
 mod plugin;
 mod relay_server;
+mod replay;
 mod restart;
 mod schedule;
 mod session;
@@ -98,6 +102,12 @@ pub use relay_server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
     DroppedInputs, RateLimited, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
 };
+pub use replay::{
+    ForeignPart, MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, Replay, ReplayEnd,
+    ReplayError, ReplayFrame, ReplayHeader, ReplayLimits, ReplayMismatch, ReplayPlayback,
+    ReplayPlaybackFailed, ReplayRecorder, ReplaySnapshot, ReplayStatus, ReplayWriteFailed,
+    ReplayWriter,
+};
 pub use restart::restart_session;
 pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,
@@ -107,8 +117,8 @@ pub use session::{
     ChecksumRecorded, Connection, DeterministicSession, LifecycleView, MismatchCause,
     NeedsSnapshot, NetworkView, PredictionMismatch, RollbackSetupFailed, SessionEnd,
     SessionLifecycle, SessionResumed, SessionStalled, SessionState, SessionStateChanged,
-    SessionStateReason, SessionStats, UncheckedState, UnregisteredComponent, UnsimulatedEntity,
-    session_transitions,
+    SessionStateReason, SessionStats, SnapshotAppExt, UncheckedState, UnregisteredComponent,
+    UnsimulatedEntity, capture_snapshot, load_snapshot, session_transitions,
 };
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
@@ -116,6 +126,10 @@ pub use simsync_derive::SimHash;
 pub use smoothing::{
     PresentationSet, PresentedSimEntity, TickPose, VisualSmoothing, VisualSmoothingConfig,
     VisualSmoothingPlugin,
+};
+pub use snapshot::{
+    DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
+    SnapshotError, SnapshotHeader, SnapshotLimits, WorldSnapshot,
 };
 pub use snapshot::{
     NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability, RollbackRegistry,
@@ -141,8 +155,8 @@ pub mod prelude {
         PredictionCheck, PredictionMismatch, RollbackAppExt, RollbackStateAppExt, SessionClock,
         SessionConfig, SessionMode, SessionSetupError, SessionStats, SimCommands, SimEntity,
         SimHash, SimInput, SimTick, SimulationSet, SimulationStartup, SimulationTick,
-        SimulationWorlds, SimulatorContext, StateHasher, Tick, TickInputSource, TryRollbackAppExt,
-        UnsimulatedEntity,
+        SimulationWorlds, SimulatorContext, SnapshotAppExt, StateHasher, Tick, TickInputSource,
+        TryRollbackAppExt, UnsimulatedEntity, WorldSnapshot,
     };
     pub use crate::{
         ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventReceived, SimEventStatus, SimEvents,

@@ -1,7 +1,7 @@
 //! [`DeterministicPlugin`]: wires the session into an app.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
 use bevy::prelude::*;
@@ -17,6 +17,10 @@ use crate::error::SessionError;
 use crate::events::{SimEventStats, UnregisteredSimEvent};
 use crate::headless::build_missing_worlds;
 use crate::input::{FrameMergeFn, SimInput};
+use crate::replay::systems::{replay_after_update, replay_before_update};
+use crate::replay::{
+    ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder, ReplayWriteFailed,
+};
 use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
@@ -78,6 +82,10 @@ pub struct DeterministicPlugin<I: SimInput> {
     schedule: InternedScheduleLabel,
     frame_merge: Option<FrameMergeFn<I>>,
     guard: bool,
+    /// Inserted at build (taken once: a plugin is built once).
+    recorder: Mutex<Option<ReplayRecorder>>,
+    playback: Mutex<Option<ReplayPlayback<I>>>,
+    snapshots: Option<crate::snapshot::SnapshotLimits>,
     _input: PhantomData<fn() -> I>,
 }
 
@@ -101,6 +109,9 @@ impl<I: SimInput> DeterministicPlugin<I> {
             schedule: PreUpdate.intern(),
             frame_merge: None,
             guard: false,
+            recorder: Mutex::new(None),
+            playback: Mutex::new(None),
+            snapshots: None,
             _input: PhantomData,
         }
     }
@@ -264,6 +275,59 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// Records the session's verified ticks to a replay with `recorder` (inserted as the
+    /// [`ReplayRecorder`] resource; see there). Works with every session: local, networked,
+    /// predicted or lockstep ([replays](crate::rules#replays)).
+    pub fn record_replay(self, recorder: ReplayRecorder) -> Self {
+        *self.recorder.lock().unwrap_or_else(PoisonError::into_inner) = Some(recorder);
+        self
+    }
+
+    /// Plays `playback`'s replay instead of running a live session: the session becomes a
+    /// local lockstep session configured as the recorded one (players, checksum interval,
+    /// simulation entity range, rollback window; no input delay, no latency), its confirmed
+    /// inputs come from the frames, and every recorded checksum is checked
+    /// ([`ReplayPlayback`]). The game and the tick rate stay this plugin's: a replay of
+    /// another game fails the playback with [`ReplayError::ForeignGame`](crate::ReplayError)
+    /// at the first session update. Keep a [`SessionClock::Stepped`] clock to play as fast as
+    /// possible (ticks per update), or the real-time clock to watch at the tick rate.
+    pub fn play_replay(mut self, playback: ReplayPlayback<I>) -> Self {
+        let header = playback.replay().header();
+        self.config.players = header.players;
+        self.config.mode = SessionMode::Lockstep;
+        self.config.network = None;
+        self.config.input_delay = 0;
+        self.config.verify_predictions = false;
+        self.config.checksum_interval = header.checksum_interval;
+        self.config.max_simulation_entities = header.max_simulation_entities;
+        self.config.rollback_window = header.rollback_window;
+        self.config.local = LocalSessionConfig {
+            latency_ticks: vec![0],
+            jitter_ticks: 0,
+            seed: 0,
+            known_players: Vec::new(),
+        };
+        if let SessionClock::Stepped { ticks_per_update } = self.config.clock {
+            self.config.max_verified_ticks_per_update = self
+                .config
+                .max_verified_ticks_per_update
+                .max(ticks_per_update);
+        }
+        *self.playback.lock().unwrap_or_else(PoisonError::into_inner) = Some(playback);
+        self
+    }
+
+    /// Enables snapshots ([snapshots](crate::rules#snapshots)) with these limits (inserted as
+    /// the [`SnapshotLimits`](crate::SnapshotLimits) resource): a registered type that cannot
+    /// be serialized becomes a setup error — returned by the `try_` registration when it can
+    /// tell at once, and written as a [`RollbackSetupFailed`](crate::RollbackSetupFailed)
+    /// message ([`SessionError::NotSerializable`]) when the session starts. Snapshots can be
+    /// captured and loaded without this; it only makes missing serializers an early error.
+    pub fn snapshots(mut self, limits: crate::snapshot::SnapshotLimits) -> Self {
+        self.snapshots = Some(limits);
+        self
+    }
+
     /// The configuration as set so far.
     pub fn session_config(&self) -> &SessionConfig {
         &self.config
@@ -276,6 +340,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             reuse_delay: self.config.rollback_window as i32 + 2,
             players: self.config.players,
             parallel: self.config.parallel_simulation,
+            snapshots: self.snapshots.is_some(),
         }
     }
 
@@ -305,6 +370,10 @@ impl<I: SimInput> DeterministicPlugin<I> {
             app.add_plugins(StatesPlugin);
         }
         app.insert_state(lifecycle.state);
+        if let Some(limits) = self.snapshots {
+            app.insert_resource(limits);
+        }
+        app.register_type::<crate::snapshot::SnapshotLimits>();
         app.insert_resource(session)
             .insert_resource(lifecycle)
             .insert_resource(SessionBlueprint::<I> {
@@ -372,7 +441,41 @@ impl<I: SimInput> DeterministicPlugin<I> {
                 .in_set(DeterministicSet::SessionUpdate),
         );
         crate::guard::install_reporting(app, self.schedule);
+        self.install_replays(app);
         Ok(())
+    }
+
+    /// The replay messages and systems, and the recorder or playback given to the builder.
+    fn install_replays(&self, app: &mut App) {
+        app.add_message::<ReplayWriteFailed>()
+            .add_message::<ReplayMismatch>()
+            .add_message::<ReplayPlaybackFailed>()
+            .add_systems(
+                self.schedule,
+                (
+                    replay_before_update::<I>
+                        .after(build_worlds_on_first_update::<I>)
+                        .before(session_update::<I>),
+                    replay_after_update::<I>.after(session_update::<I>),
+                )
+                    .in_set(DeterministicSet::SessionUpdate),
+            );
+        if let Some(recorder) = self
+            .recorder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            app.insert_resource(recorder);
+        }
+        if let Some(playback) = self
+            .playback
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            app.insert_resource(playback);
+        }
     }
 }
 

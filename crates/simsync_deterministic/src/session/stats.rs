@@ -69,6 +69,13 @@ pub struct SessionStats {
     pub determinism_warnings: u64,
     /// The client side of a networked session (`None` in a local session).
     pub network: Option<RelayClientStats>,
+    /// Frames written by the [`ReplayRecorder`](crate::ReplayRecorder) (0 without one).
+    pub replay_frames_recorded: u64,
+    /// Snapshots written by the replay recorder.
+    pub replay_snapshots_recorded: u64,
+    /// Replay recordings stopped by an error (each also a
+    /// [`ReplayWriteFailed`](crate::ReplayWriteFailed) message).
+    pub replay_write_errors: u64,
 }
 
 /// A checksum was recorded on a verified tick.

@@ -13,6 +13,7 @@ use crate::checksum::TickChecksum;
 use crate::config::SessionMode;
 use crate::context::{ContextError, SimulatorContext, UpdateParams};
 use crate::input::{InputStatus, SimInput};
+use crate::replay::{ReplayPlayback, ReplayRecorder};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot::{self, WorldRole};
 use crate::source::{LocalPlayers, NetReport, Polled};
@@ -133,14 +134,18 @@ pub(super) fn verify<I: SimInput>(
     check(context(world).enter_verification());
     let mut checksums = Vec::new();
     while let Some(tick) = world.resource::<SimulatorContext>().next_tick_to_verify() {
-        verify_tick(worlds, session, tick);
+        let disconnected = verify_tick(worlds, session, tick);
         check(context(world).record_verified_tick());
         stats.ticks_verified += 1;
-        if tick % session.config.checksum_interval as Tick == 0 {
+        let mut recorded = None;
+        if tick % session.config.checksum_interval as Tick == 0
+            || replay_expects_checksum::<I>(world, tick)
+        {
             let checksum = TickChecksum {
                 tick,
                 checksum: snapshot::checksum(&mut worlds.verified, &worlds.registry),
             };
+            recorded = Some(checksum.checksum);
             stats.last_checksum = Some(checksum);
             if stats.checksum_history.len() < MAX_CHECKSUM_HISTORY {
                 stats.checksum_history.push(checksum);
@@ -153,6 +158,15 @@ pub(super) fn verify<I: SimInput>(
             check::audit_verified_tick(world, worlds, session, stats, tick);
         }
         super::dumps::dump_if_due(world, worlds, session, tick);
+        if let Some(mut recorder) = world.get_resource_mut::<ReplayRecorder>() {
+            recorder.record_frame(tick, &session.inputs, disconnected, recorded);
+        }
+        if replay_verified::<I>(world, tick, recorded) {
+            // A replay mismatch: stop verifying at this tick.
+            let verified = world.resource::<SimulatorContext>().ticks_verified();
+            check(context(world).set_ticks_to_verify(verified));
+            break;
+        }
     }
     if !checksums.is_empty() {
         session.source.send_checksums(world, &checksums);
@@ -166,12 +180,34 @@ pub(super) fn verify<I: SimInput>(
     );
 }
 
-/// Runs verified tick `tick` with every player's confirmed input.
+/// Whether a replay playback wants the checksum of verified tick `tick` (its frame recorded
+/// one).
+fn replay_expects_checksum<I: SimInput>(world: &World, tick: Tick) -> bool {
+    world
+        .get_resource::<ReplayPlayback<I>>()
+        .is_some_and(|playback| playback.expects_checksum(tick))
+}
+
+/// Hands verified tick `tick` and its checksum to a replay playback; true (and a
+/// [`ReplayMismatch`](crate::ReplayMismatch) message) when the checksum differs from the recorded one.
+fn replay_verified<I: SimInput>(world: &mut World, tick: Tick, checksum: Option<u64>) -> bool {
+    let Some(mut playback) = world.get_resource_mut::<ReplayPlayback<I>>() else {
+        return false;
+    };
+    let Some(mismatch) = playback.verified(tick, checksum) else {
+        return false;
+    };
+    world.write_message(mismatch);
+    true
+}
+
+/// Runs verified tick `tick` with every player's confirmed input; returns the players
+/// disconnected at it.
 fn verify_tick<I: SimInput>(
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
     tick: Tick,
-) {
+) -> u64 {
     session.inputs.clear();
     session.status.clear();
     for p in 0..session.config.players {
@@ -195,6 +231,7 @@ fn verify_tick<I: SimInput>(
         tick,
         with_disconnected(hash_inputs(&session.inputs), disconnected),
     );
+    disconnected
 }
 
 /// Step 4, decide: enters BeforePrediction, requests skipping the rollback when every

@@ -85,6 +85,7 @@ pub(crate) trait ComponentCopier: Send + Sync {
 
 /// One registered resource type.
 pub(crate) trait ResourceCopier: Send + Sync {
+    fn type_id(&self) -> TypeId;
     fn type_name(&self) -> &'static str;
     /// The resource's type, when the copier knows it (its fields are dumped through
     /// reflection).
@@ -280,6 +281,10 @@ impl<R: Resource<Mutability = Mutable> + Clone> CloneResource<R> {
 }
 
 impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource<R> {
+    fn type_id(&self) -> TypeId {
+        TypeId::of::<R>()
+    }
+
     fn type_name(&self) -> &'static str {
         std::any::type_name::<R>()
     }

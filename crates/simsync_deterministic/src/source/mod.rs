@@ -24,6 +24,7 @@ use crate::checksum::TickChecksum;
 use crate::config::{SessionClock, SessionConfig};
 use crate::error::SessionError;
 use crate::input::{InputBuffer, InputLatch, SimInput, default_frame_merge};
+use crate::replay::ReplayPlayback;
 use crate::tick::Tick;
 use local::LocalSource;
 use relay_client::RelayClient;
@@ -102,6 +103,13 @@ impl<I: SimInput> InputSource<I> {
         self.local_tick
     }
 
+    /// Continues the input path after a snapshot of tick `tick` was loaded: the next local
+    /// input polled is for `tick + 1` (the local tick becomes `tick - input_delay` unless it is
+    /// already later).
+    pub(crate) fn resume_after(&mut self, tick: Tick, input_delay: Tick) {
+        self.local_tick = self.local_tick.max(tick - input_delay).max(0);
+    }
+
     /// Brings `local` up to date: every player in a local session, the welcomed slot (or none
     /// yet) in a networked one ([local players](crate::rules#local-players)). Writes only on a
     /// change, so `Changed<LocalPlayers>`-style checks see real changes.
@@ -135,6 +143,16 @@ impl<I: SimInput> InputSource<I> {
     /// from `world`, polls the relay and delivers confirmed inputs into `buffer`.
     pub(crate) fn poll(&mut self, world: &mut World, buffer: &mut InputBuffer<I>) -> Polled {
         let polls = self.ticks_to_poll(world.get_resource::<Time<Real>>());
+        if let Some(mut playback) = world.get_resource_mut::<ReplayPlayback<I>>() {
+            // A replay playback: the recorded frames are the confirmed inputs; the relay and
+            // the local inputs are not used.
+            playback.feed(polls, &mut self.local_tick, buffer);
+            return Polled {
+                local_tick: self.local_tick,
+                max_verifiable_tick: buffer.max_verifiable_tick(),
+                stalling: false,
+            };
+        }
         let mut local = local_inputs::LocalInputProvider::<I>::from_world(world, &mut self.latch);
         let stalling = match &mut self.relay {
             Relay::Local(source) => source.poll(polls, &mut self.local_tick, &mut local, buffer),

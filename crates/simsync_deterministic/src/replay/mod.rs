@@ -1,0 +1,32 @@
+//! Replays ([replays](crate::rules#replays)): a session's confirmed inputs and verified
+//! checksums recorded to a file, and played back in lockstep with every checksum checked.
+//!
+//! - Recording: [`ReplayRecorder`] (a main-app resource; turn it on with
+//!   [`DeterministicPlugin::record_replay`](crate::DeterministicPlugin::record_replay)) writes
+//!   the header, one frame per verified tick and optional world snapshots through a
+//!   [`ReplayWriter`]; a failure is a [`ReplayWriteFailed`] message.
+//! - Reading: [`Replay::read_file`] / [`Replay::from_bytes`] check every byte
+//!   ([`ReplayError`], bounded by [`ReplayLimits`]); a file cut short keeps its complete frames
+//!   ([`ReplayEnd::Cut`]).
+//! - Playback: [`ReplayPlayback`] (inserted by
+//!   [`DeterministicPlugin::play_replay`](crate::DeterministicPlugin::play_replay)) feeds the
+//!   frames to a lockstep session, stops at the first [`ReplayMismatch`], and may start from a
+//!   snapshot ([`ReplayPlayback::with_seek`]).
+
+mod error;
+mod format;
+mod playback;
+mod reader;
+mod recorder;
+mod snapshots;
+pub(crate) mod systems;
+mod writer;
+
+pub use error::{ForeignPart, ReplayError};
+pub use format::{
+    MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, ReplayFrame, ReplayHeader,
+};
+pub use playback::{ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayStatus};
+pub use reader::{Replay, ReplayEnd, ReplayLimits, ReplaySnapshot};
+pub use recorder::{ReplayRecorder, ReplayWriteFailed};
+pub use writer::ReplayWriter;
