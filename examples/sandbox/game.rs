@@ -285,7 +285,7 @@ fn plant_desync(
     }
     for (body, mut velocity) in &mut players {
         if body.player == 0 {
-            velocity.linvel.y += 0.5;
+            velocity.linear.y += 0.5;
         }
     }
 }

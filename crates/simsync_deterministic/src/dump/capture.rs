@@ -103,7 +103,7 @@ pub(crate) fn capture(
             continue;
         }
         let fields = type_registry.as_ref().and_then(|tr| {
-            let type_id = copier.type_id()?;
+            let type_id = copier.type_id();
             reflect_resource(world, tr, type_id).map(flatten)
         });
         resources.push(DumpedValue {

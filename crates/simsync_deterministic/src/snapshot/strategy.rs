@@ -87,11 +87,6 @@ pub(crate) trait ComponentCopier: Send + Sync {
 pub(crate) trait ResourceCopier: Send + Sync {
     fn type_id(&self) -> TypeId;
     fn type_name(&self) -> &'static str;
-    /// The resource's type, when the copier knows it (its fields are dumped through
-    /// reflection).
-    fn type_id(&self) -> Option<TypeId> {
-        None
-    }
     fn copy(&self, src: &World, dst: &mut World, map: TickMap);
     fn hash(&self, world: &World, hasher: &mut StateHasher);
     fn hashed(&self) -> bool;
@@ -287,10 +282,6 @@ impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource
 
     fn type_name(&self) -> &'static str {
         std::any::type_name::<R>()
-    }
-
-    fn type_id(&self) -> Option<TypeId> {
-        Some(TypeId::of::<R>())
     }
 
     fn copy(&self, src: &World, dst: &mut World, map: TickMap) {
