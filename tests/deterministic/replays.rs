@@ -345,7 +345,7 @@ fn a_seek_outside_the_recording_fails_the_playback() {
 
 #[test]
 fn a_failing_writer_stops_the_recording_with_a_message_and_a_count() {
-    let recorder = ReplayRecorder::to_writer(FailingWriter { budget: 600 }, "small disk");
+    let recorder = ReplayRecorder::to_writer(FailingWriter { budget: 6_000 }, "small disk");
     let mut app = app_with_game(game(), 2, 0, |plugin| plugin.record_replay(recorder));
     let mut failures = Vec::new();
     for _ in 0..120 {
