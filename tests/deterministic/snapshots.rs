@@ -64,3 +64,53 @@ fn a_loaded_snapshot_reproduces_the_checksum_at_its_tick_and_after() {
         checksums(&original, tick + 1, tick + 120)
     );
 }
+
+fn small_snapshot_bytes() -> Vec<u8> {
+    let game = TestGame {
+        boxes: 0,
+        players: 1,
+        ..TestGame::default()
+    };
+    let mut app = common::app(game, 0, SessionMode::Lockstep, false);
+    common::run_until_verified(&mut app, 5);
+    app.capture_snapshot::<PackedInput>()
+        .expect("capture")
+        .encode()
+}
+
+#[test]
+fn every_truncation_of_a_snapshot_is_a_typed_error() {
+    use simsync::deterministic::SnapshotError;
+    let bytes = small_snapshot_bytes();
+    for len in 0..bytes.len() {
+        match WorldSnapshot::decode(&bytes[..len], DEFAULT_MAX_SNAPSHOT_BYTES) {
+            Err(SnapshotError::Truncated { .. }) => {}
+            Err(SnapshotError::Corrupt { offset: 0, .. }) if len == 0 => {}
+            other => panic!("truncated at {len}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_flipped_byte_of_a_snapshot_is_a_typed_error() {
+    let bytes = small_snapshot_bytes();
+    for at in 0..bytes.len() {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x5a;
+        assert!(
+            WorldSnapshot::decode(&bad, DEFAULT_MAX_SNAPSHOT_BYTES).is_err(),
+            "flipped byte {at} decoded"
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_above_the_limit_is_refused_before_decoding() {
+    use simsync::deterministic::SnapshotError;
+    let bytes = small_snapshot_bytes();
+    let limit = bytes.len() - simsync::deterministic::FRAME_BYTES - 1;
+    assert!(matches!(
+        WorldSnapshot::decode(&bytes, limit),
+        Err(SnapshotError::TooLarge { limit: l, .. }) if l == limit
+    ));
+}

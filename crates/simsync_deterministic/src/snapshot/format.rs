@@ -492,7 +492,7 @@ fn decode_part<T: serde::de::DeserializeOwned>(
     }
     macro_rules! by_limit {
         ($($bits:literal)*) => {
-            match limit.max(1).next_power_of_two().trailing_zeros() {
+            match limit.saturating_mul(8).saturating_add(64).next_power_of_two().trailing_zeros() {
                 $($bits => run::<T, { 1usize << $bits }>(reader),)*
                 _ => run::<T, { 1usize << 31 }>(reader),
             }

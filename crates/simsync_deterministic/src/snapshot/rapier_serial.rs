@@ -71,6 +71,11 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
         TransformInterpolation,
         ImpulseJoint,
         MultibodyJoint,
+        RapierContextEntityLink,
+        DefaultRapierContext,
+        SimulationToRenderTime,
+        RapierConfiguration,
+        TransformTreeChanged,
     );
     registry.set_component_serial(TypeId::of::<RapierRigidBodySet>(), rigid_body_set());
     registry.set_component_serial(TypeId::of::<RapierContextColliders>(), collider_set());
@@ -86,7 +91,6 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
     );
     types.register::<Transform>();
     types.register::<GlobalTransform>();
-    types.register::<TransformTreeChanged>();
     types.register::<AdditionalMassProperties>();
     types.register::<ReadMassProperties>();
     types.register::<Ccd>();
@@ -106,10 +110,6 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
     types.register::<Sensor>();
     types.register::<ColliderScale>();
     types.register::<AdditionalSolverIterations>();
-    types.register::<RapierContextEntityLink>();
-    types.register::<RapierConfiguration>();
-    types.register::<DefaultRapierContext>();
-    types.register::<SimulationToRenderTime>();
 }
 
 impl Mirror for RapierRigidBodyHandle {
@@ -119,6 +119,62 @@ impl Mirror for RapierRigidBodyHandle {
     }
     fn from_repr(repr: Self::Repr) -> Self {
         Self(repr)
+    }
+}
+
+impl Mirror for RapierContextEntityLink {
+    type Repr = Entity;
+    fn to_repr(&self) -> Self::Repr {
+        self.0
+    }
+    fn from_repr(repr: Self::Repr) -> Self {
+        Self(repr)
+    }
+}
+
+impl Mirror for DefaultRapierContext {
+    type Repr = ();
+    fn to_repr(&self) -> Self::Repr {}
+    fn from_repr((): Self::Repr) -> Self {
+        Self
+    }
+}
+
+impl Mirror for TransformTreeChanged {
+    type Repr = ();
+    fn to_repr(&self) -> Self::Repr {}
+    fn from_repr((): Self::Repr) -> Self {
+        Self
+    }
+}
+
+impl Mirror for SimulationToRenderTime {
+    type Repr = f32;
+    fn to_repr(&self) -> Self::Repr {
+        self.diff
+    }
+    fn from_repr(diff: Self::Repr) -> Self {
+        Self { diff }
+    }
+}
+
+impl Mirror for RapierConfiguration {
+    type Repr = (Vec3, bool, u32, bool);
+    fn to_repr(&self) -> Self::Repr {
+        (
+            self.gravity,
+            self.physics_pipeline_active,
+            self.scaled_shape_subdivision,
+            self.force_update_from_transform_changes,
+        )
+    }
+    fn from_repr((gravity, physics, subdivision, force): Self::Repr) -> Self {
+        let mut config = RapierConfiguration::new(1.0);
+        config.gravity = gravity;
+        config.physics_pipeline_active = physics;
+        config.scaled_shape_subdivision = subdivision;
+        config.force_update_from_transform_changes = force;
+        config
     }
 }
 

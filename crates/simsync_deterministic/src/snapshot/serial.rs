@@ -59,9 +59,10 @@ pub(crate) fn encode_value<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, 
     bincode::serde::encode_to_vec(value, value_config()).map_err(|e| e.to_string())
 }
 
-/// Decodes one whole value from `bytes`. Strings and byte buffers inside are claimed against a
-/// limit of `bytes.len()` rounded up to a power of two before bincode allocates them, so a
-/// corrupt length cannot make it allocate more than the value's own bytes allow.
+/// Decodes one whole value from `bytes`. bincode claims the decoded size of everything it reads
+/// (strings and byte buffers before allocating them) against a limit of 8 × `bytes.len()` + 64,
+/// rounded up to a power of two (a one-byte varint decodes to at most 8 bytes), so a corrupt
+/// length cannot make it allocate much more than the value's own bytes allow.
 pub(crate) fn decode_value<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     decode_seed(std::marker::PhantomData::<T>, bytes)
 }
@@ -87,7 +88,7 @@ pub(crate) fn decode_seed<'de, S: DeserializeSeed<'de>>(
     }
     macro_rules! by_limit {
         ($($bits:literal)*) => {
-            match bytes.len().max(1).next_power_of_two().trailing_zeros() {
+            match bytes.len().saturating_mul(8).saturating_add(64).next_power_of_two().trailing_zeros() {
                 $($bits => run::<S, { 1usize << $bits }>(seed, bytes),)*
                 _ => run::<S, { 1usize << 31 }>(seed, bytes),
             }
@@ -262,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_string_longer_than_the_value_is_refused_before_allocating() {
-        // A varint length of 2^32 announcing a huge string in 9 bytes: the limit is 16 bytes.
+        // A varint length of 2^32 announcing a huge string in 9 bytes: the limit is 256 bytes.
         let bytes = [253u8, 0, 0, 0, 0, 1, 0, 0, 0];
         let error = decode_value::<String>(&bytes).unwrap_err();
         assert!(error.to_lowercase().contains("limit"), "{error}");
