@@ -375,7 +375,6 @@ fn a_failing_writer_stops_the_recording_with_a_message_and_a_count() {
 }
 
 #[test]
-#[ignore = "snapshot capture fails on the shared test game: its components have no snapshot serializer yet (snapshot-core); make them serializable to enable"]
 fn seeking_from_a_snapshot_reaches_the_same_checksums_as_a_full_replay() {
     let (bytes, recorded) = record_local_with(200, |r| r.with_snapshot_every(50));
     let replay = read(&bytes);
@@ -407,7 +406,6 @@ fn seeking_from_a_snapshot_reaches_the_same_checksums_as_a_full_replay() {
 }
 
 #[test]
-#[ignore = "snapshot capture fails on the shared test game: its components have no snapshot serializer yet (snapshot-core); make them serializable to enable"]
 fn a_recording_started_mid_session_plays_from_its_initial_snapshot() {
     let out = SharedBytes::default();
     let mut app = app_with_game(game(), 2, 2, |plugin| plugin.mode(SessionMode::Predicted));
