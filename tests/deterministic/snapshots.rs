@@ -114,3 +114,120 @@ fn a_snapshot_above_the_limit_is_refused_before_decoding() {
         Err(SnapshotError::TooLarge { limit: l, .. }) if l == limit
     ));
 }
+
+/// A small verified snapshot (1 player, no boxes) and the fresh App it loads into.
+fn small_game() -> TestGame {
+    TestGame {
+        boxes: 0,
+        players: 1,
+        ..TestGame::default()
+    }
+}
+
+fn small_snapshot() -> WorldSnapshot {
+    let mut app = common::app(small_game(), 0, SessionMode::Lockstep, false);
+    common::run_until_verified(&mut app, 5);
+    app.capture_snapshot::<PackedInput>().expect("capture")
+}
+
+#[test]
+fn a_snapshot_with_another_format_version_is_refused_when_decoded_and_when_loaded() {
+    use simsync::deterministic::{SNAPSHOT_FORMAT_VERSION, SnapshotError};
+    let snapshot = small_snapshot();
+    let mut bytes = snapshot.encode();
+    let other = SNAPSHOT_FORMAT_VERSION + 1;
+    bytes[4..8].copy_from_slice(&other.to_le_bytes());
+    assert_eq!(
+        WorldSnapshot::decode(&bytes, DEFAULT_MAX_SNAPSHOT_BYTES),
+        Err(SnapshotError::WrongVersion {
+            found: other,
+            expected: SNAPSHOT_FORMAT_VERSION
+        })
+    );
+
+    let mut wrong = snapshot;
+    wrong.header.format_version = other;
+    let mut app = common::app(small_game(), 0, SessionMode::Lockstep, false);
+    assert_eq!(
+        app.load_snapshot::<PackedInput>(&wrong),
+        Err(SnapshotError::WrongVersion {
+            found: other,
+            expected: SNAPSHOT_FORMAT_VERSION
+        })
+    );
+}
+
+#[test]
+fn a_snapshot_from_a_game_with_other_players_is_a_foreign_game() {
+    use simsync::deterministic::SnapshotError;
+    let snapshot = small_snapshot();
+    let two_players = TestGame {
+        boxes: 0,
+        players: 2,
+        ..TestGame::default()
+    };
+    let mut app = common::app(two_players, 0, SessionMode::Lockstep, false);
+    assert_eq!(
+        app.load_snapshot::<PackedInput>(&snapshot),
+        Err(SnapshotError::ForeignGame {
+            what: "the number of players".into(),
+            expected: "2".into(),
+            found: "1".into(),
+        })
+    );
+}
+
+#[test]
+fn a_snapshot_with_another_tick_rate_is_a_foreign_game() {
+    use simsync::deterministic::SnapshotError;
+    let mut snapshot = small_snapshot();
+    let ours = snapshot.header.tick_rate;
+    snapshot.header.tick_rate = ours + 1;
+    let mut app = common::app(small_game(), 0, SessionMode::Lockstep, false);
+    assert_eq!(
+        app.load_snapshot::<PackedInput>(&snapshot),
+        Err(SnapshotError::ForeignGame {
+            what: "the tick rate".into(),
+            expected: ours.to_string(),
+            found: (ours + 1).to_string(),
+        })
+    );
+}
+
+#[test]
+fn a_snapshot_with_another_registered_type_set_is_a_foreign_game() {
+    use simsync::deterministic::SnapshotError;
+    let mut snapshot = small_snapshot();
+    let ours = snapshot.header.registered_types.len();
+    snapshot
+        .header
+        .registered_types
+        .push("other_game::Extra".into());
+    let mut app = common::app(small_game(), 0, SessionMode::Lockstep, false);
+    assert_eq!(
+        app.load_snapshot::<PackedInput>(&snapshot),
+        Err(SnapshotError::ForeignGame {
+            what: "the number of registered types".into(),
+            expected: ours.to_string(),
+            found: (ours + 1).to_string(),
+        })
+    );
+}
+
+#[test]
+fn a_snapshot_whose_loaded_world_differs_from_its_checksum_is_a_checksum_mismatch() {
+    use simsync::deterministic::SnapshotError;
+    let mut snapshot = small_snapshot();
+    let real = snapshot.header.checksum;
+    let tick = snapshot.header.tick;
+    snapshot.header.checksum = real ^ 1;
+    let mut app = common::app(small_game(), 0, SessionMode::Lockstep, false);
+    assert_eq!(
+        app.load_snapshot::<PackedInput>(&snapshot),
+        Err(SnapshotError::ChecksumMismatch {
+            tick,
+            expected: real ^ 1,
+            found: real,
+        })
+    );
+}

@@ -275,7 +275,7 @@ fn payload_hash(bytes: &[u8]) -> u64 {
 const COMPRESS_FROM: usize = 4096;
 
 impl WorldSnapshot {
-    /// The snapshot as bytes ([layout](self)): compressed with LZ4 when that makes it smaller.
+    /// The snapshot as bytes ([layout](crate::snapshot::format)): compressed with LZ4 when that makes it smaller.
     pub fn encode(&self) -> Vec<u8> {
         let mut payload = Vec::new();
         bincode::serde::encode_into_std_write(&self.header, &mut payload, config())
