@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use bevy::prelude::*;
 use simsync::deterministic::{
-    ForeignPart, NetworkSessionConfig, Replay, ReplayEnd, ReplayError, ReplayLimits,
-    ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder, ReplayStatus,
-    ReplayWriteFailed, ReplayWriter, SessionClock, SessionMode, TickChecksum,
+    DesyncDumpWritten, DumpReason, ForeignPart, NetworkSessionConfig, Replay, ReplayEnd,
+    ReplayError, ReplayLimits, ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed,
+    ReplayRecorder, ReplayStatus, ReplayWriteFailed, ReplayWriter, SessionClock, SessionMode,
+    TickChecksum, read_dump_file,
 };
 use simsync::prelude::*;
 use simsync_net::LinkConditionerConfig;
@@ -193,17 +194,17 @@ fn a_recorded_network_client_replays_with_every_checksum_matching() {
     assert_eq!(stats(&app).checksum_history, recorded, "bit-exact");
 }
 
-#[test]
-fn a_tampered_replay_stops_at_the_tick_of_the_changed_input() {
-    const K: i32 = 97;
+/// The recording of a 160-tick local session with player 0's input changed at tick `k`
+/// (written back as a well-formed file and read again), and the recorded checksums.
+fn tampered_at(k: i32) -> (Replay<PackedInput>, Vec<TickChecksum>) {
     let (bytes, recorded) = record_local(160);
     let mut replay = read(&bytes);
-    // Player 0 pushes the other way from tick K on.
+    // Player 0 pushes the other way from tick k on.
     let frame = replay
         .frames_mut()
         .iter_mut()
-        .find(|f| f.tick == K)
-        .expect("frame K");
+        .find(|f| f.tick == k)
+        .expect("frame k");
     let mut input = PackedInput::default();
     input
         .set_axis(0, -frame.inputs[0].axis(0) - 0.5)
@@ -211,14 +212,19 @@ fn a_tampered_replay_stops_at_the_tick_of_the_changed_input() {
     input.set_axis(1, 1.0).expect("slot");
     assert_ne!(frame.inputs[0], input);
     frame.inputs[0] = input;
-    // Written back as a file and read again (the tampered file is well formed).
     let mut writer = ReplayWriter::new(Vec::new(), "tampered");
     writer.header(replay.header()).expect("header");
     for frame in replay.frames() {
         writer.frame(frame).expect("frame");
     }
     writer.finish().expect("end");
-    let tampered = read(&writer.into_inner());
+    (read(&writer.into_inner()), recorded)
+}
+
+#[test]
+fn a_tampered_replay_stops_at_the_tick_of_the_changed_input() {
+    const K: i32 = 97;
+    let (tampered, recorded) = tampered_at(K);
     let mut app = play(tampered);
     let expected = recorded.iter().find(|c| c.tick == K).expect("checksum K");
     let ReplayStatus::Mismatch(mismatch) = status(&app) else {
@@ -432,4 +438,52 @@ fn a_recording_started_mid_session_plays_from_its_initial_snapshot() {
         }
     );
     assert_eq!(stats(&app).checksum_history, recorded);
+}
+
+#[test]
+fn a_replay_mismatch_writes_a_dump_of_the_verified_world_at_its_tick() {
+    const K: i32 = 97;
+    let (tampered, _) = tampered_at(K);
+    let dir = std::env::temp_dir().join(format!("simsync-replay-dump-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins).add_plugins(
+        DeterministicPlugin::<PackedInput>::new(game())
+            .clock(SessionClock::Stepped {
+                ticks_per_update: 16,
+            })
+            .desync_dumps(&dir)
+            .play_replay(ReplayPlayback::new(tampered)),
+    );
+    app.finish();
+    app.cleanup();
+    let mut written = Vec::new();
+    for _ in 0..200 {
+        app.update();
+        written.extend(
+            app.world_mut()
+                .resource_mut::<Messages<DesyncDumpWritten>>()
+                .drain(),
+        );
+    }
+    let ReplayStatus::Mismatch(mismatch) = status(&app) else {
+        panic!("{:?}", status(&app));
+    };
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(written[0].tick, K);
+    let dump = read_dump_file(&written[0].path, 64 << 20).expect("the dump reads back");
+    assert_eq!(dump.header.tick, K);
+    assert_eq!(
+        dump.header.reason,
+        DumpReason::ReplayMismatch {
+            recorded: mismatch.expected,
+            replayed: mismatch.found,
+        }
+    );
+    assert_eq!(
+        dump.inputs.len(),
+        2,
+        "the inputs of the tick are in the dump"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

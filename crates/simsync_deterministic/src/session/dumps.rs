@@ -1,7 +1,8 @@
 //! The session's desync dump triggers ([desync dumps](crate::rules#desync-dumps)): the first
 //! failed prediction check dumps the predicted and the verified world of the tick; the first
 //! desync the relay reports dumps the verified world with the breakdowns of recent checksum
-//! ticks, and sends the relay the breakdown of the desynced tick.
+//! ticks, and sends the relay the breakdown of the desynced tick; a replay's first checksum
+//! mismatch dumps the verified world of the mismatching tick.
 
 use bevy::prelude::*;
 
@@ -73,6 +74,34 @@ pub(super) fn on_prediction_mismatch<I: SimInput>(
         write_and_report(main, &config, &predicted);
     }
     write_and_report(main, &config, &verified);
+}
+
+/// A replay's recorded checksum of `mismatch.tick` differs from the replayed one (the verified
+/// world is at that tick): writes the verified world's dump of the tick, when dumps are on.
+pub(super) fn on_replay_mismatch<I: SimInput>(
+    main: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    mismatch: &crate::replay::ReplayMismatch,
+) {
+    let Some(config) = session.config.desync_dumps.clone() else {
+        return;
+    };
+    let dump = capture::capture(
+        &mut worlds.verified,
+        &worlds.registry,
+        DumpContext {
+            world: DumpedWorld::Verified,
+            reason: DumpReason::ReplayMismatch {
+                recorded: mismatch.expected,
+                replayed: mismatch.found,
+            },
+            inputs: dumped_inputs(&session.inputs, &session.status),
+            breakdowns: Vec::new(),
+            writer: writer_of(main),
+        },
+    );
+    write_and_report(main, &config, &dump);
 }
 
 /// After verifying `tick`: keeps its per-component breakdown when it is a checksum tick.

@@ -13,7 +13,7 @@ use crate::checksum::TickChecksum;
 use crate::config::SessionMode;
 use crate::context::{ContextError, SimulatorContext, UpdateParams};
 use crate::input::{InputStatus, SimInput};
-use crate::replay::{ReplayPlayback, ReplayRecorder};
+use crate::replay::{ReplayMismatch, ReplayPlayback, ReplayRecorder};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot::{self, WorldRole};
 use crate::source::{LocalPlayers, NetReport, Polled};
@@ -161,8 +161,9 @@ pub(super) fn verify<I: SimInput>(
         if let Some(mut recorder) = world.get_resource_mut::<ReplayRecorder>() {
             recorder.record_frame(tick, &session.inputs, disconnected, recorded);
         }
-        if replay_verified::<I>(world, tick, recorded) {
-            // A replay mismatch: stop verifying at this tick.
+        if let Some(mismatch) = replay_verified::<I>(world, tick, recorded) {
+            // A replay mismatch: dump the verified world of the tick, stop verifying at it.
+            super::dumps::on_replay_mismatch(world, worlds, session, &mismatch);
             let verified = world.resource::<SimulatorContext>().ticks_verified();
             check(context(world).set_ticks_to_verify(verified));
             break;
@@ -190,15 +191,15 @@ fn replay_expects_checksum<I: SimInput>(world: &World, tick: Tick) -> bool {
 
 /// Hands verified tick `tick` and its checksum to a replay playback; true (and a
 /// [`ReplayMismatch`](crate::ReplayMismatch) message) when the checksum differs from the recorded one.
-fn replay_verified<I: SimInput>(world: &mut World, tick: Tick, checksum: Option<u64>) -> bool {
-    let Some(mut playback) = world.get_resource_mut::<ReplayPlayback<I>>() else {
-        return false;
-    };
-    let Some(mismatch) = playback.verified(tick, checksum) else {
-        return false;
-    };
-    world.write_message(mismatch);
-    true
+fn replay_verified<I: SimInput>(
+    world: &mut World,
+    tick: Tick,
+    checksum: Option<u64>,
+) -> Option<ReplayMismatch> {
+    let mut playback = world.get_resource_mut::<ReplayPlayback<I>>()?;
+    let mismatch = playback.verified(tick, checksum)?;
+    world.write_message(mismatch.clone());
+    Some(mismatch)
 }
 
 /// Runs verified tick `tick` with every player's confirmed input; returns the players
