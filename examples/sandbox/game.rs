@@ -96,10 +96,12 @@ pub struct SandboxGame {
     plant_desync: Option<i32>,
 }
 
-/// The tick at which this simulation nudges player 0's body (a planted desync; simulation
-/// constant, not rolled back).
+/// The tick at which this simulation nudges player 0's body, if any (a planted desync;
+/// simulation constant, not rolled back). Every client has it, with or without a tick: a
+/// resource is an entity in Bevy, so a resource on one client only would shift its entity ids
+/// (and Rapier's order) from tick 1 on, which is not the planted desync.
 #[derive(Resource, Debug, Clone, Copy)]
-struct PlantDesync(i32);
+struct PlantDesync(Option<i32>);
 
 impl SandboxGame {
     /// A game spawning `scene` with `players` player bodies (the scene must have that many
@@ -142,16 +144,14 @@ impl Plugin for SandboxGame {
             SimulationTick,
             apply_player_inputs.in_set(SimulationSet::Game),
         );
-        if let Some(tick) = self.plant_desync {
-            app.insert_resource(PlantDesync(tick))
-                .ignore_rollback_resource::<PlantDesync>()
-                .add_systems(
-                    SimulationTick,
-                    plant_desync
-                        .after(apply_player_inputs)
-                        .in_set(SimulationSet::Game),
-                );
-        }
+        app.insert_resource(PlantDesync(self.plant_desync))
+            .ignore_rollback_resource::<PlantDesync>()
+            .add_systems(
+                SimulationTick,
+                plant_desync
+                    .after(apply_player_inputs)
+                    .in_set(SimulationSet::Game),
+            );
     }
 }
 
@@ -280,7 +280,7 @@ fn plant_desync(
     tick: Res<SimTick>,
     mut players: Query<(&PlayerBody, &mut Velocity)>,
 ) {
-    if tick.0 != plant.0 {
+    if plant.0 != Some(tick.0) {
         return;
     }
     for (body, mut velocity) in &mut players {
