@@ -8,6 +8,7 @@ mod flood;
 mod harness;
 mod hostile_peers;
 mod inputs;
+mod late_join;
 mod lifecycle;
 mod local_players;
 mod long_links;

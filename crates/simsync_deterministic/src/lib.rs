@@ -85,6 +85,7 @@ pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
 pub use plugin::{DeterministicPlugin, SessionSetupError};
 pub use relay_server::plugin::DeterministicServerPlugin;
+pub use relay_server::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, SnapshotStats};
 pub use relay_server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
     DroppedInputs, RateLimited, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
@@ -109,6 +110,7 @@ pub use snapshot::{
     RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
     TryRollbackAppExt, WorldRole, despawn_simulated_now, spawn_simulated_now,
 };
+pub use source::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerLeft,
     PlayerRejoined, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected,

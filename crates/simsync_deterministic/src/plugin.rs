@@ -319,6 +319,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .init_resource::<SimEventStats>()
             .add_message::<PlayerLeft>()
             .add_message::<PlayerRejoined>()
+            .add_message::<crate::source::SnapshotReceived>()
+            .add_message::<crate::source::SnapshotRejected>()
             .init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)
@@ -327,6 +329,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
                 (
                     session_update::<I>,
                     update_lifecycle.after(session_update::<I>),
+                    crate::session::net_snapshots::exchange_snapshots::<I>
+                        .after(session_update::<I>),
                 )
                     .in_set(DeterministicSet::SessionUpdate),
             )

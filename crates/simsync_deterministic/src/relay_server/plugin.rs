@@ -5,8 +5,9 @@ use simsync_net::bevy_renet::{RenetReceive, RenetServer};
 use simsync_net::{NetClock, TickAccumulator};
 
 use super::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS, RelayLimits,
-    RelayServer, RelayServerConfig, RelayStats,
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
+    LyingSnapshot, RelayEvent, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
+    SnapshotServed, SnapshotServing,
 };
 use crate::input::SimInput;
 
@@ -41,6 +42,8 @@ impl DeterministicServerPlugin {
                 limits: RelayLimits::for_tick_rate(tick_rate_hz),
                 silence_timeout_ms: DEFAULT_SILENCE_TIMEOUT_MS,
                 reconnect_seed: None,
+                start_players: players,
+                snapshots: None,
             },
             relay: RelayServer::new::<I>,
         }
@@ -92,6 +95,22 @@ impl DeterministicServerPlugin {
         self
     }
 
+    /// Serves snapshots ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)): a new
+    /// player may take a free slot of the running session, and a player whose missing confirmed
+    /// sets are gone gets a snapshot instead of `Behind`. The clients must enable snapshots too
+    /// (a buddy answers the relay's requests with its verified world).
+    pub fn snapshots(mut self, serving: SnapshotServing) -> Self {
+        self.config.snapshots = Some(serving);
+        self
+    }
+
+    /// Starts the session once `players` slots are taken (default: all), leaving the others to
+    /// late joiners. Takes effect only with [`Self::snapshots`].
+    pub fn start_players(mut self, players: u8) -> Self {
+        self.config.start_players = players;
+        self
+    }
+
     /// Seeds the reconnect tokens with `seed` instead of the entropy of the moment (tests that
     /// want the same tokens on every run).
     pub fn reconnect_seed(mut self, seed: u64) -> Self {
@@ -115,6 +134,8 @@ impl Plugin for DeterministicServerPlugin {
         app.insert_resource((self.relay)(self.config.clone()))
             .init_resource::<RelayStats>()
             .init_resource::<ServerClock>()
+            .add_message::<SnapshotServed>()
+            .add_message::<LyingSnapshot>()
             .add_systems(PreUpdate, relay_update.after(RenetReceive));
     }
 }
@@ -126,6 +147,8 @@ fn relay_update(
     real: Option<Res<Time<bevy::time::Real>>>,
     mut real_clock: ResMut<ServerClock>,
     mut stats: ResMut<RelayStats>,
+    mut served: MessageWriter<SnapshotServed>,
+    mut lying: MessageWriter<LyingSnapshot>,
 ) {
     let Some(mut server) = server else {
         return;
@@ -139,4 +162,14 @@ fn relay_update(
     };
     relay.update(&mut server, dt, ticks);
     stats.clone_from(relay.stats());
+    for event in relay.take_events() {
+        match event {
+            RelayEvent::Served(event) => {
+                served.write(event);
+            }
+            RelayEvent::Lying(event) => {
+                lying.write(event);
+            }
+        }
+    }
 }

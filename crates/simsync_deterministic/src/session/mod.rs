@@ -6,6 +6,7 @@ mod audit;
 mod check;
 mod divergence;
 mod lifecycle;
+pub(crate) mod net_snapshots;
 mod state;
 mod stats;
 mod steps;
