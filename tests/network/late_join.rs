@@ -5,7 +5,10 @@
 //! first verified tick. Hostile chunks are refused, counted and limited.
 
 use bevy::prelude::*;
-use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, SnapshotServing};
+use simsync::deterministic::{
+    CapturedSnapshot, CaughtBy, DeterministicServerPlugin, LyingSnapshot, NetworkSessionConfig,
+    SnapshotHooks, SnapshotServed, SnapshotServing,
+};
 use simsync::prelude::*;
 use simsync_net::prelude::*;
 use simsync_net::{
@@ -174,4 +177,251 @@ fn unasked_snapshot_chunks_are_refused_counted_and_rate_limited() {
     // The flooder is not disconnected and the session goes on.
     let before = h.stats(1).verified_tick;
     h.run_until_verified(before + 20, 200);
+}
+
+/// The encoded "snapshot" of the opaque-transfer tests: the tick and checksum it states, then
+/// `len` bytes of a pattern of the tick (the relay and the wire never look inside).
+fn fake_snapshot(tick: i32, checksum: u64, len: usize) -> Vec<u8> {
+    let mut bytes = tick.to_le_bytes().to_vec();
+    bytes.extend_from_slice(&checksum.to_le_bytes());
+    bytes.extend((0..len).map(|i| (i as i32 * 31 + tick) as u8));
+    bytes
+}
+
+/// Bytes of the opaque snapshots: 300 KB, 19 chunks.
+const FAKE_BYTES: usize = 300_000;
+
+/// The verified tick and its recorded checksum of a client's world.
+fn verified(world: &World) -> Result<(i32, u64), String> {
+    let stats = world.resource::<SessionStats>();
+    stats
+        .checksum_history
+        .last()
+        .filter(|c| c.tick == stats.verified_tick)
+        .map(|c| (c.tick, c.checksum))
+        .ok_or_else(|| "no checksum of the verified tick".to_string())
+}
+
+/// Requests a capture hook was called for.
+#[derive(Resource, Default)]
+struct Captures(u32);
+
+/// An honest buddy, except that its first capture fails (so it is not always asked first).
+fn honest_capture(world: &mut World) -> Result<CapturedSnapshot, String> {
+    let calls = {
+        let mut captures = world.get_resource_or_insert_with(Captures::default);
+        captures.0 += 1;
+        captures.0
+    };
+    if calls == 1 {
+        return Err("not yet".into());
+    }
+    let (tick, checksum) = verified(world)?;
+    Ok(CapturedSnapshot {
+        tick,
+        checksum,
+        bytes: fake_snapshot(tick, checksum, FAKE_BYTES),
+    })
+}
+
+/// A buddy whose world was tampered with before the capture: its snapshot's checksum is not
+/// the one the others verified.
+fn tampered_world_capture(world: &mut World) -> Result<CapturedSnapshot, String> {
+    let (tick, checksum) = verified(world)?;
+    let tampered = checksum ^ 0x5A5A;
+    Ok(CapturedSnapshot {
+        tick,
+        checksum: tampered,
+        bytes: fake_snapshot(tick, tampered, FAKE_BYTES),
+    })
+}
+
+/// A buddy that states the verified checksum but sends a tampered body: only the joiner's load
+/// can tell.
+fn tampered_bytes_capture(world: &mut World) -> Result<CapturedSnapshot, String> {
+    let (tick, checksum) = verified(world)?;
+    Ok(CapturedSnapshot {
+        tick,
+        checksum,
+        bytes: fake_snapshot(tick, checksum ^ 1, FAKE_BYTES),
+    })
+}
+
+/// What the joiner's load was given.
+#[derive(Resource, Default)]
+struct Loaded(Vec<Vec<u8>>);
+
+/// The joiner's load: keeps the bytes and reports what they state.
+fn recording_load(world: &mut World, bytes: &[u8], max: usize) -> Result<(i32, u64), String> {
+    if bytes.len() > max || bytes.len() < 12 {
+        return Err(format!("{} bytes", bytes.len()));
+    }
+    world
+        .get_resource_or_insert_with(Loaded::default)
+        .0
+        .push(bytes.to_vec());
+    let tick = i32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+    let checksum = u64::from_le_bytes(bytes[4..12].try_into().expect("8 bytes"));
+    Ok((tick, checksum))
+}
+
+fn hooks(capture: fn(&mut World) -> Result<CapturedSnapshot, String>) -> SnapshotHooks {
+    SnapshotHooks {
+        capture,
+        load: recording_load,
+        max_bytes: simsync_net::DEFAULT_MAX_SNAPSHOT_BYTES,
+    }
+}
+
+/// What the relay's app was told.
+#[derive(Resource, Default)]
+struct RelayHeard {
+    lying: Vec<LyingSnapshot>,
+    served: Vec<SnapshotServed>,
+}
+
+fn relay_listen(
+    mut lying: MessageReader<LyingSnapshot>,
+    mut served: MessageReader<SnapshotServed>,
+    mut heard: ResMut<RelayHeard>,
+) {
+    heard.lying.extend(lying.read().copied());
+    heard.served.extend(served.read().copied());
+}
+
+/// Two players (client 0 running `liar`, client 1 honest) over `link`; a third joins at tick
+/// 200 and is stepped until the relay forwarded it a snapshot. Returns the harness and the
+/// joiner.
+fn opaque_late_join(
+    liar: fn(&mut World) -> Result<CapturedSnapshot, String>,
+    link: LinkConditionerConfig,
+) -> (Harness, App) {
+    let net = NetworkSessionConfig {
+        snapshots: true,
+        ..NetworkSessionConfig::default()
+    };
+    let mut h = harness(3, 2, net.clone(), link);
+    h.server
+        .init_resource::<RelayHeard>()
+        .add_systems(Last, relay_listen);
+    h.clients[0].insert_resource(hooks(liar));
+    h.clients[1].insert_resource(hooks(honest_capture));
+    h.run_until_verified(200, 2_000);
+    let mut joiner = new_client(&h, 3, net, 9);
+    joiner.insert_resource(hooks(honest_capture));
+    for _ in 0..3_000 {
+        h.step();
+        joiner.update();
+        if !h.server.world().resource::<RelayHeard>().served.is_empty()
+            && joiner.world().contains_resource::<Loaded>()
+        {
+            break;
+        }
+    }
+    // One more update: the session stats show what the exchange did after the last one.
+    h.step();
+    joiner.update();
+    (h, joiner)
+}
+
+#[test]
+fn a_buddy_whose_world_was_tampered_is_caught_by_the_relay_and_another_serves_under_loss() {
+    let link = LinkConditionerConfig::PERFECT
+        .with_latency(20, 5)
+        .with_loss(2.0);
+    let (h, joiner) = opaque_late_join(tampered_world_capture, link);
+    let heard = h.server.world().resource::<RelayHeard>();
+    assert!(!heard.lying.is_empty(), "{:?}", h.relay().snapshots);
+    assert!(
+        heard
+            .lying
+            .iter()
+            .all(|l| l.slot == 0 && l.caught_by == CaughtBy::Relay),
+        "{:?}",
+        heard.lying
+    );
+    assert_eq!(heard.served.len(), 1, "{:?}", heard.served);
+    let served = heard.served[0];
+    assert_eq!((served.slot, served.buddy), (2, 1));
+    assert_eq!(served.bytes, FAKE_BYTES + 12);
+    let r = h.relay();
+    assert_eq!(r.snapshots.lying[0], heard.lying.len() as u64);
+    assert_eq!(r.snapshots.lying[1], 0);
+    assert_eq!(r.snapshots.served, 1);
+    assert!(r.snapshots.bytes_forwarded >= (FAKE_BYTES + 12) as u64);
+    assert_eq!(
+        r.snapshots.rejected_chunks.total(),
+        0,
+        "loss is not a fault"
+    );
+    // The joiner got the honest buddy's bytes, whole, through 2 % loss.
+    let loaded = &joiner.world().resource::<Loaded>().0;
+    let net = joiner
+        .world()
+        .resource::<SessionStats>()
+        .network
+        .clone()
+        .expect("net");
+    assert_eq!(loaded.len(), 1, "{net:?}");
+    let tick = served.tick;
+    let checksum = h
+        .stats(1)
+        .checksum_history
+        .iter()
+        .find(|c| c.tick == tick)
+        .map(|c| c.checksum)
+        .expect("the honest buddy verified the tick");
+    assert_eq!(loaded[0], fake_snapshot(tick, checksum, FAKE_BYTES));
+    let net = joiner
+        .world()
+        .resource::<SessionStats>()
+        .network
+        .clone()
+        .expect("net");
+    assert_eq!(net.snapshots.loaded, 1);
+    assert_eq!(net.snapshots.loaded_tick, Some(tick));
+    assert!(tick >= 200, "a recent verified tick: {tick}");
+}
+
+#[test]
+fn a_buddy_that_tampered_its_bytes_is_caught_by_the_joiner_and_the_relay_asks_again() {
+    let link = LinkConditionerConfig::PERFECT.with_latency(10, 0);
+    let (mut h, mut joiner) = opaque_late_join(tampered_bytes_capture, link);
+    // The relay cannot see inside: the tampered snapshot is forwarded, the joiner's check
+    // refuses it, and the relay counts the buddy and asks again.
+    for _ in 0..200 {
+        h.step();
+        joiner.update();
+    }
+    let heard = h.server.world().resource::<RelayHeard>();
+    let by_liar = heard.served.iter().filter(|s| s.buddy == 0).count();
+    assert!(by_liar >= 1, "the liar served: {:?}", heard.served);
+    assert!(
+        heard.lying.len() >= by_liar.saturating_sub(1).max(1),
+        "{:?}",
+        heard.lying
+    );
+    assert!(
+        heard
+            .lying
+            .iter()
+            .all(|l| l.slot == 0 && l.caught_by == CaughtBy::Joiner),
+        "{:?}",
+        heard.lying
+    );
+    let net = joiner
+        .world()
+        .resource::<SessionStats>()
+        .network
+        .clone()
+        .expect("net");
+    assert!(net.snapshots.refused >= 1, "{net:?}");
+    assert_eq!(
+        net.snapshots.loaded, 0,
+        "a tampered snapshot is never accepted"
+    );
+    let r = h.relay();
+    assert_eq!(r.snapshots.lying[0], heard.lying.len() as u64);
+    assert_eq!(r.snapshots.lying[1], 0);
+    assert!(r.snapshots.requests >= 2, "asked again: {:?}", r.snapshots);
 }

@@ -95,6 +95,7 @@ pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,
     SimulationStartup, SimulationTick,
 };
+pub use session::net_snapshots::{CapturedSnapshot, SnapshotHooks, SnapshotLoad};
 pub use session::{
     ChecksumRecorded, Connection, DeterministicSession, LifecycleView, MismatchCause,
     NeedsSnapshot, NetworkView, PredictionMismatch, RollbackSetupFailed, SessionEnd,

@@ -342,14 +342,11 @@ mod tests {
 
     fn assemble(chunks: Vec<SnapshotChunk>) -> Result<Option<AssembledSnapshot>, ChunkError> {
         let mut assembly = SnapshotAssembly::new(5, DEFAULT_MAX_SNAPSHOT_BYTES);
-        let mut last = Ok(None);
+        let mut last = None;
         for chunk in chunks {
-            last = assembly.accept(chunk);
-            if last.is_err() {
-                return last;
-            }
+            last = assembly.accept(chunk)?;
         }
-        last
+        Ok(last)
     }
 
     #[test]

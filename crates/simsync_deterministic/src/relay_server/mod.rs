@@ -279,6 +279,9 @@ struct Served {
     tick: Tick,
 }
 
+/// Reads the tick and checksum an encoded snapshot's header states (`Err`: unreadable).
+pub type HeaderReader = fn(&[u8]) -> Result<(Tick, u64), ()>;
+
 /// Forwarded snapshots remembered for a joiner's refusal.
 const SERVED_MEMORY: usize = 16;
 
@@ -345,7 +348,7 @@ pub struct RelayServer {
     events: Vec<RelayEvent>,
     /// Reads the tick and checksum a snapshot's header states (`None`: the relay takes the
     /// buddy's word in the chunks and relies on the joiner's check).
-    read_header: Option<fn(&[u8]) -> Result<(Tick, u64), ()>>,
+    read_header: Option<HeaderReader>,
 }
 
 impl RelayServer {
@@ -421,7 +424,7 @@ impl RelayServer {
     /// Makes the relay read the tick and checksum of every snapshot's header with `read` and
     /// refuse a snapshot whose header contradicts the checksum its buddy stated, or that does
     /// not read (`Err`).
-    pub fn with_header_reader(mut self, read: fn(&[u8]) -> Result<(Tick, u64), ()>) -> Self {
+    pub fn with_header_reader(mut self, read: HeaderReader) -> Self {
         self.read_header = Some(read);
         self
     }

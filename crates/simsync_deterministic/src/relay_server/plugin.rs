@@ -147,8 +147,7 @@ fn relay_update(
     real: Option<Res<Time<bevy::time::Real>>>,
     mut real_clock: ResMut<ServerClock>,
     mut stats: ResMut<RelayStats>,
-    mut served: MessageWriter<SnapshotServed>,
-    mut lying: MessageWriter<LyingSnapshot>,
+    (mut served, mut lying): (MessageWriter<SnapshotServed>, MessageWriter<LyingSnapshot>),
 ) {
     let Some(mut server) = server else {
         return;

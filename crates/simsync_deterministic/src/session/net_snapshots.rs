@@ -18,7 +18,7 @@ use crate::tick::Tick;
 
 /// A captured, encoded snapshot of the verified world.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CapturedSnapshot {
+pub struct CapturedSnapshot {
     /// The verified tick it holds.
     pub tick: Tick,
     /// The verified checksum at `tick` (its header's).
@@ -27,15 +27,23 @@ pub(crate) struct CapturedSnapshot {
     pub bytes: Vec<u8>,
 }
 
-/// How the exchange captures and loads snapshots: the snapshot module's functions for the
-/// game's input type, installed by the plugin when snapshots are on.
+/// Decodes (at most the given bytes) and loads an encoded snapshot into the main world;
+/// returns the loaded verified tick and the loaded world's checksum at it.
+pub type SnapshotLoad = fn(&mut World, &[u8], usize) -> Result<(Tick, u64), String>;
+
+/// How a networked client captures and loads the snapshots it exchanges with the relay
+/// ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)): a resource of the client's
+/// app. Without it, the client answers every request unavailable and keeps snapshots it is
+/// sent unloaded. The plugin installs the snapshot core's capture and load when
+/// [`NetworkSessionConfig::snapshots`](crate::NetworkSessionConfig::snapshots) is set; replace
+/// it to wrap them (an audit log, a test that plays a lying buddy).
 #[derive(Resource, Clone, Copy)]
-pub(crate) struct SnapshotHooks {
+pub struct SnapshotHooks {
     /// Captures and encodes the verified world.
     pub capture: fn(&mut World) -> Result<CapturedSnapshot, String>,
     /// Decodes (at most `max_bytes`) and loads a snapshot; returns the loaded verified tick and
     /// the checksum of the loaded world at that tick.
-    pub load: fn(&mut World, &[u8], usize) -> Result<(Tick, u64), String>,
+    pub load: SnapshotLoad,
     /// The largest snapshot decoded, in bytes.
     pub max_bytes: usize,
 }
@@ -89,6 +97,18 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
     if let Some(mut session) = world.get_resource_mut::<DeterministicSession<I>>() {
         session.source.answer_snapshot(request.request, chunks);
     }
+    publish_network_stats::<I>(world);
+}
+
+/// Copies the relay client's counters into [`SessionStats`] now (the session update publishes
+/// them only when it runs to its end).
+fn publish_network_stats<I: SimInput>(world: &mut World) {
+    let network = world
+        .get_resource::<DeterministicSession<I>>()
+        .and_then(|s| s.source.relay_stats().cloned());
+    if let (Some(network), Some(mut stats)) = (network, world.get_resource_mut::<SessionStats>()) {
+        stats.network = Some(network);
+    }
 }
 
 /// Loads a snapshot the relay forwarded, or refuses it.
@@ -139,4 +159,5 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
             });
         }
     }
+    publish_network_stats::<I>(world);
 }
