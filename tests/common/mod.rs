@@ -42,7 +42,7 @@ impl Default for TestGame {
 }
 
 /// A box of a pile.
-#[derive(Component, Clone, Copy, Debug, PartialEq)]
+#[derive(Component, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Crate(pub u32);
 
 impl SimHash for Crate {
@@ -52,15 +52,15 @@ impl SimHash for Crate {
 }
 
 /// A projectile and the tick it was spawned.
-#[derive(Component, Clone, Copy, Debug, PartialEq)]
+#[derive(Component, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Projectile(pub i32);
 
 /// Each player's ball.
-#[derive(Resource, Clone, Debug, Default, PartialEq)]
+#[derive(Resource, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PlayerBodies(pub Vec<Entity>);
 
 /// Inserted at `TestGame::flag_tick`.
-#[derive(Resource, Clone, Debug, PartialEq)]
+#[derive(Resource, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Flag(pub i32);
 
 /// Not rolled back on purpose: counts `Changed<Crate>` detections ever seen by this world.
@@ -80,10 +80,10 @@ impl Plugin for TestGame {
         app.insert_resource(self.clone())
             .init_resource::<CrateChanges>()
             .init_resource::<BadDeltas>()
-            .rollback_hashed_component::<Crate>()
-            .rollback_component::<Projectile>()
-            .rollback_resource::<PlayerBodies>()
-            .rollback_resource::<Flag>()
+            .rollback_hashed_component_serde::<Crate>()
+            .rollback_component_serde::<Projectile>()
+            .rollback_resource_serde::<PlayerBodies>()
+            .rollback_resource_serde::<Flag>()
             .add_systems(SimulationStartup, spawn_scene)
             .add_systems(
                 SimulationTick,

@@ -12,3 +12,4 @@ mod resource_lifecycle;
 mod rollback_exactness;
 mod silent_divergence;
 pub(crate) mod sim_events;
+mod snapshots;

@@ -111,6 +111,16 @@ pub enum SessionError {
         /// Why it is refused.
         reason: RelationshipRefusal,
     },
+    /// Snapshots are enabled and a registered type has no snapshot serializer: register it with
+    /// a `_serde` method, or reflect it as a component and register it for reflection first
+    /// ([snapshots](crate::rules#snapshots)).
+    #[error(
+        "`{type_name}` cannot be saved in snapshots: register it with a `_serde` method or make it reflectable (#[reflect(Component)] + register_type)"
+    )]
+    NotSerializable {
+        /// The type's name.
+        type_name: &'static str,
+    },
 }
 
 /// Why a relationship is refused for rollback.

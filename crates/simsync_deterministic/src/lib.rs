@@ -100,12 +100,16 @@ pub use session::{
     ChecksumRecorded, Connection, DeterministicSession, LifecycleView, MismatchCause,
     NeedsSnapshot, NetworkView, PredictionMismatch, RollbackSetupFailed, SessionEnd,
     SessionLifecycle, SessionResumed, SessionStalled, SessionState, SessionStateChanged,
-    SessionStateReason, SessionStats, UncheckedState, UnregisteredComponent, UnsimulatedEntity,
-    session_transitions,
+    SessionStateReason, SessionStats, SnapshotAppExt, UncheckedState, UnregisteredComponent,
+    UnsimulatedEntity, capture_snapshot, load_snapshot, session_transitions,
 };
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
 pub use simsync_derive::SimHash;
+pub use snapshot::{
+    DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
+    SnapshotError, SnapshotHeader, SnapshotLimits, WorldSnapshot,
+};
 pub use snapshot::{
     NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability, RollbackRegistry,
     RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
@@ -131,8 +135,8 @@ pub mod prelude {
         PredictionCheck, PredictionMismatch, RollbackAppExt, RollbackStateAppExt, SessionClock,
         SessionConfig, SessionMode, SessionSetupError, SessionStats, SimCommands, SimEntity,
         SimHash, SimInput, SimTick, SimulationSet, SimulationStartup, SimulationTick,
-        SimulationWorlds, SimulatorContext, StateHasher, Tick, TickInputSource, TryRollbackAppExt,
-        UnsimulatedEntity,
+        SimulationWorlds, SimulatorContext, SnapshotAppExt, StateHasher, Tick, TickInputSource,
+        TryRollbackAppExt, UnsimulatedEntity, WorldSnapshot,
     };
     pub use crate::{
         ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventReceived, SimEventStatus, SimEvents,

@@ -78,6 +78,7 @@ pub struct DeterministicPlugin<I: SimInput> {
     schedule: InternedScheduleLabel,
     frame_merge: Option<FrameMergeFn<I>>,
     guard: bool,
+    snapshots: Option<crate::snapshot::SnapshotLimits>,
     _input: PhantomData<fn() -> I>,
 }
 
@@ -101,6 +102,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             schedule: PreUpdate.intern(),
             frame_merge: None,
             guard: false,
+            snapshots: None,
             _input: PhantomData,
         }
     }
@@ -247,6 +249,17 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// Enables snapshots ([snapshots](crate::rules#snapshots)) with these limits (inserted as
+    /// the [`SnapshotLimits`](crate::SnapshotLimits) resource): a registered type that cannot
+    /// be serialized becomes a setup error — returned by the `try_` registration when it can
+    /// tell at once, and written as a [`RollbackSetupFailed`](crate::RollbackSetupFailed)
+    /// message ([`SessionError::NotSerializable`]) when the session starts. Snapshots can be
+    /// captured and loaded without this; it only makes missing serializers an early error.
+    pub fn snapshots(mut self, limits: crate::snapshot::SnapshotLimits) -> Self {
+        self.snapshots = Some(limits);
+        self
+    }
+
     /// The configuration as set so far.
     pub fn session_config(&self) -> &SessionConfig {
         &self.config
@@ -259,6 +272,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             reuse_delay: self.config.rollback_window as i32 + 2,
             players: self.config.players,
             parallel: self.config.parallel_simulation,
+            snapshots: self.snapshots.is_some(),
         }
     }
 
@@ -288,6 +302,10 @@ impl<I: SimInput> DeterministicPlugin<I> {
             app.add_plugins(StatesPlugin);
         }
         app.insert_state(lifecycle.state);
+        if let Some(limits) = self.snapshots {
+            app.insert_resource(limits);
+        }
+        app.register_type::<crate::snapshot::SnapshotLimits>();
         app.insert_resource(session)
             .insert_resource(lifecycle)
             .insert_resource(SessionBlueprint::<I> {

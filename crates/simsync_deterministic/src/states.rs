@@ -163,6 +163,10 @@ struct StateCopier<S: States> {
 }
 
 impl<S: States> ResourceCopier for StateCopier<S> {
+    fn type_id(&self) -> std::any::TypeId {
+        std::any::TypeId::of::<State<S>>()
+    }
+
     fn type_name(&self) -> &'static str {
         std::any::type_name::<State<S>>()
     }

@@ -13,5 +13,17 @@ pub type PlayerIndex = u8;
 /// The tick a simulation world last simulated (or is simulating, inside
 /// [`SimulationTick`](crate::SimulationTick)). A resource of both simulation worlds, rolled back
 /// and hashed.
-#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Reflect)]
+#[derive(
+    Resource,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Reflect,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct SimTick(pub Tick);

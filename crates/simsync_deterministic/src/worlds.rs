@@ -109,6 +109,8 @@ pub(crate) struct WorldSpec {
     pub reuse_delay: Tick,
     pub players: PlayerIndex,
     pub parallel: bool,
+    /// Snapshots are enabled: missing serializers are setup errors.
+    pub snapshots: bool,
 }
 
 /// Builds one simulation sub-app: reserved entity range, core resources, schedules, Rapier in
@@ -155,6 +157,25 @@ pub(crate) fn build_sub_app<I: SimInput>(
         registry
             .register_builtin_resource::<simsync_time::CurrentInstant>()
             .expect("registry open while building");
+        {
+            use crate::snapshot::serial::serde_resource;
+            use std::any::TypeId;
+            registry.set_resource_serial(TypeId::of::<SimTick>(), serde_resource::<SimTick>());
+            registry.set_resource_serial(
+                TypeId::of::<PlayerInputs<I>>(),
+                serde_resource::<PlayerInputs<I>>(),
+            );
+            registry.set_resource_serial(
+                TypeId::of::<SimulationEntities>(),
+                serde_resource::<SimulationEntities>(),
+            );
+            let types = world.resource::<AppTypeRegistry>().clone();
+            crate::snapshot::rapier_serial::register_builtin_serials(
+                &mut registry,
+                &mut types.write(),
+            );
+            registry.set_snapshots_enabled(spec.snapshots);
+        }
         world.insert_resource(registry);
         world.insert_resource(simsync_time::CurrentInstant::default());
     }

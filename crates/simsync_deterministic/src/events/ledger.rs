@@ -138,6 +138,14 @@ impl<E: SimEvent> SimEventLedger<E> {
         *self = Self::default();
     }
 
+    /// Continues after a snapshot of tick `tick` was loaded: nothing held, every tick up to
+    /// `tick` settled, the next run of any later tick counts as its first.
+    pub(crate) fn settle_through(&mut self, tick: Tick) {
+        self.pending.clear();
+        self.settled_through = tick;
+        self.highest_predicted = tick;
+    }
+
     /// Ticks held (emitted something, not verified yet).
     pub fn pending_ticks(&self) -> usize {
         self.pending.len()

@@ -115,6 +115,6 @@ mod writer;
 pub use event::{ConfirmedSimEvent, SimEvent, SimEventId, SimEventReceived, SimEventStatus};
 pub use ledger::SimEventLedger;
 pub use plugin::{SimEventAppExt, SimEventError};
-pub(crate) use plugin::{deliver, start_session};
+pub(crate) use plugin::{deliver, settle_through, start_session};
 pub use stats::{SimEventStats, UnregisteredSimEvent};
 pub use writer::SimEvents;

@@ -59,6 +59,7 @@ impl SimEventAppExt for App {
                 type_id: TypeId::of::<E>(),
                 prepare: prepare_outbox::<E>,
                 reset: reset_type::<E>,
+                settle: settle_type::<E>,
                 deliver: deliver_type::<E>,
             });
         self.add_message::<SimEventReceived<E>>()
@@ -97,6 +98,8 @@ struct SimEventHook {
     prepare: fn(&mut World),
     /// Resets the type's ledger (main world), writing the cancellations.
     reset: fn(&mut World),
+    /// Settles the type's ledger through a loaded snapshot's tick (main world).
+    settle: fn(&mut World, Tick),
     /// Collects both worlds and writes the arrivals (main world, predicted, verified).
     deliver: fn(&mut World, WorldRuns, WorldRuns),
 }
@@ -163,6 +166,22 @@ fn drop_unregistered(world: &mut World, sim: &mut World, registered: &[TypeId]) 
                 dropped,
             });
         }
+    }
+}
+
+/// A snapshot of tick `tick` was loaded: every ledger is reset (what the session had announced
+/// is cancelled) and settled through `tick`, so the first predicted run after it is the first
+/// run of its tick ([snapshots](crate::rules#snapshots)).
+pub(crate) fn settle_through(world: &mut World, tick: Tick) {
+    for hook in hooks(world) {
+        (hook.reset)(world);
+        (hook.settle)(world, tick);
+    }
+}
+
+fn settle_type<E: SimEvent>(world: &mut World, tick: Tick) {
+    if let Some(mut ledger) = world.get_resource_mut::<SimEventLedger<E>>() {
+        ledger.settle_through(tick);
     }
 }
 

@@ -547,6 +547,49 @@ impl<I: SimInput> InputBuffer<I> {
     }
 }
 
+impl<I: SimInput> InputBuffer<I> {
+    /// Continues the buffer after tick `tick` from a loaded snapshot
+    /// ([snapshots](crate::rules#snapshots)): every tick up to `tick` counts as confirmed and is
+    /// discarded (its inputs are in the snapshot's world), `inputs` (the confirmed inputs of
+    /// `tick`, one per player; missing ones are `Default`) become the base of repeat-last
+    /// prediction, and confirmations already held for later ticks are kept. A `tick` at or
+    /// before [`discarded_through`](Self::discarded_through) does nothing.
+    pub fn resume_after(&mut self, tick: Tick, inputs: &[I]) {
+        if tick <= self.base {
+            return;
+        }
+        let count = usize::try_from(i64::from(tick) - i64::from(self.base)).unwrap_or(usize::MAX);
+        for (p, track) in self.tracks.iter_mut().enumerate() {
+            let drop = count.min(track.slots.len());
+            track.slots.drain(..drop);
+            let mut through = track.confirmed_through.max(tick);
+            while track
+                .slots
+                .get((through - tick) as usize)
+                .is_some_and(|s| s.confirmed.is_some())
+            {
+                through += 1;
+            }
+            track.confirmed_through = through;
+            track.latest_confirmed = track.latest_confirmed.max(tick);
+            track.base_input = Some(
+                inputs
+                    .get(p)
+                    .cloned()
+                    .unwrap_or_else(|| self.default.clone()),
+            );
+            track.base_disconnected = false;
+        }
+        self.base = tick;
+        self.max_verifiable = self
+            .tracks
+            .iter()
+            .map(|t| t.confirmed_through)
+            .min()
+            .unwrap_or(tick);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,6 +599,32 @@ mod tests {
 
     fn buf(players: u8, capacity: u32) -> Buf {
         InputBuffer::new(players, capacity).expect("valid buffer")
+    }
+
+    #[test]
+    fn resume_after_continues_from_the_next_tick_and_keeps_later_confirmations() {
+        let mut b = buf(2, 16);
+        b.confirm(0, 1, 5).unwrap();
+        b.confirm(0, 12, 7).unwrap();
+        b.confirm(1, 11, 3).unwrap();
+        b.resume_after(10, &[4, 9]);
+        assert_eq!(b.discarded_through(), 10);
+        assert_eq!(b.confirmed_through(0), Some(10));
+        assert_eq!(b.confirmed_through(1), Some(11));
+        assert_eq!(b.max_verifiable_tick(), 10);
+        assert_eq!(b.confirmed(0, 12), Some(&7));
+        // Repeat-last prediction starts from the given inputs.
+        assert_eq!(b.predicted(0, 11), (4, InputStatus::Predicted));
+        assert_eq!(
+            b.confirm(0, 5, 1),
+            Err(InputError::TooOld {
+                tick: 5,
+                discarded_through: 10
+            })
+        );
+        b.confirm(0, 11, 2).unwrap();
+        assert_eq!(b.max_verifiable_tick(), 11);
+        assert_eq!(b.confirmed_through(0), Some(12));
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl<T> SimInput for T where
 }
 
 /// How trustworthy an input value handed to the simulation is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect, Serialize, serde::Deserialize)]
 pub enum InputStatus {
     /// Confirmed by the relay: every peer simulates this exact value for this player and tick.
     Confirmed,

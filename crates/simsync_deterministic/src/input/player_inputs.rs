@@ -16,7 +16,8 @@ use crate::tick::{PlayerIndex, Tick};
 /// this tick (see [disconnected players](crate::rules#disconnected-players)): the same value in
 /// the verified and the predicted world and across re-simulation, so a game may run a bot for a
 /// disconnected player's slot deterministically.
-#[derive(Resource, Debug, Clone, PartialEq)]
+#[derive(Resource, Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(bound = "")]
 pub struct PlayerInputs<I: SimInput> {
     tick: Tick,
     inputs: Vec<I>,

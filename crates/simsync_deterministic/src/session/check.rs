@@ -169,3 +169,22 @@ pub(super) fn report_setup_errors(main: &mut World, registry: &RollbackRegistry)
         main.write_message(RollbackSetupFailed { error });
     }
 }
+
+/// With snapshots enabled, writes a [`RollbackSetupFailed`] ([`SessionError::NotSerializable`])
+/// for every registered type that has no snapshot serializer
+/// ([snapshots](crate::rules#snapshots)).
+pub(super) fn report_unserializable(
+    main: &mut World,
+    verified: &World,
+    registry: &RollbackRegistry,
+) {
+    let types = crate::snapshot::capture::unserializable_types(verified, registry);
+    if let Some(mut stats) = main.get_resource_mut::<SessionStats>() {
+        stats.rollback_setup_errors += types.len() as u64;
+    }
+    for type_name in types {
+        main.write_message(RollbackSetupFailed {
+            error: crate::error::SessionError::NotSerializable { type_name },
+        });
+    }
+}

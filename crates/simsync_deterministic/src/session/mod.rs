@@ -7,6 +7,7 @@ mod check;
 mod divergence;
 mod lifecycle;
 pub(crate) mod net_snapshots;
+mod snapshot;
 mod state;
 mod stats;
 mod steps;
@@ -24,6 +25,7 @@ pub use lifecycle::{
     Connection, LifecycleView, NetworkView, SessionEnd, SessionLifecycle, SessionState,
     SessionStateChanged, SessionStateReason, session_transitions,
 };
+pub use snapshot::{SnapshotAppExt, capture_snapshot, load_snapshot};
 pub use state::DeterministicSession;
 pub use stats::{
     ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,
@@ -51,6 +53,9 @@ pub(crate) fn session_update<I: SimInput>(world: &mut World) {
             &mut worlds.verified.world,
         );
         check::report_setup_errors(world, &worlds.registry);
+        if worlds.registry.snapshots_enabled() {
+            check::report_unserializable(world, &worlds.verified.world, &worlds.registry);
+        }
     }
     run_steps(world, &mut worlds, &mut session);
     world.insert_resource(session);

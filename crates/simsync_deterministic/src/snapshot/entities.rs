@@ -104,15 +104,31 @@ impl ReservedSlots {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct FreeSlot {
     slot: u32,
+    #[serde(with = "generation_bits")]
     next_generation: EntityGeneration,
     freed_at: Tick,
 }
 
-/// The deterministic allocator of simulation entity ids (simulation state, copied by rollback).
-#[derive(Resource, Debug, Clone, PartialEq, Eq)]
+/// An [`EntityGeneration`] in serde form: its bits.
+mod generation_bits {
+    use bevy::ecs::entity::EntityGeneration;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(g: &EntityGeneration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(g.to_bits())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<EntityGeneration, D::Error> {
+        u32::deserialize(d).map(EntityGeneration::from_bits)
+    }
+}
+
+/// The deterministic allocator of simulation entity ids (simulation state, copied by rollback,
+/// saved in snapshots).
+#[derive(Resource, Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SimulationEntities {
     next_unused: u32,
     capacity: u32,

@@ -6,12 +6,16 @@
 //! ([`entities`]), every registered component and resource ([`registry`], [`strategy`]) and
 //! Rapier's state ([`rapier`]).
 
+pub mod capture;
 pub mod coverage;
 pub mod digest;
 pub mod entities;
+pub mod format;
 pub mod rapier;
+pub mod rapier_serial;
 pub mod registry;
 pub mod relationship;
+pub mod serial;
 pub mod setup;
 pub mod strategy;
 
@@ -22,6 +26,10 @@ pub use coverage::NotSimulated;
 pub use entities::{
     Parked, ReservedSlots, SimCommands, SimEntity, SimulationEntities, Synced, WorldRole,
     despawn_simulated_now, spawn_simulated_now,
+};
+pub use format::{
+    DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
+    SnapshotError, SnapshotHeader, SnapshotLimits, WorldSnapshot,
 };
 pub use registry::{RollbackAppExt, RollbackRegistry};
 pub use setup::{RollbackMutability, TryRollbackAppExt};

@@ -2,19 +2,22 @@
 //! checksum hashes.
 
 use std::any::TypeId;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use bevy::ecs::component::Mutable;
 use bevy::ecs::relationship::Relationship;
 use bevy::prelude::*;
 
 use super::relationship::{RelationshipCopier, RelationshipRollback, check_relationship};
+use super::serial::{ComponentSerial, ResourceSerial, serde_component, serde_resource};
 use super::strategy::{
     CloneComponent, CloneResource, ComponentCopier, DigestSource, ResourceCopier, RollbackStrategy,
     sim_hash_fn,
 };
 use crate::checksum::SimHash;
 use crate::error::SessionError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// The registered simulation state of one simulation world.
 ///
@@ -34,6 +37,12 @@ pub struct RollbackRegistry {
     reported: HashSet<String>,
     setup_errors: Vec<SessionError>,
     locked: bool,
+    /// Snapshot serializers by type ([snapshots](crate::rules#snapshots)); a registered type
+    /// without one is serialized by reflection if the world's type registry allows it.
+    pub(crate) component_serials: HashMap<TypeId, ComponentSerial>,
+    pub(crate) resource_serials: HashMap<TypeId, ResourceSerial>,
+    /// Snapshots are enabled: a type without a serializer is a setup error.
+    snapshots: bool,
 }
 
 impl RollbackRegistry {
@@ -57,6 +66,70 @@ impl RollbackRegistry {
         strategy: RollbackStrategy,
     ) -> Result<(), SessionError> {
         self.add_component::<T>(strategy, None, DigestSource::<T>::debug())
+    }
+
+    /// Registers component `T` (not hashed) with its serde form as its snapshot serializer
+    /// ([snapshots](crate::rules#snapshots)).
+    ///
+    /// # Errors
+    /// [`SessionError::SessionStarted`] once the session has started.
+    pub(crate) fn register_serde_component<T>(
+        &mut self,
+        hashed: Option<fn(&T, &mut crate::checksum::StateHasher)>,
+    ) -> Result<(), SessionError>
+    where
+        T: Component<Mutability = Mutable> + Clone + Serialize + DeserializeOwned,
+    {
+        self.add_component::<T>(RollbackStrategy::Clone, hashed, DigestSource::Reflect)?;
+        self.set_component_serial(TypeId::of::<T>(), serde_component::<T>());
+        Ok(())
+    }
+
+    /// Registers resource `R` (including its absence) with its serde form as its snapshot
+    /// serializer ([snapshots](crate::rules#snapshots)).
+    ///
+    /// # Errors
+    /// [`SessionError::SessionStarted`] once the session has started.
+    pub(crate) fn register_serde_resource<R>(
+        &mut self,
+        hashed: Option<fn(&R, &mut crate::checksum::StateHasher)>,
+    ) -> Result<(), SessionError>
+    where
+        R: Resource<Mutability = Mutable> + Clone + Serialize + DeserializeOwned,
+    {
+        self.add_resource::<R>(hashed, DigestSource::Reflect)?;
+        self.set_resource_serial(TypeId::of::<R>(), serde_resource::<R>());
+        Ok(())
+    }
+
+    /// Whether snapshots are enabled ([`DeterministicPlugin::snapshots`](crate::DeterministicPlugin::snapshots)).
+    pub fn snapshots_enabled(&self) -> bool {
+        self.snapshots
+    }
+
+    pub(crate) fn set_snapshots_enabled(&mut self, on: bool) {
+        self.snapshots = on;
+    }
+
+    /// Whether component `type_id` has a snapshot serializer of its own or is reflected as a
+    /// component by `types`.
+    pub(crate) fn component_serializable(
+        &self,
+        type_id: TypeId,
+        types: &bevy::reflect::TypeRegistry,
+    ) -> bool {
+        self.component_serials.contains_key(&type_id)
+            || super::serial::reflects_component(types, type_id)
+    }
+
+    /// Sets the snapshot serializer of a component type (replacing an earlier one).
+    pub(crate) fn set_component_serial(&mut self, type_id: TypeId, serial: ComponentSerial) {
+        self.component_serials.insert(type_id, serial);
+    }
+
+    /// Sets the snapshot serializer of a resource type (replacing an earlier one).
+    pub(crate) fn set_resource_serial(&mut self, type_id: TypeId, serial: ResourceSerial) {
+        self.resource_serials.insert(type_id, serial);
     }
 
     /// Registers component `T`, copied by `strategy` and part of checksums.
@@ -347,6 +420,26 @@ pub trait RollbackAppExt {
     fn rollback_hashed_resource<R: Resource<Mutability = Mutable> + Clone + SimHash>(
         &mut self,
     ) -> &mut Self;
+    /// Rolls back component `T` by cloning (not part of checksums) and saves it in snapshots
+    /// with its serde form ([snapshots](crate::rules#snapshots)).
+    fn rollback_component_serde<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = Mutable> + Clone + Serialize + DeserializeOwned;
+    /// Rolls back component `T` by cloning, includes it in checksums, and saves it in
+    /// snapshots with its serde form.
+    fn rollback_hashed_component_serde<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = Mutable> + Clone + SimHash + Serialize + DeserializeOwned;
+    /// Rolls back resource `R` (including its absence; not part of checksums) and saves it in
+    /// snapshots with its serde form.
+    fn rollback_resource_serde<R>(&mut self) -> &mut Self
+    where
+        R: Resource<Mutability = Mutable> + Clone + Serialize + DeserializeOwned;
+    /// Rolls back resource `R` (including its absence), includes it in checksums, and saves
+    /// it in snapshots with its serde form.
+    fn rollback_hashed_resource_serde<R>(&mut self) -> &mut Self
+    where
+        R: Resource<Mutability = Mutable> + Clone + SimHash + Serialize + DeserializeOwned;
     /// Allows component `T` on simulation entities without rolling it back (no warning).
     fn ignore_rollback_component<T: Component>(&mut self) -> &mut Self;
     /// Allows simulation systems to read resource `R` without rolling it back (constant
@@ -391,6 +484,42 @@ impl RollbackAppExt for App {
         &mut self,
     ) -> &mut Self {
         with_registry(self, |r| r.register_hashed_resource::<R>());
+        self
+    }
+
+    fn rollback_component_serde<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = Mutable> + Clone + Serialize + DeserializeOwned,
+    {
+        with_registry(self, |r| r.register_serde_component::<T>(None));
+        self
+    }
+
+    fn rollback_hashed_component_serde<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = Mutable> + Clone + SimHash + Serialize + DeserializeOwned,
+    {
+        with_registry(self, |r| {
+            r.register_serde_component::<T>(Some(sim_hash_fn::<T>()))
+        });
+        self
+    }
+
+    fn rollback_resource_serde<R>(&mut self) -> &mut Self
+    where
+        R: Resource<Mutability = Mutable> + Clone + Serialize + DeserializeOwned,
+    {
+        with_registry(self, |r| r.register_serde_resource::<R>(None));
+        self
+    }
+
+    fn rollback_hashed_resource_serde<R>(&mut self) -> &mut Self
+    where
+        R: Resource<Mutability = Mutable> + Clone + SimHash + Serialize + DeserializeOwned,
+    {
+        with_registry(self, |r| {
+            r.register_serde_resource::<R>(Some(sim_hash_fn::<R>()))
+        });
         self
     }
 

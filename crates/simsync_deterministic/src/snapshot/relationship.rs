@@ -19,9 +19,11 @@ use bevy::ecs::relationship::{Relationship, RelationshipSourceCollection, Relati
 use bevy::prelude::*;
 
 use super::entities::{ReservedSlots, Synced};
+use super::format::{RelationshipBlock, RelationshipTarget as SavedTarget};
 use super::strategy::{CachedQuery, TickMap, state_for};
 use crate::checksum::StateHasher;
 use crate::error::RelationshipRefusal;
+use bevy::ecs::change_detection::Tick as ChangeTick;
 
 /// One registered relationship type: restore and hash.
 pub(crate) trait RelationshipCopier: Send + Sync {
@@ -33,6 +35,22 @@ pub(crate) trait RelationshipCopier: Send + Sync {
     /// Hashes `entity`'s side of the relationship: its target and its sources, in order, as
     /// slots and generations.
     fn hash(&self, world: &World, entity: Entity, slots: &ReservedSlots, hasher: &mut StateHasher);
+    /// The relationship among `entities` (a snapshot's synchronized entities): each target
+    /// with its sources in order (only sources among `entities`), change ticks as offsets from
+    /// `mark`.
+    fn save(&self, world: &World, entities: &[Entity], mark: ChangeTick) -> RelationshipBlock;
+    /// Rebuilds the relationship from `block` in a world whose sources have none (just
+    /// loaded): inserts it on every source in each target's order, then gives the targets
+    /// their ticks (offsets from `mark`, at most `now`).
+    ///
+    /// # Errors
+    /// A source or target that is not an entity of `world`.
+    fn load(
+        &self,
+        world: &mut World,
+        block: &RelationshipBlock,
+        ticks: &dyn Fn(i32) -> ChangeTick,
+    ) -> Result<(), String>;
 }
 
 /// The checks a relationship must pass before it is registered: a target that is not
@@ -209,6 +227,74 @@ impl<R: Relationship + Clone + PartialEq> RelationshipCopier for RelationshipRol
             hasher.write_u32(u32::MAX);
         }
     }
+
+    fn save(&self, world: &World, entities: &[Entity], mark: ChangeTick) -> RelationshipBlock {
+        let included: BTreeSet<Entity> = entities.iter().copied().collect();
+        let mut targets = Vec::new();
+        for entity in entities {
+            let Some(target) = world.entity(*entity).get_ref::<TargetOf<R>>() else {
+                continue;
+            };
+            let sources = target
+                .iter()
+                .filter(|s| included.contains(s))
+                .map(|source| {
+                    let ticks = world
+                        .entity(source)
+                        .get_ref::<R>()
+                        .map(|r| {
+                            (
+                                tick_offset(r.last_changed(), mark),
+                                tick_offset(r.added(), mark),
+                            )
+                        })
+                        .unwrap_or_default();
+                    (source, ticks)
+                })
+                .collect();
+            targets.push(SavedTarget {
+                target: *entity,
+                ticks: (
+                    tick_offset(target.last_changed(), mark),
+                    tick_offset(target.added(), mark),
+                ),
+                sources,
+            });
+        }
+        RelationshipBlock { targets }
+    }
+
+    fn load(
+        &self,
+        world: &mut World,
+        block: &RelationshipBlock,
+        ticks: &dyn Fn(i32) -> ChangeTick,
+    ) -> Result<(), String> {
+        for saved in &block.targets {
+            if world.get_entity(saved.target).is_err() {
+                return Err(format!("target {} is not an entity", saved.target));
+            }
+            for (source, _) in &saved.sources {
+                world
+                    .get_entity_mut(*source)
+                    .map_err(|e| e.to_string())?
+                    .insert(R::from(saved.target));
+            }
+        }
+        world.flush();
+        for saved in &block.targets {
+            if let Some(mut restored) = world.get_mut::<TargetOf<R>>(saved.target) {
+                restored.set_last_changed(ticks(saved.ticks.0));
+                restored.set_last_added(ticks(saved.ticks.1));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The offset of `tick` from `mark`, as snapshots store change ticks.
+pub(crate) fn tick_offset(tick: ChangeTick, mark: ChangeTick) -> i32 {
+    tick.get().wrapping_sub(mark.get()) as i32
 }
 
 /// One world's relationship state between [`Synced`] entities: target lists keep only synced

@@ -188,12 +188,53 @@ fn registry(app: &mut App) -> Mut<'_, RollbackRegistry> {
         .get_resource_or_insert_with(RollbackRegistry::default)
 }
 
+/// With snapshots enabled, refuses a just registered component `T` that has no snapshot
+/// serializer and is not reflected as a component by the world's type registry.
+fn check_serializable<T: 'static>(app: &mut App) -> Result<(), SessionError> {
+    let world = app.world();
+    let Some(registry) = world.get_resource::<RollbackRegistry>() else {
+        return Ok(());
+    };
+    if !registry.snapshots_enabled() {
+        return Ok(());
+    }
+    let types = world
+        .get_resource::<AppTypeRegistry>()
+        .cloned()
+        .unwrap_or_default();
+    if registry.component_serializable(std::any::TypeId::of::<T>(), &types.read()) {
+        Ok(())
+    } else {
+        Err(SessionError::NotSerializable {
+            type_name: std::any::type_name::<T>(),
+        })
+    }
+}
+
+/// With snapshots enabled, refuses a just registered resource `R` without a serializer.
+fn check_serializable_resource<R: 'static>(app: &mut App) -> Result<(), SessionError> {
+    let Some(registry) = app.world().get_resource::<RollbackRegistry>() else {
+        return Ok(());
+    };
+    if registry.snapshots_enabled()
+        && !registry
+            .resource_serials
+            .contains_key(&std::any::TypeId::of::<R>())
+    {
+        return Err(SessionError::NotSerializable {
+            type_name: std::any::type_name::<R>(),
+        });
+    }
+    Ok(())
+}
+
 impl TryRollbackAppExt for App {
     fn try_rollback_component<T: Component + Clone>(&mut self) -> Result<&mut Self, SessionError>
     where
         T::Mutability: RollbackMutability,
     {
         <T::Mutability as RollbackMutability>::register_component::<T>(&mut registry(self))?;
+        check_serializable::<T>(self)?;
         Ok(self)
     }
 
@@ -204,6 +245,7 @@ impl TryRollbackAppExt for App {
         T::Mutability: RollbackMutability,
     {
         <T::Mutability as RollbackMutability>::register_hashed_component::<T>(&mut registry(self))?;
+        check_serializable::<T>(self)?;
         Ok(self)
     }
 
@@ -212,6 +254,7 @@ impl TryRollbackAppExt for App {
         R::Mutability: RollbackMutability,
     {
         <R::Mutability as RollbackMutability>::register_resource::<R>(&mut registry(self))?;
+        check_serializable_resource::<R>(self)?;
         Ok(self)
     }
 
@@ -222,6 +265,7 @@ impl TryRollbackAppExt for App {
         R::Mutability: RollbackMutability,
     {
         <R::Mutability as RollbackMutability>::register_hashed_resource::<R>(&mut registry(self))?;
+        check_serializable_resource::<R>(self)?;
         Ok(self)
     }
 

@@ -85,6 +85,7 @@ pub(crate) trait ComponentCopier: Send + Sync {
 
 /// One registered resource type.
 pub(crate) trait ResourceCopier: Send + Sync {
+    fn type_id(&self) -> TypeId;
     fn type_name(&self) -> &'static str;
     fn copy(&self, src: &World, dst: &mut World, map: TickMap);
     fn hash(&self, world: &World, hasher: &mut StateHasher);
@@ -275,6 +276,10 @@ impl<R: Resource<Mutability = Mutable> + Clone> CloneResource<R> {
 }
 
 impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource<R> {
+    fn type_id(&self) -> TypeId {
+        TypeId::of::<R>()
+    }
+
     fn type_name(&self) -> &'static str {
         std::any::type_name::<R>()
     }

@@ -105,6 +105,13 @@ impl<I: SimInput> InputSource<I> {
         self.local_tick
     }
 
+    /// Continues the input path after a snapshot of tick `tick` was loaded: the next local
+    /// input polled is for `tick + 1` (the local tick becomes `tick - input_delay` unless it is
+    /// already later).
+    pub(crate) fn resume_after(&mut self, tick: Tick, input_delay: Tick) {
+        self.local_tick = self.local_tick.max(tick - input_delay).max(0);
+    }
+
     /// Brings `local` up to date: every player in a local session, the welcomed slot (or none
     /// yet) in a networked one ([local players](crate::rules#local-players)). Writes only on a
     /// change, so `Changed<LocalPlayers>`-style checks see real changes.
