@@ -76,11 +76,23 @@ pub fn client_app_of(
     window: u32,
     tick_rate_hz: u32,
 ) -> App {
+    client_app_configured(game, players, network, window, tick_rate_hz, |p| p)
+}
+
+/// [`client_app_of`] with `configure` applied to the plugin last.
+pub fn client_app_configured(
+    game: impl Plugin + Clone,
+    players: u8,
+    network: NetworkSessionConfig,
+    window: u32,
+    tick_rate_hz: u32,
+    configure: impl FnOnce(DeterministicPlugin<PackedInput>) -> DeterministicPlugin<PackedInput>,
+) -> App {
     let rate = TickRate::new(tick_rate_hz).expect("valid tick rate");
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
-        .add_plugins(
+        .add_plugins(configure(
             DeterministicPlugin::<PackedInput>::new(game)
                 .players(players)
                 .tick_rate(rate)
@@ -90,7 +102,7 @@ pub fn client_app_of(
                     ticks_per_update: 1,
                 })
                 .networked(network),
-        )
+        ))
         .add_systems(PreUpdate, feed.before(DeterministicSet::SessionUpdate));
     app
 }

@@ -424,3 +424,129 @@ fn a_buddy_that_tampered_its_bytes_is_caught_by_the_joiner_and_the_relay_asks_ag
     assert_eq!(r.snapshots.lying[1], 0);
     assert!(r.snapshots.requests >= 2, "asked again: {:?}", r.snapshots);
 }
+
+// --- Late join with the snapshot core (real capture and load) ---------------------------------
+
+/// A client with snapshots on in both the plugin (the core's capture/load hooks) and the
+/// network config.
+fn snapshot_client(h: &Harness, game: TestGame, id: u64) -> App {
+    let players = game.players;
+    let net = NetworkSessionConfig {
+        snapshots: true,
+        ..NetworkSessionConfig::default()
+    };
+    let mut client = super::harness::client_app_configured(game, players, net, 60, 64, |p| {
+        p.snapshots(simsync::deterministic::SnapshotLimits::default())
+    });
+    client.insert_net_client(h.network.client_transport(id).expect("client"));
+    client.finish();
+    client.cleanup();
+    client
+}
+
+/// A relay of `players` slots starting with 2 that serves snapshots and reads their headers,
+/// and 2 snapshot clients of `game` over `link`.
+fn core_harness(game: TestGame, link: LinkConditionerConfig) -> Harness {
+    let relay = DeterministicServerPlugin::new::<PackedInput>(game.players, 64)
+        .reconnect_seed(11)
+        .start_players(2)
+        .snapshots(SnapshotServing::default())
+        .header_reader(simsync::deterministic::read_snapshot_header);
+    let mut h = Harness::with_relay(game.clone(), link, NetworkSessionConfig::default(), 60, relay);
+    h.clients.clear();
+    for id in 1..=2 {
+        let client = snapshot_client(&h, game.clone(), 10 + id);
+        h.clients.push(client);
+    }
+    h
+}
+
+/// What the joiner's checksums and the players' share: (common ticks, mismatches, first
+/// verified tick of the joiner).
+fn agreement(h: &Harness, joiner: usize) -> (usize, usize, i32) {
+    let mine = h.stats(joiner).checksum_history;
+    let first = mine.first().map_or(i32::MAX, |c| c.tick);
+    let mut common = 0;
+    let mut mismatches = 0;
+    for other in (0..h.clients.len()).filter(|c| *c != joiner) {
+        let theirs: std::collections::HashMap<i32, u64> = h
+            .stats(other)
+            .checksum_history
+            .iter()
+            .map(|c| (c.tick, c.checksum))
+            .collect();
+        for c in &mine {
+            if let Some(checksum) = theirs.get(&c.tick) {
+                common += 1;
+                if *checksum != c.checksum {
+                    mismatches += 1;
+                }
+            }
+        }
+    }
+    (common / (h.clients.len() - 1), mismatches, first)
+}
+
+/// Two players of `game` over `link`; a third joins a free slot at tick `join_at`, loads the
+/// buddy's snapshot and plays until everyone verified `join_at + play`. Returns the harness
+/// (the joiner is its client 2), the update the joiner was added at and the update of its first
+/// verified tick.
+fn core_late_join(
+    game: TestGame,
+    link: LinkConditionerConfig,
+    join_at: i32,
+    play: i32,
+) -> (Harness, u32, u32) {
+    let mut h = core_harness(game.clone(), link);
+    h.run_until_verified(join_at, 3_000);
+    let joiner = snapshot_client(&h, game, 9);
+    h.clients.push(joiner);
+    let mut first_verified = None;
+    for update in 1..=4_000u32 {
+        h.step();
+        if first_verified.is_none() && !h.stats(2).checksum_history.is_empty() {
+            first_verified = Some(update);
+        }
+        if (0..3).all(|c| h.stats(c).verified_tick >= join_at + play) {
+            break;
+        }
+    }
+    for _ in 0..10 {
+        h.step();
+    }
+    let first = first_verified.expect("the joiner verified a tick");
+    (h, 0, first)
+}
+
+fn lossy_link() -> LinkConditionerConfig {
+    LinkConditionerConfig::PERFECT
+        .with_latency(20, 5)
+        .with_loss(2.0)
+}
+
+#[test]
+fn a_late_joiner_loads_the_buddys_snapshot_and_agrees_from_its_first_verified_tick() {
+    let game = TestGame {
+        boxes: 20,
+        players: 3,
+        ..TestGame::default()
+    };
+    let (h, _, first_update) = core_late_join(game, lossy_link(), 150, 200);
+    let net = h.stats(2).network.expect("networked");
+    assert_eq!(net.slot, Some(2));
+    assert_eq!(net.snapshots.loaded, 1, "{:?}", net.snapshots);
+    assert_eq!(net.snapshots.refused, 0, "{:?}", net.snapshots);
+    let loaded = net.snapshots.loaded_tick.expect("a loaded tick");
+    assert!(loaded >= 150, "a recent verified snapshot: {loaded}");
+    let r = h.relay();
+    assert_eq!(r.late_joins, vec![0, 0, 1], "{r:?}");
+    assert_eq!(r.snapshots.served, 1, "{:?}", r.snapshots);
+    let (common, mismatches, first) = agreement(&h, 2);
+    assert_eq!(first, loaded + 1, "verified from the tick after the snapshot");
+    assert!(common > 100, "common ticks {common}");
+    assert_eq!(mismatches, 0, "of {common}");
+    println!(
+        "late join (20 boxes): snapshot of tick {loaded} ({} bytes), first verified {first} after {first_update} updates, {common} common ticks",
+        r.snapshots.bytes_forwarded
+    );
+}

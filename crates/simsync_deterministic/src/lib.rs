@@ -88,7 +88,8 @@ pub use relay_server::plugin::DeterministicServerPlugin;
 pub use relay_server::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, SnapshotStats};
 pub use relay_server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
-    DroppedInputs, RateLimited, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
+    DroppedInputs, HeaderReader, RateLimited, RelayLimits, RelayServer, RelayServerConfig,
+    RelayStats, read_snapshot_header,
 };
 pub use restart::restart_session;
 pub use schedule::{

@@ -304,6 +304,11 @@ impl<I: SimInput> DeterministicPlugin<I> {
         app.insert_state(lifecycle.state);
         if let Some(limits) = self.snapshots {
             app.insert_resource(limits);
+            // The snapshot core's capture and load for a networked client's exchange, unless
+            // the app brought its own hooks.
+            if !app.world().contains_resource::<crate::SnapshotHooks>() {
+                app.insert_resource(crate::SnapshotHooks::core::<I>(limits.max_bytes));
+            }
         }
         app.register_type::<crate::snapshot::SnapshotLimits>();
         app.insert_resource(session)

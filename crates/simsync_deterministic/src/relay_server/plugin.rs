@@ -5,7 +5,7 @@ use simsync_net::bevy_renet::{RenetReceive, RenetServer};
 use simsync_net::{NetClock, TickAccumulator};
 
 use super::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS, HeaderReader,
     LyingSnapshot, RelayEvent, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
     SnapshotServed, SnapshotServing,
 };
@@ -19,6 +19,8 @@ pub struct DeterministicServerPlugin {
     config: RelayServerConfig,
     /// Builds the relay for the game's input type.
     relay: fn(RelayServerConfig) -> RelayServer,
+    /// How the relay reads a snapshot's header (`None`: it takes the buddy's word).
+    read_header: Option<HeaderReader>,
 }
 
 impl DeterministicServerPlugin {
@@ -46,6 +48,7 @@ impl DeterministicServerPlugin {
                 snapshots: None,
             },
             relay: RelayServer::new::<I>,
+            read_header: None,
         }
     }
 
@@ -95,6 +98,15 @@ impl DeterministicServerPlugin {
         self
     }
 
+    /// Makes the relay read the tick and checksum of every forwarded snapshot's header with
+    /// `read` and refuse one that contradicts its buddy's word
+    /// ([`RelayServer::with_header_reader`]); [`read_snapshot_header`](super::read_snapshot_header)
+    /// is the snapshot core's reader.
+    pub fn header_reader(mut self, read: HeaderReader) -> Self {
+        self.read_header = Some(read);
+        self
+    }
+
     /// Serves snapshots ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)): a new
     /// player may take a free slot of the running session, and a player whose missing confirmed
     /// sets are gone gets a snapshot instead of `Behind`. The clients must enable snapshots too
@@ -131,7 +143,11 @@ impl Default for ServerClock {
 
 impl Plugin for DeterministicServerPlugin {
     fn build(&self, app: &mut App) {
-        app.insert_resource((self.relay)(self.config.clone()))
+        let mut relay = (self.relay)(self.config.clone());
+        if let Some(read) = self.read_header {
+            relay = relay.with_header_reader(read);
+        }
+        app.insert_resource(relay)
             .init_resource::<RelayStats>()
             .init_resource::<ServerClock>()
             .add_message::<SnapshotServed>()

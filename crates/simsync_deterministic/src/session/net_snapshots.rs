@@ -48,6 +48,43 @@ pub struct SnapshotHooks {
     pub max_bytes: usize,
 }
 
+impl SnapshotHooks {
+    /// The snapshot core's capture ([`capture_snapshot`](crate::capture_snapshot), encoded) and
+    /// load ([`WorldSnapshot::decode`](crate::WorldSnapshot::decode) within `max_bytes`, then
+    /// [`load_snapshot`](crate::load_snapshot), then the loaded verified world's checksum) for
+    /// input type `I`.
+    pub fn core<I: SimInput>(max_bytes: usize) -> Self {
+        Self {
+            capture: core_capture::<I>,
+            load: core_load::<I>,
+            max_bytes,
+        }
+    }
+}
+
+fn core_capture<I: SimInput>(world: &mut World) -> Result<CapturedSnapshot, String> {
+    let snapshot = crate::capture_snapshot::<I>(world).map_err(|e| e.to_string())?;
+    Ok(CapturedSnapshot {
+        tick: snapshot.header.tick,
+        checksum: snapshot.header.checksum,
+        bytes: snapshot.encode(),
+    })
+}
+
+fn core_load<I: SimInput>(
+    world: &mut World,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<(Tick, u64), String> {
+    let snapshot = crate::WorldSnapshot::decode(bytes, max_bytes).map_err(|e| e.to_string())?;
+    let tick = crate::load_snapshot::<I>(world, &snapshot).map_err(|e| e.to_string())?;
+    let checksum = world
+        .get_resource_mut::<crate::SimulationWorlds>()
+        .ok_or_else(|| "no simulation worlds".to_string())?
+        .verified_checksum();
+    Ok((tick, checksum))
+}
+
 /// The exchange system (see the module docs); runs after the session update.
 pub(crate) fn exchange_snapshots<I: SimInput>(world: &mut World) {
     let Some(hooks) = world.get_resource::<SnapshotHooks>().copied() else {
