@@ -550,3 +550,33 @@ fn a_late_joiner_loads_the_buddys_snapshot_and_agrees_from_its_first_verified_ti
         r.snapshots.bytes_forwarded
     );
 }
+
+#[test]
+fn a_late_joiner_of_a_1000_body_rapier_scene_loads_the_snapshot_and_agrees_under_loss() {
+    // 1,000 boxes in 20 piles of 5×5×2 (resting, most fall asleep) plus 3 balls and the ground.
+    let game = TestGame {
+        boxes: 1_000,
+        players: 3,
+        ..TestGame::default()
+    };
+    let (h, _, first_update) = core_late_join(game, lossy_link(), 150, 120);
+    let net = h.stats(2).network.expect("networked");
+    assert_eq!(net.snapshots.loaded, 1, "{:?}", net.snapshots);
+    assert_eq!(net.snapshots.refused, 0, "{:?}", net.snapshots);
+    let loaded = net.snapshots.loaded_tick.expect("a loaded tick");
+    let r = h.relay();
+    assert_eq!(r.snapshots.served, 1, "{:?}", r.snapshots);
+    assert!(
+        r.snapshots.bytes_forwarded > 1_000 * 64,
+        "the bodies are in it: {}",
+        r.snapshots.bytes_forwarded
+    );
+    let (common, mismatches, first) = agreement(&h, 2);
+    assert_eq!(first, loaded + 1);
+    assert!(common > 100, "common ticks {common}");
+    assert_eq!(mismatches, 0, "of {common}");
+    println!(
+        "late join (1,000 boxes): snapshot of tick {loaded} ({} bytes), first verified {first} after {first_update} updates, {common} common ticks",
+        r.snapshots.bytes_forwarded
+    );
+}
