@@ -80,6 +80,7 @@ fn client_app(
                 })
                 .verify_predictions(session.verify_predictions)
                 .max_simulation_entities(entities)
+                .snapshots(simsync::deterministic::SnapshotLimits::default())
                 .networked(NetworkSessionConfig {
                     name,
                     rejoin: session.rejoin,
@@ -112,7 +113,8 @@ fn server_app(players: u8, start_players: u8, transport: ServerTransport, log: L
         .add_plugins(
             DeterministicServerPlugin::new::<PackedInput>(players, HZ as u16)
                 .start_players(start_players)
-                .snapshots(SnapshotServing::default()),
+                .snapshots(SnapshotServing::default())
+                .header_reader(simsync::deterministic::read_snapshot_header),
         )
         .insert_net_server(transport);
     app.finish();

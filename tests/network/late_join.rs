@@ -452,7 +452,13 @@ fn core_harness(game: TestGame, link: LinkConditionerConfig) -> Harness {
         .start_players(2)
         .snapshots(SnapshotServing::default())
         .header_reader(simsync::deterministic::read_snapshot_header);
-    let mut h = Harness::with_relay(game.clone(), link, NetworkSessionConfig::default(), 60, relay);
+    let mut h = Harness::with_relay(
+        game.clone(),
+        link,
+        NetworkSessionConfig::default(),
+        60,
+        relay,
+    );
     h.clients.clear();
     for id in 1..=2 {
         let client = snapshot_client(&h, game.clone(), 10 + id);
@@ -542,7 +548,11 @@ fn a_late_joiner_loads_the_buddys_snapshot_and_agrees_from_its_first_verified_ti
     assert_eq!(r.late_joins, vec![0, 0, 1], "{r:?}");
     assert_eq!(r.snapshots.served, 1, "{:?}", r.snapshots);
     let (common, mismatches, first) = agreement(&h, 2);
-    assert_eq!(first, loaded + 1, "verified from the tick after the snapshot");
+    assert_eq!(
+        first,
+        loaded + 1,
+        "verified from the tick after the snapshot"
+    );
     assert!(common > 100, "common ticks {common}");
     assert_eq!(mismatches, 0, "of {common}");
     println!(

@@ -73,7 +73,7 @@ use checksums::{ChecksumRefusal, ChecksumVotes};
 use limits::Limited;
 pub use limits::{RateLimited, RelayLimits};
 use seats::{Seat, SlotView, choose_seat};
-use snapshots::{Candidate, Phase, Transfer, Verdict, check_snapshot, pick_buddy};
+use snapshots::{Candidate, Phase, Stall, Transfer, Verdict, check_snapshot, pick_buddy};
 pub use snapshots::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, SnapshotStats};
 
 mod checksums;

@@ -10,7 +10,7 @@ use simsync_net::renet::ClientId;
 use super::{
     Candidate, CaughtBy, ChunkError, LyingSnapshot, Phase, RelayEvent, RelayServer, SERVED_MEMORY,
     Served, ServerMessage, ServerNetExt, SessionServerMessage, SnapshotAssembly, SnapshotChunk,
-    SnapshotServed, Transfer, Verdict, check_snapshot, pick_buddy,
+    SnapshotServed, Stall, Transfer, Verdict, check_snapshot, pick_buddy,
 };
 use crate::tick::Tick;
 
@@ -36,9 +36,16 @@ impl RelayServer {
             let buddy_gone = transfer
                 .buddy()
                 .is_some_and(|b| !self.slots[usize::from(b)].connected());
-            let stalled = !matches!(transfer.phase, Phase::NoBuddy | Phase::Forwarding { .. })
-                && self.now.saturating_sub(transfer.since) >= timeout;
-            if buddy_gone || stalled {
+            let stall = transfer.stall(self.now, timeout);
+            if stall == Some(Stall::Forwarding) {
+                self.stats.snapshots.forwarding_stalls += 1;
+                warn!(
+                    "relay: the snapshot for player {} made no progress for {timeout:?}; \
+                     asking again",
+                    transfer.joiner
+                );
+                transfer.restart(self.now);
+            } else if buddy_gone || stall == Some(Stall::Buddy) {
                 self.stats.snapshots.abandoned += 1;
                 warn!(
                     "relay: snapshot buddy {:?} for player {} is gone or too slow; asking another",
@@ -55,7 +62,11 @@ impl RelayServer {
                 Phase::Receiving { .. } => {}
                 Phase::Verifying { .. } => self.verify(transfer, &joining),
                 Phase::Forwarding { .. } => {
-                    self.forward(server, transfer, serving.bytes_per_update)
+                    let before = self.stats.snapshots.bytes_forwarded;
+                    self.forward(server, transfer, serving.bytes_per_update);
+                    if self.stats.snapshots.bytes_forwarded > before {
+                        transfer.since = self.now; // progress
+                    }
                 }
             }
         }
@@ -160,6 +171,7 @@ impl RelayServer {
                             chunks,
                             next: 0,
                         };
+                        transfer.since = self.now;
                     }
                     Err(error) => {
                         warn!("relay: verified snapshot not split: {error}");

@@ -20,8 +20,9 @@ pub struct SnapshotServing {
     /// chunk, before anything is allocated.
     pub max_bytes: usize,
     /// Milliseconds a buddy may take between two chunks (and the relay may wait for the other
-    /// clients' checksums of the snapshot's tick) before the relay asks another client
-    /// (default 5,000).
+    /// clients' checksums of the snapshot's tick) before the relay asks another client, and a
+    /// verified snapshot may stay without progress towards the joiner before the relay drops it
+    /// and asks again (default 5,000).
     pub timeout_ms: u32,
     /// Snapshot bytes forwarded to a joiner per relay update, at most (default 32,000; renet
     /// puts at most `BYTES_PER_UPDATE` = 60,000 on the wire per connection and update, shared
@@ -48,6 +49,9 @@ pub struct SnapshotStats {
     pub served: u64,
     /// Snapshot bytes forwarded to joiners.
     pub bytes_forwarded: u64,
+    /// Transfers whose forwarding to the joiner made no progress for `timeout_ms` (the
+    /// snapshot was dropped and requested again).
+    pub forwarding_stalls: u64,
     /// Transfers abandoned because the buddy took longer than `timeout_ms` (or the checksums
     /// of its tick never came), or answered `SnapshotUnavailable`.
     pub abandoned: u64,
@@ -138,6 +142,15 @@ pub(crate) struct Transfer {
     pub retry_at: Duration,
 }
 
+/// Why a transfer is given up ([`Transfer::stall`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stall {
+    /// The buddy (or the checksums to check its snapshot) took too long: ask another.
+    Buddy,
+    /// The verified snapshot did not reach the joiner in time: ask again.
+    Forwarding,
+}
+
 /// The pause after a failed buddy before the next is asked.
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
@@ -161,6 +174,30 @@ impl Transfer {
             | Phase::Verifying { buddy, .. }
             | Phase::Forwarding { buddy, .. } => Some(*buddy),
         }
+    }
+
+    /// What to do about a transfer that made no progress for `timeout` by `now`: nothing while
+    /// no buddy is asked (or progress is recent); [`Stall::Buddy`] when the buddy is slow to
+    /// send or the others' checksums of its tick are late; [`Stall::Forwarding`] when a
+    /// verified snapshot has not moved to the joiner (its channel stayed full, or it is not
+    /// connected).
+    pub(crate) fn stall(&self, now: Duration, timeout: Duration) -> Option<Stall> {
+        if now.saturating_sub(self.since) < timeout {
+            return None;
+        }
+        match self.phase {
+            Phase::NoBuddy => None,
+            Phase::Receiving { .. } | Phase::Verifying { .. } => Some(Stall::Buddy),
+            Phase::Forwarding { .. } => Some(Stall::Forwarding),
+        }
+    }
+
+    /// Forwarding stalled: the snapshot is dropped and a new one requested after the pause; the
+    /// buddy is not blamed (it may be asked again).
+    pub(crate) fn restart(&mut self, now: Duration) {
+        self.phase = Phase::NoBuddy;
+        self.since = now;
+        self.retry_at = now + RETRY_PAUSE;
     }
 
     /// The current buddy failed: it is not asked again in this transfer, and another is.
@@ -252,6 +289,46 @@ mod tests {
         joining: false,
         ack: 100,
     };
+
+    fn forwarding(now: Duration) -> Transfer {
+        let mut transfer = Transfer::new(2, Duration::ZERO);
+        transfer.phase = Phase::Forwarding {
+            buddy: 0,
+            tick: 40,
+            bytes: 10,
+            chunks: Vec::new(),
+            next: 0,
+        };
+        transfer.since = now;
+        transfer
+    }
+
+    #[test]
+    fn a_transfer_stuck_forwarding_is_restarted_after_the_timeout_without_blaming_the_buddy() {
+        let timeout = Duration::from_secs(5);
+        let mut transfer = forwarding(Duration::from_secs(1));
+        assert_eq!(transfer.stall(Duration::from_millis(5_999), timeout), None);
+        let now = Duration::from_secs(6);
+        assert_eq!(transfer.stall(now, timeout), Some(Stall::Forwarding));
+        transfer.restart(now);
+        assert!(matches!(transfer.phase, Phase::NoBuddy));
+        assert!(transfer.tried.is_empty(), "the buddy may be asked again");
+        assert_eq!(transfer.retry_at, now + RETRY_PAUSE);
+        assert_eq!(transfer.stall(now + timeout * 2, timeout), None);
+    }
+
+    #[test]
+    fn a_slow_buddy_stalls_as_the_buddys_fault() {
+        let timeout = Duration::from_secs(5);
+        let mut transfer = Transfer::new(2, Duration::ZERO);
+        transfer.phase = Phase::Receiving {
+            buddy: 1,
+            request: 3,
+            assembly: SnapshotAssembly::new(3, 1_000),
+        };
+        assert_eq!(transfer.stall(Duration::from_secs(4), timeout), None);
+        assert_eq!(transfer.stall(timeout, timeout), Some(Stall::Buddy));
+    }
 
     #[test]
     fn the_buddy_is_the_connected_player_with_the_most_acknowledged() {
