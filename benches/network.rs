@@ -121,6 +121,8 @@ impl Rig {
             limits,
             silence_timeout_ms: simsync::deterministic::DEFAULT_SILENCE_TIMEOUT_MS,
             reconnect_seed: Some(7),
+            start_players: players,
+            snapshots: None,
         });
         let clients = (0..players)
             .map(|i| {

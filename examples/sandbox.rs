@@ -71,14 +71,21 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Serve(args) if args.ownership => return ownership::run_udp_server(&args),
         Command::Join(args) if args.ownership => return ownership::run_udp_client(&args),
         Command::Network(args) => {
+            // A late joiner takes one more slot: the scene needs a spawn for it.
+            let slots = args.session.players + u8::from(args.late_join_at.is_some());
             let (game, trace) = load_session(
                 args.session.scene.as_deref(),
                 args.session.trace.as_deref(),
-                args.session.players,
+                slots,
             )?;
             network::run_in_process(&args, game, trace)
         }
-        Command::Serve(args) => network::run_server(&args.run, args.players, args.bind),
+        Command::Serve(args) => network::run_server(
+            &args.run,
+            args.players,
+            args.start_players.unwrap_or(args.players),
+            args.bind,
+        ),
         Command::Join(args) => run_join(&args),
         Command::Diff(args) => {
             return match network::run_diff(&args.a, &args.b)? {

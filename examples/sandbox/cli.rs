@@ -167,6 +167,11 @@ pub struct NetworkArgs {
     /// Write desync dumps into this directory [default with --plant-desync: desync-dumps].
     #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
     pub dump_dir: Option<PathBuf>,
+    /// Late join: the relay gets one slot more than --players and starts with --players; a
+    /// further client joins the running session once the others verified TICK, loads a
+    /// snapshot served by one of them, and must agree from its first verified tick.
+    #[arg(long, value_name = "TICK", value_parser = clap::value_parser!(u32).range(1..))]
+    pub late_join_at: Option<u32>,
 }
 
 /// `sandbox diff`.
@@ -216,6 +221,10 @@ pub struct ServeArgs {
     /// Relay server: players to wait for (every `join` must give the same --players).
     #[arg(long, default_value_t = 2, conflicts_with = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
     pub players: u8,
+    /// Relay server: start once this many players joined (default: --players); the other
+    /// slots are taken later by `join`s, which load a snapshot of the running session.
+    #[arg(long, conflicts_with = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
+    pub start_players: Option<u8>,
     /// With --ownership: participants of the session (bodies are numbered from it, so every
     /// `join --ownership` must give the same --participants).
     #[arg(long, default_value_t = 3, requires = "ownership", value_parser = clap::value_parser!(u8).range(1..))]

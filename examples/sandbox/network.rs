@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use bevy::prelude::*;
 use serde_json::{Value, json};
 use simsync::deterministic::SessionSetupError;
-use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, RelayServer};
+use simsync::deterministic::{
+    DeterministicServerPlugin, NetworkSessionConfig, RelayServer, SnapshotServing,
+};
 use simsync::prelude::*;
 use simsync_net::prelude::*;
 use simsync_net::{
@@ -79,9 +81,11 @@ fn client_app(
         })
         .verify_predictions(session.verify_predictions)
         .max_simulation_entities(entities)
+        .snapshots(simsync::deterministic::SnapshotLimits::default())
         .networked(NetworkSessionConfig {
             name,
             rejoin: session.rejoin,
+            snapshots: true,
             ..NetworkSessionConfig::default()
         });
     if let Some(dir) = &session.dump_dir {
@@ -105,13 +109,18 @@ fn client_app(
     Ok(app)
 }
 
-fn server_app(players: u8, transport: ServerTransport, log: LogPlugin) -> App {
+/// The relay of `players` slots, starting once `start_players` are taken; it serves snapshots
+/// (late joiners, rejoins after its history is gone).
+fn server_app(players: u8, start_players: u8, transport: ServerTransport, log: LogPlugin) -> App {
     let mut app = App::new();
     app.add_plugins((MinimalPlugins, log));
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
-        .add_plugins(DeterministicServerPlugin::new::<PackedInput>(
-            players, HZ as u16,
-        ))
+        .add_plugins(
+            DeterministicServerPlugin::new::<PackedInput>(players, HZ as u16)
+                .start_players(start_players)
+                .snapshots(SnapshotServing::default())
+                .header_reader(simsync::deterministic::read_snapshot_header),
+        )
         .insert_net_server(transport);
     app.finish();
     app.cleanup();
@@ -148,8 +157,32 @@ fn client_summary(app: &mut App, compared: usize, mismatches: usize) -> Value {
         "desyncs_reported": net.desyncs_reported,
         "resim_ticks_checked": s.resim_ticks_checked,
         "resim_ticks_matching": s.resim_ticks_matching,
+        "first_verified_tick": s.checksum_history.first().map(|c| c.tick),
+        "snapshots_loaded": net.snapshots.loaded,
+        "snapshots_served": net.snapshots.served,
         "final_checksum": format!("{:016x}", final_checksum(app)),
     })
+}
+
+/// Mismatches of `mine` against every other history, compared tick by tick where both hold
+/// the tick (a late joiner's history starts at its first verified tick); and how many ticks
+/// were compared.
+fn mismatches_by_tick(
+    mine: &[simsync::deterministic::TickChecksum],
+    all: &[Vec<simsync::deterministic::TickChecksum>],
+) -> (usize, usize) {
+    let (mut compared, mut mismatches) = (0, 0);
+    for other in all {
+        let index: std::collections::HashMap<i32, u64> =
+            other.iter().map(|c| (c.tick, c.checksum)).collect();
+        for c in mine {
+            if let Some(theirs) = index.get(&c.tick) {
+                compared += 1;
+                mismatches += usize::from(*theirs != c.checksum);
+            }
+        }
+    }
+    (compared / all.len().max(1), mismatches)
 }
 
 fn write_json(path: &Path, value: &Value) -> Result<(), Failure> {
@@ -174,8 +207,9 @@ pub fn run_in_process(
         args.plant_desync
             .map(|_| std::path::PathBuf::from("desync-dumps"))
     });
+    let slots = players + u8::from(args.late_join_at.is_some());
     let session = ClientSession {
-        players,
+        players: slots,
         verify_predictions: !args.session.no_verify_predictions,
         rejoin: None,
         dump_dir,
@@ -188,7 +222,12 @@ pub fn run_in_process(
     let server_transport = network
         .server_transport()
         .map_err(|e| Failure::run(e.to_string()))?;
-    let mut server = server_app(players, server_transport.into(), log_plugin(run.quiet));
+    let mut server = server_app(
+        slots,
+        players,
+        server_transport.into(),
+        log_plugin(run.quiet),
+    );
     let mut clients = Vec::new();
     for id in 0..players {
         let transport = network
@@ -224,7 +263,30 @@ pub fn run_in_process(
     let start = Instant::now();
     let mut last_report = start;
     let mut frames = 0u64;
-    while !clients.iter().all(|c| stats(c).verified_tick >= target) {
+    let mut late_join = args.late_join_at.map(|tick| tick as i32);
+    let mut joined_at = None;
+    while late_join.is_some() || !clients.iter().all(|c| stats(c).verified_tick >= target) {
+        if let Some(at) = late_join
+            && clients.iter().all(|c| stats(c).verified_tick >= at)
+        {
+            let transport = network
+                .client_transport(u64::from(slots))
+                .map_err(|e| Failure::run(e.to_string()))?;
+            clients.push(client_app(
+                session.clone(),
+                run.ticks,
+                game.clone(),
+                trace.clone(),
+                transport.into(),
+                "late-joiner".into(),
+                None,
+            )?);
+            late_join = None;
+            joined_at = Some(stats(&clients[0]).verified_tick);
+            if !run.quiet {
+                println!("network: a client joins the running session at verified tick {at}");
+            }
+        }
         if frames >= limit {
             return Err(Failure::run(format!(
                 "clients at verified ticks {:?} of {target} after {frames} frames; giving up",
@@ -264,15 +326,12 @@ pub fn run_in_process(
     }
     // Every client's verified checksums, compared with every other client's.
     let histories: Vec<_> = clients.iter().map(|c| stats(c).checksum_history).collect();
-    let compared = histories.iter().map(Vec::len).min().unwrap_or(0);
     let mut summaries = Vec::new();
     let mut agree = true;
     let mut predictions_ok = true;
     for (i, client) in clients.iter_mut().enumerate() {
-        let mismatches = (0..compared)
-            .filter(|t| histories.iter().any(|h| h[*t] != histories[i][*t]))
-            .count();
-        agree &= mismatches == 0;
+        let (compared, mismatches) = mismatches_by_tick(&histories[i], &histories);
+        agree &= mismatches == 0 && compared > 0;
         let s = stats(client);
         predictions_ok &= s.resim_ticks_matching == s.resim_ticks_checked;
         summaries.push(client_summary(client, compared, mismatches));
@@ -290,6 +349,7 @@ pub fn run_in_process(
         "rtt_ms_configured": link_args.rtt_ms,
         "jitter_ms_configured": link_args.net_jitter_ms,
         "loss_percent_configured": link_args.loss_percent,
+        "late_join_at": joined_at,
         "clients": summaries,
         "all_clients_agree": agree,
         "server": {
@@ -304,6 +364,10 @@ pub fn run_in_process(
                 "components": r.components,
                 "slots": r.slots,
             })),
+            "late_joins": relay.late_joins,
+            "snapshots_served": relay.snapshots.served,
+            "snapshot_bytes_forwarded": relay.snapshots.bytes_forwarded,
+            "lying_snapshots": relay.snapshots.lying,
         },
         "desync_dumps": dump_files(session.dump_dir.as_deref()),
         "elapsed_s": (start.elapsed().as_secs_f64() * 100.0).round() / 100.0,
@@ -394,7 +458,12 @@ impl Pacer {
 ///
 /// # Errors
 /// Exit code 2 if the address cannot be bound; 1 if the session never completes.
-pub fn run_server(run: &RunArgs, players: u8, bind: SocketAddr) -> Result<bool, Failure> {
+pub fn run_server(
+    run: &RunArgs,
+    players: u8,
+    start_players: u8,
+    bind: SocketAddr,
+) -> Result<bool, Failure> {
     let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(bind))
         .map_err(|e| Failure::input(format!("--bind {bind}: {e}")))?;
     if !run.quiet {
@@ -404,7 +473,12 @@ pub fn run_server(run: &RunArgs, players: u8, bind: SocketAddr) -> Result<bool, 
             players
         );
     }
-    let mut app = server_app(players, transport.into(), log_plugin(run.quiet));
+    let mut app = server_app(
+        players,
+        start_players,
+        transport.into(),
+        log_plugin(run.quiet),
+    );
     let mut pacer = Pacer::new();
     let target = run.ticks as i32;
     let limit =
@@ -437,6 +511,9 @@ pub fn run_server(run: &RunArgs, players: u8, bind: SocketAddr) -> Result<bool, 
         "late_inputs": relay.late_inputs,
         "rejected_messages": relay.rejected_messages,
         "desyncs": relay.desyncs,
+        "late_joins": relay.late_joins,
+        "snapshots_served": relay.snapshots.served,
+        "lying_snapshots": relay.snapshots.lying,
         "all_clients_agree": relay.desyncs == 0,
     });
     println!(

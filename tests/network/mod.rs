@@ -10,6 +10,7 @@ mod flood;
 pub(crate) mod harness;
 mod hostile_peers;
 mod inputs;
+mod late_join;
 mod lifecycle;
 mod local_players;
 mod long_links;

@@ -261,3 +261,62 @@ fn a_rejoin_after_the_history_is_gone_needs_a_snapshot() {
     assert!(h.stats(0).verified_tick > before);
     assert!(connected_in_verified(&h.clients[0], 2));
 }
+
+/// A client of the test game with snapshots on (plugin and network), recording what it hears.
+fn snapshot_client(h: &Harness, net: NetworkSessionConfig, id: u64) -> App {
+    let net = NetworkSessionConfig {
+        snapshots: true,
+        ..net
+    };
+    let mut client = super::harness::client_app_configured(game(), 3, net, 60, 64, |p| {
+        p.snapshots(simsync::deterministic::SnapshotLimits::default())
+    });
+    record(&mut client);
+    client.insert_net_client(h.network.client_transport(id).expect("client"));
+    client.finish();
+    client.cleanup();
+    client
+}
+
+#[test]
+fn with_snapshots_a_rejoin_after_the_history_is_gone_loads_a_snapshot_and_agrees() {
+    // One second of history, as above, but the relay serves snapshots and every client can be
+    // a buddy: the player coming back loads one instead of staying behind.
+    let relay = DeterministicServerPlugin::new::<PackedInput>(3, 64)
+        .reconnect_seed(2024)
+        .input_history_ticks(64)
+        .snapshots(simsync::deterministic::SnapshotServing::default())
+        .header_reader(simsync::deterministic::read_snapshot_header);
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    let mut h = Harness::with_relay(game(), link, NetworkSessionConfig::default(), 60, relay);
+    h.clients.clear();
+    for id in 1..=3 {
+        let client = snapshot_client(&h, NetworkSessionConfig::default(), 20 + id);
+        h.clients.push(client);
+    }
+    h.run_until_verified(50, 1_000);
+    let token = drop_client_2(&mut h, 200);
+    let rejoined = snapshot_client(&h, NetworkSessionConfig::rejoin(2, token.token), 10);
+    h.clients.push(rejoined);
+    let target = h.stats(0).verified_tick + 200;
+    h.run_until_verified(target, 2_000);
+    for _ in 0..10 {
+        h.step();
+    }
+    let r = h.relay();
+    assert_eq!(r.rejoins, vec![0, 0, 1]);
+    assert_eq!(r.snapshots.served, 1, "{:?}", r.snapshots);
+    let net = h.stats(2).network.expect("networked");
+    assert_eq!(net.snapshots.loaded, 1, "{:?}", net.snapshots);
+    let loaded = net.snapshots.loaded_tick.expect("loaded");
+    let mine = h.stats(2).checksum_history;
+    assert_eq!(mine.first().map(|c| c.tick), Some(loaded + 1));
+    let mut common = 0;
+    for c in &mine {
+        let others = checksums_at(&h, c.tick);
+        assert_eq!(others[0], Some(c.checksum), "tick {}", c.tick);
+        assert_eq!(others[1], Some(c.checksum), "tick {}", c.tick);
+        common += 1;
+    }
+    assert!(common > 100, "{common}");
+}

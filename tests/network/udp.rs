@@ -3,12 +3,15 @@
 use std::net::SocketAddr;
 
 use bevy::prelude::*;
-use simsync::deterministic::{NetworkSessionConfig, RelayStats};
+use simsync::deterministic::{
+    DeterministicServerPlugin, NetworkSessionConfig, RelayStats, SnapshotLimits, SnapshotServing,
+    read_snapshot_header,
+};
 use simsync::prelude::*;
 use simsync_net::prelude::*;
 use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport};
 
-use super::harness::{client_app, server_app};
+use super::harness::{client_app, client_app_configured, server_app_with};
 use crate::common::TestGame;
 
 fn loopback() -> SocketAddr {
@@ -17,9 +20,14 @@ fn loopback() -> SocketAddr {
 
 /// A relay server App for `players` on a UDP socket bound to 127.0.0.1, and its address.
 fn udp_server(players: u8) -> (App, SocketAddr) {
+    udp_server_with(DeterministicServerPlugin::new::<PackedInput>(players, 64))
+}
+
+/// [`udp_server`] running the relay plugin `relay`.
+fn udp_server_with(relay: DeterministicServerPlugin) -> (App, SocketAddr) {
     let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(loopback())).expect("bind");
     let addr = transport.local_addr();
-    let mut server = server_app(players);
+    let mut server = server_app_with(relay);
     server.insert_net_server(transport);
     server.finish();
     server.cleanup();
@@ -202,4 +210,70 @@ fn a_killed_udp_client_rejoins_with_its_token_and_ends_with_the_survivors_checks
         r.rejoined_at[1],
         at_end(&survivor)
     );
+}
+
+/// A client App of `game` with snapshots on (plugin and network), over UDP to `server` as
+/// netcode client `id`.
+fn udp_snapshot_client(game: &TestGame, server: SocketAddr, id: u64) -> App {
+    let net = NetworkSessionConfig {
+        snapshots: true,
+        ..NetworkSessionConfig::default()
+    };
+    let mut client = client_app_configured(game.clone(), game.players, net, 60, 64, |p| {
+        p.snapshots(SnapshotLimits::default())
+    });
+    let transport = UdpClientTransport::unsecure(server, id, NETCODE_PROTOCOL_ID, loopback())
+        .expect("client socket");
+    client.insert_net_client(transport);
+    client.finish();
+    client.cleanup();
+    client
+}
+
+#[test]
+fn over_udp_a_late_joiner_loads_a_snapshot_and_agrees() {
+    let game = TestGame {
+        boxes: 20,
+        players: 3,
+        ..TestGame::default()
+    };
+    let relay = DeterministicServerPlugin::new::<PackedInput>(3, 64)
+        .start_players(2)
+        .snapshots(SnapshotServing::default())
+        .header_reader(read_snapshot_header);
+    let (mut server, addr) = udp_server_with(relay);
+    let mut clients: Vec<App> = (1..=2)
+        .map(|id| udp_snapshot_client(&game, addr, id))
+        .collect();
+    run_until_verified(&mut server, &mut clients, 150);
+    clients.push(udp_snapshot_client(&game, addr, 3));
+    run_until_verified(&mut server, &mut clients, 350);
+    let joiner = stats(&clients[2]);
+    let net = joiner.network.clone().expect("networked");
+    assert_eq!(net.slot, Some(2));
+    assert_eq!(net.snapshots.loaded, 1, "{:?}", net.snapshots);
+    let loaded = net.snapshots.loaded_tick.expect("loaded");
+    assert!(loaded >= 150, "{loaded}");
+    assert_eq!(
+        joiner.checksum_history.first().map(|c| c.tick),
+        Some(loaded + 1)
+    );
+    let mut common = 0;
+    for other in &clients[..2] {
+        let theirs: std::collections::HashMap<i32, u64> = stats(other)
+            .checksum_history
+            .iter()
+            .map(|c| (c.tick, c.checksum))
+            .collect();
+        for c in &joiner.checksum_history {
+            if let Some(checksum) = theirs.get(&c.tick) {
+                assert_eq!(*checksum, c.checksum, "tick {}", c.tick);
+                common += 1;
+            }
+        }
+    }
+    assert!(common > 2 * 100, "{common}");
+    let relay = server.world().resource::<RelayStats>().clone();
+    assert_eq!(relay.snapshots.served, 1, "{:?}", relay.snapshots);
+    assert_eq!(relay.desyncs, 0);
 }

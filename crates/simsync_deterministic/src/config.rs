@@ -102,6 +102,15 @@ pub struct NetworkSessionConfig {
     /// of a free one; `None` (default) joins a session that has not started
     /// ([rejoining](crate::rules#rejoining-a-running-session)).
     pub rejoin: Option<simsync_net::ReconnectToken>,
+    /// Serve snapshots of the verified world when the relay asks (as a buddy) and load the ones
+    /// it forwards (a late joiner, or a player whose missing confirmed sets are gone) — see
+    /// [late join](crate::rules#late-join-and-rejoin-from-a-snapshot). Default `false`: a
+    /// request is answered unavailable.
+    pub snapshots: bool,
+    /// The largest snapshot this client decodes, in bytes (default
+    /// [`simsync_net::DEFAULT_MAX_SNAPSHOT_BYTES`]); a transfer announcing more is refused at
+    /// its first chunk.
+    pub max_snapshot_bytes: usize,
 }
 
 impl NetworkSessionConfig {
@@ -128,6 +137,8 @@ impl Default for NetworkSessionConfig {
             checksum_every: 1,
             max_input_bytes: crate::relay_server::DEFAULT_MAX_INPUT_BYTES,
             rejoin: None,
+            snapshots: false,
+            max_snapshot_bytes: simsync_net::DEFAULT_MAX_SNAPSHOT_BYTES,
         }
     }
 }

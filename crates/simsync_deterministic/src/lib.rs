@@ -98,9 +98,11 @@ pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
 pub use plugin::{DeterministicPlugin, SessionSetupError};
 pub use relay_server::plugin::DeterministicServerPlugin;
+pub use relay_server::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, SnapshotStats};
 pub use relay_server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
-    DroppedInputs, RateLimited, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
+    DroppedInputs, HeaderReader, RateLimited, RelayLimits, RelayServer, RelayServerConfig,
+    RelayStats, read_snapshot_header,
 };
 pub use replay::{
     ForeignPart, MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, Replay, ReplayEnd,
@@ -113,6 +115,7 @@ pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,
     SimulationStartup, SimulationTick,
 };
+pub use session::net_snapshots::{CapturedSnapshot, SnapshotHooks, SnapshotLoad};
 pub use session::{
     ChecksumRecorded, Connection, DeterministicSession, LifecycleView, MismatchCause,
     NeedsSnapshot, NetworkView, PredictionMismatch, RollbackSetupFailed, SessionEnd,
@@ -136,6 +139,7 @@ pub use snapshot::{
     RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
     TryRollbackAppExt, WorldRole, despawn_simulated_now, spawn_simulated_now,
 };
+pub use source::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerLeft,
     PlayerRejoined, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected,

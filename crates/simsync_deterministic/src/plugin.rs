@@ -372,6 +372,11 @@ impl<I: SimInput> DeterministicPlugin<I> {
         app.insert_state(lifecycle.state);
         if let Some(limits) = self.snapshots {
             app.insert_resource(limits);
+            // The snapshot core's capture and load for a networked client's exchange, unless
+            // the app brought its own hooks.
+            if !app.world().contains_resource::<crate::SnapshotHooks>() {
+                app.insert_resource(crate::SnapshotHooks::core::<I>(limits.max_bytes));
+            }
         }
         app.register_type::<crate::snapshot::SnapshotLimits>();
         app.insert_resource(session)
@@ -411,6 +416,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_message::<crate::dump::DesyncDumpWritten>()
             .add_message::<crate::dump::DesyncDumpFailed>()
             .add_message::<crate::dump::DesyncReport>()
+            .add_message::<crate::source::SnapshotReceived>()
+            .add_message::<crate::source::SnapshotRejected>()
             .init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)
@@ -419,6 +426,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
                 (
                     session_update::<I>,
                     update_lifecycle.after(session_update::<I>),
+                    crate::session::net_snapshots::exchange_snapshots::<I>
+                        .after(session_update::<I>),
                 )
                     .in_set(DeterministicSet::SessionUpdate),
             )

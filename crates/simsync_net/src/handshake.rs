@@ -44,6 +44,11 @@ use crate::ids::ParticipantId;
 /// reconnect token, and `RejectReason` has the refusals of a rejoin (`BadReconnectToken`,
 /// `SlotStillConnected`); `PlayerLeft` carries the server tick and `PlayerRejoined` announces a
 /// player back in its slot.
+///
+/// Version 3: the snapshot channel ([`crate::NetChannel::Snapshot`]) and the snapshot transfer
+/// of a late join or a rejoin after the relay's history is gone (`SnapshotRequest`,
+/// `SnapshotChunk` both ways, `SnapshotUnavailable`, `SnapshotRefused`); the relay may seat a
+/// new player in a free slot of a running session.
 pub const PROTOCOL_VERSION: u16 = 3;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset

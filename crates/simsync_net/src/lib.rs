@@ -35,6 +35,7 @@ mod rate;
 mod rejoin;
 mod rng;
 mod session_proto;
+mod snapshot_chunks;
 mod transport;
 mod udp;
 
@@ -45,7 +46,7 @@ pub mod rules {}
 
 pub use channels::{
     BYTES_PER_UPDATE, CONTROL_MEMORY_BYTES, CONTROL_RESEND_MS, INPUTS_MEMORY_BYTES, NetChannel,
-    STATE_MEMORY_BYTES, UNRELIABLE_MESSAGE_BUDGET, connection_config,
+    SNAPSHOT_MEMORY_BYTES, STATE_MEMORY_BYTES, UNRELIABLE_MESSAGE_BUDGET, connection_config,
 };
 pub use clock::{
     ClockAdjustment, DEFAULT_INPUT_DELAY_START_MS, LEAD_JITTER_MARGIN, LEAD_SAFETY_TICKS,
@@ -82,6 +83,10 @@ pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{
     InputBytes, InputSet, MAX_BREAKDOWN_ENTRIES, MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS,
     SessionClientMessage, SessionServerMessage,
+};
+pub use snapshot_chunks::{
+    AssembledSnapshot, ChunkError, ChunkRejections, DEFAULT_MAX_SNAPSHOT_BYTES,
+    SNAPSHOT_CHUNK_BYTES, SnapshotAssembly, SnapshotChunk, split_snapshot,
 };
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{

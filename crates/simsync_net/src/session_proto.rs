@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::channels::NetChannel;
+use crate::snapshot_chunks::SnapshotChunk;
 
 /// One player's input for one tick, encoded by the game (opaque to this crate).
 pub type InputBytes = Vec<u8>;
@@ -79,6 +80,23 @@ pub enum SessionClientMessage {
         /// Per live simulation entity: its slot and the hash of its registered components.
         slots: Vec<(u32, u64)>,
     },
+    /// A buddy's answer to [`SessionServerMessage::SnapshotRequest`]: one chunk of its encoded
+    /// snapshot, in order. Channel: snapshot.
+    SnapshotChunk(SnapshotChunk),
+    /// A buddy cannot serve the snapshot asked for with `request` (no snapshot support, nothing
+    /// verified at or after the tick asked for, or a capture error); the relay asks another
+    /// client. Channel: control.
+    SnapshotUnavailable {
+        /// The request id.
+        request: u32,
+    },
+    /// The joiner refused the snapshot the relay forwarded with `request` (it did not decode,
+    /// did not load, or its checksum at its tick is not the one its header states); the relay
+    /// counts the buddy that served it as a liar and asks another. Channel: control.
+    SnapshotRefused {
+        /// The request id.
+        request: u32,
+    },
 }
 
 /// Most component (or resource) entries of one [`SessionClientMessage::ComponentHashes`].
@@ -97,7 +115,10 @@ impl SessionClientMessage {
         match self {
             SessionClientMessage::Inputs { .. } => NetChannel::Inputs,
             SessionClientMessage::Checksum { .. }
-            | SessionClientMessage::ComponentHashes { .. } => NetChannel::Control,
+            | SessionClientMessage::ComponentHashes { .. }
+            | SessionClientMessage::SnapshotUnavailable { .. }
+            | SessionClientMessage::SnapshotRefused { .. } => NetChannel::Control,
+            SessionClientMessage::SnapshotChunk(_) => NetChannel::Snapshot,
         }
     }
 }
@@ -175,6 +196,22 @@ pub enum SessionServerMessage {
         /// Slots of simulation entities whose hashes differ, at most [`MAX_BREAKDOWN_SLOTS`].
         slots: Vec<u32>,
     },
+    /// The relay asks this client (the "buddy") for a snapshot of its verified world at its
+    /// latest verified tick, which must be at least `min_tick`; it answers with
+    /// [`SessionClientMessage::SnapshotChunk`]s of at most `max_bytes` in all, or
+    /// [`SessionClientMessage::SnapshotUnavailable`]. Channel: control.
+    SnapshotRequest {
+        /// The request id, repeated in every chunk of the answer.
+        request: u32,
+        /// The oldest verified tick the snapshot may hold.
+        min_tick: i32,
+        /// The largest snapshot the relay accepts, in bytes.
+        max_bytes: u32,
+    },
+    /// One chunk of a verified snapshot for this client (a late joiner, or a player whose
+    /// missing confirmed inputs are gone), in order; the confirmed inputs from the snapshot's
+    /// tick + 1 follow on the inputs channel. Channel: snapshot.
+    SnapshotChunk(SnapshotChunk),
 }
 
 impl SessionServerMessage {
@@ -189,7 +226,9 @@ impl SessionServerMessage {
             | SessionServerMessage::PlayerLeft { .. }
             | SessionServerMessage::PlayerRejoined { .. }
             | SessionServerMessage::Behind { .. }
-            | SessionServerMessage::DesyncReport { .. } => NetChannel::Control,
+            | SessionServerMessage::DesyncReport { .. }
+            | SessionServerMessage::SnapshotRequest { .. } => NetChannel::Control,
+            SessionServerMessage::SnapshotChunk(_) => NetChannel::Snapshot,
         }
     }
 }

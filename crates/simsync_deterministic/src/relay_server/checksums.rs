@@ -40,7 +40,13 @@ struct Pending {
 pub(crate) struct ChecksumVotes {
     pending: BTreeMap<Tick, Pending>,
     judged: BTreeSet<Tick>,
+    /// The reports of the most recently judged ticks (at most [`KEPT_REPORTS`]), for
+    /// [`ChecksumVotes::reference`].
+    kept: BTreeMap<Tick, Vec<Option<u64>>>,
 }
+
+/// Judged ticks whose reports are kept to verify snapshots against.
+const KEPT_REPORTS: usize = 1_024;
 
 impl ChecksumVotes {
     /// Records `slot`'s checksum for `tick` (of `players` slots) at time `now`.
@@ -106,11 +112,69 @@ impl ChecksumVotes {
                 tick,
                 players: minority(&pending.reports),
             });
+            self.kept.insert(tick, pending.reports);
         }
         while self.judged.len() > JUDGED_MEMORY {
             self.judged.pop_first();
         }
+        while self.kept.len() > KEPT_REPORTS {
+            self.kept.pop_first();
+        }
         judgements
+    }
+
+    /// The checksum of `tick` a snapshot of `buddy` must have
+    /// ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)): the value every slot
+    /// but `buddy` and `joiner` reported for it (judged or not), or the value most of them
+    /// reported when they disagree with a single leader. Only when no other slot reported the
+    /// tick, and `buddy_alone` (no other player is connected to report it), does the buddy's own
+    /// report count. `None`: not known (yet).
+    pub(crate) fn reference(
+        &self,
+        tick: Tick,
+        buddy: usize,
+        joiner: usize,
+        buddy_alone: bool,
+    ) -> Option<u64> {
+        let reports = self
+            .pending
+            .get(&tick)
+            .map(|p| &p.reports)
+            .or_else(|| self.kept.get(&tick))?;
+        let others: Vec<Option<u64>> = reports
+            .iter()
+            .enumerate()
+            .map(|(slot, r)| {
+                if slot == buddy || slot == joiner {
+                    None
+                } else {
+                    *r
+                }
+            })
+            .collect();
+        if others.iter().all(Option::is_none) {
+            return if buddy_alone {
+                reports.get(buddy).copied().flatten()
+            } else {
+                None
+            };
+        }
+        majority(&others)
+    }
+}
+
+/// The value reported more often than every other one in `reports` (`None`: no report, or a
+/// tie between the leaders).
+fn majority(reports: &[Option<u64>]) -> Option<u64> {
+    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+    for checksum in reports.iter().flatten() {
+        *counts.entry(*checksum).or_default() += 1;
+    }
+    let most = counts.values().copied().max()?;
+    let mut leaders = counts.iter().filter(|(_, n)| **n == most);
+    match (leaders.next(), leaders.next()) {
+        (Some((value, _)), None) => Some(*value),
+        _ => None,
     }
 }
 
@@ -125,12 +189,7 @@ pub(crate) fn minority(reports: &[Option<u64>]) -> Vec<u8> {
     if counts.len() <= 1 {
         return Vec::new();
     }
-    let most = counts.values().copied().max().unwrap_or(0);
-    let mut leaders = counts.iter().filter(|(_, n)| **n == most);
-    let majority = match (leaders.next(), leaders.next()) {
-        (Some((value, _)), None) => Some(*value),
-        _ => None,
-    };
+    let majority = majority(reports);
     reports
         .iter()
         .enumerate()
@@ -196,6 +255,24 @@ mod tests {
             votes.report(1, 10, 5, 10, 2, T),
             Err(ChecksumRefusal::Repeated)
         );
+    }
+
+    #[test]
+    fn the_reference_of_a_snapshot_is_the_others_checksum_judged_or_not() {
+        let mut votes = ChecksumVotes::default();
+        for (slot, checksum) in [(0, 7), (1, 7), (2, 9)] {
+            votes.report(slot, 5, checksum, 9, 4, T).unwrap();
+        }
+        // Buddy 2 lies: the others say 7. The joiner (3) never counts.
+        assert_eq!(votes.reference(5, 2, 3, false), Some(7));
+        assert_eq!(votes.reference(5, 0, 3, false), None, "7 and 9: a tie");
+        votes.judge(&[true, true, true, false], T, T);
+        assert_eq!(votes.reference(5, 2, 3, false), Some(7), "kept once judged");
+        assert_eq!(votes.reference(6, 2, 3, false), None, "never reported");
+        // Only the buddy reported: its own value counts only when it is alone.
+        votes.report(2, 8, 4, 9, 4, T).unwrap();
+        assert_eq!(votes.reference(8, 2, 3, false), None);
+        assert_eq!(votes.reference(8, 2, 3, true), Some(4));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use simsync_net::{ClientMessage, RateLimit, RateLimiter, SessionClientMessage};
 /// | inputs | 4 per tick (`RateLimit::per_tick(hz, 4)`), a second's worth at once | one message per update |
 /// | checksums | 1 per tick, two seconds' worth at once | at most one per verified tick |
 /// | control (ping, pong, hello, goodbye, anything else) | [`RateLimit::CONTROL`]: 10/s, burst 20 | a ping and a pong every 250 ms |
+/// | snapshot chunks | 256/s (4 MiB/s), burst 2,048 (32 MiB, the default snapshot limit) | one snapshot when asked |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect)]
 pub struct RelayLimits {
     /// `Inputs` messages.
@@ -23,6 +24,8 @@ pub struct RelayLimits {
     pub checksums: RateLimit,
     /// Every other message: `Hello`, `Ping`, `Pong`, `Goodbye`, ownership messages.
     pub control: RateLimit,
+    /// `SnapshotChunk` messages (a chunk holds at most 16 KiB).
+    pub snapshot_chunks: RateLimit,
 }
 
 impl RelayLimits {
@@ -32,6 +35,7 @@ impl RelayLimits {
         inputs: RateLimit::new(1_000_000, 1_000_000),
         checksums: RateLimit::new(1_000_000, 1_000_000),
         control: RateLimit::new(1_000_000, 1_000_000),
+        snapshot_chunks: RateLimit::new(1_000_000, 1_000_000),
     };
 
     /// The default limits at `tick_rate_hz` (see the table above).
@@ -41,6 +45,7 @@ impl RelayLimits {
             inputs: RateLimit::per_tick(tick_rate_hz, 4),
             checksums: RateLimit::new(per_tick.per_second, per_tick.burst.saturating_mul(2)),
             control: RateLimit::CONTROL,
+            snapshot_chunks: RateLimit::new(256, 2_048),
         }
     }
 
@@ -50,6 +55,7 @@ impl RelayLimits {
             .with_limit(Limited::Inputs, self.inputs)
             .with_limit(Limited::Checksums, self.checksums)
             .with_limit(Limited::Control, self.control)
+            .with_limit(Limited::SnapshotChunks, self.snapshot_chunks)
     }
 }
 
@@ -59,6 +65,7 @@ pub(crate) enum Limited {
     Inputs,
     Checksums,
     Control,
+    SnapshotChunks,
 }
 
 impl Limited {
@@ -67,6 +74,7 @@ impl Limited {
         match message {
             ClientMessage::Session(SessionClientMessage::Inputs { .. }) => Self::Inputs,
             ClientMessage::Session(SessionClientMessage::Checksum { .. }) => Self::Checksums,
+            ClientMessage::Session(SessionClientMessage::SnapshotChunk(_)) => Self::SnapshotChunks,
             _ => Self::Control,
         }
     }
@@ -82,12 +90,14 @@ pub struct RateLimited {
     pub checksums: u64,
     /// Control messages dropped (pings, pongs, hellos, goodbyes, anything else).
     pub control: u64,
+    /// Snapshot chunks dropped (a buddy's transfer then misses a chunk and is abandoned).
+    pub snapshot_chunks: u64,
 }
 
 impl RateLimited {
     /// All dropped messages.
     pub fn total(&self) -> u64 {
-        self.inputs + self.checksums + self.control
+        self.inputs + self.checksums + self.control + self.snapshot_chunks
     }
 
     pub(crate) fn add(&mut self, kind: Limited) {
@@ -95,6 +105,7 @@ impl RateLimited {
             Limited::Inputs => self.inputs += 1,
             Limited::Checksums => self.checksums += 1,
             Limited::Control => self.control += 1,
+            Limited::SnapshotChunks => self.snapshot_chunks += 1,
         }
     }
 }
@@ -140,6 +151,7 @@ mod tests {
                 inputs: 1_000 - 256,
                 checksums: 1_000 - 128,
                 control: 1_000 - 20,
+                snapshot_chunks: 0,
             }
         );
         assert_eq!(dropped.total(), 744 + 872 + 980);

@@ -44,7 +44,15 @@
 //!   before its content is looked at and counted per player and kind ([`RateLimited`]).
 //! - The relay keeps `input_history_ticks` confirmed sets (default 10 s); a client whose
 //!   acknowledgement is older is told it is [`Behind`](SessionServerMessage::Behind) and needs
-//!   a snapshot (at most once a second; no sets are resent to it).
+//!   a snapshot (at most once a second; no sets are resent to it) — unless the relay serves
+//!   snapshots (`snapshots`), when it gets one instead, as a late joiner does.
+//! - With snapshots served, the session starts once `start_players` slots are taken, and a new
+//!   player may take a slot no one ever took while it runs. The relay asks a connected client
+//!   (the buddy, [`snapshots`]) for a snapshot of its verified world, checks its checksum
+//!   against the checksum the other clients verified at its tick (a liar is counted, reported
+//!   as [`LyingSnapshot`] and another buddy is asked), forwards it to the joiner on the
+//!   snapshot channel within `bytes_per_update`, then the confirmed sets after its tick. See
+//!   [late join](crate::rules#late-join-and-rejoin-from-a-snapshot).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
@@ -53,9 +61,10 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
-    ClientMessage, DecodeStats, HandshakeStats, Hello, InputFingerprint, InputSet, NetChannel,
-    Protocols, RateLimiter, ReconnectTokens, ServerHandshake, ServerMessage, ServerNetExt,
-    SessionClientMessage, SessionServerMessage, UNRELIABLE_MESSAGE_BUDGET, millis_u32,
+    ChunkError, ClientMessage, DecodeStats, HandshakeStats, Hello, InputFingerprint, InputSet,
+    NetChannel, Protocols, RateLimiter, ReconnectTokens, ServerHandshake, ServerMessage,
+    ServerNetExt, SessionClientMessage, SessionServerMessage, SnapshotAssembly, SnapshotChunk,
+    UNRELIABLE_MESSAGE_BUDGET, millis_u32,
 };
 
 use crate::input::SimInput;
@@ -65,12 +74,16 @@ use checksums::{ChecksumRefusal, ChecksumVotes};
 use limits::Limited;
 pub use limits::{RateLimited, RelayLimits};
 use seats::{Seat, SlotView, choose_seat};
+use snapshots::{Candidate, Phase, Stall, Transfer, Verdict, check_snapshot, pick_buddy};
+pub use snapshots::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, SnapshotStats};
 
 mod breakdowns;
 mod checksums;
 mod limits;
 pub(crate) mod plugin;
 mod seats;
+mod serving;
+pub mod snapshots;
 
 /// The input size cap when none is configured: 256 encoded bytes (raised to the encoded
 /// default input when that is longer). A game with larger inputs sets its own.
@@ -127,6 +140,13 @@ pub struct RelayServerConfig {
     /// [`simsync_net::entropy_seed`] when the relay is built, so no one can predict them.
     /// Tests set one to see the same tokens on every run.
     pub reconnect_seed: Option<u64>,
+    /// Taken slots at which the session starts (default `players`; at most `players`). Below
+    /// `players` only with `snapshots`: the free slots are then taken by late joiners.
+    pub start_players: u8,
+    /// Whether and how the relay serves snapshots to late joiners and to players whose missing
+    /// confirmed sets are gone (default `None`: it does not; late joiners are refused with
+    /// `SessionStarted`, and a player behind the history is told it is `Behind`).
+    pub snapshots: Option<SnapshotServing>,
 }
 
 /// Inputs of one player the relay dropped, by reason.
@@ -249,7 +269,46 @@ pub struct RelayStats {
     /// Per slot: breakdowns that contradicted the checksum majority the player belonged to
     /// (a lie, or a bug), ignored in the report.
     pub contradicting_breakdowns: Vec<u64>,
+    /// Per slot: times a new player took the slot in the running session (late join).
+    pub late_joins: Vec<u64>,
+    /// Snapshot transfers (late join, rejoin after the history is gone).
+    pub snapshots: SnapshotStats,
 }
+
+/// What the relay reports to its app (written as Messages by the plugin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RelayEvent {
+    /// A snapshot was forwarded whole.
+    Served(SnapshotServed),
+    /// A buddy lied.
+    Lying(LyingSnapshot),
+}
+
+/// A snapshot forwarded to a joiner, kept so that the joiner's refusal names its buddy.
+#[derive(Debug, Clone, Copy)]
+struct Served {
+    request: u32,
+    joiner: u8,
+    buddy: u8,
+    tick: Tick,
+}
+
+/// Reads the tick and checksum an encoded snapshot's header states (`Err`: unreadable).
+pub type HeaderReader = fn(&[u8]) -> Result<(Tick, u64), ()>;
+
+/// The snapshot core's [`HeaderReader`]: the tick and checksum of an encoded
+/// [`WorldSnapshot`](crate::WorldSnapshot)'s header, read without decoding the world
+/// ([`WorldSnapshot::decode_header`](crate::WorldSnapshot::decode_header), at most
+/// [`DEFAULT_MAX_SNAPSHOT_BYTES`](crate::snapshot::format::DEFAULT_MAX_SNAPSHOT_BYTES)
+/// decompressed). `Err` for bytes that are not a snapshot of this format.
+pub fn read_snapshot_header(bytes: &[u8]) -> Result<(Tick, u64), ()> {
+    crate::WorldSnapshot::decode_header(bytes, crate::snapshot::format::DEFAULT_MAX_SNAPSHOT_BYTES)
+        .map(|header| (header.tick, header.checksum))
+        .map_err(|_| ())
+}
+
+/// Forwarded snapshots remembered for a joiner's refusal.
+const SERVED_MEMORY: usize = 16;
 
 #[derive(Debug, Default)]
 struct Slot {
@@ -309,6 +368,17 @@ pub struct RelayServer {
     buckets: HashMap<ClientId, RateLimiter<Limited>>,
     /// Each slot's reconnect token.
     tokens: ReconnectTokens,
+    /// Snapshot transfers under way, one per joiner.
+    transfers: Vec<Transfer>,
+    /// The id of the next snapshot request.
+    next_request: u32,
+    /// The last snapshots forwarded.
+    served: VecDeque<Served>,
+    /// Events not yet taken by the plugin.
+    events: Vec<RelayEvent>,
+    /// Reads the tick and checksum a snapshot's header states (`None`: the relay takes the
+    /// buddy's word in the chunks and relies on the joiner's check).
+    read_header: Option<HeaderReader>,
 }
 
 impl RelayServer {
@@ -316,6 +386,11 @@ impl RelayServer {
     /// before it is relayed).
     pub fn new<I: SimInput>(mut config: RelayServerConfig) -> Self {
         config.max_input_bytes = config.max_input_bytes.max(config.default_input.len());
+        config.start_players = if config.snapshots.is_some() {
+            config.start_players.clamp(1, config.players.max(1))
+        } else {
+            config.players
+        };
         let n = usize::from(config.players);
         let slots = (0..n)
             .map(|_| Slot {
@@ -343,6 +418,11 @@ impl RelayServer {
                 disconnected_at: vec![None; n],
                 rejoins: vec![0; n],
                 rejoined_at: vec![None; n],
+                late_joins: vec![0; n],
+                snapshots: SnapshotStats {
+                    lying: vec![0; n],
+                    ..SnapshotStats::default()
+                },
                 ..RelayStats::default()
             },
             tokens: ReconnectTokens::new(
@@ -368,7 +448,25 @@ impl RelayServer {
             decodes: decodes_as::<I>,
             handshake,
             buckets: HashMap::new(),
+            transfers: Vec::new(),
+            next_request: 1,
+            served: VecDeque::new(),
+            events: Vec::new(),
+            read_header: None,
         }
+    }
+
+    /// Makes the relay read the tick and checksum of every snapshot's header with `read` and
+    /// refuse a snapshot whose header contradicts the checksum its buddy stated, or that does
+    /// not read (`Err`).
+    pub fn with_header_reader(mut self, read: HeaderReader) -> Self {
+        self.read_header = Some(read);
+        self
+    }
+
+    /// The events since the last call, oldest first.
+    pub(crate) fn take_events(&mut self) -> Vec<RelayEvent> {
+        std::mem::take(&mut self.events)
     }
 
     /// Whether every slot was taken and the clock runs.
@@ -422,12 +520,21 @@ impl RelayServer {
         let views: Vec<SlotView> = self
             .slots
             .iter()
-            .map(|s| SlotView {
+            .enumerate()
+            .map(|(i, s)| SlotView {
                 seated: s.client.is_some(),
                 connected: s.connected(),
+                claimed: self.tokens.current(i as u8).is_some(),
             })
             .collect();
-        let seat = choose_seat(&views, self.started, hello.reconnect, &self.tokens);
+        let late_join = self.config.snapshots.is_some();
+        let seat = choose_seat(
+            &views,
+            self.started,
+            late_join,
+            hello.reconnect,
+            &self.tokens,
+        );
         let reply = match self
             .handshake
             .on_hello(client, hello, self.server_tick, || {
@@ -454,13 +561,24 @@ impl RelayServer {
             Ok(Seat::Rejoin(slot)) if welcomed && self.started => {
                 self.rejoin(server, client, slot);
             }
+            Ok(Seat::Late(slot)) if welcomed => {
+                self.take_running_slot(server, client, slot);
+                self.stats.late_joins[usize::from(slot)] += 1;
+                info!(
+                    "relay: a new player took free slot {slot} at server tick {}; it gets a \
+                     snapshot",
+                    self.server_tick
+                );
+                self.start_transfer(slot);
+            }
             Ok(seat) if welcomed => {
                 self.slots[usize::from(seat.slot())].client = Some(client);
                 self.by_client.insert(client, seat.slot());
             }
             _ => {}
         }
-        if !self.started && self.slots.iter().all(|s| s.client.is_some()) {
+        let seated = self.slots.iter().filter(|s| s.client.is_some()).count();
+        if !self.started && seated >= usize::from(self.config.start_players) {
             self.start(server);
         }
     }
@@ -493,7 +611,19 @@ impl RelayServer {
     /// so the next update starts resending the history from tick 1 (or reports it `Behind`).
     /// The client gets `Start`, every client `PlayerRejoined`.
     fn rejoin(&mut self, server: &mut RenetServer, client: ClientId, slot: u8) {
+        self.take_running_slot(server, client, slot);
+        self.stats.rejoins[usize::from(slot)] += 1;
+        info!(
+            "relay: player {slot} rejoined at server tick {} with its reconnect token",
+            self.server_tick
+        );
+    }
+
+    /// `client` takes `slot` in the running session (a rejoin, or a late join): see
+    /// [`Self::rejoin`]. A snapshot transfer for the slot's previous connection ends.
+    fn take_running_slot(&mut self, server: &mut RenetServer, client: ClientId, slot: u8) {
         let index = usize::from(slot);
+        self.transfers.retain(|t| t.joiner != slot);
         let s = &mut self.slots[index];
         if let Some(old) = s.client.replace(client) {
             self.by_client.remove(&old);
@@ -509,11 +639,6 @@ impl RelayServer {
         s.resend_after = self.now;
         s.last_heard = self.now;
         s.silent = false;
-        self.stats.rejoins[index] += 1;
-        info!(
-            "relay: player {slot} rejoined at server tick {} with its reconnect token",
-            self.server_tick
-        );
         if let Err(error) = server.send_msg(client, &self.start_message()) {
             warn!("relay: start not sent to rejoined player {slot}: {error}");
         }
@@ -599,6 +724,7 @@ impl RelayServer {
         self.confirm_ready();
         self.judge_checksums(server);
         self.judge_breakdowns(server);
+        self.drive_transfers(server);
         self.broadcast(server);
         if self.now.saturating_sub(self.last_ping).as_millis() as u32
             >= self.config.ping_interval_ms
@@ -645,6 +771,7 @@ impl RelayServer {
                 self.handshake.on_left(client_id);
                 self.buckets.remove(&client_id);
                 if let Some(slot) = self.by_client.remove(&client_id) {
+                    self.transfers.retain(|t| t.joiner != slot);
                     info!(
                         "relay: player {slot} left ({reason}); its inputs are replaced from now on"
                     );
@@ -756,6 +883,15 @@ impl RelayServer {
                 ),
                 None => self.stats.ignored_messages += 1,
             },
+            ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk)) => {
+                self.on_snapshot_chunk(client, chunk);
+            }
+            ClientMessage::Session(SessionClientMessage::SnapshotUnavailable { request }) => {
+                self.on_snapshot_unavailable(client, request);
+            }
+            ClientMessage::Session(SessionClientMessage::SnapshotRefused { request }) => {
+                self.on_snapshot_refused(client, request);
+            }
             ClientMessage::Goodbye => server.disconnect(client),
             ClientMessage::Ownership(_) => self.stats.ignored_messages += 1,
         }
@@ -914,6 +1050,15 @@ impl RelayServer {
             let Some(client) = self.slots[index].client else {
                 continue;
             };
+            if self
+                .transfers
+                .iter()
+                .any(|t| usize::from(t.joiner) == index)
+            {
+                // It gets a snapshot first, then the sets after its tick.
+                self.send_clock(server, index, client);
+                continue;
+            }
             let plan = self.plan_sends(index, newest, redundancy, hz);
             for (first, last) in plan.chunks {
                 let Some(bytes) = encoded.get(&self.confirmed, first, last) else {
@@ -928,7 +1073,14 @@ impl RelayServer {
                 }
             }
             self.stats.resent_sets += plan.resent;
-            if let Some(oldest_available) = plan.behind {
+            if plan.behind.is_some() && self.config.snapshots.is_some() {
+                info!(
+                    "relay: player {index} acknowledged tick {} only; the history starts later: \
+                     it gets a snapshot",
+                    self.slots[index].ack
+                );
+                self.start_transfer(index as u8);
+            } else if let Some(oldest_available) = plan.behind {
                 self.stats.behind_reports += 1;
                 warn!(
                     "relay: player {index} acknowledged tick {} only; the history starts at \
@@ -1198,6 +1350,8 @@ mod tests {
             limits: RelayLimits::for_tick_rate(64),
             silence_timeout_ms: DEFAULT_SILENCE_TIMEOUT_MS,
             reconnect_seed: Some(1),
+            start_players: 1,
+            snapshots: None,
         });
         relay.slots[0].client = Some(1);
         relay.confirmed = history(1..=newest, 4);

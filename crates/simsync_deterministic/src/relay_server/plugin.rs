@@ -5,8 +5,9 @@ use simsync_net::bevy_renet::{RenetReceive, RenetServer};
 use simsync_net::{NetClock, TickAccumulator};
 
 use super::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS, RelayLimits,
-    RelayServer, RelayServerConfig, RelayStats,
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS, HeaderReader,
+    LyingSnapshot, RelayEvent, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
+    SnapshotServed, SnapshotServing,
 };
 use crate::input::SimInput;
 
@@ -18,6 +19,8 @@ pub struct DeterministicServerPlugin {
     config: RelayServerConfig,
     /// Builds the relay for the game's input type.
     relay: fn(RelayServerConfig) -> RelayServer,
+    /// How the relay reads a snapshot's header (`None`: it takes the buddy's word).
+    read_header: Option<HeaderReader>,
 }
 
 impl DeterministicServerPlugin {
@@ -41,8 +44,11 @@ impl DeterministicServerPlugin {
                 limits: RelayLimits::for_tick_rate(tick_rate_hz),
                 silence_timeout_ms: DEFAULT_SILENCE_TIMEOUT_MS,
                 reconnect_seed: None,
+                start_players: players,
+                snapshots: None,
             },
             relay: RelayServer::new::<I>,
+            read_header: None,
         }
     }
 
@@ -92,6 +98,31 @@ impl DeterministicServerPlugin {
         self
     }
 
+    /// Makes the relay read the tick and checksum of every forwarded snapshot's header with
+    /// `read` and refuse one that contradicts its buddy's word
+    /// ([`RelayServer::with_header_reader`]); [`read_snapshot_header`](super::read_snapshot_header)
+    /// is the snapshot core's reader.
+    pub fn header_reader(mut self, read: HeaderReader) -> Self {
+        self.read_header = Some(read);
+        self
+    }
+
+    /// Serves snapshots ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)): a new
+    /// player may take a free slot of the running session, and a player whose missing confirmed
+    /// sets are gone gets a snapshot instead of `Behind`. The clients must enable snapshots too
+    /// (a buddy answers the relay's requests with its verified world).
+    pub fn snapshots(mut self, serving: SnapshotServing) -> Self {
+        self.config.snapshots = Some(serving);
+        self
+    }
+
+    /// Starts the session once `players` slots are taken (default: all), leaving the others to
+    /// late joiners. Takes effect only with [`Self::snapshots`].
+    pub fn start_players(mut self, players: u8) -> Self {
+        self.config.start_players = players;
+        self
+    }
+
     /// Seeds the reconnect tokens with `seed` instead of the entropy of the moment (tests that
     /// want the same tokens on every run).
     pub fn reconnect_seed(mut self, seed: u64) -> Self {
@@ -112,11 +143,17 @@ impl Default for ServerClock {
 
 impl Plugin for DeterministicServerPlugin {
     fn build(&self, app: &mut App) {
-        app.insert_resource((self.relay)(self.config.clone()))
+        let mut relay = (self.relay)(self.config.clone());
+        if let Some(read) = self.read_header {
+            relay = relay.with_header_reader(read);
+        }
+        app.insert_resource(relay)
             .init_resource::<RelayStats>()
             .register_type::<RelayStats>()
             .add_message::<crate::dump::DesyncReport>()
             .init_resource::<ServerClock>()
+            .add_message::<SnapshotServed>()
+            .add_message::<LyingSnapshot>()
             .add_systems(PreUpdate, relay_update.after(RenetReceive));
     }
 }
@@ -129,6 +166,7 @@ fn relay_update(
     mut real_clock: ResMut<ServerClock>,
     mut stats: ResMut<RelayStats>,
     mut reports: MessageWriter<crate::dump::DesyncReport>,
+    (mut served, mut lying): (MessageWriter<SnapshotServed>, MessageWriter<LyingSnapshot>),
 ) {
     let Some(mut server) = server else {
         return;
@@ -143,4 +181,14 @@ fn relay_update(
     relay.update(&mut server, dt, ticks);
     stats.clone_from(relay.stats());
     reports.write_batch(relay.take_desync_reports());
+    for event in relay.take_events() {
+        match event {
+            RelayEvent::Served(event) => {
+                served.write(event);
+            }
+            RelayEvent::Lying(event) => {
+                lying.write(event);
+            }
+        }
+    }
 }

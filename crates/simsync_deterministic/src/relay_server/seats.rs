@@ -10,6 +10,9 @@ pub(crate) struct SlotView {
     pub seated: bool,
     /// The slot's player counts as connected (seated and not silent).
     pub connected: bool,
+    /// A player was ever seated in the slot (it has a reconnect token): only its own token
+    /// takes it again.
+    pub claimed: bool,
 }
 
 /// Where a `Hello` is seated.
@@ -19,13 +22,15 @@ pub(crate) enum Seat {
     New(u8),
     /// The slot of the reconnect token, whose player is gone.
     Rejoin(u8),
+    /// A slot no player ever took, in a running session that admits late joiners.
+    Late(u8),
 }
 
 impl Seat {
     /// The slot.
     pub(crate) fn slot(self) -> u8 {
         match self {
-            Seat::New(slot) | Seat::Rejoin(slot) => slot,
+            Seat::New(slot) | Seat::Rejoin(slot) | Seat::Late(slot) => slot,
         }
     }
 }
@@ -36,9 +41,10 @@ impl Seat {
 /// - with a token: its slot if the token is the slot's current one
 ///   ([`RejectReason::BadReconnectToken`] otherwise, also for a slot that does not exist) and
 ///   the slot's player is not connected ([`RejectReason::SlotStillConnected`] otherwise);
-/// - without: the first slot no connection holds while the session has not started;
-///   [`RejectReason::SessionStarted`] after, [`RejectReason::ServerFull`] when every slot is
-///   held.
+/// - without: the first slot no connection holds while the session has not started; after
+///   the start, the first slot no player ever took when `late_join` (the relay serves
+///   snapshots), else [`RejectReason::SessionStarted`]; [`RejectReason::ServerFull`] when no
+///   such slot is left.
 ///
 /// # Errors
 ///
@@ -46,6 +52,7 @@ impl Seat {
 pub(crate) fn choose_seat(
     slots: &[SlotView],
     started: bool,
+    late_join: bool,
     reconnect: Option<ReconnectToken>,
     tokens: &ReconnectTokens,
 ) -> Result<Seat, RejectReason> {
@@ -61,6 +68,14 @@ pub(crate) fn choose_seat(
                 slot: presented.slot,
             }),
         };
+    }
+    if started && late_join {
+        return slots
+            .iter()
+            .position(|s| !s.seated && !s.claimed)
+            .and_then(|i| u8::try_from(i).ok())
+            .map(Seat::Late)
+            .ok_or(RejectReason::ServerFull);
     }
     if started {
         return Err(RejectReason::SessionStarted);
@@ -80,14 +95,22 @@ mod tests {
     const FREE: SlotView = SlotView {
         seated: false,
         connected: false,
+        claimed: false,
     };
     const LIVE: SlotView = SlotView {
         seated: true,
         connected: true,
+        claimed: true,
     };
     const SILENT: SlotView = SlotView {
         seated: true,
         connected: false,
+        claimed: true,
+    };
+    const LEFT: SlotView = SlotView {
+        seated: false,
+        connected: false,
+        claimed: true,
     };
 
     fn tokens() -> (ReconnectTokens, u64) {
@@ -103,11 +126,11 @@ mod tests {
     fn before_the_start_a_hello_takes_the_first_free_slot() {
         let (tokens, _) = tokens();
         assert_eq!(
-            choose_seat(&[LIVE, FREE, FREE], false, None, &tokens),
+            choose_seat(&[LIVE, FREE, FREE], false, false, None, &tokens),
             Ok(Seat::New(1))
         );
         assert_eq!(
-            choose_seat(&[LIVE, LIVE, LIVE], false, None, &tokens),
+            choose_seat(&[LIVE, LIVE, LIVE], false, false, None, &tokens),
             Err(RejectReason::ServerFull)
         );
     }
@@ -116,8 +139,27 @@ mod tests {
     fn after_the_start_a_hello_without_a_token_is_refused_even_with_a_free_slot() {
         let (tokens, _) = tokens();
         assert_eq!(
-            choose_seat(&[LIVE, FREE, SILENT], true, None, &tokens),
+            choose_seat(&[LIVE, FREE, SILENT], true, false, None, &tokens),
             Err(RejectReason::SessionStarted)
+        );
+    }
+
+    #[test]
+    fn a_late_joiner_takes_the_first_slot_no_player_ever_took() {
+        let (tokens, _) = tokens();
+        assert_eq!(
+            choose_seat(&[LIVE, LEFT, FREE], true, true, None, &tokens),
+            Ok(Seat::Late(2))
+        );
+        // A slot whose player left is kept for its reconnect token.
+        assert_eq!(
+            choose_seat(&[LIVE, LEFT, SILENT], true, true, None, &tokens),
+            Err(RejectReason::ServerFull)
+        );
+        // Before the start it is an ordinary seat.
+        assert_eq!(
+            choose_seat(&[LIVE, FREE, FREE], false, true, None, &tokens),
+            Ok(Seat::New(1))
         );
     }
 
@@ -127,17 +169,17 @@ mod tests {
         let rejoin = Some(ReconnectToken { slot: 1, token });
         for gone in [FREE, SILENT] {
             assert_eq!(
-                choose_seat(&[LIVE, gone, LIVE], true, rejoin, &tokens),
+                choose_seat(&[LIVE, gone, LIVE], true, false, rejoin, &tokens),
                 Ok(Seat::Rejoin(1))
             );
         }
         // Before the start too, into its own slot rather than the first free one.
         assert_eq!(
-            choose_seat(&[FREE, FREE, FREE], false, rejoin, &tokens).map(Seat::slot),
+            choose_seat(&[FREE, FREE, FREE], false, false, rejoin, &tokens).map(Seat::slot),
             Ok(1)
         );
         assert_eq!(
-            choose_seat(&[LIVE, LIVE, LIVE], true, rejoin, &tokens),
+            choose_seat(&[LIVE, LIVE, LIVE], true, false, rejoin, &tokens),
             Err(RejectReason::SlotStillConnected { slot: 1 })
         );
     }
@@ -151,7 +193,7 @@ mod tests {
             token: token.wrapping_add(1),
         });
         assert_eq!(
-            choose_seat(&slots, true, wrong, &tokens),
+            choose_seat(&slots, true, false, wrong, &tokens),
             Err(RejectReason::BadReconnectToken { slot: 1 })
         );
         // Slot 0's token does not open slot 1 (nor does slot 1's open slot 0, still connected).
@@ -160,17 +202,17 @@ mod tests {
             token: tokens.current(0).expect("issued"),
         });
         assert_eq!(
-            choose_seat(&slots, true, other, &tokens),
+            choose_seat(&slots, true, false, other, &tokens),
             Err(RejectReason::SlotStillConnected { slot: 0 })
         );
         let swapped = Some(ReconnectToken { slot: 0, token });
         assert_eq!(
-            choose_seat(&slots, true, swapped, &tokens),
+            choose_seat(&slots, true, false, swapped, &tokens),
             Err(RejectReason::BadReconnectToken { slot: 0 })
         );
         let missing = Some(ReconnectToken { slot: 9, token });
         assert_eq!(
-            choose_seat(&slots, true, missing, &tokens),
+            choose_seat(&slots, true, false, missing, &tokens),
             Err(RejectReason::BadReconnectToken { slot: 9 })
         );
     }

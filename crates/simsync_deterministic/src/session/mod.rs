@@ -7,6 +7,7 @@ mod check;
 mod divergence;
 mod dumps;
 mod lifecycle;
+pub(crate) mod net_snapshots;
 mod snapshot;
 mod state;
 mod stats;

@@ -338,6 +338,41 @@ impl WorldSnapshot {
         };
         decode_payload(payload)
     }
+
+    /// Decodes only the header of an encoded snapshot (the frame is checked and the payload
+    /// decompressed, but the world is not decoded): what the relay reads to check a buddy's
+    /// snapshot without knowing the game ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)).
+    ///
+    /// # Errors
+    /// As [`decode`](Self::decode), except that a body that would not decode is not noticed.
+    pub fn decode_header(bytes: &[u8], max_bytes: usize) -> Result<SnapshotHeader, SnapshotError> {
+        let frame = read_frame(bytes, max_bytes)?;
+        let stored = &bytes[FRAME_BYTES..];
+        let raw;
+        let payload: &[u8] = if frame.flags & FLAG_LZ4 != 0 {
+            raw = lz4_flex::block::decompress(stored, frame.raw_len).map_err(|error| {
+                SnapshotError::Corrupt {
+                    offset: FRAME_BYTES,
+                    what: format!("LZ4 payload: {error}"),
+                }
+            })?;
+            &raw
+        } else {
+            stored
+        };
+        let mut reader = CountingReader {
+            bytes: payload,
+            at: 0,
+        };
+        let header: SnapshotHeader = decode_part(&mut reader, payload.len())?;
+        if header.format_version != SNAPSHOT_FORMAT_VERSION {
+            return Err(SnapshotError::WrongVersion {
+                found: header.format_version,
+                expected: SNAPSHOT_FORMAT_VERSION,
+            });
+        }
+        Ok(header)
+    }
 }
 
 /// The checked frame of an encoded snapshot.

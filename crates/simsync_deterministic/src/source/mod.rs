@@ -12,6 +12,7 @@ mod local_players;
 mod local_relay;
 mod presence;
 mod relay_client;
+mod snapshot_exchange;
 mod stall;
 
 use std::time::Duration;
@@ -37,6 +38,8 @@ pub use local_players::LocalPlayers;
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
 pub use presence::{PlayerLeft, PlayerRejoined};
 pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
+pub(crate) use snapshot_exchange::BuddyRequest;
+pub use snapshot_exchange::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
 /// time owed, so a long hitch does not turn into a burst of polls.
@@ -182,6 +185,49 @@ impl<I: SimInput> InputSource<I> {
         match &mut self.relay {
             Relay::Local(_) => Vec::new(),
             Relay::Remote(client) => client.take_reports(),
+        }
+    }
+
+    /// The relay's snapshot request to serve at `verified_tick` (networked sessions).
+    pub(crate) fn due_snapshot_request(&self, verified_tick: Tick) -> Option<BuddyRequest> {
+        match &self.relay {
+            Relay::Local(_) => None,
+            Relay::Remote(client) => client.due_snapshot_request(verified_tick),
+        }
+    }
+
+    /// Answers the relay's snapshot request (no chunks: unavailable).
+    pub(crate) fn answer_snapshot(
+        &mut self,
+        request: u32,
+        chunks: Vec<simsync_net::SnapshotChunk>,
+    ) {
+        if let Relay::Remote(client) = &mut self.relay {
+            client.answer_snapshot(request, chunks);
+        }
+    }
+
+    /// The snapshot the relay forwarded, once complete.
+    pub(crate) fn take_arrived_snapshot(&mut self) -> Option<simsync_net::AssembledSnapshot> {
+        match &mut self.relay {
+            Relay::Local(_) => None,
+            Relay::Remote(client) => client.take_arrived_snapshot(),
+        }
+    }
+
+    /// A snapshot of `tick` was loaded: the clock moves to it at least, and the relay client
+    /// applies the sets it held.
+    pub(crate) fn snapshot_loaded(&mut self, tick: Tick, buffer: &mut InputBuffer<I>) {
+        self.local_tick = self.local_tick.max(tick);
+        if let Relay::Remote(client) = &mut self.relay {
+            client.snapshot_loaded(tick, buffer);
+        }
+    }
+
+    /// The snapshot forwarded with `request` was refused.
+    pub(crate) fn snapshot_refused(&mut self, request: u32) {
+        if let Relay::Remote(client) = &mut self.relay {
+            client.snapshot_refused(request);
         }
     }
 

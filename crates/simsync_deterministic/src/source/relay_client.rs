@@ -22,7 +22,11 @@
 //!   it samples no input for the ticks the session ran before its `Welcome` (see
 //!   [rejoining](crate::rules#rejoining-a-running-session));
 //! - samples its local input for tick `now + input_delay` and sends its unconfirmed inputs with
-//!   redundancy (at least the last 3).
+//!   redundancy (at least the last 3);
+//! - with snapshots on ([`NetworkSessionConfig::snapshots`]), keeps the relay's snapshot request
+//!   for the capture outside the session update and sends the chunks within the snapshot
+//!   channel's room; reassembles a snapshot the relay forwards and holds the confirmed sets that
+//!   arrive before it is loaded ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -40,6 +44,7 @@ use simsync_net::{
 
 use super::local_inputs::LocalInputProvider;
 use super::presence::{PlayerLeft, PlayerRejoined};
+use super::snapshot_exchange::{BuddyRequest, ClientSnapshotStats, SnapshotExchange};
 use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
@@ -104,6 +109,9 @@ pub struct RelayClientStats {
     /// (store it to rejoin with [`NetworkSessionConfig::rejoin`]); `None` before the welcome or
     /// from a relay that gives none.
     pub reconnect_token: Option<ReconnectToken>,
+    /// Snapshots served, loaded and refused ([late
+    /// join](crate::rules#late-join-and-rejoin-from-a-snapshot)).
+    pub snapshots: ClientSnapshotStats,
 }
 
 /// What the relay client reports to the session (written as Messages).
@@ -200,6 +208,10 @@ pub(crate) struct RelayClient<I: SimInput> {
     server_clock: Option<(Tick, Duration)>,
     /// Stall changes and snapshot requests not yet taken by the session.
     reports: Vec<NetReport>,
+    /// Snapshot transfers, both ways.
+    snapshots: SnapshotExchange,
+    /// Control messages to send with the next poll (snapshot answers and refusals).
+    outbox: Vec<ClientMessage>,
     _input: std::marker::PhantomData<fn() -> I>,
 }
 
@@ -245,6 +257,8 @@ impl<I: SimInput> RelayClient<I> {
             stall: StallWatch::default(),
             server_clock: None,
             reports: Vec::new(),
+            snapshots: SnapshotExchange::default(),
+            outbox: Vec::new(),
             _input: std::marker::PhantomData,
         }
     }
@@ -342,6 +356,7 @@ impl<I: SimInput> RelayClient<I> {
             *local_tick = next;
             self.sample_through(next + delay, local, buffer);
         }
+        self.send_snapshot_messages(renet.as_deref_mut());
         self.send(renet, buffer);
         let cap = if self.predicted {
             max_verifiable.saturating_add(self.window)
@@ -434,7 +449,23 @@ impl<I: SimInput> RelayClient<I> {
                 self.stats.started = true;
             }
             ServerMessage::Session(SessionServerMessage::ConfirmedInputs { first_tick, sets }) => {
-                self.on_confirmed(buffer, first_tick, &sets);
+                if self.snapshots.awaiting() {
+                    self.snapshots.hold(first_tick, sets);
+                } else {
+                    self.on_confirmed(buffer, first_tick, &sets);
+                }
+            }
+            ServerMessage::Session(SessionServerMessage::SnapshotRequest {
+                request,
+                min_tick,
+                max_bytes,
+            }) => self.on_snapshot_request(request, min_tick, max_bytes),
+            ServerMessage::Session(SessionServerMessage::SnapshotChunk(chunk)) => {
+                let max = self.config.max_snapshot_bytes;
+                if let Err(error) = self.snapshots.on_chunk(chunk, max) {
+                    warn!("session client: snapshot chunk refused: {error}");
+                }
+                self.stats.snapshots = self.snapshots.stats.clone();
             }
             ServerMessage::Session(SessionServerMessage::Clock {
                 input_lead_ticks,
@@ -490,6 +521,92 @@ impl<I: SimInput> RelayClient<I> {
                 self.reports.push(NetReport::DesyncReport(report));
             }
             ServerMessage::Ownership(_) => {}
+        }
+    }
+
+    /// The relay asks for a snapshot: kept for the capture outside the session update, or
+    /// answered unavailable at once when this client does not serve snapshots.
+    fn on_snapshot_request(&mut self, request: u32, min_tick: Tick, max_bytes: u32) {
+        let request = BuddyRequest {
+            request,
+            min_tick,
+            max_bytes: max_bytes as usize,
+        };
+        self.snapshots.on_request(request);
+        if !self.config.snapshots {
+            self.answer_snapshot(request.request, Vec::new());
+        }
+    }
+
+    /// The relay's snapshot request to serve now that the verified tick is `verified_tick`.
+    pub(crate) fn due_snapshot_request(&self, verified_tick: Tick) -> Option<BuddyRequest> {
+        self.snapshots.due_request(verified_tick)
+    }
+
+    /// Answers the relay's request `request` with `chunks` (none: unavailable).
+    pub(crate) fn answer_snapshot(
+        &mut self,
+        request: u32,
+        chunks: Vec<simsync_net::SnapshotChunk>,
+    ) {
+        if chunks.is_empty() {
+            self.outbox.push(ClientMessage::Session(
+                SessionClientMessage::SnapshotUnavailable { request },
+            ));
+        }
+        self.snapshots.answer(request, chunks);
+        self.stats.snapshots = self.snapshots.stats.clone();
+    }
+
+    /// The snapshot the relay forwarded, once complete.
+    pub(crate) fn take_arrived_snapshot(&mut self) -> Option<simsync_net::AssembledSnapshot> {
+        self.snapshots.take_arrived()
+    }
+
+    /// The snapshot of `tick` is loaded: the clock and the inputs go on from there, and the sets
+    /// held while it came are applied.
+    pub(crate) fn snapshot_loaded(&mut self, tick: Tick, buffer: &mut InputBuffer<I>) {
+        self.snapshots.stats.loaded += 1;
+        self.snapshots.stats.loaded_tick = Some(tick);
+        self.stats.snapshots = self.snapshots.stats.clone();
+        self.stats.needs_snapshot_from = None;
+        self.input_floor = self.input_floor.max(tick);
+        self.last_input_tick = self.last_input_tick.max(tick);
+        self.pending.retain(|(t, _)| *t > tick);
+        for (first_tick, sets) in self.snapshots.take_held() {
+            self.on_confirmed(buffer, first_tick, &sets);
+        }
+    }
+
+    /// The snapshot forwarded with `request` was refused: the relay is told.
+    pub(crate) fn snapshot_refused(&mut self, request: u32) {
+        self.snapshots.stats.refused += 1;
+        self.stats.snapshots = self.snapshots.stats.clone();
+        self.snapshots.take_held();
+        self.outbox.push(ClientMessage::Session(
+            SessionClientMessage::SnapshotRefused { request },
+        ));
+    }
+
+    /// Sends the queued control messages and the next snapshot chunks the channel has room for.
+    fn send_snapshot_messages(&mut self, renet: Option<&mut RenetClient>) {
+        let Some(client) = renet else {
+            return;
+        };
+        for message in std::mem::take(&mut self.outbox) {
+            if let Err(error) = client.send_msg(&message) {
+                debug!("session client: snapshot message not sent: {error}");
+            }
+        }
+        while let Some(chunk) = self.snapshots.next_chunk() {
+            let message = ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk));
+            if client.send_msg(&message).is_err() {
+                if let ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk)) = message
+                {
+                    self.snapshots.unsend(chunk);
+                }
+                break;
+            }
         }
     }
 

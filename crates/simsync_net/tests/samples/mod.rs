@@ -7,8 +7,21 @@ use simsync_net::{
     BodyId, ClientMessage, Hello, InputSet, OwnerRecord, OwnershipClientMessage,
     OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState, ParticipantId, Protocols,
     RefusalReason, RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage,
-    Welcome,
+    SnapshotChunk, Welcome,
 };
+
+/// A snapshot chunk with every field set.
+pub fn chunk() -> SnapshotChunk {
+    SnapshotChunk {
+        request: 7,
+        tick: 200,
+        checksum: 0xFEED_F00D_DEAD_BEEF,
+        total_bytes: 70_000,
+        index: 4,
+        count: 5,
+        bytes: (0..4_464u32).map(|i| i as u8).collect(),
+    }
+}
 
 /// A body state of `body` at sequence `seq`.
 pub fn state(body: u64, seq: u32) -> PackedBodyState {
@@ -70,6 +83,9 @@ pub fn client_samples() -> Vec<ClientMessage> {
         }),
         ClientMessage::Ownership(OwnershipClientMessage::Release { body: BodyId(0) }),
         ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state(42, 70_000))),
+        ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk())),
+        ClientMessage::Session(SessionClientMessage::SnapshotUnavailable { request: 3 }),
+        ClientMessage::Session(SessionClientMessage::SnapshotRefused { request: u32::MAX }),
     ]
 }
 
@@ -155,5 +171,11 @@ pub fn server_samples() -> Vec<ServerMessage> {
             owner: ParticipantId(2),
             state: state(1, 1),
         }),
+        ServerMessage::Session(SessionServerMessage::SnapshotRequest {
+            request: 9,
+            min_tick: 180,
+            max_bytes: 32 << 20,
+        }),
+        ServerMessage::Session(SessionServerMessage::SnapshotChunk(chunk())),
     ]
 }
