@@ -79,8 +79,8 @@ fn each_message_goes_on_the_channel_of_its_kind() {
     assert_eq!(
         client,
         [
-            Control, Control, Inputs, Inputs, Control, Inputs, Control, Control, Control, State,
-            Snapshot, Control, Control
+            Control, Control, Inputs, Inputs, Control, Inputs, Control, Control, Control, Control,
+            State, Snapshot, Control, Control
         ]
     );
     let server: Vec<NetChannel> = server_samples()
@@ -91,7 +91,7 @@ fn each_message_goes_on_the_channel_of_its_kind() {
         server,
         [
             Control, Control, Control, Inputs, Inputs, Control, Inputs, Inputs, Control, Control,
-            Control, Control, Control, Control, Control, Control, Control, State, Control,
+            Control, Control, Control, Control, Control, Control, Control, Control, State, Control,
             Snapshot
         ]
     );
