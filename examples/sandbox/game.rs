@@ -60,8 +60,8 @@ pub fn encode(input: &TraceInput) -> PackedInput {
     packed
 }
 
-/// Marks a player's body (rolled back and part of checksums).
-#[derive(Component, Debug, Clone, Copy, PartialEq)]
+/// Marks a player's body (rolled back, part of checksums and of snapshots).
+#[derive(Component, Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PlayerBody {
     /// The player controlling the body.
     pub player: u8,
@@ -138,7 +138,7 @@ impl Plugin for SandboxGame {
             scene: self.scene.clone(),
             players: self.players,
         })
-        .rollback_hashed_component::<PlayerBody>()
+        .rollback_hashed_component_serde::<PlayerBody>()
         .add_systems(SimulationStartup, spawn_scene)
         .add_systems(
             SimulationTick,
