@@ -4,7 +4,7 @@
 //! the tick — written to a file on the first mismatch, and [`diff_dumps`] naming the first
 //! entity, component and field values that differ between two dumps.
 //!
-//! - [`format`] holds the data ([`DesyncDump`]) and the versioned file ([`DesyncDump::encode`],
+//! - [`format`](mod@format) holds the data ([`DesyncDump`]) and the versioned file ([`DesyncDump::encode`],
 //!   [`DesyncDump::decode`], [`DumpError`]).
 //! - [`capture`] reads a world into a dump, and the per-component hash breakdown
 //!   ([`ComponentBreakdown`]) a client sends the relay on a desync.

@@ -293,18 +293,20 @@ struct Served {
     tick: Tick,
 }
 
-/// Reads the tick and checksum an encoded snapshot's header states (`Err`: unreadable).
-pub type HeaderReader = fn(&[u8]) -> Result<(Tick, u64), ()>;
+/// Reads the tick and checksum an encoded snapshot's header states (`Err`: unreadable, and why).
+pub type HeaderReader = fn(&[u8]) -> Result<(Tick, u64), crate::SnapshotError>;
 
 /// The snapshot core's [`HeaderReader`]: the tick and checksum of an encoded
 /// [`WorldSnapshot`](crate::WorldSnapshot)'s header, read without decoding the world
 /// ([`WorldSnapshot::decode_header`](crate::WorldSnapshot::decode_header), at most
 /// [`DEFAULT_MAX_SNAPSHOT_BYTES`](crate::snapshot::format::DEFAULT_MAX_SNAPSHOT_BYTES)
-/// decompressed). `Err` for bytes that are not a snapshot of this format.
-pub fn read_snapshot_header(bytes: &[u8]) -> Result<(Tick, u64), ()> {
+/// decompressed).
+///
+/// # Errors
+/// The [`SnapshotError`](crate::SnapshotError) of bytes that are not a snapshot of this format.
+pub fn read_snapshot_header(bytes: &[u8]) -> Result<(Tick, u64), crate::SnapshotError> {
     crate::WorldSnapshot::decode_header(bytes, crate::snapshot::format::DEFAULT_MAX_SNAPSHOT_BYTES)
         .map(|header| (header.tick, header.checksum))
-        .map_err(|_| ())
 }
 
 /// Forwarded snapshots remembered for a joiner's refusal.

@@ -165,8 +165,11 @@ fn relay_update(
     real: Option<Res<Time<bevy::time::Real>>>,
     mut real_clock: ResMut<ServerClock>,
     mut stats: ResMut<RelayStats>,
-    mut reports: MessageWriter<crate::dump::DesyncReport>,
-    (mut served, mut lying): (MessageWriter<SnapshotServed>, MessageWriter<LyingSnapshot>),
+    (mut reports, mut served, mut lying): (
+        MessageWriter<crate::dump::DesyncReport>,
+        MessageWriter<SnapshotServed>,
+        MessageWriter<LyingSnapshot>,
+    ),
 ) {
     let Some(mut server) = server else {
         return;

@@ -266,11 +266,11 @@ pub(crate) enum Verdict {
 pub(crate) fn check_snapshot(
     snapshot: &AssembledSnapshot,
     reference: Option<u64>,
-    header: Option<Result<(Tick, u64), ()>>,
+    header: Option<Result<(Tick, u64), crate::SnapshotError>>,
 ) -> Verdict {
     match header {
         Some(Ok(stated)) if stated != (snapshot.tick, snapshot.checksum) => return Verdict::Lying,
-        Some(Err(())) => return Verdict::Lying,
+        Some(Err(_)) => return Verdict::Lying,
         _ => {}
     }
     match reference {
@@ -396,6 +396,17 @@ mod tests {
             check_snapshot(&s, Some(77), Some(Ok((199, 77)))),
             Verdict::Lying
         );
-        assert_eq!(check_snapshot(&s, None, Some(Err(()))), Verdict::Lying);
+        assert_eq!(
+            check_snapshot(
+                &s,
+                None,
+                Some(Err(crate::SnapshotError::Truncated {
+                    offset: 0,
+                    len: 0,
+                    needed: 33,
+                }))
+            ),
+            Verdict::Lying
+        );
     }
 }

@@ -223,19 +223,6 @@ fn dump_verified<I: SimInput>(
     write_and_report(main, &config, &dump);
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_client_dumps_the_same_aligned_tick_after_the_desync() {
-        assert_eq!(desync_dump_tick(1), 64);
-        assert_eq!(desync_dump_tick(32), 64);
-        assert_eq!(desync_dump_tick(33), 96);
-        assert_eq!(desync_dump_tick(0), 32);
-    }
-}
-
 /// Forgets predicted dumps of ticks through `verified_tick` (their check is done).
 pub(super) fn forget_through<I: SimInput>(
     session: &mut DeterministicSession<I>,
@@ -248,5 +235,18 @@ pub(super) fn forget_through<I: SimInput>(
         .is_some_and(|(t, _)| *t <= verified_tick)
     {
         session.dumps.predicted.pop_first();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_client_dumps_the_same_aligned_tick_after_the_desync() {
+        assert_eq!(desync_dump_tick(1), 64);
+        assert_eq!(desync_dump_tick(32), 64);
+        assert_eq!(desync_dump_tick(33), 96);
+        assert_eq!(desync_dump_tick(0), 32);
     }
 }

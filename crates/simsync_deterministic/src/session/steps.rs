@@ -198,7 +198,7 @@ fn replay_verified<I: SimInput>(
 ) -> Option<ReplayMismatch> {
     let mut playback = world.get_resource_mut::<ReplayPlayback<I>>()?;
     let mismatch = playback.verified(tick, checksum)?;
-    world.write_message(mismatch.clone());
+    world.write_message(mismatch);
     Some(mismatch)
 }
 
