@@ -112,25 +112,28 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
     types.register::<AdditionalSolverIterations>();
 }
 
-impl Mirror for RapierRigidBodyHandle {
-    type Repr = RigidBodyHandle;
-    fn to_repr(&self) -> Self::Repr {
-        self.0
-    }
-    fn from_repr(repr: Self::Repr) -> Self {
-        Self(repr)
-    }
+/// `Mirror` for a newtype over a serializable value (its `.0`).
+macro_rules! newtype_mirror {
+    ($($t:ty => $repr:ty),* $(,)?) => {$(
+        impl Mirror for $t {
+            type Repr = $repr;
+            fn to_repr(&self) -> Self::Repr {
+                self.0
+            }
+            fn from_repr(repr: Self::Repr) -> Self {
+                Self(repr)
+            }
+        }
+    )*};
 }
 
-impl Mirror for RapierContextEntityLink {
-    type Repr = Entity;
-    fn to_repr(&self) -> Self::Repr {
-        self.0
-    }
-    fn from_repr(repr: Self::Repr) -> Self {
-        Self(repr)
-    }
-}
+newtype_mirror!(
+    RapierRigidBodyHandle => RigidBodyHandle,
+    RapierContextEntityLink => Entity,
+    RapierColliderHandle => ColliderHandle,
+    RapierImpulseJointHandle => ImpulseJointHandle,
+    RapierMultibodyJointHandle => MultibodyJointHandle,
+);
 
 impl Mirror for DefaultRapierContext {
     type Repr = ();
@@ -175,36 +178,6 @@ impl Mirror for RapierConfiguration {
         config.scaled_shape_subdivision = subdivision;
         config.force_update_from_transform_changes = force;
         config
-    }
-}
-
-impl Mirror for RapierColliderHandle {
-    type Repr = ColliderHandle;
-    fn to_repr(&self) -> Self::Repr {
-        self.0
-    }
-    fn from_repr(repr: Self::Repr) -> Self {
-        Self(repr)
-    }
-}
-
-impl Mirror for RapierImpulseJointHandle {
-    type Repr = ImpulseJointHandle;
-    fn to_repr(&self) -> Self::Repr {
-        self.0
-    }
-    fn from_repr(repr: Self::Repr) -> Self {
-        Self(repr)
-    }
-}
-
-impl Mirror for RapierMultibodyJointHandle {
-    type Repr = MultibodyJointHandle;
-    fn to_repr(&self) -> Self::Repr {
-        self.0
-    }
-    fn from_repr(repr: Self::Repr) -> Self {
-        Self(repr)
     }
 }
 
