@@ -7,6 +7,7 @@
 //! Rapier's state ([`rapier`]).
 
 pub mod capture;
+pub(crate) mod character_serial;
 pub mod coverage;
 pub mod digest;
 pub mod entities;

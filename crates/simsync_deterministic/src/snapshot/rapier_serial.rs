@@ -108,7 +108,7 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
     types.register::<Friction>();
     types.register::<Restitution>();
     types.register::<Sensor>();
-    types.register::<ColliderScale>();
+    super::character_serial::register(registry);
     types.register::<AdditionalSolverIterations>();
 }
 
