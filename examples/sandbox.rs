@@ -40,6 +40,8 @@ mod ownership;
 mod replay;
 #[path = "sandbox/scene.rs"]
 mod scene;
+#[path = "sandbox/setup_check.rs"]
+mod setup_check;
 #[path = "sandbox/summary.rs"]
 mod summary;
 #[path = "sandbox/trace.rs"]

@@ -34,6 +34,9 @@ mod game;
 #[path = "sandbox/scene.rs"]
 mod scene;
 #[allow(dead_code)]
+#[path = "sandbox/setup_check.rs"]
+mod setup_check;
+#[allow(dead_code)]
 #[path = "sandbox/summary.rs"]
 mod summary;
 #[allow(dead_code)]

@@ -16,6 +16,8 @@ mod ownership_script;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/scene.rs"]
 mod scene;
+#[path = "../examples/sandbox/setup_check.rs"]
+mod setup_check;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/trace.rs"]
 mod trace;
@@ -472,4 +474,73 @@ fn default_assets_are_found_at_run_time() {
         cli::asset_path(Some(given), "assets/nope.ron", "--scene"),
         Ok(given.to_path_buf())
     );
+}
+
+// --- Registration errors at session start stop a run (exit 2) -----------------------------------
+
+/// A component registered for rollback without a snapshot serializer (no serde registration,
+/// not reflected).
+#[derive(bevy::prelude::Component, Clone)]
+struct Opaque(#[allow(dead_code)] u32);
+
+/// A game that spawns one entity holding [`Opaque`].
+#[derive(Clone)]
+struct OpaqueGame;
+
+impl bevy::prelude::Plugin for OpaqueGame {
+    fn build(&self, app: &mut bevy::prelude::App) {
+        use simsync::prelude::*;
+        app.rollback_component::<Opaque>().add_systems(
+            SimulationStartup,
+            |mut sim: SimCommands| {
+                sim.spawn(Opaque(7)).expect("slot");
+            },
+        );
+    }
+}
+
+/// Updates `app` up to 20 times; the setup failure message, if one came.
+fn setup_failure_within_20_updates(app: &mut bevy::prelude::App) -> Option<String> {
+    for _ in 0..20 {
+        app.update();
+        if let Some(message) = setup_check::failure(app) {
+            return Some(message);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_type_without_snapshot_serializer_stops_the_run_with_a_message_naming_it() {
+    use simsync::deterministic::SnapshotLimits;
+    let mut app =
+        crate::common::app_with_game(OpaqueGame, 1, 0, |p| p.snapshots(SnapshotLimits::default()));
+    setup_check::watch(&mut app);
+    let message = setup_failure_within_20_updates(&mut app).expect("the run stops");
+    assert!(message.contains("Opaque"), "{message}");
+    assert!(
+        message.contains("cannot be saved in snapshots"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_game_whose_types_all_serialize_runs_without_a_setup_failure() {
+    use simsync::deterministic::SnapshotLimits;
+    let game = crate::common::TestGame {
+        boxes: 2,
+        players: 1,
+        ..crate::common::TestGame::default()
+    };
+    let mut app =
+        crate::common::app_with_game(game, 1, 0, |p| p.snapshots(SnapshotLimits::default()));
+    setup_check::watch(&mut app);
+    assert_eq!(setup_failure_within_20_updates(&mut app), None);
+    let stats = app.world().resource::<simsync::prelude::SessionStats>();
+    assert!(
+        stats.verified_tick >= 10,
+        "the session ran: {}",
+        stats.verified_tick
+    );
+    assert_eq!(stats.rollback_setup_errors, 0);
 }

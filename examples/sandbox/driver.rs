@@ -204,6 +204,7 @@ pub fn add_session(app: &mut App, args: &LocalArgs, game: SandboxGame, trace: Co
         )
         .add_systems(BeforeVerification, stop_at_requested_tick)
         .add_systems(Last, report_mismatches);
+    super::setup_check::watch(app);
 }
 
 /// Counts the player bodies and all rigid bodies of the verified world.
@@ -237,7 +238,8 @@ fn sleeping_bodies(app: &App) -> (usize, usize) {
 ///
 /// # Errors
 /// Exit code 1 if the scene was not fully spawned, the verified world does not reach the tick
-/// within a generous number of updates, or passes it.
+/// within a generous number of updates, or passes it; 2 if the session reported a registration
+/// error when it started ([`super::setup_check`]).
 pub fn run(
     args: &LocalArgs,
     expected_bodies: u32,
@@ -270,6 +272,9 @@ pub fn run(
         }
         app.update();
         updates += 1;
+        if let Some(message) = super::setup_check::failure(&app) {
+            return Err(Failure::input(message));
+        }
         let now = Instant::now();
         if !args.run.quiet && now - last_report.0 >= Duration::from_secs(1) {
             let stats = app.world().resource::<SessionStats>();

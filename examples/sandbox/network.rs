@@ -99,6 +99,7 @@ fn client_app(
         }))
         .insert_resource(StopAt(ticks as i32))
         .add_systems(BeforeVerification, stop_at);
+    super::setup_check::watch(&mut app);
     app.finish();
     app.cleanup();
     if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
@@ -299,6 +300,9 @@ pub fn run_in_process(
         server.update();
         for client in &mut clients {
             client.update();
+            if let Some(message) = super::setup_check::failure(client) {
+                return Err(Failure::input(message));
+            }
         }
         frames += 1;
         if !run.quiet && last_report.elapsed() >= Duration::from_secs(1) {
@@ -579,6 +583,9 @@ pub fn run_client(
             )));
         }
         app.update();
+        if let Some(message) = super::setup_check::failure(&app) {
+            return Err(Failure::input(message));
+        }
         if let Some(reason) = stats(&app).network.and_then(|n| n.rejected) {
             return Err(Failure::run(format!(
                 "client: rejected by the server: {reason:?}"

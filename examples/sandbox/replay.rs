@@ -128,6 +128,7 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode, Failure> {
                 })
                 .play_replay(playback),
         );
+    super::setup_check::watch(&mut app);
     app.finish();
     app.cleanup();
     if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
@@ -147,6 +148,9 @@ fn play(app: &mut App, quiet: bool) -> Result<ExitCode, Failure> {
             break;
         }
         app.update();
+        if let Some(message) = super::setup_check::failure(app) {
+            return Err(Failure::input(message));
+        }
         let playback = app.world().resource::<ReplayPlayback<PackedInput>>();
         if !quiet && !reported_start && playback.seek().is_some() {
             reported_start = true;
