@@ -160,3 +160,164 @@ fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot(
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+// --- A hostile breakdown sender, and a second desync episode -----------------------------------
+
+/// Three marbles climbing one unit per tick; at each `(tick, dy)` of `plants` the marble in
+/// slot 1 moves by `dy` (both worlds).
+#[derive(Clone)]
+struct EpisodesGame {
+    plants: Vec<(i32, f32)>,
+}
+
+impl Plugin for EpisodesGame {
+    fn build(&self, app: &mut App) {
+        use crate::deterministic::desync_dumps::Marble;
+        let plants = self.plants.clone();
+        app.register_type::<Marble>()
+            .rollback_hashed_component::<Marble>()
+            .add_systems(SimulationStartup, |mut sim: SimCommands| {
+                for i in 0..3 {
+                    sim.spawn(Marble {
+                        x: i as f32,
+                        y: 0.0,
+                    })
+                    .expect("slot");
+                }
+            })
+            .add_systems(
+                SimulationTick,
+                (move |tick: Res<SimTick>, mut marbles: Query<&mut Marble>| {
+                    for mut marble in &mut marbles {
+                        marble.y += 1.0;
+                        for (at, dy) in &plants {
+                            if *at == tick.0 && marble.x == 1.0 {
+                                marble.y += dy;
+                            }
+                        }
+                    }
+                })
+                .in_set(SimulationSet::Game),
+            );
+    }
+}
+
+/// A `ComponentHashes` message of `tick` with `entries` component entries.
+fn breakdown(tick: i32, entries: usize) -> simsync_net::ClientMessage {
+    simsync_net::ClientMessage::Session(simsync_net::SessionClientMessage::ComponentHashes {
+        tick,
+        components: (0..entries).map(|i| (format!("game::C{i}"), 7)).collect(),
+        resources: Vec::new(),
+        slots: vec![(1, 9)],
+    })
+}
+
+/// Sends raw `bytes` on the control channel of `app`'s renet client.
+fn send_raw(app: &mut App, bytes: Vec<u8>) {
+    app.world_mut()
+        .resource_mut::<RenetClient>()
+        .send_message(NetChannel::Control, bytes);
+}
+
+#[test]
+fn hostile_breakdowns_are_counted_rejections_and_only_the_first_desync_gets_a_breakdown() {
+    let players = 3;
+    let network =
+        MemoryNetwork::new(7, LinkConditionerConfig::PERFECT.with_latency(20, 2)).expect("link");
+    let mut server = server_app_with(DeterministicServerPlugin::new::<PackedInput>(players, 64));
+    server.insert_net_server(network.server_transport().expect("server"));
+    server
+        .init_resource::<Seen>()
+        .add_systems(Update, collect_reports);
+    server.finish();
+    server.cleanup();
+    let dirs: Vec<_> = (0..players)
+        .map(|i| dump_dir(&format!("hostile-{i}")))
+        .collect();
+    let mut clients: Vec<App> = (0..players)
+        .map(|i| {
+            // Client 0 diverges in two episodes: ticks 30..=39 and from tick 90 on.
+            let plants = if i == 0 {
+                vec![(30, 0.5), (40, -0.5), (90, 0.5)]
+            } else {
+                Vec::new()
+            };
+            let dir = dirs[usize::from(i)].clone();
+            let mut app = client_app_configured(
+                EpisodesGame { plants },
+                players,
+                NetworkSessionConfig::default(),
+                60,
+                64,
+                |p| p.desync_dumps(dir),
+            );
+            app.insert_net_client(network.client_transport(u64::from(i) + 1).expect("client"));
+            app.init_resource::<Seen>().add_systems(Update, collect);
+            app.finish();
+            app.cleanup();
+            app
+        })
+        .collect();
+    let verified = |c: &App| c.world().resource::<SessionStats>().verified_tick;
+    let (flood, mut hostile_sent) = (40, false);
+    for _ in 0..3_000 {
+        if clients.iter().all(|c| verified(c) >= 200) {
+            break;
+        }
+        // Client 2 simulates honestly but, once playing, sends the relay a malformed
+        // message, an oversized breakdown, one of a tick never desynced and a flood of them.
+        if !hostile_sent && verified(&clients[2]) >= 5 {
+            hostile_sent = true;
+            let hostile = &mut clients[2];
+            send_raw(hostile, vec![0xff; 48]);
+            let oversized = breakdown(30, simsync_net::MAX_BREAKDOWN_ENTRIES + 1);
+            send_raw(hostile, simsync_net::encode(&oversized).expect("encodes"));
+            for _ in 0..=flood {
+                let unknown = breakdown(12_345, 2);
+                send_raw(hostile, simsync_net::encode(&unknown).expect("encodes"));
+            }
+        }
+        server.update();
+        for client in &mut clients {
+            client.update();
+        }
+    }
+    assert!(hostile_sent);
+    assert!(
+        clients.iter().all(|c| verified(c) >= 200),
+        "the honest peers kept playing: {:?}",
+        clients.iter().map(verified).collect::<Vec<_>>()
+    );
+    let relay = server
+        .world()
+        .resource::<simsync::deterministic::RelayStats>()
+        .clone();
+    // Every hostile message is a counted rejection: the malformed one as a rejected message,
+    // the breakdowns as refused (or, past the control channel's rate, rate limited).
+    assert!(relay.rejected_messages >= 1, "{relay:?}");
+    let refused = relay.refused_breakdowns[2] + relay.rate_limited[2].control;
+    assert!(refused >= flood + 2, "refused {refused}: {relay:?}");
+    assert!(relay.refused_breakdowns[2] >= 2, "{relay:?}");
+    assert_eq!(relay.refused_breakdowns[0], 0);
+    assert_eq!(relay.refused_breakdowns[1], 0);
+    assert_eq!(relay.contradicting_breakdowns, vec![0; 3]);
+    // Both episodes were detected (10 ticks, then every tick from 90), but the breakdowns were
+    // sent for the first only: one report, of tick 30, naming the component and the slot.
+    assert!(relay.desyncs_named[0] > 10 + 50, "{relay:?}");
+    assert_eq!(relay.desyncs_named[1], 0);
+    assert_eq!(relay.desync_reports, 1, "{relay:?}");
+    let reports = &server.world().resource::<Seen>().reports;
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(reports[0].tick, 30);
+    assert_eq!(reports[0].players, vec![0]);
+    assert_eq!(reports[0].components.len(), 1, "{:?}", reports[0]);
+    assert!(
+        reports[0].components[0].ends_with("Marble"),
+        "{:?}",
+        reports[0]
+    );
+    assert_eq!(reports[0].slots, vec![1]);
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
