@@ -9,6 +9,12 @@
 //!    the token buckets), measured in alternating rounds of the same run. The clients are
 //!    lightweight fakes (a `RenetClient` each on a `MemoryNetwork`, sending typed `Inputs`
 //!    messages directly), not simulation Apps.
+//! 3. Late join at 1,000 bodies over UDP on 127.0.0.1: two clients of the tests' game (1,000
+//!    boxes in resting piles, 3 player slots) play 150 ticks; a third joins; printed is the time
+//!    from its join request (the App's first update) to its first verified tick: wall time (the
+//!    server and all three clients stepped in this one thread, so it includes their simulation)
+//!    and updates (the apps' network clock advances 1/64 s per update). The snapshot's size and
+//!    tick are printed with it.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -18,8 +24,12 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
+use bevy::prelude::*;
 use criterion::{Criterion, criterion_group, criterion_main};
-use simsync::deterministic::{NetworkSessionConfig, RelayLimits, RelayServer, RelayServerConfig};
+use simsync::deterministic::{
+    DeterministicServerPlugin, NetworkSessionConfig, RelayLimits, RelayServer, RelayServerConfig,
+    RelayStats, SnapshotLimits, SnapshotServing, read_snapshot_header,
+};
 use simsync::prelude::*;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
@@ -27,6 +37,7 @@ use simsync_net::{
     ClientMessage, Hello, MemoryClientTransport, MemoryNetwork, MemoryServerTransport, Protocols,
     ServerMessage, SessionClientMessage, SessionServerMessage, connection_config,
 };
+use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport};
 
 const HZ: u16 = 64;
 const DT: Duration = Duration::from_nanos(15_625_000);
@@ -227,8 +238,95 @@ fn server_time(rig: &mut Rig, iters: u64) -> Duration {
     total
 }
 
+/// A relay App on a UDP socket bound to 127.0.0.1 serving snapshots (3 slots, 2 to start).
+fn udp_relay() -> (App, std::net::SocketAddr) {
+    let relay = DeterministicServerPlugin::new::<PackedInput>(3, 64)
+        .start_players(2)
+        .snapshots(SnapshotServing::default())
+        .header_reader(read_snapshot_header);
+    let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(loopback())).expect("bind");
+    let addr = transport.local_addr();
+    let mut server = harness::server_app_with(relay);
+    server.insert_net_server(transport);
+    server.finish();
+    server.cleanup();
+    (server, addr)
+}
+
+fn loopback() -> std::net::SocketAddr {
+    "127.0.0.1:0".parse().expect("address")
+}
+
+/// A client of `game` with snapshots on, over UDP to `server` as netcode client `id`.
+fn udp_snapshot_client(game: &common::TestGame, server: std::net::SocketAddr, id: u64) -> App {
+    let net = NetworkSessionConfig {
+        snapshots: true,
+        ..NetworkSessionConfig::default()
+    };
+    let mut client = harness::client_app_configured(game.clone(), game.players, net, 60, 64, |p| {
+        p.snapshots(SnapshotLimits::default())
+    });
+    let transport = UdpClientTransport::unsecure(server, id, NETCODE_PROTOCOL_ID, loopback())
+        .expect("client socket");
+    client.insert_net_client(transport);
+    client.finish();
+    client.cleanup();
+    client
+}
+
+fn session_stats(app: &App) -> SessionStats {
+    app.world().resource::<SessionStats>().clone()
+}
+
+fn step_all(server: &mut App, clients: &mut [App]) {
+    server.update();
+    for client in clients.iter_mut() {
+        client.update();
+    }
+}
+
+/// Time from a late joiner's join request to its first verified tick, 1,000 bodies, UDP.
+fn late_join_time() {
+    let game = common::TestGame {
+        boxes: 1_000,
+        players: 3,
+        ..common::TestGame::default()
+    };
+    let (mut server, addr) = udp_relay();
+    let mut clients: Vec<App> = (1..=2)
+        .map(|id| udp_snapshot_client(&game, addr, id))
+        .collect();
+    let mut frames = 0;
+    while clients.iter().any(|c| session_stats(c).verified_tick < 150) {
+        step_all(&mut server, &mut clients);
+        frames += 1;
+        assert!(frames < 5_000, "the two players never reached tick 150");
+    }
+    clients.push(udp_snapshot_client(&game, addr, 3));
+    let started = Instant::now();
+    let mut updates = 0u32;
+    while session_stats(&clients[2]).checksum_history.is_empty() {
+        step_all(&mut server, &mut clients);
+        updates += 1;
+        assert!(updates < 5_000, "the joiner never verified a tick");
+    }
+    let wall = started.elapsed();
+    let joiner = session_stats(&clients[2]);
+    let net = joiner.network.expect("networked");
+    let relay = server.world().resource::<RelayStats>().clone();
+    println!(
+        "late join at 1,000 bodies over UDP 127.0.0.1: join request → first verified tick {} in          {wall:?} wall ({updates} updates = {:.0} ms of network clock at 64 Hz, 3 clients + relay          stepped in one thread); snapshot of tick {:?}, {} bytes forwarded, {} loaded",
+        joiner.checksum_history[0].tick,
+        f64::from(updates) * 1000.0 / 64.0,
+        net.snapshots.loaded_tick,
+        relay.snapshots.bytes_forwarded,
+        net.snapshots.loaded,
+    );
+}
+
 fn network(c: &mut Criterion) {
     bytes_per_tick();
+    late_join_time();
 
     let mut one = Rig::new(1);
     let mut many = Rig::new(64);

@@ -110,18 +110,11 @@ fn spawn_scene(mut sim: SimCommands, game: Res<TestGame>) {
         Transform::from_xyz(0.0, -0.5, 0.0),
     ))
     .expect("slot");
-    // Piles of 5×5×2 boxes, resting on the ground and on each other.
     for n in 0..game.boxes {
-        let pile = n / 50;
-        let i = n % 50;
-        let (layer, col) = (i / 25, i % 25);
-        let x = (pile % 4) as f32 * 8.0 - 12.0 + (col % 5) as f32;
-        let z = (pile / 4) as f32 * 8.0 - 4.0 + (col / 5) as f32;
-        let y = 0.5 + layer as f32;
         sim.spawn((
             RigidBody::Dynamic,
             Collider::cuboid(0.5, 0.5, 0.5),
-            Transform::from_xyz(x, y, z),
+            Transform::from_translation(box_position(n)),
             Velocity::zero(),
             Crate(n),
             if game.awake {
@@ -138,7 +131,7 @@ fn spawn_scene(mut sim: SimCommands, game: Res<TestGame>) {
             .spawn((
                 RigidBody::Dynamic,
                 Collider::ball(0.6),
-                Transform::from_xyz(-16.0 + f32::from(p) * 3.0, 0.6, -8.0),
+                Transform::from_translation(ball_position(p)),
                 Velocity::zero(),
                 ExternalImpulse::default(),
                 Ccd::enabled(),
@@ -147,6 +140,23 @@ fn spawn_scene(mut sim: SimCommands, game: Res<TestGame>) {
         bodies.push(e);
     }
     sim.commands.insert_resource(PlayerBodies(bodies));
+}
+
+/// Where box `n` starts: piles of 5×5×2 boxes (1 m cubes), resting on the ground and on each
+/// other, 4 piles a row.
+pub fn box_position(n: u32) -> Vec3 {
+    let pile = n / 50;
+    let i = n % 50;
+    let (layer, col) = (i / 25, i % 25);
+    let x = (pile % 4) as f32 * 8.0 - 12.0 + (col % 5) as f32;
+    let z = (pile / 4) as f32 * 8.0 - 4.0 + (col / 5) as f32;
+    let y = 0.5 + layer as f32;
+    Vec3::new(x, y, z)
+}
+
+/// Where player `p`'s ball starts.
+pub fn ball_position(p: u8) -> Vec3 {
+    Vec3::new(-16.0 + f32::from(p) * 3.0, 0.6, -8.0)
 }
 
 fn check_delta(time: Res<Time>, mut bad: ResMut<BadDeltas>) {
