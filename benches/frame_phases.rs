@@ -11,6 +11,10 @@
 //! - `event_queue/*`: `VirtualEventQueue` push + pop throughput against a `std` `BinaryHeap` of
 //!   `Reverse((instant, seq, payload))`, same instants, same 32-byte payload. Printed: queue
 //!   throughput / heap throughput (target ≥ 0.9).
+//! - `dispatch/*`: 1,000,000 events at spread instants dispatched through `VirtualTimePlugin`
+//!   (`AdvancePolicy::NextEvent`, one frame, a reader summing the payloads) against popping the
+//!   same queue bare in a loop that sums them. Printed: events/s through the plugin / events/s of
+//!   the bare queue (target ≥ 0.8), for Messages and for observer delivery.
 //!
 //! `cargo bench --bench frame_phases`. Kept short (10 samples, ~2 s each) for small machines.
 
@@ -321,11 +325,136 @@ fn event_queue(c: &mut Criterion, report: &mut Vec<String>) {
     ));
 }
 
+/// The sum a dispatch reader or observer builds (same fold as the bare loop).
+#[derive(Resource, Default)]
+struct Sum(u64);
+
+fn dispatch_app(delivery: Delivery) -> App {
+    let budget = FrameBudget::events(u32::MAX).expect("non-zero");
+    let mut app = App::new();
+    app.add_plugins(VirtualTimePlugin::default().advance(AdvancePolicy::NextEvent(budget)))
+        .add_virtual_events::<Payload>(delivery)
+        .init_resource::<Sum>();
+    match delivery {
+        Delivery::Messages => {
+            app.add_systems(
+                Update,
+                |mut reader: MessageReader<VirtualEvent<Payload>>, mut sum: ResMut<Sum>| {
+                    for e in reader.read() {
+                        sum.0 = sum.0.wrapping_mul(31).wrapping_add(e.event[0]);
+                    }
+                },
+            );
+        }
+        Delivery::Observers => {
+            app.add_observer(|e: On<VirtualEvent<Payload>>, mut sum: ResMut<Sum>| {
+                sum.0 = sum.0.wrapping_mul(31).wrapping_add(e.event[0]);
+            });
+        }
+    }
+    app.update();
+    app
+}
+
+/// Dispatches all of `queue` through the plugin in one frame; returns the readers' sum.
+fn run_dispatch(app: &mut App, queue: VirtualEventQueue<Payload>) -> u64 {
+    *app.world_mut().resource_mut::<VirtualEventQueue<Payload>>() = queue;
+    app.world_mut().resource_mut::<Sum>().0 = 0;
+    app.world_mut().resource_mut::<CurrentInstant>().0 = VirtualInstant::ZERO;
+    app.update();
+    app.world().resource::<Sum>().0
+}
+
+fn run_bare(mut queue: VirtualEventQueue<Payload>) -> u64 {
+    let mut sum = 0u64;
+    while let Some((_, p)) = queue.pop_next() {
+        sum = sum.wrapping_mul(31).wrapping_add(p[0]);
+    }
+    sum
+}
+
+fn dispatch(c: &mut Criterion, report: &mut Vec<String>) {
+    const N: usize = 1_000_000;
+    let mut full = VirtualEventQueue::with_capacity(N);
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    for i in 0..N {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        full.schedule(
+            VirtualInstant::new((x % 4_000_000) as i64, ((x >> 40) % 4) as i64),
+            payload(i),
+        );
+    }
+    let mut messages = dispatch_app(Delivery::Messages);
+    let mut observers = dispatch_app(Delivery::Observers);
+    let expected = run_bare(full.clone());
+    assert_eq!(run_dispatch(&mut messages, full.clone()), expected);
+    assert_eq!(run_dispatch(&mut observers, full.clone()), expected);
+
+    let mut group = c.benchmark_group("dispatch");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_millis(500))
+        .throughput(Throughput::Elements(N as u64));
+    group.bench_function(BenchmarkId::new("bare_queue", N), |b| {
+        b.iter_batched(
+            || full.clone(),
+            run_bare,
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    group.bench_function(BenchmarkId::new("plugin_messages", N), |b| {
+        b.iter_batched(
+            || full.clone(),
+            |q| run_dispatch(&mut messages, q),
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    group.bench_function(BenchmarkId::new("plugin_observers", N), |b| {
+        b.iter_batched(
+            || full.clone(),
+            |q| run_dispatch(&mut observers, q),
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    // Interleaved, so all three see the same machine state; the clone is not timed.
+    for _ in 0..7 {
+        for (k, t) in times.iter_mut().enumerate() {
+            let q = full.clone();
+            let start = Instant::now();
+            black_box(match k {
+                0 => run_bare(q),
+                1 => run_dispatch(&mut messages, q),
+                _ => run_dispatch(&mut observers, q),
+            });
+            t.push(start.elapsed());
+        }
+    }
+    let [bare, msg, obs] = times.map(median_of);
+    let rate = |d: Duration| N as f64 / d.as_secs_f64() / 1e6;
+    report.push(format!(
+        "dispatch of {N} events: bare queue {bare:?} ({:.1} M events/s); plugin, Messages \
+         {msg:?} ({:.1} M events/s) → {:.3} of bare (target ≥ 0.8); plugin, observers {obs:?} \
+         ({:.1} M events/s) → {:.3} of bare",
+        rate(bare),
+        rate(msg),
+        bare.as_secs_f64() / msg.as_secs_f64(),
+        rate(obs),
+        bare.as_secs_f64() / obs.as_secs_f64(),
+    ));
+}
+
 fn bench(c: &mut Criterion) {
     let mut report = Vec::new();
     object_tick(c, &mut report);
     advance_frame(c, &mut report);
     event_queue(c, &mut report);
+    dispatch(c, &mut report);
     for line in report {
         println!("{line}");
     }

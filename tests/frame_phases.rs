@@ -58,11 +58,20 @@ impl SimHash for EventLog {
     }
 }
 
+/// The game; `dispatch` pops the queue through `VirtualTimePlugin`'s dispatch (observers, time
+/// rule 17) instead of the game's own `drain_due` in `FrameSetup`.
 #[derive(Clone)]
-struct EventGame;
+struct EventGame {
+    dispatch: bool,
+}
 
 impl Plugin for EventGame {
     fn build(&self, app: &mut App) {
+        if self.dispatch {
+            app.add_virtual_events::<u32>(Delivery::Observers)
+                .add_observer(log_dispatched_event);
+        }
+        let pop = pop_due_events.run_if(no_dispatch(self.dispatch));
         app.add_plugins(FramePhasesPlugin::in_schedule(SimulationTick).within(SimulationSet::Game))
             .register_double_buffered::<i64>()
             .init_resource::<VirtualEventQueue<u32>>()
@@ -76,7 +85,7 @@ impl Plugin for EventGame {
             .add_systems(
                 SimulationTick,
                 (
-                    pop_due_events.in_set(FramePhase::FrameSetup),
+                    (pop, record_objects).chain().in_set(FramePhase::FrameSetup),
                     tick_objects.in_set(FramePhase::ObjectTick),
                     schedule_events.in_set(FramePhase::NetworkTick),
                 ),
@@ -91,16 +100,37 @@ fn spawn_objects(mut sim: SimCommands, inputs: Res<PlayerInputs<PackedInput>>) {
     }
 }
 
+fn no_dispatch(dispatch: bool) -> impl Fn() -> bool + Clone {
+    move || !dispatch
+}
+
 fn pop_due_events(
     now: Res<CurrentInstant>,
     tick: Res<SimTick>,
     mut queue: ResMut<VirtualEventQueue<u32>>,
     mut log: ResMut<EventLog>,
-    objects: Query<(&Owner, &Current<i64>)>,
 ) {
     for (_, event) in queue.drain_due(now.0) {
         log.popped.push((tick.0, event));
     }
+}
+
+/// The observer of the plugin's dispatch: the same log as `pop_due_events`.
+fn log_dispatched_event(
+    event: On<VirtualEvent<u32>>,
+    tick: Res<SimTick>,
+    now: Res<CurrentInstant>,
+    mut log: ResMut<EventLog>,
+) {
+    // The clock reads the event's own instant while it is dispatched (time rule 17).
+    assert_eq!(
+        now.0,
+        event.at.max(VirtualInstant::from_ticks(i64::from(tick.0)))
+    );
+    log.popped.push((tick.0, event.event));
+}
+
+fn record_objects(mut log: ResMut<EventLog>, objects: Query<(&Owner, &Current<i64>)>) {
     let mut values: Vec<(u8, i64)> = objects.iter().map(|(o, c)| (o.0, c.0)).collect();
     values.sort_unstable();
     log.objects = values.into_iter().map(|(_, v)| v).collect();
@@ -148,11 +178,11 @@ fn schedule_events(
     }
 }
 
-fn app(mode: SessionMode) -> App {
+fn app(mode: SessionMode, dispatch: bool) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins);
     app.add_plugins(
-        DeterministicPlugin::<PackedInput>::new(EventGame)
+        DeterministicPlugin::<PackedInput>::new(EventGame { dispatch })
             .players(2)
             .mode(mode)
             .clock(SessionClock::Stepped {
@@ -199,8 +229,27 @@ fn up_to(list: &[(i32, u32)], tick: i32) -> Vec<(i32, u32)> {
 
 #[test]
 fn verified_pops_equal_lockstep_and_equal_instants_are_fifo() {
-    let mut predicted = app(SessionMode::Predicted);
-    let mut lockstep = app(SessionMode::Lockstep);
+    verified_pops_equal_lockstep(false);
+}
+
+#[test]
+fn dispatched_events_in_the_verified_world_equal_lockstep_and_are_fifo() {
+    verified_pops_equal_lockstep(true);
+}
+
+#[test]
+fn events_of_a_mispredicted_timeline_vanish_on_rollback_and_never_pop() {
+    mispredicted_events_never_pop(false);
+}
+
+#[test]
+fn dispatched_events_of_a_mispredicted_timeline_vanish_on_rollback() {
+    mispredicted_events_never_pop(true);
+}
+
+fn verified_pops_equal_lockstep(dispatch: bool) {
+    let mut predicted = app(SessionMode::Predicted, dispatch);
+    let mut lockstep = app(SessionMode::Lockstep, dispatch);
     common::run_until_verified(&mut predicted, TICKS);
     common::run_until_verified(&mut lockstep, TICKS);
 
@@ -228,9 +277,8 @@ fn verified_pops_equal_lockstep_and_equal_instants_are_fifo() {
     assert!(timings.frames >= TICKS as u64);
 }
 
-#[test]
-fn events_of_a_mispredicted_timeline_vanish_on_rollback_and_never_pop() {
-    let mut app = app(SessionMode::Predicted);
+fn mispredicted_events_never_pop(dispatch: bool) {
+    let mut app = app(SessionMode::Predicted, dispatch);
     let mut seen_in_prediction: BTreeSet<u32> = BTreeSet::new();
     let mut manual_rollbacks_removing_events = 0;
     for update in 0..(4 * TICKS + 100) {

@@ -222,6 +222,18 @@ pub(crate) fn build_sub_app<I: SimInput>(
         SimulationTick,
         bevy_rapier3d::plugin::systems::sync_removals.in_set(SimulationSet::Cleanup),
     );
+    // Virtual time inside the world: the session sets `CurrentInstant` to `(tick, 0)` in
+    // `run_tick`; the plugin dispatches the registered event queues' due events of that tick
+    // before the game's systems (time rule 16).
+    sub.add_plugins(
+        simsync_time::VirtualTimePlugin::default()
+            .tick_rate(spec.tick_rate)
+            .driven_by(SimulationTick),
+    );
+    sub.configure_sets(
+        SimulationTick,
+        simsync_time::VirtualTimeSet::Dispatch.in_set(SimulationSet::Prepare),
+    );
     sub.add_plugins(GamePlugin(game));
     Ok(sub)
 }

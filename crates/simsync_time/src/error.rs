@@ -69,6 +69,29 @@ pub enum TimeError {
         /// The rejected tick count.
         ticks: i64,
     },
+    /// A [`FrameBudget`](crate::FrameBudget) of zero events or zero ticks was requested; a
+    /// frame that may do nothing would never advance the clock.
+    #[error("a frame budget must allow at least one event and one tick")]
+    ZeroFrameBudget,
+    /// A [`ClockRequest`](crate::ClockRequest) was made while the clock's policy is not
+    /// [`AdvancePolicy::Paused`](crate::AdvancePolicy::Paused); set the policy first.
+    #[error("clock requests need a paused clock (AdvancePolicy::Paused)")]
+    ClockNotPaused,
+    /// A [`ClockRequest::Until`](crate::ClockRequest::Until) names an instant before where the
+    /// clock will be when the request runs; virtual time never goes backwards.
+    #[error("cannot advance the clock to {target}: it will already be at {clock}")]
+    ClockRequestInPast {
+        /// The requested instant.
+        target: crate::VirtualInstant,
+        /// Where the clock will be after the requests already waiting.
+        clock: crate::VirtualInstant,
+    },
+    /// Too many [`ClockRequest`](crate::ClockRequest)s are waiting.
+    #[error("{max} clock requests are already waiting")]
+    TooManyClockRequests {
+        /// The limit, [`MAX_PENDING_REQUESTS`](crate::MAX_PENDING_REQUESTS).
+        max: usize,
+    },
 }
 
 #[cfg(test)]

@@ -7,13 +7,17 @@
 //!
 //! - **time**: [`VirtualInstant`] (ticks + priority, total order, never wraps), [`TickRate`]
 //!   (default 64 Hz, every tick ⇄ seconds conversion), [`VirtualEventQueue`], [`TimeError`], and
-//!   [`VirtualTimePlugin`] inserting [`TickRate`] and [`CurrentInstant`].
+//!   [`VirtualTimePlugin`]: [`TickRate`], [`CurrentInstant`] advanced by an [`AdvancePolicy`]
+//!   (one tick per fixed step, jump to the next event, or paused with [`ClockRequest`]s), and
+//!   due events of registered queues dispatched as [`VirtualEvent`]s ([`VirtualEventAppExt`]).
 //! - **frame**: [`FramePhase`] (setup → object tick → network tick → advance), double-buffered
 //!   [`Current`]/[`Next`] state, [`FrameTimings`] (paths in [`diagnostics`]), and
 //!   [`FramePhasesPlugin`] wiring them into one schedule.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod clock;
+mod dispatch;
 mod error;
 mod frame;
 mod instant;
@@ -21,9 +25,13 @@ mod plugin;
 mod queue;
 mod rate;
 
+pub use clock::{
+    AdvancePolicy, ClockRequest, ClockStats, FrameBudget, MAX_PENDING_REQUESTS, VirtualClock,
+};
+pub use dispatch::{Delivery, VirtualEvent, VirtualEventAppExt};
 pub use error::TimeError;
 pub use instant::{SecondsDisplay, VirtualInstant};
-pub use plugin::{CurrentInstant, VirtualTimePlugin};
+pub use plugin::{CurrentInstant, VirtualTimePlugin, VirtualTimeSet};
 pub use queue::{DrainDue, VirtualEventQueue};
 pub use rate::TickRate;
 
@@ -48,8 +56,9 @@ pub mod diagnostics {
 /// The types most users need: `use simsync_time::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        Current, CurrentInstant, DoubleBufferAppExt, DoubleBuffered, FramePhase, FramePhasesPlugin,
-        FrameTimings, Next, TickRate, TimeError, VirtualEventQueue, VirtualInstant,
-        VirtualTimePlugin,
+        AdvancePolicy, ClockRequest, Current, CurrentInstant, Delivery, DoubleBufferAppExt,
+        DoubleBuffered, FrameBudget, FramePhase, FramePhasesPlugin, FrameTimings, Next, TickRate,
+        TimeError, VirtualClock, VirtualEvent, VirtualEventAppExt, VirtualEventQueue,
+        VirtualInstant, VirtualTimePlugin, VirtualTimeSet,
     };
 }

@@ -137,6 +137,27 @@ impl<E> VirtualEventQueue<E> {
         DrainDue { queue: self, now }
     }
 
+    /// The insertion number the next scheduled event will get. Every event waiting now has a
+    /// smaller one, so it marks "scheduled before this point" for the dispatch rounds.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Removes and returns the next event if it is due at `now` *and* was scheduled before the
+    /// insertion number `mark` (see [`next_seq`](Self::next_seq)). `O(log n)`.
+    pub(crate) fn pop_due_before(
+        &mut self,
+        now: VirtualInstant,
+        mark: u64,
+    ) -> Option<(VirtualInstant, E)> {
+        let next = self.heap.peek()?;
+        if next.instant <= now && next.seq < mark {
+            self.pop_next()
+        } else {
+            None
+        }
+    }
+
     /// How many events are waiting.
     pub fn len(&self) -> usize {
         self.heap.len()
