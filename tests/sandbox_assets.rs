@@ -11,6 +11,9 @@ mod cli;
 #[path = "../examples/sandbox/error.rs"]
 pub(crate) mod error;
 #[allow(dead_code)]
+#[path = "../examples/sandbox/game.rs"]
+mod game;
+#[allow(dead_code)]
 #[path = "../examples/sandbox/ownership/script.rs"]
 mod ownership_script;
 #[allow(dead_code)]
@@ -543,4 +546,41 @@ fn a_game_whose_types_all_serialize_runs_without_a_setup_failure() {
         stats.verified_tick
     );
     assert_eq!(stats.rollback_setup_errors, 0);
+}
+
+/// A recorded run of the sandbox's own game (the shipped scene, 262 bodies) replays with every
+/// checksum matching, and the same recording with one input changed stops at that tick.
+#[test]
+fn a_recorded_sandbox_run_replays_bit_exactly_and_a_tampered_one_stops_at_its_tick() {
+    use crate::deterministic::replays::{play_with, read, record_game, status, tamper};
+    use simsync::deterministic::{ReplayEnd, ReplayPlayback, ReplayStatus};
+
+    const TICKS: i32 = 150;
+    const K: i32 = 90;
+    let scene = std::sync::Arc::new(load_scene(&asset("scenes/sandbox.ron")).expect("scene"));
+    let sandbox = game::SandboxGame::new(scene, 2);
+    let (bytes, recorded) = record_game(sandbox.clone(), TICKS, |r| r);
+    assert!(recorded.len() >= TICKS as usize, "{}", recorded.len());
+
+    let app = play_with(sandbox.clone(), ReplayPlayback::new(read(&bytes)));
+    assert_eq!(
+        status(&app),
+        ReplayStatus::Finished {
+            end: ReplayEnd::Complete
+        }
+    );
+    let replayed = &app
+        .world()
+        .resource::<simsync::prelude::SessionStats>()
+        .checksum_history;
+    assert_eq!(replayed, &recorded, "bit-exact");
+
+    let app = play_with(sandbox, ReplayPlayback::new(tamper(&bytes, K)));
+    let ReplayStatus::Mismatch(mismatch) = status(&app) else {
+        panic!("{:?}", status(&app));
+    };
+    assert_eq!(mismatch.tick, K);
+    let expected = recorded.iter().find(|c| c.tick == K).expect("checksum K");
+    assert_eq!(mismatch.expected, expected.checksum);
+    assert_ne!(mismatch.found, expected.checksum);
 }

@@ -9,7 +9,7 @@ mod ergonomics;
 mod hierarchy;
 mod input_edges;
 mod presented_tick;
-mod replays;
+pub(crate) mod replays;
 mod resource_lifecycle;
 mod rollback_exactness;
 mod silent_divergence;

@@ -20,10 +20,10 @@ use crate::network::harness::Harness;
 
 /// A `Write` into memory shared with the test.
 #[derive(Clone, Default)]
-struct SharedBytes(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct SharedBytes(Arc<Mutex<Vec<u8>>>);
 
 impl SharedBytes {
-    fn bytes(&self) -> Vec<u8> {
+    pub(crate) fn bytes(&self) -> Vec<u8> {
         self.0.lock().expect("not poisoned").clone()
     }
 }
@@ -78,9 +78,19 @@ fn record_local_with(
     ticks: i32,
     configure: impl FnOnce(ReplayRecorder) -> ReplayRecorder,
 ) -> (Vec<u8>, Vec<TickChecksum>) {
+    record_game(game(), ticks, configure)
+}
+
+/// Records a local predicted session of `game` (2 players, latency 3, scripted inputs) to tick
+/// `ticks`; returns the replay's bytes and the session's verified checksums.
+pub(crate) fn record_game<G: Plugin + Clone>(
+    game: G,
+    ticks: i32,
+    configure: impl FnOnce(ReplayRecorder) -> ReplayRecorder,
+) -> (Vec<u8>, Vec<TickChecksum>) {
     let out = SharedBytes::default();
     let recorder = configure(ReplayRecorder::to_writer(out.clone(), "memory"));
-    let mut app = app_with_game(game(), 2, 3, |plugin| {
+    let mut app = app_with_game(game, 2, 3, |plugin| {
         plugin.mode(SessionMode::Predicted).record_replay(recorder)
     });
     run_until_verified(&mut app, ticks);
@@ -90,12 +100,12 @@ fn record_local_with(
     (out.bytes(), history)
 }
 
-fn read(bytes: &[u8]) -> Replay<PackedInput> {
+pub(crate) fn read(bytes: &[u8]) -> Replay<PackedInput> {
     Replay::from_bytes(bytes, &ReplayLimits::default()).expect("a valid replay")
 }
 
 /// Plays `playback` with `game` (16 ticks per update) until it stops.
-fn play_with(game: TestGame, playback: ReplayPlayback<PackedInput>) -> App {
+pub(crate) fn play_with<G: Plugin + Clone>(game: G, playback: ReplayPlayback<PackedInput>) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
         DeterministicPlugin::<PackedInput>::new(game)
@@ -123,7 +133,7 @@ fn play(replay: Replay<PackedInput>) -> App {
     play_with(game(), ReplayPlayback::new(replay))
 }
 
-fn status(app: &App) -> ReplayStatus {
+pub(crate) fn status(app: &App) -> ReplayStatus {
     app.world()
         .resource::<ReplayPlayback<PackedInput>>()
         .status()
@@ -198,7 +208,13 @@ fn a_recorded_network_client_replays_with_every_checksum_matching() {
 /// (written back as a well-formed file and read again), and the recorded checksums.
 fn tampered_at(k: i32) -> (Replay<PackedInput>, Vec<TickChecksum>) {
     let (bytes, recorded) = record_local(160);
-    let mut replay = read(&bytes);
+    (tamper(&bytes, k), recorded)
+}
+
+/// The replay in `bytes` with player 0's input changed at tick `k`, written back as a
+/// well-formed file and read again.
+pub(crate) fn tamper(bytes: &[u8], k: i32) -> Replay<PackedInput> {
+    let mut replay = read(bytes);
     // Player 0 pushes the other way from tick k on.
     let frame = replay
         .frames_mut()
@@ -218,7 +234,7 @@ fn tampered_at(k: i32) -> (Replay<PackedInput>, Vec<TickChecksum>) {
         writer.frame(frame).expect("frame");
     }
     writer.finish().expect("end");
-    (read(&writer.into_inner()), recorded)
+    read(&writer.into_inner())
 }
 
 #[test]
