@@ -47,14 +47,10 @@ mod summary;
 #[path = "sandbox/trace.rs"]
 mod trace;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use cli::{Command, JoinArgs, LocalArgs};
-use driver::Failure;
-use game::SandboxGame;
-use trace::CompiledTrace;
+use driver::{Failure, load_session, session_paths};
 
 fn main() -> ExitCode {
     match run(Command::parse()) {
@@ -103,36 +99,6 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             "clients disagreed on a checksum or a prediction mismatched",
         )),
     }
-}
-
-/// The scene and trace of a deterministic session, checked against the number of players.
-fn load_session(
-    scene: Option<&Path>,
-    trace: Option<&Path>,
-    players: u8,
-) -> Result<(SandboxGame, CompiledTrace), Failure> {
-    let (scene_path, trace_path) = session_paths(scene, trace)?;
-    let scene = scene::load_scene(&scene_path).map_err(|e| Failure::input(e.to_string()))?;
-    let trace = trace::load_trace(&trace_path).map_err(|e| Failure::input(e.to_string()))?;
-    if usize::from(players) > scene.players.len() {
-        return Err(Failure::input(format!(
-            "--players {players} but {} has only {} player spawns",
-            scene_path.display(),
-            scene.players.len()
-        )));
-    }
-    Ok((SandboxGame::new(Arc::new(scene), players), trace))
-}
-
-/// The scene and trace files to read (defaults found at run time).
-fn session_paths(
-    scene: Option<&Path>,
-    trace: Option<&Path>,
-) -> Result<(PathBuf, PathBuf), Failure> {
-    let scene = cli::asset_path(scene, cli::DEFAULT_SCENE, "--scene").map_err(Failure::input)?;
-    let trace =
-        cli::asset_path(trace, cli::DEFAULT_SESSION_TRACE, "--trace").map_err(Failure::input)?;
-    Ok((scene, trace))
 }
 
 /// `sandbox join` without `--ownership`: one deterministic session client over UDP.

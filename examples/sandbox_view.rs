@@ -1,19 +1,35 @@
 //! The sandbox, rendered (needs the `render` feature).
 //!
-//! Runs the same scene and trace as `sandbox local` and draws them: the predicted world with
-//! `bevy_pbr` through [`VisualSmoothingPlugin`] (rollback corrections decay instead of popping),
-//! the verified world as gizmo outlines (ghosts), a HUD fed by the session's diagnostics.
-//! Player 0 follows the trace until a key is pressed; then WASD / arrows move it, Space jumps,
-//! E pushes (through leafwing-input-manager).
+//! Runs the same scene, trace and settings as the headless `sandbox` in one of its modes and
+//! draws it:
+//!
+//! - `local` (the default): the local session. The predicted world is drawn with `bevy_pbr`
+//!   through [`VisualSmoothingPlugin`] (rollback corrections decay instead of popping), the
+//!   verified world as gizmo outlines (ghosts). Player 0 follows the trace until a key is
+//!   pressed; then WASD / arrows move it, Space jumps, E pushes (leafwing-input-manager).
+//! - `network`: the relay and the clients of `sandbox network` in this process; the window is
+//!   client 1's: its predicted world solid, its verified world as ghosts. The trace drives every
+//!   client.
+//! - `ownership`: the entity server and participants of `sandbox ownership`; the window shows
+//!   participant 0's copy of the bodies coloured by owner (unowned grey, a colour per
+//!   participant, brighter while grabbed).
+//!
+//! The HUD shows the mode's numbers (tick, verified/predicted depth, rollbacks per second,
+//! re-simulated ticks, RTT, input delay, bytes per second, ownership counters). At the end of
+//! the run the view prints the headless sandbox's summary of the same run, so the two can be
+//! compared line by line.
 //!
 //! ```text
-//! cargo run --release --features render --example sandbox_view -- --ticks 1800
-//! cargo run --features render --example sandbox_view -- --ticks 300 --screenshot shot.png
+//! cargo run --release --features render --example sandbox_view -- local --ticks 1800
+//! cargo run --release --features render --example sandbox_view -- network --ticks 600
+//! cargo run --release --features render --example sandbox_view -- ownership --ticks 600
+//! cargo run --features render --example sandbox_view -- local --ticks 300 --screenshot shot.png
 //! ```
 //!
-//! With `--screenshot PATH` it saves a screenshot of the window once the verified world reached
-//! `--ticks`, prints the HUD's numbers and exits. Exit codes: 0 success, 1 the run failed, 2 bad
-//! arguments or input files.
+//! With `--screenshot PATH` it saves a screenshot of the window through Bevy's screenshot API
+//! (local, network: when the run finished; ownership: when the script ended, while bodies are
+//! still carried), prints the HUD's lines and frame times, and exits once the run finished.
+//! Exit codes: 0 success, 1 the run failed or a check failed, 2 bad arguments or input files.
 //!
 //! [`VisualSmoothingPlugin`]: simsync::VisualSmoothingPlugin
 
@@ -30,6 +46,15 @@ mod error;
 #[allow(dead_code)]
 #[path = "sandbox/game.rs"]
 mod game;
+#[allow(dead_code)]
+#[path = "sandbox/network.rs"]
+mod network;
+#[allow(dead_code, unused_imports)]
+#[path = "sandbox/ownership/mod.rs"]
+mod ownership;
+#[allow(dead_code)]
+#[path = "sandbox/replay.rs"]
+mod replay;
 #[allow(dead_code)]
 #[path = "sandbox/scene.rs"]
 mod scene;
@@ -49,38 +74,92 @@ mod draw;
 mod hud;
 #[path = "sandbox_view/keyboard.rs"]
 mod keyboard;
+#[path = "sandbox_view/ownership.rs"]
+mod ownership_view;
+#[path = "sandbox_view/session.rs"]
+mod session;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use bevy::prelude::*;
-use clap::Parser;
+use bevy::window::PresentMode;
+use bevy::winit::{UpdateMode, WinitSettings};
+use clap::{Args, Parser, Subcommand};
 use simsync::{SessionDiagnosticsPlugin, VisualSmoothingPlugin};
 
-use driver::Failure;
-use game::SandboxGame;
+use driver::{Failure, load_session};
 
-/// `sandbox_view`: the rendered local sandbox.
+/// `sandbox_view`: the rendered sandbox.
 #[derive(Debug, Parser)]
 #[command(
     name = "sandbox_view",
-    about = "The simsync sandbox, rendered (local mode)"
+    about = "The simsync sandbox, rendered",
+    args_conflicts_with_subcommands = true
 )]
-struct ViewArgs {
+struct Cli {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    /// `local` when no mode is given.
     #[command(flatten)]
-    local: cli::LocalArgs,
-    /// Save a screenshot of the window to PATH once the verified world reached --ticks, print
-    /// the HUD's numbers and exit.
+    local: LocalView,
+}
+
+/// The modes of the headless sandbox that the view draws.
+#[derive(Debug, Subcommand)]
+enum Mode {
+    /// One app, every player local (as `sandbox local`).
+    Local(LocalView),
+    /// Relay server and clients in this process; client 1 drawn (as `sandbox network`).
+    Network(NetworkView),
+    /// Entity server and participants; participant 0's view, bodies coloured by owner (as
+    /// `sandbox ownership`).
+    Ownership(OwnershipView),
+}
+
+#[derive(Debug, Args)]
+struct LocalView {
+    #[command(flatten)]
+    args: cli::LocalArgs,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+#[derive(Debug, Args)]
+struct NetworkView {
+    #[command(flatten)]
+    args: cli::NetworkArgs,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+#[derive(Debug, Args)]
+struct OwnershipView {
+    #[command(flatten)]
+    args: cli::OwnershipArgs,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+/// The view's own flags.
+#[derive(Debug, Clone, Args)]
+struct ViewArgs {
+    /// Save a screenshot of the window to PATH, print the HUD's lines and exit once the run
+    /// finished.
     #[arg(long, value_name = "PATH")]
     screenshot: Option<PathBuf>,
     /// Present the simulation as is: no rollback smoothing, no interpolation.
     #[arg(long)]
     no_smoothing: bool,
+    /// Draw frames as fast as possible (no vsync), to measure frame times.
+    #[arg(long)]
+    no_vsync: bool,
 }
 
 fn main() -> ExitCode {
-    match run(ViewArgs::parse()) {
+    let cli = Cli::parse();
+    let mode = cli.mode.unwrap_or(Mode::Local(cli.local));
+    match run(mode) {
         Ok(code) => code,
         Err(failure) => {
             eprintln!("sandbox_view: {}", failure.message);
@@ -89,48 +168,80 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: ViewArgs) -> Result<ExitCode, Failure> {
-    let session = &args.local.session;
-    let scene_path = cli::asset_path(session.scene.as_deref(), cli::DEFAULT_SCENE, "--scene")
-        .map_err(Failure::input)?;
-    let trace_path = cli::asset_path(
-        session.trace.as_deref(),
-        cli::DEFAULT_SESSION_TRACE,
-        "--trace",
-    )
-    .map_err(Failure::input)?;
-    let scene = scene::load_scene(&scene_path).map_err(|e| Failure::input(e.to_string()))?;
-    let trace = trace::load_trace(&trace_path).map_err(|e| Failure::input(e.to_string()))?;
-    if usize::from(session.players) > scene.players.len() {
-        return Err(Failure::input(format!(
-            "--players {} but the scene has only {} player spawns",
-            session.players,
-            scene.players.len()
-        )));
-    }
-    let game = SandboxGame::new(Arc::new(scene), session.players);
-    let mut app = App::new();
-    app.add_plugins(DefaultPlugins.set(WindowPlugin {
-        primary_window: Some(Window {
-            title: "simsync sandbox".into(),
-            resolution: (1280, 720).into(),
-            ..default()
-        }),
-        ..default()
-    }));
-    driver::add_session(&mut app, &args.local, game, trace);
+fn run(mode: Mode) -> Result<ExitCode, Failure> {
+    let (mut app, view) = match mode {
+        Mode::Local(local) => {
+            let view = &local.view;
+            let s = &local.args.session;
+            let (game, trace) = load_session(s.scene.as_deref(), s.trace.as_deref(), s.players)?;
+            let mut app = window_app("simsync sandbox: local", view);
+            session::add_local(&mut app, &local.args, game, trace);
+            app.add_plugins(keyboard::KeyboardPlugin);
+            add_session_view(&mut app, &local.view);
+            (app, local.view)
+        }
+        Mode::Network(net) => {
+            let s = &net.args.session;
+            let (game, trace) = load_session(s.scene.as_deref(), s.trace.as_deref(), s.players)?;
+            let drawn = session::drawn_client(s.players);
+            let title = format!("simsync sandbox: network, client {drawn}");
+            let mut app = window_app(&title, &net.view);
+            session::add_network(&mut app, &net.args, game, trace)?;
+            add_session_view(&mut app, &net.view);
+            (app, net.view)
+        }
+        Mode::Ownership(own) => {
+            let setup = ownership::Setup::load(own.args.scene.as_deref(), own.args.participants)?;
+            let script = ownership::load_script(own.args.trace.as_deref())?;
+            if !own.args.run.quiet {
+                ownership::print_banner("in-process, rendered", &setup, Some(&script));
+            }
+            let mut app = window_app("simsync sandbox: ownership, participant 0", &own.view);
+            ownership_view::add_ownership(&mut app, &own.args, setup, script)?;
+            (app, own.view)
+        }
+    };
     app.add_plugins((
-        SessionDiagnosticsPlugin::default(),
-        VisualSmoothingPlugin::default().enabled(!args.no_smoothing),
-        draw::DrawPlugin,
+        draw::CameraPlugin,
         hud::HudPlugin {
-            stop_tick: args.local.run.ticks as i32,
-            screenshot: args.screenshot.clone(),
+            screenshot: view.screenshot.clone(),
         },
-        keyboard::KeyboardPlugin,
     ));
     match app.run() {
         AppExit::Success => Ok(ExitCode::SUCCESS),
         AppExit::Error(code) => Err(Failure::run(format!("exited with code {code}"))),
     }
+}
+
+/// An App with Bevy's default plugins and a 1280×720 window, updated continuously also when
+/// the window is not focused (under Xvfb it never is).
+fn window_app(title: &str, view: &ViewArgs) -> App {
+    let mut app = App::new();
+    app.add_plugins(DefaultPlugins.set(WindowPlugin {
+        primary_window: Some(Window {
+            title: title.into(),
+            resolution: (1280, 720).into(),
+            present_mode: if view.no_vsync {
+                PresentMode::AutoNoVsync
+            } else {
+                PresentMode::AutoVsync
+            },
+            ..default()
+        }),
+        ..default()
+    }))
+    .insert_resource(WinitSettings {
+        focused_mode: UpdateMode::Continuous,
+        unfocused_mode: UpdateMode::Continuous,
+    });
+    app
+}
+
+/// What the deterministic modes draw: diagnostics, smoothing, the worlds.
+fn add_session_view(app: &mut App, view: &ViewArgs) {
+    app.add_plugins((
+        SessionDiagnosticsPlugin::default(),
+        VisualSmoothingPlugin::default().enabled(!view.no_smoothing),
+        draw::DrawPlugin,
+    ));
 }

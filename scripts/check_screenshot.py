@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Checks a sandbox_view screenshot (PNG, 8-bit RGB/RGBA, non-interlaced), standard library only.
 
-usage: check_screenshot.py PATH [--colors R,G,B ...]
+usage: check_screenshot.py PATH [--colors R,G,B ...] [--hues NAME ...]
 
 Fails (exit 1) when the picture is blank (fewer than 8 distinct colours or one colour covering
 more than 97 % of it), when the HUD is missing (no near-white pixels inside the dark HUD box in
-the top-left corner), or when a --colors entry has fewer than 50 pixels within 60 of it (sum of
-channel differences). Exit 2 for an unreadable file.
+the top-left corner), when a --colors entry has fewer than 50 pixels within 60 of it (sum of
+channel differences), or when a --hues entry (red, green, blue, yellow: a channel clearly above
+the others, as lit and tone-mapped owner colours are) has fewer than 200 pixels outside the HUD
+box. Exit 2 for an unreadable file or bad arguments.
 """
 import struct
 import sys
@@ -61,14 +63,42 @@ def read_png(path):
     return width, height, pixels
 
 
+HUES = {
+    "red": lambda r, g, b: r > g + 60 and r > b + 60,
+    "green": lambda r, g, b: g > r + 40 and g > b + 40,
+    "blue": lambda r, g, b: b > r + 40 and b > g + 20,
+    "yellow": lambda r, g, b: r > b + 80 and g > b + 80 and abs(r - g) < 50,
+}
+HUD_BOX = (8, 260, 8, 620)  # rows, columns: top, bottom, left, right
+
+
+def option_values(argv, flag):
+    """The arguments after FLAG up to the next option."""
+    if flag not in argv:
+        return []
+    values = []
+    for arg in argv[argv.index(flag) + 1:]:
+        if arg.startswith("--"):
+            break
+        values.append(arg)
+    return values
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    path, wanted = argv[1], []
-    if "--colors" in argv:
-        for spec in argv[argv.index("--colors") + 1:]:
-            wanted.append(tuple(int(v) for v in spec.split(",")))
+    path = argv[1]
+    try:
+        wanted = [tuple(int(v) for v in spec.split(",")) for spec in option_values(argv, "--colors")]
+    except ValueError:
+        print(f"bad --colors: {option_values(argv, '--colors')}", file=sys.stderr)
+        return 2
+    hues = option_values(argv, "--hues")
+    unknown = [h for h in hues if h not in HUES]
+    if unknown:
+        print(f"unknown --hues {unknown}; known: {sorted(HUES)}", file=sys.stderr)
+        return 2
     try:
         width, height, pixels = read_png(path)
     except (OSError, ValueError, zlib.error, TypeError, struct.error) as error:
@@ -83,7 +113,8 @@ def main(argv):
     failures = []
     if len(counts) < 8 or top > 0.97 * total:
         failures.append(f"blank: {len(counts)} colours, the commonest covers {top / total:.0%}")
-    hud = [p for row in pixels[8:200] for p in row[8:420] if min(p) > 200]
+    top, bottom, left, right = HUD_BOX
+    hud = [p for row in pixels[top:bottom] for p in row[left:right] if min(p) > 200]
     if len(hud) < 100:
         failures.append(f"no HUD text: {len(hud)} near-white pixels in the HUD box")
     for colour in wanted:
@@ -92,8 +123,20 @@ def main(argv):
         )
         if near < 50:
             failures.append(f"colour {colour}: {near} pixels")
+    hue_counts = {}
+    for name in hues:
+        test = HUES[name]
+        hue_counts[name] = sum(
+            1
+            for y, row in enumerate(pixels)
+            for x, p in enumerate(row)
+            if not (top <= y < bottom and left <= x < right) and test(*p)
+        )
+        if hue_counts[name] < 200:
+            failures.append(f"hue {name}: {hue_counts[name]} pixels")
     print(
         f"{path}: {width}x{height}, {len(counts)} colours, HUD pixels {len(hud)}"
+        + "".join(f", {name} pixels {n}" for name, n in hue_counts.items())
         + "".join(f"; FAIL {f}" for f in failures)
     )
     return 1 if failures else 0

@@ -1,70 +1,121 @@
 #!/usr/bin/env bash
-# Proof by picture: runs the rendered sandbox (`sandbox_view`, `render` feature) under Xvfb with
-# Mesa's software Vulkan driver (lavapipe), saves a screenshot through Bevy's screenshot API and
-# checks it (not blank, HUD present) with scripts/check_screenshot.py, then writes
-# docs/screenshots/local.png.
+# Proof by picture: runs the rendered sandbox (`sandbox_view`, `render` feature) in local,
+# network and ownership mode under Xvfb with Mesa's software Vulkan driver (lavapipe), saves a
+# screenshot of each through Bevy's screenshot API and checks it with scripts/check_screenshot.py
+# (not blank, HUD present; in ownership mode the owner colours present). Then runs the headless
+# sandbox on the same run and prints both summaries, so the view's numbers can be compared.
 #
-# usage: scripts/screenshots.sh [--no-install] [--ticks N]
-# Installs xvfb, mesa-vulkan-drivers, libvulkan1 and the X11 runtime libraries with apt-get
-# (root or sudo) unless --no-install. Exit 0 ok, 1 a check failed, 2 the environment could not
-# be set up (no apt, no X server, no Vulkan adapter): what was tried is printed.
+# usage: scripts/screenshots.sh [--no-install] [--release] [--out DIR] [--ticks N]
+#   --no-install  never call apt-get (fail with exit 2 when something is missing)
+#   --release     build and run the release profile (faster frames, longer build)
+#   --out DIR     where the PNGs go (default docs/screenshots)
+#   --ticks N     verified ticks of the local and network runs (default 300)
+# Installs xvfb, mesa-vulkan-drivers, libvulkan1 and the X11 runtime libraries from Debian's
+# packages with apt-get (as root or through sudo) when Xvfb or the lavapipe driver is missing.
+# Exit 0 ok, 1 a run or check failed, 2 the environment could not be set up (no apt, no X
+# server, no Vulkan driver): what was tried is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 install=1
+profile=debug
+cargo_profile=()
+out=docs/screenshots
 ticks=300
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-install) install=0 ;;
+        --release) profile=release; cargo_profile=(--release) ;;
+        --out) out="$2"; shift ;;
         --ticks) ticks="$2"; shift ;;
-        *) echo "usage: $0 [--no-install] [--ticks N]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--no-install] [--release] [--out DIR] [--ticks N]" >&2; exit 2 ;;
     esac
     shift
 done
 
-packages="xvfb xauth mesa-vulkan-drivers libvulkan1 libx11-6 libxcursor1 libxi6 libxrandr2 libxkbcommon-x11-0 libx11-xcb1 x11-utils"
-if [ "$install" = 1 ]; then
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo="sudo"
-    if ! command -v apt-get >/dev/null; then
-        echo "screenshots: skipped: apt-get not available to install: $packages" >&2
+lavapipe() { ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -1; }
+packages="xvfb xauth mesa-vulkan-drivers libvulkan1 libx11-6 libx11-xcb1 libxcursor1 libxi6 libxrandr2 libxkbcommon-x11-0"
+if ! command -v Xvfb >/dev/null || [ -z "$(lavapipe)" ]; then
+    if [ "$install" = 0 ]; then
+        echo "screenshots: skipped: Xvfb or Mesa's lavapipe Vulkan driver missing (--no-install)" >&2
         exit 2
     fi
-    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $packages >/dev/null \
-        || { echo "screenshots: skipped: apt-get install $packages failed" >&2; exit 2; }
+    if ! command -v apt-get >/dev/null; then
+        echo "screenshots: skipped: no apt-get to install: $packages" >&2
+        exit 2
+    fi
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        if ! sudo -n true 2>/dev/null; then
+            echo "screenshots: skipped: not root and no password-less sudo to install: $packages" >&2
+            exit 2
+        fi
+        sudo="sudo -n"
+    fi
+    echo "screenshots: apt-get install $packages"
+    if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $packages >/dev/null; }; then
+        echo "screenshots: skipped: apt-get install $packages failed" >&2
+        exit 2
+    fi
 fi
-command -v Xvfb >/dev/null || { echo "screenshots: skipped: no Xvfb" >&2; exit 2; }
+command -v Xvfb >/dev/null || { echo "screenshots: skipped: no Xvfb after installing" >&2; exit 2; }
+icd="$(lavapipe)"
+[ -n "$icd" ] || { echo "screenshots: skipped: no lavapipe ICD in /usr/share/vulkan/icd.d" >&2; exit 2; }
 
-cargo build --features render --example sandbox_view || exit 1
-bin="${CARGO_TARGET_DIR:-target}/debug/examples/sandbox_view"
+cargo build "${cargo_profile[@]}" --features render --example sandbox_view || exit 1
+cargo build "${cargo_profile[@]}" --example sandbox || exit 1
+dir="${CARGO_TARGET_DIR:-target}/$profile/examples"
 
 display=":97"
+for d in 97 98 99 100 101; do
+    [ -e "/tmp/.X11-unix/X$d" ] || [ -e "/tmp/.X$d-lock" ] || { display=":$d"; break; }
+done
 Xvfb "$display" -screen 0 1280x720x24 -nolisten tcp >/tmp/simsync-xvfb.log 2>&1 &
 xvfb=$!
 trap 'kill "$xvfb" 2>/dev/null' EXIT
-sleep 2
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    [ -e "/tmp/.X11-unix/X${display#:}" ] && break
+    sleep 0.5
+done
+kill -0 "$xvfb" 2>/dev/null || { echo "screenshots: skipped: Xvfb did not start (/tmp/simsync-xvfb.log)" >&2; exit 2; }
 export DISPLAY="$display"
-# Mesa's software rasterizer (lavapipe) is the only Vulkan device; no audio, no Wayland.
+# Mesa's software rasterizer (lavapipe) is the only Vulkan device; X11, no Wayland.
 export WGPU_BACKEND=vulkan
-export VK_ICD_FILENAMES="$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -1)"
-[ -n "$VK_ICD_FILENAMES" ] || { echo "screenshots: skipped: no lavapipe ICD in /usr/share/vulkan/icd.d" >&2; exit 2; }
+export VK_ICD_FILENAMES="$icd"
 unset WAYLAND_DISPLAY
 
-mkdir -p docs/screenshots
+mkdir -p "$out"
 status=0
-shot="docs/screenshots/local.png"
-rm -f "$shot"
-echo "screenshots: local mode, $ticks ticks"
-if ! timeout 600 "$bin" --ticks "$ticks" --screenshot "$shot"; then
-    echo "screenshots: sandbox_view local failed" >&2
-    status=1
-fi
-echo "screenshots: headless summary of the same run:"
-"${CARGO_TARGET_DIR:-target}/debug/examples/sandbox" local --ticks "$ticks" --quiet 2>/dev/null | tail -n 20 || true
-if [ -f "$shot" ]; then
-    python3 scripts/check_screenshot.py "$shot" || status=1
-else
-    echo "screenshots: $shot was not written" >&2
-    status=1
-fi
+# shoot NAME CHECK-ARGS -- VIEW-ARGS: runs the view, checks the PNG.
+shoot() {
+    local name="$1"; shift
+    local checks=()
+    while [ "$1" != "--" ]; do checks+=("$1"); shift; done
+    shift
+    local shot="$out/$name.png"
+    rm -f "$shot"
+    echo "screenshots: $name: sandbox_view $*"
+    local start=$SECONDS
+    if ! timeout 900 "$dir/sandbox_view" "$@" --no-vsync --screenshot "$shot"; then
+        echo "screenshots: sandbox_view $name failed" >&2
+        status=1
+    fi
+    echo "screenshots: $name took $((SECONDS - start)) s"
+    if [ -f "$shot" ]; then
+        python3 scripts/check_screenshot.py "$shot" "${checks[@]}" || status=1
+    else
+        echo "screenshots: $shot was not written" >&2
+        status=1
+    fi
+}
+
+shoot local -- local --ticks "$ticks" --quiet
+echo "screenshots: headless summary of the same local run:"
+"$dir/sandbox" local --ticks "$ticks" --quiet | tail -n 9 || status=1
+shoot network -- network --ticks "$ticks" --quiet
+echo "screenshots: headless summary of the same network run:"
+"$dir/sandbox" network --ticks "$ticks" --quiet | grep -v elapsed_s || status=1
+shoot ownership --hues blue red green -- ownership --ticks 480 --quiet
+echo "screenshots: headless summary of the same ownership run:"
+"$dir/sandbox" ownership --ticks 480 --quiet | tail -n 30 || status=1
 exit $status

@@ -1,6 +1,8 @@
 //! The main app of a local run: builds the session, feeds the trace, steps until the verified
 //! world reaches the requested tick, and collects the summary.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bevy::log::{Level, LogPlugin};
@@ -16,6 +18,44 @@ use super::cli::LocalArgs;
 use super::game::{self, PlayerBody, SandboxGame};
 use super::summary::Summary;
 use super::trace::CompiledTrace;
+
+/// The scene and trace of a deterministic session (`--scene`, `--trace`, or the defaults
+/// found at run time), checked against the number of players.
+///
+/// # Errors
+/// Exit code 2 if a file is missing or invalid, or the scene has too few player spawns.
+pub fn load_session(
+    scene: Option<&Path>,
+    trace: Option<&Path>,
+    players: u8,
+) -> Result<(SandboxGame, CompiledTrace), Failure> {
+    let (scene_path, trace_path) = session_paths(scene, trace)?;
+    let scene = super::scene::load_scene(&scene_path).map_err(|e| Failure::input(e.to_string()))?;
+    let trace = super::trace::load_trace(&trace_path).map_err(|e| Failure::input(e.to_string()))?;
+    if usize::from(players) > scene.players.len() {
+        return Err(Failure::input(format!(
+            "--players {players} but {} has only {} player spawns",
+            scene_path.display(),
+            scene.players.len()
+        )));
+    }
+    Ok((SandboxGame::new(Arc::new(scene), players), trace))
+}
+
+/// The scene and trace files to read (defaults found at run time).
+///
+/// # Errors
+/// Exit code 2 if a default file cannot be found.
+pub fn session_paths(
+    scene: Option<&Path>,
+    trace: Option<&Path>,
+) -> Result<(PathBuf, PathBuf), Failure> {
+    let scene = super::cli::asset_path(scene, super::cli::DEFAULT_SCENE, "--scene")
+        .map_err(Failure::input)?;
+    let trace = super::cli::asset_path(trace, super::cli::DEFAULT_SESSION_TRACE, "--trace")
+        .map_err(Failure::input)?;
+    Ok((scene, trace))
+}
 
 /// Seed of the local relay's jitter (fixed, so runs are reproducible).
 const JITTER_SEED: u64 = 0x5a4d_b0c5_1e55_eed5;

@@ -58,6 +58,10 @@ pub struct ClientSession {
     pub rejoin: Option<ReconnectToken>,
 }
 
+/// A headless client App (`MinimalPlugins`, optional log output) of `session`, finished.
+///
+/// # Errors
+/// Exit code 2 when the session configuration is rejected.
 fn client_app(
     session: ClientSession,
     ticks: u32,
@@ -67,12 +71,31 @@ fn client_app(
     name: String,
     log: Option<LogPlugin>,
 ) -> Result<App, Failure> {
-    let entities = game.entity_count() + 256;
     let mut app = App::new();
     app.add_plugins(MinimalPlugins);
     if let Some(log) = log {
         app.add_plugins(log);
     }
+    add_client(&mut app, session, ticks, game, trace, transport, name);
+    app.finish();
+    app.cleanup();
+    check_client(&app)?;
+    Ok(app)
+}
+
+/// Adds a client of `session` to `app`, which brings Bevy's base plugins (headless or
+/// rendered): the session plugin, the network client over `transport`, the trace as its input
+/// source and the stop at verified tick `ticks`. The caller finishes the app.
+pub fn add_client(
+    app: &mut App,
+    session: ClientSession,
+    ticks: u32,
+    game: SandboxGame,
+    trace: CompiledTrace,
+    transport: ClientTransport,
+    name: String,
+) {
+    let entities = game.entity_count() + 256;
     let mut plugin = DeterministicPlugin::<PackedInput>::new(game)
         .players(session.players)
         .checksum_interval(1)
@@ -99,22 +122,35 @@ fn client_app(
         }))
         .insert_resource(StopAt(ticks as i32))
         .add_systems(BeforeVerification, stop_at);
-    super::setup_check::watch(&mut app);
-    app.finish();
-    app.cleanup();
+    super::setup_check::watch(app);
+}
+
+/// Whether the client session of `app` (finished and cleaned up) was set up.
+///
+/// # Errors
+/// Exit code 2 when the session configuration was rejected.
+pub fn check_client(app: &App) -> Result<(), Failure> {
     if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
         return Err(Failure::input(format!(
             "invalid session configuration: {error}"
         )));
     }
-    Ok(app)
+    Ok(())
 }
 
 /// The relay of `players` slots, starting once `start_players` are taken; it serves snapshots
 /// (late joiners, rejoins after its history is gone).
-fn server_app(players: u8, start_players: u8, transport: ServerTransport, log: LogPlugin) -> App {
+fn server_app(
+    players: u8,
+    start_players: u8,
+    transport: ServerTransport,
+    log: Option<LogPlugin>,
+) -> App {
     let mut app = App::new();
-    app.add_plugins((MinimalPlugins, log));
+    app.add_plugins(MinimalPlugins);
+    if let Some(log) = log {
+        app.add_plugins(log);
+    }
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
         .add_plugins(
             DeterministicServerPlugin::new::<PackedInput>(players, HZ as u16)
@@ -132,15 +168,13 @@ fn stats(app: &App) -> SessionStats {
     app.world().resource::<SessionStats>().clone()
 }
 
-fn final_checksum(app: &mut App) -> u64 {
-    app.world_mut()
-        .resource_mut::<SimulationWorlds>()
-        .verified_checksum()
+fn final_checksum(world: &mut World) -> u64 {
+    world.resource_mut::<SimulationWorlds>().verified_checksum()
 }
 
 /// One client's part of the summary.
-fn client_summary(app: &mut App, compared: usize, mismatches: usize) -> Value {
-    let s = stats(app);
+fn client_summary(world: &mut World, compared: usize, mismatches: usize) -> Value {
+    let s = world.resource::<SessionStats>().clone();
     let net = s.network.clone().unwrap_or_default();
     json!({
         "slot": net.slot,
@@ -161,7 +195,7 @@ fn client_summary(app: &mut App, compared: usize, mismatches: usize) -> Value {
         "first_verified_tick": s.checksum_history.first().map(|c| c.tick),
         "snapshots_loaded": net.snapshots.loaded,
         "snapshots_served": net.snapshots.served,
-        "final_checksum": format!("{:016x}", final_checksum(app)),
+        "final_checksum": format!("{:016x}", final_checksum(world)),
     })
 }
 
@@ -192,6 +226,98 @@ fn write_json(path: &Path, value: &Value) -> Result<(), Failure> {
         .map_err(|e| Failure::input(format!("{}: cannot write: {e}", path.display())))
 }
 
+/// The in-process network of `sandbox network` before its clients join: the link, the relay
+/// App and the clients' session settings.
+pub struct InProcessNetwork {
+    /// The in-memory transport with the link conditioner of `--rtt-ms`, `--net-jitter-ms` and
+    /// `--loss-percent`.
+    pub network: MemoryNetwork,
+    /// The relay server (headless, finished).
+    pub server: App,
+    /// What every client's session needs besides the game and the trace.
+    pub session: ClientSession,
+}
+
+impl InProcessNetwork {
+    /// The network and relay of `args` (one more slot with `--late-join-at`).
+    ///
+    /// # Errors
+    /// Exit code 2 for a bad link configuration; 1 if the transport cannot be made.
+    pub fn new(args: &NetworkArgs, log: Option<LogPlugin>) -> Result<Self, Failure> {
+        let link_args = &args.link;
+        let players = args.session.players;
+        let dump_dir = args.dump_dir.clone().or_else(|| {
+            args.plant_desync
+                .map(|_| std::path::PathBuf::from("desync-dumps"))
+        });
+        let slots = players + u8::from(args.late_join_at.is_some());
+        let session = ClientSession {
+            players: slots,
+            verify_predictions: !args.session.no_verify_predictions,
+            rejoin: None,
+            dump_dir,
+        };
+        let link = LinkConditionerConfig::PERFECT
+            .with_latency(link_args.rtt_ms / 2, link_args.net_jitter_ms / 2)
+            .with_loss(link_args.loss_percent);
+        let network =
+            MemoryNetwork::new(0x51_u64, link).map_err(|e| Failure::input(format!("link: {e}")))?;
+        let server_transport = network
+            .server_transport()
+            .map_err(|e| Failure::run(e.to_string()))?;
+        let server = server_app(slots, players, server_transport.into(), log);
+        Ok(Self {
+            network,
+            server,
+            session,
+        })
+    }
+
+    /// The transport of client `id` (0-based; the late joiner's is the last slot).
+    ///
+    /// # Errors
+    /// Exit code 1 if the in-memory network refuses it.
+    pub fn client_transport(&self, id: u8) -> Result<ClientTransport, Failure> {
+        self.network
+            .client_transport(u64::from(id) + 1)
+            .map(Into::into)
+            .map_err(|e| Failure::run(e.to_string()))
+    }
+
+    /// Headless client `id`, simulating `game`, fed by `trace`, stopping at `ticks`.
+    ///
+    /// # Errors
+    /// As [`InProcessNetwork::client_transport`]; exit code 2 when the session configuration is
+    /// rejected.
+    pub fn client(
+        &self,
+        id: u8,
+        ticks: u32,
+        game: SandboxGame,
+        trace: CompiledTrace,
+        name: String,
+    ) -> Result<App, Failure> {
+        let transport = self.client_transport(id)?;
+        client_app(
+            self.session.clone(),
+            ticks,
+            game,
+            trace,
+            transport,
+            name,
+            None,
+        )
+    }
+}
+
+/// The game client `id` simulates: `--plant-desync` nudges client 0's simulation only.
+pub fn client_game(args: &NetworkArgs, game: &SandboxGame, id: u8) -> SandboxGame {
+    match args.plant_desync {
+        Some(tick) if id == 0 => game.clone().with_planted_desync(tick as i32),
+        _ => game.clone(),
+    }
+}
+
 /// Runs the relay server and every client in this process over the in-memory transport.
 ///
 /// # Errors
@@ -204,49 +330,16 @@ pub fn run_in_process(
 ) -> Result<bool, Failure> {
     let (run, link_args) = (&args.run, &args.link);
     let players = args.session.players;
-    let dump_dir = args.dump_dir.clone().or_else(|| {
-        args.plant_desync
-            .map(|_| std::path::PathBuf::from("desync-dumps"))
-    });
     let slots = players + u8::from(args.late_join_at.is_some());
-    let session = ClientSession {
-        players: slots,
-        verify_predictions: !args.session.no_verify_predictions,
-        rejoin: None,
-        dump_dir,
-    };
-    let link = LinkConditionerConfig::PERFECT
-        .with_latency(link_args.rtt_ms / 2, link_args.net_jitter_ms / 2)
-        .with_loss(link_args.loss_percent);
-    let network =
-        MemoryNetwork::new(0x51_u64, link).map_err(|e| Failure::input(format!("link: {e}")))?;
-    let server_transport = network
-        .server_transport()
-        .map_err(|e| Failure::run(e.to_string()))?;
-    let mut server = server_app(
-        slots,
-        players,
-        server_transport.into(),
-        log_plugin(run.quiet),
-    );
+    let mut net = InProcessNetwork::new(args, Some(log_plugin(run.quiet)))?;
     let mut clients = Vec::new();
     for id in 0..players {
-        let transport = network
-            .client_transport(u64::from(id) + 1)
-            .map_err(|e| Failure::run(e.to_string()))?;
-        // A planted desync nudges client 0's simulation only.
-        let game = match args.plant_desync {
-            Some(tick) if id == 0 => game.clone().with_planted_desync(tick as i32),
-            _ => game.clone(),
-        };
-        clients.push(client_app(
-            session.clone(),
+        clients.push(net.client(
+            id,
             run.ticks,
-            game,
+            client_game(args, &game, id),
             trace.clone(),
-            transport.into(),
             format!("client-{id}"),
-            None,
         )?);
     }
     let record = Recording::from_args(args.session.record.as_deref(), args.session.snapshot_every);
@@ -270,17 +363,12 @@ pub fn run_in_process(
         if let Some(at) = late_join
             && clients.iter().all(|c| stats(c).verified_tick >= at)
         {
-            let transport = network
-                .client_transport(u64::from(slots))
-                .map_err(|e| Failure::run(e.to_string()))?;
-            clients.push(client_app(
-                session.clone(),
+            clients.push(net.client(
+                slots - 1,
                 run.ticks,
                 game.clone(),
                 trace.clone(),
-                transport.into(),
                 "late-joiner".into(),
-                None,
             )?);
             late_join = None;
             joined_at = Some(stats(&clients[0]).verified_tick);
@@ -297,7 +385,7 @@ pub fn run_in_process(
                     .collect::<Vec<_>>()
             )));
         }
-        server.update();
+        net.server.update();
         for client in &mut clients {
             client.update();
             if let Some(message) = super::setup_check::failure(client) {
@@ -329,21 +417,51 @@ pub fn run_in_process(
         record.finish(client, run.quiet)?;
     }
     // Every client's verified checksums, compared with every other client's.
-    let histories: Vec<_> = clients.iter().map(|c| stats(c).checksum_history).collect();
+    let mut worlds: Vec<&mut World> = clients.iter_mut().map(App::world_mut).collect();
+    report(
+        args,
+        net.server.world(),
+        &mut worlds,
+        joined_at,
+        net.session.dump_dir.as_deref(),
+        start.elapsed(),
+    )
+}
+
+/// Prints the summary of an in-process network run (and writes it with `--summary-json`):
+/// every client's counters (`clients`, in slot order) and verified checksums compared with
+/// every other client's, and the relay's counters. `Ok(true)` when every client agreed and
+/// every prediction matched.
+///
+/// # Errors
+/// Exit code 2 if the summary file cannot be written.
+pub fn report(
+    args: &NetworkArgs,
+    server: &World,
+    clients: &mut [&mut World],
+    joined_at: Option<i32>,
+    dump_dir: Option<&Path>,
+    elapsed: Duration,
+) -> Result<bool, Failure> {
+    let (run, link_args) = (&args.run, &args.link);
+    let players = args.session.players;
+    let histories: Vec<_> = clients
+        .iter()
+        .map(|c| c.resource::<SessionStats>().checksum_history.clone())
+        .collect();
     let mut summaries = Vec::new();
     let mut agree = true;
     let mut predictions_ok = true;
     for (i, client) in clients.iter_mut().enumerate() {
         let (compared, mismatches) = mismatches_by_tick(&histories[i], &histories);
         agree &= mismatches == 0 && compared > 0;
-        let s = stats(client);
+        let s = client.resource::<SessionStats>();
         predictions_ok &= s.resim_ticks_matching == s.resim_ticks_checked;
         summaries.push(client_summary(client, compared, mismatches));
     }
     let finals: Vec<&Value> = summaries.iter().map(|s| &s["final_checksum"]).collect();
     agree &= finals.windows(2).all(|w| w[0] == w[1]);
     let relay = server
-        .world()
         .resource::<simsync::deterministic::RelayStats>()
         .clone();
     let summary = json!({
@@ -373,8 +491,8 @@ pub fn run_in_process(
             "snapshot_bytes_forwarded": relay.snapshots.bytes_forwarded,
             "lying_snapshots": relay.snapshots.lying,
         },
-        "desync_dumps": dump_files(session.dump_dir.as_deref()),
-        "elapsed_s": (start.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+        "desync_dumps": dump_files(dump_dir),
+        "elapsed_s": (elapsed.as_secs_f64() * 100.0).round() / 100.0,
     });
     println!(
         "summary (network mode, {} clients, {} ticks)",
@@ -391,7 +509,7 @@ pub fn run_in_process(
             report.tick, report.components, report.slots, report.players
         );
     }
-    let dumps = dump_files(session.dump_dir.as_deref());
+    let dumps = dump_files(dump_dir);
     if dumps.len() >= 2 {
         println!("compare the dumps: sandbox diff {} {}", dumps[0], dumps[1]);
     }
@@ -481,7 +599,7 @@ pub fn run_server(
         players,
         start_players,
         transport.into(),
-        log_plugin(run.quiet),
+        Some(log_plugin(run.quiet)),
     );
     let mut pacer = Pacer::new();
     let target = run.ticks as i32;
@@ -619,7 +737,7 @@ pub fn run_client(
     let s = stats(&app);
     let compared = s.checksum_history.len();
     let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs_reported) as usize;
-    let mut summary = client_summary(&mut app, compared, mismatches);
+    let mut summary = client_summary(app.world_mut(), compared, mismatches);
     summary["mode"] = json!("client");
     summary["ticks"] = json!(run.ticks);
     println!(

@@ -1,5 +1,6 @@
-//! The 3D view: camera and light, one `bevy_pbr` mesh per simulation body presented through
-//! visual smoothing, and the verified world as gizmo outlines (ghosts).
+//! The 3D view: camera and light ([`CameraPlugin`], every mode); for the deterministic modes
+//! ([`DrawPlugin`]) one `bevy_pbr` mesh per simulation body of the predicted world, presented
+//! through visual smoothing, and the verified world as gizmo outlines (ghosts).
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::Collider;
@@ -16,13 +17,22 @@ pub const PLAYER_COLORS: [Color; 4] = [
     Color::srgb(0.9, 0.8, 0.15),
 ];
 
-/// Draws the sandbox.
+/// Camera and light.
+pub struct CameraPlugin;
+
+impl Plugin for CameraPlugin {
+    fn build(&self, app: &mut App) {
+        app.add_systems(Startup, setup);
+    }
+}
+
+/// Draws the simulation worlds of the main app's session: the predicted world solid, the
+/// verified world as ghosts.
 pub struct DrawPlugin;
 
 impl Plugin for DrawPlugin {
     fn build(&self, app: &mut App) {
-        app.add_systems(Startup, setup)
-            .add_systems(Update, (spawn_presenters, draw_ghosts));
+        app.add_systems(Update, (spawn_presenters, draw_ghosts));
     }
 }
 
@@ -52,7 +62,7 @@ fn setup(mut commands: Commands) {
 }
 
 /// The mesh and outline size of a collider (a unit cube for shapes the view does not know).
-fn shape(collider: &Collider) -> (Mesh, Vec3) {
+pub fn shape(collider: &Collider) -> (Mesh, Vec3) {
     if let Some(cuboid) = collider.as_cuboid() {
         let half = cuboid.half_extents();
         return (Cuboid::from_size(half * 2.0).into(), half);

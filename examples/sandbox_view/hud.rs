@@ -1,40 +1,89 @@
-//! The HUD: the session's numbers, from `SessionStats` and the `simsync/session/*`
-//! diagnostics; and the screenshot-and-exit of `--screenshot`.
+//! The HUD (lines the mode writes into [`HudLines`]), frame-time statistics, and the
+//! screenshot-and-exit of `--screenshot`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bevy::diagnostic::DiagnosticsStore;
 use bevy::prelude::*;
 use bevy::render::view::screenshot::{Screenshot, save_to_disk};
 use bevy::time::Real;
-use simsync::deterministic::diagnostics::{BYTES_IN_PER_SECOND, BYTES_OUT_PER_SECOND};
-use simsync::ownership::diagnostics::CounterRate;
-use simsync::prelude::SessionStats;
 
-/// The HUD, and the screenshot of `--screenshot`.
+/// Frames left out of the frame-time statistics (start-up: shader compilation, first uploads).
+const WARM_UP_FRAMES: u32 = 30;
+/// Frames to wait for the screenshot file before giving up.
+const SCREENSHOT_TIMEOUT_FRAMES: u32 = 600;
+
+/// The HUD's text, written by the mode every frame.
+#[derive(Resource, Default, Debug, Clone)]
+pub struct HudLines(pub String);
+
+/// Inserted by the mode once the screenshot may be taken (local, network: the run finished;
+/// ownership: the script ended, bodies still carried).
+#[derive(Resource, Debug, Clone, Copy)]
+pub struct ShotReady;
+
+/// Inserted by the mode once the run finished and its summary was printed; `ok` is false when
+/// a check failed (the exit code is then 1).
+#[derive(Resource, Debug, Clone, Copy)]
+pub struct RunFinished {
+    /// Whether every check of the run passed.
+    pub ok: bool,
+}
+
+/// The HUD, frame times and `--screenshot`.
 pub struct HudPlugin {
-    /// The tick the verified world stops at (`--ticks`).
-    pub stop_tick: i32,
-    /// Where to save the screenshot once the verified world reached `stop_tick`.
+    /// Where to save the screenshot (then exit once the run finished); `None`: keep running.
     pub screenshot: Option<PathBuf>,
 }
 
 /// Screenshot state: where, and the frame it was requested at.
 #[derive(Resource)]
 struct ScreenshotPlan {
-    stop_tick: i32,
     path: Option<PathBuf>,
     requested_at: Option<u32>,
 }
 
-/// Rollbacks per second and frame-time statistics.
-#[derive(Resource)]
-struct HudState {
-    rollbacks: CounterRate,
-    frames: u32,
-    frame_time_sum: Duration,
-    frame_time_max: Duration,
+/// Frame-time statistics (after the warm-up frames).
+#[derive(Resource, Default, Debug, Clone, Copy, PartialEq)]
+pub struct FrameTimes {
+    /// Frames rendered.
+    pub frames: u32,
+    /// Sum of the measured frame times.
+    pub sum: Duration,
+    /// Longest measured frame time.
+    pub max: Duration,
+}
+
+impl FrameTimes {
+    /// Adds one frame of `dt`.
+    pub fn add(&mut self, dt: Duration) {
+        self.frames += 1;
+        if self.frames > WARM_UP_FRAMES {
+            self.sum += dt;
+            self.max = self.max.max(dt);
+        }
+    }
+
+    /// Mean measured frame time in milliseconds (0 before any frame was measured).
+    pub fn mean_ms(&self) -> f64 {
+        let measured = self.frames.saturating_sub(WARM_UP_FRAMES);
+        if measured == 0 {
+            return 0.0;
+        }
+        self.sum.as_secs_f64() * 1000.0 / f64::from(measured)
+    }
+
+    /// One line for stdout.
+    pub fn to_line(&self) -> String {
+        format!(
+            "sandbox_view: frames {}, mean frame time {:.2} ms, max {:.2} ms (first {} frames not \
+             counted)",
+            self.frames,
+            self.mean_ms(),
+            self.max.as_secs_f64() * 1000.0,
+            WARM_UP_FRAMES
+        )
+    }
 }
 
 #[derive(Component)]
@@ -43,18 +92,14 @@ struct HudText;
 impl Plugin for HudPlugin {
     fn build(&self, app: &mut App) {
         app.insert_resource(ScreenshotPlan {
-            stop_tick: self.stop_tick,
             path: self.screenshot.clone(),
             requested_at: None,
         })
-        .insert_resource(HudState {
-            rollbacks: CounterRate::new(Duration::from_secs(1)),
-            frames: 0,
-            frame_time_sum: Duration::ZERO,
-            frame_time_max: Duration::ZERO,
-        })
+        .init_resource::<HudLines>()
+        .init_resource::<FrameTimes>()
         .add_systems(Startup, spawn_hud)
-        .add_systems(Update, (update_hud, screenshot_and_exit).chain());
+        .add_systems(PostUpdate, show_hud)
+        .add_systems(Last, screenshot_and_exit);
     }
 }
 
@@ -75,105 +120,76 @@ fn spawn_hud(mut commands: Commands) {
     ));
 }
 
-/// The HUD's lines for `stats` (plain function, also printed on exit).
-fn hud_lines(stats: &SessionStats, rollbacks_per_second: f64, bytes: (f64, f64)) -> String {
-    let net = stats.network.as_ref();
-    format!(
-        "tick {local}  verified {verified}  predicted {predicted}\n\
-         prediction depth {depth} ticks (max {max})\n\
-         rollbacks {rollbacks} ({rps:.1}/s)  re-simulated ticks {resim}\n\
-         RTT {rtt}  input delay {delay}\n\
-         bytes/s up {up:.0}  down {down:.0}\n\
-         ownership changes -  (local mode)\n\
-         checksum {checksum}",
-        local = stats.local_tick,
-        verified = stats.verified_tick,
-        predicted = stats.predicted_tick,
-        depth = stats.predicted_tick - stats.verified_tick,
-        max = stats.max_prediction_depth,
-        rollbacks = stats.rollbacks,
-        rps = rollbacks_per_second,
-        resim = stats.resimulated_ticks,
-        rtt = net.map_or("- (local)".to_string(), |n| format!("{:.1} ms", n.rtt_ms)),
-        delay = net.map_or("-".to_string(), |n| format!(
-            "{} ticks",
-            n.input_delay_ticks
-        )),
-        up = bytes.1,
-        down = bytes.0,
-        checksum = stats
-            .last_checksum
-            .map_or("-".to_string(), |c| format!("{c:?}")),
-    )
-}
-
-fn update_hud(
-    stats: Option<Res<SessionStats>>,
-    diagnostics: Res<DiagnosticsStore>,
+fn show_hud(
+    lines: Res<HudLines>,
     time: Res<Time<Real>>,
-    mut state: ResMut<HudState>,
+    mut frames: ResMut<FrameTimes>,
     mut text: Query<&mut Text, With<HudText>>,
 ) {
-    let Some(stats) = stats else {
-        return;
-    };
-    let dt = time.delta();
-    state.frames += 1;
-    if state.frames > 30 {
-        state.frame_time_sum += dt;
-        state.frame_time_max = state.frame_time_max.max(dt);
-    }
-    let per_second = state.rollbacks.update(stats.rollbacks, dt);
-    let value = |path| diagnostics.get_measurement(path).map_or(0.0, |m| m.value);
-    let bytes = (value(&BYTES_IN_PER_SECOND), value(&BYTES_OUT_PER_SECOND));
-    for mut text in &mut text {
-        text.0 = hud_lines(&stats, per_second, bytes);
+    frames.add(time.delta());
+    if lines.is_changed() {
+        for mut text in &mut text {
+            text.0.clone_from(&lines.0);
+        }
     }
 }
 
-/// With `--screenshot`: once the verified world reached the stop tick, request a screenshot,
-/// print the HUD's numbers and frame times, and exit a few frames later (the capture is
-/// written asynchronously).
+/// With `--screenshot`: once the mode says so ([`ShotReady`]), request a screenshot and print
+/// the HUD's lines and frame times; exit once the file is written and the run finished.
 fn screenshot_and_exit(
     mut commands: Commands,
     mut plan: ResMut<ScreenshotPlan>,
-    stats: Option<Res<SessionStats>>,
-    state: Res<HudState>,
-    text: Query<&Text, With<HudText>>,
+    ready: Option<Res<ShotReady>>,
+    finished: Option<Res<RunFinished>>,
+    frames: Res<FrameTimes>,
+    lines: Res<HudLines>,
     mut exit: MessageWriter<AppExit>,
 ) {
-    let (Some(path), Some(stats)) = (plan.path.clone(), stats) else {
+    let Some(path) = plan.path.clone() else {
         return;
     };
     match plan.requested_at {
-        None if stats.verified_tick >= plan.stop_tick => {
+        None if ready.is_some() => {
             commands
                 .spawn(Screenshot::primary_window())
-                .observe(save_to_disk(path.clone()));
-            plan.requested_at = Some(state.frames);
-            for text in &text {
-                println!("sandbox_view HUD at the stop tick:\n{}", text.0);
+                .observe(save_to_disk(path));
+            plan.requested_at = Some(frames.frames);
+            println!("sandbox_view HUD at the screenshot:\n{}", lines.0);
+            println!("{}", frames.to_line());
+        }
+        Some(at) if frames.frames >= at + 20 && path.exists() => {
+            if let Some(finished) = finished {
+                println!("sandbox_view: screenshot saved to {}", path.display());
+                println!("{}", frames.to_line());
+                exit.write(if finished.ok {
+                    AppExit::Success
+                } else {
+                    AppExit::from_code(1)
+                });
             }
-            let measured = state.frames.saturating_sub(30).max(1);
-            println!(
-                "sandbox_view: frames {}, mean frame time {:.2} ms, max {:.2} ms",
-                state.frames,
-                state.frame_time_sum.as_secs_f64() * 1000.0 / f64::from(measured),
-                state.frame_time_max.as_secs_f64() * 1000.0
-            );
-            println!(
-                "sandbox_view: verified {} rollbacks {} resimulated {} last checksum {:?}",
-                stats.verified_tick, stats.rollbacks, stats.resimulated_ticks, stats.last_checksum
-            );
         }
-        Some(at) if state.frames >= at + 20 && path.exists() => {
-            println!("sandbox_view: screenshot saved to {}", path.display());
-            exit.write(AppExit::Success);
-        }
-        Some(at) if state.frames >= at + 600 => {
-            eprintln!("sandbox_view: no screenshot after 600 frames");
+        Some(at) if frames.frames >= at + SCREENSHOT_TIMEOUT_FRAMES && !path.exists() => {
+            eprintln!("sandbox_view: no screenshot after {SCREENSHOT_TIMEOUT_FRAMES} frames");
             exit.write(AppExit::from_code(1));
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_times_leave_out_the_warm_up_frames() {
+        let mut times = FrameTimes::default();
+        for _ in 0..WARM_UP_FRAMES {
+            times.add(Duration::from_millis(500));
+        }
+        assert_eq!(times.mean_ms(), 0.0);
+        times.add(Duration::from_millis(10));
+        times.add(Duration::from_millis(30));
+        assert_eq!(times.mean_ms(), 20.0);
+        assert_eq!(times.max, Duration::from_millis(30));
     }
 }

@@ -16,6 +16,7 @@ use super::bodies::NetBody;
 use super::script::Script;
 use super::summary::{Summary, by_reason, write_json};
 use super::{HZ, JOIN_STEPS, Setup, load_script, print_banner, settle_ticks};
+
 use crate::cli::{LinkArgs, OwnershipArgs};
 use crate::driver::{Failure, log_plugin};
 
@@ -25,14 +26,16 @@ const MAX_EXTRA_SETTLE: Duration = Duration::from_secs(20);
 const NETWORK_SEED: u64 = 0x005e_ed0f_0b1d;
 
 /// The server and participant Apps of one in-process run.
-struct Apps {
-    server: App,
-    participants: Vec<App>,
+pub struct Apps {
+    /// The entity server.
+    pub server: App,
+    /// The participants, in script order.
+    pub participants: Vec<App>,
 }
 
 impl Apps {
     /// One step: the server, then every participant.
-    fn step(&mut self) {
+    pub fn step(&mut self) {
         self.server.update();
         for p in &mut self.participants {
             p.update();
@@ -40,7 +43,7 @@ impl Apps {
     }
 
     /// Bodies other than the avatars (ids `0..avatars`) that have an owner on the server.
-    fn owned_bodies(&self, avatars: usize) -> usize {
+    pub fn owned_bodies(&self, avatars: usize) -> usize {
         self.server
             .world()
             .resource::<EntityServer>()
@@ -49,6 +52,111 @@ impl Apps {
             .iter()
             .filter(|r| r.owner.is_some() && r.body.0 >= avatars as u64)
             .count()
+    }
+
+    /// Whether every participant has joined.
+    fn joined(&self) -> bool {
+        self.participants
+            .iter()
+            .all(|p| p.world().resource::<OwnershipClient>().me().is_some())
+    }
+}
+
+/// Where an in-process run is; each holds the steps taken in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for every participant to join (at most [`JOIN_STEPS`]).
+    Joining(u32),
+    /// The script runs (scripted ticks done).
+    Script(u32),
+    /// Inputs stopped; waiting for the bodies to come to rest and be released.
+    Settling(u32),
+    /// Finished after settling this many ticks.
+    Done(u32),
+}
+
+/// An in-process ownership run, one step at a time: the headless loop and the rendered view
+/// step the same Apps in the same order.
+pub struct InProcessRun {
+    /// The server and participants.
+    pub apps: Apps,
+    /// Where the run is.
+    pub phase: Phase,
+    ticks: u32,
+    avatars: usize,
+    min_settle: u32,
+    max_settle: u32,
+}
+
+impl InProcessRun {
+    /// The Apps of `args` over one in-memory network, not stepped yet.
+    ///
+    /// # Errors
+    /// Exit code 2 for bad link settings; 1 if a transport cannot be made.
+    pub fn new(
+        args: &OwnershipArgs,
+        bodies: &[NetBody],
+        script: Arc<Script>,
+        log: Option<bevy::log::LogPlugin>,
+    ) -> Result<Self, Failure> {
+        let min_settle = settle_ticks(args.settle_seconds);
+        Ok(Self {
+            apps: build(args, bodies, script, log)?,
+            phase: Phase::Joining(0),
+            ticks: args.run.ticks,
+            avatars: usize::from(args.participants),
+            min_settle,
+            max_settle: min_settle + MAX_EXTRA_SETTLE.as_secs() as u32 * HZ,
+        })
+    }
+
+    /// Steps every App once (nothing once done) and moves the phase on: joined → the scripts
+    /// start; `--ticks` scripted ticks → the scripts stop; settled → done. Returns the phase.
+    ///
+    /// # Errors
+    /// Exit code 1 if the participants did not join within [`JOIN_STEPS`].
+    pub fn advance(&mut self) -> Result<Phase, Failure> {
+        loop {
+            self.phase = match self.phase {
+                Phase::Joining(_) if self.apps.joined() => {
+                    for p in &mut self.apps.participants {
+                        p.world_mut().resource_mut::<Actor>().running = true;
+                    }
+                    Phase::Script(0)
+                }
+                Phase::Joining(n) if n >= JOIN_STEPS => {
+                    return Err(Failure::run("the participants did not join in 10 s"));
+                }
+                Phase::Joining(n) => {
+                    self.apps.step();
+                    return Ok(self.set(Phase::Joining(n + 1)));
+                }
+                Phase::Script(t) if t >= self.ticks => {
+                    for p in &mut self.apps.participants {
+                        stop_script(p);
+                    }
+                    Phase::Settling(0)
+                }
+                Phase::Script(t) => {
+                    self.apps.step();
+                    return Ok(self.set(Phase::Script(t + 1)));
+                }
+                Phase::Settling(n)
+                    if n < self.min_settle
+                        || (self.apps.owned_bodies(self.avatars) > 0 && n < self.max_settle) =>
+                {
+                    self.apps.step();
+                    return Ok(self.set(Phase::Settling(n + 1)));
+                }
+                Phase::Settling(n) => return Ok(self.set(Phase::Done(n))),
+                Phase::Done(_) => return Ok(self.phase),
+            };
+        }
+    }
+
+    fn set(&mut self, phase: Phase) -> Phase {
+        self.phase = phase;
+        phase
     }
 }
 
@@ -63,11 +171,33 @@ pub fn run_in_process(args: &OwnershipArgs) -> Result<ExitCode, Failure> {
     if !args.run.quiet {
         print_banner("in-process", &setup, Some(&script));
     }
-    let mut apps = build(args, &setup.bodies, script.script)?;
-    join(&mut apps)?;
+    let mut run = InProcessRun::new(
+        args,
+        &setup.bodies,
+        script.script,
+        Some(log_plugin(args.run.quiet)),
+    )?;
     let start = Instant::now();
-    run_script(&mut apps, args.run.ticks, args.run.quiet, start);
-    let settled = settle(&mut apps, args);
+    let mut last_report = start;
+    let settled = loop {
+        match run.advance()? {
+            Phase::Done(settled) => break settled,
+            Phase::Script(tick)
+                if !args.run.quiet && last_report.elapsed() >= Duration::from_secs(1) =>
+            {
+                last_report = Instant::now();
+                let s = run.apps.server.world().resource::<EntityServer>();
+                println!(
+                    "[{:5.1} s] tick {tick}/{}  ownership changes {}  relayed {}",
+                    start.elapsed().as_secs_f64(),
+                    args.run.ticks,
+                    s.arbiter().stats().ownership_changes,
+                    s.stats().state_updates_relayed,
+                );
+            }
+            _ => {}
+        }
+    };
     let elapsed = start.elapsed().as_secs_f64();
     let total = args.run.ticks + settled;
     println!(
@@ -75,12 +205,35 @@ pub fn run_in_process(args: &OwnershipArgs) -> Result<ExitCode, Failure> {
         f64::from(total) / elapsed.max(1e-9),
         args.participants
     );
-    let (worst, compared) = compare_copies(&apps, &setup.bodies)?;
-    let summary = summarize(args, &apps, settled, worst, compared);
+    let summary = finish(args, &run.apps, &setup.bodies, settled)?;
     println!("{}", summary.to_text());
+    check(&summary)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The summary of a finished run (copies compared), written with `--summary-json`.
+///
+/// # Errors
+/// Exit code 1 if a participant has no copy of a body; 2 if the summary file cannot be written.
+pub fn finish(
+    args: &OwnershipArgs,
+    apps: &Apps,
+    bodies: &[NetBody],
+    settled: u32,
+) -> Result<Summary, Failure> {
+    let (worst, compared) = compare_copies(apps, bodies)?;
+    let summary = summarize(args, apps, settled, worst, compared);
     if let Some(path) = &args.run.summary_json {
         write_json(&summary, path)?;
     }
+    Ok(summary)
+}
+
+/// The run's checks: some body changed owner, the copies agree within 1 cm.
+///
+/// # Errors
+/// Exit code 1 naming the failed check.
+pub fn check(summary: &Summary) -> Result<(), Failure> {
     if summary.ownership_changes == 0 {
         return Err(Failure::run("no body ever changed owner"));
     }
@@ -90,7 +243,7 @@ pub fn run_in_process(args: &OwnershipArgs) -> Result<ExitCode, Failure> {
             summary.max_divergence_body, summary.max_divergence_m
         )));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// One direction of the simulated link: half the round trip and half its jitter.
@@ -104,13 +257,18 @@ fn link(args: &LinkArgs) -> Result<LinkConditionerConfig, Failure> {
 }
 
 /// The server and one participant App per participant over one in-memory network.
-fn build(args: &OwnershipArgs, bodies: &[NetBody], script: Arc<Script>) -> Result<Apps, Failure> {
+fn build(
+    args: &OwnershipArgs,
+    bodies: &[NetBody],
+    script: Arc<Script>,
+    log: Option<bevy::log::LogPlugin>,
+) -> Result<Apps, Failure> {
     let network = MemoryNetwork::new(NETWORK_SEED, link(&args.link)?)
         .map_err(|e| Failure::input(format!("bad link settings: {e}")))?;
     let transport = network
         .server_transport()
         .map_err(|e| Failure::run(e.to_string()))?;
-    let server = server_app(bodies, transport, Some(log_plugin(args.run.quiet)));
+    let server = server_app(bodies, transport, log);
     let mut participants = Vec::new();
     for index in 0..args.participants {
         let transport = network
@@ -128,63 +286,6 @@ fn build(args: &OwnershipArgs, bodies: &[NetBody], script: Arc<Script>) -> Resul
         server,
         participants,
     })
-}
-
-/// Steps until every participant joined, then starts every script.
-fn join(apps: &mut Apps) -> Result<(), Failure> {
-    let joined = |participants: &[App]| {
-        participants
-            .iter()
-            .all(|p| p.world().resource::<OwnershipClient>().me().is_some())
-    };
-    let mut join_steps = 0;
-    while !joined(&apps.participants) {
-        if join_steps >= JOIN_STEPS {
-            return Err(Failure::run("the participants did not join in 10 s"));
-        }
-        apps.step();
-        join_steps += 1;
-    }
-    for p in &mut apps.participants {
-        p.world_mut().resource_mut::<Actor>().running = true;
-    }
-    Ok(())
-}
-
-/// Steps `ticks` scripted ticks, printing progress every wall-clock second unless `quiet`.
-fn run_script(apps: &mut Apps, ticks: u32, quiet: bool, start: Instant) {
-    let mut last_report = start;
-    for tick in 1..=ticks {
-        apps.step();
-        let now = Instant::now();
-        if !quiet && now - last_report >= Duration::from_secs(1) {
-            last_report = now;
-            let s = apps.server.world().resource::<EntityServer>();
-            println!(
-                "[{:5.1} s] tick {tick}/{ticks}  ownership changes {}  relayed {}",
-                (now - start).as_secs_f64(),
-                s.arbiter().stats().ownership_changes,
-                s.stats().state_updates_relayed,
-            );
-        }
-    }
-}
-
-/// Stops the scripts and steps for `--settle-seconds`, then until only avatars are owned (at
-/// most [`MAX_EXTRA_SETTLE`] more). Returns the ticks stepped.
-fn settle(apps: &mut Apps, args: &OwnershipArgs) -> u32 {
-    for p in &mut apps.participants {
-        stop_script(p);
-    }
-    let avatars = usize::from(args.participants);
-    let min_settle = settle_ticks(args.settle_seconds);
-    let max_settle = min_settle + MAX_EXTRA_SETTLE.as_secs() as u32 * HZ;
-    let mut settled = 0;
-    while settled < min_settle || (apps.owned_bodies(avatars) > 0 && settled < max_settle) {
-        apps.step();
-        settled += 1;
-    }
-    settled
 }
 
 /// The largest distance between two participants' copies of one dynamic body, with that body's

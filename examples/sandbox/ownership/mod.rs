@@ -29,7 +29,7 @@
 mod actors;
 mod apps;
 mod bodies;
-mod in_process;
+pub mod in_process;
 mod script;
 mod summary;
 mod udp;
@@ -57,13 +57,13 @@ const HZ: u32 = 64;
 const JOIN_STEPS: u32 = 10 * HZ;
 
 /// The scene of a session as numbered bodies.
-struct Setup {
+pub struct Setup {
     /// The scene file read.
-    scene: PathBuf,
+    pub scene: PathBuf,
     /// Its bodies, numbered for `participants` avatars.
-    bodies: Vec<NetBody>,
+    pub bodies: Vec<NetBody>,
     /// Participants of the session.
-    participants: u8,
+    pub participants: u8,
 }
 
 impl Setup {
@@ -74,7 +74,7 @@ impl Setup {
     /// # Errors
     /// Exit code 2 if the scene is missing or invalid, or has fewer player spawns than
     /// participants.
-    fn load(scene: Option<&Path>, participants: u8) -> Result<Self, Failure> {
+    pub fn load(scene: Option<&Path>, participants: u8) -> Result<Self, Failure> {
         let path = cli::asset_path(scene, cli::DEFAULT_SCENE, "--scene").map_err(Failure::input)?;
         let scene = load_scene(&path).map_err(|e| Failure::input(e.to_string()))?;
         if usize::from(participants) > scene.players.len() {
@@ -93,16 +93,18 @@ impl Setup {
 }
 
 /// A loaded ownership script and its file.
-struct LoadedScript {
-    path: PathBuf,
-    script: Arc<Script>,
+pub struct LoadedScript {
+    /// The file read.
+    pub path: PathBuf,
+    /// The script.
+    pub script: Arc<Script>,
 }
 
 /// Loads the ownership script (`--trace`, or the default found at run time).
 ///
 /// # Errors
 /// Exit code 2 if it is missing or invalid.
-fn load_script(trace: Option<&Path>) -> Result<LoadedScript, Failure> {
+pub fn load_script(trace: Option<&Path>) -> Result<LoadedScript, Failure> {
     let path =
         cli::asset_path(trace, cli::DEFAULT_OWNERSHIP_TRACE, "--trace").map_err(Failure::input)?;
     let script = script::load_script(&path).map_err(|e| Failure::input(e.to_string()))?;
@@ -113,7 +115,7 @@ fn load_script(trace: Option<&Path>) -> Result<LoadedScript, Failure> {
 }
 
 /// Prints what the run is about to do.
-fn print_banner(role: &str, setup: &Setup, script: Option<&LoadedScript>) {
+pub fn print_banner(role: &str, setup: &Setup, script: Option<&LoadedScript>) {
     let dynamic = setup
         .bodies
         .iter()
