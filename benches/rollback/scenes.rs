@@ -153,10 +153,7 @@ fn bodies(scene: Scene) -> Vec<Body> {
     }
 }
 
-fn pusher(
-    scene: Scene,
-    p: u8,
-) -> (
+type PusherBody = (
     RigidBody,
     Collider,
     Transform,
@@ -164,7 +161,9 @@ fn pusher(
     ExternalImpulse,
     Ccd,
     Pusher,
-) {
+);
+
+fn pusher(scene: Scene, p: u8) -> PusherBody {
     let at = match scene.kind {
         Kind::Gas => Vec3::new(f32::from(p) * 0.5 - 0.25, gas_half(scene.n) - 0.6, 0.0),
         _ => Vec3::new(-16.0 + f32::from(p) * 3.0, 0.6, -8.0),

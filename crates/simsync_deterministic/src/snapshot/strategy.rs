@@ -35,7 +35,7 @@ pub enum RollbackStrategy {
 /// each world recorded at the end of its last [`SimulationTick`](crate::SimulationTick).
 ///
 /// It also carries what the copy may skip: when both worlds were equal at a known change tick
-/// of each (their *sync* ticks, see [`TickMap::since_sync`]), a value neither world changed
+/// of each (their *sync* ticks), a value neither world changed
 /// since is equal in both and is not copied.
 #[derive(Debug, Clone, Copy)]
 pub struct TickMap {
