@@ -626,10 +626,12 @@ mod tests {
         let (s, d) = (src.increment_change_tick(), dst.increment_change_tick());
         dst.resource_mut::<R>().bypass_change_detection().0 = 99;
         let copier = CloneResource::<R>::new(None, DigestSource::Skip);
-        copier.copy(&src, &mut dst, map_since(&src, &dst, s, d));
+        let map = map_since(&src, &dst, s, d);
+        copier.copy(&src, &mut dst, map);
         assert_eq!(dst.resource::<R>().0, 99, "skipped");
         src.resource_mut::<R>().0 = 5;
-        copier.copy(&src, &mut dst, map_since(&src, &dst, s, d));
+        let map = map_since(&src, &dst, s, d);
+        copier.copy(&src, &mut dst, map);
         assert_eq!(dst.resource::<R>().0, 5);
     }
 }
