@@ -50,9 +50,12 @@ fn skipping_rollbacks_when_predictions_hold_keeps_every_check_matching() {
     assert_eq!(s.checksum_history[..600], a.checksum_history[..600]);
 }
 
+/// A world's checksum and its sleeping bodies (entity bits, sorted).
+type WorldState = (u64, Vec<u64>);
+
 /// The checksums and the sleeping bodies (by entity) of both worlds, when both are at the same
 /// tick.
-fn equal_tick_state(app: &mut bevy::prelude::App) -> Option<((u64, Vec<u64>), (u64, Vec<u64>))> {
+fn equal_tick_state(app: &mut bevy::prelude::App) -> Option<(WorldState, WorldState)> {
     use bevy::prelude::*;
     use simsync::prelude::*;
     let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
