@@ -1,17 +1,35 @@
-//! Rollback cost against plain simulation, measured in the same run.
+//! Rollback cost against plain simulation, measured in the same run (issue 13's table).
 //!
-//! - `rollback / tick`: one rollback (verified → predicted copy of every registered component,
-//!   resource and Rapier's state) divided by one plain `SimulationTick`. Target ≤ 0.25 at 1,000
-//!   bodies.
-//! - `update(8 predicted) / 8 plain ticks`: one session update that verifies one tick, rolls
-//!   back and predicts 8 ticks, divided by 8 plain ticks. Target ≤ 1.15 at 1,000 bodies.
+//! `b` is one tick of the same scene in a plain Bevy world: the same bundles, Rapier in a
+//! schedule with the same timestep, substeps, transform systems and single-threaded executor
+//! as `SimulationTick`, and no session ([`scenes::plain_world`]). Every other number is divided
+//! by it:
 //!
-//! Scenes: the integration tests' game (piles of boxes, two players driven by scripted inputs),
-//! bodies awake because players push into the piles.
+//! - `copy ÷ b`: one rollback (`SimulationWorlds::rollback_predicted`, the verified world copied
+//!   into the predicted world 8 ticks ahead of it). Target ≤ 0.25 (gas) and ≤ 1.0 (pile) at
+//!   1,000 bodies.
+//! - `update ÷ 9b`: one session update with inputs 8 ticks late (verify 1, roll back, predict
+//!   8 = nine ticks simulated). Target ≤ 1.10.
+//! - `zero-lat ÷ b`: one session update at zero latency (verify 1; the predicted world must
+//!   reach the verified tick), with the rollback skip off (`copy`: every update copies) and on
+//!   (the default). Target ≤ 1.1.
+//! - `mem`: peak live heap bytes of the session App ÷ those of the plain world (counting
+//!   allocator; the session App includes its main App). Target ≤ 2.2.
+//!
+//! Scenes ([`scenes`]): "gas", N balls in zero-g in a closed box, never sleeping; "pile", N boxes
+//! in piles of 5×5×2 resting with sleeping on, two pushers driven by the players' scripted
+//! inputs. Also: the session's overhead per update with zero bodies (µs) and the copy cost per
+//! entity of 10,000 plain entities with two registered components.
+//!
+//! `SIMSYNC_BENCH_SIZES=100,1000` picks the body counts (default `100,1000,5000`).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "rollback/scenes.rs"]
+mod scenes;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
@@ -19,29 +37,87 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use simsync::deterministic::SessionMode;
 use simsync::prelude::*;
 
-use common::TestGame;
+use scenes::{Kind, Scene};
 
-fn game(bodies: u32, awake: bool) -> TestGame {
-    TestGame {
-        boxes: bodies,
-        awake,
-        ..TestGame::default()
+/// Counts live heap bytes and their peak.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grow(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grow(layout.size());
+        }
+        p
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            grow(new_size);
+        }
+        p
     }
 }
 
-/// A lockstep app: every update verifies exactly one tick (a plain tick plus session overhead).
-fn plain_app(bodies: u32, awake: bool) -> App {
-    let mut app = common::app(game(bodies, awake), 0, SessionMode::Lockstep, false);
-    common::run_until_verified(&mut app, 30);
+fn grow(size: usize) {
+    let now = LIVE.fetch_add(size, Ordering::Relaxed) + size;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Runs `f` and returns its result and the peak live heap bytes above what was live before.
+fn peak_bytes<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let out = f();
+    (out, PEAK.load(Ordering::Relaxed).saturating_sub(base))
+}
+
+/// Ticks every app is warmed up for (more than Rapier's 2 s before bodies fall asleep).
+const WARM_TICKS: i32 = 200;
+
+/// A session App of `scene` whose inputs arrive `latency` ticks late.
+fn session_app(scene: Scene, latency: u32, skip: bool) -> App {
+    let mut app = common::app_with_game(scene, 2, latency, |plugin| {
+        plugin
+            .mode(SessionMode::Predicted)
+            .checksum_interval(60)
+            .skip_rollback_when_predictions_hold(skip)
+    });
+    common::run_until_verified(&mut app, WARM_TICKS);
     app
 }
 
-/// A predicting app whose inputs arrive 8 ticks late: every update verifies one tick, rolls
-/// back and predicts 8.
-fn predicting_app(bodies: u32, awake: bool, skip: bool) -> App {
-    let mut app =
-        common::app_with_skip(game(bodies, awake), 8, SessionMode::Predicted, false, skip);
-    common::run_until_verified(&mut app, 30);
+fn plain_world(scene: Scene) -> App {
+    let mut app = scenes::plain_world(scene);
+    for _ in 0..WARM_TICKS {
+        scenes::plain_tick(&mut app);
+    }
     app
 }
 
@@ -50,18 +126,19 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-fn time_ticks(app: &mut App, n: usize) -> Duration {
+fn time_each(n: usize, mut f: impl FnMut()) -> Duration {
     median(
         (0..n)
             .map(|_| {
                 let t = Instant::now();
-                app.update();
+                f();
                 t.elapsed()
             })
             .collect(),
     )
 }
 
+/// Median of `n` rollbacks, each after one session update (the predicted world 8 ticks ahead).
 fn time_rollbacks(app: &mut App, n: usize) -> Duration {
     median(
         (0..n)
@@ -76,55 +153,159 @@ fn time_rollbacks(app: &mut App, n: usize) -> Duration {
     )
 }
 
-fn bench(c: &mut Criterion) {
-    let mut report = Vec::new();
-    for (bodies, awake) in [(100u32, false), (1_000, false), (1_000, true)] {
-        let label = if awake { "awake" } else { "resting" };
-        let mut group = c.benchmark_group(format!("{bodies}_bodies_{label}"));
-        group
-            .sample_size(10)
-            .measurement_time(Duration::from_secs(3));
-        let mut plain = plain_app(bodies, awake);
-        group.bench_function("plain_tick", |b| b.iter(|| plain.update()));
-        let mut predicting = predicting_app(bodies, awake, false);
-        group.bench_function("rollback", |b| b.iter(|| app_rollback(&mut predicting)));
-        group.bench_function("update_predicting_8", |b| b.iter(|| predicting.update()));
-        let mut skipping = predicting_app(bodies, awake, true);
-        group.bench_function("update_predicting_8_with_skip", |b| {
-            b.iter(|| skipping.update())
-        });
-        group.finish();
+/// One row of the table.
+struct Row {
+    scene: Scene,
+    tick: Duration,
+    copy: Duration,
+    update: Duration,
+    zero_copy: Duration,
+    zero: Duration,
+    memory: f64,
+    sleeping: usize,
+}
 
-        // Ratios from medians measured back to back in this run.
-        let tick = time_ticks(&mut plain, 60);
-        let rollback = time_rollbacks(&mut predicting, 30);
-        let update = time_ticks(&mut predicting, 60);
-        let skipped = time_ticks(&mut skipping, 60);
-        let depth = predicting
-            .world()
-            .resource::<SessionStats>()
-            .max_prediction_depth;
-        let s = skipping.world().resource::<SessionStats>().clone();
-        report.push(format!(
-            "{bodies} bodies ({label}): tick {tick:?}; rollback {rollback:?} → rollback/tick = {:.3} \
-             (target ≤ 0.25); update predicting {depth} ticks {update:?} → update/(8 ticks) = {:.3} \
-             (target ≤ 1.15); with rollback skip {skipped:?} → {:.3} ({} of {} rollbacks skipped)",
-            rollback.as_secs_f64() / tick.as_secs_f64(),
-            update.as_secs_f64() / (8.0 * tick.as_secs_f64()),
-            skipped.as_secs_f64() / (8.0 * tick.as_secs_f64()),
-            s.skipped_rollbacks,
-            s.skipped_rollbacks + s.rollbacks,
-        ));
-    }
-    for line in report {
-        println!("{line}");
+impl Row {
+    fn print(&self) {
+        let b = self.tick.as_secs_f64();
+        let r = |d: Duration| d.as_secs_f64() / b;
+        println!(
+            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} |",
+            self.scene.kind,
+            self.scene.n,
+            b * 1e3,
+            r(self.copy),
+            r(self.update) / 9.0,
+            r(self.zero_copy),
+            r(self.zero),
+            self.memory,
+            self.sleeping,
+        );
     }
 }
 
-fn app_rollback(app: &mut App) {
-    app.world_mut()
-        .resource_mut::<SimulationWorlds>()
-        .rollback_predicted();
+fn measure(scene: Scene) -> Row {
+    let (mut plain, plain_bytes) = peak_bytes(|| {
+        let mut app = plain_world(scene);
+        for _ in 0..20 {
+            scenes::plain_tick(&mut app);
+        }
+        app
+    });
+    let (mut late, session_bytes) = peak_bytes(|| {
+        let mut app = session_app(scene, 8, false);
+        for _ in 0..20 {
+            app.update();
+        }
+        app
+    });
+    let mut zero_copy = session_app(scene, 0, false);
+    let mut zero = session_app(scene, 0, true);
+    let tick = time_each(60, || scenes::plain_tick(&mut plain));
+    let copy = time_rollbacks(&mut late, 30);
+    let update = time_each(60, || late.update());
+    let zero_copy_t = time_each(60, || zero_copy.update());
+    let zero_t = time_each(60, || zero.update());
+    let sleeping = sleeping_bodies(&mut late);
+    Row {
+        scene,
+        tick,
+        copy,
+        update,
+        zero_copy: zero_copy_t,
+        zero: zero_t,
+        memory: session_bytes as f64 / plain_bytes.max(1) as f64,
+        sleeping,
+    }
+}
+
+/// Bodies asleep in the verified world.
+fn sleeping_bodies(app: &mut App) -> usize {
+    let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
+    let world = worlds.verified_mut();
+    let mut q = world.query::<&bevy_rapier3d::prelude::Sleeping>();
+    q.iter(world).filter(|s| s.sleeping).count()
+}
+
+fn sizes() -> Vec<u32> {
+    std::env::var("SIMSYNC_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100, 1_000, 5_000])
+}
+
+/// With `SIMSYNC_ROLLBACK_PROFILE=1` (each rollback step's time on stderr): 20 rollbacks of each
+/// scene between `profile <scene>` and `profile end` markers on stderr, and nothing else.
+fn profile_only() -> bool {
+    if std::env::var_os("SIMSYNC_ROLLBACK_PROFILE").is_none() {
+        return false;
+    }
+    for n in sizes() {
+        for kind in [Kind::Gas, Kind::Pile] {
+            let mut app = session_app(Scene { kind, n }, 8, false);
+            eprintln!("profile {kind:?} {n}");
+            time_rollbacks(&mut app, 20);
+            eprintln!("profile end");
+        }
+    }
+    true
+}
+
+fn bench(c: &mut Criterion) {
+    if profile_only() {
+        return;
+    }
+    let mut group = c.benchmark_group("1000_bodies_pile");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(2));
+    let pile = Scene {
+        kind: Kind::Pile,
+        n: 1_000,
+    };
+    let mut app = session_app(pile, 8, false);
+    group.bench_function("rollback", |b| {
+        b.iter(|| {
+            app.world_mut()
+                .resource_mut::<SimulationWorlds>()
+                .rollback_predicted()
+        })
+    });
+    group.finish();
+    drop(app);
+
+    println!(
+        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | mem ÷ plain | asleep |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for n in sizes() {
+        for kind in [Kind::Gas, Kind::Pile] {
+            measure(Scene { kind, n }).print();
+        }
+    }
+    for kind in [Kind::Gas, Kind::Pile] {
+        let scene = Scene { kind, n: 0 };
+        let mut late = session_app(scene, 8, false);
+        let mut zero = session_app(scene, 0, true);
+        let update = time_each(200, || late.update());
+        let zero = time_each(200, || zero.update());
+        println!(
+            "session overhead, {kind:?} scene with 0 bodies: update (9 ticks) {:.1} µs, zero-latency update {:.1} µs",
+            update.as_secs_f64() * 1e6,
+            zero.as_secs_f64() * 1e6
+        );
+    }
+    let plain = Scene {
+        kind: Kind::Plain,
+        n: 10_000,
+    };
+    let mut app = session_app(plain, 8, false);
+    let copy = time_rollbacks(&mut app, 30);
+    println!(
+        "10,000 plain entities, two registered components: copy {:?} = {:.1} ns/entity",
+        copy,
+        copy.as_secs_f64() * 1e9 / 10_000.0
+    );
 }
 
 criterion_group!(benches, bench);

@@ -303,6 +303,7 @@ pub(crate) fn run_tick<I: SimInput>(
     // One span per simulated tick (no cost unless a tracing subscriber enables it).
     let _span = info_span!("simsync_tick", ?tick).entered();
     sw.ticks_run.push(tick);
+    sw.runs_since_sync = sw.runs_since_sync.saturating_add(1);
     let world = &mut sw.world;
     world.resource_mut::<SimTick>().0 = tick;
     world

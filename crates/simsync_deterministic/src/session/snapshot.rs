@@ -216,6 +216,7 @@ fn load_into<I: SimInput>(
             found,
         });
     }
+    snapshot::forget_sync(&mut worlds.verified, &mut worlds.predicted);
     snapshot::rollback(
         &mut worlds.verified,
         &mut worlds.predicted,
@@ -247,6 +248,7 @@ fn resume_session<I: SimInput>(
     session.predicted_tick = tick;
     session.highest_predicted = session.highest_predicted.max(tick);
     session.used_inputs.clear();
+    session.predicted_diverged = false;
     session.audit.restart(tick);
     world.insert_resource(SimulatorContext::new(tick));
     let mut stats = world.get_resource_or_init::<SessionStats>();

@@ -23,6 +23,9 @@ pub struct DeterministicSession<I: SimInput> {
     pub(super) highest_predicted: Tick,
     /// Hash of the input set each tick of the current predicted timeline was simulated with.
     pub(super) used_inputs: BTreeMap<Tick, u64>,
+    /// A tick the predicted world simulated since its last rollback, and which has left
+    /// `used_inputs`, ran on inputs other than the confirmed ones.
+    pub(super) predicted_diverged: bool,
     pub(super) audit: PredictionAudit,
     /// Desync dump bookkeeping.
     pub(crate) dumps: crate::dump::DumpState,
@@ -49,6 +52,7 @@ impl<I: SimInput> DeterministicSession<I> {
             predicted_tick: 0,
             highest_predicted: 0,
             used_inputs: BTreeMap::new(),
+            predicted_diverged: false,
             audit: PredictionAudit::default(),
             dumps: crate::dump::DumpState::default(),
             started: false,

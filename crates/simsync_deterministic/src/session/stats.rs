@@ -26,6 +26,10 @@ pub struct SessionStats {
     /// Rollbacks performed although skipping had been requested
     /// ([`IsRollbackRequired` overrides](crate::rules#isrollbackrequired-overrides-the-skip-flags)).
     pub forced_rollbacks: u64,
+    /// Of the rollbacks, those done without a copy: the predicted world held the verified
+    /// state of its tick and simulated the missing tick on confirmed inputs instead
+    /// ([rollback by advancing](crate::rules#rollback-by-advancing)).
+    pub advanced_rollbacks: u64,
     /// Session updates that verified ticks but skipped the rollback because every prediction
     /// of the current timeline held.
     pub skipped_rollbacks: u64,

@@ -209,18 +209,7 @@ fn verify_tick<I: SimInput>(
     session: &mut DeterministicSession<I>,
     tick: Tick,
 ) -> u64 {
-    session.inputs.clear();
-    session.status.clear();
-    for p in 0..session.config.players {
-        let input = session
-            .buffer
-            .confirmed(p, tick)
-            .cloned()
-            .unwrap_or_default();
-        session.inputs.push(input);
-        session.status.push(InputStatus::Confirmed);
-    }
-    let disconnected = session.buffer.disconnected(tick);
+    let disconnected = fill_confirmed(session, tick);
     run_tick(
         &mut worlds.verified,
         tick,
@@ -233,6 +222,23 @@ fn verify_tick<I: SimInput>(
         with_disconnected(hash_inputs(&session.inputs), disconnected),
     );
     disconnected
+}
+
+/// Fills the session's scratch input set with every player's confirmed input of `tick` (the
+/// default where none is known); returns the players disconnected at it.
+fn fill_confirmed<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick) -> u64 {
+    session.inputs.clear();
+    session.status.clear();
+    for p in 0..session.config.players {
+        let input = session
+            .buffer
+            .confirmed(p, tick)
+            .cloned()
+            .unwrap_or_default();
+        session.inputs.push(input);
+        session.status.push(InputStatus::Confirmed);
+    }
+    session.buffer.disconnected(tick)
 }
 
 /// Step 4, decide: enters BeforePrediction, requests skipping the rollback when every
@@ -255,9 +261,12 @@ pub(super) fn decide<I: SimInput>(world: &mut World, session: &mut Deterministic
 /// Whether every tick of the current predicted timeline was simulated with exactly the inputs
 /// the session would use for it now (confirmed where known, else the current prediction).
 fn predictions_hold<I: SimInput>(session: &mut DeterministicSession<I>) -> bool {
-    if session.used_inputs.is_empty() {
-        return false;
-    }
+    !session.used_inputs.is_empty() && used_inputs_hold(session)
+}
+
+/// Whether every entry of `used_inputs` matches the inputs the session would use for its tick
+/// now (vacuously true when there is none).
+fn used_inputs_hold<I: SimInput>(session: &mut DeterministicSession<I>) -> bool {
     let mut inputs = std::mem::take(&mut session.inputs);
     let mut status = std::mem::take(&mut session.status);
     let hold = session.used_inputs.iter().all(|(tick, used)| {
@@ -285,11 +294,22 @@ pub(super) fn rollback<I: SimInput>(
         .resource::<SimulatorContext>()
         .will_rollback_prediction()
     {
-        let report = snapshot::rollback(
-            &mut worlds.verified,
-            &mut worlds.predicted,
-            &mut worlds.registry,
-        );
+        let target = world
+            .resource::<SimulatorContext>()
+            .target_verification_tick();
+        if can_advance(session, worlds.predicted.tick(), target) {
+            advance_predicted(worlds, session, target);
+            stats.advanced_rollbacks += 1;
+        } else {
+            let report = snapshot::rollback(
+                &mut worlds.verified,
+                &mut worlds.predicted,
+                &mut worlds.registry,
+            );
+            stats.rollback_restored_entities += u64::from(report.restored_entities);
+            stats.rollback_parked_entities += u64::from(report.parked_entities);
+        }
+        session.predicted_diverged = false;
         check(context(world).record_rollback());
         stats.rollbacks += 1;
         if world
@@ -298,8 +318,6 @@ pub(super) fn rollback<I: SimInput>(
         {
             stats.forced_rollbacks += 1;
         }
-        stats.rollback_restored_entities += u64::from(report.restored_entities);
-        stats.rollback_parked_entities += u64::from(report.parked_entities);
         session.predicted_tick = worlds.verified.tick();
         session.audit.restart(session.predicted_tick);
         session.used_inputs.clear();
@@ -308,6 +326,50 @@ pub(super) fn rollback<I: SimInput>(
     if !ctx.has_rolled_back_prediction() && ctx.ticks_verified() > 0 {
         stats.skipped_rollbacks += 1;
     }
+}
+
+/// The most ticks a rollback may simulate on the predicted world instead of copying (see
+/// [rollback by advancing](crate::rules#rollback-by-advancing)): one, the zero-latency case,
+/// where a copy of a resting scene costs many ticks and a tick costs one.
+const MAX_ADVANCE_TICKS: Tick = 1;
+
+/// Whether the predicted world, now at `predicted`, can reach the verified state at `target` by
+/// simulating the ticks between on confirmed inputs: the session asks to skip rollbacks when
+/// predictions hold, at most [`MAX_ADVANCE_TICKS`] ticks are missing, and every tick the
+/// predicted world simulated since its last rollback used exactly the inputs now confirmed
+/// (so it holds the verified state of tick `predicted`).
+fn can_advance<I: SimInput>(
+    session: &mut DeterministicSession<I>,
+    predicted: Tick,
+    target: Tick,
+) -> bool {
+    let missing = target - predicted;
+    session.config.skip_rollback_when_predictions_hold
+        && (1..=MAX_ADVANCE_TICKS).contains(&missing)
+        && !session.predicted_diverged
+        && session.used_inputs.keys().all(|tick| *tick <= predicted)
+        && used_inputs_hold(session)
+}
+
+/// Brings the predicted world from its tick to `target` by simulating each tick between on
+/// the confirmed inputs, as the verified world did.
+fn advance_predicted<I: SimInput>(
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    target: Tick,
+) {
+    for tick in worlds.predicted.tick() + 1..=target {
+        let disconnected = fill_confirmed(session, tick);
+        run_tick(
+            &mut worlds.predicted,
+            tick,
+            &session.inputs,
+            &session.status,
+            disconnected,
+        );
+        session.highest_predicted = session.highest_predicted.max(tick);
+    }
+    snapshot::mark_synced(&mut worlds.verified, &mut worlds.predicted);
 }
 
 /// Step 6, predict (predicted sessions only): simulates every tick the context says to predict
@@ -426,13 +488,27 @@ fn forget_before<I: SimInput>(session: &mut DeterministicSession<I>, verified_ti
     if keep_from > 0 {
         session.buffer.discard_through(keep_from);
     }
-    while session
+    let mut inputs = std::mem::take(&mut session.inputs);
+    let mut status = std::mem::take(&mut session.status);
+    while let Some((tick, used)) = session
         .used_inputs
         .first_key_value()
-        .is_some_and(|(t, _)| *t <= verified_tick)
+        .filter(|(t, _)| **t <= verified_tick)
+        .map(|(t, u)| (*t, *u))
     {
+        // A verified tick leaves the record: remember whether the predicted world ran it on
+        // the inputs that were confirmed (see `can_advance`).
+        session
+            .buffer
+            .fill_predicted(tick, &mut inputs, &mut status);
+        let disconnected = session.buffer.predicted_disconnected(tick);
+        if with_disconnected(hash_inputs(&inputs), disconnected) != used {
+            session.predicted_diverged = true;
+        }
         session.used_inputs.pop_first();
     }
+    session.inputs = inputs;
+    session.status = status;
     session.audit.discard_before(keep_from);
     super::dumps::forget_through(session, verified_tick);
 }

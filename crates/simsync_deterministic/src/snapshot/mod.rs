@@ -51,6 +51,11 @@ pub struct SimulationWorld {
     pub(crate) ticks_run: Vec<crate::tick::Tick>,
     /// What the coverage scan knows of this world's archetypes.
     pub(crate) coverage: coverage::CoverageCache,
+    /// This world's change tick when its registered state last equalled its partner's (the
+    /// end of the last rollback); `None` when unknown.
+    pub(crate) sync: Option<Tick>,
+    /// Ticks this world ran since `sync`.
+    pub(crate) runs_since_sync: u32,
 }
 
 impl SimulationWorld {
@@ -60,6 +65,8 @@ impl SimulationWorld {
             mark: Tick::new(0),
             ticks_run: Vec::new(),
             coverage: coverage::CoverageCache::default(),
+            sync: None,
+            runs_since_sync: 0,
         }
     }
 
@@ -110,7 +117,8 @@ pub(crate) fn rollback(
     let mut report = RollbackReport::default();
     align_entities(&mut src.world, &mut dst.world, &mut report);
     lap("align");
-    let map = TickMap::new(src.mark, dst.mark, dst.world.read_change_tick());
+    let map = TickMap::new(src.mark, dst.mark, dst.world.read_change_tick())
+        .with_sync(sync_ticks(src, dst));
     for copier in registry.components.iter_mut() {
         copier.copy(&mut src.world, &mut dst.world, map);
         lap(copier.type_name());
@@ -128,7 +136,53 @@ pub(crate) fn rollback(
     // next tick: the copied sets are already right.
     dst.world.clear_trackers();
     dst.world.clear_trackers();
+    mark_synced(src, dst);
     report
+}
+
+/// The sync ticks a rollback from `src` to `dst` may skip unchanged values with: both worlds
+/// were equal at their `sync` ticks and each has run at least one tick since, so a value
+/// neither changed since is equal in both and, being older than each world's last tick, looks
+/// unchanged to every system of the next tick in both (the
+/// [rule of change ticks](strategy)). `None` (copy everything) otherwise, or when
+/// `SIMSYNC_ROLLBACK_FULL_COPY` is set (a debugging and measuring aid).
+fn sync_ticks(src: &SimulationWorld, dst: &SimulationWorld) -> Option<strategy::SyncTicks> {
+    static FULL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *FULL.get_or_init(|| std::env::var_os("SIMSYNC_ROLLBACK_FULL_COPY").is_some()) {
+        return None;
+    }
+    // Far older sync ticks than this could be confused with ticks Bevy clamps.
+    const MAX_SYNC_AGE: u32 = 1 << 30;
+    let recent = |w: &SimulationWorld, sync: Tick| {
+        w.runs_since_sync > 0
+            && w.world.read_change_tick().get().wrapping_sub(sync.get()) < MAX_SYNC_AGE
+    };
+    match (src.sync, dst.sync) {
+        (Some(s), Some(d)) if recent(src, s) && recent(dst, d) => Some(strategy::SyncTicks {
+            src: s,
+            dst: d,
+            src_now: src.world.read_change_tick(),
+            dst_now: dst.world.read_change_tick(),
+        }),
+        _ => None,
+    }
+}
+
+/// Records that `a` and `b` hold equal registered state now (after a rollback, or after the
+/// predicted world advanced to the verified tick on confirmed inputs). Each world's change
+/// tick moves on by one, so every later change is newer than the recorded tick.
+pub(crate) fn mark_synced(a: &mut SimulationWorld, b: &mut SimulationWorld) {
+    for w in [a, b] {
+        w.sync = Some(w.world.increment_change_tick());
+        w.runs_since_sync = 0;
+    }
+}
+
+/// Forgets when `a` and `b` were last equal (a world was replaced or loaded): the next
+/// rollback copies everything.
+pub(crate) fn forget_sync(a: &mut SimulationWorld, b: &mut SimulationWorld) {
+    a.sync = None;
+    b.sync = None;
 }
 
 /// `SIMSYNC_ROLLBACK_PROFILE=1` prints the time of each rollback step to stderr.

@@ -33,11 +33,38 @@ pub enum RollbackStrategy {
 
 /// Maps change ticks of the verified world onto the predicted world, relative to the tick mark
 /// each world recorded at the end of its last [`SimulationTick`](crate::SimulationTick).
+///
+/// It also carries what the copy may skip: when both worlds were equal at a known change tick
+/// of each (their *sync* ticks), a value neither world changed
+/// since is equal in both and is not copied.
 #[derive(Debug, Clone, Copy)]
 pub struct TickMap {
     src_mark: Tick,
     dst_mark: Tick,
     dst_now: Tick,
+    since: Option<SyncTicks>,
+}
+
+/// The change ticks of the source and the destination world at which both held equal
+/// registered state, and the current change tick of each.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SyncTicks {
+    pub src: Tick,
+    pub dst: Tick,
+    pub src_now: Tick,
+    pub dst_now: Tick,
+}
+
+impl SyncTicks {
+    /// Whether a value with these change ticks in the source world changed since the sync.
+    pub(crate) fn src_changed(&self, changed: Tick, added: Tick) -> bool {
+        changed.is_newer_than(self.src, self.src_now) || added.is_newer_than(self.src, self.src_now)
+    }
+
+    /// Whether a value with these change ticks in the destination world changed since the sync.
+    pub(crate) fn dst_changed(&self, changed: Tick, added: Tick) -> bool {
+        changed.is_newer_than(self.dst, self.dst_now) || added.is_newer_than(self.dst, self.dst_now)
+    }
 }
 
 impl TickMap {
@@ -48,7 +75,19 @@ impl TickMap {
             src_mark,
             dst_mark,
             dst_now,
+            since: None,
         }
+    }
+
+    /// The same map, allowed to skip values neither world changed since `since`.
+    pub(crate) fn with_sync(mut self, since: Option<SyncTicks>) -> Self {
+        self.since = since;
+        self
+    }
+
+    /// The sync ticks, when a copy may skip unchanged values.
+    pub(crate) fn since_sync(&self) -> Option<SyncTicks> {
+        self.since
     }
 
     /// The destination tick with the same offset from its mark as `tick` has from the source
@@ -131,9 +170,12 @@ pub(crate) struct CloneComponent<T: Component<Mutability = Mutable> + Clone> {
     src: CachedQuery<(Entity, Ref<'static, T>), With<Synced>>,
     dst: CachedQuery<&'static mut T, With<Synced>>,
     dst_all: CachedQuery<Entity, (With<T>, With<Synced>)>,
+    dst_ref: CachedQuery<(Entity, Ref<'static, T>), With<Synced>>,
     hash: Option<HashFn<T>>,
     digest: DigestSource<T>,
     inserts: Vec<(Entity, T, Tick, Tick)>,
+    /// Entities whose value changed in the destination since the sync (kept between copies).
+    dirty: Vec<Entity>,
 }
 
 impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
@@ -142,9 +184,11 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
             src: None,
             dst: None,
             dst_all: None,
+            dst_ref: None,
             hash,
             digest,
             inserts: Vec::new(),
+            dirty: Vec::new(),
         }
     }
 }
@@ -166,33 +210,16 @@ pub(crate) fn state_for<
     state
 }
 
-impl<T: Component<Mutability = Mutable> + Clone> ComponentCopier for CloneComponent<T> {
-    fn type_id(&self) -> TypeId {
-        TypeId::of::<T>()
-    }
-
-    fn type_name(&self) -> &'static str {
-        std::any::type_name::<T>()
-    }
-
-    fn copy(&mut self, src: &mut World, dst: &mut World, map: TickMap) {
+impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
+    /// Copies every value (and absence) from `src` to `dst`.
+    fn copy_all(&mut self, src: &mut World, dst: &mut World, map: TickMap) {
         let src_q = state_for(&mut self.src, src);
         let src: &World = src;
         let dst_q = state_for(&mut self.dst, dst);
         let mut matched = 0usize;
         for (entity, value) in src_q.iter(src) {
-            let changed = map.map(value.last_changed());
-            let added = map.map(value.added());
-            match dst_q.get_mut(dst, entity) {
-                Ok(mut target) => {
-                    target.bypass_change_detection().clone_from(&*value);
-                    target.set_last_changed(changed);
-                    target.set_last_added(added);
-                    matched += 1;
-                }
-                Err(_) => self
-                    .inserts
-                    .push((entity, (*value).clone(), changed, added)),
+            if copy_one(dst_q, dst, entity, &value, map, &mut self.inserts) {
+                matched += 1;
             }
         }
         let dst_all = state_for(&mut self.dst_all, dst);
@@ -205,6 +232,11 @@ impl<T: Component<Mutability = Mutable> + Clone> ComponentCopier for CloneCompon
                 dst.entity_mut(entity).remove::<T>();
             }
         }
+        self.flush_inserts(dst);
+    }
+
+    /// Inserts the values queued for entities that lacked the component.
+    fn flush_inserts(&mut self, dst: &mut World) {
         for (entity, value, changed, added) in self.inserts.drain(..) {
             let Ok(mut target) = dst.get_entity_mut(entity) else {
                 continue;
@@ -217,6 +249,132 @@ impl<T: Component<Mutability = Mutable> + Clone> ComponentCopier for CloneCompon
         }
     }
 
+    /// Copies only the values either world changed since the sync (see [`SyncTicks`]); returns
+    /// `false`, having copied those, when the two worlds' sets of entities holding the
+    /// component may differ in a way the change ticks do not show (the caller then copies
+    /// everything).
+    fn copy_changed(
+        &mut self,
+        src: &mut World,
+        dst: &mut World,
+        map: TickMap,
+        since: SyncTicks,
+    ) -> bool {
+        // Entities holding the component in each world, as a count and an order-free
+        // fingerprint of their ids: equal sets unless the fingerprints collide.
+        let mut dst_set = EntitySet::default();
+        self.dirty.clear();
+        let dst_ref = state_for(&mut self.dst_ref, dst);
+        for (entity, value) in dst_ref.iter(dst) {
+            dst_set.add(entity);
+            if since.dst_changed(value.last_changed(), value.added()) {
+                self.dirty.push(entity);
+            }
+        }
+        let mut src_set = EntitySet::default();
+        let src_q = state_for(&mut self.src, src);
+        let src: &World = src;
+        let dst_q = state_for(&mut self.dst, dst);
+        for (entity, value) in src_q.iter(src) {
+            src_set.add(entity);
+            if since.src_changed(value.last_changed(), value.added()) {
+                copy_one(dst_q, dst, entity, &value, map, &mut self.inserts);
+            }
+        }
+        for entity in self.dirty.drain(..) {
+            match src_q.get(src, entity) {
+                Ok((_, value)) => {
+                    copy_one(dst_q, dst, entity, &value, map, &mut self.inserts);
+                }
+                Err(_) => {
+                    if let Ok(mut target) = dst.get_entity_mut(entity) {
+                        target.remove::<T>();
+                        // Its removal is structural: the set fingerprint below must not
+                        // count it.
+                        dst_set.remove(entity);
+                    }
+                }
+            }
+        }
+        for (entity, ..) in &self.inserts {
+            dst_set.add(*entity);
+        }
+        self.flush_inserts(dst);
+        src_set == dst_set
+    }
+}
+
+/// The count and an order-free fingerprint of a set of entities (the wrapping sum of a 64-bit
+/// mix of each id).
+#[derive(Default, PartialEq, Eq)]
+struct EntitySet {
+    count: u64,
+    sum: u64,
+}
+
+impl EntitySet {
+    fn mix(entity: Entity) -> u64 {
+        // splitmix64's finalizer.
+        let mut z = entity.to_bits().wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn add(&mut self, entity: Entity) {
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(Self::mix(entity));
+    }
+
+    fn remove(&mut self, entity: Entity) {
+        self.count -= 1;
+        self.sum = self.sum.wrapping_sub(Self::mix(entity));
+    }
+}
+
+/// Makes `entity`'s component in `dst` equal `value` with mapped change ticks, or queues an
+/// insert when it lacks the component; returns whether it held one.
+fn copy_one<T: Component<Mutability = Mutable> + Clone>(
+    dst_q: &mut QueryState<&'static mut T, With<Synced>>,
+    dst: &mut World,
+    entity: Entity,
+    value: &Ref<T>,
+    map: TickMap,
+    inserts: &mut Vec<(Entity, T, Tick, Tick)>,
+) -> bool {
+    let changed = map.map(value.last_changed());
+    let added = map.map(value.added());
+    match dst_q.get_mut(dst, entity) {
+        Ok(mut target) => {
+            target.bypass_change_detection().clone_from(&**value);
+            target.set_last_changed(changed);
+            target.set_last_added(added);
+            true
+        }
+        Err(_) => {
+            inserts.push((entity, (**value).clone(), changed, added));
+            false
+        }
+    }
+}
+
+impl<T: Component<Mutability = Mutable> + Clone> ComponentCopier for CloneComponent<T> {
+    fn type_id(&self) -> TypeId {
+        TypeId::of::<T>()
+    }
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+
+    fn copy(&mut self, src: &mut World, dst: &mut World, map: TickMap) {
+        if let Some(since) = map.since_sync()
+            && self.copy_changed(src, dst, map, since)
+        {
+            return;
+        }
+        self.copy_all(src, dst, map);
+    }
     fn hash(&self, world: &World, entity: Entity, hasher: &mut StateHasher) {
         if let Some(hash) = self.hash
             && let Some(value) = world.get::<T>(entity)
@@ -285,6 +443,14 @@ impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource
     }
 
     fn copy(&self, src: &World, dst: &mut World, map: TickMap) {
+        if let Some(since) = map.since_sync()
+            && let (Some(from), Some(to)) =
+                (src.get_resource_ref::<R>(), dst.get_resource_ref::<R>())
+            && !since.src_changed(from.last_changed(), from.added())
+            && !since.dst_changed(to.last_changed(), to.added())
+        {
+            return;
+        }
         let Some(value) = src.get_resource_ref::<R>() else {
             if dst.contains_resource::<R>() {
                 dst.remove_resource::<R>();
@@ -349,4 +515,123 @@ impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource
 /// The `SimHash` function of a type, as a plain function pointer.
 pub(crate) fn sim_hash_fn<T: SimHash>() -> HashFn<T> {
     |value, hasher| value.sim_hash(hasher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Component, Clone, Debug, PartialEq)]
+    struct P(u32);
+
+    /// Two worlds holding `P(i)` on the same three synchronized entities, and their sync ticks.
+    fn synced_pair() -> (World, World, Vec<Entity>, Tick, Tick) {
+        let (mut src, mut dst) = (World::new(), World::new());
+        let mut entities = Vec::new();
+        for i in 0..3 {
+            entities.push(src.spawn((P(i), Synced)).id());
+            assert_eq!(dst.spawn((P(i), Synced)).id(), entities[i as usize]);
+        }
+        let (s, d) = (src.increment_change_tick(), dst.increment_change_tick());
+        (src, dst, entities, s, d)
+    }
+
+    fn map_since(src: &World, dst: &World, s: Tick, d: Tick) -> TickMap {
+        let since = SyncTicks {
+            src: s,
+            dst: d,
+            src_now: src.read_change_tick(),
+            dst_now: dst.read_change_tick(),
+        };
+        TickMap::new(
+            src.read_change_tick(),
+            dst.read_change_tick(),
+            dst.read_change_tick(),
+        )
+        .with_sync(Some(since))
+    }
+
+    fn values(world: &World, entities: &[Entity]) -> Vec<Option<u32>> {
+        entities
+            .iter()
+            .map(|e| world.get::<P>(*e).map(|p| p.0))
+            .collect()
+    }
+
+    #[test]
+    fn a_copy_since_the_sync_copies_values_either_world_changed_and_skips_the_rest() {
+        let (mut src, mut dst, es, s, d) = synced_pair();
+        src.get_mut::<P>(es[0]).expect("spawned").0 = 10;
+        dst.get_mut::<P>(es[1]).expect("spawned").0 = 20;
+        // A write hidden from change detection shows which values were skipped.
+        dst.get_mut::<P>(es[2])
+            .expect("spawned")
+            .bypass_change_detection()
+            .0 = 99;
+        let map = map_since(&src, &dst, s, d);
+        CloneComponent::<P>::new(None, DigestSource::Skip).copy(&mut src, &mut dst, map);
+        assert_eq!(values(&dst, &es), vec![Some(10), Some(1), Some(99)]);
+    }
+
+    #[test]
+    fn without_sync_ticks_a_copy_copies_every_value() {
+        let (mut src, mut dst, es, _, _) = synced_pair();
+        dst.get_mut::<P>(es[2])
+            .expect("spawned")
+            .bypass_change_detection()
+            .0 = 99;
+        let map = TickMap::new(
+            src.read_change_tick(),
+            dst.read_change_tick(),
+            dst.read_change_tick(),
+        );
+        CloneComponent::<P>::new(None, DigestSource::Skip).copy(&mut src, &mut dst, map);
+        assert_eq!(values(&dst, &es), vec![Some(0), Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn removals_since_the_sync_in_either_world_are_restored() {
+        let (mut src, mut dst, es, s, d) = synced_pair();
+        src.entity_mut(es[0]).remove::<P>();
+        dst.entity_mut(es[1]).remove::<P>();
+        let map = map_since(&src, &dst, s, d);
+        CloneComponent::<P>::new(None, DigestSource::Skip).copy(&mut src, &mut dst, map);
+        assert_eq!(values(&dst, &es), vec![None, Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn a_value_inserted_in_either_world_since_the_sync_is_copied_or_removed() {
+        let (mut src, mut dst, es, s, d) = synced_pair();
+        let only_src = src.spawn(Synced).id();
+        assert_eq!(dst.spawn(Synced).id(), only_src);
+        src.entity_mut(only_src).insert(P(7));
+        let only_dst = src.spawn(Synced).id();
+        assert_eq!(dst.spawn(Synced).id(), only_dst);
+        dst.entity_mut(only_dst).insert(P(8));
+        let map = map_since(&src, &dst, s, d);
+        CloneComponent::<P>::new(None, DigestSource::Skip).copy(&mut src, &mut dst, map);
+        assert_eq!(
+            values(&dst, &[es[0], only_src, only_dst]),
+            vec![Some(0), Some(7), None]
+        );
+    }
+
+    #[test]
+    fn an_unchanged_resource_is_skipped_and_a_changed_one_copied() {
+        #[derive(Resource, Clone)]
+        struct R(u32);
+        let (mut src, mut dst) = (World::new(), World::new());
+        src.insert_resource(R(1));
+        dst.insert_resource(R(1));
+        let (s, d) = (src.increment_change_tick(), dst.increment_change_tick());
+        dst.resource_mut::<R>().bypass_change_detection().0 = 99;
+        let copier = CloneResource::<R>::new(None, DigestSource::Skip);
+        let map = map_since(&src, &dst, s, d);
+        copier.copy(&src, &mut dst, map);
+        assert_eq!(dst.resource::<R>().0, 99, "skipped");
+        src.resource_mut::<R>().0 = 5;
+        let map = map_since(&src, &dst, s, d);
+        copier.copy(&src, &mut dst, map);
+        assert_eq!(dst.resource::<R>().0, 5);
+    }
 }
