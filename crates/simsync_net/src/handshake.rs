@@ -49,7 +49,10 @@ use crate::ids::ParticipantId;
 /// of a late join or a rejoin after the relay's history is gone (`SnapshotRequest`,
 /// `SnapshotChunk` both ways, `SnapshotUnavailable`, `SnapshotRefused`); the relay may seat a
 /// new player in a free slot of a running session.
-pub const PROTOCOL_VERSION: u16 = 3;
+///
+/// Version 4: an ownership `Refused` names the body's owner and priority, and `RefusalReason`
+/// has `HeldExclusively` (the exclusive-grab option).
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].
@@ -978,17 +981,17 @@ mod tests {
         client.on_hello_sent();
         assert!(client.on_decode_error(&NetError::VersionMismatch {
             ours: PROTOCOL_VERSION,
-            theirs: 4
+            theirs: PROTOCOL_VERSION + 1
         }));
         let expected = RejectReason::VersionMismatch {
-            server: 4,
+            server: PROTOCOL_VERSION + 1,
             client: PROTOCOL_VERSION,
         };
         assert_eq!(client.status(), &JoinStatus::Rejected(expected.clone()));
         let mut client = ClientHandshake::new(hello(Protocols::SESSION));
         assert!(!client.on_decode_error(&NetError::Truncated));
         assert!(client.on_welcome(Welcome {
-            protocol_version: 4,
+            protocol_version: PROTOCOL_VERSION + 1,
             participant: ParticipantId(1),
             player_slot: None,
             protocols: Protocols::SESSION,

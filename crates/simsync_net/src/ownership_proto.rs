@@ -248,11 +248,14 @@ pub enum RefusalReason {
     /// A bid below `volunteer_priority`, or a priority change below `yield_priority` (to give a
     /// body up, release it).
     PriorityTooLow,
+    /// A GRAB bid for a body another participant holds at GRAB, with the exclusive-grab option
+    /// on (`OwnershipConfig::exclusive_grab`; ownership rule 3's exception).
+    HeldExclusively,
 }
 
 impl RefusalReason {
     /// Number of reasons.
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
     /// Every reason, in declaration order (`reason as usize` is its index here).
     pub const ALL: [RefusalReason; Self::COUNT] = [
         RefusalReason::Locked,
@@ -263,6 +266,7 @@ impl RefusalReason {
         RefusalReason::NotOwnable,
         RefusalReason::PriorityTooHigh,
         RefusalReason::PriorityTooLow,
+        RefusalReason::HeldExclusively,
     ];
 }
 
@@ -281,6 +285,7 @@ impl std::fmt::Display for RefusalReason {
                 "the priority is above the maximum a participant may bid"
             }
             RefusalReason::PriorityTooLow => "the priority is below the minimum for this message",
+            RefusalReason::HeldExclusively => "another participant holds the body exclusively",
         })
     }
 }
@@ -335,6 +340,11 @@ pub enum OwnershipServerMessage {
         body: BodyId,
         /// Why: every reason the entity server's arbiter has, unchanged.
         reason: RefusalReason,
+        /// The body's owner when the server refused (`None`: unowned or unknown body), so the
+        /// participant corrects its view at once.
+        owner: Option<ParticipantId>,
+        /// That owner's priority (0 when unowned).
+        priority: u8,
     },
     /// A body's owner or priority changed (sent to everyone). Channel: control.
     OwnerChanged(OwnerRecord),

@@ -372,7 +372,9 @@ impl OwnershipArbiter {
     ///    [`Self::change_priority`]);
     /// 6. higher than the owner's priority → granted (ownership rule 2);
     /// 7. lower → [`RefusalReason::LowerPriority`];
-    /// 8. equal, less than `equal_priority_lockout` after the body's last ownership change →
+    /// 8. equal at `grab_priority` or more with `exclusive_grab` on →
+    ///    [`RefusalReason::HeldExclusively`] (the exclusive-grab option of ownership rule 3);
+    /// 9. equal, less than `equal_priority_lockout` after the body's last ownership change →
     ///    [`RefusalReason::LockedOutEqualPriority`], otherwise granted (ownership rule 3).
     ///
     /// A granted VOLUNTEER is recorded as RECRUIT (ownership rule 7). A grant to a new owner
@@ -404,6 +406,9 @@ impl OwnershipArbiter {
             None
         } else if priority < record.priority {
             Some(RefusalReason::LowerPriority)
+        } else if config.exclusive_grab && priority >= config.grab_priority {
+            // Equal priority at GRAB, held by someone else (an unowned body was granted above).
+            Some(RefusalReason::HeldExclusively)
         } else if record
             .last_change
             .is_some_and(|at| now.saturating_sub(at) < config.equal_priority_lockout)

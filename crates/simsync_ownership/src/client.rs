@@ -9,8 +9,10 @@
 //!    participant's id); the entity server's answers update the state machine,
 //!    [`SimulationOwner`] and write [`OwnershipChanged`] / [`BidRefused`]; a relayed state newer
 //!    than the last applied one (one [`SequenceFilter`] per body) is written to the body's
-//!    `Transform` and `Velocity` unless this participant owns the body. When a body becomes
-//!    unowned its local velocities are zeroed ([ownership rules 5 and 12](crate::rules)).
+//!    `Transform` and `Velocity` unless this participant owns the body. A body that becomes
+//!    unowned keeps its velocities: a release at rest comes with the owner's stopped final
+//!    state ([ownership rule 12](crate::rules)), and a body whose owner left keeps moving until
+//!    it is taken over or stopped after `orphan_stop_delay` ([ownership rule 5](crate::rules)).
 //! 2. `Update`: game code; the [user API](crate::OwnershipEntityCommandsExt) marks bodies.
 //! 3. `PostUpdate`, after Rapier ([`OwnershipSet::Send`](crate::OwnershipSet::Send)), in
 //!    steps: *observe* each [`Ownable`] dynamic body with a [`BodyNetId`] — active from its
@@ -51,7 +53,7 @@ use crate::components::{
 };
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
-use crate::messages::{BidRefused, OwnershipChanged};
+use crate::messages::{BidRefused, OwnershipChanged, RefusedBy};
 use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, SequenceFilter, should_send};
@@ -73,13 +75,16 @@ pub struct ParticipantStats {
     pub grants_received: u64,
     /// `Refused` received, per reason.
     pub refusals_received: RefusalCounts,
+    /// Bids not sent because they could not win against the known owner, refused on the spot
+    /// (ownership rule 6), per reason.
+    pub refusals_local: RefusalCounts,
     /// `OwnerChanged` received.
     pub owner_changes_received: u64,
     /// `Snapshot`s received: the owner table on joining, or part of a full one after the
     /// entity server could not deliver every change (resync).
     pub owner_tables_received: u64,
-    /// Bodies whose velocities were zeroed locally: on release at rest (ownership rule 12) or
-    /// because the server cleared the owner (ownership rules 5, 12).
+    /// Bodies whose velocities were zeroed locally: on release at rest (ownership rule 12), or
+    /// left moving and unowned with nobody taking them over (ownership rule 5).
     pub velocities_zeroed: u64,
     /// State updates sent for owned bodies (final states before a release included).
     pub state_updates_sent: u64,
@@ -408,20 +413,27 @@ impl OwnershipClient {
                 }
                 self.set_owner_component(rx, body, Some(me), priority);
             }
-            OwnershipServerMessage::Refused { body, reason } => {
-                self.on_refused(rx, body, reason);
+            OwnershipServerMessage::Refused {
+                body,
+                reason,
+                owner,
+                priority,
+            } => {
+                let owner_now = OwnerRecord {
+                    body,
+                    owner,
+                    priority,
+                };
+                self.on_refused(rx, reason, owner_now);
             }
             OwnershipServerMessage::OwnerChanged(record) => {
                 self.stats.owner_changes_received += 1;
-                self.on_owner_record(rx, record, true);
+                self.on_owner_record(rx, record);
             }
             OwnershipServerMessage::Snapshot(records) => {
                 self.stats.owner_tables_received += 1;
                 for record in records {
-                    // Velocities are zeroed only where the table clears an owner we knew of
-                    // (a missed `OwnerChanged`, see resync in the rules).
-                    let was_owned = self.owner(record.body).is_some();
-                    self.on_owner_record(rx, record, was_owned);
+                    self.on_owner_record(rx, record);
                 }
             }
             OwnershipServerMessage::StateRelay { owner: _, state } => {
@@ -431,7 +443,11 @@ impl OwnershipClient {
         }
     }
 
-    fn on_refused(&mut self, rx: &mut Rx, body: BodyId, reason: RefusalReason) {
+    /// A refusal from the server, naming the body's owner as it stands (`owner_now`): answers
+    /// the outstanding request, corrects this participant's view of the owner, and is written
+    /// as a [`BidRefused`].
+    fn on_refused(&mut self, rx: &mut Rx, reason: RefusalReason, owner_now: OwnerRecord) {
+        let body = owner_now.body;
         self.stats.refusals_received.add(reason);
         let Some(machine) = self.machine.as_mut() else {
             return;
@@ -449,20 +465,34 @@ impl OwnershipClient {
             && !(reason == RefusalReason::NotOwner
                 && matches!(pending, Some(PendingRequest::Bid(_))));
         if answers {
-            // The wire names no owner: keep our own view of it.
             let (owner, priority) = machine
                 .owner(body)
                 .map_or((None, Priority::NONE), |(o, p)| (Some(o), p));
             machine.on_refused(body, owner, priority, rx.now);
         }
+        // The control channel is ordered, so the owner the refusal names is the newest this
+        // participant has heard of.
+        self.on_owner_record(rx, owner_now);
+        let priority = if owner_now.owner.is_some() {
+            Priority(owner_now.priority)
+        } else {
+            Priority::NONE
+        };
         rx.refused.push(BidRefused {
             entity,
             body,
             reason,
+            owner: owner_now.owner,
+            priority,
+            by: RefusedBy::EntityServer,
         });
     }
 
-    fn on_owner_record(&mut self, rx: &mut Rx, record: OwnerRecord, zero_if_cleared: bool) {
+    /// The server's record of a body's owner: the state machine, [`SimulationOwner`] and
+    /// [`OwnershipChanged`] follow it. A cleared body keeps its velocities: a release at rest
+    /// comes with the owner's final, stopped state (ownership rule 12), and a body whose owner
+    /// left keeps moving until someone takes it over (ownership rule 5).
+    fn on_owner_record(&mut self, rx: &mut Rx, record: OwnerRecord) {
         let body = record.body;
         let owner = record.owner;
         let priority = if owner.is_some() {
@@ -486,14 +516,6 @@ impl OwnershipClient {
         }
         if !is_mine {
             local.sent = None;
-        }
-        let entity = local.entity;
-        if owner.is_none()
-            && zero_if_cleared
-            && let Ok((_, Some(mut velocity), _)) = rx.bodies.get_mut(entity)
-        {
-            *velocity = Velocity::zero();
-            self.stats.velocities_zeroed += 1;
         }
         self.set_owner_component(rx, body, owner, priority);
     }
@@ -599,6 +621,7 @@ pub(crate) struct Scene<'w, 's> {
     poked: Query<'w, 's, Entity, With<Poked>>,
     rapier: ReadRapierContext<'w, 's>,
     commands: Commands<'w, 's>,
+    refused: MessageWriter<'w, BidRefused>,
 }
 
 /// One body as seen this frame.
@@ -647,7 +670,7 @@ pub(crate) fn observe_and_send(
     let collisions = state.collisions(&scene.rapier, &scene.avatars, &seen);
     let pending_before = state.pending_requests(&seen);
     let actions = state.run_rules(&seen, &collisions, now);
-    state.send_actions(
+    let refused = state.send_actions(
         &mut client,
         &mut scene.bodies,
         &seen,
@@ -655,6 +678,7 @@ pub(crate) fn observe_and_send(
         &pending_before,
         now,
     );
+    scene.refused.write_batch(refused);
     state.mirror_bids(&mut scene.commands, &seen);
     state.send_states(&mut client, &seen, now);
 }
@@ -788,7 +812,8 @@ impl OwnershipClient {
     }
 
     /// Step 4: the rules' actions as messages (bids, priority changes, releases preceded by
-    /// the final state) and zeroed velocities.
+    /// the final state) and zeroed velocities; returns the bids refused on the spot, as
+    /// [`BidRefused`].
     fn send_actions(
         &mut self,
         client: &mut RenetClient,
@@ -797,11 +822,27 @@ impl OwnershipClient {
         actions: Vec<Action>,
         pending_before: &HashMap<BodyId, PendingRequest>,
         now: Duration,
-    ) {
+    ) -> Vec<BidRefused> {
         let index: HashMap<BodyId, usize> =
             seen.iter().enumerate().map(|(i, s)| (s.body, i)).collect();
+        let mut refused = Vec::new();
         for action in actions {
             match action {
+                Action::RefuseLocally { body, reason, .. } => {
+                    let Some(&i) = index.get(&body) else { continue };
+                    self.stats.refusals_local.add(reason);
+                    let (owner, priority) = self
+                        .owner(body)
+                        .map_or((None, Priority::NONE), |(o, p)| (Some(o), p));
+                    refused.push(BidRefused {
+                        entity: seen[i].entity,
+                        body,
+                        reason,
+                        owner,
+                        priority,
+                        by: RefusedBy::Participant,
+                    });
+                }
                 Action::SendBid { body, priority } => {
                     self.send_bid(client, body, PendingRequest::Bid(priority), pending_before);
                 }
@@ -836,6 +877,7 @@ impl OwnershipClient {
                 }
             }
         }
+        refused
     }
 
     /// Sends a bid or priority change (both travel as a `Bid`) and counts it, as a resend if

@@ -21,7 +21,10 @@ use crate::components::{Held, Poked, Uninterested};
 /// [`OwnershipSet::Send`](crate::OwnershipSet::Send) systems turn the marks into bids at the
 /// next observation. The server decides; its answers arrive as
 /// [`OwnershipChanged`](crate::OwnershipChanged) and [`BidRefused`](crate::BidRefused)
-/// messages. Rule numbers refer to the [ownership rules](crate::rules).
+/// messages. A bid that cannot win against the owner the participant knows of (a poke on a body
+/// held at GRAB, say) is not sent: its `BidRefused` (`by: RefusedBy::Participant`) is written in
+/// the same frame ([ownership rule 6](crate::rules)). Rule numbers refer to the [ownership
+/// rules](crate::rules).
 pub trait OwnershipEntityCommandsExt {
     /// A script changed the body (impulse, teleport, ...) this frame: bid POKE for it
     /// ([ownership rule 8](crate::rules)), unless already owned at POKE or more.

@@ -30,6 +30,8 @@ use crate::priority::Priority;
 /// | `position_threshold_meters` | 0.002 m | state updates |
 /// | `rotation_threshold_degrees` | 0.5° | state updates |
 /// | `heartbeat_interval` | 1 s | state updates, keeps 5 alive |
+/// | `exclusive_grab` | `false` | 3 (the exclusive-grab option) |
+/// | `orphan_stop_delay` | 2 s | 5 (orphans nobody takes over) |
 #[derive(Resource, Debug, Clone, PartialEq, Reflect, Serialize, Deserialize)]
 #[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub struct OwnershipConfig {
@@ -74,6 +76,17 @@ pub struct OwnershipConfig {
     /// knows it is alive (ownership rule 5). Default 1 s; must be shorter than
     /// `owner_silence_expiry`.
     pub heartbeat_interval: Duration,
+    /// The exclusive-grab option of ownership rule 3: when `true`, a bid at `grab_priority` or
+    /// more for a body another participant holds at that priority is refused
+    /// (`RefusalReason::HeldExclusively`) for as long as the holder owns it — until it releases
+    /// it, or goes silent or disconnects (ownership rule 5). Default `false`: rule 3 as written,
+    /// an equal GRAB takes a held body once the equal-priority lockout has passed.
+    pub exclusive_grab: bool,
+    /// A body its owner left moving (the owner went silent or disconnected, ownership rule 5)
+    /// keeps moving on every participant; one that nobody has taken over (ownership rules 7, 14)
+    /// after this long is stopped where each participant has it. Default 2 s; must be longer
+    /// than `volunteer_delay`, so an interested participant always gets to volunteer first.
+    pub orphan_stop_delay: Duration,
 }
 
 impl Default for OwnershipConfig {
@@ -92,6 +105,8 @@ impl Default for OwnershipConfig {
             position_threshold_meters: 0.002,
             rotation_threshold_degrees: 0.5,
             heartbeat_interval: Duration::from_secs(1),
+            exclusive_grab: false,
+            orphan_stop_delay: Duration::from_secs(2),
         }
     }
 }
@@ -103,7 +118,8 @@ impl OwnershipConfig {
     /// `0 < yield < volunteer < recruit < poke < grab`, and `max_bid_priority` at least
     /// `volunteer_priority` (or nothing could ever be owned). `owner_silence_expiry`,
     /// `bid_resend_interval` and `heartbeat_interval` must be non-zero, the heartbeat shorter
-    /// than the silence expiry, and the thresholds finite and ≥ 0. A zero lockout or volunteer
+    /// than the silence expiry, `orphan_stop_delay` longer than `volunteer_delay`, and the
+    /// thresholds finite and ≥ 0. A zero lockout or volunteer
     /// delay is allowed (High Fidelity's shipped client volunteers with no delay).
     ///
     /// # Errors
@@ -168,6 +184,13 @@ impl OwnershipConfig {
                 "heartbeat_interval",
                 ms(self.heartbeat_interval),
                 "greater than zero and shorter than owner_silence_expiry",
+            );
+        }
+        if self.orphan_stop_delay <= self.volunteer_delay {
+            return bad(
+                "orphan_stop_delay",
+                ms(self.orphan_stop_delay),
+                "longer than volunteer_delay",
             );
         }
         for (field, value) in [
@@ -266,6 +289,13 @@ mod tests {
                 ..base()
             }),
             "heartbeat_interval"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                orphan_stop_delay: Duration::from_millis(500),
+                ..base()
+            }),
+            "orphan_stop_delay"
         );
         assert_eq!(
             field_of(OwnershipConfig {

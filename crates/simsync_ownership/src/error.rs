@@ -24,6 +24,16 @@ pub enum OwnershipError {
         /// What the value must be.
         reason: &'static str,
     },
+    /// A participant's physics cannot follow the ownership tick: the App has no fixed network
+    /// tick, or Rapier's `TimestepMode` steps by something else
+    /// ([`fixed_physics_step`](crate::fixed_physics_step)).
+    #[error("participant physics cannot follow the ownership tick ({found}); {fix}")]
+    PhysicsTimestep {
+        /// What the App has.
+        found: String,
+        /// How to set it up.
+        fix: &'static str,
+    },
     /// The body is not registered with the arbiter.
     #[error("{body} is not registered with the ownership arbiter")]
     UnknownBody {

@@ -97,9 +97,9 @@ pub use config::OwnershipConfig;
 pub use diagnostics::OwnershipDiagnosticsPlugin;
 pub use error::OwnershipError;
 pub use limits::{EntityServerLimits, RateLimitedCounts};
-pub use messages::{BidRefused, OwnershipChanged};
+pub use messages::{BidRefused, OwnershipChanged, RefusedBy};
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
-pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError};
+pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step};
 pub use priority::{BodyId, ParticipantId, Priority};
 pub use send_policy::{Sequence, SequenceFilter, is_newer, should_send};
 pub use server::{EntityServer, EntityServerStats};
@@ -120,6 +120,6 @@ pub mod prelude {
         BidRefused, BodyId, BodyNetId, EntityServer, Held, Ownable, OwnershipBid, OwnershipChanged,
         OwnershipClient, OwnershipConfig, OwnershipEntityCommandsExt, OwnershipError,
         OwnershipLock, OwnershipPlugin, OwnershipSet, ParticipantAvatar, ParticipantId, Priority,
-        RefusalReason, SimulationOwner,
+        RefusalReason, RefusedBy, SimulationOwner,
     };
 }

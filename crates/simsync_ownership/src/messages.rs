@@ -1,5 +1,5 @@
 //! The Bevy messages of ownership: [`OwnershipChanged`] (entity server and participants) and
-//! [`BidRefused`] (participants). Game code reads them with `MessageReader`.
+//! [`BidRefused`] with [`RefusedBy`] (participants). Game code reads them with `MessageReader`.
 
 use bevy::prelude::*;
 use simsync_net::RefusalReason;
@@ -23,9 +23,20 @@ pub struct OwnershipChanged {
     pub priority: Priority,
 }
 
-/// The entity server refused one of this participant's messages about a body: a bid or a
-/// priority change ([ownership rules 1–3, 7](crate::rules)), a release or a state update from a
-/// participant that does not own the body ([ownership rule 4](crate::rules)). Written on the
+/// Who decided a [`BidRefused`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect)]
+pub enum RefusedBy {
+    /// The entity server's arbiter, answering a message this participant sent.
+    EntityServer,
+    /// This participant, without sending anything: the bid cannot win against the owner it
+    /// knows of ([ownership rule 6](crate::rules)).
+    Participant,
+}
+
+/// One of this participant's bids, priority changes, releases or state updates about a body was
+/// refused: by the entity server ([ownership rules 1–4, 7](crate::rules)), or by the participant
+/// itself for a bid it did not send because it cannot win ([ownership rule 6](crate::rules)),
+/// in the same frame as the trigger (a `poke`, a `grab`, an avatar collision). Written on the
 /// participant.
 #[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BidRefused {
@@ -33,6 +44,13 @@ pub struct BidRefused {
     pub entity: Entity,
     /// The body's network id.
     pub body: BodyId,
-    /// Why, exactly as the entity server's arbiter decided it.
+    /// Why, exactly as the entity server's arbiter decided it (or would have).
     pub reason: RefusalReason,
+    /// The body's owner when refused (`None`: unowned), as the server stated it or as this
+    /// participant knew it.
+    pub owner: Option<ParticipantId>,
+    /// That owner's priority ([`Priority::NONE`] when unowned).
+    pub priority: Priority,
+    /// Who decided.
+    pub by: RefusedBy,
 }

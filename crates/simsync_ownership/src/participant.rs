@@ -21,13 +21,17 @@
 //! | 8, 9 | a script edit or an avatar collision gets a POKE bid |
 //! | 10 | a held body gets a GRAB bid (or, when already ours, a priority change up to GRAB) |
 //! | 11 | a body we own at priority N hitting an unowned body gets a bid at max(N − 1, VOLUNTEER) |
+//! | 5 | a body moving and unowned that nobody took over for `orphan_stop_delay` (2 s) has its velocities zeroed, where it is |
 //! | 12 | a body we own that comes to rest (and is not held) gets a release and its velocities zeroed |
 //! | 13 | a body we own that is still moving but no longer interesting drops to YIELD |
 //! | 14 | a moving, interesting body whose owner YIELDed gets a VOLUNTEER bid at once, no delay |
 //!
 //! A participant bids only where the bid can win as far as it knows: at or above the known
-//! owner's priority (an equal bid may win once the lockout has passed, ownership rule 3), and
-//! never above `max_bid_priority` (a higher trigger is clamped to it). After a refusal it waits
+//! owner's priority (an equal bid may win once the lockout has passed, ownership rule 3, unless
+//! it is a GRAB with `exclusive_grab` on), and never above `max_bid_priority` (a higher trigger
+//! is clamped to it). A bid it does not send for that reason is refused on the spot
+//! ([`Action::RefuseLocally`], at most once per `bid_resend_interval` and priority), so the game
+//! learns why at once, without a round trip. After a refusal it waits
 //! `bid_resend_interval` before bidding that priority again, and it takes the owner named in
 //! the refusal as the truth.
 //!
@@ -45,6 +49,7 @@ use core::time::Duration;
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
+use simsync_net::RefusalReason;
 
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
@@ -123,10 +128,23 @@ pub enum Action {
         /// The body.
         body: BodyId,
     },
-    /// Set the body's linear and angular velocities to zero locally (ownership rule 12).
+    /// Set the body's linear and angular velocities to zero locally: a body released at rest
+    /// (ownership rule 12), or one moving and unowned that nobody took over for
+    /// `orphan_stop_delay` (ownership rule 5).
     ZeroVelocity {
         /// The body.
         body: BodyId,
+    },
+    /// A bid this participant did not send because it cannot win against the owner it knows
+    /// of (ownership rule 6): report it to the game at once, as the server would have.
+    RefuseLocally {
+        /// The body.
+        body: BodyId,
+        /// The priority the trigger asked for.
+        priority: Priority,
+        /// Why it cannot win: `LowerPriority` (below the known owner's priority) or
+        /// `HeldExclusively` (an equal GRAB with `exclusive_grab` on).
+        reason: RefusalReason,
     },
 }
 
@@ -427,6 +445,17 @@ fn tick_not_owned(
     } else {
         t.active_unowned_since = None;
     }
+    // Rule 5's orphans: a body moving and unowned that nobody took over (rules 7, 14) for
+    // `orphan_stop_delay` is stopped where it is here, unless our own bid for it is in flight.
+    if t.owner.is_none()
+        && t.outstanding.is_none()
+        && t.active_unowned_since
+            .is_some_and(|since| now.saturating_sub(since) >= config.orphan_stop_delay)
+    {
+        t.active_unowned_since = None;
+        actions.push(Action::ZeroVelocity { body });
+        return;
+    }
     // An outstanding bid below a known owner's priority can no longer win.
     if let Some(Outstanding {
         request: PendingRequest::Bid(q),
@@ -464,18 +493,42 @@ fn tick_not_owned(
     .map(|p| p.min(config.max_bid_priority));
 
     let Some(p) = wanted else { return };
-    if t.owner.is_some() && p < t.priority {
-        return; // cannot win against the known owner
+    let backing_off = t
+        .refused
+        .is_some_and(|(q, at)| q >= p && now.saturating_sub(at) < config.bid_resend_interval);
+    if let Some(reason) = cannot_win(t, p, config) {
+        // Rule 6: not sent; refused here, once per resend interval.
+        if !backing_off {
+            t.refused = Some((p, now));
+            actions.push(Action::RefuseLocally {
+                body,
+                priority: p,
+                reason,
+            });
+        }
+        return;
     }
     let covered = matches!(
         t.outstanding,
         Some(Outstanding { request: PendingRequest::Bid(q), .. }) if q >= p
     );
-    let backing_off = t
-        .refused
-        .is_some_and(|(q, at)| q >= p && now.saturating_sub(at) < config.bid_resend_interval);
     if !covered && !backing_off {
         send(t, PendingRequest::Bid(p), body, now, actions);
+    }
+}
+
+/// Why a bid at `p` cannot win against the owner this participant knows of, if it cannot: below
+/// the owner's priority (ownership rule 2), or an equal GRAB with the exclusive-grab option on
+/// (ownership rule 3). An equal bid otherwise may win once the lockout has passed, so it is
+/// sent.
+fn cannot_win(t: &TrackedBody, p: Priority, config: &OwnershipConfig) -> Option<RefusalReason> {
+    t.owner?;
+    if p < t.priority {
+        Some(RefusalReason::LowerPriority)
+    } else if config.exclusive_grab && p == t.priority && p >= config.grab_priority {
+        Some(RefusalReason::HeldExclusively)
+    } else {
+        None
     }
 }
 

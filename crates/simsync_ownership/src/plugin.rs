@@ -2,7 +2,8 @@
 //! ([`crate::OwnershipClient`]) into an App.
 
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::PhysicsSet;
+use bevy_rapier3d::prelude::{PhysicsSet, TimestepMode};
+use simsync_net::NetClock;
 use simsync_net::bevy_renet::{RenetClient, RenetReceive, RenetSend, RenetServer};
 
 use crate::activity::ActivityConfig;
@@ -36,7 +37,9 @@ pub struct OwnershipSetupError(pub OwnershipError);
 /// The entity server needs a `RenetServer` resource (e.g. from
 /// [`NetServerPlugin`](simsync_net::NetServerPlugin) and
 /// [`insert_net_server`](simsync_net::NetAppExt::insert_net_server)); a participant needs a
-/// `RenetClient` and Rapier (`RapierPhysicsPlugin`) in the same App. Systems wait while the
+/// `RenetClient`, a fixed network tick (`NetClock::Fixed`) and Rapier (`RapierPhysicsPlugin`)
+/// in the same App; the plugin puts Rapier on that tick ([`fixed_physics_step`], or an
+/// [`OwnershipSetupError`] saying how to fix the setup). Systems wait while the
 /// resource is missing, so it may be inserted later. Rule timings run on [`OwnershipClock`].
 /// The crate docs show a server and a participant App.
 #[derive(Debug, Clone)]
@@ -141,6 +144,68 @@ impl Plugin for OwnershipPlugin {
     }
 }
 
+/// The Rapier step a participant must use: its Rapier world on the ownership tick, so that
+/// physics and the rule timings advance together and two runs of the same script give the same
+/// ownership history ([reproducible participants](crate::rules#reproducible-participants)).
+///
+/// The tick is the App's `NetClock::Fixed` step (`clock`). Returns the `TimestepMode` to insert:
+/// `Some(Fixed { dt: tick, substeps: 1 })` when `mode` is missing or `Variable` (Rapier's
+/// default), `None` when `mode` is already `Fixed` with that `dt` (any substeps).
+///
+/// # Errors
+/// [`OwnershipError::PhysicsTimestep`] when there is no fixed tick (no `NetClock`,
+/// `NetClock::Real` or a zero step), or when `mode` is `Fixed` with another `dt` or
+/// `Interpolated` (both follow something other than the ownership clock). The message says how
+/// to fix the setup.
+pub fn fixed_physics_step(
+    clock: Option<&NetClock>,
+    mode: Option<&TimestepMode>,
+) -> Result<Option<TimestepMode>, OwnershipError> {
+    let tick = match clock {
+        Some(NetClock::Fixed(step)) if !step.is_zero() => *step,
+        other => {
+            return Err(OwnershipError::PhysicsTimestep {
+                found: format!("network clock {other:?}"),
+                fix: "give the participant's network plugin a fixed tick, e.g. \
+                      `NetClientPlugin::default().with_clock(NetClock::fixed_hz(64))`",
+            });
+        }
+    };
+    let dt = tick.as_secs_f32();
+    match mode {
+        None | Some(TimestepMode::Variable { .. }) => {
+            Ok(Some(TimestepMode::Fixed { dt, substeps: 1 }))
+        }
+        Some(TimestepMode::Fixed { dt: set, .. }) if (set - dt).abs() <= f32::EPSILON * dt => {
+            Ok(None)
+        }
+        Some(mode) => Err(OwnershipError::PhysicsTimestep {
+            found: format!("Rapier {mode:?} with an ownership tick of {tick:?}"),
+            fix: "remove the `TimestepMode` resource (the plugin sets it) or set \
+                  `TimestepMode::Fixed` with `dt` equal to the network clock's step",
+        }),
+    }
+}
+
+/// `PreUpdate`, first of a participant's systems: [`fixed_physics_step`] every frame (a
+/// resource comparison once set). On an error the participant stops: its
+/// [`OwnershipClient`] is removed and an [`OwnershipSetupError`] inserted.
+fn keep_physics_on_the_tick(
+    clock: Option<Res<NetClock>>,
+    mode: Option<Res<TimestepMode>>,
+    mut commands: Commands,
+) {
+    match fixed_physics_step(clock.as_deref(), mode.as_deref()) {
+        Ok(None) => {}
+        Ok(Some(fixed)) => commands.insert_resource(fixed),
+        Err(error) => {
+            error!("OwnershipPlugin stopped: {error}");
+            commands.remove_resource::<OwnershipClient>();
+            commands.insert_resource(OwnershipSetupError(error));
+        }
+    }
+}
+
 impl OwnershipPlugin {
     fn start_entity_server(&self, app: &mut App) -> Result<(), OwnershipError> {
         self.config.validate()?;
@@ -159,12 +224,19 @@ impl OwnershipPlugin {
 
     fn start_participant(&self, app: &mut App) -> Result<(), OwnershipError> {
         let state = OwnershipClient::new(self.config.clone(), self.activity, self.name.clone())?;
-        let receive = client::receive.run_if(resource_exists::<RenetClient>);
+        // `keep_physics_on_the_tick` removes the participant's state when the physics step
+        // cannot follow the tick.
+        let receive = client::receive
+            .run_if(resource_exists::<RenetClient>.and_then(resource_exists::<OwnershipClient>));
         app.insert_resource(state)
             .insert_resource(self.activity)
             .add_systems(
                 PreUpdate,
-                (client::register_bodies, receive)
+                (
+                    keep_physics_on_the_tick.run_if(resource_exists::<OwnershipClient>),
+                    client::register_bodies.run_if(resource_exists::<OwnershipClient>),
+                    receive,
+                )
                     .chain()
                     .after(advance_clock)
                     .in_set(OwnershipSet::Receive),
@@ -172,7 +244,9 @@ impl OwnershipPlugin {
             .add_systems(
                 PostUpdate,
                 client::observe_and_send
-                    .run_if(resource_exists::<RenetClient>)
+                    .run_if(
+                        resource_exists::<RenetClient>.and_then(resource_exists::<OwnershipClient>),
+                    )
                     .in_set(OwnershipSet::Send),
             );
         Ok(())

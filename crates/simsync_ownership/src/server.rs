@@ -12,14 +12,14 @@
 //! counted.
 //!
 //! # What the server sends
-//! - to the bidder: `Grant` or `Refused { reason }` for every bid; `Refused` for every refused
-//!   release or state update;
+//! - to the bidder: `Grant` or `Refused` (the reason, and the body's owner and priority) for
+//!   every bid; `Refused` for every refused release or state update;
 //! - to every participant (control channel, reliable and ordered), at the end of each update:
 //!   one `OwnerChanged` per body whose owner or priority changed during it, the latest
-//!   ([coalescing](crate::rules#coalescing)); for a body that ended the update unowned after being
-//!   cleared — released (ownership rule 12), silent for `owner_silence_expiry` or its owner
-//!   disconnected (ownership rule 5) — also a `StateRelay` of the body's last known state with
-//!   **zero velocities**;
+//!   ([coalescing](crate::rules#coalescing)); for a body that ended the update unowned after its
+//!   owner released it at rest (ownership rule 12), also a `StateRelay` of its final state with
+//!   **zero velocities**. A body whose owner went silent or disconnected (ownership rule 5) is
+//!   only announced unowned: it keeps moving on every participant until someone takes it over;
 //! - to a participant whose control channel overflowed: the full owner table as `Snapshot`s,
 //!   once it fits ([resync](crate::rules#resync));
 //! - to every participant but the owner: each accepted owner state update, as a `StateRelay`
@@ -44,11 +44,11 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
     ClientMessage, DecodeStats, NetChannel, NetClock, NetError, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, Protocols, RateLimiter, RefusalReason,
-    RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
+    OwnershipClientMessage, OwnershipServerMessage, Protocols, RateLimiter, RejectReason,
+    ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
 };
 
-use crate::arbiter::{OwnershipArbiter, RefusalCounts};
+use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
 use crate::body::{BodyKind, BodyState};
 use crate::clock::OwnershipClock;
 use crate::coalesce::PendingOwners;
@@ -101,8 +101,11 @@ pub struct EntityServerStats {
     /// State updates with a sequence number or values out of range (see
     /// [`state_from_wire`](crate::state_from_wire)): dropped.
     pub state_updates_invalid: u64,
-    /// Zero-velocity states broadcast when a body became unowned (rules 5 and 12).
+    /// Zero-velocity states broadcast when a body was released at rest (rule 12).
     pub zero_states_sent: u64,
+    /// Bodies left unowned by a silent or disconnected owner (rule 5), announced without a
+    /// state: they keep moving until someone takes them over.
+    pub orphaned: u64,
     /// Owners cleared after `owner_silence_expiry` without an update (ownership rule 5).
     pub expiries: u64,
     /// Owners cleared because their connection closed (ownership rule 5).
@@ -435,7 +438,7 @@ impl EntityServer {
                 e.previous_owner,
                 self.arbiter.config().owner_silence_expiry
             );
-            self.cleared(io, e.body, e.previous_owner);
+            self.orphaned(io, e.body);
         }
     }
 
@@ -516,7 +519,7 @@ impl EntityServer {
         );
         self.stats.disconnect_clears += cleared.len() as u64;
         for e in cleared {
-            self.cleared(io, e.body, e.previous_owner);
+            self.orphaned(io, e.body);
         }
     }
 
@@ -555,11 +558,11 @@ impl EntityServer {
                 match self.arbiter.release(from, body, io.now) {
                     Ok(released) => {
                         self.stats.releases_granted += 1;
-                        self.cleared(io, body, released.previous_owner);
+                        self.released(io, body, released.previous_owner);
                     }
                     Err(refusal) => {
                         self.stats.releases_refused.add(refusal.reason);
-                        self.refuse(io, client, body, refusal.reason);
+                        self.refuse(io, client, &refusal);
                     }
                 }
             }
@@ -575,7 +578,7 @@ impl EntityServer {
                 };
                 if let Err(refusal) = self.arbiter.owner_update(from, body, io.now) {
                     self.stats.state_updates_refused.add(refusal.reason);
-                    self.refuse(io, client, body, refusal.reason);
+                    self.refuse(io, client, &refusal);
                     return;
                 }
                 if !self.filters.entry((body, from)).or_default().accept(seq) {
@@ -626,21 +629,30 @@ impl EntityServer {
             }
             Err(refusal) => {
                 self.stats.bids_refused.add(refusal.reason);
-                self.refuse(io, client, body, refusal.reason);
+                self.refuse(io, client, &refusal);
             }
         }
     }
 
-    /// A body became unowned (released, silent or disconnected): announce it; its last state
-    /// with zero velocities goes to everyone with the update's owner records (ownership rules 5
-    /// and 12).
-    fn cleared(&mut self, io: &mut Io, body: BodyId, previous_owner: ParticipantId) {
+    /// The owner released a body at rest (ownership rule 12): announce it; its last state with
+    /// zero velocities goes to everyone with the update's owner records.
+    fn released(&mut self, io: &mut Io, body: BodyId, previous_owner: ParticipantId) {
         if let Some(relay) = self.relay.get_mut(&body)
             && let Some(last) = relay.last_state
         {
             relay.last_state = Some(last.stopped());
         }
         self.announce(io, body, None, Priority::NONE, Some(previous_owner));
+    }
+
+    /// A body's owner went silent or disconnected (ownership rule 5): announce the body
+    /// unowned, and nothing else. Every participant keeps simulating it from where it has it
+    /// (the server's last state may be seconds old), an interested one takes it over (rules 7
+    /// and 14), and a body nobody takes is stopped where each participant has it after
+    /// `orphan_stop_delay`.
+    fn orphaned(&mut self, io: &mut Io, body: BodyId) {
+        self.stats.orphaned += 1;
+        self.announce(io, body, None, Priority::NONE, None);
     }
 
     /// Records the body's new owner for this update's broadcast, updates its
@@ -753,9 +765,19 @@ impl EntityServer {
         }
     }
 
-    fn refuse(&mut self, io: &mut Io, client: ClientId, body: BodyId, reason: RefusalReason) {
-        debug!("entity server: {client} refused on {body}: {reason}");
-        let msg = ServerMessage::Ownership(OwnershipServerMessage::Refused { body, reason });
+    /// Answers `client` with `refusal`: its reason, and the body's owner and priority as they
+    /// stand.
+    fn refuse(&mut self, io: &mut Io, client: ClientId, refusal: &Refusal) {
+        debug!(
+            "entity server: {client} refused on {}: {}",
+            refusal.body, refusal.reason
+        );
+        let msg = ServerMessage::Ownership(OwnershipServerMessage::Refused {
+            body: refusal.body,
+            reason: refusal.reason,
+            owner: refusal.owner,
+            priority: refusal.priority.0,
+        });
         self.send(io.server, client, NetChannel::Control, &msg);
     }
 

@@ -83,6 +83,8 @@ mod tests {
             let sent = ServerMessage::Ownership(OwnershipServerMessage::Refused {
                 body: BodyId(3),
                 reason,
+                owner: Some(simsync_net::ParticipantId(2)),
+                priority: 127,
             });
             let received: ServerMessage = decode(&encode(&sent).unwrap()).unwrap();
             assert_eq!(received, sent);

@@ -70,6 +70,7 @@ fn reason_name(reason: RefusalReason) -> &'static str {
         RefusalReason::NotOwnable => "not_ownable",
         RefusalReason::PriorityTooHigh => "priority_too_high",
         RefusalReason::PriorityTooLow => "priority_too_low",
+        RefusalReason::HeldExclusively => "held_exclusively",
     }
 }
 

@@ -91,8 +91,8 @@ fn each_message_goes_on_the_channel_of_its_kind() {
         server,
         [
             Control, Control, Control, Inputs, Inputs, Control, Inputs, Inputs, Control, Control,
-            Control, Control, Control, Control, Control, Control, Control, Control, State, Control,
-            Snapshot
+            Control, Control, Control, Control, Control, Control, Control, Control, Control, State,
+            Control, Snapshot
         ]
     );
 }

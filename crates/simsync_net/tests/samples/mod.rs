@@ -156,6 +156,14 @@ pub fn server_samples() -> Vec<ServerMessage> {
         ServerMessage::Ownership(OwnershipServerMessage::Refused {
             body: BodyId(8),
             reason: RefusalReason::LockedOutEqualPriority,
+            owner: Some(ParticipantId(3)),
+            priority: 127,
+        }),
+        ServerMessage::Ownership(OwnershipServerMessage::Refused {
+            body: BodyId(9),
+            reason: RefusalReason::HeldExclusively,
+            owner: Some(ParticipantId(1)),
+            priority: 128,
         }),
         ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(OwnerRecord {
             body: BodyId(8),

@@ -191,7 +191,7 @@ proptest! {
                     .collect();
                 let actions = s.clients[usize::from(c)].tick(now, obs);
                 for body in 0..2u64 {
-                    let sends = actions.iter().filter(|a| !matches!(a, simsync_ownership::Action::ZeroVelocity { .. })
+                    let sends = actions.iter().filter(|a| !matches!(a, simsync_ownership::Action::ZeroVelocity { .. } | simsync_ownership::Action::RefuseLocally { .. })
                         && action_body(a) == b(body)).count();
                     prop_assert!(sends <= 1, "client {} sent {} messages for body {}", c, sends, body);
                 }
@@ -212,6 +212,7 @@ fn action_body(a: &simsync_ownership::Action) -> simsync_ownership::BodyId {
         SendBid { body, .. }
         | SendPriorityChange { body, .. }
         | SendRelease { body }
-        | ZeroVelocity { body } => body,
+        | ZeroVelocity { body }
+        | RefuseLocally { body, .. } => body,
     }
 }

@@ -204,7 +204,11 @@ fn rule_07_volunteer_after_half_a_second_and_the_server_promotes_to_recruit() {
         ..BodyObservation::moving(b(5))
     };
     assert!(other.tick(ms(0), [bored]).is_empty());
-    assert!(other.tick(ms(5_000), [bored]).is_empty());
+    // No bid ever; after `orphan_stop_delay` the body nobody took over is stopped (rule 5).
+    assert_eq!(
+        other.tick(ms(5_000), [bored]),
+        [Action::ZeroVelocity { body: b(5) }]
+    );
 }
 
 #[test]
@@ -270,12 +274,20 @@ fn rule_10_grab_bids_grab_and_keeps_the_sword_against_pokes() {
     s.deliver(0, &bid, ms(0));
     assert_eq!(s.server.owner(b(0)), Some((p(0), Priority::GRAB)));
 
-    // UserB is whacked by the sword: its POKE cannot win, so it does not even bid...
+    // UserB is whacked by the sword: its POKE cannot win, so it does not bid but refuses it on
+    // the spot (rule 6)...
     let whacked = BodyObservation {
         touched_by_avatar: true,
         ..BodyObservation::moving(b(0))
     };
-    assert!(s.clients[1].tick(ms(1_000), [whacked]).is_empty());
+    assert_eq!(
+        s.clients[1].tick(ms(1_000), [whacked]),
+        [Action::RefuseLocally {
+            body: b(0),
+            priority: Priority::POKE,
+            reason: RefusalReason::LowerPriority
+        }]
+    );
     // ...and the server refuses it anyway.
     let r = s
         .server

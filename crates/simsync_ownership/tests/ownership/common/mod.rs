@@ -41,7 +41,7 @@ pub fn participant(i: u16) -> ParticipantOwnership {
 pub struct Session {
     pub server: OwnershipArbiter,
     pub clients: Vec<ParticipantOwnership>,
-    /// Bodies whose velocities the server told everyone to zero.
+    /// Bodies whose velocities the server told everyone to zero (released at rest).
     pub zeroed: Vec<BodyId>,
 }
 
@@ -100,15 +100,15 @@ impl Session {
                         now,
                     ),
                 },
-                Action::ZeroVelocity { .. } => {}
+                Action::ZeroVelocity { .. } | Action::RefuseLocally { .. } => {}
             }
         }
     }
 
-    /// Runs the server's silence expiry at `now` and tells everyone.
+    /// Runs the server's silence expiry at `now` and tells everyone the bodies are unowned
+    /// (no zeroing: they keep moving until taken over, ownership rule 5).
     pub fn expire(&mut self, now: Duration) {
         for e in self.server.expire(now) {
-            self.zeroed.push(e.body);
             self.broadcast(e.body, None, Priority::NONE);
         }
     }

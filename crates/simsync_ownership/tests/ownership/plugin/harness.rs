@@ -119,6 +119,8 @@ pub struct Setup {
     /// The renet connection config of the server and every participant (default:
     /// `simsync_net`'s).
     pub connection: Option<ConnectionConfig>,
+    /// The ownership config of the server and every participant (default: the crate's).
+    pub config: OwnershipConfig,
 }
 
 /// A server App with the bodies (ids and kinds only, no physics).
@@ -131,7 +133,11 @@ pub fn server_app_with(network: &MemoryNetwork, bodies: &[Body], setup: &Setup) 
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
-        .add_plugins(OwnershipPlugin::entity_server().with_limits(setup.limits))
+        .add_plugins(
+            OwnershipPlugin::entity_server()
+                .with_limits(setup.limits)
+                .with_config(setup.config.clone()),
+        )
         .init_resource::<Log>()
         .add_systems(Last, collect)
         .insert_net_server(network.server_transport().expect("one server"));
@@ -151,18 +157,29 @@ pub fn server_app_with(network: &MemoryNetwork, bodies: &[Body], setup: &Setup) 
 /// A participant App with its own Rapier world holding the bodies. Every body carries
 /// `Ownable` (static ones are never observed; they test `NotOwnable`).
 pub fn participant_app(network: &MemoryNetwork, client_id: u64, bodies: &[Body]) -> App {
+    participant_app_with(network, client_id, bodies, &OwnershipConfig::default())
+}
+
+/// [`participant_app`] with `config`.
+pub fn participant_app_with(
+    network: &MemoryNetwork,
+    client_id: u64,
+    bodies: &[Body],
+    config: &OwnershipConfig,
+) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins((
             TransformPlugin,
             RapierPhysicsPlugin::<NoUserData>::default(),
         ))
-        .insert_resource(TimestepMode::Fixed {
-            dt: DT.as_secs_f32(),
-            substeps: 1,
-        })
+        // No `TimestepMode`: the participant plugin puts Rapier on the network tick.
         .add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(DT)))
-        .add_plugins(OwnershipPlugin::participant().with_name(format!("p{client_id}")))
+        .add_plugins(
+            OwnershipPlugin::participant()
+                .with_name(format!("p{client_id}"))
+                .with_config(config.clone()),
+        )
         .init_resource::<Log>()
         .add_systems(Last, collect)
         .insert_net_client(network.client_transport(client_id).expect("fresh id"));
@@ -193,7 +210,7 @@ impl Session {
         let server = server_app_with(&network, bodies, setup);
         let participants = (1..=n as u64)
             .map(|id| {
-                let mut app = participant_app(&network, id, bodies);
+                let mut app = participant_app_with(&network, id, bodies, &setup.config);
                 if let Some(connection) = &setup.connection {
                     app.insert_resource(RenetClient::new(connection.clone()));
                 }

@@ -201,6 +201,7 @@ fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
     let setup = Setup {
         limits: EntityServerLimits::UNLIMITED,
         connection: Some(small_control_channel(4 * 1024)),
+        ..Setup::default()
     };
     let mut s = Session::with_setup(simsync_net::MemoryNetwork::perfect(5), 3, &bodies, &setup);
     let cut = LinkConditionerConfig {

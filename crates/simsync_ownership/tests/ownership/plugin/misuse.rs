@@ -347,6 +347,8 @@ fn a_participant_survives_a_misbehaving_server() {
         ServerMessage::Ownership(OwnershipServerMessage::Refused {
             body: simsync_net::BodyId(404),
             reason: RefusalReason::LockedOutEqualPriority,
+            owner: Some(ParticipantId(9)),
+            priority: 127,
         }),
         ServerMessage::Ownership(OwnershipServerMessage::OwnerChanged(OwnerRecord {
             body: simsync_net::BodyId(404),

@@ -6,4 +6,7 @@ mod diagnostics;
 mod harness;
 mod hostile;
 mod misuse;
+mod orphans;
+mod refusals;
+mod reproducible;
 mod sessions;
