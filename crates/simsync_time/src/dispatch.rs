@@ -201,7 +201,10 @@ pub(crate) struct Dispatched {
 
 /// The earliest waiting instant over every registered queue, or `INFINITY`.
 pub(crate) fn next_event(world: &World) -> VirtualInstant {
-    earliest(world, &DispatchRegistry::hooks(world)).unwrap_or(VirtualInstant::INFINITY)
+    world
+        .get_resource::<DispatchRegistry>()
+        .and_then(|registry| earliest(world, &registry.queues))
+        .unwrap_or(VirtualInstant::INFINITY)
 }
 
 fn earliest(world: &World, hooks: &[QueueHooks]) -> Option<VirtualInstant> {

@@ -22,6 +22,7 @@
 //! ([`SnapshotError::Corrupt`] at the first byte of the hash field, so a flipped byte anywhere in
 //! the payload is caught before a value is decoded).
 
+use std::borrow::Cow;
 use std::hash::Hasher;
 
 use bevy::prelude::*;
@@ -312,31 +313,7 @@ impl WorldSnapshot {
     /// payload that fails its hash or does not decode, bytes left over),
     /// [`SnapshotError::WrongVersion`], [`SnapshotError::TooLarge`]. Never panics.
     pub fn decode(bytes: &[u8], max_bytes: usize) -> Result<Self, SnapshotError> {
-        let frame = read_frame(bytes, max_bytes)?;
-        let stored = &bytes[FRAME_BYTES..];
-        let raw;
-        let payload: &[u8] = if frame.flags & FLAG_LZ4 != 0 {
-            raw = lz4_flex::block::decompress(stored, frame.raw_len).map_err(|error| {
-                SnapshotError::Corrupt {
-                    offset: FRAME_BYTES,
-                    what: format!("LZ4 payload: {error}"),
-                }
-            })?;
-            if raw.len() != frame.raw_len {
-                return Err(SnapshotError::Corrupt {
-                    offset: 17,
-                    what: format!(
-                        "decompressed to {} bytes, the frame says {}",
-                        raw.len(),
-                        frame.raw_len
-                    ),
-                });
-            }
-            &raw
-        } else {
-            stored
-        };
-        decode_payload(payload)
+        decode_payload(&payload(bytes, max_bytes)?)
     }
 
     /// Decodes only the header of an encoded snapshot (the frame is checked and the payload
@@ -346,20 +323,8 @@ impl WorldSnapshot {
     /// # Errors
     /// As [`decode`](Self::decode), except that a body that would not decode is not noticed.
     pub fn decode_header(bytes: &[u8], max_bytes: usize) -> Result<SnapshotHeader, SnapshotError> {
-        let frame = read_frame(bytes, max_bytes)?;
-        let stored = &bytes[FRAME_BYTES..];
-        let raw;
-        let payload: &[u8] = if frame.flags & FLAG_LZ4 != 0 {
-            raw = lz4_flex::block::decompress(stored, frame.raw_len).map_err(|error| {
-                SnapshotError::Corrupt {
-                    offset: FRAME_BYTES,
-                    what: format!("LZ4 payload: {error}"),
-                }
-            })?;
-            &raw
-        } else {
-            stored
-        };
+        let payload = payload(bytes, max_bytes)?;
+        let payload: &[u8] = &payload;
         let mut reader = CountingReader {
             bytes: payload,
             at: 0,
@@ -373,6 +338,33 @@ impl WorldSnapshot {
         }
         Ok(header)
     }
+}
+
+/// The payload of an encoded snapshot: the frame checked (size limit before allocating), then
+/// decompressed when it is LZ4 and checked against the length the frame states.
+fn payload(bytes: &[u8], max_bytes: usize) -> Result<Cow<'_, [u8]>, SnapshotError> {
+    let frame = read_frame(bytes, max_bytes)?;
+    let stored = &bytes[FRAME_BYTES..];
+    if frame.flags & FLAG_LZ4 == 0 {
+        return Ok(Cow::Borrowed(stored));
+    }
+    let raw = lz4_flex::block::decompress(stored, frame.raw_len).map_err(|error| {
+        SnapshotError::Corrupt {
+            offset: FRAME_BYTES,
+            what: format!("LZ4 payload: {error}"),
+        }
+    })?;
+    if raw.len() != frame.raw_len {
+        return Err(SnapshotError::Corrupt {
+            offset: 17,
+            what: format!(
+                "decompressed to {} bytes, the frame says {}",
+                raw.len(),
+                frame.raw_len
+            ),
+        });
+    }
+    Ok(Cow::Owned(raw))
 }
 
 /// The checked frame of an encoded snapshot.
