@@ -138,6 +138,78 @@ fn a_derived_component_changes_the_checksum_when_its_value_changes() {
     );
 }
 
+/// The same game type under two module paths (as when one game module is compiled into two
+/// binaries with different crate names).
+mod first_build {
+    use super::*;
+    #[derive(Component, Clone, Debug, PartialEq, SimHash)]
+    pub struct Marble(pub u32);
+}
+mod second_build {
+    use super::*;
+    #[derive(Component, Clone, Debug, PartialEq, SimHash)]
+    pub struct Marble(pub u32);
+}
+
+/// Registers `first_build::Marble` then `second_build::Marble` (or the other way round when
+/// `swap`), and spawns one entity holding `value` as the first registered type (or as the
+/// second when `second`).
+#[derive(Clone)]
+struct MarbleGame {
+    swap: bool,
+    second: bool,
+    value: u32,
+}
+
+impl Plugin for MarbleGame {
+    fn build(&self, app: &mut App) {
+        if self.swap {
+            app.rollback_hashed_component::<second_build::Marble>()
+                .rollback_hashed_component::<first_build::Marble>();
+        } else {
+            app.rollback_hashed_component::<first_build::Marble>()
+                .rollback_hashed_component::<second_build::Marble>();
+        }
+        let (swap, second, value) = (self.swap, self.second, self.value);
+        app.add_systems(SimulationStartup, move |mut sim: SimCommands| {
+            // The type at registration position 0 (1 when `second`).
+            let first_is_a = swap == second;
+            let spawned = if first_is_a {
+                sim.spawn(first_build::Marble(value)).map(|_| ())
+            } else {
+                sim.spawn(second_build::Marble(value)).map(|_| ())
+            };
+            spawned.expect("slot");
+        });
+    }
+}
+
+fn marble_checksum(swap: bool, second: bool, value: u32) -> u64 {
+    let mut app = stepped_app(MarbleGame {
+        swap,
+        second,
+        value,
+    });
+    for _ in 0..3 {
+        app.update();
+    }
+    assert_eq!(app.world().resource::<SessionStats>().verified_tick, 3);
+    verified_checksum(&mut app)
+}
+
+#[test]
+fn checksums_do_not_depend_on_type_names_but_on_registration_positions() {
+    // Position 0 holds `first_build::Marble(7)` in one app and `second_build::Marble(7)` in
+    // the other: the same game state under other type names hashes the same.
+    let a = marble_checksum(false, false, 7);
+    let renamed = marble_checksum(true, false, 7);
+    assert_eq!(a, renamed);
+    // The registration position still tells types apart: the value under position 1 instead
+    // of 0 is another state, and so is another value.
+    assert_ne!(a, marble_checksum(false, true, 7));
+    assert_ne!(a, marble_checksum(false, false, 8));
+}
+
 #[test]
 fn stepping_with_update_alone_advances_ticks_and_a_late_cleanup_keeps_them() {
     let mut app = stepped_app(HealthGame);

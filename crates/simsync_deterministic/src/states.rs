@@ -195,10 +195,10 @@ impl<S: States> ResourceCopier for StateCopier<S> {
         }
     }
 
-    fn hash(&self, world: &World, hasher: &mut StateHasher) {
+    fn hash(&self, tag: u32, world: &World, hasher: &mut StateHasher) {
         use std::hash::Hasher;
         if let Some(hash) = self.hash {
-            hasher.write_str(self.type_name());
+            hasher.write_u32(tag);
             match world.get_resource::<State<S>>() {
                 Some(value) => {
                     hasher.write_u8(1);
@@ -279,8 +279,8 @@ mod tests {
         copier.copy(&src, &mut dst, map);
         assert_eq!(*dst.resource::<State<Phase>>().get(), Phase::Calm);
         let (mut a, mut b) = (StateHasher::default(), StateHasher::default());
-        copier.hash(&src, &mut a);
-        copier.hash(&dst, &mut b);
+        copier.hash(0, &src, &mut a);
+        copier.hash(0, &dst, &mut b);
         assert_eq!(a.finish(), b.finish());
         src.remove_resource::<State<Phase>>();
         copier.copy(&src, &mut dst, map);

@@ -80,9 +80,9 @@ pub(crate) fn capture(
                 fields,
             });
         }
-        for copier in registry.relationships.iter() {
+        for (tag, copier) in crate::snapshot::tagged(&registry.relationships) {
             let mut hasher = StateHasher::default();
-            copier.hash(world, *entity, &slots, &mut hasher);
+            copier.hash(tag, world, *entity, &slots, &mut hasher);
             components.push(DumpedValue {
                 type_name: copier.type_name().to_string(),
                 hash: Some(hasher.finish()),
@@ -166,8 +166,8 @@ pub(crate) fn breakdown(
             for copier in registry.components.iter() {
                 copier.digest(world, std::slice::from_ref(entity), &mut hasher);
             }
-            for copier in registry.relationships.iter() {
-                copier.hash(world, *entity, &slots, &mut hasher);
+            for (tag, copier) in crate::snapshot::tagged(&registry.relationships) {
+                copier.hash(tag, world, *entity, &slots, &mut hasher);
             }
             (slots.slot_of(*entity).unwrap_or(u32::MAX), hasher.finish())
         })

@@ -231,6 +231,12 @@ fn align_entities(src: &mut World, dst: &mut World, report: &mut RollbackReport)
     }
 }
 
+/// Each registered type of `types` with its tag in checksums: its registration position
+/// ([checksums are build-independent](crate::rules#checksums-are-build-independent)).
+pub(crate) fn tagged<T>(types: &[T]) -> impl Iterator<Item = (u32, &T)> {
+    (0u32..).zip(types)
+}
+
 /// The checksum of a simulation world: see [`crate::checksum`].
 pub(crate) fn checksum(world: &mut SimulationWorld, registry: &RollbackRegistry) -> u64 {
     let slots = world.world.resource::<ReservedSlots>().clone();
@@ -241,15 +247,15 @@ pub(crate) fn checksum(world: &mut SimulationWorld, registry: &RollbackRegistry)
     for entity in entities {
         hasher.write_u32(slots.slot_of(entity).unwrap_or(u32::MAX));
         hasher.write_u32(entity.generation().to_bits());
-        for copier in registry.components.iter().filter(|c| c.hashed()) {
-            copier.hash(world, entity, &mut hasher);
+        for (tag, copier) in tagged(&registry.components).filter(|(_, c)| c.hashed()) {
+            copier.hash(tag, world, entity, &mut hasher);
         }
-        for copier in registry.relationships.iter() {
-            copier.hash(world, entity, &slots, &mut hasher);
+        for (tag, copier) in tagged(&registry.relationships) {
+            copier.hash(tag, world, entity, &slots, &mut hasher);
         }
     }
-    for copier in registry.resources.iter().filter(|c| c.hashed()) {
-        copier.hash(world, &mut hasher);
+    for (tag, copier) in tagged(&registry.resources).filter(|(_, c)| c.hashed()) {
+        copier.hash(tag, world, &mut hasher);
     }
     hasher.finish()
 }
@@ -279,8 +285,8 @@ pub(crate) fn state_digest(
         }
     }
     for entity in &entities {
-        for copier in registry.relationships.iter() {
-            copier.hash(world, *entity, &slots, &mut hasher);
+        for (tag, copier) in tagged(&registry.relationships) {
+            copier.hash(tag, world, *entity, &slots, &mut hasher);
         }
     }
     for copier in registry.resources.iter() {

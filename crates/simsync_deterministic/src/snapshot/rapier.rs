@@ -107,7 +107,7 @@ impl ComponentCopier for ContextSimulationCopier {
         }
     }
 
-    fn hash(&self, _world: &World, _entity: Entity, _hasher: &mut StateHasher) {}
+    fn hash(&self, _tag: u32, _world: &World, _entity: Entity, _hasher: &mut StateHasher) {}
 
     fn hashed(&self) -> bool {
         false

@@ -33,8 +33,15 @@ pub(crate) trait RelationshipCopier: Send + Sync {
     /// included. Entities must already be aligned. Returns the number of sources re-inserted.
     fn copy(&mut self, src: &mut World, dst: &mut World, map: TickMap) -> u32;
     /// Hashes `entity`'s side of the relationship: its target and its sources, in order, as
-    /// slots and generations.
-    fn hash(&self, world: &World, entity: Entity, slots: &ReservedSlots, hasher: &mut StateHasher);
+    /// slots and generations, tagged with `tag` (the relationship's registration position).
+    fn hash(
+        &self,
+        tag: u32,
+        world: &World,
+        entity: Entity,
+        slots: &ReservedSlots,
+        hasher: &mut StateHasher,
+    );
     /// The relationship among `entities` (a snapshot's synchronized entities): each target
     /// with its sources in order (only sources among `entities`), change ticks as offsets from
     /// `mark`.
@@ -202,11 +209,19 @@ impl<R: Relationship + Clone + PartialEq> RelationshipCopier for RelationshipRol
         inserted
     }
 
-    fn hash(&self, world: &World, entity: Entity, slots: &ReservedSlots, hasher: &mut StateHasher) {
+    fn hash(
+        &self,
+        tag: u32,
+        world: &World,
+        entity: Entity,
+        slots: &ReservedSlots,
+        hasher: &mut StateHasher,
+    ) {
         // Entities outside the simulation have no equal id in the other world: a parent is
         // hashed as "not a simulation entity", a source is left out.
         if let Some(value) = world.get::<R>(entity) {
-            hasher.write_str(std::any::type_name::<R>());
+            hasher.write_u32(tag);
+            hasher.write_u8(0);
             let target = value.get();
             match slots.slot_of(target) {
                 Some(slot) => {
@@ -217,7 +232,8 @@ impl<R: Relationship + Clone + PartialEq> RelationshipCopier for RelationshipRol
             }
         }
         if let Some(target) = world.get::<TargetOf<R>>(entity) {
-            hasher.write_str(std::any::type_name::<TargetOf<R>>());
+            hasher.write_u32(tag);
+            hasher.write_u8(1);
             for source in target.iter() {
                 if let Some(slot) = slots.slot_of(source) {
                     hasher.write_u32(slot);

@@ -107,8 +107,10 @@ pub(crate) trait ComponentCopier: Send + Sync {
     /// Makes every [`Synced`] entity of `dst` hold the same value (or absence) of the component
     /// as in `src`. Entities must already be aligned.
     fn copy(&mut self, src: &mut World, dst: &mut World, map: TickMap);
-    /// Hashes the component of `entity` in `world`, if registered for checksums and present.
-    fn hash(&self, world: &World, entity: Entity, hasher: &mut StateHasher);
+    /// Hashes the component of `entity` in `world`, if registered for checksums and present,
+    /// tagged with `tag` (the type's registration position, never its name: see
+    /// [checksums are build-independent](crate::rules#checksums-are-build-independent)).
+    fn hash(&self, tag: u32, world: &World, entity: Entity, hasher: &mut StateHasher);
     fn hashed(&self) -> bool;
     /// Feeds the component of every entity of `entities` (absence included) into `hasher`, for
     /// the full prediction check (see [`super::digest`]).
@@ -127,7 +129,8 @@ pub(crate) trait ResourceCopier: Send + Sync {
     fn type_id(&self) -> TypeId;
     fn type_name(&self) -> &'static str;
     fn copy(&self, src: &World, dst: &mut World, map: TickMap);
-    fn hash(&self, world: &World, hasher: &mut StateHasher);
+    /// Hashes the resource (or its absence) tagged with `tag`, its registration position.
+    fn hash(&self, tag: u32, world: &World, hasher: &mut StateHasher);
     fn hashed(&self) -> bool;
     /// Feeds the resource (or its absence) into `hasher`, for the full prediction check.
     fn digest(&self, world: &World, hasher: &mut StateHasher) -> DigestOutcome;
@@ -375,11 +378,11 @@ impl<T: Component<Mutability = Mutable> + Clone> ComponentCopier for CloneCompon
         }
         self.copy_all(src, dst, map);
     }
-    fn hash(&self, world: &World, entity: Entity, hasher: &mut StateHasher) {
+    fn hash(&self, tag: u32, world: &World, entity: Entity, hasher: &mut StateHasher) {
         if let Some(hash) = self.hash
             && let Some(value) = world.get::<T>(entity)
         {
-            hasher.write_str(self.type_name());
+            hasher.write_u32(tag);
             hash(value, hasher);
         }
     }
@@ -471,9 +474,9 @@ impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource
         }
     }
 
-    fn hash(&self, world: &World, hasher: &mut StateHasher) {
+    fn hash(&self, tag: u32, world: &World, hasher: &mut StateHasher) {
         if let Some(hash) = self.hash {
-            hasher.write_str(self.type_name());
+            hasher.write_u32(tag);
             match world.get_resource::<R>() {
                 Some(value) => {
                     hasher.write_u8(1);
