@@ -154,6 +154,22 @@ struct ViewArgs {
     /// Draw frames as fast as possible (no vsync), to measure frame times.
     #[arg(long)]
     no_vsync: bool,
+    /// Window size in pixels, WIDTHxHEIGHT.
+    #[arg(long, value_name = "WxH", default_value = "1280x720", value_parser = parse_size)]
+    window: (u32, u32),
+}
+
+/// `WIDTHxHEIGHT` (each 64..=7680) as a window size.
+fn parse_size(text: &str) -> Result<(u32, u32), String> {
+    let parse = |part: Option<&str>| {
+        part.and_then(|p| p.trim().parse::<u32>().ok())
+            .filter(|n| (64..=7680).contains(n))
+    };
+    let mut parts = text.split('x');
+    match (parse(parts.next()), parse(parts.next()), parts.next()) {
+        (Some(w), Some(h), None) => Ok((w, h)),
+        _ => Err(format!("expected WIDTHxHEIGHT, each 64 to 7680 pixels, got `{text}`")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -213,14 +229,14 @@ fn run(mode: Mode) -> Result<ExitCode, Failure> {
     }
 }
 
-/// An App with Bevy's default plugins and a 1280×720 window, updated continuously also when
+/// An App with Bevy's default plugins and a `--window` sized window, updated continuously also when
 /// the window is not focused (under Xvfb it never is).
 fn window_app(title: &str, view: &ViewArgs) -> App {
     let mut app = App::new();
     app.add_plugins(DefaultPlugins.set(WindowPlugin {
         primary_window: Some(Window {
             title: title.into(),
-            resolution: (1280, 720).into(),
+            resolution: view.window.into(),
             present_mode: if view.no_vsync {
                 PresentMode::AutoNoVsync
             } else {

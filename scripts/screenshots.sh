@@ -6,10 +6,12 @@
 # sandbox on the same run and prints both summaries, so the view's numbers can be compared.
 #
 # usage: scripts/screenshots.sh [--no-install] [--release] [--out DIR] [--ticks N]
+#                               [--ownership-ticks N]
 #   --no-install  never call apt-get (fail with exit 2 when something is missing)
 #   --release     build and run the release profile (faster frames, longer build)
 #   --out DIR     where the PNGs go (default docs/screenshots)
 #   --ticks N     verified ticks of the local and network runs (default 300)
+#   --ownership-ticks N  scripted ticks of the ownership run (default 480)
 # Installs xvfb, mesa-vulkan-drivers, libvulkan1 and the X11 runtime libraries from Debian's
 # packages with apt-get (as root or through sudo) when Xvfb or the lavapipe driver is missing.
 # Exit 0 ok, 1 a run or check failed, 2 the environment could not be set up (no apt, no X
@@ -22,13 +24,15 @@ profile=debug
 cargo_profile=()
 out=docs/screenshots
 ticks=300
+ownership_ticks=480
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-install) install=0 ;;
         --release) profile=release; cargo_profile=(--release) ;;
         --out) out="$2"; shift ;;
         --ticks) ticks="$2"; shift ;;
-        *) echo "usage: $0 [--no-install] [--release] [--out DIR] [--ticks N]" >&2; exit 2 ;;
+        --ownership-ticks) ownership_ticks="$2"; shift ;;
+        *) echo "usage: $0 [--no-install] [--release] [--out DIR] [--ticks N] [--ownership-ticks N]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -62,8 +66,9 @@ command -v Xvfb >/dev/null || { echo "screenshots: skipped: no Xvfb after instal
 icd="$(lavapipe)"
 [ -n "$icd" ] || { echo "screenshots: skipped: no lavapipe ICD in /usr/share/vulkan/icd.d" >&2; exit 2; }
 
-cargo build "${cargo_profile[@]}" --features render --example sandbox_view || exit 1
-cargo build "${cargo_profile[@]}" --example sandbox || exit 1
+# The same commands as .ci/run (`--workspace` keeps one feature set, so nothing is rebuilt).
+cargo build "${cargo_profile[@]}" --workspace --examples --features simsync_suite/render || exit 1
+cargo build "${cargo_profile[@]}" --workspace --examples || exit 1
 dir="${CARGO_TARGET_DIR:-target}/$profile/examples"
 
 display=":97"
@@ -115,7 +120,7 @@ echo "screenshots: headless summary of the same local run:"
 shoot network -- network --ticks "$ticks" --quiet
 echo "screenshots: headless summary of the same network run:"
 "$dir/sandbox" network --ticks "$ticks" --quiet | grep -v elapsed_s || status=1
-shoot ownership --hues blue red green -- ownership --ticks 480 --quiet
+shoot ownership --hues blue red green -- ownership --ticks "$ownership_ticks" --quiet
 echo "screenshots: headless summary of the same ownership run:"
-"$dir/sandbox" ownership --ticks 480 --quiet | tail -n 30 || status=1
+"$dir/sandbox" ownership --ticks "$ownership_ticks" --quiet | tail -n 30 || status=1
 exit $status

@@ -54,7 +54,11 @@ fn take_over_on_key_press(
     keys: Res<ButtonInput<KeyCode>>,
     taken: Option<Res<KeyboardPlayer>>,
 ) {
-    if taken.is_none() && keys.get_just_pressed().next().is_some() {
+    if taken.is_some() {
+        return;
+    }
+    if let Some(key) = keys.get_just_pressed().next() {
+        println!("sandbox_view: {key:?} pressed: player 0 follows the keyboard from now on");
         commands.insert_resource(KeyboardPlayer(0));
     }
 }

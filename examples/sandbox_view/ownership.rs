@@ -10,7 +10,7 @@ use bevy::time::Real;
 use bevy_rapier3d::prelude::Collider;
 use simsync::ownership::diagnostics::CounterRate;
 use simsync_ownership::{
-    BodyId, BodyNetId, EntityServer, OwnershipClient, ParticipantId, Priority, SimulationOwner,
+    BodyId, EntityServer, OwnershipClient, ParticipantId, Priority, SimulationOwner,
 };
 
 use super::cli::OwnershipArgs;
@@ -176,7 +176,7 @@ fn mirror_bodies(
             .unwrap_or(SimulationOwner::UNOWNED);
         if owner != shown.owner {
             shown.owner = owner;
-            if let Some(m) = materials.get_mut(&material.0) {
+            if let Some(mut m) = materials.get_mut(&material.0) {
                 m.base_color = owner_color(owner.owner, owner.priority);
             }
         }
