@@ -1097,56 +1097,8 @@ impl OwnershipClient {
             .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
         self.last_send = Some(now);
         self.budget.refill(dt);
-        let Some(machine) = self.machine.as_ref() else {
-            return;
-        };
-        let me = machine.me();
         let focus = self.focus_due(seen, now);
-        let others: Vec<Vec3> = seen
-            .iter()
-            .filter(|s| {
-                machine
-                    .owner(s.body)
-                    .is_some_and(|(o, p)| o != me && p >= self.config.grab_priority)
-            })
-            .map(|s| s.state.position)
-            .collect();
-        let mut candidates = Vec::new();
-        let mut states: HashMap<BodyId, BodyState> = HashMap::default();
-        for s in seen {
-            if machine.owned_priority(s.body).is_none()
-                || machine.pending(s.body) == Some(PendingRequest::Release)
-            {
-                continue;
-            }
-            let Some(local) = self.bodies.get(&s.body) else {
-                continue;
-            };
-            let error = match local.sent {
-                None => Some(8.0),
-                Some((last, at)) => {
-                    should_send(&last, &s.state, now, at, &self.config).then(|| {
-                        predicted_error(&last, &s.state, now.saturating_sub(at), &self.config)
-                    })
-                }
-            };
-            let Some(error) = error else { continue };
-            let recent = local
-                .collided_at
-                .is_some_and(|t| now.saturating_sub(t) < RECENT_COLLISION);
-            // An overdue heartbeat weighs the most, so the budget never lets the server
-            // expire this owner (rule 5).
-            let overdue = local.sent.is_some_and(|(_, at)| {
-                now.saturating_sub(at) >= self.config.heartbeat_interval + HEARTBEAT_GRACE
-            });
-            candidates.push(Candidate {
-                body: s.body,
-                weight: send_weight(error, recent, nearest(s.state.position, &others)),
-                urgent: overdue,
-                size: entry_size_bound(s.body, &s.state),
-            });
-            states.insert(s.body, s.state);
-        }
+        let (candidates, states) = self.candidates(seen, now);
         if candidates.is_empty() {
             self.deferred_now = 0;
             return;
@@ -1169,6 +1121,65 @@ impl OwnershipClient {
             .collect();
         bodies.sort_unstable_by_key(|(b, _)| *b);
         self.send_batch(client, focus, bodies, now, NetChannel::State);
+    }
+
+    /// The owned bodies (not being released) due for an update ([`should_send`]), weighed
+    /// ([`send_weight`]; an overdue heartbeat is urgent), with their states.
+    fn candidates(
+        &self,
+        seen: &[Seen],
+        now: Duration,
+    ) -> (Vec<Candidate>, HashMap<BodyId, BodyState>) {
+        let mut candidates = Vec::new();
+        let mut states: HashMap<BodyId, BodyState> = HashMap::default();
+        let Some(machine) = self.machine.as_ref() else {
+            return (candidates, states);
+        };
+        let me = machine.me();
+        let others: Vec<Vec3> = seen
+            .iter()
+            .filter(|s| {
+                machine
+                    .owner(s.body)
+                    .is_some_and(|(o, p)| o != me && p >= self.config.grab_priority)
+            })
+            .map(|s| s.state.position)
+            .collect();
+        for s in seen {
+            if machine.owned_priority(s.body).is_none()
+                || machine.pending(s.body) == Some(PendingRequest::Release)
+            {
+                continue;
+            }
+            let Some(local) = self.bodies.get(&s.body) else {
+                continue;
+            };
+            let error = match local.sent {
+                None => Some(8.0),
+                Some((last, at)) => {
+                    should_send(&last, &s.state, now, at, &self.config).then(|| {
+                        predicted_error(&last, &s.state, now.saturating_sub(at), &self.config)
+                    })
+                }
+            };
+            let Some(error) = error else { continue };
+            let recent = local
+                .collided_at
+                .is_some_and(|t| now.saturating_sub(t) < RECENT_COLLISION);
+            // An overdue heartbeat goes first, so the budget never lets the server expire
+            // this owner (rule 5).
+            let overdue = local.sent.is_some_and(|(_, at)| {
+                now.saturating_sub(at) >= self.config.heartbeat_interval + HEARTBEAT_GRACE
+            });
+            candidates.push(Candidate {
+                body: s.body,
+                weight: send_weight(error, recent, nearest(s.state.position, &others)),
+                urgent: overdue,
+                size: entry_size_bound(s.body, &s.state),
+            });
+            states.insert(s.body, s.state);
+        }
+        (candidates, states)
     }
 
     /// Sends `current` as the owner's final state for `body` (before a release, rule 12): a
@@ -1233,7 +1244,7 @@ impl OwnershipClient {
 
 /// How far the avatar moves before its batches carry the interest centre again, m.
 const FOCUS_STEP: f32 = 0.5;
-/// How late a heartbeat may be before it weighs the most.
+/// How late a heartbeat may be before it is urgent.
 const HEARTBEAT_GRACE: Duration = Duration::from_millis(250);
 /// How long a collision adds to a body's send weight.
 const RECENT_COLLISION: Duration = Duration::from_millis(250);

@@ -325,3 +325,82 @@ fn resting_bodies_agree_within_a_centimetre_over_a_lossy_link() {
         assert!(s.spread(id) <= 0.01, "body {id}: {} m", s.spread(id));
     }
 }
+
+/// Rule 15, participant side: a server's relay batch that does not decode is dropped whole and
+/// counted; in a good batch, a body the participant does not have is counted, and a batch older
+/// than the last one applied to a body does not move it back.
+#[test]
+fn a_participant_drops_bad_relay_batches_and_applies_good_ones() {
+    use simsync_net::{NetChannel, PROTOCOL_VERSION};
+    let network = MemoryNetwork::perfect(3);
+    let mut server = App::new();
+    server
+        .add_plugins(MinimalPlugins)
+        .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(super::harness::DT)))
+        .insert_net_server(network.server_transport().expect("one server"));
+    let mut p = super::harness::participant_app(&network, 1, &[Body::floating(1, Vec3::ZERO)]);
+    for _ in 0..3 {
+        server.update();
+        p.update();
+    }
+    let at = |x: f32| simsync_ownership::BodyState {
+        position: Vec3::new(x, 0.0, 0.0),
+        ..Default::default()
+    };
+    let batch = |seq: u32, bodies: Vec<(u64, f32)>| {
+        let bytes = StateBatch {
+            seq,
+            focus: None,
+            bodies: bodies
+                .into_iter()
+                .map(|(b, x)| (BodyId(b), at(x)))
+                .collect(),
+        }
+        .encode()
+        .expect("encodes");
+        ServerMessage::Ownership(OwnershipServerMessage::StateBatch(bytes))
+    };
+    let good = batch(5, vec![(1, 3.0), (404, 1.0)]);
+    let ServerMessage::Ownership(OwnershipServerMessage::StateBatch(bytes)) = &good else {
+        unreachable!()
+    };
+    let truncated = bytes[..bytes.len() - 1].to_vec();
+    let messages = [
+        ServerMessage::Welcome(simsync_net::Welcome {
+            protocol_version: PROTOCOL_VERSION,
+            participant: ParticipantId(4),
+            player_slot: None,
+            protocols: simsync_net::Protocols::OWNERSHIP,
+            tick_rate_hz: 64,
+            server_tick: 0,
+            players: 0,
+            reconnect_token: None,
+        }),
+        ServerMessage::Ownership(OwnershipServerMessage::StateBatch(vec![0xff; 9])),
+        ServerMessage::Ownership(OwnershipServerMessage::StateBatch(truncated)),
+        good,
+        batch(4, vec![(1, 8.0)]),
+    ];
+    {
+        let mut renet = server.world_mut().resource_mut::<RenetServer>();
+        for m in &messages {
+            renet.send_msg_on(1, NetChannel::Control, m).unwrap();
+        }
+    }
+    for _ in 0..3 {
+        server.update();
+        p.update();
+    }
+    let stats = *p
+        .world()
+        .resource::<simsync_ownership::OwnershipClient>()
+        .stats();
+    assert_eq!(stats.state_batches_invalid, 2, "{stats:?}");
+    assert_eq!(stats.relays_applied, 1);
+    assert_eq!(stats.relays_stale, 1);
+    assert_eq!(stats.unknown_bodies, 1);
+    let e = Session::entity(&p, 1);
+    // 3 m on the 1 mm grid: 3,000 × 0.001 in f32.
+    let x = p.world().get::<Transform>(e).unwrap().translation.x;
+    assert!((x - 3.0).abs() < 1e-5, "{x}");
+}
