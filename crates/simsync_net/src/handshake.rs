@@ -52,7 +52,10 @@ use crate::ids::ParticipantId;
 ///
 /// Version 4: an ownership `Refused` names the body's owner and priority, and `RefusalReason`
 /// has `HeldExclusively` (the exclusive-grab option).
-pub const PROTOCOL_VERSION: u16 = 4;
+///
+/// Version 5: batched ownership state — `OwnershipClientMessage::StateBatch` and
+/// `OwnershipServerMessage::StateBatch` carry many bodies' quantized states in one message.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

@@ -7,6 +7,10 @@
 //!
 //! # Size of a state update
 //!
+//! Since protocol version 5 participants and the entity server send states as `StateBatch`
+//! bytes (`simsync_ownership`'s batch codec: about 12–24 bytes a body, plus a few bytes a
+//! message). The one-body messages below are still part of the protocol.
+//!
 //! [`PackedBodyState`] is position as 3 × `f32` (12 bytes), rotation "smallest three" packed in 6
 //! bytes ([`PackedRotation`]), linear and angular velocity as 3 × `f32` each (24 bytes), plus
 //! the body id and sequence number as varints (1 byte each below 251, 3 below 65,536, 5 for
@@ -308,6 +312,11 @@ pub enum OwnershipClientMessage {
     },
     /// The owner's state of a body, to relay to everyone else. Channel: state.
     StateUpdate(PackedBodyState),
+    /// The owner's states of many bodies in one message, at most one per participant per frame
+    /// (plus one for each release's final state): the bytes of `simsync_ownership`'s
+    /// `StateBatch` codec (quantized positions, rotations and velocities, about 12–24 bytes a
+    /// body). Channel: state (control for a release's final state).
+    StateBatch(Vec<u8>),
 }
 
 impl OwnershipClientMessage {
@@ -317,7 +326,9 @@ impl OwnershipClientMessage {
             OwnershipClientMessage::Bid { .. } | OwnershipClientMessage::Release { .. } => {
                 NetChannel::Control
             }
-            OwnershipClientMessage::StateUpdate(_) => NetChannel::State,
+            OwnershipClientMessage::StateUpdate(_) | OwnershipClientMessage::StateBatch(_) => {
+                NetChannel::State
+            }
         }
     }
 }
@@ -358,13 +369,19 @@ pub enum OwnershipServerMessage {
         /// Its state.
         state: PackedBodyState,
     },
+    /// Owners' states of many bodies relayed in one message, chosen for this receiver within
+    /// its relay budget: the bytes of `simsync_ownership`'s `StateBatch` codec. Channel: state
+    /// (control for a released body's zero-velocity state and a late joiner's first states).
+    StateBatch(Vec<u8>),
 }
 
 impl OwnershipServerMessage {
     /// The channel this message is meant to be sent on.
     pub fn channel(&self) -> NetChannel {
         match self {
-            OwnershipServerMessage::StateRelay { .. } => NetChannel::State,
+            OwnershipServerMessage::StateRelay { .. } | OwnershipServerMessage::StateBatch(_) => {
+                NetChannel::State
+            }
             _ => NetChannel::Control,
         }
     }

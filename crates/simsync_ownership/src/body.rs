@@ -1,9 +1,10 @@
 //! What a body is to the ownership rules: its [`BodyKind`] (only dynamic bodies can be owned)
 //! and its [`BodyState`] in Bevy math types, as an owner observes and sends it.
 //!
-//! The wire form of the state is `simsync_net`'s [`PackedBodyState`](simsync_net::PackedBodyState)
-//! (rotation packed in 6 bytes, with the body id and a sequence number); the conversions are
-//! [`state_to_wire`](crate::state_to_wire) and [`state_from_wire`](crate::state_from_wire).
+//! Its wire form is a [`StateBatch`](crate::StateBatch) entry, quantized
+//! ([ownership rules 15, 16](crate::rules#rule-15--one-state-batch-per-frame)); the one-body
+//! `PackedBodyState` of protocol version 4 is still understood
+//! ([`state_to_wire`](crate::state_to_wire), [`state_from_wire`](crate::state_from_wire)).
 
 use core::time::Duration;
 

@@ -46,7 +46,14 @@ use simsync_net::{
 
 use crate::activity::{ActivityConfig, RestMemory, classify};
 use crate::arbiter::RefusalCounts;
+use crate::batch::{
+    MAX_BATCH_BYTES, MESSAGE_OVERHEAD, StateBatch, entry_size_bound, header_size, is_newer_batch,
+    quantize, varint_len,
+};
 use crate::body::{BodyKind, BodyState};
+use crate::budget::{
+    Candidate, PriorityAccumulator, StateBudgetConfig, UploadBudget, nearest, send_weight,
+};
 use crate::clock::OwnershipClock;
 use crate::components::{
     BodyNetId, Held, Ownable, OwnershipBid, ParticipantAvatar, Poked, SimulationOwner, Uninterested,
@@ -56,8 +63,9 @@ use crate::error::OwnershipError;
 use crate::messages::{BidRefused, OwnershipChanged, RefusedBy};
 use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 use crate::priority::{BodyId, ParticipantId, Priority};
-use crate::send_policy::{Sequence, SequenceFilter, should_send};
-use crate::wire::{state_from_wire, state_to_wire};
+use crate::send_policy::{Sequence, SequenceFilter, predicted_error, should_send};
+use crate::traffic::TrafficTotals;
+use crate::wire::state_from_wire;
 
 /// What a participant has done since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,8 +96,21 @@ pub struct ParticipantStats {
     pub velocities_zeroed: u64,
     /// State updates sent for owned bodies (final states before a release included).
     pub state_updates_sent: u64,
-    /// Encoded bytes of those state updates (`ClientMessage` as sent, before renet's framing).
+    /// Encoded bytes of those state updates (`ClientMessage` as sent, before renet's framing):
+    /// the state batches ([rule 15](crate::rules#rule-15--one-state-batch-per-frame)).
     pub state_update_bytes: u64,
+    /// State batches sent (at most one a frame on the state channel, plus one per release's
+    /// final state on the control channel).
+    pub state_batches_sent: u64,
+    /// Owned bodies due for an update but left for a later frame by the upload budget
+    /// ([rules 17, 18](crate::rules#rule-17--byte-budgets)), summed over frames.
+    pub bodies_deferred: u64,
+    /// State batches received from the entity server.
+    pub state_batches_received: u64,
+    /// Encoded bytes of the state received (`ServerMessage`s carrying states).
+    pub state_bytes_received: u64,
+    /// State batches that did not decode ([`StateBatch::decode`]): dropped whole.
+    pub state_batches_invalid: u64,
     /// Relayed states received.
     pub relays_received: u64,
     /// Relayed states applied to a body.
@@ -120,8 +141,13 @@ struct LocalBody {
     filter: SequenceFilter,
     /// This participant's own update numbering for the body.
     out_seq: Sequence,
-    /// While owned: the last state sent and when.
+    /// While owned: the last state sent (as quantized on the wire) and when.
     sent: Option<(BodyState, Duration)>,
+    /// The last relay batch applied to this body (the server's numbering for this
+    /// participant).
+    batch_last: Option<u32>,
+    /// When the body last collided (avatar touch or knock-on hit), for its send weight.
+    collided_at: Option<Duration>,
     /// Since when the body is still, and the last state the network agreed on.
     rest: RestMemory,
 }
@@ -143,6 +169,19 @@ pub struct OwnershipClient {
     contacts: HashSet<(Entity, Entity)>,
     stats: ParticipantStats,
     decode: DecodeStats,
+    budget_config: StateBudgetConfig,
+    /// The upload budget ([rule 17](crate::rules#rule-17--byte-budgets)).
+    budget: UploadBudget,
+    /// Waiting bodies' accumulated priority ([rule 18](crate::rules#rule-18--priority-accumulation-and-starvation-freedom)).
+    accumulator: PriorityAccumulator,
+    /// This participant's batch numbering.
+    batch_seq: u32,
+    /// When the last frame's states were sent (for the budget's refill).
+    last_send: Option<Duration>,
+    /// Bodies deferred by the budget in the last frame.
+    deferred_now: usize,
+    /// The interest centre last sent, and when ([rule 19](crate::rules#rule-19--interest-radius)).
+    focus_sent: Option<(Vec3, Duration)>,
 }
 
 impl OwnershipClient {
@@ -168,7 +207,42 @@ impl OwnershipClient {
             contacts: HashSet::default(),
             stats: ParticipantStats::default(),
             decode: DecodeStats::default(),
+            budget_config: StateBudgetConfig::default(),
+            budget: UploadBudget::new(StateBudgetConfig::default().upload_bytes_per_second),
+            accumulator: PriorityAccumulator::default(),
+            batch_seq: 0,
+            last_send: None,
+            deferred_now: 0,
+            focus_sent: None,
         })
+    }
+
+    /// This participant with `budget`'s upload budget ([rule 17](crate::rules#rule-17--byte-budgets)).
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] if `budget` does not validate.
+    pub fn with_state_budget(mut self, budget: StateBudgetConfig) -> Result<Self, OwnershipError> {
+        budget.validate()?;
+        self.budget_config = budget;
+        self.budget = UploadBudget::new(budget.upload_bytes_per_second);
+        Ok(self)
+    }
+
+    /// The state budgets in use.
+    pub fn state_budget(&self) -> &StateBudgetConfig {
+        &self.budget_config
+    }
+
+    /// Running totals of the state traffic, for [`StateTraffic`](crate::StateTraffic).
+    pub fn traffic(&self) -> TrafficTotals {
+        TrafficTotals {
+            bytes_up: self.stats.state_update_bytes,
+            bytes_down: self.stats.state_bytes_received,
+            bodies_up: self.stats.state_updates_sent,
+            deferred_total: self.stats.bodies_deferred,
+            deferred_now: self.deferred_now as u64,
+            budget_bytes_per_second: f64::from(self.budget_config.upload_bytes_per_second),
+        }
     }
 
     /// Where the handshake is.
@@ -204,6 +278,15 @@ impl OwnershipClient {
     /// The entity of a registered body.
     pub fn entity_of(&self, body: BodyId) -> Option<Entity> {
         self.bodies.get(&body).map(|b| b.entity)
+    }
+
+    /// When this participant last sent `body`'s state (while it owns it), on the
+    /// [`OwnershipClock`].
+    pub fn last_sent(&self, body: BodyId) -> Option<Duration> {
+        self.bodies
+            .get(&body)
+            .and_then(|b| b.sent)
+            .map(|(_, at)| at)
     }
 
     /// The body id of a registered entity.
@@ -269,6 +352,8 @@ pub(crate) fn register_bodies(
                 filter: SequenceFilter::default(),
                 out_seq: Sequence::default(),
                 sent: None,
+                batch_last: None,
+                collided_at: None,
                 rest: RestMemory::default(),
             },
         );
@@ -440,6 +525,7 @@ impl OwnershipClient {
                 self.stats.relays_received += 1;
                 self.on_relay(rx, &state);
             }
+            OwnershipServerMessage::StateBatch(bytes) => self.on_relay_batch(rx, &bytes),
         }
     }
 
@@ -545,6 +631,55 @@ impl OwnershipClient {
             self.stats.relays_stale += 1;
             return;
         }
+        self.apply_relayed(rx, body, &state);
+    }
+
+    /// A batch of relayed states ([rule 15](crate::rules#rule-15--one-state-batch-per-frame)):
+    /// each body's state is applied if the batch is newer than the last one applied to that
+    /// body; a batch that does not decode is dropped whole and counted.
+    fn on_relay_batch(&mut self, rx: &mut Rx, bytes: &[u8]) {
+        self.stats.state_batches_received += 1;
+        // The `ServerMessage` tags and the length prefix around the batch.
+        self.stats.state_bytes_received += bytes.len() as u64 + 2 + varint_len(bytes.len());
+        let batch = match StateBatch::decode(bytes) {
+            Ok(batch) => batch,
+            Err(error) => {
+                self.stats.state_batches_invalid += 1;
+                debug!("participant: state batch dropped: {error}");
+                return;
+            }
+        };
+        for (body, state) in batch.bodies {
+            self.stats.relays_received += 1;
+            let Some(local) = self.bodies.get_mut(&body).filter(|b| b.kind.is_ownable()) else {
+                self.stats.unknown_bodies += 1;
+                continue;
+            };
+            if self
+                .machine
+                .as_ref()
+                .is_some_and(|m| m.owned_priority(body).is_some())
+            {
+                self.stats.relays_ignored_owned += 1;
+                continue;
+            }
+            if local
+                .batch_last
+                .is_some_and(|last| !is_newer_batch(batch.seq, last))
+            {
+                self.stats.relays_stale += 1;
+                continue;
+            }
+            local.batch_last = Some(batch.seq);
+            self.apply_relayed(rx, body, &state);
+        }
+    }
+
+    /// Writes a relayed state to the body's `Transform` and `Velocity`.
+    fn apply_relayed(&mut self, rx: &mut Rx, body: BodyId, state: &BodyState) {
+        let Some(local) = self.bodies.get_mut(&body) else {
+            return;
+        };
         let Ok((mut transform, velocity, _)) = rx.bodies.get_mut(local.entity) else {
             self.stats.unknown_bodies += 1;
             return;
@@ -668,6 +803,7 @@ pub(crate) fn observe_and_send(
     let now = clock.now();
     let seen = state.observe(&mut scene.bodies, now);
     let collisions = state.collisions(&scene.rapier, &scene.avatars, &seen);
+    state.remember_collisions(&seen, &collisions, now);
     let pending_before = state.pending_requests(&seen);
     let actions = state.run_rules(&seen, &collisions, now);
     let refused = state.send_actions(
@@ -929,36 +1065,125 @@ impl OwnershipClient {
         }
     }
 
-    /// Step 6: a state update for every owned body (not being released) whose state drifted
-    /// past the thresholds or whose heartbeat is due ([`should_send`]).
+    /// Remembers when bodies collided, for their send weight.
+    fn remember_collisions(&mut self, seen: &[Seen], collisions: &Collisions, now: Duration) {
+        for s in seen {
+            if (collisions.touched.contains(&s.entity) || collisions.hits.contains_key(&s.entity))
+                && let Some(local) = self.bodies.get_mut(&s.body)
+            {
+                local.collided_at = Some(now);
+            }
+        }
+    }
+
+    /// The avatar's position if the next batch should carry it as the interest centre: it
+    /// moved more than [`FOCUS_STEP`] since it was last sent, or a heartbeat interval passed
+    /// ([rule 19](crate::rules#rule-19--interest-radius)).
+    fn focus_due(&self, seen: &[Seen], now: Duration) -> Option<Vec3> {
+        let at = seen.iter().find(|s| s.avatar)?.state.position;
+        let due = self.focus_sent.is_none_or(|(sent, when)| {
+            sent.distance(at) > FOCUS_STEP
+                || now.saturating_sub(when) >= self.config.heartbeat_interval
+        });
+        due.then_some(at)
+    }
+
+    /// Step 6: one state batch for the owned bodies (not being released) whose state drifted
+    /// past the thresholds or whose heartbeat is due ([`should_send`]), as many as the upload
+    /// budget allows, most urgent first ([rules 15–18](crate::rules#rule-15--one-state-batch-per-frame)).
     fn send_states(&mut self, client: &mut RenetClient, seen: &[Seen], now: Duration) {
-        let Some(machine) = self.machine.as_ref() else {
+        let dt = self
+            .last_send
+            .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+        self.last_send = Some(now);
+        self.budget.refill(dt);
+        let focus = self.focus_due(seen, now);
+        let (candidates, states) = self.candidates(seen, now);
+        if candidates.is_empty() {
+            self.deferred_now = 0;
             return;
+        }
+        let room = self
+            .budget
+            .available()
+            .min(MAX_BATCH_BYTES)
+            .saturating_sub(header_size(focus, candidates.len()) + MESSAGE_OVERHEAD);
+        let selection = self.accumulator.select(&candidates, dt as f32, room);
+        self.deferred_now = selection.deferred;
+        self.stats.bodies_deferred += selection.deferred as u64;
+        if selection.chosen.is_empty() {
+            return;
+        }
+        let mut bodies: Vec<(BodyId, BodyState)> = selection
+            .chosen
+            .iter()
+            .filter_map(|b| states.get(b).map(|s| (*b, *s)))
+            .collect();
+        bodies.sort_unstable_by_key(|(b, _)| *b);
+        self.send_batch(client, focus, bodies, now, NetChannel::State);
+    }
+
+    /// The owned bodies (not being released) due for an update ([`should_send`]), weighed
+    /// ([`send_weight`]; an overdue heartbeat is urgent), with their states.
+    fn candidates(
+        &self,
+        seen: &[Seen],
+        now: Duration,
+    ) -> (Vec<Candidate>, HashMap<BodyId, BodyState>) {
+        let mut candidates = Vec::new();
+        let mut states: HashMap<BodyId, BodyState> = HashMap::default();
+        let Some(machine) = self.machine.as_ref() else {
+            return (candidates, states);
         };
-        let mut updates = Vec::new();
+        let me = machine.me();
+        let others: Vec<Vec3> = seen
+            .iter()
+            .filter(|s| {
+                machine
+                    .owner(s.body)
+                    .is_some_and(|(o, p)| o != me && p >= self.config.grab_priority)
+            })
+            .map(|s| s.state.position)
+            .collect();
         for s in seen {
             if machine.owned_priority(s.body).is_none()
                 || machine.pending(s.body) == Some(PendingRequest::Release)
             {
                 continue;
             }
-            let due = self
-                .bodies
-                .get(&s.body)
-                .is_some_and(|local| match local.sent {
-                    None => true,
-                    Some((last, at)) => should_send(&last, &s.state, now, at, &self.config),
-                });
-            if due {
-                updates.push((s.body, s.state));
-            }
+            let Some(local) = self.bodies.get(&s.body) else {
+                continue;
+            };
+            let error = match local.sent {
+                None => Some(8.0),
+                Some((last, at)) => {
+                    should_send(&last, &s.state, now, at, &self.config).then(|| {
+                        predicted_error(&last, &s.state, now.saturating_sub(at), &self.config)
+                    })
+                }
+            };
+            let Some(error) = error else { continue };
+            let recent = local
+                .collided_at
+                .is_some_and(|t| now.saturating_sub(t) < RECENT_COLLISION);
+            // An overdue heartbeat goes first, so the budget never lets the server expire
+            // this owner (rule 5).
+            let overdue = local.sent.is_some_and(|(_, at)| {
+                now.saturating_sub(at) >= self.config.heartbeat_interval + HEARTBEAT_GRACE
+            });
+            candidates.push(Candidate {
+                body: s.body,
+                weight: send_weight(error, recent, nearest(s.state.position, &others)),
+                urgent: overdue,
+                size: entry_size_bound(s.body, &s.state),
+            });
+            states.insert(s.body, s.state);
         }
-        for (body, current) in updates {
-            self.send_state(client, body, &current, now, NetChannel::State);
-        }
+        (candidates, states)
     }
 
-    /// Sends `current` as the owner's next state update for `body` on `channel`.
+    /// Sends `current` as the owner's final state for `body` (before a release, rule 12): a
+    /// one-body batch on `channel`, charged to the budget whatever its balance.
     fn send_state(
         &mut self,
         client: &mut RenetClient,
@@ -967,24 +1192,62 @@ impl OwnershipClient {
         now: Duration,
         channel: NetChannel,
     ) {
-        let Some(local) = self.bodies.get_mut(&body) else {
-            return;
+        if self.bodies.contains_key(&body) {
+            self.send_batch(client, None, vec![(body, *current)], now, channel);
+        }
+    }
+
+    /// Encodes `bodies` (ids increasing) as this participant's next state batch and sends it
+    /// on `channel`; records what receivers get as each body's last sent state.
+    fn send_batch(
+        &mut self,
+        client: &mut RenetClient,
+        focus: Option<Vec3>,
+        bodies: Vec<(BodyId, BodyState)>,
+        now: Duration,
+        channel: NetChannel,
+    ) {
+        self.batch_seq = self.batch_seq.wrapping_add(1);
+        let batch = StateBatch {
+            seq: self.batch_seq,
+            focus,
+            bodies,
         };
-        local.out_seq = local.out_seq.next();
-        local.sent = Some((*current, now));
-        let msg = ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state_to_wire(
-            body,
-            local.out_seq,
-            current,
-        )));
-        let bytes = simsync_net::encode(&msg).map_or(0, |b| b.len() as u64);
+        let bytes = match batch.encode() {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                warn!("participant: state batch not sent: {error}");
+                return;
+            }
+        };
+        let msg = ClientMessage::Ownership(OwnershipClientMessage::StateBatch(bytes));
+        let size = simsync_net::encode(&msg).map_or(0, |b| b.len());
+        if !self.budget.spend(size) {
+            self.budget.charge(size);
+        }
+        for (body, state) in &batch.bodies {
+            if let Some(local) = self.bodies.get_mut(body) {
+                local.out_seq = local.out_seq.next();
+                local.sent = Some((quantize(state), now));
+            }
+        }
         if self.send(client, channel, &msg) {
-            self.stats.state_updates_sent += 1;
-            self.stats.state_update_bytes += bytes;
+            if let Some(focus) = batch.focus {
+                self.focus_sent = Some((focus, now));
+            }
+            self.stats.state_batches_sent += 1;
+            self.stats.state_updates_sent += batch.bodies.len() as u64;
+            self.stats.state_update_bytes += size as u64;
         }
     }
 }
 
+/// How far the avatar moves before its batches carry the interest centre again, m.
+const FOCUS_STEP: f32 = 0.5;
+/// How late a heartbeat may be before it is urgent.
+const HEARTBEAT_GRACE: Duration = Duration::from_millis(250);
+/// How long a collision adds to a body's send weight.
+const RECENT_COLLISION: Duration = Duration::from_millis(250);
 /// Calls `on_contact` with every other body (the rigid body of the other collider, or the
 /// collider itself without one) in active contact with a collider of `body` in Rapier's world.
 fn for_each_contact(ctx: &RapierContext, body: Entity, mut on_contact: impl FnMut(Entity)) {

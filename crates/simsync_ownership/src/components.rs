@@ -103,6 +103,8 @@ pub struct Uninterested;
 /// Registers every component above for reflection.
 pub(crate) fn register_types(app: &mut App) {
     app.register_type::<SimulationOwner>()
+        .register_type::<crate::budget::StateBudgetConfig>()
+        .register_type::<crate::traffic::StateTraffic>()
         .register_type::<OwnershipBid>()
         .register_type::<Ownable>()
         .register_type::<OwnershipLock>()

@@ -10,6 +10,7 @@ use crate::client::OwnershipClient;
 use crate::clock::OwnershipClock;
 use crate::components::SimulationOwner;
 use crate::sets::OwnershipSet;
+use crate::traffic::StateTraffic;
 
 /// `simsync/ownership/owned_bodies`: bodies this participant owns now.
 pub const OWNED_BODIES: DiagnosticPath =
@@ -26,58 +27,37 @@ pub const OWNER_CHANGES: DiagnosticPath =
 pub const STATE_UPDATES_PER_SECOND: DiagnosticPath =
     DiagnosticPath::const_new("simsync/ownership/state_updates_per_second");
 
+/// `simsync/ownership/bytes_up_per_second`: bytes of state sent per second
+/// ([`StateTraffic::bytes_up_per_second`]).
+pub const BYTES_UP_PER_SECOND: DiagnosticPath =
+    DiagnosticPath::const_new("simsync/ownership/bytes_up_per_second");
+/// `simsync/ownership/bytes_down_per_second`: bytes of state received per second.
+pub const BYTES_DOWN_PER_SECOND: DiagnosticPath =
+    DiagnosticPath::const_new("simsync/ownership/bytes_down_per_second");
+/// `simsync/ownership/bytes_per_body`: mean bytes per body state sent.
+pub const BYTES_PER_BODY: DiagnosticPath =
+    DiagnosticPath::const_new("simsync/ownership/bytes_per_body");
+/// `simsync/ownership/budget_use`: bytes sent per second over the budget (1 = all of it).
+pub const BUDGET_USE: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/budget_use");
+/// `simsync/ownership/deferred_bodies`: bodies the budget left waiting in the last frame.
+pub const DEFERRED_BODIES: DiagnosticPath =
+    DiagnosticPath::const_new("simsync/ownership/deferred_bodies");
+
 /// Every path [`OwnershipDiagnosticsPlugin`] registers.
-pub const OWNERSHIP_DIAGNOSTICS: [DiagnosticPath; 5] = [
+pub const OWNERSHIP_DIAGNOSTICS: [DiagnosticPath; 10] = [
     OWNED_BODIES,
     BIDS,
     REFUSALS,
     OWNER_CHANGES,
     STATE_UPDATES_PER_SECOND,
+    BYTES_UP_PER_SECOND,
+    BYTES_DOWN_PER_SECOND,
+    BYTES_PER_BODY,
+    BUDGET_USE,
+    DEFERRED_BODIES,
 ];
 
-/// The rate of a growing counter, averaged over windows of at least `window` (plain data).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CounterRate {
-    window: Duration,
-    last_count: Option<u64>,
-    counted: u64,
-    elapsed: Duration,
-    rate: f64,
-}
-
-impl CounterRate {
-    /// A rate averaged over `window` (at least 1 ms); 0 until the first window is full.
-    pub fn new(window: Duration) -> Self {
-        Self {
-            window: window.max(Duration::from_millis(1)),
-            last_count: None,
-            counted: 0,
-            elapsed: Duration::ZERO,
-            rate: 0.0,
-        }
-    }
-
-    /// Feeds the counter's value after `dt`; returns the rate per second of the last full
-    /// window. A counter that went down (restarted) starts counting from its new value.
-    pub fn update(&mut self, count: u64, dt: Duration) -> f64 {
-        if let Some(last) = self.last_count {
-            self.counted += count.saturating_sub(last);
-            self.elapsed += dt;
-        }
-        self.last_count = Some(count);
-        if self.elapsed >= self.window {
-            self.rate = self.counted as f64 / self.elapsed.as_secs_f64();
-            self.counted = 0;
-            self.elapsed = Duration::ZERO;
-        }
-        self.rate
-    }
-
-    /// The rate of the last full window, per second.
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-}
+pub use crate::traffic::CounterRate;
 
 /// Registers the `simsync/ownership/*` [`Diagnostic`]s and records them every frame in
 /// `PostUpdate`, after [`OwnershipSet::Send`], from the participant's [`OwnershipClient`]
@@ -91,6 +71,11 @@ impl CounterRate {
 /// | `simsync/ownership/refusals` | refusals | total |
 /// | `simsync/ownership/owner_changes` | changes | total |
 /// | `simsync/ownership/state_updates_per_second` | updates/s | last second |
+/// | `simsync/ownership/bytes_up_per_second` | B/s | last second ([`StateTraffic`]) |
+/// | `simsync/ownership/bytes_down_per_second` | B/s | last second |
+/// | `simsync/ownership/bytes_per_body` | B | mean over the run |
+/// | `simsync/ownership/budget_use` | fraction | last second |
+/// | `simsync/ownership/deferred_bodies` | bodies | last frame |
 #[derive(Debug, Clone, Default)]
 pub struct OwnershipDiagnosticsPlugin;
 
@@ -109,7 +94,9 @@ impl Plugin for OwnershipDiagnosticsPlugin {
         ))
         .add_systems(
             PostUpdate,
-            record_ownership_diagnostics.after(OwnershipSet::Send),
+            record_ownership_diagnostics
+                .after(OwnershipSet::Send)
+                .after(crate::plugin::measure_traffic),
         );
     }
 }
@@ -118,6 +105,7 @@ fn record_ownership_diagnostics(
     client: Option<Res<OwnershipClient>>,
     owners: Query<&SimulationOwner>,
     clock: Option<Res<OwnershipClock>>,
+    traffic: Option<Res<StateTraffic>>,
     mut rate: ResMut<StateUpdateRate>,
     mut diagnostics: Diagnostics,
 ) {
@@ -139,6 +127,12 @@ fn record_ownership_diagnostics(
     diagnostics.add_measurement(&REFUSALS, || stats.refusals_received.total() as f64);
     diagnostics.add_measurement(&OWNER_CHANGES, || stats.owner_changes_received as f64);
     diagnostics.add_measurement(&STATE_UPDATES_PER_SECOND, || per_second);
+    let traffic = traffic.map(|t| *t).unwrap_or_default();
+    diagnostics.add_measurement(&BYTES_UP_PER_SECOND, || traffic.bytes_up_per_second);
+    diagnostics.add_measurement(&BYTES_DOWN_PER_SECOND, || traffic.bytes_down_per_second);
+    diagnostics.add_measurement(&BYTES_PER_BODY, || traffic.bytes_per_body);
+    diagnostics.add_measurement(&BUDGET_USE, || traffic.budget_use);
+    diagnostics.add_measurement(&DEFERRED_BODIES, || traffic.deferred_bodies as f64);
 }
 
 #[cfg(test)]

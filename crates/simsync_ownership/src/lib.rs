@@ -1,6 +1,6 @@
 //! Simulation ownership for distributed, non-deterministic physics: every participant simulates
 //! every body, but each moving body has one *simulation owner* whose state updates the entity
-//! server relays to everyone else, decided by the fourteen [ownership rules](rules) (after High
+//! server relays to everyone else, decided by the [ownership rules](rules) (fourteen about owners, five about state traffic) (after High
 //! Fidelity's).
 //!
 //! The parts:
@@ -14,8 +14,12 @@
 //! - **Pure core** — no clock, no network, no physics: [`OwnershipArbiter`] (the entity
 //!   server's rules 1–5 and 7), [`ParticipantOwnership`] (a participant's rules 6–14 as a state
 //!   machine over [`BodyObservation`]s → [`Action`]s), [`OwnershipConfig`] and [`Priority`],
-//!   the send policy ([`should_send`], [`SequenceFilter`]), [`BodyState`] and its wire form
-//!   ([`state_to_wire`]), [`ActivityConfig`], the entity server's [`EntityServerLimits`].
+//!   the send policy ([`should_send`], [`SequenceFilter`]), [`BodyState`] and its wire forms
+//!   ([`StateBatch`], many bodies quantized in one message; [`state_to_wire`], one body), the
+//!   byte budgets ([`StateBudgetConfig`], [`UploadBudget`], [`PriorityAccumulator`]),
+//!   [`ActivityConfig`], the entity server's [`EntityServerLimits`].
+//! - **Traffic** — [`StateTraffic`], bytes per second up and down, bytes per body and budget
+//!   use, a reflected resource of both roles (and [diagnostics]).
 //! - **Errors** — [`OwnershipError`]; a refused request is a [`Refusal`] with a
 //!   [`RefusalReason`], a protocol outcome rather than an error.
 //!
@@ -61,7 +65,9 @@ pub mod rules {}
 
 mod activity;
 mod arbiter;
+mod batch;
 mod body;
+mod budget;
 mod client;
 mod clock;
 mod coalesce;
@@ -75,9 +81,11 @@ mod messages;
 mod participant;
 mod plugin;
 mod priority;
+mod relay;
 mod send_policy;
 mod server;
 mod sets;
+mod traffic;
 mod wire;
 
 pub use activity::ActivityConfig;
@@ -85,7 +93,15 @@ pub use arbiter::{
     ArbiterStats, BodyRecord, Expired, ExpiryCause, Grant, OwnershipArbiter, Refusal,
     RefusalCounts, Released,
 };
+pub use batch::{
+    BatchError, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_BATCH_BYTES, POSITION_STEP, StateBatch,
+    VELOCITY_STEP, entry_size_bound, header_size, is_newer_batch, quantize,
+};
 pub use body::{BodyKind, BodyState};
+pub use budget::{
+    Candidate, MAX_WEIGHT, MIN_BUDGET_BYTES_PER_SECOND, MIN_WEIGHT, NEAR_METERS,
+    PriorityAccumulator, Selection, StateBudgetConfig, UploadBudget, nearest, send_weight,
+};
 pub use client::{OwnershipClient, ParticipantStats};
 pub use clock::OwnershipClock;
 pub use commands::OwnershipEntityCommandsExt;
@@ -110,6 +126,7 @@ pub use simsync_net::JoinStatus;
 pub use simsync_net::RateLimit;
 /// Why the entity server refused a message: `simsync_net`'s type, the same on the wire.
 pub use simsync_net::RefusalReason;
+pub use traffic::{StateTraffic, TrafficMeter, TrafficTotals};
 pub use wire::{MAX_STATE_MAGNITUDE, state_from_wire, state_to_wire};
 
 /// The types a game needs: `use simsync_ownership::prelude::*;`. The pure core
@@ -120,6 +137,6 @@ pub mod prelude {
         BidRefused, BodyId, BodyNetId, EntityServer, Held, Ownable, OwnershipBid, OwnershipChanged,
         OwnershipClient, OwnershipConfig, OwnershipEntityCommandsExt, OwnershipError,
         OwnershipLock, OwnershipPlugin, OwnershipSet, ParticipantAvatar, ParticipantId, Priority,
-        RefusalReason, RefusedBy, SimulationOwner,
+        RefusalReason, RefusedBy, SimulationOwner, StateBudgetConfig, StateTraffic,
     };
 }

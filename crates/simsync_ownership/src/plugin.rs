@@ -7,6 +7,7 @@ use simsync_net::NetClock;
 use simsync_net::bevy_renet::{RenetClient, RenetReceive, RenetSend, RenetServer};
 
 use crate::activity::ActivityConfig;
+use crate::budget::StateBudgetConfig;
 use crate::client::{self, OwnershipClient};
 use crate::clock::{OwnershipClock, advance_clock};
 use crate::components;
@@ -16,6 +17,7 @@ use crate::limits::EntityServerLimits;
 use crate::messages::{BidRefused, OwnershipChanged};
 use crate::server::{self, EntityServer};
 use crate::sets::OwnershipSet;
+use crate::traffic::{Meter, StateTraffic};
 
 /// Which side of the ownership protocol an App runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect)]
@@ -49,6 +51,7 @@ pub struct OwnershipPlugin {
     activity: ActivityConfig,
     name: String,
     limits: EntityServerLimits,
+    budget: StateBudgetConfig,
 }
 
 impl OwnershipPlugin {
@@ -71,7 +74,46 @@ impl OwnershipPlugin {
             activity: ActivityConfig::default(),
             name: String::from("participant"),
             limits: EntityServerLimits::default(),
+            budget: StateBudgetConfig::default(),
         }
+    }
+
+    /// The byte budgets and interest radius of state traffic ([rules 17–19](crate::rules#rule-17--byte-budgets));
+    /// default [`StateBudgetConfig::default`]. A budget that does not validate stops the plugin
+    /// with an [`OwnershipSetupError`].
+    #[must_use]
+    pub fn with_state_budget(mut self, budget: StateBudgetConfig) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// A participant's upload budget, bytes per second of state batches
+    /// ([rule 17](crate::rules#rule-17--byte-budgets)); default 64,000.
+    #[must_use]
+    pub fn with_upload_budget(mut self, bytes_per_second: u32) -> Self {
+        self.budget.upload_bytes_per_second = bytes_per_second;
+        self
+    }
+
+    /// The entity server's relay budget per participant, bytes per second
+    /// ([rule 17](crate::rules#rule-17--byte-budgets)); default 128,000.
+    #[must_use]
+    pub fn with_relay_budget(mut self, bytes_per_second: u32) -> Self {
+        self.budget.relay_bytes_per_second = bytes_per_second;
+        self
+    }
+
+    /// The entity server relays to each participant only bodies within `meters` of its avatar
+    /// ([rule 19](crate::rules#rule-19--interest-radius)); default: every body.
+    #[must_use]
+    pub fn with_interest_radius(mut self, meters: f32) -> Self {
+        self.budget.interest_radius = Some(meters);
+        self
+    }
+
+    /// The state budgets.
+    pub fn state_budget(&self) -> &StateBudgetConfig {
+        &self.budget
     }
 
     /// Uses `config`. The server and every participant must use the same one.
@@ -133,6 +175,10 @@ impl Plugin for OwnershipPlugin {
         match started {
             Ok(()) => {
                 app.insert_resource(self.config.clone())
+                    .insert_resource(self.budget)
+                    .init_resource::<StateTraffic>()
+                    .init_resource::<Meter>()
+                    .add_systems(PostUpdate, measure_traffic.after(OwnershipSet::Send))
                     .init_resource::<OwnershipClock>()
                     .add_systems(PreUpdate, advance_clock.in_set(OwnershipSet::Receive));
             }
@@ -210,7 +256,9 @@ impl OwnershipPlugin {
     fn start_entity_server(&self, app: &mut App) -> Result<(), OwnershipError> {
         self.config.validate()?;
         self.activity.validate()?;
-        let state = EntityServer::new(self.config.clone())?.with_limits(self.limits)?;
+        let state = EntityServer::new(self.config.clone())?
+            .with_limits(self.limits)?
+            .with_state_budget(self.budget)?;
         let update = server::update.run_if(resource_exists::<RenetServer>);
         app.insert_resource(state).add_systems(
             PreUpdate,
@@ -223,7 +271,8 @@ impl OwnershipPlugin {
     }
 
     fn start_participant(&self, app: &mut App) -> Result<(), OwnershipError> {
-        let state = OwnershipClient::new(self.config.clone(), self.activity, self.name.clone())?;
+        let state = OwnershipClient::new(self.config.clone(), self.activity, self.name.clone())?
+            .with_state_budget(self.budget)?;
         // `keep_physics_on_the_tick` removes the participant's state when the physics step
         // cannot follow the tick.
         let receive = client::receive
@@ -251,4 +300,21 @@ impl OwnershipPlugin {
             );
         Ok(())
     }
+}
+
+/// `PostUpdate`, after [`OwnershipSet::Send`]: updates [`StateTraffic`] from the participant's
+/// or the entity server's running totals.
+pub(crate) fn measure_traffic(
+    clock: Res<OwnershipClock>,
+    client: Option<Res<OwnershipClient>>,
+    server: Option<Res<EntityServer>>,
+    mut meter: ResMut<Meter>,
+    mut traffic: ResMut<StateTraffic>,
+) {
+    let totals = match (client, server) {
+        (Some(client), _) => client.traffic(),
+        (None, Some(server)) => server.traffic(),
+        (None, None) => return,
+    };
+    *traffic = meter.0.update(&totals, clock.now());
 }

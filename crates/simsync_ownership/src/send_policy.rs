@@ -44,6 +44,27 @@ pub fn should_send(
     turned > config.rotation_threshold_degrees.to_radians()
 }
 
+/// How far receivers' copy of a body is predicted to be off, in units of the send thresholds:
+/// the larger of the position drift over `position_threshold_meters` and the rotation drift
+/// over `rotation_threshold_degrees`, `current` against `last` extrapolated by `elapsed`. The
+/// error term of the send weight ([rule 18](crate::rules#rule-18--priority-accumulation-and-starvation-freedom)).
+pub(crate) fn predicted_error(
+    last: &BodyState,
+    current: &BodyState,
+    elapsed: Duration,
+    config: &OwnershipConfig,
+) -> f32 {
+    let expected = last.extrapolate(elapsed);
+    let position =
+        current.position.distance(expected.position) / config.position_threshold_meters.max(1e-6);
+    let rotation = current
+        .rotation
+        .angle_between(expected.rotation)
+        .to_degrees()
+        / config.rotation_threshold_degrees.max(1e-6);
+    position.max(rotation)
+}
+
 /// The sequence number of a state update from one owner about one body. Wraps after 65,535;
 /// compare with [`is_newer`], never with `<`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Reflect, Serialize, Deserialize)]

@@ -49,7 +49,9 @@ use simsync_net::{
 };
 
 use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
+use crate::batch::{StateBatch, is_newer_batch, varint_len};
 use crate::body::{BodyKind, BodyState};
+use crate::budget::StateBudgetConfig;
 use crate::clock::OwnershipClock;
 use crate::coalesce::PendingOwners;
 use crate::components::{BodyNetId, OwnershipLock, SimulationOwner};
@@ -58,7 +60,9 @@ use crate::error::OwnershipError;
 use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::OwnershipChanged;
 use crate::priority::{BodyId, ParticipantId, Priority};
+use crate::relay::RelayQueue;
 use crate::send_policy::{Sequence, SequenceFilter};
+use crate::traffic::TrafficTotals;
 use crate::wire;
 
 /// What the entity server has done since it started.
@@ -89,8 +93,10 @@ pub struct EntityServerStats {
     pub releases_refused: RefusalCounts,
     /// State updates received within the connection's rate limit.
     pub state_updates_received: u64,
-    /// State updates from the owner relayed to the other participants (each counted once,
-    /// however many it was sent to).
+    /// State updates from the owner accepted for the relay (each counted once, however many
+    /// it goes to). The relay batches carry each body's latest state when its turn comes
+    /// ([rules 15, 18](crate::rules#rule-15--one-state-batch-per-frame)), so two updates of one
+    /// body in one update reach receivers as one.
     pub state_updates_relayed: u64,
     /// State updates from the owner dropped because they were not newer than the last one
     /// accepted (duplicates, reordered or stale).
@@ -127,6 +133,25 @@ pub struct EntityServerStats {
     pub resyncs_marked: u64,
     /// Full owner tables sent to participants marked for resync.
     pub resyncs_sent: u64,
+    /// State batches received within the connection's limits.
+    pub state_batches_received: u64,
+    /// Encoded bytes of the state received (`ClientMessage`s carrying states).
+    pub state_bytes_received: u64,
+    /// State batches that did not decode ([`StateBatch::decode`]): dropped whole, counted, the
+    /// sender's other messages still handled.
+    pub state_batches_invalid: u64,
+    /// Relay batches sent (one per participant per update at most, plus control-channel ones).
+    pub relay_batches_sent: u64,
+    /// Body states in those batches (each counted per receiver).
+    pub relay_bodies_sent: u64,
+    /// Encoded bytes of those batches, all receivers together.
+    pub relay_bytes_sent: u64,
+    /// Bodies a receiver's relay budget left waiting, summed over updates and receivers
+    /// ([rule 17](crate::rules#rule-17--byte-budgets)).
+    pub relay_bodies_deferred: u64,
+    /// Bodies not relayed to a receiver because they were outside its interest radius
+    /// ([rule 19](crate::rules#rule-19--interest-radius)).
+    pub relay_out_of_interest: u64,
 }
 
 impl EntityServerStats {
@@ -176,6 +201,14 @@ pub struct EntityServer {
     /// Participants whose control channel overflowed: they get the full owner table once it
     /// fits.
     resync: BTreeSet<ClientId>,
+    /// Budgets and interest radius of the relay.
+    budget: StateBudgetConfig,
+    /// The relay to each joined participant.
+    queues: HashMap<ClientId, RelayQueue>,
+    /// Last batch number accepted per (body, owner).
+    batch_filters: HashMap<(BodyId, ParticipantId), u32>,
+    /// Bodies the budgets left waiting in the last update, all receivers.
+    deferred_now: u64,
 }
 
 /// Owner records per `Snapshot` message of a resync table (a few KiB each).
@@ -200,7 +233,40 @@ impl EntityServer {
             buckets: HashMap::default(),
             pending: PendingOwners::default(),
             resync: BTreeSet::new(),
+            budget: StateBudgetConfig::default(),
+            queues: HashMap::default(),
+            batch_filters: HashMap::default(),
+            deferred_now: 0,
         })
+    }
+
+    /// The server with `budget`'s relay budget per participant and interest radius
+    /// ([rules 17, 19](crate::rules#rule-17--byte-budgets)).
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] if `budget` does not validate.
+    pub fn with_state_budget(mut self, budget: StateBudgetConfig) -> Result<Self, OwnershipError> {
+        budget.validate()?;
+        self.budget = budget;
+        Ok(self)
+    }
+
+    /// Running totals of the relay traffic, for [`StateTraffic`](crate::StateTraffic).
+    pub fn traffic(&self) -> TrafficTotals {
+        TrafficTotals {
+            bytes_up: self.stats.relay_bytes_sent,
+            bytes_down: self.stats.state_bytes_received,
+            bodies_up: self.stats.relay_bodies_sent,
+            deferred_total: self.stats.relay_bodies_deferred,
+            deferred_now: self.deferred_now,
+            budget_bytes_per_second: f64::from(self.budget.relay_bytes_per_second)
+                * self.queues.len() as f64,
+        }
+    }
+
+    /// A participant's interest centre, as its last batch gave it.
+    pub fn focus(&self, client: ClientId) -> Option<Vec3> {
+        self.queues.get(&client).and_then(|q| q.focus)
     }
 
     /// The server with per-connection rate limits `limits` instead of the defaults.
@@ -283,6 +349,10 @@ impl EntityServer {
         self.entity_of.remove(&body);
         self.relay.remove(&body);
         self.filters.retain(|(b, _), _| *b != body);
+        self.batch_filters.retain(|(b, _), _| *b != body);
+        for queue in self.queues.values_mut() {
+            queue.forget(body);
+        }
         let _ = self.arbiter.unregister_body(body);
     }
 }
@@ -372,12 +442,13 @@ pub(crate) fn update(
         match message.message {
             Ok(ClientMessage::Hello(hello)) => state.on_hello(&mut io, client, &hello),
             Err(error) => state.on_undecodable(&mut io, client, &error),
-            Ok(other) => state.on_message(&mut io, client, message.channel, other),
+            Ok(other) => state.on_message(&mut io, client, other),
         }
     }
     state.drop_disconnected(&mut io);
     state.expire_silent(&mut io);
     state.broadcast_owners(&mut io);
+    state.relay_states(&mut io);
     state.send_resyncs(&mut io);
     changed.write_batch(io.changed);
 }
@@ -385,20 +456,14 @@ pub(crate) fn update(
 impl EntityServer {
     /// A message from `client` other than a `Hello`: handled if the connection joined, else
     /// dropped and counted.
-    fn on_message(
-        &mut self,
-        io: &mut Io,
-        client: ClientId,
-        channel: NetChannel,
-        message: ClientMessage,
-    ) {
+    fn on_message(&mut self, io: &mut Io, client: ClientId, message: ClientMessage) {
         let Some(from) = self.handshake.participant(client) else {
             self.stats.messages_ignored += 1;
             debug!("entity server: message from {client} before it joined, dropped");
             return;
         };
         match message {
-            ClientMessage::Ownership(msg) => self.on_ownership(io, client, from, channel, msg),
+            ClientMessage::Ownership(msg) => self.on_ownership(io, client, from, msg),
             ClientMessage::Ping { t } => {
                 let pong = ServerMessage::Pong {
                     t,
@@ -455,6 +520,8 @@ impl EntityServer {
         };
         let participant = welcome.participant;
         self.stats.participants_joined += 1;
+        self.queues
+            .insert(client, RelayQueue::new(self.budget.relay_bytes_per_second));
         info!(
             "entity server: {client} ({:?}) joined as {participant}",
             hello.name
@@ -477,14 +544,15 @@ impl EntityServer {
             let snapshot =
                 ServerMessage::Ownership(OwnershipServerMessage::Snapshot(owned.clone()));
             self.send(io.server, client, NetChannel::Control, &snapshot);
-            for r in owned {
-                let body = r.body;
-                if let (Some(owner), Some(relay)) = (r.owner, self.relay.get(&body))
-                    && let Some(last) = relay.last_state
-                {
-                    let msg = relay_message(owner, body, relay.seq, &last);
-                    self.send(io.server, client, NetChannel::Control, &msg);
-                }
+            let states: Vec<(BodyId, BodyState)> = owned
+                .iter()
+                .filter_map(|r| {
+                    let last = self.relay.get(&r.body)?.last_state?;
+                    Some((r.body, last))
+                })
+                .collect();
+            for chunk in states.chunks(TABLE_CHUNK) {
+                self.send_unbudgeted(io, client, chunk.to_vec());
             }
         }
     }
@@ -511,6 +579,8 @@ impl EntityServer {
         self.stats.participants_left += 1;
         self.buckets.remove(&client);
         self.resync.remove(&client);
+        self.queues.remove(&client);
+        self.batch_filters.retain(|(_, p), _| *p != participant);
         self.filters.retain(|(_, p), _| *p != participant);
         let cleared = self.arbiter.disconnect(participant, io.now);
         info!(
@@ -528,7 +598,6 @@ impl EntityServer {
         io: &mut Io,
         client: ClientId,
         from: ParticipantId,
-        channel: NetChannel,
         msg: OwnershipClientMessage,
     ) {
         let kind = match &msg {
@@ -537,6 +606,11 @@ impl EntityServer {
             OwnershipClientMessage::StateUpdate(state) => Limited::StateUpdate(
                 Some(state.body).filter(|b| self.arbiter.owner(*b).is_some_and(|(o, _)| o == from)),
             ),
+            OwnershipClientMessage::StateBatch(bytes) => {
+                // Each entry is limited on its own.
+                self.on_batch(io, client, from, bytes);
+                return;
+            }
         };
         let limits = &self.limits;
         let limiter = self
@@ -585,16 +659,156 @@ impl EntityServer {
                     self.stats.state_updates_stale += 1;
                     return;
                 }
-                let Some(relay) = self.relay.get_mut(&body) else {
-                    return;
-                };
-                relay.last_state = Some(state);
-                relay.seq = relay.seq.next();
-                let msg = relay_message(from, body, relay.seq, &state);
-                self.stats.state_updates_relayed += 1;
-                self.broadcast(io.server, Some(client), channel, &msg);
+                self.accept_state(client, body, state);
+            }
+            OwnershipClientMessage::StateBatch(_) => {}
+        }
+    }
+
+    /// The owner's new state of `body`: kept as the body's last state and queued for every
+    /// other participant's next relay batch.
+    fn accept_state(&mut self, client: ClientId, body: BodyId, state: BodyState) {
+        let Some(relay) = self.relay.get_mut(&body) else {
+            return;
+        };
+        relay.last_state = Some(state);
+        relay.seq = relay.seq.next();
+        self.stats.state_updates_relayed += 1;
+        for (c, queue) in &mut self.queues {
+            if *c != client {
+                queue.mark(body);
             }
         }
+    }
+
+    /// A state batch ([rule 15](crate::rules#rule-15--one-state-batch-per-frame)): one that
+    /// does not decode is dropped whole and counted; otherwise its focus becomes the sender's
+    /// interest centre and each entry is handled as a state update of its own — rate-limited,
+    /// owner-checked (rule 4), dropped unless newer than the last batch accepted for that body
+    /// from that owner.
+    fn on_batch(&mut self, io: &mut Io, client: ClientId, from: ParticipantId, bytes: &[u8]) {
+        self.stats.state_bytes_received += bytes.len() as u64 + 2 + varint_len(bytes.len());
+        let batch = match StateBatch::decode(bytes) {
+            Ok(batch) => batch,
+            Err(error) => {
+                self.stats.state_batches_invalid += 1;
+                debug!("entity server: state batch from {from} dropped: {error}");
+                return;
+            }
+        };
+        self.stats.state_batches_received += 1;
+        if let Some(queue) = self.queues.get_mut(&client)
+            && batch.focus.is_some()
+        {
+            queue.focus = batch.focus;
+        }
+        for (body, state) in batch.bodies {
+            let owned = self.arbiter.owner(body).is_some_and(|(o, _)| o == from);
+            let kind = Limited::StateUpdate(Some(body).filter(|_| owned));
+            let limits = &self.limits;
+            let limiter = self
+                .buckets
+                .entry(client)
+                .or_insert_with(|| limits.limiter());
+            if !limits.admit(limiter, kind, io.now) {
+                self.stats.rate_limited.add(kind);
+                continue;
+            }
+            self.stats.state_updates_received += 1;
+            if let Err(refusal) = self.arbiter.owner_update(from, body, io.now) {
+                self.stats.state_updates_refused.add(refusal.reason);
+                self.refuse(io, client, &refusal);
+                continue;
+            }
+            let last = self
+                .batch_filters
+                .entry((body, from))
+                .or_insert(batch.seq.wrapping_sub(1));
+            if !is_newer_batch(batch.seq, *last) {
+                self.stats.state_updates_stale += 1;
+                continue;
+            }
+            *last = batch.seq;
+            self.accept_state(client, body, state);
+        }
+    }
+
+    /// End of update: one relay batch per participant, within its budget, most urgent bodies
+    /// first, only bodies within its interest radius ([rules 17–19](crate::rules#rule-17--byte-budgets)).
+    fn relay_states(&mut self, io: &mut Io) {
+        let mut clients: Vec<(ClientId, ParticipantId)> = self.handshake.participants().collect();
+        clients.sort_unstable_by_key(|(c, _)| *c);
+        self.deferred_now = 0;
+        for (client, participant) in clients {
+            let Some(mut queue) = self.queues.remove(&client) else {
+                continue;
+            };
+            let relay = &self.relay;
+            let arbiter = &self.arbiter;
+            let pass = queue.pass(
+                io.now,
+                self.budget.interest_radius,
+                arbiter.config(),
+                |body| {
+                    if arbiter.owner(body).is_some_and(|(o, _)| o == participant) {
+                        return None;
+                    }
+                    relay.get(&body)?.last_state
+                },
+            );
+            self.stats.relay_bodies_deferred += pass.deferred as u64;
+            self.stats.relay_out_of_interest += pass.out_of_interest as u64;
+            self.deferred_now += pass.deferred as u64;
+            if let Some(batch) = pass.batch {
+                let size = self.send_batch(io, client, &batch, NetChannel::State);
+                queue.spend(size);
+            }
+            self.queues.insert(client, queue);
+        }
+    }
+
+    /// Sends `bodies` (ids increasing) to `client` outside its budget, on the control channel,
+    /// as its next relay batch (charged to the budget).
+    fn send_unbudgeted(&mut self, io: &mut Io, client: ClientId, bodies: Vec<(BodyId, BodyState)>) {
+        let Some(queue) = self.queues.get_mut(&client) else {
+            return;
+        };
+        for (body, _) in &bodies {
+            queue.forget(*body);
+        }
+        let batch = StateBatch {
+            seq: queue.next_seq(),
+            focus: None,
+            bodies,
+        };
+        let size = self.send_batch(io, client, &batch, NetChannel::Control);
+        if let Some(queue) = self.queues.get_mut(&client) {
+            queue.charge(size);
+        }
+    }
+
+    /// Encodes and sends one relay batch; returns its size in bytes (0 if not sent).
+    fn send_batch(
+        &mut self,
+        io: &mut Io,
+        client: ClientId,
+        batch: &StateBatch,
+        channel: NetChannel,
+    ) -> usize {
+        let bytes = match batch.encode() {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                warn!("entity server: relay batch not sent: {error}");
+                return 0;
+            }
+        };
+        let msg = ServerMessage::Ownership(OwnershipServerMessage::StateBatch(bytes));
+        let size = encode(&msg).map_or(0, |b| b.len());
+        self.stats.relay_batches_sent += 1;
+        self.stats.relay_bodies_sent += batch.bodies.len() as u64;
+        self.stats.relay_bytes_sent += size as u64;
+        self.send(io.server, client, channel, &msg);
+        size
     }
 
     fn on_bid(
@@ -702,7 +916,7 @@ impl EntityServer {
             for client in clients {
                 self.send(io.server, client, NetChannel::Control, &msg);
             }
-            let (None, Some(previous_owner)) = (pending.owner, pending.cleared_from) else {
+            let (None, Some(_)) = (pending.owner, pending.cleared_from) else {
                 continue;
             };
             let Some(relay) = self.relay.get_mut(&body) else {
@@ -712,9 +926,11 @@ impl EntityServer {
                 continue;
             };
             relay.seq = relay.seq.next();
-            let msg = relay_message(previous_owner, body, relay.seq, &zero);
             self.stats.zero_states_sent += 1;
-            self.broadcast(io.server, None, NetChannel::Control, &msg);
+            let clients: Vec<ClientId> = self.handshake.participants().map(|(c, _)| c).collect();
+            for client in clients {
+                self.send_unbudgeted(io, client, vec![(body, zero)]);
+            }
         }
     }
 
@@ -803,23 +1019,6 @@ impl EntityServer {
             }
         }
     }
-
-    /// Sends `msg` on `channel` to every joined participant except `except`, in connection-id
-    /// order.
-    fn broadcast(
-        &mut self,
-        server: &mut RenetServer,
-        except: Option<ClientId>,
-        channel: NetChannel,
-        msg: &ServerMessage,
-    ) {
-        let clients: Vec<ClientId> = self.handshake.participants().map(|(c, _)| c).collect();
-        for client in clients {
-            if Some(client) != except {
-                self.send(server, client, channel, msg);
-            }
-        }
-    }
 }
 
 fn record(body: BodyId, owner: Option<ParticipantId>, priority: Priority) -> OwnerRecord {
@@ -828,16 +1027,4 @@ fn record(body: BodyId, owner: Option<ParticipantId>, priority: Priority) -> Own
         owner,
         priority: priority.0,
     }
-}
-
-fn relay_message(
-    owner: ParticipantId,
-    body: BodyId,
-    seq: Sequence,
-    state: &BodyState,
-) -> ServerMessage {
-    ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
-        owner,
-        state: wire::state_to_wire(body, seq, state),
-    })
 }

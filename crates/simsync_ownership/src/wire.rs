@@ -1,5 +1,7 @@
-//! Conversions between this crate's [`BodyState`] and the wire's [`PackedBodyState`]
-//! (`simsync_net`'s ownership protocol).
+//! Conversions between this crate's [`BodyState`] and the wire's one-body [`PackedBodyState`]
+//! (`simsync_net`'s `StateUpdate` / `StateRelay`). Participants and the entity server send
+//! [`StateBatch`](crate::StateBatch)es ([rule 15](crate::rules#rule-15--one-state-batch-per-frame));
+//! the entity server still accepts one-body updates and relays them in its batches.
 //!
 //! Ids ([`BodyId`], [`ParticipantId`](crate::ParticipantId)) and refusal reasons
 //! ([`RefusalReason`](crate::RefusalReason)) are `simsync_net`'s own types and need no

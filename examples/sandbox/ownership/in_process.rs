@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::RigidBody;
 use simsync_net::{LinkConditionerConfig, MemoryNetwork};
-use simsync_ownership::{EntityServer, OwnershipClient};
+use simsync_ownership::{EntityServer, OwnershipClient, StateBudgetConfig};
 
 use super::actors::{Actor, stop_script};
 use super::apps::{participant_app, server_app};
@@ -343,6 +343,11 @@ fn summarize(
         .collect();
     let sent: u64 = p_stats.iter().map(|p| p.state_updates_sent).sum();
     let bytes: u64 = p_stats.iter().map(|p| p.state_update_bytes).sum();
+    let budget = *apps.server.world().resource::<StateBudgetConfig>();
+    let seconds = f64::from(args.run.ticks + settle_ticks) / f64::from(HZ);
+    let per_participant = |total: u64| total as f64 / seconds / p_stats.len().max(1) as f64;
+    let upload = per_participant(bytes);
+    let relay = per_participant(stats.relay_bytes_sent);
     Summary {
         mode: "ownership",
         participants: args.participants,
@@ -362,11 +367,19 @@ fn summarize(
         owners_expired: stats.expiries + stats.disconnect_clears,
         state_updates_sent: sent,
         state_updates_relayed: stats.state_updates_relayed,
-        bytes_per_state_update: if sent == 0 {
+        bytes_per_body: if sent == 0 {
             0.0
         } else {
             bytes as f64 / sent as f64
         },
+        upload_budget: budget.upload_bytes_per_second,
+        relay_budget: budget.relay_bytes_per_second,
+        upload_bytes_per_second: upload,
+        upload_budget_use: upload / f64::from(budget.upload_bytes_per_second),
+        relay_bytes_per_second: relay,
+        relay_budget_use: relay / f64::from(budget.relay_bytes_per_second),
+        bodies_deferred: p_stats.iter().map(|p| p.bodies_deferred).sum(),
+        relay_bodies_deferred: stats.relay_bodies_deferred,
         max_divergence_m: f64::from(worst.0),
         max_divergence_body: worst.1,
         bodies_compared: compared,

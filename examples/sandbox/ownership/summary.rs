@@ -45,9 +45,24 @@ pub struct Summary {
     pub state_updates_sent: u64,
     /// State updates the server relayed to the other participants.
     pub state_updates_relayed: u64,
-    /// Mean encoded size of the state updates sent, bytes (`ClientMessage` as sent, before
-    /// renet's framing).
-    pub bytes_per_state_update: f64,
+    /// Mean bytes per body state sent: the state batches' encoded size (`ClientMessage` as
+    /// sent, before renet's framing) over the body states they carried.
+    pub bytes_per_body: f64,
+    /// The participants' upload budget and the entity server's relay budget per participant,
+    /// B/s.
+    pub upload_budget: u32,
+    pub relay_budget: u32,
+    /// Mean state bytes per second sent by one participant, over the scripted and settling
+    /// ticks, and its share of the upload budget.
+    pub upload_bytes_per_second: f64,
+    pub upload_budget_use: f64,
+    /// Mean relayed state bytes per second to one participant, and its share of the relay
+    /// budget.
+    pub relay_bytes_per_second: f64,
+    pub relay_budget_use: f64,
+    /// Body states the budgets left for a later frame (participants, then the relay).
+    pub bodies_deferred: u64,
+    pub relay_bodies_deferred: u64,
     /// Largest distance between two participants' copies of one body at the end, m.
     pub max_divergence_m: f64,
     /// The body it was measured on.
@@ -105,7 +120,10 @@ impl Summary {
              \x20 releases                {} ({} refused: {})\n\
              \x20 state updates refused   {}\n\
              \x20 owners expired          {}\n\
-             \x20 state updates           {} sent, {} relayed, {:.1} bytes each\n\
+             \x20 state updates           {} sent, {} relayed\n\
+             \x20 bytes per body          {:.1}\n\
+             \x20 upload budget use       {:.1} % ({:.0} of {} B/s per participant, {} bodies deferred)\n\
+             \x20 relay budget use        {:.1} % ({:.0} of {} B/s per participant, {} bodies deferred)\n\
              \x20 bodies owned at end     {} (avatars not counted)\n\
              max divergence {:.6} m (body {}) over {} dynamic bodies",
             self.participants,
@@ -126,7 +144,15 @@ impl Summary {
             self.owners_expired,
             self.state_updates_sent,
             self.state_updates_relayed,
-            self.bytes_per_state_update,
+            self.bytes_per_body,
+            self.upload_budget_use * 100.0,
+            self.upload_bytes_per_second,
+            self.upload_budget,
+            self.bodies_deferred,
+            self.relay_budget_use * 100.0,
+            self.relay_bytes_per_second,
+            self.relay_budget,
+            self.relay_bodies_deferred,
             self.bodies_owned_at_end,
             self.max_divergence_m,
             self.max_divergence_body,

@@ -121,6 +121,8 @@ pub struct Setup {
     pub connection: Option<ConnectionConfig>,
     /// The ownership config of the server and every participant (default: the crate's).
     pub config: OwnershipConfig,
+    /// The state budgets of the server and every participant (default: the crate's).
+    pub budget: StateBudgetConfig,
 }
 
 /// A server App with the bodies (ids and kinds only, no physics).
@@ -136,7 +138,8 @@ pub fn server_app_with(network: &MemoryNetwork, bodies: &[Body], setup: &Setup) 
         .add_plugins(
             OwnershipPlugin::entity_server()
                 .with_limits(setup.limits)
-                .with_config(setup.config.clone()),
+                .with_config(setup.config.clone())
+                .with_state_budget(setup.budget),
         )
         .init_resource::<Log>()
         .add_systems(Last, collect)
@@ -167,6 +170,23 @@ pub fn participant_app_with(
     bodies: &[Body],
     config: &OwnershipConfig,
 ) -> App {
+    participant_app_budget(
+        network,
+        client_id,
+        bodies,
+        config,
+        StateBudgetConfig::default(),
+    )
+}
+
+/// [`participant_app_with`] with the state budgets `budget`.
+pub fn participant_app_budget(
+    network: &MemoryNetwork,
+    client_id: u64,
+    bodies: &[Body],
+    config: &OwnershipConfig,
+    budget: StateBudgetConfig,
+) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins((
@@ -178,7 +198,8 @@ pub fn participant_app_with(
         .add_plugins(
             OwnershipPlugin::participant()
                 .with_name(format!("p{client_id}"))
-                .with_config(config.clone()),
+                .with_config(config.clone())
+                .with_state_budget(budget),
         )
         .init_resource::<Log>()
         .add_systems(Last, collect)
@@ -210,7 +231,8 @@ impl Session {
         let server = server_app_with(&network, bodies, setup);
         let participants = (1..=n as u64)
             .map(|id| {
-                let mut app = participant_app_with(&network, id, bodies, &setup.config);
+                let mut app =
+                    participant_app_budget(&network, id, bodies, &setup.config, setup.budget);
                 if let Some(connection) = &setup.connection {
                     app.insert_resource(RenetClient::new(connection.clone()));
                 }

@@ -10,3 +10,4 @@ mod orphans;
 mod refusals;
 mod reproducible;
 mod sessions;
+mod traffic;

@@ -1,0 +1,195 @@
+//! The entity server's relay to one participant under its budget
+//! ([rules 17–19](crate::rules#rule-17--byte-budgets)): [`RelayQueue`].
+
+use core::time::Duration;
+use std::collections::BTreeSet;
+
+use bevy::math::Vec3;
+use bevy::platform::collections::HashMap;
+
+use crate::batch::{
+    MAX_BATCH_BYTES, MESSAGE_OVERHEAD, StateBatch, entry_size_bound, header_size, quantize,
+};
+use crate::body::BodyState;
+use crate::budget::{Candidate, PriorityAccumulator, UploadBudget, send_weight};
+use crate::config::OwnershipConfig;
+use crate::priority::BodyId;
+use crate::send_policy::predicted_error;
+
+/// What the entity server keeps per receiving participant: the bodies updated since they were
+/// last relayed to it, its budget, priority accumulator, batch numbering, interest centre and
+/// the states it was last sent.
+#[derive(Debug, Clone)]
+pub(crate) struct RelayQueue {
+    pending: BTreeSet<BodyId>,
+    budget: UploadBudget,
+    accumulator: PriorityAccumulator,
+    seq: u32,
+    /// The receiver's interest centre (its avatar), from its own batches.
+    pub(crate) focus: Option<Vec3>,
+    sent: HashMap<BodyId, (BodyState, Duration)>,
+    last: Option<Duration>,
+}
+
+/// What one relay pass did for one receiver.
+#[derive(Debug, Default)]
+pub(crate) struct RelayPass {
+    /// The batch to send, if any.
+    pub(crate) batch: Option<StateBatch>,
+    /// Bodies left waiting.
+    pub(crate) deferred: usize,
+    /// Bodies dropped as outside the interest radius.
+    pub(crate) out_of_interest: usize,
+}
+
+impl RelayQueue {
+    pub(crate) fn new(bytes_per_second: u32) -> Self {
+        Self {
+            pending: BTreeSet::new(),
+            budget: UploadBudget::new(bytes_per_second),
+            accumulator: PriorityAccumulator::default(),
+            seq: 0,
+            focus: None,
+            sent: HashMap::default(),
+            last: None,
+        }
+    }
+
+    /// `body` has a new state to relay.
+    pub(crate) fn mark(&mut self, body: BodyId) {
+        self.pending.insert(body);
+    }
+
+    /// Forgets `body` (unregistered, or relayed outside the budget).
+    pub(crate) fn forget(&mut self, body: BodyId) {
+        self.pending.remove(&body);
+    }
+
+    /// The next batch number (for a batch sent outside the budget, on the control channel).
+    pub(crate) fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// Spends `bytes` sent outside the budget (may leave it in debt).
+    pub(crate) fn charge(&mut self, bytes: usize) {
+        self.budget.charge(bytes);
+    }
+
+    /// Spends what the batch built by [`pass`](Self::pass) took (its encoded message).
+    pub(crate) fn spend(&mut self, bytes: usize) {
+        if !self.budget.spend(bytes) {
+            self.budget.charge(bytes);
+        }
+    }
+
+    /// One pass at `now`: refills the budget, drops pending bodies `state_of` no longer has or
+    /// that lie outside `radius` of the focus, and chooses the most urgent of the rest that fit
+    /// (rules 17–19). `state_of` gives a body's latest state, `None` for a body not to relay to
+    /// this receiver (its own, or gone).
+    pub(crate) fn pass(
+        &mut self,
+        now: Duration,
+        radius: Option<f32>,
+        config: &OwnershipConfig,
+        state_of: impl Fn(BodyId) -> Option<BodyState>,
+    ) -> RelayPass {
+        let dt = self
+            .last
+            .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+        self.last = Some(now);
+        self.budget.refill(dt);
+        let mut result = RelayPass::default();
+        let mut candidates = Vec::with_capacity(self.pending.len());
+        let mut states: HashMap<BodyId, BodyState> = HashMap::default();
+        let focus = self.focus;
+        let pending: Vec<BodyId> = self.pending.iter().copied().collect();
+        for body in pending {
+            let Some(state) = state_of(body) else {
+                self.pending.remove(&body);
+                continue;
+            };
+            let distance = focus.map(|f| f.distance(state.position));
+            if let (Some(r), Some(d)) = (radius, distance)
+                && d > r
+            {
+                self.pending.remove(&body);
+                result.out_of_interest += 1;
+                continue;
+            }
+            let error = self.sent.get(&body).map_or(8.0, |(last, at)| {
+                predicted_error(last, &state, now.saturating_sub(*at), config)
+            });
+            candidates.push(Candidate {
+                body,
+                weight: send_weight(error, false, distance),
+                urgent: false,
+                size: entry_size_bound(body, &state),
+            });
+            states.insert(body, state);
+        }
+        if candidates.is_empty() {
+            return result;
+        }
+        let room = self
+            .budget
+            .available()
+            .min(MAX_BATCH_BYTES)
+            .saturating_sub(header_size(None, candidates.len()) + MESSAGE_OVERHEAD);
+        let selection = self.accumulator.select(&candidates, dt as f32, room);
+        result.deferred = selection.deferred;
+        if selection.chosen.is_empty() {
+            return result;
+        }
+        let mut bodies: Vec<(BodyId, BodyState)> = selection
+            .chosen
+            .iter()
+            .filter_map(|b| states.get(b).map(|s| (*b, *s)))
+            .collect();
+        bodies.sort_unstable_by_key(|(b, _)| *b);
+        for (body, state) in &bodies {
+            self.pending.remove(body);
+            self.sent.insert(*body, (quantize(state), now));
+        }
+        result.batch = Some(StateBatch {
+            seq: self.next_seq(),
+            focus: None,
+            bodies,
+        });
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moving(x: f32) -> BodyState {
+        BodyState {
+            position: Vec3::new(x, 1.0, 0.0),
+            linear_velocity: Vec3::new(1.0, 0.0, 0.0),
+            ..BodyState::default()
+        }
+    }
+
+    #[test]
+    fn a_pass_stays_within_the_budget_and_filters_by_interest() {
+        let config = OwnershipConfig::default();
+        let mut q = RelayQueue::new(8_000);
+        q.focus = Some(Vec3::ZERO);
+        for i in 0..200 {
+            q.mark(BodyId(i));
+        }
+        let state_of = |b: BodyId| Some(moving(b.0 as f32 * 0.1));
+        let first = q.pass(Duration::ZERO, Some(10.0), &config, state_of);
+        // Bodies 100..199 are more than 10 m away (x = 0.1 × id, y = 1).
+        assert_eq!(first.out_of_interest, 100);
+        let batch = first.batch.unwrap();
+        let bytes = batch.encode().unwrap().len() + MESSAGE_OVERHEAD;
+        assert!(bytes <= 1_000, "{bytes}");
+        assert_eq!(batch.bodies.len() + first.deferred, 100);
+        // Nothing has accumulated on the first pass: ties go by body id.
+        let ids: Vec<u64> = batch.bodies.iter().map(|(b, _)| b.0).collect();
+        assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>());
+    }
+}
