@@ -88,6 +88,12 @@ export DISPLAY="$display"
 export WGPU_BACKEND=vulkan
 export VK_ICD_FILENAMES="$icd"
 unset WAYLAND_DISPLAY
+# winit wants a runtime directory (a headless machine often has none).
+if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "$XDG_RUNTIME_DIR" ]; then
+    XDG_RUNTIME_DIR="$(mktemp -d)"
+    chmod 700 "$XDG_RUNTIME_DIR"
+    export XDG_RUNTIME_DIR
+fi
 
 mkdir -p "$out"
 status=0

@@ -10,7 +10,7 @@ use bevy::time::Real;
 use bevy_rapier3d::prelude::Collider;
 use simsync::ownership::diagnostics::CounterRate;
 use simsync_ownership::{
-    BodyId, EntityServer, OwnershipClient, ParticipantId, Priority, SimulationOwner,
+    BodyId, EntityServer, OwnershipClient, ParticipantId, Priority, SimulationOwner, StateTraffic,
 };
 
 use super::cli::OwnershipArgs;
@@ -54,7 +54,6 @@ struct MirroredBody {
 #[derive(Resource)]
 struct Rates {
     relayed: CounterRate,
-    bytes_up: CounterRate,
 }
 
 /// Adds the ownership run of `args` to the main app.
@@ -75,7 +74,6 @@ pub fn add_ownership(
     })
     .insert_resource(Rates {
         relayed: CounterRate::new(Duration::from_secs(1)),
-        bytes_up: CounterRate::new(Duration::from_secs(1)),
     })
     .add_systems(First, step_run)
     .add_systems(Update, (mirror_bodies, ownership_hud));
@@ -211,7 +209,11 @@ fn ownership_hud(
     let relayed = rates
         .relayed
         .update(server.stats().state_updates_relayed, dt);
-    let up = rates.bytes_up.update(p.state_update_bytes, dt);
+    let traffic = me
+        .world()
+        .get_resource::<StateTraffic>()
+        .copied()
+        .unwrap_or_default();
     let phase = match view.run.phase {
         Phase::Joining(n) => format!("joining ({n} steps)"),
         Phase::Script(t) => format!("script tick {t}/{}", view.args.run.ticks),
@@ -224,7 +226,7 @@ fn ownership_hud(
          ownership changes {changes}  owned bodies {owned}\n\
          bids sent {bids} (all participants {all_bids})  granted {granted}  refused {refused}\n\
          state updates relayed {relayed_total} ({relayed:.0}/s)\n\
-         bytes/s up {up:.0} (participant {me}'s state updates)\n\
+         state bytes/s up {up:.0} down {down:.0}, {per_body:.1} B/body, upload budget {budget:.0} %\n\
          colours: grey unowned, one per participant, brighter while grabbed",
         participants = view.args.participants,
         me = client.me().map_or("-".to_string(), |id| id.0.to_string()),
@@ -238,5 +240,9 @@ fn ownership_hud(
         granted = server.stats().bids_granted,
         refused = server.stats().bids_refused.total(),
         relayed_total = server.stats().state_updates_relayed,
+        up = traffic.bytes_up_per_second,
+        down = traffic.bytes_down_per_second,
+        per_body = traffic.bytes_per_body,
+        budget = traffic.budget_use * 100.0,
     );
 }
