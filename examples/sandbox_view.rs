@@ -168,7 +168,9 @@ fn parse_size(text: &str) -> Result<(u32, u32), String> {
     let mut parts = text.split('x');
     match (parse(parts.next()), parse(parts.next()), parts.next()) {
         (Some(w), Some(h), None) => Ok((w, h)),
-        _ => Err(format!("expected WIDTHxHEIGHT, each 64 to 7680 pixels, got `{text}`")),
+        _ => Err(format!(
+            "expected WIDTHxHEIGHT, each 64 to 7680 pixels, got `{text}`"
+        )),
     }
 }
 

@@ -6,21 +6,26 @@
 
 #[allow(dead_code)]
 #[path = "../examples/sandbox/cli.rs"]
-mod cli;
+pub(crate) mod cli;
+// The ownership mode's `Failure` and log settings (for `sandbox_ownership`).
+#[allow(dead_code)]
+#[path = "../examples/sandbox/driver.rs"]
+pub(crate) mod driver;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/error.rs"]
 pub(crate) mod error;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/game.rs"]
-mod game;
-#[allow(dead_code)]
-#[path = "../examples/sandbox/ownership/script.rs"]
-mod ownership_script;
+pub(crate) mod game;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/scene.rs"]
-mod scene;
+pub(crate) mod scene;
 #[path = "../examples/sandbox/setup_check.rs"]
 mod setup_check;
+// The local mode's summary, which `driver` builds.
+#[allow(dead_code)]
+#[path = "../examples/sandbox/summary.rs"]
+mod summary;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/trace.rs"]
 mod trace;
@@ -31,6 +36,9 @@ use clap::CommandFactory;
 use clap::error::ErrorKind;
 use cli::Command;
 
+// The ownership-script loader is compiled once, inside the ownership mode `sandbox_ownership`
+// includes (clippy's `duplicate_mod`).
+use crate::sandbox_ownership::ownership::script as ownership_script;
 use error::LoadError;
 use scene::{Shape, load_scene, parse_scene};
 use trace::{TraceInput, load_trace, parse_trace};

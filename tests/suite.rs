@@ -6,6 +6,7 @@
 //! - `network`: networked sessions over the in-memory transport with a link conditioner, and UDP;
 //! - `frame_phases`: frame phases and virtual-time events inside the simulation worlds;
 //! - `sandbox_assets`: the sandbox example's loaders, CLI rules and shipped assets;
+//! - `sandbox_ownership`: the sandbox's ownership mode run in this process (reproducibility);
 //! - `module_graph`: no module cycle inside any crate.
 
 mod common;
@@ -14,7 +15,8 @@ mod frame_phases;
 mod module_graph;
 mod network;
 mod sandbox_assets;
+mod sandbox_ownership;
 
-// The sandbox's ownership-script loader names its error type `crate::error` (the example's root
-// module); in this binary that module lives under `sandbox_assets`.
-use sandbox_assets::error;
+// The sandbox's modules name each other `crate::cli`, `crate::error`, ... (the example's root
+// modules); in this binary they live under `sandbox_assets`.
+use sandbox_assets::{cli, driver, error, game, scene};

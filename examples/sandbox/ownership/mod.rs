@@ -30,7 +30,8 @@ mod actors;
 mod apps;
 mod bodies;
 pub mod in_process;
-mod script;
+// `pub(crate)`: the integration tests load the shipped script with it.
+pub(crate) mod script;
 mod summary;
 mod udp;
 
