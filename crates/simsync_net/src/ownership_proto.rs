@@ -63,7 +63,6 @@ impl std::fmt::Display for BodyId {
 pub struct PackedRotation(pub [u8; 6]);
 
 const COMPONENT_BITS: u32 = 15;
-const COMPONENT_MAX: u32 = (1 << COMPONENT_BITS) - 1;
 
 impl PackedRotation {
     /// The identity rotation, packed.
@@ -74,42 +73,7 @@ impl PackedRotation {
     /// Packs `rotation`, normalizing it first. A quaternion that is not finite or has (nearly)
     /// zero length packs as the identity.
     pub fn from_quat(rotation: Quat) -> Self {
-        let mut c = rotation.to_array();
-        let length_squared: f32 = c.iter().map(|v| v * v).sum();
-        if !length_squared.is_finite() || length_squared < 1e-12 {
-            c = Quat::IDENTITY.to_array();
-        } else {
-            let inverse = length_squared.sqrt().recip();
-            for v in &mut c {
-                *v *= inverse;
-            }
-        }
-        let mut largest = 0;
-        for i in 1..4 {
-            if c[i].abs() > c[largest].abs() {
-                largest = i;
-            }
-        }
-        if c[largest] < 0.0 {
-            for v in &mut c {
-                *v = -*v;
-            }
-        }
-        let mut packed = largest as u64;
-        let mut shift = 2;
-        for (i, v) in c.iter().enumerate() {
-            if i == largest {
-                continue;
-            }
-            let unit =
-                (v.clamp(-FRAC_1_SQRT_2, FRAC_1_SQRT_2) + FRAC_1_SQRT_2) / (2.0 * FRAC_1_SQRT_2);
-            let quantized = (unit * COMPONENT_MAX as f32)
-                .round()
-                .clamp(0.0, COMPONENT_MAX as f32) as u64;
-            packed |= quantized << shift;
-            shift += COMPONENT_BITS;
-        }
-        let bytes = packed.to_le_bytes();
+        let bytes = pack_smallest_three(rotation, COMPONENT_BITS).to_le_bytes();
         Self([bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5]])
     }
 
@@ -117,23 +81,84 @@ impl PackedRotation {
     pub fn to_quat(self) -> Quat {
         let mut bytes = [0u8; 8];
         bytes[..6].copy_from_slice(&self.0);
-        let packed = u64::from_le_bytes(bytes);
-        let largest = (packed & 3) as usize;
-        let mut c = [0.0f32; 4];
-        let mut shift = 2;
-        let mut sum = 0.0;
-        for (i, v) in c.iter_mut().enumerate() {
-            if i == largest {
-                continue;
-            }
-            let quantized = ((packed >> shift) & u64::from(COMPONENT_MAX)) as f32;
-            *v = quantized / COMPONENT_MAX as f32 * (2.0 * FRAC_1_SQRT_2) - FRAC_1_SQRT_2;
-            sum += *v * *v;
-            shift += COMPONENT_BITS;
-        }
-        c[largest] = (1.0 - sum).max(0.0).sqrt();
-        Quat::from_array(c).normalize()
+        unpack_smallest_three(u64::from_le_bytes(bytes), COMPONENT_BITS).0
     }
+}
+
+/// Largest component width [`pack_smallest_three`] takes: `2 + 3 × 20` bits fill a `u64`.
+pub const MAX_SMALLEST_THREE_BITS: u32 = 20;
+
+/// Packs a rotation as "smallest three" in the low `2 + 3 × bits` bits of a `u64`: the index of
+/// the largest component (2 bits, the quaternion's sign flipped so that component is
+/// non-negative, `q ≡ −q`), then the other three in order, each mapped from [−1/√2, 1/√2] onto
+/// `bits` bits. The rotation is normalized first; one that is not finite or has (nearly) zero
+/// length packs as the identity. A component's step is `√2 / (2^bits − 1)` (4.3 × 10⁻⁵ at 15
+/// bits, 3.5 × 10⁻⁴ at 12). [`PackedRotation`] is this at 15 bits; simsync_ownership's state
+/// batches use 12.
+///
+/// # Panics
+/// Never; `bits` above [`MAX_SMALLEST_THREE_BITS`] is treated as that many (and 0 as 1).
+pub fn pack_smallest_three(rotation: Quat, bits: u32) -> u64 {
+    let bits = bits.clamp(1, MAX_SMALLEST_THREE_BITS);
+    let max = ((1u64 << bits) - 1) as f32;
+    let mut c = rotation.to_array();
+    let length_squared: f32 = c.iter().map(|v| v * v).sum();
+    if !length_squared.is_finite() || length_squared < 1e-12 {
+        c = Quat::IDENTITY.to_array();
+    } else {
+        let inverse = length_squared.sqrt().recip();
+        for v in &mut c {
+            *v *= inverse;
+        }
+    }
+    let mut largest = 0;
+    for i in 1..4 {
+        if c[i].abs() > c[largest].abs() {
+            largest = i;
+        }
+    }
+    if c[largest] < 0.0 {
+        for v in &mut c {
+            *v = -*v;
+        }
+    }
+    let mut packed = largest as u64;
+    let mut shift = 2;
+    for (i, v) in c.iter().enumerate() {
+        if i == largest {
+            continue;
+        }
+        let unit = (v.clamp(-FRAC_1_SQRT_2, FRAC_1_SQRT_2) + FRAC_1_SQRT_2) / (2.0 * FRAC_1_SQRT_2);
+        let quantized = (unit * max).round().clamp(0.0, max) as u64;
+        packed |= quantized << shift;
+        shift += bits;
+    }
+    packed
+}
+
+/// The rotation of [`pack_smallest_three`]'s low `2 + 3 × bits` bits (higher bits ignored),
+/// always a unit quaternion, with the sum of the three sent components' squares: above 3/4 the
+/// bits cannot come from a unit quaternion (its largest component is at least 1/2), so a
+/// decoder that must reject malformed input checks it; the largest component is then rebuilt
+/// as 0.
+pub fn unpack_smallest_three(packed: u64, bits: u32) -> (Quat, f32) {
+    let bits = bits.clamp(1, MAX_SMALLEST_THREE_BITS);
+    let mask = (1u64 << bits) - 1;
+    let largest = (packed & 3) as usize;
+    let mut c = [0.0f32; 4];
+    let mut shift = 2;
+    let mut sum = 0.0;
+    for (i, v) in c.iter_mut().enumerate() {
+        if i == largest {
+            continue;
+        }
+        let quantized = ((packed >> shift) & mask) as f32;
+        *v = quantized / mask as f32 * (2.0 * FRAC_1_SQRT_2) - FRAC_1_SQRT_2;
+        sum += *v * *v;
+        shift += bits;
+    }
+    c[largest] = (1.0 - sum).max(0.0).sqrt();
+    (Quat::from_array(c).normalize(), sum)
 }
 
 impl From<Quat> for PackedRotation {
@@ -410,6 +435,45 @@ mod tests {
             assert!(chord < 1e-4, "{q:?} → {back:?}: {chord}");
             assert!((back.length() - 1.0).abs() < 1e-6);
         }
+    }
+
+    #[test]
+    fn smallest_three_keeps_its_bound_at_every_width_and_any_bits_decode_to_a_unit_quaternion() {
+        let samples = [
+            Quat::IDENTITY,
+            Quat::from_rotation_x(1.0),
+            Quat::from_euler(bevy::math::EulerRot::XYZ, 0.3, -2.0, 1.2),
+            -Quat::from_rotation_z(3.0),
+        ];
+        for bits in [8, 12, 15, 20] {
+            // Each sent component is off by at most half a step, the rebuilt one by about two
+            // steps.
+            let step = std::f32::consts::SQRT_2 / ((1u64 << bits) - 1) as f32;
+            for q in samples {
+                let packed = pack_smallest_three(q, bits);
+                assert_eq!(packed >> (2 + 3 * bits), 0, "{bits} bits");
+                let (back, sum) = unpack_smallest_three(packed, bits);
+                assert!(sum <= 0.75 + 2.0 * step, "{bits} bits: sum {sum}");
+                // Chordal distance, q ≡ −q (acos near 1 is too coarse in f32 for 20 bits).
+                let chord = (q - back).length().min((q + back).length());
+                assert!(chord <= 3.0 * step + 1e-6, "{bits} bits, {q:?}: {chord}");
+            }
+        }
+        // Widths out of range are clamped, never a panic or an overflowing shift.
+        assert_eq!(
+            pack_smallest_three(Quat::IDENTITY, 64),
+            pack_smallest_three(Quat::IDENTITY, MAX_SMALLEST_THREE_BITS)
+        );
+        for packed in [0, u64::MAX, 0x5555_5555_5555_5555] {
+            for bits in [0, 12, 15, 99] {
+                let (q, _) = unpack_smallest_three(packed, bits);
+                assert!((q.length() - 1.0).abs() < 1e-5);
+            }
+        }
+        // PackedRotation is the 15-bit form.
+        let q = Quat::from_rotation_y(0.7);
+        let bytes = pack_smallest_three(q, 15).to_le_bytes();
+        assert_eq!(PackedRotation::from_quat(q).0, bytes[..6]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! The format and error bounds are on [`StateBatch`].
 
 use bevy::math::{Quat, Vec3};
+use simsync_net::{pack_smallest_three, unpack_smallest_three};
 use thiserror::Error;
 
 use crate::body::BodyState;
@@ -356,37 +357,14 @@ impl QuantState {
 /// bits that must be 0.
 const ROTATION_BYTES: usize = 5;
 const ROTATION_BITS: u32 = 12;
+/// A component's largest quantized value (tests build hostile rotations from it).
+#[cfg(test)]
 const ROTATION_MAX: u64 = (1 << ROTATION_BITS) - 1;
-const FRAC_1_SQRT_2: f32 = core::f32::consts::FRAC_1_SQRT_2;
 
-/// "Smallest three" in 38 bits: the largest component (made positive, `q ≡ −q`) is dropped and
-/// rebuilt from the others, each in [−1/√2, 1/√2] on 12 bits (step 3.5 × 10⁻⁴). A rotation that
-/// is not finite or of zero length packs as the identity.
+/// "Smallest three" in 38 bits ([`pack_smallest_three`] with 12 bits a component, step
+/// 3.5 × 10⁻⁴). A rotation that is not finite or of zero length packs as the identity.
 fn pack_rotation(rotation: Quat) -> u64 {
-    let rotation = if rotation.is_finite() && rotation.length_squared() > 1e-12 {
-        rotation.normalize()
-    } else {
-        Quat::IDENTITY
-    };
-    let mut c = rotation.to_array();
-    let largest = (0..4).fold(
-        0,
-        |best, i| if c[i].abs() > c[best].abs() { i } else { best },
-    );
-    if c[largest] < 0.0 {
-        c.iter_mut().for_each(|v| *v = -*v);
-    }
-    let mut packed = largest as u64;
-    let mut shift = 2;
-    for (_, v) in c.iter().enumerate().filter(|(i, _)| *i != largest) {
-        let unit = (v.clamp(-FRAC_1_SQRT_2, FRAC_1_SQRT_2) + FRAC_1_SQRT_2) / (2.0 * FRAC_1_SQRT_2);
-        let q = (unit * ROTATION_MAX as f32)
-            .round()
-            .clamp(0.0, ROTATION_MAX as f32) as u64;
-        packed |= q << shift;
-        shift += ROTATION_BITS;
-    }
-    packed
+    pack_smallest_three(rotation, ROTATION_BITS)
 }
 
 /// The rotation of [`pack_rotation`]'s bits; `None` for set spare bits or three components
@@ -395,24 +373,8 @@ fn unpack_rotation(packed: u64) -> Option<Quat> {
     if packed >> (2 + 3 * ROTATION_BITS) != 0 {
         return None;
     }
-    let largest = (packed & 3) as usize;
-    let mut c = [0.0f32; 4];
-    let mut shift = 2;
-    let mut sum = 0.0;
-    for (i, v) in c.iter_mut().enumerate() {
-        if i == largest {
-            continue;
-        }
-        let q = ((packed >> shift) & ROTATION_MAX) as f32;
-        *v = q / ROTATION_MAX as f32 * (2.0 * FRAC_1_SQRT_2) - FRAC_1_SQRT_2;
-        sum += *v * *v;
-        shift += ROTATION_BITS;
-    }
-    if sum > 0.7501 {
-        return None;
-    }
-    c[largest] = (1.0 - sum).max(0.0).sqrt();
-    Some(Quat::from_array(c).normalize())
+    let (rotation, sum) = unpack_smallest_three(packed, ROTATION_BITS);
+    (sum <= 0.7501).then_some(rotation)
 }
 
 fn quantize_focus(focus: Vec3) -> [i64; 3] {
@@ -430,6 +392,15 @@ fn quantize_focus(focus: Vec3) -> [i64; 3] {
 /// Bytes of the `ClientMessage` / `ServerMessage` around a batch: two enum tags and the length
 /// prefix (up to 3 bytes below 2 MiB).
 pub(crate) const MESSAGE_OVERHEAD: usize = 5;
+
+/// Bytes left for body entries in one batch message when the budget has `available` bytes:
+/// capped at [`MAX_BATCH_BYTES`], less the header for `count` candidate bodies (and `focus`)
+/// and [`MESSAGE_OVERHEAD`]; 0 when the header alone does not fit.
+pub(crate) fn entry_room(available: usize, focus: Option<Vec3>, count: usize) -> usize {
+    available
+        .min(MAX_BATCH_BYTES)
+        .saturating_sub(header_size(focus, count) + MESSAGE_OVERHEAD)
+}
 
 /// Bytes of the LEB128 length prefix of an `n`-byte message field.
 pub(crate) fn varint_len(n: usize) -> u64 {
@@ -517,6 +488,17 @@ mod tests {
             linear_velocity: Vec3::new(2.0 - t * 0.1, -3.0, 0.7),
             angular_velocity: Vec3::new(0.3, t * 0.5 - 2.0, -1.0),
         }
+    }
+
+    #[test]
+    fn entry_room_is_the_budget_less_header_and_overhead_capped_at_the_batch_limit() {
+        let header = header_size(None, 3) + MESSAGE_OVERHEAD;
+        assert_eq!(entry_room(header + 100, None, 3), 100);
+        assert_eq!(entry_room(header - 1, None, 3), 0);
+        assert_eq!(entry_room(usize::MAX, None, 3), MAX_BATCH_BYTES - header);
+        let focused = header_size(Some(Vec3::ONE), 3) + MESSAGE_OVERHEAD;
+        assert!(focused > header);
+        assert_eq!(entry_room(focused + 7, Some(Vec3::ONE), 3), 7);
     }
 
     #[test]

@@ -47,8 +47,7 @@ use simsync_net::{
 use crate::activity::{ActivityConfig, RestMemory, classify};
 use crate::arbiter::RefusalCounts;
 use crate::batch::{
-    MAX_BATCH_BYTES, MESSAGE_OVERHEAD, StateBatch, entry_size_bound, header_size, is_newer_batch,
-    quantize, varint_len,
+    StateBatch, entry_room, entry_size_bound, is_newer_batch, quantize, varint_len,
 };
 use crate::body::{BodyKind, BodyState};
 use crate::budget::{
@@ -1103,11 +1102,7 @@ impl OwnershipClient {
             self.deferred_now = 0;
             return;
         }
-        let room = self
-            .budget
-            .available()
-            .min(MAX_BATCH_BYTES)
-            .saturating_sub(header_size(focus, candidates.len()) + MESSAGE_OVERHEAD);
+        let room = entry_room(self.budget.available(), focus, candidates.len());
         let selection = self.accumulator.select(&candidates, dt as f32, room);
         self.deferred_now = selection.deferred;
         self.stats.bodies_deferred += selection.deferred as u64;

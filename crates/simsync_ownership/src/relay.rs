@@ -7,9 +7,7 @@ use std::collections::BTreeSet;
 use bevy::math::Vec3;
 use bevy::platform::collections::HashMap;
 
-use crate::batch::{
-    MAX_BATCH_BYTES, MESSAGE_OVERHEAD, StateBatch, entry_size_bound, header_size, quantize,
-};
+use crate::batch::{StateBatch, entry_room, entry_size_bound, quantize};
 use crate::body::BodyState;
 use crate::budget::{Candidate, PriorityAccumulator, UploadBudget, send_weight};
 use crate::config::OwnershipConfig;
@@ -131,11 +129,7 @@ impl RelayQueue {
         if candidates.is_empty() {
             return result;
         }
-        let room = self
-            .budget
-            .available()
-            .min(MAX_BATCH_BYTES)
-            .saturating_sub(header_size(None, candidates.len()) + MESSAGE_OVERHEAD);
+        let room = entry_room(self.budget.available(), None, candidates.len());
         let selection = self.accumulator.select(&candidates, dt as f32, room);
         result.deferred = selection.deferred;
         if selection.chosen.is_empty() {
@@ -163,6 +157,7 @@ impl RelayQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::MESSAGE_OVERHEAD;
 
     fn moving(x: f32) -> BodyState {
         BodyState {
