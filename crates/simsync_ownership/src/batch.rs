@@ -4,6 +4,7 @@
 //! The format and error bounds are on [`StateBatch`].
 
 use bevy::math::{Quat, Vec3};
+use bevy::platform::collections::HashMap;
 use simsync_net::{pack_smallest_three, unpack_smallest_three};
 use thiserror::Error;
 
@@ -392,6 +393,20 @@ fn quantize_focus(focus: Vec3) -> [i64; 3] {
 /// Bytes of the `ClientMessage` / `ServerMessage` around a batch: two enum tags and the length
 /// prefix (up to 3 bytes below 2 MiB).
 pub(crate) const MESSAGE_OVERHEAD: usize = 5;
+
+/// The states of the `chosen` bodies (those without a state left out), sorted by body id as a
+/// batch lists them.
+pub(crate) fn chosen_states(
+    chosen: &[BodyId],
+    states: &HashMap<BodyId, BodyState>,
+) -> Vec<(BodyId, BodyState)> {
+    let mut bodies: Vec<(BodyId, BodyState)> = chosen
+        .iter()
+        .filter_map(|b| states.get(b).map(|s| (*b, *s)))
+        .collect();
+    bodies.sort_unstable_by_key(|(b, _)| *b);
+    bodies
+}
 
 /// Bytes left for body entries in one batch message when the budget has `available` bytes:
 /// capped at [`MAX_BATCH_BYTES`], less the header for `count` candidate bodies (and `focus`)

@@ -47,7 +47,7 @@ use simsync_net::{
 use crate::activity::{ActivityConfig, RestMemory, classify};
 use crate::arbiter::RefusalCounts;
 use crate::batch::{
-    StateBatch, entry_room, entry_size_bound, is_newer_batch, quantize, varint_len,
+    StateBatch, chosen_states, entry_room, entry_size_bound, is_newer_batch, quantize, varint_len,
 };
 use crate::body::{BodyKind, BodyState};
 use crate::budget::{
@@ -1109,12 +1109,7 @@ impl OwnershipClient {
         if selection.chosen.is_empty() {
             return;
         }
-        let mut bodies: Vec<(BodyId, BodyState)> = selection
-            .chosen
-            .iter()
-            .filter_map(|b| states.get(b).map(|s| (*b, *s)))
-            .collect();
-        bodies.sort_unstable_by_key(|(b, _)| *b);
+        let bodies = chosen_states(&selection.chosen, &states);
         self.send_batch(client, focus, bodies, now, NetChannel::State);
     }
 

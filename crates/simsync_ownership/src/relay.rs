@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use bevy::math::Vec3;
 use bevy::platform::collections::HashMap;
 
-use crate::batch::{StateBatch, entry_room, entry_size_bound, quantize};
+use crate::batch::{StateBatch, chosen_states, entry_room, entry_size_bound, quantize};
 use crate::body::BodyState;
 use crate::budget::{Candidate, PriorityAccumulator, UploadBudget, send_weight};
 use crate::config::OwnershipConfig;
@@ -135,12 +135,7 @@ impl RelayQueue {
         if selection.chosen.is_empty() {
             return result;
         }
-        let mut bodies: Vec<(BodyId, BodyState)> = selection
-            .chosen
-            .iter()
-            .filter_map(|b| states.get(b).map(|s| (*b, *s)))
-            .collect();
-        bodies.sort_unstable_by_key(|(b, _)| *b);
+        let bodies = chosen_states(&selection.chosen, &states);
         for (body, state) in &bodies {
             self.pending.remove(body);
             self.sent.insert(*body, (quantize(state), now));
