@@ -12,7 +12,8 @@
 //!   8 = nine ticks simulated). Target ≤ 1.10.
 //! - `zero-lat ÷ b`: one session update at zero latency (verify 1; the predicted world must
 //!   reach the verified tick), with the rollback skip off (`copy`: every update copies) and on
-//!   (the default). Target ≤ 1.1.
+//!   (the default: the predicted world shares the verified world's state, no copy and no second
+//!   tick). Target ≤ 1.1.
 //! - `mem`: peak live heap bytes of the session App ÷ those of the plain world (counting
 //!   allocator; the session App includes its main App). Target ≤ 2.2.
 //!
@@ -251,8 +252,29 @@ fn profile_only() -> bool {
     true
 }
 
+/// With `SIMSYNC_ROLLBACK_LOOP=gas` or `=pile`: 2,000 zero-latency session updates of that
+/// scene at the first size of `SIMSYNC_BENCH_SIZES` and nothing else, for an outside profiler
+/// (`perf record`).
+fn loop_only() -> bool {
+    let Some(kind) = std::env::var_os("SIMSYNC_ROLLBACK_LOOP") else {
+        return false;
+    };
+    let kind = if kind == "gas" { Kind::Gas } else { Kind::Pile };
+    let n = sizes().first().copied().unwrap_or(1_000);
+    let mut app = session_app(Scene { kind, n }, 0, true);
+    let t = Instant::now();
+    for _ in 0..2_000 {
+        app.update();
+    }
+    eprintln!(
+        "{kind:?} {n}: {:?} per zero-latency update",
+        t.elapsed() / 2_000
+    );
+    true
+}
+
 fn bench(c: &mut Criterion) {
-    if profile_only() {
+    if profile_only() || loop_only() {
         return;
     }
     let mut group = c.benchmark_group("1000_bodies_pile");

@@ -53,68 +53,91 @@ fn skipping_rollbacks_when_predictions_hold_keeps_every_check_matching() {
 /// A world's checksum and its sleeping bodies (entity bits, sorted).
 type WorldState = (u64, Vec<u64>);
 
+/// The sleeping bodies of `world` (entity bits, sorted).
+fn asleep(world: &bevy::prelude::World) -> Vec<u64> {
+    let mut q = world
+        .try_query::<(bevy::prelude::Entity, &bevy_rapier3d::prelude::Sleeping)>()
+        .expect("Sleeping is registered");
+    let mut list: Vec<u64> = q
+        .iter(world)
+        .filter(|(_, s)| s.sleeping)
+        .map(|(e, _)| e.to_bits())
+        .collect();
+    list.sort_unstable();
+    list
+}
+
 /// The checksums and the sleeping bodies (by entity) of both worlds, when both are at the same
-/// tick.
+/// tick and the predicted world has a state of its own (it does not share the verified one).
+/// Reads only: never ends a sharing.
 fn equal_tick_state(app: &mut bevy::prelude::App) -> Option<(WorldState, WorldState)> {
     use bevy::prelude::*;
     use simsync::prelude::*;
     let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
     let tick = |w: &World| w.resource::<SimTick>().0;
-    if tick(worlds.verified()) != tick(worlds.predicted()) {
+    if worlds.predicted_shares_verified() || tick(worlds.verified()) != tick(worlds.predicted()) {
         return None;
     }
-    fn asleep(world: &mut World) -> Vec<u64> {
-        let mut q = world.query::<(Entity, &bevy_rapier3d::prelude::Sleeping)>();
-        let mut list: Vec<u64> = q
-            .iter(world)
-            .filter(|(_, s)| s.sleeping)
-            .map(|(e, _)| e.to_bits())
-            .collect();
-        list.sort_unstable();
-        list
-    }
-    let verified = (worlds.verified_checksum(), asleep(worlds.verified_mut()));
-    let predicted = (worlds.predicted_checksum(), asleep(worlds.predicted_mut()));
+    let verified = (worlds.verified_checksum(), asleep(worlds.verified()));
+    let predicted = (worlds.predicted_checksum(), asleep(worlds.predicted()));
     Some((verified, predicted))
 }
 
 #[test]
-fn at_zero_latency_the_predicted_world_advances_instead_of_copying_and_equals_verification() {
+fn at_zero_latency_the_predicted_world_shares_the_verified_state_without_a_copy_or_a_tick() {
+    use simsync::prelude::*;
     let game = TestGame {
         boxes: 200,
         projectiles: true,
         ..TestGame::default()
     };
-    let mut advancing = common::app_with_skip(game.clone(), 0, SessionMode::Predicted, true, true);
+    let mut sharing = common::app_with_skip(game.clone(), 0, SessionMode::Predicted, true, true);
     let mut copying = common::app(game, 0, SessionMode::Predicted, true);
-    let mut compared = 0;
-    let mut asleep = 0;
-    for _ in 0..400 {
-        advancing.update();
+    let mut asleep_max = 0;
+    for update in 0..400 {
+        sharing.update();
         copying.update();
-        let (verified, predicted) = equal_tick_state(&mut advancing).expect("zero latency");
-        assert_eq!(
-            verified,
-            predicted,
-            "tick {}",
-            common::stats(&advancing).verified_tick
+        let worlds = sharing.world().resource::<SimulationWorlds>();
+        assert!(
+            worlds.predicted_shares_verified(),
+            "update {update} {:?}",
+            common::stats(&sharing)
         );
-        compared += 1;
-        asleep = asleep.max(verified.1.len());
+        let tick = |w: &bevy::prelude::World| w.resource::<SimTick>().0;
+        assert_eq!(tick(worlds.predicted()), tick(worlds.verified()));
+        asleep_max = asleep_max.max(asleep(worlds.predicted()).len());
+        // The copying session's predicted world, copied every update, equals the state the
+        // sharing session presents.
+        let other = copying.world().resource::<SimulationWorlds>();
+        assert_eq!(asleep(other.predicted()), asleep(worlds.predicted()));
     }
-    let (s, c) = (common::stats(&advancing), common::stats(&copying));
+    let (s, c) = (common::stats(&sharing), common::stats(&copying));
     // Every update verified the tick the last one predicted up to: a rollback each time, none
-    // of them a copy.
+    // of them a copy, and the predicted world never simulated a tick.
     assert!(s.rollbacks >= 390, "{s:?}");
     assert_eq!(s.advanced_rollbacks, s.rollbacks, "{s:?}");
+    assert_eq!((s.catch_up_ticks, s.catch_up_copies), (0, 0), "{s:?}");
+    assert_eq!(s.ticks_predicted, 0, "{s:?}");
+    assert_eq!(s.predicted_tick, s.verified_tick, "{s:?}");
     assert_eq!(c.advanced_rollbacks, 0, "{c:?}");
     assert_eq!(s.checksum_history, c.checksum_history);
-    assert_eq!(compared, 400);
-    assert!(asleep > 50, "piles fall asleep: {asleep}");
+    assert!(asleep_max > 50, "piles fall asleep: {asleep_max}");
+    // Asking for the predicted world mutably ends the sharing with a copy: a world of its own,
+    // equal to the verified one, whose changes do not reach the verified world.
+    let mut worlds = sharing.world_mut().resource_mut::<SimulationWorlds>();
+    let verified = worlds.verified_checksum();
+    let predicted = worlds.predicted_mut();
+    let mut q = predicted.query::<&mut bevy::prelude::Transform>();
+    for mut t in q.iter_mut(predicted) {
+        t.translation.y += 1.0;
+    }
+    assert!(!worlds.predicted_shares_verified());
+    assert_ne!(worlds.predicted_checksum(), verified);
+    assert_eq!(worlds.verified_checksum(), verified);
 }
 
 #[test]
-fn a_mispredicted_timeline_is_copied_and_a_held_one_advanced_under_jitter() {
+fn a_mispredicted_timeline_is_copied_and_a_held_one_shared_under_jitter() {
     use simsync::deterministic::LocalSessionConfig;
     let game = TestGame {
         boxes: 200,
@@ -145,6 +168,46 @@ fn a_mispredicted_timeline_is_copied_and_a_held_one_advanced_under_jitter() {
     assert!(s.mispredicted_inputs > 10, "{s:?}");
     assert!(s.advanced_rollbacks > 10, "{s:?}");
     assert!(s.rollbacks > s.advanced_rollbacks + 10, "{s:?}");
-    assert!(compared > 30, "{compared} {s:?}");
+    // Sharings ended by catching up one tick, and every re-simulated tick after them matched
+    // verification.
+    assert!(s.catch_up_ticks > 5, "{s:?}");
+    assert!(compared > 0, "{compared} {s:?}");
+    assert_eq!(s.resim_ticks_matching, s.resim_ticks_checked, "{s:?}");
+}
+
+#[test]
+fn a_sharing_that_ends_far_behind_is_ended_by_a_copy_and_predicts_exactly() {
+    use simsync::deterministic::{LocalSessionConfig, SessionClock};
+    let game = TestGame {
+        boxes: 200,
+        projectiles: true,
+        ..TestGame::default()
+    };
+    // Three ticks per update, inputs 0 or 1 tick late: updates that verify all three ticks
+    // share (the predicted sub-world falls three ticks behind each), the others must predict.
+    let mut app = common::app_with_game(game, 2, 0, |plugin| {
+        plugin
+            .mode(SessionMode::Predicted)
+            .verify_predictions(true)
+            .skip_rollback_when_predictions_hold(true)
+            .clock(SessionClock::Stepped {
+                ticks_per_update: 3,
+            })
+            .local_session(LocalSessionConfig {
+                latency_ticks: vec![0],
+                jitter_ticks: 1,
+                seed: 5,
+                known_players: vec![0],
+            })
+    });
+    for _ in 0..300 {
+        app.update();
+    }
+    let s = common::stats(&app);
+    assert!(s.catch_up_copies > 50, "{s:?}");
+    assert!(s.advanced_rollbacks > 100, "{s:?}");
+    // Every tick predicted after a catch-up copy was compared with its verification (the
+    // inputs held) and matched: the copy restored the verified state exactly.
+    assert!(s.resim_ticks_checked > 100, "{s:?}");
     assert_eq!(s.resim_ticks_matching, s.resim_ticks_checked, "{s:?}");
 }

@@ -301,7 +301,8 @@ fn report_findings(world: &mut World) {
         .get_resource_mut::<GuardFindings>()
         .map(|mut f| std::mem::take(&mut f.pending))
         .unwrap_or_default();
-    if let Some(mut predicted) = worlds.predicted_mut().get_resource_mut::<GuardFindings>() {
+    // The predicted sub-world itself, also while it shares the verified world's state.
+    if let Some(mut predicted) = worlds.predicted.world.get_resource_mut::<GuardFindings>() {
         predicted.pending.clear();
     }
     if found.is_empty() {

@@ -58,6 +58,7 @@ pub(crate) fn assemble_worlds<I: SimInput>(
         verified,
         predicted,
         registry,
+        shared: false,
     };
     (worlds, error)
 }

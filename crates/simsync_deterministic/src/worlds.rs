@@ -33,6 +33,12 @@ pub struct SimulationWorlds {
     pub(crate) verified: SimulationWorld,
     pub(crate) predicted: SimulationWorld,
     pub(crate) registry: RollbackRegistry,
+    /// The predicted world shares the verified world's state: the predicted timeline is the
+    /// verified one up to the verified tick and nothing is predicted beyond it, so the predicted
+    /// world is not simulated and reads as the verified world until it must predict again (see
+    /// [the shared timeline](crate::rules#the-predicted-world-shares-a-verified-timeline)). The
+    /// predicted sub-world itself then holds the verified state of an earlier tick.
+    pub(crate) shared: bool,
 }
 
 impl SimulationWorlds {
@@ -41,9 +47,41 @@ impl SimulationWorlds {
         &self.verified.world
     }
 
-    /// The predicted world (read-only): what a game presents.
+    /// The predicted world (read-only): what a game presents. While the predicted world shares
+    /// the verified world's state ([`SimulationWorlds::predicted_shares_verified`]), this is the
+    /// verified world: its state is the predicted state.
     pub fn predicted(&self) -> &World {
-        &self.predicted.world
+        if self.shared {
+            &self.verified.world
+        } else {
+            &self.predicted.world
+        }
+    }
+
+    /// Whether the predicted world shares the verified world's state now: nothing is predicted
+    /// beyond the verified tick and every earlier prediction held, so the session did not
+    /// simulate or copy the predicted world and [`SimulationWorlds::predicted`] reads the
+    /// verified world (see [the shared
+    /// timeline](crate::rules#the-predicted-world-shares-a-verified-timeline)).
+    pub fn predicted_shares_verified(&self) -> bool {
+        self.shared
+    }
+
+    /// The tick of the predicted state: the verified tick while the predicted world shares the
+    /// verified world's state.
+    pub(crate) fn predicted_tick(&self) -> Tick {
+        if self.shared {
+            self.verified.tick()
+        } else {
+            self.predicted.tick()
+        }
+    }
+
+    /// Copies the verified world into the predicted world (a rollback by copy); the predicted
+    /// world stops sharing the verified world's state.
+    pub(crate) fn copy_verified_into_predicted(&mut self) -> RollbackReport {
+        self.shared = false;
+        snapshot::rollback(&mut self.verified, &mut self.predicted, &mut self.registry)
     }
 
     /// The verified world, mutable (tests and tools; changing simulation state here breaks
@@ -52,8 +90,13 @@ impl SimulationWorlds {
         &mut self.verified.world
     }
 
-    /// The predicted world, mutable (see [`SimulationWorlds::verified_mut`]).
+    /// The predicted world, mutable (see [`SimulationWorlds::verified_mut`]). While the
+    /// predicted world shares the verified world's state, the verified world is first copied
+    /// into it (a rollback), so the caller gets a world of its own to change.
     pub fn predicted_mut(&mut self) -> &mut World {
+        if self.shared {
+            self.copy_verified_into_predicted();
+        }
         &mut self.predicted.world
     }
 
@@ -79,7 +122,7 @@ impl SimulationWorlds {
     /// it decides to roll back). For tools and tests; the session's own bookkeeping of the
     /// predicted tick is corrected at its next update.
     pub fn rollback_predicted(&mut self) -> RollbackReport {
-        snapshot::rollback(&mut self.verified, &mut self.predicted, &mut self.registry)
+        self.copy_verified_into_predicted()
     }
 
     /// The checksum of the verified world now.
@@ -87,8 +130,12 @@ impl SimulationWorlds {
         snapshot::checksum(&mut self.verified, &self.registry)
     }
 
-    /// The checksum of the predicted world now (same function as verified checksums).
+    /// The checksum of the predicted world now (same function as verified checksums; the
+    /// verified world's while the predicted world shares its state).
     pub fn predicted_checksum(&mut self) -> u64 {
+        if self.shared {
+            return self.verified_checksum();
+        }
         snapshot::checksum(&mut self.predicted, &self.registry)
     }
 }

@@ -217,11 +217,7 @@ fn load_into<I: SimInput>(
         });
     }
     snapshot::forget_sync(&mut worlds.verified, &mut worlds.predicted);
-    snapshot::rollback(
-        &mut worlds.verified,
-        &mut worlds.predicted,
-        &mut worlds.registry,
-    );
+    worlds.copy_verified_into_predicted();
     worlds.verified.ticks_run.clear();
     worlds.predicted.ticks_run.clear();
     resume_session(world, worlds, session, tick);

@@ -26,10 +26,17 @@ pub struct SessionStats {
     /// Rollbacks performed although skipping had been requested
     /// ([`IsRollbackRequired` overrides](crate::rules#isrollbackrequired-overrides-the-skip-flags)).
     pub forced_rollbacks: u64,
-    /// Of the rollbacks, those done without a copy: the predicted world held the verified
-    /// state of its tick and simulated the missing tick on confirmed inputs instead
-    /// ([rollback by advancing](crate::rules#rollback-by-advancing)).
+    /// Of the rollbacks, those done without a copy or a simulated tick: every prediction of
+    /// the predicted timeline held, so the predicted world shares the verified world's state
+    /// until it must predict again
+    /// ([the shared timeline](crate::rules#the-predicted-world-shares-a-verified-timeline)).
     pub advanced_rollbacks: u64,
+    /// Verified ticks the predicted world simulated on confirmed inputs to catch up with the
+    /// verified world when it stopped sharing its state (at most one per catch-up).
+    pub catch_up_ticks: u64,
+    /// Copies of the verified world made when the predicted world stopped sharing its state
+    /// and was too far behind to catch up by simulating.
+    pub catch_up_copies: u64,
     /// Session updates that verified ticks but skipped the rollback because every prediction
     /// of the current timeline held.
     pub skipped_rollbacks: u64,

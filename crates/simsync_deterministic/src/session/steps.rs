@@ -99,7 +99,7 @@ pub(super) fn begin<I: SimInput>(
     session: &mut DeterministicSession<I>,
     polled: Polled,
 ) {
-    session.predicted_tick = worlds.predicted.tick();
+    session.predicted_tick = worlds.predicted_tick();
     let params = UpdateParams {
         verified_tick: worlds.verified.tick(),
         predicted_tick: session.predicted_tick,
@@ -297,15 +297,11 @@ pub(super) fn rollback<I: SimInput>(
         let target = world
             .resource::<SimulatorContext>()
             .target_verification_tick();
-        if can_advance(session, worlds.predicted.tick(), target) {
-            advance_predicted(worlds, session, target);
+        if can_share(session, session.predicted_tick, target) {
+            worlds.shared = true;
             stats.advanced_rollbacks += 1;
         } else {
-            let report = snapshot::rollback(
-                &mut worlds.verified,
-                &mut worlds.predicted,
-                &mut worlds.registry,
-            );
+            let report = worlds.copy_verified_into_predicted();
             stats.rollback_restored_entities += u64::from(report.restored_entities);
             stats.rollback_parked_entities += u64::from(report.parked_entities);
         }
@@ -328,27 +324,51 @@ pub(super) fn rollback<I: SimInput>(
     }
 }
 
-/// The most ticks a rollback may simulate on the predicted world instead of copying (see
-/// [rollback by advancing](crate::rules#rollback-by-advancing)): one, the zero-latency case,
-/// where a copy of a resting scene costs many ticks and a tick costs one.
-const MAX_ADVANCE_TICKS: Tick = 1;
+/// The most verified ticks the predicted world simulates to catch up when it stops sharing the
+/// verified world's state (see [the shared
+/// timeline](crate::rules#the-predicted-world-shares-a-verified-timeline)); further behind, the
+/// verified world is copied. One: a tick costs one tick, a copy of a resting scene many.
+const MAX_CATCH_UP_TICKS: Tick = 1;
 
-/// Whether the predicted world, now at `predicted`, can reach the verified state at `target` by
-/// simulating the ticks between on confirmed inputs: the session asks to skip rollbacks when
-/// predictions hold, at most [`MAX_ADVANCE_TICKS`] ticks are missing, and every tick the
-/// predicted world simulated since its last rollback used exactly the inputs now confirmed
-/// (so it holds the verified state of tick `predicted`).
-fn can_advance<I: SimInput>(
+/// Whether a rollback to `target` may let the predicted world, now at `predicted`, share the
+/// verified world's state instead of copying it: the session asks to skip rollbacks when
+/// predictions hold, verification passed the predicted tick, and every tick the predicted
+/// world simulated since its last rollback used exactly the inputs now confirmed (so it holds
+/// the verified state of tick `predicted`, and the verified world holds the predicted
+/// timeline's state of `target`).
+fn can_share<I: SimInput>(
     session: &mut DeterministicSession<I>,
     predicted: Tick,
     target: Tick,
 ) -> bool {
-    let missing = target - predicted;
     session.config.skip_rollback_when_predictions_hold
-        && (1..=MAX_ADVANCE_TICKS).contains(&missing)
+        && target > predicted
         && !session.predicted_diverged
         && session.used_inputs.keys().all(|tick| *tick <= predicted)
         && used_inputs_hold(session)
+}
+
+/// Ends the sharing before the predicted world predicts again: the predicted sub-world, which
+/// holds the verified state of its own (earlier) tick, simulates the verified ticks it missed
+/// on their confirmed inputs when they are at most [`MAX_CATCH_UP_TICKS`], else the verified
+/// world is copied into it.
+fn stop_sharing<I: SimInput>(
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    stats: &mut SessionStats,
+) {
+    worlds.shared = false;
+    let target = worlds.verified.tick();
+    let behind = target - worlds.predicted.tick();
+    if (0..=MAX_CATCH_UP_TICKS).contains(&behind) {
+        advance_predicted(worlds, session, target);
+        stats.catch_up_ticks += behind as u64;
+    } else {
+        let report = worlds.copy_verified_into_predicted();
+        stats.rollback_restored_entities += u64::from(report.restored_entities);
+        stats.rollback_parked_entities += u64::from(report.parked_entities);
+        stats.catch_up_copies += 1;
+    }
 }
 
 /// Brings the predicted world from its tick to `target` by simulating each tick between on
@@ -381,6 +401,9 @@ pub(super) fn predict<I: SimInput>(
     stats: &mut SessionStats,
 ) {
     while let Some(tick) = world.resource::<SimulatorContext>().next_tick_to_predict() {
+        if worlds.shared {
+            stop_sharing(worlds, session, stats);
+        }
         let (inputs_hash, disconnected) = fill_predicted(session, tick);
         if tick <= session.highest_predicted {
             stats.resimulated_ticks += 1;
@@ -404,13 +427,15 @@ pub(super) fn predict<I: SimInput>(
         session.audit.record_predicted(tick, inputs_hash, state);
         super::dumps::keep_predicted(world, worlds, session, tick);
     }
-    check::scan_world(
-        world,
-        &mut worlds.predicted,
-        &mut worlds.registry,
-        WorldRole::Predicted,
-        stats,
-    );
+    if !worlds.shared {
+        check::scan_world(
+            world,
+            &mut worlds.predicted,
+            &mut worlds.registry,
+            WorldRole::Predicted,
+            stats,
+        );
+    }
 }
 
 /// Fills the session's scratch input set with the predicted inputs of `tick`, records the
@@ -466,7 +491,7 @@ pub(super) fn finish<I: SimInput>(
         .max(session.predicted_tick - verified_tick);
     stats.mispredicted_inputs = session.buffer.mispredicted_inputs();
     stats.unsimulated_entities = worlds.verified.coverage.last_unsimulated
-        + if predicted_mode {
+        + if predicted_mode && !worlds.shared {
             worlds.predicted.coverage.last_unsimulated
         } else {
             0
