@@ -13,7 +13,9 @@
 //! - `zero-lat ÷ b`: one session update at zero latency (verify 1; the predicted world must
 //!   reach the verified tick), with the rollback skip off (`copy`: every update copies) and on
 //!   (the default: the predicted world shares the verified world's state, no copy and no second
-//!   tick). Target ≤ 1.1.
+//!   tick). Target ≤ 1.1. `zero-lat − frame` subtracts Bevy's own frame cost (an App with
+//!   `MinimalPlugins` and no session, measured in the same run), which a session update
+//!   includes and the plain tick does not.
 //! - `mem`: peak live heap bytes of the session App ÷ those of the plain world (counting
 //!   allocator; the session App includes its main App). Target ≤ 2.2.
 //!
@@ -167,11 +169,13 @@ struct Row {
 }
 
 impl Row {
-    fn print(&self) {
+    /// One table line; `frame` is Bevy's own frame cost ([`app_frame`]), shown subtracted from
+    /// the zero-latency update in the column after it.
+    fn print(&self, frame: Duration) {
         let b = self.tick.as_secs_f64();
         let r = |d: Duration| d.as_secs_f64() / b;
         println!(
-            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} |",
+            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} |",
             self.scene.kind,
             self.scene.n,
             b * 1e3,
@@ -179,6 +183,7 @@ impl Row {
             r(self.update) / 9.0,
             r(self.zero_copy),
             r(self.zero),
+            r(self.zero.saturating_sub(frame)),
             self.memory,
             self.sleeping,
         );
@@ -247,9 +252,83 @@ fn profile_only() -> bool {
             eprintln!("profile {kind:?} {n}");
             time_rollbacks(&mut app, 20);
             eprintln!("profile end");
+            rapier_parts(&mut app, kind, n);
         }
     }
     true
+}
+
+/// One update of an App with `MinimalPlugins` and nothing else: the main app's own frame cost
+/// (schedules, executor, time), which every session update includes and a plain world tick
+/// does not.
+fn app_frame() -> Duration {
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    app.finish();
+    app.cleanup();
+    for _ in 0..50 {
+        app.update();
+    }
+    time_each(200, || app.update())
+}
+
+/// Median time of `clone_from` of one part of Rapier's state, from a fresh clone of it.
+fn clone_time<T: Clone>(part: &T) -> Duration {
+    let mut to = part.clone();
+    time_each(15, || to.clone_from(part))
+}
+
+/// Prints, for the verified world of `app`, the time each part of Rapier's state takes to copy
+/// (`clone_from`, what a rollback does), and the alternative of a serde round trip of the
+/// narrow phase through a reused bincode buffer.
+fn rapier_parts(app: &mut App, kind: Kind, n: u32) {
+    use bevy_rapier3d::plugin::context::{
+        RapierContextColliders, RapierContextSimulation, RapierRigidBodySet,
+    };
+    let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
+    let world = worlds.verified_mut();
+    let mut q = world.query::<(
+        &RapierContextSimulation,
+        &RapierRigidBodySet,
+        &RapierContextColliders,
+    )>();
+    let Ok((sim, bodies, colliders)) = q.single(world) else {
+        return;
+    };
+    let pairs = sim
+        .narrow_phase
+        .contact_graph()
+        .raw_graph()
+        .raw_edges()
+        .len();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "parts {kind:?} {n}: contact pairs {pairs}; clone_from ms: narrow phase {:.3}, islands {:.3}, broad phase {:.3}, CCD {:.3}, rigid-body set {:.3}, collider set {:.3}",
+        ms(clone_time(&sim.narrow_phase)),
+        ms(clone_time(&sim.islands)),
+        ms(clone_time(&sim.broad_phase)),
+        ms(clone_time(&sim.ccd_solver)),
+        ms(clone_time(&bodies.bodies)),
+        ms(clone_time(&colliders.colliders)),
+    );
+    let config = bincode::config::standard();
+    let mut buffer: Vec<u8> = Vec::new();
+    let encode = time_each(15, || {
+        buffer.clear();
+        bincode::serde::encode_into_std_write(&sim.narrow_phase, &mut buffer, config)
+            .expect("the narrow phase encodes");
+    });
+    let decode = time_each(15, || {
+        let (phase, _): (bevy_rapier3d::rapier::geometry::NarrowPhase, usize) =
+            bincode::serde::decode_from_slice(&buffer, config).expect("and decodes");
+        std::hint::black_box(phase);
+    });
+    println!(
+        "parts {kind:?} {n}: narrow phase serde round trip ms: encode {:.3} + decode {:.3} ({} bytes)",
+        ms(encode),
+        ms(decode),
+        buffer.len()
+    );
 }
 
 /// With `SIMSYNC_ROLLBACK_LOOP=gas` or `=pile`: 2,000 zero-latency session updates of that
@@ -296,15 +375,20 @@ fn bench(c: &mut Criterion) {
     group.finish();
     drop(app);
 
+    let frame = app_frame();
     println!(
-        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | mem ÷ plain | asleep |"
+        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | zero-lat − frame ÷ b | mem ÷ plain | asleep |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for n in sizes() {
         for kind in [Kind::Gas, Kind::Pile] {
-            measure(Scene { kind, n }).print();
+            measure(Scene { kind, n }).print(frame);
         }
     }
+    println!(
+        "Bevy's own frame (an App with MinimalPlugins and no session, one update): {:.1} µs",
+        frame.as_secs_f64() * 1e6
+    );
     for kind in [Kind::Gas, Kind::Pile] {
         let scene = Scene { kind, n: 0 };
         let mut late = session_app(scene, 8, false);
