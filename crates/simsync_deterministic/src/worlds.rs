@@ -282,6 +282,18 @@ pub(crate) fn build_sub_app<I: SimInput>(
         simsync_time::VirtualTimeSet::Dispatch.in_set(SimulationSet::Prepare),
     );
     sub.add_plugins(GamePlugin(game));
+    // Rollback states run their transitions inside the tick (`StateTransition`): on the tick's
+    // own executor, not Bevy's default multi-threaded one, which would wake the thread pool
+    // for a few systems at every tick of both worlds.
+    if let Some(mut schedules) = sub.world_mut().get_resource_mut::<Schedules>()
+        && let Some(transitions) = schedules.get_mut(bevy_state::state::StateTransition)
+    {
+        if spec.parallel {
+            transitions.set_executor(MultiThreadedExecutor::new());
+        } else {
+            transitions.set_executor(SingleThreadedExecutor::new());
+        }
+    }
     Ok(sub)
 }
 
