@@ -156,7 +156,7 @@ struct SentBatch {
 }
 
 /// What a sender sent one receiver and what the receiver acknowledged: the baselines of its
-/// deltas ([memory bounds](self#memory-bounds)).
+/// deltas ([memory bounds](crate::rules#rule-20--deltas-against-acknowledged-states)).
 #[derive(Debug, Clone, Default)]
 pub struct SentHistory {
     batches: VecDeque<SentBatch>,
@@ -240,7 +240,7 @@ impl SentHistory {
 }
 
 /// A receiver's newest states per body from one sender, by batch number: the baselines deltas
-/// refer to ([memory bounds](self#memory-bounds)).
+/// refer to ([memory bounds](crate::rules#rule-20--deltas-against-acknowledged-states)).
 #[derive(Debug, Clone, Default)]
 pub struct ReceivedStates {
     bodies: HashMap<BodyId, [Option<(u32, QuantizedState)>; RING_LEN]>,
@@ -273,7 +273,8 @@ impl ReceivedStates {
                         continue;
                     };
                     let Some(state) = delta.apply(&base) else {
-                        out.rejected.push(DeltaRejection::OutOfRange { body: *body });
+                        out.rejected
+                            .push(DeltaRejection::OutOfRange { body: *body });
                         continue;
                     };
                     state
@@ -485,12 +486,24 @@ mod tests {
         w.record(8);
         assert_eq!(w.ack().unwrap().earlier, 0b1111);
         w.record(49);
-        assert_eq!(w.ack().unwrap(), BatchAck { newest: 49, earlier: 0 });
+        assert_eq!(
+            w.ack().unwrap(),
+            BatchAck {
+                newest: 49,
+                earlier: 0
+            }
+        );
         w.record(u32::MAX);
         assert_eq!(w.ack().unwrap().newest, 49);
         // Across the wrap: 49 + 33 = 82, so 49 is bit 32, just out of the window.
         w.record(82);
-        assert_eq!(w.ack().unwrap(), BatchAck { newest: 82, earlier: 0 });
+        assert_eq!(
+            w.ack().unwrap(),
+            BatchAck {
+                newest: 82,
+                earlier: 0
+            }
+        );
         w.record(81);
         assert_eq!(w.ack().unwrap().earlier, 1);
     }
@@ -512,14 +525,26 @@ mod tests {
         assert_eq!(h.baseline(BodyId(1)), Some((3, q(3.0))));
         // An older acknowledgement arriving late does not move the baseline back.
         h.record(4, [(BodyId(1), q(4.0))]);
-        assert_eq!(h.on_ack(&BatchAck { newest: 2, earlier: 0 }), Ok(1));
+        assert_eq!(
+            h.on_ack(&BatchAck {
+                newest: 2,
+                earlier: 0
+            }),
+            Ok(1)
+        );
         assert_eq!(h.baseline(BodyId(1)), Some((3, q(3.0))));
         // Only 1 acknowledged of 4: the baseline stays 1 while it is among the last 4 sends.
         let mut h = SentHistory::default();
         for seq in 1..=4 {
             h.record(seq, [(BodyId(1), q(seq as f32))]);
         }
-        assert_eq!(h.on_ack(&BatchAck { newest: 1, earlier: 0 }), Ok(1));
+        assert_eq!(
+            h.on_ack(&BatchAck {
+                newest: 1,
+                earlier: 0
+            }),
+            Ok(1)
+        );
         assert_eq!(h.baseline(BodyId(1)), Some((1, q(1.0))));
         h.record(5, [(BodyId(1), q(5.0))]);
         assert_eq!(h.baseline(BodyId(1)), None);
@@ -528,7 +553,13 @@ mod tests {
         for seq in 6..6 + HISTORY_BATCHES as u32 {
             h.record(seq, [(BodyId(2), q(0.0))]);
         }
-        assert_eq!(h.on_ack(&BatchAck { newest: 5, earlier: 0 }), Ok(0));
+        assert_eq!(
+            h.on_ack(&BatchAck {
+                newest: 5,
+                earlier: 0
+            }),
+            Ok(0)
+        );
         assert_eq!(h.baseline(BodyId(2)), None);
     }
 
@@ -584,7 +615,13 @@ mod tests {
         };
         // Body 1 absolute in batch 3; body 2 unknown to the receiver (not kept).
         let first = r.resolve(
-            &wire(3, vec![(BodyId(1), Entry::Absolute(q)), (BodyId(2), Entry::Absolute(q))]),
+            &wire(
+                3,
+                vec![
+                    (BodyId(1), Entry::Absolute(q)),
+                    (BodyId(2), Entry::Absolute(q)),
+                ],
+            ),
             |b| b == BodyId(1),
         );
         assert_eq!(first.states.len(), 2);
@@ -594,7 +631,10 @@ mod tests {
             &wire(5, vec![(BodyId(1), delta(2)), (BodyId(2), delta(2))]),
             |b| b == BodyId(1),
         );
-        assert_eq!(second.states, vec![(BodyId(1), QuantizedState::new(&at(1.5)))]);
+        assert_eq!(
+            second.states,
+            vec![(BodyId(1), QuantizedState::new(&at(1.5)))]
+        );
         assert_eq!(
             second.rejected,
             vec![DeltaRejection::MissingBaseline {
@@ -667,7 +707,16 @@ mod tests {
             // Bodies 1..=8; odd ones rest, even ones move a little every batch.
             let bodies: Vec<(u64, f32)> = (1..=8u64)
                 .filter(|b| (u64::from(seq) + b) % 3 != 0)
-                .map(|b| (b, if b % 2 == 0 { seq as f32 * 0.01 } else { b as f32 }))
+                .map(|b| {
+                    (
+                        b,
+                        if b % 2 == 0 {
+                            seq as f32 * 0.01
+                        } else {
+                            b as f32
+                        },
+                    )
+                })
                 .collect();
             let batch = batch(seq, &bodies);
             let wire = sender.send(&batch, true).unwrap();

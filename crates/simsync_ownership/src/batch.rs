@@ -205,7 +205,7 @@ pub enum Entry {
 /// angular velocity, each present only if it differs from the baseline; bits 5–7 the baseline's
 /// offset `ago` in batches when 1–7, or 0 with `ago` following as a varint — then each present
 /// part: 3 × zigzag varint differences (the rotation's of its three 12-bit components, or its 5
-/// bytes when its largest component changed). A body equal to its baseline costs its head and
+/// bytes when its largest component changed or the differences would take 5 bytes or more). A body equal to its baseline costs its head and
 /// the flag byte (and the `ago` varint beyond 7 batches).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WireBatch {
@@ -326,7 +326,10 @@ impl StateBatch {
                 });
             }
             let q = QuantizedState::new(state);
-            entries.push((*body, choose_entry(body.0 - next, q, self.seq, baseline(*body))));
+            entries.push((
+                *body,
+                choose_entry(body.0 - next, q, self.seq, baseline(*body)),
+            ));
             next = body.0 + 1;
         }
         Ok(WireBatch {
@@ -617,15 +620,17 @@ const AGO_SHIFT: u32 = 5;
 
 impl Delta {
     /// `state` as differences from `base`, `ago` batches back. The rotation is the difference
-    /// of its three components when the largest component's index is the same, else absolute.
+    /// of its three components when the largest component's index is the same and that is
+    /// smaller than the packed rotation, else absolute.
     pub fn between(base: &QuantizedState, state: &QuantizedState, ago: u32) -> Self {
         let diff = |a: [i64; 3], b: [i64; 3]| [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
-        let rotation = if base.rotation & 3 == state.rotation & 3 {
-            let (b, s) = (components(base.rotation), components(state.rotation));
-            RotationDelta::Components(diff(s, b))
-        } else {
-            RotationDelta::Absolute(state.rotation)
-        };
+        let components = diff(components(state.rotation), components(base.rotation));
+        let rotation =
+            if base.rotation & 3 == state.rotation & 3 && sum_len(&components) < ROTATION_BYTES {
+                RotationDelta::Components(components)
+            } else {
+                RotationDelta::Absolute(state.rotation)
+            };
         Self {
             ago,
             position: diff(state.position, base.position),
@@ -762,7 +767,9 @@ impl Delta {
                 return Ok([0; 3]);
             }
             let v = r.three()?;
-            if v.iter().any(|d| d.unsigned_abs() > 2 * MAX_VELOCITY_Q as u64) {
+            if v.iter()
+                .any(|d| d.unsigned_abs() > 2 * MAX_VELOCITY_Q as u64)
+            {
                 return Err(out_of_range(field));
             }
             Ok(v)
@@ -1241,7 +1248,9 @@ mod tests {
         assert_eq!(bytes, vec![4, 10, 3 << 3 | 4, 3 << 5]);
         assert_eq!(resolve_against(&bytes, &base), vec![(BodyId(3), base)]);
         // Far back: the offset follows as a varint, one byte more.
-        let far = batch.to_wire(None, |_| Some((10u32.wrapping_sub(64), base))).unwrap();
+        let far = batch
+            .to_wire(None, |_| Some((10u32.wrapping_sub(64), base)))
+            .unwrap();
         assert_eq!(far.encode().unwrap().len(), 5);
         // A moving body against a state one frame older: every field differs, and the delta
         // reconstructs exactly what the absolute entry carries.
@@ -1269,18 +1278,33 @@ mod tests {
         assert!(matches!(delta.rotation, RotationDelta::Components(_)));
         assert_eq!(delta.angular, [0; 3]);
         let bytes = wire.encode().unwrap();
-        let absolute = batch.to_wire(Some(ack), |_| None).unwrap().encode().unwrap();
-        assert!(bytes.len() + 5 <= absolute.len(), "{} vs {}", bytes.len(), absolute.len());
+        let absolute = batch
+            .to_wire(Some(ack), |_| None)
+            .unwrap()
+            .encode()
+            .unwrap();
+        assert!(
+            bytes.len() + 5 <= absolute.len(),
+            "{} vs {}",
+            bytes.len(),
+            absolute.len()
+        );
         let back = WireBatch::decode(&bytes).unwrap();
         assert_eq!(back.ack, Some(ack));
-        assert_eq!(back.ack.unwrap().seqs().collect::<Vec<_>>(), vec![77, 76, 74]);
+        assert_eq!(
+            back.ack.unwrap().seqs().collect::<Vec<_>>(),
+            vec![77, 76, 74]
+        );
         assert_eq!(resolve_against(&bytes, &base), vec![(BodyId(40), q(7))]);
         assert_eq!(q(7).to_state(), quantize(&now));
     }
 
     #[test]
     fn a_delta_is_sent_only_where_it_is_smaller() {
-        let state = QuantizedState::new(&BodyState::resting(Vec3::new(0.1, 0.2, 0.3), Quat::IDENTITY));
+        let state = QuantizedState::new(&BodyState::resting(
+            Vec3::new(0.1, 0.2, 0.3),
+            Quat::IDENTITY,
+        ));
         // A baseline kilometres away and spinning fast: every difference is larger than the
         // value itself, so the body goes absolute.
         let far = QuantizedState::new(&BodyState {
@@ -1292,18 +1316,32 @@ mod tests {
         let entry = choose_entry(0, state, 5, Some((4, far)));
         assert_eq!(entry, Entry::Absolute(state));
         let delta = Entry::Delta(Delta::between(&far, &state, 1));
-        assert!(delta.size(0) >= entry.size(0), "{} vs {}", delta.size(0), entry.size(0));
+        assert!(
+            delta.size(0) >= entry.size(0),
+            "{} vs {}",
+            delta.size(0),
+            entry.size(0)
+        );
         // The same body against itself is a delta of 2 bytes, unless the baseline is the batch
         // itself or too far back.
         assert_eq!(choose_entry(0, state, 5, Some((4, state))).size(0), 2);
-        assert_eq!(choose_entry(0, state, 5, Some((5, state))), Entry::Absolute(state));
+        assert_eq!(
+            choose_entry(0, state, 5, Some((5, state))),
+            Entry::Absolute(state)
+        );
         let too_old = 5u32.wrapping_sub(MAX_BASELINE_AGO + 1);
-        assert_eq!(choose_entry(0, state, 5, Some((too_old, state))), Entry::Absolute(state));
+        assert_eq!(
+            choose_entry(0, state, 5, Some((too_old, state))),
+            Entry::Absolute(state)
+        );
         // The budget's size is the chosen entry's.
         let body = BodyId(9);
         let s = state.to_state();
         assert_eq!(entry_size_with(body, &s, 5, Some((4, state))), 2);
-        assert_eq!(entry_size_with(body, &s, 5, None), entry_size_bound(body, &s));
+        assert_eq!(
+            entry_size_with(body, &s, 5, None),
+            entry_size_bound(body, &s)
+        );
     }
 
     #[test]

@@ -146,9 +146,7 @@ fn record_ownership_diagnostics(
     diagnostics.add_measurement(&BUDGET_USE, || traffic.budget_use);
     diagnostics.add_measurement(&DEFERRED_BODIES, || traffic.deferred_bodies as f64);
     diagnostics.add_measurement(&DELTA_SHARE, || traffic.delta_share);
-    diagnostics.add_measurement(&DELTAS_REJECTED, || {
-        traffic.deltas_rejected_total as f64
-    });
+    diagnostics.add_measurement(&DELTAS_REJECTED, || traffic.deltas_rejected_total as f64);
 }
 
 #[cfg(test)]

@@ -97,8 +97,8 @@ pub use arbiter::{
     RefusalCounts, Released,
 };
 pub use baseline::{
-    ACK_INTERVAL, AckRejection, AckWindow, DeltaLink, DeltaRejection, HISTORY_BATCHES, RING_LEN, Received,
-    ReceivedStates, Resolved, SentHistory,
+    ACK_INTERVAL, AckRejection, AckWindow, DeltaLink, DeltaRejection, HISTORY_BATCHES, RING_LEN,
+    Received, ReceivedStates, Resolved, SentHistory,
 };
 pub use batch::{
     BatchAck, BatchError, Delta, Entry, MAX_BASELINE_AGO, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID,

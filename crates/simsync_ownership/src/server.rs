@@ -50,7 +50,6 @@ use simsync_net::{
 
 use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
 use crate::batch::{StateBatch, is_newer_batch, varint_len};
-use crate::relay::RelayPass;
 use crate::body::{BodyKind, BodyState};
 use crate::budget::StateBudgetConfig;
 use crate::clock::OwnershipClock;
@@ -61,6 +60,7 @@ use crate::error::OwnershipError;
 use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::OwnershipChanged;
 use crate::priority::{BodyId, ParticipantId, Priority};
+use crate::relay::RelayPass;
 use crate::relay::RelayQueue;
 use crate::send_policy::{Sequence, SequenceFilter};
 use crate::traffic::TrafficTotals;
@@ -797,7 +797,13 @@ impl EntityServer {
 
     /// Sends a relay pass's batch within the receiver's budget, or — with nothing to relay — a
     /// batch without bodies when the receiver's batches wait for an acknowledgement (rule 20).
-    fn send_pass(&mut self, io: &mut Io, client: ClientId, queue: &mut RelayQueue, pass: RelayPass) {
+    fn send_pass(
+        &mut self,
+        io: &mut Io,
+        client: ClientId,
+        queue: &mut RelayQueue,
+        pass: RelayPass,
+    ) {
         if let Some(batch) = pass.batch {
             let size = self.send_batch(io, client, queue, &batch, NetChannel::State);
             queue.spend(size);

@@ -83,7 +83,10 @@ fn deltas_cut_the_bytes_of_a_resting_scene_over_a_lossy_link() {
     let (up_on, relay_on, on) = resting_scene(40, true);
     println!("bytes per body: up {up_off:.2} → {up_on:.2}, relayed {relay_off:.2} → {relay_on:.2}");
     assert!(up_off > 10.0 && relay_off > 10.0, "{up_off} {relay_off}");
-    assert!(up_on < 0.5 * up_off, "up: {up_on} vs {up_off} without deltas");
+    assert!(
+        up_on < 0.5 * up_off,
+        "up: {up_on} vs {up_off} without deltas"
+    );
     assert!(
         relay_on < 0.5 * relay_off,
         "relayed: {relay_on} vs {relay_off} without deltas"
