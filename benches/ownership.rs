@@ -26,7 +26,8 @@
 //!
 //! `SIMSYNC_OWNERSHIP_SCALE=8x2000` sets participants × bodies (default `8x500`),
 //! `SIMSYNC_OWNERSHIP_SECONDS=6` the scripted seconds (default 4; 4 s of settling follow),
-//! `SIMSYNC_OWNERSHIP_BUDGETS=32000,64000` the upload budgets.
+//! `SIMSYNC_OWNERSHIP_BUDGETS=32000,64000` the upload budgets, `SIMSYNC_OWNERSHIP_DELTA=0` turns
+//! deltas against acknowledged states off (ownership rule 20; on by default).
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +59,13 @@ fn seconds() -> u32 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(4)
+}
+
+/// Whether deltas against acknowledged states are on (`SIMSYNC_OWNERSHIP_DELTA=0`: off).
+fn delta() -> bool {
+    std::env::var("SIMSYNC_OWNERSHIP_DELTA")
+        .ok()
+        .is_none_or(|s| s.trim() != "0")
 }
 
 fn budgets() -> Vec<u32> {
@@ -206,6 +214,7 @@ impl Run {
             upload_bytes_per_second: budget,
             relay_bytes_per_second: budget * 2,
             interest_radius: None,
+            delta_encoding: delta(),
         };
         let server = server_app(&network, n, p, budget);
         let participants = (0..p)
@@ -477,8 +486,9 @@ fn bench(c: &mut Criterion) {
 
     let (p, n) = scale();
     println!(
-        "\nownership at scale: {p} participants × {n} bodies, {} s scripted + 4 s settling, 40 ± 5 ms, 1 % loss; relay budget = 2 × upload",
-        seconds()
+        "\nownership at scale: {p} participants × {n} bodies, {} s scripted + 4 s settling, 40 ± 5 ms, 1 % loss; relay budget = 2 × upload; deltas {}",
+        seconds(),
+        if delta() { "on" } else { "off" }
     );
     println!(
         "| P×N | upload budget | up B/s | down B/s | bytes/body | server µs/tick mean / max | bids/s | deferred/s up / relay | moving div p50 / max | resting div | owned after settling |"

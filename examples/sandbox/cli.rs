@@ -205,6 +205,10 @@ pub struct OwnershipArgs {
     /// other than avatars are still owned, up to 20 s more).
     #[arg(long, default_value_t = 2.0, value_parser = parse_settle_seconds)]
     pub settle_seconds: f64,
+    /// Send every body absolute, without acknowledgements (ownership rule 20 off), to compare
+    /// the bytes with deltas against acknowledged states.
+    #[arg(long)]
+    pub no_delta: bool,
 }
 
 /// `sandbox serve`.

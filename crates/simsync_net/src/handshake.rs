@@ -55,7 +55,12 @@ use crate::ids::ParticipantId;
 ///
 /// Version 5: batched ownership state — `OwnershipClientMessage::StateBatch` and
 /// `OwnershipServerMessage::StateBatch` carry many bodies' quantized states in one message.
-pub const PROTOCOL_VERSION: u16 = 5;
+///
+/// Version 6: the bytes of those `StateBatch`es carry an acknowledgement of the batches the
+/// sender received, and a body may be a delta against a state the receiver acknowledged
+/// (`simsync_ownership`'s ownership rule 20); the message types are unchanged, but a
+/// version-5 peer would misread the batches, so it is refused in the handshake.
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

@@ -9,7 +9,9 @@
 //!
 //! Since protocol version 5 participants and the entity server send states as `StateBatch`
 //! bytes (`simsync_ownership`'s batch codec: about 12–24 bytes a body, plus a few bytes a
-//! message). The one-body messages below are still part of the protocol.
+//! message); since version 6 a batch also acknowledges the batches its sender received, and a
+//! body may travel as a delta against a state its receiver acknowledged (a few bytes for a
+//! body at rest). The one-body messages below are still part of the protocol.
 //!
 //! [`PackedBodyState`] is position as 3 × `f32` (12 bytes), rotation "smallest three" packed in 6
 //! bytes ([`PackedRotation`]), linear and angular velocity as 3 × `f32` each (24 bytes), plus

@@ -1,7 +1,13 @@
-//! [`StateBatch`]: many bodies' states in one message, quantized
-//! ([ownership rules 15 and 16](crate::rules#rule-15--one-state-batch-per-frame)).
+//! [`StateBatch`]: many bodies' states in one message, quantized, each body absolute or as a
+//! delta against a state the receiver acknowledged
+//! ([ownership rules 15, 16 and 20](crate::rules#rule-15--one-state-batch-per-frame)).
 //!
-//! The format and error bounds are on [`StateBatch`].
+//! [`StateBatch`] is what a batch means: the sender's bodies and their states. [`WireBatch`]
+//! is what travels: the same batch with the sender's acknowledgement of what it received
+//! ([`BatchAck`]) and each body as an [`Entry`] — its [`QuantizedState`], or a [`Delta`] from a
+//! baseline state ([`choose_entry`]: only where that is smaller). The format and error bounds
+//! are on [`WireBatch`]; resolving deltas against received states is
+//! [`ReceivedStates`](crate::ReceivedStates)' job.
 
 use bevy::math::{Quat, Vec3};
 use bevy::platform::collections::HashMap;
@@ -25,8 +31,12 @@ pub const MAX_BATCH_BODIES: usize = 8_192;
 /// Most bytes one encoded batch may have (below renet's 64 KiB message limit); a decoder
 /// refuses more, and senders lay batches out within it.
 pub const MAX_BATCH_BYTES: usize = 60 * 1024;
-/// Largest body id a batch can carry (the id gap shares its varint with two flag bits).
-pub const MAX_BATCH_BODY_ID: u64 = u64::MAX >> 2;
+/// Largest body id a batch can carry (the id gap shares its varint with three flag bits).
+pub const MAX_BATCH_BODY_ID: u64 = u64::MAX >> 3;
+/// Furthest back a delta's baseline may be, in batches of the same sender (64 s at 64 batches
+/// a second); a decoder refuses more ([`BatchError::BaselineOffset`]), senders send such a
+/// body absolute.
+pub const MAX_BASELINE_AGO: u32 = 4_096;
 
 /// Why a batch could not be encoded or decoded. Decoding never panics: any byte string is a
 /// batch or one of these.
@@ -59,8 +69,8 @@ pub enum BatchError {
     /// A body id past [`MAX_BATCH_BODY_ID`], or ids not strictly increasing (encoding).
     #[error("state batch body ids out of order or above {MAX_BATCH_BODY_ID}")]
     BodyIds,
-    /// A quantized value outside its range (decoding), or a state that is not finite
-    /// (encoding).
+    /// A quantized value (or a delta of one) outside its range (decoding), or a state that is
+    /// not finite (encoding).
     #[error("{body}: {field} out of range in a state batch")]
     OutOfRange {
         /// The body.
@@ -68,32 +78,34 @@ pub enum BatchError {
         /// Which field.
         field: &'static str,
     },
+    /// A delta entry whose baseline is 0 batches back (the batch itself) or more than
+    /// [`MAX_BASELINE_AGO`].
+    #[error("{body}: delta baseline {ago} batches back, outside 1..={MAX_BASELINE_AGO}")]
+    BaselineOffset {
+        /// The body.
+        body: BodyId,
+        /// The offset given.
+        ago: u64,
+    },
+    /// A delta entry given to [`StateBatch::decode`], which has no baselines to resolve it
+    /// (receivers decode a [`WireBatch`] and resolve it with
+    /// [`ReceivedStates`](crate::ReceivedStates)).
+    #[error("{body}: delta entry without baselines to resolve it")]
+    NeedsBaseline {
+        /// The body.
+        body: BodyId,
+    },
 }
 
 /// Many bodies' states from one sender in one message. `seq` numbers the sender's batches
 /// (wrapping `u32`, compared with [`is_newer_batch`]); `focus` is the sender's interest centre
-/// (its avatar, [rule 19](crate::rules#rule-19--interest-radius)), if any.
-///
-/// # Format
-/// All integers are LEB128 varints; signed ones are zigzag-encoded first.
-///
-/// | part | encoding |
-/// |---|---|
-/// | head | varint `count << 1 \| has_focus`; `count` at most [`MAX_BATCH_BODIES`] |
-/// | `seq` | varint `u32`: the sender's batch number |
-/// | focus | 3 × zigzag varint, millimetres (only with `has_focus`) |
-/// | entries | `count` times, body ids strictly increasing |
-///
-/// One entry: a varint `gap << 2 | has_linear << 1 | has_angular` (`gap` = id − previous id −
-/// 1, the first entry's previous id counting as −1), the position as 3 × zigzag varint
-/// millimetres, the rotation in 5 bytes ("smallest three", 12 bits a component), then the
-/// linear velocity (1/256 m/s) and angular velocity (1/256 rad/s) as 3 × zigzag varint each,
-/// each only if non-zero after quantization. A resting body costs about 12 bytes, a moving
-/// one within 8 m of the origin at under 32 m/s about 18–24.
+/// (its avatar, [rule 19](crate::rules#rule-19--interest-radius)), if any. On the wire it is a
+/// [`WireBatch`] ([`to_wire`](Self::to_wire)).
 ///
 /// # Quantization error
 /// At most 0.5 mm per position axis, 1/512 m/s per linear and 1/512 rad/s per angular velocity
-/// axis, and about 6 × 10⁻⁴ rad of rotation ([`quantize`]).
+/// axis, and about 6 × 10⁻⁴ rad of rotation ([`quantize`]); a delta entry reconstructs the very
+/// same quantized values.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StateBatch {
     /// The sender's batch number.
@@ -102,6 +114,109 @@ pub struct StateBatch {
     pub focus: Option<Vec3>,
     /// The bodies, ids strictly increasing, with their states.
     pub bodies: Vec<(BodyId, BodyState)>,
+}
+
+/// A receiver's acknowledgement of the batches it received from one sender
+/// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)): the newest batch
+/// number received, and in bit `i` of `earlier` whether batch `newest − 1 − i` was received
+/// too — 33 batches in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchAck {
+    /// The newest batch number received.
+    pub newest: u32,
+    /// Bit `i`: batch `newest − 1 − i` was received.
+    pub earlier: u32,
+}
+
+impl BatchAck {
+    /// The batch numbers acknowledged, newest first.
+    pub fn seqs(&self) -> impl Iterator<Item = u32> + '_ {
+        let earlier = (0..32u32)
+            .filter(|i| self.earlier & (1 << i) != 0)
+            .map(|i| self.newest.wrapping_sub(1 + i));
+        core::iter::once(self.newest).chain(earlier)
+    }
+}
+
+/// How a delta carries the rotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RotationDelta {
+    /// The differences of the three sent 12-bit components (the largest component's index is
+    /// the baseline's).
+    Components([i64; 3]),
+    /// The packed rotation itself (the largest component's index changed), 5 bytes.
+    Absolute(u64),
+}
+
+/// A body's quantized state as differences from a baseline state the receiver acknowledged
+/// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)): position in
+/// millimetres, rotation components in 12-bit steps, velocities in 1/256 steps, all of
+/// [`QuantizedState`]'s integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delta {
+    /// The baseline's batch: this many batches before the one carrying the delta
+    /// (1..=[`MAX_BASELINE_AGO`]).
+    pub ago: u32,
+    /// Position difference, mm.
+    pub position: [i64; 3],
+    /// Rotation difference, or the rotation.
+    pub rotation: RotationDelta,
+    /// Linear velocity difference, 1/256 m/s.
+    pub linear: [i64; 3],
+    /// Angular velocity difference, 1/256 rad/s.
+    pub angular: [i64; 3],
+}
+
+/// One body of a [`WireBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// The whole quantized state.
+    Absolute(QuantizedState),
+    /// Differences from a baseline.
+    Delta(Delta),
+}
+
+/// A batch as it travels: a [`StateBatch`] with the sender's acknowledgement of the batches it
+/// received from the receiver, each body an [`Entry`].
+///
+/// # Format
+/// All integers are LEB128 varints; signed ones are zigzag-encoded first.
+///
+/// | part | encoding |
+/// |---|---|
+/// | head | varint `count << 2 \| has_ack << 1 \| has_focus`; `count` at most [`MAX_BATCH_BODIES`] |
+/// | `seq` | varint `u32`: the sender's batch number |
+/// | focus | 3 × zigzag varint, millimetres (only with `has_focus`) |
+/// | ack | varint `newest`, then varint `!earlier` (the batches missing: 1 byte when none is); only with `has_ack` |
+/// | entries | `count` times, body ids strictly increasing |
+///
+/// Every entry starts with a varint `gap << 3 | delta << 2 | has_linear << 1 | has_angular`
+/// (`gap` = id − previous id − 1, the first entry's previous id counting as −1).
+///
+/// An absolute entry (`delta` = 0): the position as 3 × zigzag varint millimetres, the
+/// rotation in 5 bytes ("smallest three": 2 bits for the largest component's index, 3 × 12
+/// bits, 2 spare bits that must be 0), then the linear velocity (1/256 m/s) and angular
+/// velocity (1/256 rad/s) as 3 × zigzag varint each, each only if non-zero after quantization.
+/// A resting body costs about 12 bytes, a moving one within 8 m of the origin at under 32 m/s
+/// about 18–24.
+///
+/// A delta entry (`delta` = 1, the two low bits 0): a flag byte — bit 0 position, bit 1
+/// rotation components, bit 2 rotation absolute (not with bit 1), bit 3 linear velocity, bit 4
+/// angular velocity, each present only if it differs from the baseline; bits 5–7 the baseline's
+/// offset `ago` in batches when 1–7, or 0 with `ago` following as a varint — then each present
+/// part: 3 × zigzag varint differences (the rotation's of its three 12-bit components, or its 5
+/// bytes when its largest component changed or the differences would take 5 bytes or more). A body equal to its baseline costs its head and
+/// the flag byte (and the `ago` varint beyond 7 batches).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireBatch {
+    /// The sender's batch number.
+    pub seq: u32,
+    /// The sender's interest centre, m.
+    pub focus: Option<Vec3>,
+    /// What the sender received from the receiver.
+    pub ack: Option<BatchAck>,
+    /// The bodies, ids strictly increasing.
+    pub entries: Vec<(BodyId, Entry)>,
 }
 
 /// Whether batch number `seq` was sent after `last` (serial-number arithmetic over `u32`: 1 to
@@ -115,50 +230,88 @@ pub const fn is_newer_batch(seq: u32, last: u32) -> bool {
 /// `state` as a receiver of a batch gets it: every field rounded to its wire step. A batch
 /// carries exactly these values, so `quantize(s)` round-trips unchanged.
 pub fn quantize(state: &BodyState) -> BodyState {
-    let q = QuantState::new(state);
-    q.to_state()
+    QuantizedState::new(state).to_state()
 }
 
-/// The worst encoded size of one entry for `body` in `state`, bytes (the id counted as if it
-/// were the first of the batch): what the budget reserves before the batch is laid out.
+/// The worst encoded size of one absolute entry for `body` in `state`, bytes (the id counted
+/// as if it were the first of the batch).
 pub fn entry_size_bound(body: BodyId, state: &BodyState) -> usize {
-    let q = QuantState::new(state);
-    q.size(body.0.min(MAX_BATCH_BODY_ID))
+    Entry::Absolute(QuantizedState::new(state)).size(body.0.min(MAX_BATCH_BODY_ID))
 }
 
-/// Bytes of a batch header with `focus` and `count` bodies.
+/// The worst encoded size of `body`'s entry in batch `seq` with `baseline` (its batch number
+/// and state, if the receiver acknowledged one), as [`choose_entry`] picks it: what the budget
+/// reserves before the batch is laid out.
+pub fn entry_size_with(
+    body: BodyId,
+    state: &BodyState,
+    seq: u32,
+    baseline: Option<(u32, QuantizedState)>,
+) -> usize {
+    let gap = body.0.min(MAX_BATCH_BODY_ID);
+    choose_entry(gap, QuantizedState::new(state), seq, baseline).size(gap)
+}
+
+/// The entry for `state` at id gap `gap` in batch `seq`: a [`Delta`] from `baseline` (its batch
+/// number and state) where that is strictly smaller than the absolute entry and the baseline is
+/// 1..=[`MAX_BASELINE_AGO`] batches back, else absolute
+/// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
+pub fn choose_entry(
+    gap: u64,
+    state: QuantizedState,
+    seq: u32,
+    baseline: Option<(u32, QuantizedState)>,
+) -> Entry {
+    let absolute = Entry::Absolute(state);
+    let Some((base_seq, base)) = baseline else {
+        return absolute;
+    };
+    let ago = seq.wrapping_sub(base_seq);
+    if ago == 0 || ago > MAX_BASELINE_AGO {
+        return absolute;
+    }
+    let delta = Entry::Delta(Delta::between(&base, &state, ago));
+    if delta.size(gap) < absolute.size(gap) {
+        delta
+    } else {
+        absolute
+    }
+}
+
+/// Bytes of a batch header with `focus`, an acknowledgement (counted at its largest) and
+/// `count` bodies.
 pub fn header_size(focus: Option<Vec3>, count: usize) -> usize {
-    leb_len(((count as u128) << 1) | 1)
+    leb_len(((count as u128) << 2) | 3)
         + 5
+        + ACK_BYTES
         + focus.map_or(0, |f| {
             quantize_focus(f).iter().map(|v| zigzag_len(*v)).sum()
         })
 }
 
+/// Largest encoded acknowledgement: two 5-byte varints.
+const ACK_BYTES: usize = 10;
+
 impl StateBatch {
-    /// The batch as bytes ([format](StateBatch#format)).
+    /// The batch as it travels, with `ack`, each body a delta from `baseline(body)` (its batch
+    /// number and quantized state) where that pays ([`choose_entry`]), else absolute.
     ///
     /// # Errors
     /// [`BatchError::BodyIds`] if ids are not strictly increasing or above
     /// [`MAX_BATCH_BODY_ID`]; [`BatchError::TooManyBodies`] over [`MAX_BATCH_BODIES`];
     /// [`BatchError::OutOfRange`] for a position that is not finite or beyond 10⁶ m (velocities
     /// are clamped to 4,096 m/s, non-finite ones sent as 0).
-    pub fn encode(&self) -> Result<Vec<u8>, BatchError> {
+    pub fn to_wire(
+        &self,
+        ack: Option<BatchAck>,
+        baseline: impl Fn(BodyId) -> Option<(u32, QuantizedState)>,
+    ) -> Result<WireBatch, BatchError> {
         if self.bodies.len() > MAX_BATCH_BODIES {
             return Err(BatchError::TooManyBodies {
                 count: self.bodies.len() as u64,
             });
         }
-        let mut out =
-            Vec::with_capacity(header_size(self.focus, self.bodies.len()) + 24 * self.bodies.len());
-        let head = ((self.bodies.len() as u128) << 1) | u128::from(self.focus.is_some());
-        put_varint(&mut out, head);
-        put_varint(&mut out, u128::from(self.seq));
-        if let Some(focus) = self.focus {
-            for v in quantize_focus(focus) {
-                put_zigzag(&mut out, v);
-            }
-        }
+        let mut entries = Vec::with_capacity(self.bodies.len());
         let mut next: u64 = 0;
         for (body, state) in &self.bodies {
             if body.0 < next || body.0 > MAX_BATCH_BODY_ID {
@@ -172,26 +325,115 @@ impl StateBatch {
                     field: "position",
                 });
             }
-            QuantState::new(state).put(&mut out, body.0 - next);
+            let q = QuantizedState::new(state);
+            entries.push((
+                *body,
+                choose_entry(body.0 - next, q, self.seq, baseline(*body)),
+            ));
+            next = body.0 + 1;
+        }
+        Ok(WireBatch {
+            seq: self.seq,
+            focus: self.focus,
+            ack,
+            entries,
+        })
+    }
+
+    /// The batch as bytes, every body absolute, no acknowledgement
+    /// ([format](WireBatch#format)).
+    ///
+    /// # Errors
+    /// As [`to_wire`](Self::to_wire).
+    pub fn encode(&self) -> Result<Vec<u8>, BatchError> {
+        self.to_wire(None, |_| None)?.encode()
+    }
+
+    /// Reads a batch of absolute entries from `bytes` ([format](WireBatch#format)); an
+    /// acknowledgement is ignored.
+    ///
+    /// # Errors
+    /// Those of [`WireBatch::decode`], and [`BatchError::NeedsBaseline`] for a delta entry.
+    pub fn decode(bytes: &[u8]) -> Result<StateBatch, BatchError> {
+        let wire = WireBatch::decode(bytes)?;
+        let bodies = wire
+            .entries
+            .into_iter()
+            .map(|(body, entry)| match entry {
+                Entry::Absolute(q) => Ok((body, q.to_state())),
+                Entry::Delta(_) => Err(BatchError::NeedsBaseline { body }),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(StateBatch {
+            seq: wire.seq,
+            focus: wire.focus,
+            bodies,
+        })
+    }
+}
+
+impl WireBatch {
+    /// Entries sent as deltas.
+    pub fn deltas(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|(_, e)| matches!(e, Entry::Delta(_)))
+            .count()
+    }
+
+    /// The batch as bytes ([format](WireBatch#format)).
+    ///
+    /// # Errors
+    /// [`BatchError::TooManyBodies`] over [`MAX_BATCH_BODIES`]; [`BatchError::BodyIds`] if ids
+    /// are not strictly increasing or above [`MAX_BATCH_BODY_ID`].
+    pub fn encode(&self) -> Result<Vec<u8>, BatchError> {
+        let count = self.entries.len();
+        if count > MAX_BATCH_BODIES {
+            return Err(BatchError::TooManyBodies {
+                count: count as u64,
+            });
+        }
+        let mut out = Vec::with_capacity(header_size(self.focus, count) + 24 * count);
+        let head = ((count as u128) << 2)
+            | (u128::from(self.ack.is_some()) << 1)
+            | u128::from(self.focus.is_some());
+        put_varint(&mut out, head);
+        put_varint(&mut out, u128::from(self.seq));
+        if let Some(focus) = self.focus {
+            for v in quantize_focus(focus) {
+                put_zigzag(&mut out, v);
+            }
+        }
+        if let Some(ack) = self.ack {
+            put_varint(&mut out, u128::from(ack.newest));
+            put_varint(&mut out, u128::from(!ack.earlier));
+        }
+        let mut next: u64 = 0;
+        for (body, entry) in &self.entries {
+            if body.0 < next || body.0 > MAX_BATCH_BODY_ID {
+                return Err(BatchError::BodyIds);
+            }
+            entry.put(&mut out, body.0 - next);
             next = body.0 + 1;
         }
         Ok(out)
     }
 
-    /// Reads a batch from `bytes` ([format](StateBatch#format)).
+    /// Reads a batch from `bytes` ([format](WireBatch#format)).
     ///
     /// # Errors
-    /// Every [`BatchError`] but `BodyIds`' ordering half: truncated, oversized, too many
-    /// bodies, trailing bytes, malformed varints or flags, an id past [`MAX_BATCH_BODY_ID`],
-    /// a position beyond 10⁶ m, a velocity beyond 4,096 m/s, or a rotation whose three sent
-    /// components cannot belong to a unit quaternion.
-    pub fn decode(bytes: &[u8]) -> Result<StateBatch, BatchError> {
+    /// Every [`BatchError`] but `BodyIds`' ordering half and `NeedsBaseline`: truncated,
+    /// oversized, too many bodies, trailing bytes, malformed varints or flags, an id past
+    /// [`MAX_BATCH_BODY_ID`], a position beyond 10⁶ m, a velocity beyond 4,096 m/s, a rotation
+    /// whose three sent components cannot belong to a unit quaternion, a delta larger than any
+    /// two values in range can differ, or a baseline offset outside 1..=[`MAX_BASELINE_AGO`].
+    pub fn decode(bytes: &[u8]) -> Result<WireBatch, BatchError> {
         if bytes.len() > MAX_BATCH_BYTES {
             return Err(BatchError::Oversized { bytes: bytes.len() });
         }
         let mut r = Reader { bytes, at: 0 };
         let head = r.varint()?;
-        let count = head >> 1;
+        let count = head >> 2;
         if count > MAX_BATCH_BODIES as u128 {
             return Err(BatchError::TooManyBodies {
                 count: u64::try_from(count).unwrap_or(u64::MAX),
@@ -199,44 +441,74 @@ impl StateBatch {
         }
         let seq = u32::try_from(r.varint()?).map_err(|_| BatchError::Malformed("seq"))?;
         let focus = if head & 1 == 1 {
-            let mut f = [0i64; 3];
-            for v in &mut f {
-                *v = r.zigzag()?;
-                if v.abs() > MAX_POSITION_Q {
-                    return Err(BatchError::Malformed("focus out of range"));
-                }
-            }
-            Some(Vec3::new(f[0] as f32, f[1] as f32, f[2] as f32) * POSITION_STEP)
+            Some(read_focus(&mut r)?)
         } else {
             None
         };
-        let mut bodies = Vec::with_capacity(count as usize);
+        let ack = if head & 2 == 2 {
+            let newest =
+                u32::try_from(r.varint()?).map_err(|_| BatchError::Malformed("ack seq"))?;
+            let missing =
+                u32::try_from(r.varint()?).map_err(|_| BatchError::Malformed("ack bits"))?;
+            Some(BatchAck {
+                newest,
+                earlier: !missing,
+            })
+        } else {
+            None
+        };
+        let mut entries = Vec::with_capacity(count as usize);
         let mut next: u64 = 0;
         for _ in 0..count {
-            let (body, state) = QuantState::get(&mut r, next)?;
+            let (body, entry) = Entry::get(&mut r, next)?;
             next = body.0 + 1;
-            bodies.push((body, state));
+            entries.push((body, entry));
         }
         if r.at != bytes.len() {
             return Err(BatchError::TrailingBytes {
                 bytes: bytes.len() - r.at,
             });
         }
-        Ok(StateBatch { seq, focus, bodies })
+        Ok(WireBatch {
+            seq,
+            focus,
+            ack,
+            entries,
+        })
     }
 }
 
-/// A state in wire units.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct QuantState {
-    position: [i64; 3],
-    rotation: u64,
-    linear: [i64; 3],
-    angular: [i64; 3],
+fn read_focus(r: &mut Reader) -> Result<Vec3, BatchError> {
+    let mut f = [0i64; 3];
+    for v in &mut f {
+        *v = r.zigzag()?;
+        if v.unsigned_abs() > MAX_POSITION_Q as u64 {
+            return Err(BatchError::Malformed("focus out of range"));
+        }
+    }
+    Ok(Vec3::new(f[0] as f32, f[1] as f32, f[2] as f32) * POSITION_STEP)
 }
 
-impl QuantState {
-    fn new(state: &BodyState) -> Self {
+/// A state in wire units: position in millimetres (±10⁹), rotation as packed "smallest three"
+/// bits (2 bits for the largest component's index, then 3 × 12-bit components), linear and
+/// angular velocity in 1/256 m/s and rad/s (±2²⁰). What an absolute entry carries and what
+/// deltas are taken between: equal `QuantizedState`s give bit-identical received states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuantizedState {
+    /// Position, mm.
+    pub position: [i64; 3],
+    /// Packed rotation (38 bits).
+    pub rotation: u64,
+    /// Linear velocity, 1/256 m/s.
+    pub linear: [i64; 3],
+    /// Angular velocity, 1/256 rad/s.
+    pub angular: [i64; 3],
+}
+
+impl QuantizedState {
+    /// `state` rounded to the wire steps (positions clamped to ±10⁶ m, velocities to
+    /// ±4,096, non-finite values as 0).
+    pub fn new(state: &BodyState) -> Self {
         let pos = |v: f32| {
             let q = (v / POSITION_STEP).round();
             if q.is_finite() {
@@ -264,7 +536,9 @@ impl QuantState {
         }
     }
 
-    fn to_state(self) -> BodyState {
+    /// The state a receiver applies (an invalid packed rotation, which no decoded state has,
+    /// as the identity).
+    pub fn to_state(&self) -> BodyState {
         let v = |q: [i64; 3], step: f32| Vec3::new(q[0] as f32, q[1] as f32, q[2] as f32) * step;
         BodyState {
             position: v(self.position, POSITION_STEP),
@@ -274,83 +548,299 @@ impl QuantState {
         }
     }
 
-    fn size(&self, gap: u64) -> usize {
-        let sum = |q: &[i64; 3]| q.iter().map(|v| zigzag_len(*v)).sum::<usize>();
-        leb_len(u128::from(gap) << 2)
-            + sum(&self.position)
+    /// Whether every value is within its wire range and the rotation is a valid packing.
+    fn in_range(&self) -> Result<(), &'static str> {
+        let within = |q: &[i64; 3], max: i64| q.iter().all(|v| v.unsigned_abs() <= max as u64);
+        if !within(&self.position, MAX_POSITION_Q) {
+            return Err("position");
+        }
+        if unpack_rotation(self.rotation).is_none() {
+            return Err("rotation");
+        }
+        if !within(&self.linear, MAX_VELOCITY_Q) || !within(&self.angular, MAX_VELOCITY_Q) {
+            return Err("velocity");
+        }
+        Ok(())
+    }
+
+    /// Bytes after the entry head.
+    fn size(&self) -> usize {
+        sum_len(&self.position)
             + ROTATION_BYTES
             + if self.linear == [0; 3] {
                 0
             } else {
-                sum(&self.linear)
+                sum_len(&self.linear)
             }
             + if self.angular == [0; 3] {
                 0
             } else {
-                sum(&self.angular)
+                sum_len(&self.angular)
+            }
+    }
+
+    /// Writes the fields after the entry head.
+    fn put(&self, out: &mut Vec<u8>) {
+        put_three(out, &self.position);
+        out.extend_from_slice(&self.rotation.to_le_bytes()[..ROTATION_BYTES]);
+        for values in [self.linear, self.angular] {
+            if values != [0; 3] {
+                put_three(out, &values);
+            }
+        }
+    }
+
+    /// Reads the fields after the entry head (`head`'s two velocity bits).
+    fn get(r: &mut Reader, body: BodyId, head: u128) -> Result<Self, BatchError> {
+        let mut q = QuantizedState {
+            position: r.three()?,
+            rotation: r.rotation()?,
+            linear: [0; 3],
+            angular: [0; 3],
+        };
+        if head & 2 != 0 {
+            q.linear = r.three()?;
+        }
+        if head & 1 != 0 {
+            q.angular = r.three()?;
+        }
+        q.in_range()
+            .map_err(|field| BatchError::OutOfRange { body, field })?;
+        Ok(q)
+    }
+}
+
+const FLAG_POSITION: u8 = 1;
+const FLAG_ROTATION: u8 = 2;
+const FLAG_ROTATION_ABSOLUTE: u8 = 4;
+const FLAG_LINEAR: u8 = 8;
+const FLAG_ANGULAR: u8 = 16;
+/// Where a delta's flag byte keeps a baseline offset of 1–7.
+const AGO_SHIFT: u32 = 5;
+
+impl Delta {
+    /// `state` as differences from `base`, `ago` batches back. The rotation is the difference
+    /// of its three components when the largest component's index is the same and that is
+    /// smaller than the packed rotation, else absolute.
+    pub fn between(base: &QuantizedState, state: &QuantizedState, ago: u32) -> Self {
+        let diff = |a: [i64; 3], b: [i64; 3]| [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
+        let components = diff(components(state.rotation), components(base.rotation));
+        let rotation =
+            if base.rotation & 3 == state.rotation & 3 && sum_len(&components) < ROTATION_BYTES {
+                RotationDelta::Components(components)
+            } else {
+                RotationDelta::Absolute(state.rotation)
+            };
+        Self {
+            ago,
+            position: diff(state.position, base.position),
+            rotation,
+            linear: diff(state.linear, base.linear),
+            angular: diff(state.angular, base.angular),
+        }
+    }
+
+    /// The state these differences make from `base`; `None` if it is out of range (a value
+    /// past its limit, a component outside 12 bits, or a rotation no unit quaternion has): a
+    /// delta from a hostile sender, or against the wrong baseline.
+    pub fn apply(&self, base: &QuantizedState) -> Option<QuantizedState> {
+        let add = |a: [i64; 3], d: [i64; 3]| {
+            Some([
+                a[0].checked_add(d[0])?,
+                a[1].checked_add(d[1])?,
+                a[2].checked_add(d[2])?,
+            ])
+        };
+        let rotation = match self.rotation {
+            RotationDelta::Absolute(packed) => packed,
+            RotationDelta::Components(d) => {
+                let c = add(components(base.rotation), d)?;
+                if c.iter().any(|v| !(0..=ROTATION_MAX as i64).contains(v)) {
+                    return None;
+                }
+                (base.rotation & 3)
+                    | (c[0] as u64) << 2
+                    | (c[1] as u64) << (2 + ROTATION_BITS)
+                    | (c[2] as u64) << (2 + 2 * ROTATION_BITS)
+            }
+        };
+        let q = QuantizedState {
+            position: add(base.position, self.position)?,
+            rotation,
+            linear: add(base.linear, self.linear)?,
+            angular: add(base.angular, self.angular)?,
+        };
+        q.in_range().ok().map(|()| q)
+    }
+
+    fn flags(&self) -> u8 {
+        let set = |present: bool, flag: u8| if present { flag } else { 0 };
+        let rotation = match self.rotation {
+            RotationDelta::Components(d) => set(d != [0; 3], FLAG_ROTATION),
+            RotationDelta::Absolute(_) => FLAG_ROTATION_ABSOLUTE,
+        };
+        let ago = if self.ago <= 7 { self.ago as u8 } else { 0 };
+        set(self.position != [0; 3], FLAG_POSITION)
+            | rotation
+            | set(self.linear != [0; 3], FLAG_LINEAR)
+            | set(self.angular != [0; 3], FLAG_ANGULAR)
+            | ago << AGO_SHIFT
+    }
+
+    /// Bytes after the entry head.
+    fn size(&self) -> usize {
+        let part = |v: &[i64; 3]| if *v == [0; 3] { 0 } else { sum_len(v) };
+        1 + if self.ago > 7 {
+            leb_len(u128::from(self.ago))
+        } else {
+            0
+        } + part(&self.position)
+            + match &self.rotation {
+                RotationDelta::Components(d) => part(d),
+                RotationDelta::Absolute(_) => ROTATION_BYTES,
+            }
+            + part(&self.linear)
+            + part(&self.angular)
+    }
+
+    /// Writes the flag byte and the parts after the entry head.
+    fn put(&self, out: &mut Vec<u8>) {
+        let flags = self.flags();
+        out.push(flags);
+        if self.ago > 7 {
+            put_varint(out, u128::from(self.ago));
+        }
+        let part = |v: &[i64; 3], out: &mut Vec<u8>| {
+            if *v != [0; 3] {
+                put_three(out, v);
+            }
+        };
+        part(&self.position, out);
+        match &self.rotation {
+            RotationDelta::Components(d) => part(d, out),
+            RotationDelta::Absolute(packed) => {
+                out.extend_from_slice(&packed.to_le_bytes()[..ROTATION_BYTES]);
+            }
+        }
+        part(&self.linear, out);
+        part(&self.angular, out);
+    }
+
+    /// Reads the flag byte and the parts after the entry head, checking each difference
+    /// against the largest two values in range can differ by.
+    fn get(r: &mut Reader, body: BodyId) -> Result<Self, BatchError> {
+        let flags = r.byte()?;
+        if flags & FLAG_ROTATION != 0 && flags & FLAG_ROTATION_ABSOLUTE != 0 {
+            return Err(BatchError::Malformed("delta rotation flags"));
+        }
+        let ago = match u64::from(flags >> AGO_SHIFT) {
+            0 => u64::try_from(r.varint()?).unwrap_or(u64::MAX),
+            ago => ago,
+        };
+        if ago == 0 || ago > u64::from(MAX_BASELINE_AGO) {
+            return Err(BatchError::BaselineOffset { body, ago });
+        }
+        let out_of_range = |field| BatchError::OutOfRange { body, field };
+        let mut part = |flag: u8, max: i64, field| -> Result<[i64; 3], BatchError> {
+            if flags & flag == 0 {
+                return Ok([0; 3]);
+            }
+            let v = r.three()?;
+            if v.iter().any(|d| d.unsigned_abs() > max as u64) {
+                return Err(out_of_range(field));
+            }
+            Ok(v)
+        };
+        let position = part(FLAG_POSITION, 2 * MAX_POSITION_Q, "position delta")?;
+        let components = part(FLAG_ROTATION, ROTATION_MAX as i64, "rotation delta")?;
+        let rotation = if flags & FLAG_ROTATION_ABSOLUTE != 0 {
+            let packed = r.rotation()?;
+            if unpack_rotation(packed).is_none() {
+                return Err(out_of_range("rotation"));
+            }
+            RotationDelta::Absolute(packed)
+        } else {
+            RotationDelta::Components(components)
+        };
+        let mut part = |flag: u8, field| -> Result<[i64; 3], BatchError> {
+            if flags & flag == 0 {
+                return Ok([0; 3]);
+            }
+            let v = r.three()?;
+            if v.iter()
+                .any(|d| d.unsigned_abs() > 2 * MAX_VELOCITY_Q as u64)
+            {
+                return Err(out_of_range(field));
+            }
+            Ok(v)
+        };
+        Ok(Self {
+            ago: ago as u32,
+            position,
+            rotation,
+            linear: part(FLAG_LINEAR, "velocity delta")?,
+            angular: part(FLAG_ANGULAR, "velocity delta")?,
+        })
+    }
+}
+
+impl Entry {
+    /// Encoded bytes of this entry at id gap `gap`, head included.
+    pub fn size(&self, gap: u64) -> usize {
+        leb_len(u128::from(gap) << 3)
+            + match self {
+                Entry::Absolute(q) => q.size(),
+                Entry::Delta(d) => d.size(),
             }
     }
 
     fn put(&self, out: &mut Vec<u8>, gap: u64) {
-        let has_linear = self.linear != [0; 3];
-        let has_angular = self.angular != [0; 3];
-        let head = (u128::from(gap) << 2) | (u128::from(has_linear) << 1) | u128::from(has_angular);
-        put_varint(out, head);
-        for v in self.position {
-            put_zigzag(out, v);
-        }
-        out.extend_from_slice(&self.rotation.to_le_bytes()[..ROTATION_BYTES]);
-        for (present, values) in [(has_linear, self.linear), (has_angular, self.angular)] {
-            if present {
-                for v in values {
-                    put_zigzag(out, v);
-                }
+        match self {
+            Entry::Absolute(q) => {
+                let head = (u128::from(gap) << 3)
+                    | (u128::from(q.linear != [0; 3]) << 1)
+                    | u128::from(q.angular != [0; 3]);
+                put_varint(out, head);
+                q.put(out);
+            }
+            Entry::Delta(d) => {
+                put_varint(out, (u128::from(gap) << 3) | 4);
+                d.put(out);
             }
         }
     }
 
-    fn get(r: &mut Reader, next: u64) -> Result<(BodyId, BodyState), BatchError> {
+    fn get(r: &mut Reader, next: u64) -> Result<(BodyId, Entry), BatchError> {
         let head = r.varint()?;
-        let gap = u64::try_from(head >> 2).map_err(|_| BatchError::BodyIds)?;
+        let gap = u64::try_from(head >> 3).map_err(|_| BatchError::BodyIds)?;
         let id = next
             .checked_add(gap)
             .filter(|id| *id <= MAX_BATCH_BODY_ID)
             .ok_or(BatchError::BodyIds)?;
         let body = BodyId(id);
-        let out_of_range = |field| BatchError::OutOfRange { body, field };
-        let mut q = QuantState {
-            position: [0; 3],
-            rotation: 0,
-            linear: [0; 3],
-            angular: [0; 3],
-        };
-        for v in &mut q.position {
-            *v = r.zigzag()?;
-            if v.abs() > MAX_POSITION_Q {
-                return Err(out_of_range("position"));
-            }
+        if head & 4 == 0 {
+            return Ok((body, Entry::Absolute(QuantizedState::get(r, body, head)?)));
         }
-        let mut rot = [0u8; 8];
-        rot[..ROTATION_BYTES].copy_from_slice(r.take(ROTATION_BYTES)?);
-        q.rotation = u64::from_le_bytes(rot);
-        let Some(rotation) = unpack_rotation(q.rotation) else {
-            return Err(out_of_range("rotation"));
-        };
-        for (bit, values) in [(2u128, &mut q.linear), (1, &mut q.angular)] {
-            if head & bit != 0 {
-                for v in values.iter_mut() {
-                    *v = r.zigzag()?;
-                    if v.abs() > MAX_VELOCITY_Q {
-                        return Err(out_of_range("velocity"));
-                    }
-                }
-            }
+        if head & 3 != 0 {
+            return Err(BatchError::Malformed("delta entry head"));
         }
-        let state = BodyState {
-            rotation,
-            ..q.to_state()
-        };
-        Ok((body, state))
+        Ok((body, Entry::Delta(Delta::get(r, body)?)))
+    }
+}
+
+/// The three 12-bit components of a packed rotation, in packing order.
+fn components(packed: u64) -> [i64; 3] {
+    let c = |k: u32| ((packed >> (2 + k * ROTATION_BITS)) & ROTATION_MAX) as i64;
+    [c(0), c(1), c(2)]
+}
+
+fn sum_len(q: &[i64; 3]) -> usize {
+    q.iter().map(|v| zigzag_len(*v)).sum()
+}
+
+fn put_three(out: &mut Vec<u8>, values: &[i64; 3]) {
+    for v in values {
+        put_zigzag(out, *v);
     }
 }
 
@@ -358,8 +848,7 @@ impl QuantState {
 /// bits that must be 0.
 const ROTATION_BYTES: usize = 5;
 const ROTATION_BITS: u32 = 12;
-/// A component's largest quantized value (tests build hostile rotations from it).
-#[cfg(test)]
+/// A component's largest quantized value.
 const ROTATION_MAX: u64 = (1 << ROTATION_BITS) - 1;
 
 /// "Smallest three" in 38 bits ([`pack_smallest_three`] with 12 bits a component, step
@@ -488,6 +977,17 @@ impl Reader<'_> {
         let v =
             u64::try_from(self.varint()?).map_err(|_| BatchError::Malformed("varint too long"))?;
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    fn three(&mut self) -> Result<[i64; 3], BatchError> {
+        Ok([self.zigzag()?, self.zigzag()?, self.zigzag()?])
+    }
+
+    /// A packed rotation's 5 bytes (not yet checked).
+    fn rotation(&mut self) -> Result<u64, BatchError> {
+        let mut rot = [0u8; 8];
+        rot[..ROTATION_BYTES].copy_from_slice(self.take(ROTATION_BYTES)?);
+        Ok(u64::from_le_bytes(rot))
     }
 }
 
@@ -658,7 +1158,7 @@ mod tests {
             Err(BatchError::Malformed("varint too long"))
         );
         // A position of 2 × 10⁶ m.
-        let mut far = vec![2, 0, 0];
+        let mut far = vec![4, 0, 0];
         put_zigzag(&mut far, 2_000_000_000);
         far.extend([0, 0]);
         far.extend(pack_rotation(Quat::IDENTITY).to_le_bytes()[..5].iter());
@@ -670,7 +1170,7 @@ mod tests {
             })
         ));
         // A rotation whose three small components are all 1/√2.
-        let mut rot = vec![2, 0, 0, 0, 0, 0];
+        let mut rot = vec![4, 0, 0, 0, 0, 0];
         rot.extend(
             (ROTATION_MAX << 2 | ROTATION_MAX << 14 | ROTATION_MAX << 26).to_le_bytes()[..5].iter(),
         );
@@ -682,7 +1182,7 @@ mod tests {
             })
         ));
         // A velocity of 5,000 m/s.
-        let mut fast = vec![2, 0, 2, 0, 0, 0];
+        let mut fast = vec![4, 0, 2, 0, 0, 0];
         fast.extend(pack_rotation(Quat::IDENTITY).to_le_bytes()[..5].iter());
         put_zigzag(&mut fast, 5_000 * 256);
         fast.extend([0, 0]);
@@ -694,8 +1194,8 @@ mod tests {
             })
         ));
         // A gap past the largest id.
-        let mut gap = vec![2, 0];
-        put_varint(&mut gap, u128::from(u64::MAX) << 2);
+        let mut gap = vec![4, 0];
+        put_varint(&mut gap, u128::from(u64::MAX) << 3);
         assert_eq!(StateBatch::decode(&gap), Err(BatchError::BodyIds));
     }
 
@@ -713,6 +1213,224 @@ mod tests {
                 .collect();
             let _ = StateBatch::decode(&bytes);
         }
+    }
+
+    fn q(i: u64) -> QuantizedState {
+        QuantizedState::new(&moving(i))
+    }
+
+    /// Decodes `bytes` and applies its deltas against `base` (one baseline for every body).
+    fn resolve_against(bytes: &[u8], base: &QuantizedState) -> Vec<(BodyId, QuantizedState)> {
+        let wire = WireBatch::decode(bytes).unwrap();
+        wire.entries
+            .iter()
+            .map(|(b, e)| match e {
+                Entry::Absolute(q) => (*b, *q),
+                Entry::Delta(d) => (*b, d.apply(base).unwrap()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn delta_entries_round_trip_bit_for_bit_and_an_unchanged_body_costs_two_bytes() {
+        // A resting body sent again 3 batches after its acknowledged baseline.
+        let resting = moving(4).stopped();
+        let base = QuantizedState::new(&resting);
+        let batch = StateBatch {
+            seq: 10,
+            focus: None,
+            bodies: vec![(BodyId(3), resting)],
+        };
+        let wire = batch.to_wire(None, |_| Some((7, base))).unwrap();
+        assert_eq!(wire.deltas(), 1);
+        let bytes = wire.encode().unwrap();
+        // head (count, seq) + entry head + flag byte (ago 3 inline).
+        assert_eq!(bytes, vec![4, 10, 3 << 3 | 4, 3 << 5]);
+        assert_eq!(resolve_against(&bytes, &base), vec![(BodyId(3), base)]);
+        // Far back: the offset follows as a varint, one byte more.
+        let far = batch
+            .to_wire(None, |_| Some((10u32.wrapping_sub(64), base)))
+            .unwrap();
+        assert_eq!(far.encode().unwrap().len(), 5);
+        // A moving body against a state one frame older: every field differs, and the delta
+        // reconstructs exactly what the absolute entry carries.
+        let now = moving(7);
+        let before = BodyState {
+            position: now.position - now.linear_velocity / 64.0,
+            rotation: now.rotation * Quat::from_rotation_y(-0.02),
+            linear_velocity: now.linear_velocity - Vec3::new(0.0, -9.81 / 64.0, 0.0),
+            angular_velocity: now.angular_velocity,
+        };
+        let base = QuantizedState::new(&before);
+        let batch = StateBatch {
+            seq: 2,
+            focus: Some(Vec3::ONE),
+            bodies: vec![(BodyId(40), now)],
+        };
+        let ack = BatchAck {
+            newest: 77,
+            earlier: 0b101,
+        };
+        let wire = batch.to_wire(Some(ack), |_| Some((1, base))).unwrap();
+        let Entry::Delta(delta) = wire.entries[0].1 else {
+            panic!("absolute: {wire:?}")
+        };
+        assert!(matches!(delta.rotation, RotationDelta::Components(_)));
+        assert_eq!(delta.angular, [0; 3]);
+        let bytes = wire.encode().unwrap();
+        let absolute = batch
+            .to_wire(Some(ack), |_| None)
+            .unwrap()
+            .encode()
+            .unwrap();
+        assert!(
+            bytes.len() + 5 <= absolute.len(),
+            "{} vs {}",
+            bytes.len(),
+            absolute.len()
+        );
+        let back = WireBatch::decode(&bytes).unwrap();
+        assert_eq!(back.ack, Some(ack));
+        assert_eq!(
+            back.ack.unwrap().seqs().collect::<Vec<_>>(),
+            vec![77, 76, 74]
+        );
+        assert_eq!(resolve_against(&bytes, &base), vec![(BodyId(40), q(7))]);
+        assert_eq!(q(7).to_state(), quantize(&now));
+    }
+
+    #[test]
+    fn a_delta_is_sent_only_where_it_is_smaller() {
+        let state = QuantizedState::new(&BodyState::resting(
+            Vec3::new(0.1, 0.2, 0.3),
+            Quat::IDENTITY,
+        ));
+        // A baseline kilometres away and spinning fast: every difference is larger than the
+        // value itself, so the body goes absolute.
+        let far = QuantizedState::new(&BodyState {
+            position: Vec3::new(-9_000.0, 8_000.0, -7_000.0),
+            rotation: Quat::from_rotation_x(2.0),
+            linear_velocity: Vec3::splat(-300.0),
+            angular_velocity: Vec3::splat(200.0),
+        });
+        let entry = choose_entry(0, state, 5, Some((4, far)));
+        assert_eq!(entry, Entry::Absolute(state));
+        let delta = Entry::Delta(Delta::between(&far, &state, 1));
+        assert!(
+            delta.size(0) >= entry.size(0),
+            "{} vs {}",
+            delta.size(0),
+            entry.size(0)
+        );
+        // The same body against itself is a delta of 2 bytes, unless the baseline is the batch
+        // itself or too far back.
+        assert_eq!(choose_entry(0, state, 5, Some((4, state))).size(0), 2);
+        assert_eq!(
+            choose_entry(0, state, 5, Some((5, state))),
+            Entry::Absolute(state)
+        );
+        let too_old = 5u32.wrapping_sub(MAX_BASELINE_AGO + 1);
+        assert_eq!(
+            choose_entry(0, state, 5, Some((too_old, state))),
+            Entry::Absolute(state)
+        );
+        // The budget's size is the chosen entry's.
+        let body = BodyId(9);
+        let s = state.to_state();
+        assert_eq!(entry_size_with(body, &s, 5, Some((4, state))), 2);
+        assert_eq!(
+            entry_size_with(body, &s, 5, None),
+            entry_size_bound(body, &s)
+        );
+    }
+
+    #[test]
+    fn rotation_travels_as_component_differences_only_with_the_same_largest_component() {
+        // w largest, then x largest.
+        let a = QuantizedState::new(&BodyState::resting(Vec3::ZERO, Quat::from_rotation_x(0.3)));
+        let b = QuantizedState::new(&BodyState::resting(Vec3::ZERO, Quat::from_rotation_x(0.31)));
+        let c = QuantizedState::new(&BodyState::resting(Vec3::ZERO, Quat::from_rotation_x(3.0)));
+        assert_eq!(a.rotation & 3, b.rotation & 3);
+        assert_ne!(a.rotation & 3, c.rotation & 3);
+        let same = Delta::between(&a, &b, 1);
+        assert!(matches!(same.rotation, RotationDelta::Components(d) if d != [0; 3]));
+        assert_eq!(same.apply(&a), Some(b));
+        let changed = Delta::between(&a, &c, 1);
+        assert_eq!(changed.rotation, RotationDelta::Absolute(c.rotation));
+        assert_eq!(changed.apply(&a), Some(c));
+        // A component pushed past 12 bits, or a position past 10⁶ m: no state.
+        let mut over = same;
+        over.rotation = RotationDelta::Components([ROTATION_MAX as i64, 0, 0]);
+        assert_eq!(over.apply(&a), None);
+        let mut far = same;
+        far.position = [2 * MAX_POSITION_Q, 0, 0];
+        assert_eq!(far.apply(&a), None);
+    }
+
+    #[test]
+    fn hostile_delta_entries_are_typed_errors() {
+        let body = BodyId(0);
+        // count 1, seq 9, entry head: gap 0, delta.
+        let entry = |rest: &[u8]| {
+            let mut b = vec![4, 9, 4];
+            b.extend_from_slice(rest);
+            b
+        };
+        assert_eq!(
+            WireBatch::decode(&entry(&[0, 0])),
+            Err(BatchError::BaselineOffset { body, ago: 0 })
+        );
+        let mut too_far = entry(&[0]);
+        put_varint(&mut too_far, u128::from(MAX_BASELINE_AGO) + 1);
+        assert_eq!(
+            WireBatch::decode(&too_far),
+            Err(BatchError::BaselineOffset {
+                body,
+                ago: u64::from(MAX_BASELINE_AGO) + 1
+            })
+        );
+        assert_eq!(
+            WireBatch::decode(&entry(&[1 << 5 | FLAG_ROTATION | FLAG_ROTATION_ABSOLUTE])),
+            Err(BatchError::Malformed("delta rotation flags"))
+        );
+        assert_eq!(
+            WireBatch::decode(&[4, 9, 4 | 2, 1 << 5]),
+            Err(BatchError::Malformed("delta entry head"))
+        );
+        let mut huge = entry(&[1 << 5 | FLAG_ROTATION]);
+        put_zigzag(&mut huge, 5_000);
+        huge.extend([0, 0]);
+        assert!(matches!(
+            WireBatch::decode(&huge),
+            Err(BatchError::OutOfRange {
+                field: "rotation delta",
+                ..
+            })
+        ));
+        let mut fast = entry(&[1 << 5 | FLAG_LINEAR]);
+        put_zigzag(&mut fast, 3 * MAX_VELOCITY_Q);
+        fast.extend([0, 0]);
+        assert!(matches!(
+            WireBatch::decode(&fast),
+            Err(BatchError::OutOfRange { .. })
+        ));
+        // Every truncation of a good delta batch, and the no-baseline decoder.
+        let good = StateBatch {
+            seq: 9,
+            focus: None,
+            bodies: vec![(BodyId(2), moving(3))],
+        }
+        .to_wire(Some(BatchAck::default()), |_| Some((8, q(2))))
+        .unwrap()
+        .encode()
+        .unwrap();
+        for len in 0..good.len() {
+            assert!(WireBatch::decode(&good[..len]).is_err(), "length {len}");
+        }
+        assert_eq!(
+            StateBatch::decode(&good),
+            Err(BatchError::NeedsBaseline { body: BodyId(2) })
+        );
     }
 
     #[test]

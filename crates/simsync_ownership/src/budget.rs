@@ -20,6 +20,7 @@ use crate::priority::BodyId;
 /// | `upload_bytes_per_second` | 64,000 B/s | 17: a participant's state batches |
 /// | `relay_bytes_per_second` | 128,000 B/s | 17: the entity server's relays, per receiver |
 /// | `interest_radius` | `None` (everything) | 19 |
+/// | `delta_encoding` | `true` | 20: deltas against acknowledged states, and acknowledgements |
 #[derive(Resource, Debug, Clone, Copy, PartialEq, Reflect, Serialize, Deserialize)]
 #[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub struct StateBudgetConfig {
@@ -33,6 +34,17 @@ pub struct StateBudgetConfig {
     /// within `r` metres of its interest centre (its avatar, sent in its batches); `None`
     /// relays every body. Must be finite and positive. Default `None`.
     pub interest_radius: Option<f32>,
+    /// Whether this App acknowledges the batches it receives and sends bodies as deltas against
+    /// the states its receivers acknowledged, where that is smaller
+    /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)). Off, it sends
+    /// every body absolute and no acknowledgements, as protocol 5 did (it still understands
+    /// deltas it receives). Default `true`.
+    #[serde(default = "delta_on")]
+    pub delta_encoding: bool,
+}
+
+fn delta_on() -> bool {
+    true
 }
 
 /// The smallest budget accepted, B/s: a burst of 1/8 s must hold the largest entry.
@@ -44,6 +56,7 @@ impl Default for StateBudgetConfig {
             upload_bytes_per_second: 64_000,
             relay_bytes_per_second: 128_000,
             interest_radius: None,
+            delta_encoding: true,
         }
     }
 }

@@ -46,9 +46,8 @@ use simsync_net::{
 
 use crate::activity::{ActivityConfig, RestMemory, classify};
 use crate::arbiter::RefusalCounts;
-use crate::batch::{
-    StateBatch, chosen_states, entry_room, entry_size_bound, is_newer_batch, quantize, varint_len,
-};
+use crate::baseline::{ACK_INTERVAL, DeltaLink};
+use crate::batch::{StateBatch, chosen_states, entry_room, is_newer_batch, quantize, varint_len};
 use crate::body::{BodyKind, BodyState};
 use crate::budget::{
     Candidate, PriorityAccumulator, StateBudgetConfig, UploadBudget, nearest, send_weight,
@@ -108,8 +107,19 @@ pub struct ParticipantStats {
     pub state_batches_received: u64,
     /// Encoded bytes of the state received (`ServerMessage`s carrying states).
     pub state_bytes_received: u64,
-    /// State batches that did not decode ([`StateBatch::decode`]): dropped whole.
+    /// State batches that did not decode ([`WireBatch::decode`](crate::WireBatch::decode)):
+    /// dropped whole.
     pub state_batches_invalid: u64,
+    /// Of `state_updates_sent`, those sent as deltas against a state the entity server
+    /// acknowledged ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
+    pub delta_entries_sent: u64,
+    /// Batches without bodies sent only to acknowledge the entity server's (rule 20).
+    pub ack_batches_sent: u64,
+    /// Delta entries in relay batches that could not be applied: their baseline was missing or
+    /// they left the range (the body waited for a later entry).
+    pub deltas_rejected: u64,
+    /// Acknowledgements in relay batches that were refused (a batch never sent, or not yet).
+    pub acks_rejected: u64,
     /// Relayed states received.
     pub relays_received: u64,
     /// Relayed states applied to a body.
@@ -181,6 +191,10 @@ pub struct OwnershipClient {
     deferred_now: usize,
     /// The interest centre last sent, and when ([rule 19](crate::rules#rule-19--interest-radius)).
     focus_sent: Option<(Vec3, Duration)>,
+    /// Deltas both ways with the entity server ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
+    link: DeltaLink,
+    /// When the last state batch was sent.
+    last_batch_at: Option<Duration>,
 }
 
 impl OwnershipClient {
@@ -213,6 +227,8 @@ impl OwnershipClient {
             last_send: None,
             deferred_now: 0,
             focus_sent: None,
+            link: DeltaLink::default(),
+            last_batch_at: None,
         })
     }
 
@@ -241,6 +257,9 @@ impl OwnershipClient {
             deferred_total: self.stats.bodies_deferred,
             deferred_now: self.deferred_now as u64,
             budget_bytes_per_second: f64::from(self.budget_config.upload_bytes_per_second),
+            deltas_up: self.stats.delta_entries_sent,
+            deltas_rejected: self.stats.deltas_rejected,
+            acks_rejected: self.stats.acks_rejected,
         }
     }
 
@@ -296,6 +315,7 @@ impl OwnershipClient {
     fn forget_entity(&mut self, entity: Entity) {
         if let Some(body) = self.by_entity.remove(&entity) {
             self.bodies.remove(&body);
+            self.link.forget(body);
             if let Some(machine) = &mut self.machine {
                 machine.forget(body);
             }
@@ -452,6 +472,8 @@ impl OwnershipClient {
                 Ok(machine) => {
                     info!("participant: joined as {me}");
                     self.machine = Some(machine);
+                    // A new connection: the entity server remembers nothing of the last one.
+                    self.link = DeltaLink::default();
                 }
                 Err(error) => error!("participant: {error}"),
             },
@@ -634,21 +656,30 @@ impl OwnershipClient {
     }
 
     /// A batch of relayed states ([rule 15](crate::rules#rule-15--one-state-batch-per-frame)):
-    /// each body's state is applied if the batch is newer than the last one applied to that
-    /// body; a batch that does not decode is dropped whole and counted.
+    /// its acknowledgement and deltas are resolved by the [`DeltaLink`] (rule 20), then each
+    /// body's state is applied if the batch is newer than the last one applied to that body; a
+    /// batch that does not decode is dropped whole and counted, a delta that cannot be applied
+    /// is counted and its body left as it is.
     fn on_relay_batch(&mut self, rx: &mut Rx, bytes: &[u8]) {
         self.stats.state_batches_received += 1;
         // The `ServerMessage` tags and the length prefix around the batch.
         self.stats.state_bytes_received += bytes.len() as u64 + 2 + varint_len(bytes.len());
-        let batch = match StateBatch::decode(bytes) {
-            Ok(batch) => batch,
+        let bodies = &self.bodies;
+        let received = match self.link.receive(bytes, |b| bodies.contains_key(&b)) {
+            Ok(received) => received,
             Err(error) => {
                 self.stats.state_batches_invalid += 1;
                 debug!("participant: state batch dropped: {error}");
                 return;
             }
         };
-        for (body, state) in batch.bodies {
+        self.stats.deltas_rejected += received.deltas_rejected as u64;
+        self.stats.relays_received += received.deltas_rejected as u64;
+        if let Some(rejection) = received.ack_rejected {
+            self.stats.acks_rejected += 1;
+            debug!("participant: {rejection}");
+        }
+        for (body, state) in received.states {
             self.stats.relays_received += 1;
             let Some(local) = self.bodies.get_mut(&body).filter(|b| b.kind.is_ownable()) else {
                 self.stats.unknown_bodies += 1;
@@ -664,12 +695,12 @@ impl OwnershipClient {
             }
             if local
                 .batch_last
-                .is_some_and(|last| !is_newer_batch(batch.seq, last))
+                .is_some_and(|last| !is_newer_batch(received.seq, last))
             {
                 self.stats.relays_stale += 1;
                 continue;
             }
-            local.batch_last = Some(batch.seq);
+            local.batch_last = Some(received.seq);
             self.apply_relayed(rx, body, &state);
         }
     }
@@ -1100,6 +1131,7 @@ impl OwnershipClient {
         let (candidates, states) = self.candidates(seen, now);
         if candidates.is_empty() {
             self.deferred_now = 0;
+            self.send_ack_if_due(client, focus, now);
             return;
         }
         let room = entry_room(self.budget.available(), focus, candidates.len());
@@ -1107,10 +1139,27 @@ impl OwnershipClient {
         self.deferred_now = selection.deferred;
         self.stats.bodies_deferred += selection.deferred as u64;
         if selection.chosen.is_empty() {
+            self.send_ack_if_due(client, focus, now);
             return;
         }
         let bodies = chosen_states(&selection.chosen, &states);
         self.send_batch(client, focus, bodies, now, NetChannel::State);
+    }
+
+    /// A batch without bodies (with the interest centre if due) when relay batches arrived
+    /// since this participant last acknowledged and none of its batches went out for
+    /// [`ACK_INTERVAL`]: a participant that owns nothing still acknowledges
+    /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)). Only with delta
+    /// encoding on.
+    fn send_ack_if_due(&mut self, client: &mut RenetClient, focus: Option<Vec3>, now: Duration) {
+        let due = self.budget_config.delta_encoding
+            && self.link.acks.fresh()
+            && self
+                .last_batch_at
+                .is_none_or(|at| now.saturating_sub(at) >= ACK_INTERVAL);
+        if due && self.send_batch(client, focus, Vec::new(), now, NetChannel::State) {
+            self.stats.ack_batches_sent += 1;
+        }
     }
 
     /// The owned bodies (not being released) due for an update ([`should_send`]), weighed
@@ -1165,7 +1214,12 @@ impl OwnershipClient {
                 body: s.body,
                 weight: send_weight(error, recent, nearest(s.state.position, &others)),
                 urgent: overdue,
-                size: entry_size_bound(s.body, &s.state),
+                size: self.link.entry_size(
+                    s.body,
+                    &s.state,
+                    self.batch_seq.wrapping_add(1),
+                    self.budget_config.delta_encoding,
+                ),
             });
             states.insert(s.body, s.state);
         }
@@ -1187,8 +1241,10 @@ impl OwnershipClient {
         }
     }
 
-    /// Encodes `bodies` (ids increasing) as this participant's next state batch and sends it
-    /// on `channel`; records what receivers get as each body's last sent state.
+    /// Encodes `bodies` (ids increasing) as this participant's next state batch — with its
+    /// acknowledgement and deltas where they pay, when delta encoding is on (rule 20) — and
+    /// sends it on `channel`; records what receivers get as each body's last sent state.
+    /// Returns whether it went out.
     fn send_batch(
         &mut self,
         client: &mut RenetClient,
@@ -1196,18 +1252,22 @@ impl OwnershipClient {
         bodies: Vec<(BodyId, BodyState)>,
         now: Duration,
         channel: NetChannel,
-    ) {
+    ) -> bool {
         self.batch_seq = self.batch_seq.wrapping_add(1);
         let batch = StateBatch {
             seq: self.batch_seq,
             focus,
             bodies,
         };
-        let bytes = match batch.encode() {
-            Ok(bytes) => bytes,
+        let encoded = self
+            .link
+            .send(&batch, self.budget_config.delta_encoding)
+            .and_then(|wire| Ok((wire.encode()?, wire.deltas())));
+        let (bytes, deltas) = match encoded {
+            Ok(encoded) => encoded,
             Err(error) => {
                 warn!("participant: state batch not sent: {error}");
-                return;
+                return false;
             }
         };
         let msg = ClientMessage::Ownership(OwnershipClientMessage::StateBatch(bytes));
@@ -1221,17 +1281,20 @@ impl OwnershipClient {
                 local.sent = Some((quantize(state), now));
             }
         }
-        if self.send(client, channel, &msg) {
-            if let Some(focus) = batch.focus {
-                self.focus_sent = Some((focus, now));
-            }
-            self.stats.state_batches_sent += 1;
-            self.stats.state_updates_sent += batch.bodies.len() as u64;
-            self.stats.state_update_bytes += size as u64;
+        if !self.send(client, channel, &msg) {
+            return false;
         }
+        if let Some(focus) = batch.focus {
+            self.focus_sent = Some((focus, now));
+        }
+        self.last_batch_at = Some(now);
+        self.stats.state_batches_sent += 1;
+        self.stats.state_updates_sent += batch.bodies.len() as u64;
+        self.stats.delta_entries_sent += deltas as u64;
+        self.stats.state_update_bytes += size as u64;
+        true
     }
 }
-
 /// How far the avatar moves before its batches carry the interest centre again, m.
 const FOCUS_STEP: f32 = 0.5;
 /// How late a heartbeat may be before it is urgent.

@@ -43,8 +43,16 @@ pub const BUDGET_USE: DiagnosticPath = DiagnosticPath::const_new("simsync/owners
 pub const DEFERRED_BODIES: DiagnosticPath =
     DiagnosticPath::const_new("simsync/ownership/deferred_bodies");
 
+/// `simsync/ownership/delta_share`: of the body states sent so far, the share sent as deltas
+/// against an acknowledged state ([`StateTraffic::delta_share`]).
+pub const DELTA_SHARE: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/delta_share");
+/// `simsync/ownership/deltas_rejected`: delta entries received that could not be applied, so
+/// far.
+pub const DELTAS_REJECTED: DiagnosticPath =
+    DiagnosticPath::const_new("simsync/ownership/deltas_rejected");
+
 /// Every path [`OwnershipDiagnosticsPlugin`] registers.
-pub const OWNERSHIP_DIAGNOSTICS: [DiagnosticPath; 10] = [
+pub const OWNERSHIP_DIAGNOSTICS: [DiagnosticPath; 12] = [
     OWNED_BODIES,
     BIDS,
     REFUSALS,
@@ -55,6 +63,8 @@ pub const OWNERSHIP_DIAGNOSTICS: [DiagnosticPath; 10] = [
     BYTES_PER_BODY,
     BUDGET_USE,
     DEFERRED_BODIES,
+    DELTA_SHARE,
+    DELTAS_REJECTED,
 ];
 
 pub use crate::traffic::CounterRate;
@@ -76,6 +86,8 @@ pub use crate::traffic::CounterRate;
 /// | `simsync/ownership/bytes_per_body` | B | mean over the run |
 /// | `simsync/ownership/budget_use` | fraction | last second |
 /// | `simsync/ownership/deferred_bodies` | bodies | last frame |
+/// | `simsync/ownership/delta_share` | fraction | over the run |
+/// | `simsync/ownership/deltas_rejected` | entries | total |
 #[derive(Debug, Clone, Default)]
 pub struct OwnershipDiagnosticsPlugin;
 
@@ -133,6 +145,8 @@ fn record_ownership_diagnostics(
     diagnostics.add_measurement(&BYTES_PER_BODY, || traffic.bytes_per_body);
     diagnostics.add_measurement(&BUDGET_USE, || traffic.budget_use);
     diagnostics.add_measurement(&DEFERRED_BODIES, || traffic.deferred_bodies as f64);
+    diagnostics.add_measurement(&DELTA_SHARE, || traffic.delta_share);
+    diagnostics.add_measurement(&DELTAS_REJECTED, || traffic.deltas_rejected_total as f64);
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Simulation ownership for distributed, non-deterministic physics: every participant simulates
 //! every body, but each moving body has one *simulation owner* whose state updates the entity
-//! server relays to everyone else, decided by the [ownership rules](rules) (fourteen about owners, five about state traffic) (after High
+//! server relays to everyone else, decided by the [ownership rules](rules) (fourteen about owners, six about state traffic) (after High
 //! Fidelity's).
 //!
 //! The parts:
@@ -15,7 +15,9 @@
 //!   server's rules 1–5 and 7), [`ParticipantOwnership`] (a participant's rules 6–14 as a state
 //!   machine over [`BodyObservation`]s → [`Action`]s), [`OwnershipConfig`] and [`Priority`],
 //!   the send policy ([`should_send`], [`SequenceFilter`]), [`BodyState`] and its wire forms
-//!   ([`StateBatch`], many bodies quantized in one message; [`state_to_wire`], one body), the
+//!   ([`StateBatch`], many bodies quantized in one message, travelling as a [`WireBatch`] of
+//!   absolute entries and deltas against acknowledged states, [`DeltaLink`]; [`state_to_wire`],
+//!   one body), the
 //!   byte budgets ([`StateBudgetConfig`], [`UploadBudget`], [`PriorityAccumulator`]),
 //!   [`ActivityConfig`], the entity server's [`EntityServerLimits`].
 //! - **Traffic** — [`StateTraffic`], bytes per second up and down, bytes per body and budget
@@ -65,6 +67,7 @@ pub mod rules {}
 
 mod activity;
 mod arbiter;
+mod baseline;
 mod batch;
 mod body;
 mod budget;
@@ -93,9 +96,15 @@ pub use arbiter::{
     ArbiterStats, BodyRecord, Expired, ExpiryCause, Grant, OwnershipArbiter, Refusal,
     RefusalCounts, Released,
 };
+pub use baseline::{
+    ACK_INTERVAL, AckRejection, AckWindow, DeltaLink, DeltaRejection, HISTORY_BATCHES, RING_LEN,
+    Received, ReceivedStates, Resolved, SentHistory,
+};
 pub use batch::{
-    BatchError, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_BATCH_BYTES, POSITION_STEP, StateBatch,
-    VELOCITY_STEP, entry_size_bound, header_size, is_newer_batch, quantize,
+    BatchAck, BatchError, Delta, Entry, MAX_BASELINE_AGO, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID,
+    MAX_BATCH_BYTES, POSITION_STEP, QuantizedState, RotationDelta, StateBatch, VELOCITY_STEP,
+    WireBatch, choose_entry, entry_size_bound, entry_size_with, header_size, is_newer_batch,
+    quantize,
 };
 pub use body::{BodyKind, BodyState};
 pub use budget::{

@@ -111,6 +111,14 @@ impl OwnershipPlugin {
         self
     }
 
+    /// Whether bodies travel as deltas against acknowledged states where that is smaller
+    /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)); default `true`.
+    #[must_use]
+    pub fn with_delta_encoding(mut self, on: bool) -> Self {
+        self.budget.delta_encoding = on;
+        self
+    }
+
     /// The state budgets.
     pub fn state_budget(&self) -> &StateBudgetConfig {
         &self.budget

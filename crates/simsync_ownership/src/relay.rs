@@ -7,16 +7,18 @@ use std::collections::BTreeSet;
 use bevy::math::Vec3;
 use bevy::platform::collections::HashMap;
 
-use crate::batch::{StateBatch, chosen_states, entry_room, entry_size_bound, quantize};
+use crate::baseline::{ACK_INTERVAL, DeltaLink};
+use crate::batch::{BatchError, StateBatch, WireBatch, chosen_states, entry_room, quantize};
 use crate::body::BodyState;
 use crate::budget::{Candidate, PriorityAccumulator, UploadBudget, send_weight};
 use crate::config::OwnershipConfig;
 use crate::priority::BodyId;
 use crate::send_policy::predicted_error;
 
-/// What the entity server keeps per receiving participant: the bodies updated since they were
-/// last relayed to it, its budget, priority accumulator, batch numbering, interest centre and
-/// the states it was last sent.
+/// What the entity server keeps per participant: the bodies updated since they were last
+/// relayed to it, its budget, priority accumulator, batch numbering, interest centre, the
+/// states it was last sent, and the deltas both ways with it
+/// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
 #[derive(Debug, Clone)]
 pub(crate) struct RelayQueue {
     pending: BTreeSet<BodyId>,
@@ -27,6 +29,12 @@ pub(crate) struct RelayQueue {
     pub(crate) focus: Option<Vec3>,
     sent: HashMap<BodyId, (BodyState, Duration)>,
     last: Option<Duration>,
+    /// Deltas both ways with this participant.
+    pub(crate) link: DeltaLink,
+    /// Whether relays to it use deltas and acknowledge its batches.
+    delta: bool,
+    /// When the last relay batch to it was laid out.
+    last_batch_at: Option<Duration>,
 }
 
 /// What one relay pass did for one receiver.
@@ -41,7 +49,7 @@ pub(crate) struct RelayPass {
 }
 
 impl RelayQueue {
-    pub(crate) fn new(bytes_per_second: u32) -> Self {
+    pub(crate) fn new(bytes_per_second: u32, delta: bool) -> Self {
         Self {
             pending: BTreeSet::new(),
             budget: UploadBudget::new(bytes_per_second),
@@ -50,6 +58,9 @@ impl RelayQueue {
             focus: None,
             sent: HashMap::default(),
             last: None,
+            link: DeltaLink::default(),
+            delta,
+            last_batch_at: None,
         }
     }
 
@@ -61,6 +72,35 @@ impl RelayQueue {
     /// Forgets `body` (unregistered, or relayed outside the budget).
     pub(crate) fn forget(&mut self, body: BodyId) {
         self.pending.remove(&body);
+    }
+
+    /// Forgets everything about `body` (unregistered), its delta baselines included.
+    pub(crate) fn unregister(&mut self, body: BodyId) {
+        self.pending.remove(&body);
+        self.sent.remove(&body);
+        self.link.forget(body);
+    }
+
+    /// `batch` as it goes out to this participant at `now`: with the acknowledgement of its
+    /// batches and deltas where they pay, when delta encoding is on (rule 20).
+    pub(crate) fn wire(
+        &mut self,
+        batch: &StateBatch,
+        now: Duration,
+    ) -> Result<WireBatch, BatchError> {
+        let wire = self.link.send(batch, self.delta)?;
+        self.last_batch_at = Some(now);
+        Ok(wire)
+    }
+
+    /// Whether this participant's batches wait for an acknowledgement and no relay batch went
+    /// to it for [`ACK_INTERVAL`]: then a batch without bodies carries it.
+    pub(crate) fn ack_due(&self, now: Duration) -> bool {
+        self.delta
+            && self.link.acks.fresh()
+            && self
+                .last_batch_at
+                .is_none_or(|at| now.saturating_sub(at) >= ACK_INTERVAL)
     }
 
     /// The next batch number (for a batch sent outside the budget, on the control channel).
@@ -122,7 +162,9 @@ impl RelayQueue {
                 body,
                 weight: send_weight(error, false, distance),
                 urgent: false,
-                size: entry_size_bound(body, &state),
+                size: self
+                    .link
+                    .entry_size(body, &state, self.seq.wrapping_add(1), self.delta),
             });
             states.insert(body, state);
         }
@@ -165,7 +207,7 @@ mod tests {
     #[test]
     fn a_pass_stays_within_the_budget_and_filters_by_interest() {
         let config = OwnershipConfig::default();
-        let mut q = RelayQueue::new(8_000);
+        let mut q = RelayQueue::new(8_000, true);
         q.focus = Some(Vec3::ZERO);
         for i in 0..200 {
             q.mark(BodyId(i));

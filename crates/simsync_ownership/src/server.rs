@@ -60,6 +60,7 @@ use crate::error::OwnershipError;
 use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::OwnershipChanged;
 use crate::priority::{BodyId, ParticipantId, Priority};
+use crate::relay::RelayPass;
 use crate::relay::RelayQueue;
 use crate::send_policy::{Sequence, SequenceFilter};
 use crate::traffic::TrafficTotals;
@@ -137,9 +138,21 @@ pub struct EntityServerStats {
     pub state_batches_received: u64,
     /// Encoded bytes of the state received (`ClientMessage`s carrying states).
     pub state_bytes_received: u64,
-    /// State batches that did not decode ([`StateBatch::decode`]): dropped whole, counted, the
-    /// sender's other messages still handled.
+    /// State batches that did not decode ([`WireBatch::decode`](crate::WireBatch::decode)):
+    /// dropped whole, counted, the sender's other messages still handled.
     pub state_batches_invalid: u64,
+    /// Delta entries in participants' batches that could not be applied: their baseline was
+    /// missing or they left the range
+    /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)); the body waits
+    /// for a later entry.
+    pub deltas_rejected: u64,
+    /// Acknowledgements in participants' batches that were refused (a relay batch never sent
+    /// to that participant, or not yet).
+    pub acks_rejected: u64,
+    /// Of `relay_bodies_sent`, those sent as deltas against a state the receiver acknowledged.
+    pub relay_delta_entries_sent: u64,
+    /// Relay batches without bodies sent only to acknowledge a participant's batches.
+    pub relay_ack_batches_sent: u64,
     /// Relay batches sent (one per participant per update at most, plus control-channel ones).
     pub relay_batches_sent: u64,
     /// Body states in those batches (each counted per receiver).
@@ -261,6 +274,9 @@ impl EntityServer {
             deferred_now: self.deferred_now,
             budget_bytes_per_second: f64::from(self.budget.relay_bytes_per_second)
                 * self.queues.len() as f64,
+            deltas_up: self.stats.relay_delta_entries_sent,
+            deltas_rejected: self.stats.deltas_rejected,
+            acks_rejected: self.stats.acks_rejected,
         }
     }
 
@@ -351,7 +367,7 @@ impl EntityServer {
         self.filters.retain(|(b, _), _| *b != body);
         self.batch_filters.retain(|(b, _), _| *b != body);
         for queue in self.queues.values_mut() {
-            queue.forget(body);
+            queue.unregister(body);
         }
         let _ = self.arbiter.unregister_body(body);
     }
@@ -520,8 +536,13 @@ impl EntityServer {
         };
         let participant = welcome.participant;
         self.stats.participants_joined += 1;
-        self.queues
-            .insert(client, RelayQueue::new(self.budget.relay_bytes_per_second));
+        self.queues.insert(
+            client,
+            RelayQueue::new(
+                self.budget.relay_bytes_per_second,
+                self.budget.delta_encoding,
+            ),
+        );
         info!(
             "entity server: {client} ({:?}) joined as {participant}",
             hello.name
@@ -682,13 +703,20 @@ impl EntityServer {
     }
 
     /// A state batch ([rule 15](crate::rules#rule-15--one-state-batch-per-frame)): one that
-    /// does not decode is dropped whole and counted; otherwise its focus becomes the sender's
-    /// interest centre and each entry is handled as a state update of its own — rate-limited,
-    /// owner-checked (rule 4), dropped unless newer than the last batch accepted for that body
-    /// from that owner.
+    /// does not decode is dropped whole and counted; otherwise its acknowledgement and deltas
+    /// are resolved by the sender's [`DeltaLink`](crate::DeltaLink) (rule 20: refused
+    /// acknowledgements and deltas that cannot be applied are counted), its focus becomes the
+    /// sender's interest centre and each state is handled as a state update of its own —
+    /// rate-limited, owner-checked (rule 4), dropped unless newer than the last batch accepted
+    /// for that body from that owner.
     fn on_batch(&mut self, io: &mut Io, client: ClientId, from: ParticipantId, bytes: &[u8]) {
         self.stats.state_bytes_received += bytes.len() as u64 + 2 + varint_len(bytes.len());
-        let batch = match StateBatch::decode(bytes) {
+        let relay = &self.relay;
+        let Some(queue) = self.queues.get_mut(&client) else {
+            self.stats.messages_ignored += 1;
+            return;
+        };
+        let batch = match queue.link.receive(bytes, |b| relay.contains_key(&b)) {
             Ok(batch) => batch,
             Err(error) => {
                 self.stats.state_batches_invalid += 1;
@@ -696,13 +724,16 @@ impl EntityServer {
                 return;
             }
         };
-        self.stats.state_batches_received += 1;
-        if let Some(queue) = self.queues.get_mut(&client)
-            && batch.focus.is_some()
-        {
+        if batch.focus.is_some() {
             queue.focus = batch.focus;
         }
-        for (body, state) in batch.bodies {
+        self.stats.state_batches_received += 1;
+        self.stats.deltas_rejected += batch.deltas_rejected as u64;
+        if let Some(rejection) = batch.ack_rejected {
+            self.stats.acks_rejected += 1;
+            debug!("entity server: from {from}: {rejection}");
+        }
+        for (body, state) in batch.states {
             let owned = self.arbiter.owner(body).is_some_and(|(o, _)| o == from);
             let kind = Limited::StateUpdate(Some(body).filter(|_| owned));
             let limits = &self.limits;
@@ -759,18 +790,38 @@ impl EntityServer {
             self.stats.relay_bodies_deferred += pass.deferred as u64;
             self.stats.relay_out_of_interest += pass.out_of_interest as u64;
             self.deferred_now += pass.deferred as u64;
-            if let Some(batch) = pass.batch {
-                let size = self.send_batch(io, client, &batch, NetChannel::State);
-                queue.spend(size);
-            }
+            self.send_pass(io, client, &mut queue, pass);
             self.queues.insert(client, queue);
+        }
+    }
+
+    /// Sends a relay pass's batch within the receiver's budget, or — with nothing to relay — a
+    /// batch without bodies when the receiver's batches wait for an acknowledgement (rule 20).
+    fn send_pass(
+        &mut self,
+        io: &mut Io,
+        client: ClientId,
+        queue: &mut RelayQueue,
+        pass: RelayPass,
+    ) {
+        if let Some(batch) = pass.batch {
+            let size = self.send_batch(io, client, queue, &batch, NetChannel::State);
+            queue.spend(size);
+        } else if queue.ack_due(io.now) {
+            let batch = StateBatch {
+                seq: queue.next_seq(),
+                ..StateBatch::default()
+            };
+            let size = self.send_batch(io, client, queue, &batch, NetChannel::State);
+            queue.spend(size);
+            self.stats.relay_ack_batches_sent += 1;
         }
     }
 
     /// Sends `bodies` (ids increasing) to `client` outside its budget, on the control channel,
     /// as its next relay batch (charged to the budget).
     fn send_unbudgeted(&mut self, io: &mut Io, client: ClientId, bodies: Vec<(BodyId, BodyState)>) {
-        let Some(queue) = self.queues.get_mut(&client) else {
+        let Some(mut queue) = self.queues.remove(&client) else {
             return;
         };
         for (body, _) in &bodies {
@@ -781,22 +832,26 @@ impl EntityServer {
             focus: None,
             bodies,
         };
-        let size = self.send_batch(io, client, &batch, NetChannel::Control);
-        if let Some(queue) = self.queues.get_mut(&client) {
-            queue.charge(size);
-        }
+        let size = self.send_batch(io, client, &mut queue, &batch, NetChannel::Control);
+        queue.charge(size);
+        self.queues.insert(client, queue);
     }
 
-    /// Encodes and sends one relay batch; returns its size in bytes (0 if not sent).
+    /// Lays out one relay batch for `client` (acknowledgement and deltas by its `queue`, rule
+    /// 20), encodes and sends it; returns its size in bytes (0 if not sent).
     fn send_batch(
         &mut self,
         io: &mut Io,
         client: ClientId,
+        queue: &mut RelayQueue,
         batch: &StateBatch,
         channel: NetChannel,
     ) -> usize {
-        let bytes = match batch.encode() {
-            Ok(bytes) => bytes,
+        let encoded = queue
+            .wire(batch, io.now)
+            .and_then(|wire| Ok((wire.encode()?, wire.deltas())));
+        let (bytes, deltas) = match encoded {
+            Ok(encoded) => encoded,
             Err(error) => {
                 warn!("entity server: relay batch not sent: {error}");
                 return 0;
@@ -806,6 +861,7 @@ impl EntityServer {
         let size = encode(&msg).map_or(0, |b| b.len());
         self.stats.relay_batches_sent += 1;
         self.stats.relay_bodies_sent += batch.bodies.len() as u64;
+        self.stats.relay_delta_entries_sent += deltas as u64;
         self.stats.relay_bytes_sent += size as u64;
         self.send(io.server, client, channel, &msg);
         size

@@ -24,6 +24,13 @@ pub struct TrafficTotals {
     /// The budget the sent bytes are measured against, B/s (the entity server's: its relay
     /// budget times the participants).
     pub budget_bytes_per_second: f64,
+    /// Of `bodies_up`, those sent as deltas against an acknowledged state
+    /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
+    pub deltas_up: u64,
+    /// Delta entries received that could not be applied (baseline missing or out of range).
+    pub deltas_rejected: u64,
+    /// Acknowledgements received that were refused (a batch never sent, or not yet).
+    pub acks_rejected: u64,
 }
 
 /// A reflected resource, updated every frame (after [`OwnershipSet::Send`](crate::OwnershipSet)
@@ -48,6 +55,16 @@ pub struct StateTraffic {
     pub bytes_up_total: u64,
     /// Bytes of state received so far.
     pub bytes_down_total: u64,
+    /// Body states sent as deltas against an acknowledged state so far
+    /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
+    pub delta_entries_total: u64,
+    /// Of the body states sent so far, the share sent as deltas (0 before the first).
+    pub delta_share: f64,
+    /// Delta entries received that could not be applied so far (their bodies waited for a
+    /// later entry).
+    pub deltas_rejected_total: u64,
+    /// Acknowledgements received that were refused so far.
+    pub acks_rejected_total: u64,
 }
 
 /// Turns [`TrafficTotals`] into [`StateTraffic`] (plain data).
@@ -92,6 +109,14 @@ impl TrafficMeter {
             deferred_total: totals.deferred_total,
             bytes_up_total: totals.bytes_up,
             bytes_down_total: totals.bytes_down,
+            delta_entries_total: totals.deltas_up,
+            delta_share: if totals.bodies_up == 0 {
+                0.0
+            } else {
+                totals.deltas_up as f64 / totals.bodies_up as f64
+            },
+            deltas_rejected_total: totals.deltas_rejected,
+            acks_rejected_total: totals.acks_rejected,
         }
     }
 }
@@ -159,7 +184,14 @@ mod tests {
         totals.bytes_up = 500;
         totals.bodies_up = 25;
         totals.bytes_down = 2_000;
+        totals.deltas_up = 10;
+        totals.deltas_rejected = 3;
+        totals.acks_rejected = 2;
         let t = meter.update(&totals, Duration::from_secs(1));
+        assert_eq!(t.delta_entries_total, 10);
+        assert_eq!(t.delta_share, 0.4);
+        assert_eq!(t.deltas_rejected_total, 3);
+        assert_eq!(t.acks_rejected_total, 2);
         assert_eq!(t.bytes_up_per_second, 500.0);
         assert_eq!(t.bytes_down_per_second, 2_000.0);
         assert_eq!(t.bytes_per_body, 20.0);

@@ -29,15 +29,16 @@ fn headless_app(log: Option<LogPlugin>) -> App {
     app
 }
 
-/// The entity-server App, bodies registered by id and kind.
+/// The entity-server App, bodies registered by id and kind; `delta`: ownership rule 20.
 pub fn server_app(
     bodies: &[NetBody],
     transport: impl Into<ServerTransport>,
     log: Option<LogPlugin>,
+    delta: bool,
 ) -> App {
     let mut app = headless_app(log);
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
-        .add_plugins(OwnershipPlugin::entity_server())
+        .add_plugins(OwnershipPlugin::entity_server().with_delta_encoding(delta))
         .insert_net_server(transport);
     for body in bodies {
         app.world_mut()
@@ -46,13 +47,15 @@ pub fn server_app(
     app
 }
 
-/// A participant App with its own Rapier world, playing trace participant `index`.
+/// A participant App with its own Rapier world, playing trace participant `index`; `delta`:
+/// ownership rule 20.
 pub fn participant_app(
     bodies: &[NetBody],
     index: u8,
     script: Arc<Script>,
     transport: impl Into<ClientTransport>,
     log: Option<LogPlugin>,
+    delta: bool,
 ) -> App {
     let mut app = headless_app(log);
     // The physics steps the same simulated 1/64 s as the network clock, so the ownership rules'
@@ -66,7 +69,11 @@ pub fn participant_app(
         substeps: 1,
     })
     .add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(DT)))
-    .add_plugins(OwnershipPlugin::participant().with_name(format!("participant {index}")))
+    .add_plugins(
+        OwnershipPlugin::participant()
+            .with_name(format!("participant {index}"))
+            .with_delta_encoding(delta),
+    )
     .insert_resource(Actor::new(index, script))
     .add_systems(Update, act)
     .insert_net_client(transport);

@@ -268,7 +268,7 @@ fn build(
     let transport = network
         .server_transport()
         .map_err(|e| Failure::run(e.to_string()))?;
-    let server = server_app(bodies, transport, log);
+    let server = server_app(bodies, transport, log, !args.no_delta);
     let mut participants = Vec::new();
     for index in 0..args.participants {
         let transport = network
@@ -280,6 +280,7 @@ fn build(
             script.clone(),
             transport,
             None,
+            !args.no_delta,
         ));
     }
     Ok(Apps {
@@ -367,11 +368,16 @@ fn summarize(
         owners_expired: stats.expiries + stats.disconnect_clears,
         state_updates_sent: sent,
         state_updates_relayed: stats.state_updates_relayed,
-        bytes_per_body: if sent == 0 {
-            0.0
-        } else {
-            bytes as f64 / sent as f64
-        },
+        bytes_per_body: ratio(bytes, sent),
+        relay_bytes_per_body: ratio(stats.relay_bytes_sent, stats.relay_bodies_sent),
+        delta_encoding: !args.no_delta,
+        delta_share: ratio(p_stats.iter().map(|p| p.delta_entries_sent).sum(), sent),
+        relay_delta_share: ratio(stats.relay_delta_entries_sent, stats.relay_bodies_sent),
+        deltas_rejected: stats.deltas_rejected
+            + p_stats.iter().map(|p| p.deltas_rejected).sum::<u64>(),
+        acks_rejected: stats.acks_rejected + p_stats.iter().map(|p| p.acks_rejected).sum::<u64>(),
+        ack_batches: p_stats.iter().map(|p| p.ack_batches_sent).sum(),
+        relay_ack_batches: stats.relay_ack_batches_sent,
         upload_budget: budget.upload_bytes_per_second,
         relay_budget: budget.relay_bytes_per_second,
         upload_bytes_per_second: upload,
@@ -385,5 +391,14 @@ fn summarize(
         bodies_compared: compared,
         bodies_owned_at_end: apps.owned_bodies(usize::from(args.participants)),
         malformed_messages: s.decode_stats().rejected(),
+    }
+}
+
+/// `part / whole`, 0 when `whole` is 0.
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
     }
 }

@@ -48,6 +48,20 @@ pub struct Summary {
     /// Mean bytes per body state sent: the state batches' encoded size (`ClientMessage` as
     /// sent, before renet's framing) over the body states they carried.
     pub bytes_per_body: f64,
+    /// Mean bytes per body state relayed by the entity server (its relay batches' encoded size
+    /// over the body states they carried).
+    pub relay_bytes_per_body: f64,
+    /// Whether deltas against acknowledged states were on (ownership rule 20).
+    pub delta_encoding: bool,
+    /// Shares of the body states sent as deltas: by the participants, and relayed.
+    pub delta_share: f64,
+    pub relay_delta_share: f64,
+    /// Delta entries that could not be applied and acknowledgements refused, everywhere.
+    pub deltas_rejected: u64,
+    pub acks_rejected: u64,
+    /// Batches without bodies sent only to acknowledge (participants, then the entity server).
+    pub ack_batches: u64,
+    pub relay_ack_batches: u64,
     /// The participants' upload budget and the entity server's relay budget per participant,
     /// B/s.
     pub upload_budget: u32,
@@ -121,7 +135,7 @@ impl Summary {
              \x20 state updates refused   {}\n\
              \x20 owners expired          {}\n\
              \x20 state updates           {} sent, {} relayed\n\
-             \x20 bytes per body          {:.1}\n\
+             \x20 bytes per body          {:.1} up, {:.1} relayed (deltas {}: {:.0} % up, {:.0} % relayed; {} refused, {} acks refused; {} + {} acknowledgement-only batches)\n\
              \x20 upload budget use       {:.1} % ({:.0} of {} B/s per participant, {} bodies deferred)\n\
              \x20 relay budget use        {:.1} % ({:.0} of {} B/s per participant, {} bodies deferred)\n\
              \x20 bodies owned at end     {} (avatars not counted)\n\
@@ -145,6 +159,14 @@ impl Summary {
             self.state_updates_sent,
             self.state_updates_relayed,
             self.bytes_per_body,
+            self.relay_bytes_per_body,
+            if self.delta_encoding { "on" } else { "off" },
+            self.delta_share * 100.0,
+            self.relay_delta_share * 100.0,
+            self.deltas_rejected,
+            self.acks_rejected,
+            self.ack_batches,
+            self.relay_ack_batches,
             self.upload_budget_use * 100.0,
             self.upload_bytes_per_second,
             self.upload_budget,

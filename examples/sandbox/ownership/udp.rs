@@ -50,7 +50,12 @@ pub fn run_udp_server(args: &ServeArgs) -> Result<ExitCode, Failure> {
         print_banner("entity server over UDP", &setup, None);
         println!("entity server listening on {}", transport.local_addr());
     }
-    let mut server = server_app(&setup.bodies, transport, Some(log_plugin(args.run.quiet)));
+    let mut server = server_app(
+        &setup.bodies,
+        transport,
+        Some(log_plugin(args.run.quiet)),
+        true,
+    );
     let joined = |app: &App| {
         app.world()
             .resource::<EntityServer>()
@@ -129,7 +134,7 @@ pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
     let transport = UdpClientTransport::unsecure(connect, client_id, NETCODE_PROTOCOL_ID, bind)
         .map_err(|e| Failure::input(format!("cannot connect to {connect}: {e}")))?;
     let log = Some(log_plugin(args.run.quiet));
-    let mut app = participant_app(&setup.bodies, index, script.script, transport, log);
+    let mut app = participant_app(&setup.bodies, index, script.script, transport, log, true);
     let joined = |app: &App| app.world().resource::<OwnershipClient>().me().is_some();
     if paced(&mut app, JOIN_STEPS, joined) >= JOIN_STEPS {
         return Err(Failure::run(format!(

@@ -2,6 +2,7 @@
 //! own App with its own Rapier world, over the in-memory transport, time driven by hand with
 //! `NetClock::Fixed(1/64 s)`.
 
+mod deltas;
 mod diagnostics;
 mod harness;
 mod hostile;
