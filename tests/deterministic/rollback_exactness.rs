@@ -138,24 +138,7 @@ fn at_zero_latency_the_predicted_world_shares_the_verified_state_without_a_copy_
 
 #[test]
 fn a_mispredicted_timeline_is_copied_and_a_held_one_shared_under_jitter() {
-    use simsync::deterministic::LocalSessionConfig;
-    let game = TestGame {
-        boxes: 200,
-        projectiles: true,
-        ..TestGame::default()
-    };
-    let mut app = common::app_with_game(game, 2, 0, |plugin| {
-        plugin
-            .mode(SessionMode::Predicted)
-            .verify_predictions(true)
-            .skip_rollback_when_predictions_hold(true)
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![0],
-                jitter_ticks: 2,
-                seed: 11,
-                known_players: vec![0],
-            })
-    });
+    let mut app = jittery_app(2, 11, 1);
     let mut compared = 0;
     for _ in 0..600 {
         app.update();
@@ -177,29 +160,9 @@ fn a_mispredicted_timeline_is_copied_and_a_held_one_shared_under_jitter() {
 
 #[test]
 fn a_sharing_that_ends_far_behind_is_ended_by_a_copy_and_predicts_exactly() {
-    use simsync::deterministic::{LocalSessionConfig, SessionClock};
-    let game = TestGame {
-        boxes: 200,
-        projectiles: true,
-        ..TestGame::default()
-    };
     // Three ticks per update, inputs 0 or 1 tick late: updates that verify all three ticks
     // share (the predicted sub-world falls three ticks behind each), the others must predict.
-    let mut app = common::app_with_game(game, 2, 0, |plugin| {
-        plugin
-            .mode(SessionMode::Predicted)
-            .verify_predictions(true)
-            .skip_rollback_when_predictions_hold(true)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 3,
-            })
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![0],
-                jitter_ticks: 1,
-                seed: 5,
-                known_players: vec![0],
-            })
-    });
+    let mut app = jittery_app(1, 5, 3);
     for _ in 0..300 {
         app.update();
     }
@@ -210,4 +173,29 @@ fn a_sharing_that_ends_far_behind_is_ended_by_a_copy_and_predicts_exactly() {
     // inputs held) and matched: the copy restored the verified state exactly.
     assert!(s.resim_ticks_checked > 100, "{s:?}");
     assert_eq!(s.resim_ticks_matching, s.resim_ticks_checked, "{s:?}");
+}
+
+/// A zero-latency session of 200 boxes with projectiles, two players, predictions verified and
+/// rollback skipping on, whose inputs arrive `0..=jitter` ticks late (seeded), polling
+/// `ticks_per_update` ticks per update.
+fn jittery_app(jitter: u32, seed: u64, ticks_per_update: u32) -> bevy::prelude::App {
+    use simsync::deterministic::{LocalSessionConfig, SessionClock};
+    let game = TestGame {
+        boxes: 200,
+        projectiles: true,
+        ..TestGame::default()
+    };
+    common::app_with_game(game, 2, 0, |plugin| {
+        plugin
+            .mode(SessionMode::Predicted)
+            .verify_predictions(true)
+            .skip_rollback_when_predictions_hold(true)
+            .clock(SessionClock::Stepped { ticks_per_update })
+            .local_session(LocalSessionConfig {
+                latency_ticks: vec![0],
+                jitter_ticks: jitter,
+                seed,
+                known_players: vec![0],
+            })
+    })
 }

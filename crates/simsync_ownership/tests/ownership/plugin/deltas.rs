@@ -188,18 +188,8 @@ fn hostile_acknowledgements_and_baselines_are_counted_by_the_server() {
 /// participant never sent, are counted and change nothing.
 #[test]
 fn a_participant_refuses_deltas_without_baselines_and_hostile_acknowledgements() {
-    use simsync_net::{NetChannel, PROTOCOL_VERSION};
     let network = MemoryNetwork::perfect(3);
-    let mut server = App::new();
-    server
-        .add_plugins(MinimalPlugins)
-        .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(super::harness::DT)))
-        .insert_net_server(network.server_transport().expect("one server"));
-    let mut p = super::harness::participant_app(&network, 1, &[Body::floating(1, Vec3::ZERO)]);
-    for _ in 0..3 {
-        server.update();
-        p.update();
-    }
+    let (mut server, mut p) = super::harness::raw_server_and_participant(&network);
     let at = |x: f32| simsync_ownership::BodyState {
         position: Vec3::new(x, 0.0, 0.0),
         ..Default::default()
@@ -235,31 +225,12 @@ fn a_participant_refuses_deltas_without_baselines_and_hostile_acknowledgements()
         ..WireBatch::default()
     };
     let messages = [
-        ServerMessage::Welcome(simsync_net::Welcome {
-            protocol_version: PROTOCOL_VERSION,
-            participant: ParticipantId(4),
-            player_slot: None,
-            protocols: simsync_net::Protocols::OWNERSHIP,
-            tick_rate_hz: 64,
-            server_tick: 0,
-            players: 0,
-            reconnect_token: None,
-        }),
         msg(absolute),
         msg(delta(6, 1)),
         msg(delta(7, 3)),
         msg(hostile_ack),
     ];
-    {
-        let mut renet = server.world_mut().resource_mut::<RenetServer>();
-        for m in &messages {
-            renet.send_msg_on(1, NetChannel::Control, m).unwrap();
-        }
-    }
-    for _ in 0..3 {
-        server.update();
-        p.update();
-    }
+    super::harness::send_raw(&mut server, &mut p, &messages);
     let stats = *p.world().resource::<OwnershipClient>().stats();
     assert_eq!(stats.relays_applied, 2, "{stats:?}");
     assert_eq!(stats.deltas_rejected, 1);

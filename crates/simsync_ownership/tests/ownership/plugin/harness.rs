@@ -159,6 +159,49 @@ pub fn server_app_with(network: &MemoryNetwork, bodies: &[Body], setup: &Setup) 
 
 /// A participant App with its own Rapier world holding the bodies. Every body carries
 /// `Ownable` (static ones are never observed; they test `NotOwnable`).
+/// A bare net server (no entity server: the test writes its messages by hand) and participant
+/// 1 holding body 1 at the origin, connected (three updates each).
+pub fn raw_server_and_participant(network: &MemoryNetwork) -> (App, App) {
+    let mut server = App::new();
+    server
+        .add_plugins(MinimalPlugins)
+        .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
+        .insert_net_server(network.server_transport().expect("one server"));
+    let mut p = participant_app(network, 1, &[Body::floating(1, Vec3::ZERO)]);
+    for _ in 0..3 {
+        server.update();
+        p.update();
+    }
+    (server, p)
+}
+
+/// Sends the participant of [`raw_server_and_participant`] a Welcome (as participant 4), then
+/// `messages`, on the control channel, and updates both Apps three times.
+pub fn send_raw(server: &mut App, participant: &mut App, messages: &[ServerMessage]) {
+    let welcome = ServerMessage::Welcome(simsync_net::Welcome {
+        protocol_version: simsync_net::PROTOCOL_VERSION,
+        participant: ParticipantId(4),
+        player_slot: None,
+        protocols: simsync_net::Protocols::OWNERSHIP,
+        tick_rate_hz: 64,
+        server_tick: 0,
+        players: 0,
+        reconnect_token: None,
+    });
+    {
+        let mut renet = server.world_mut().resource_mut::<RenetServer>();
+        for m in std::iter::once(&welcome).chain(messages) {
+            renet
+                .send_msg_on(1, simsync_net::NetChannel::Control, m)
+                .expect("a connected client");
+        }
+    }
+    for _ in 0..3 {
+        server.update();
+        participant.update();
+    }
+}
+
 pub fn participant_app(network: &MemoryNetwork, client_id: u64, bodies: &[Body]) -> App {
     participant_app_with(network, client_id, bodies, &OwnershipConfig::default())
 }

@@ -335,18 +335,8 @@ fn resting_bodies_agree_within_a_centimetre_over_a_lossy_link() {
 /// than the last one applied to a body does not move it back.
 #[test]
 fn a_participant_drops_bad_relay_batches_and_applies_good_ones() {
-    use simsync_net::{NetChannel, PROTOCOL_VERSION};
     let network = MemoryNetwork::perfect(3);
-    let mut server = App::new();
-    server
-        .add_plugins(MinimalPlugins)
-        .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(super::harness::DT)))
-        .insert_net_server(network.server_transport().expect("one server"));
-    let mut p = super::harness::participant_app(&network, 1, &[Body::floating(1, Vec3::ZERO)]);
-    for _ in 0..3 {
-        server.update();
-        p.update();
-    }
+    let (mut server, mut p) = super::harness::raw_server_and_participant(&network);
     let at = |x: f32| simsync_ownership::BodyState {
         position: Vec3::new(x, 0.0, 0.0),
         ..Default::default()
@@ -370,31 +360,12 @@ fn a_participant_drops_bad_relay_batches_and_applies_good_ones() {
     };
     let truncated = bytes[..bytes.len() - 1].to_vec();
     let messages = [
-        ServerMessage::Welcome(simsync_net::Welcome {
-            protocol_version: PROTOCOL_VERSION,
-            participant: ParticipantId(4),
-            player_slot: None,
-            protocols: simsync_net::Protocols::OWNERSHIP,
-            tick_rate_hz: 64,
-            server_tick: 0,
-            players: 0,
-            reconnect_token: None,
-        }),
         ServerMessage::Ownership(OwnershipServerMessage::StateBatch(vec![0xff; 9])),
         ServerMessage::Ownership(OwnershipServerMessage::StateBatch(truncated)),
         good,
         batch(4, vec![(1, 8.0)]),
     ];
-    {
-        let mut renet = server.world_mut().resource_mut::<RenetServer>();
-        for m in &messages {
-            renet.send_msg_on(1, NetChannel::Control, m).unwrap();
-        }
-    }
-    for _ in 0..3 {
-        server.update();
-        p.update();
-    }
+    super::harness::send_raw(&mut server, &mut p, &messages);
     let stats = *p
         .world()
         .resource::<simsync_ownership::OwnershipClient>()
