@@ -137,7 +137,7 @@ pub use snapshot::{
 pub use snapshot::{
     NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability, RollbackRegistry,
     RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
-    TryRollbackAppExt, WorldRole, despawn_simulated_now, spawn_simulated_now,
+    TryRollbackAppExt, WORLD_OWN_INDICES, WorldRole, despawn_simulated_now, spawn_simulated_now,
 };
 pub use source::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
 pub use source::{

@@ -3,7 +3,8 @@
 //! Rapier's sets store entity bits, so a rollback can only copy them if every simulation entity
 //! has the same [`Entity`] id (index *and* generation) in both worlds. The scheme:
 //! - When a simulation world is built, a contiguous range of entity indices is reserved from
-//!   Bevy's allocator ([`ReservedSlots`]), so Bevy never hands them to other entities.
+//!   Bevy's allocator ([`ReservedSlots`]), so Bevy never hands them to other entities. The
+//!   world's own entities (resources, Rapier contexts) take the [`WORLD_OWN_INDICES`] below it.
 //! - [`SimulationEntities`] is a deterministic allocator over that range. It is simulation
 //!   state (copied by rollback), so both worlds hand out the same ids for the same history.
 //! - A freed slot is reused only after [`SimulationEntities::reuse_delay`] ticks, longer than the
@@ -49,6 +50,10 @@ pub struct Synced;
 #[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
 pub struct Parked;
 
+/// Entity indices kept below the reserved range for a simulation world's own entities
+/// (resources, Rapier contexts, observers); more of them take indices above the range.
+pub const WORLD_OWN_INDICES: u32 = 1_024;
+
 /// The entity indices reserved for simulation entities in one world (identical in both worlds).
 #[derive(Resource, Debug, Clone)]
 pub struct ReservedSlots {
@@ -62,8 +67,23 @@ impl ReservedSlots {
     /// # Errors
     /// [`SessionError::ReservedRangeNotContiguous`] if the allocator did not hand out a
     /// contiguous range (a world that already freed entities).
+    ///
+    /// The first [`WORLD_OWN_INDICES`] indices the allocator hands out before the range are
+    /// given back to it, so the world's own entities (resources, Rapier contexts, observers)
+    /// spawned later take indices below the range. Bevy sizes per-type sparse storage and its
+    /// entity table by the highest index in use; with the world's own entities above a range
+    /// of 16,384 every resource type would cost an array of that length (about 5 MB for the
+    /// two worlds of a session).
     pub fn reserve(world: &mut World, len: u32) -> Result<Self, SessionError> {
+        let own: Vec<Entity> = world
+            .entity_allocator()
+            .alloc_many(WORLD_OWN_INDICES)
+            .collect();
         let entities: Vec<Entity> = world.entity_allocator().alloc_many(len).collect();
+        // Given back lowest last: the allocator reuses them lowest first.
+        let mut own_rev = own;
+        own_rev.reverse();
+        world.entity_allocator_mut().free_many(&own_rev);
         let first_index = entities.first().map(|e| e.index_u32()).unwrap_or(0);
         for (i, e) in entities.iter().enumerate() {
             if e.index_u32() != first_index + i as u32 || e.generation() != EntityGeneration::FIRST
@@ -406,5 +426,41 @@ fn descendants_post_order(world: &World, root: Entity, out: &mut Vec<Entity>) {
             descendants_post_order(world, child, out);
             out.push(child);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worlds_own_entities_take_indices_below_the_reserved_range() {
+        let mut world = World::new();
+        let slots = ReservedSlots::reserve(&mut world, 64).expect("fresh world");
+        let first = slots.index_of(0);
+        assert!(first >= WORLD_OWN_INDICES, "range starts at {first}");
+        let own = world.spawn_empty().id();
+        assert!(
+            own.index_u32() < first,
+            "{own} spawned inside or above the range"
+        );
+        assert_eq!(slots.slot_of(own), None);
+        world.insert_resource(SimTick(3));
+        // A resource is an entity: it too lands below the range, never in it.
+        for index in 0..64 {
+            let entity = slots.entity(index, EntityGeneration::FIRST);
+            assert!(
+                world.get_entity(entity).is_err(),
+                "slot {index} was spawned by Bevy"
+            );
+        }
+    }
+
+    #[test]
+    fn two_worlds_built_alike_reserve_the_same_range() {
+        let a = ReservedSlots::reserve(&mut World::new(), 100).expect("fresh");
+        let b = ReservedSlots::reserve(&mut World::new(), 100).expect("fresh");
+        assert_eq!(a.index_of(0), b.index_of(0));
+        assert_eq!(a.len(), 100);
     }
 }

@@ -25,8 +25,8 @@ use bevy::prelude::*;
 
 pub use coverage::NotSimulated;
 pub use entities::{
-    Parked, ReservedSlots, SimCommands, SimEntity, SimulationEntities, Synced, WorldRole,
-    despawn_simulated_now, spawn_simulated_now,
+    Parked, ReservedSlots, SimCommands, SimEntity, SimulationEntities, Synced, WORLD_OWN_INDICES,
+    WorldRole, despawn_simulated_now, spawn_simulated_now,
 };
 pub use format::{
     DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
