@@ -17,6 +17,7 @@ use bevy_rapier3d::plugin::context::{
 };
 use bevy_rapier3d::prelude::*;
 
+use super::discard::replace_with_clone;
 use super::entities::Synced;
 use super::registry::RollbackRegistry;
 use super::strategy::{CachedQuery, ComponentCopier, RollbackStrategy, TickMap, state_for};
@@ -73,7 +74,9 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
 
 /// Copies the stateful parts of [`RapierContextSimulation`] (it is not `Clone`): islands, broad
 /// phase, narrow phase, CCD solver and integration parameters. The pipeline keeps only scratch
-/// buffers and stays the predicted world's own.
+/// buffers and stays the predicted world's own. The narrow phase, whose every contact pair
+/// holds its own heap buffers, is replaced by a clone and its old value freed off-thread
+/// ([`discard`](super::discard)).
 #[derive(Default)]
 struct ContextSimulationCopier {
     src: CachedQuery<(Entity, &'static RapierContextSimulation), With<Synced>>,
@@ -101,7 +104,7 @@ impl ComponentCopier for ContextSimulationCopier {
             let to = to.bypass_change_detection();
             to.islands.clone_from(&from.islands);
             to.broad_phase.clone_from(&from.broad_phase);
-            to.narrow_phase.clone_from(&from.narrow_phase);
+            replace_with_clone(&mut to.narrow_phase, &from.narrow_phase);
             to.ccd_solver.clone_from(&from.ccd_solver);
             to.integration_parameters = from.integration_parameters;
         }
