@@ -425,3 +425,34 @@ fn rollback_restores_state_and_pending_transition() {
     ));
     assert_eq!(worlds.verified_checksum(), worlds.predicted_checksum());
 }
+
+#[derive(Clone)]
+struct EmptyGame;
+
+impl Plugin for EmptyGame {
+    fn build(&self, _app: &mut App) {}
+}
+
+#[test]
+fn the_session_runs_as_one_system_per_frame_in_its_set() {
+    let mut app = stepped_app(EmptyGame);
+    app.update();
+    let schedules = app.world().resource::<Schedules>();
+    let pre_update = schedules.get(PreUpdate).expect("PreUpdate exists");
+    let ours: Vec<String> = pre_update
+        .systems()
+        .expect("initialized by the update")
+        .map(|(_, system)| system.name().to_string())
+        .filter(|name| name.contains("simsync_deterministic"))
+        .collect();
+    assert_eq!(ours.len(), 1, "session systems in PreUpdate: {ours:?}");
+    assert!(ours[0].contains("session_frame"), "{ours:?}");
+    // The frame still runs every step: the lifecycle is Running and the worlds advanced.
+    assert_eq!(
+        *app.world()
+            .resource::<State<simsync::deterministic::SessionState>>()
+            .get(),
+        simsync::deterministic::SessionState::Running
+    );
+    assert!(app.world().resource::<SessionStats>().verified_tick >= 1);
+}

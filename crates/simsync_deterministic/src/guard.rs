@@ -18,8 +18,8 @@ use bevy::ecs::query::FilteredAccessSet;
 use bevy::ecs::resource::IS_RESOURCE;
 use bevy::ecs::schedule::graph::DiGraph;
 use bevy::ecs::schedule::{
-    FlattenedDependencies, InternedScheduleLabel, NodeId, ScheduleBuildError, ScheduleBuildPass,
-    ScheduleGraph, SystemKey, SystemSetKey,
+    FlattenedDependencies, NodeId, ScheduleBuildError, ScheduleBuildPass, ScheduleGraph, SystemKey,
+    SystemSetKey,
 };
 use bevy::ecs::system::System;
 use bevy::platform::hash::FixedHasher;
@@ -27,7 +27,7 @@ use bevy::prelude::*;
 use bevy::time::{Fixed, Real, Virtual};
 use indexmap::IndexSet;
 
-use crate::schedule::{DeterministicSet, SimulationTick};
+use crate::schedule::SimulationTick;
 use crate::session::SessionStats;
 use crate::snapshot::RollbackRegistry;
 use crate::worlds::{GameBuilder, SimulationWorlds};
@@ -281,18 +281,14 @@ fn check_access(
     found
 }
 
-/// Main app: the warning message and the system that reports findings after each session
-/// update.
-pub(crate) fn install_reporting(app: &mut App, schedule: InternedScheduleLabel) {
-    app.add_message::<DeterminismWarning>().add_systems(
-        schedule,
-        report_findings.after(DeterministicSet::SessionUpdate),
-    );
+/// Main app: the warning message ([`report_findings`] runs at the end of each session frame).
+pub(crate) fn install_reporting(app: &mut App) {
+    app.add_message::<DeterminismWarning>();
 }
 
 /// Moves the verified world's findings into [`DeterminismWarning`] messages, a `warn!` each and
 /// [`SessionStats::determinism_warnings`]; the predicted world found the same and is emptied.
-fn report_findings(world: &mut World) {
+pub(crate) fn report_findings(world: &mut World) {
     let Some(mut worlds) = world.get_resource_mut::<SimulationWorlds>() else {
         return;
     };

@@ -3,9 +3,10 @@
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
+use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel, SingleThreadedExecutor};
 use bevy::prelude::*;
 use bevy_state::app::{AppExtStates, StatesPlugin};
+use bevy_state::state::StateTransition;
 use simsync_time::{TickRate, VirtualTimePlugin};
 
 use crate::config::{
@@ -368,6 +369,13 @@ impl<I: SimInput> DeterministicPlugin<I> {
         let lifecycle = initial_lifecycle(&self.config);
         if !app.is_plugin_added::<StatesPlugin>() {
             app.add_plugins(StatesPlugin);
+            // The transitions run in order (exit, transition, enter, with command flushes
+            // between): Bevy's multi-threaded executor only adds a task dispatch and thread
+            // wake-up per system to every frame (docs/performance.md). An App that brought
+            // its own `StatesPlugin` keeps its choice.
+            app.edit_schedule(StateTransition, |transitions| {
+                transitions.set_executor(SingleThreadedExecutor::new());
+            });
         }
         app.insert_state(lifecycle.state);
         if let Some(limits) = self.snapshots {
@@ -423,13 +431,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .init_schedule(AfterPrediction)
             .add_systems(
                 self.schedule,
-                (
-                    session_update::<I>,
-                    update_lifecycle.after(session_update::<I>),
-                    crate::session::net_snapshots::exchange_snapshots::<I>
-                        .after(session_update::<I>),
-                )
-                    .in_set(DeterministicSet::SessionUpdate),
+                session_frame::<I>.in_set(DeterministicSet::SessionUpdate),
             )
             .configure_sets(
                 self.schedule,
@@ -443,13 +445,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             Some(merge) => app.insert_resource(FrameMerge(merge)),
             None => app.init_resource::<FrameMerge<I>>(),
         };
-        app.add_systems(
-            self.schedule,
-            build_worlds_on_first_update::<I>
-                .before(session_update::<I>)
-                .in_set(DeterministicSet::SessionUpdate),
-        );
-        crate::guard::install_reporting(app, self.schedule);
+        crate::guard::install_reporting(app);
         self.install_replays(app);
         Ok(())
     }
@@ -458,17 +454,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
     fn install_replays(&self, app: &mut App) {
         app.add_message::<ReplayWriteFailed>()
             .add_message::<ReplayMismatch>()
-            .add_message::<ReplayPlaybackFailed>()
-            .add_systems(
-                self.schedule,
-                (
-                    replay_before_update::<I>
-                        .after(build_worlds_on_first_update::<I>)
-                        .before(session_update::<I>),
-                    replay_after_update::<I>.after(session_update::<I>),
-                )
-                    .in_set(DeterministicSet::SessionUpdate),
-            );
+            .add_message::<ReplayPlaybackFailed>();
         if let Some(recorder) = self
             .recorder
             .lock()
@@ -495,6 +481,25 @@ fn initial_local_players(config: &SessionConfig) -> LocalPlayers {
         Some(_) => LocalPlayers::default(),
         None => LocalPlayers::new(0..config.players),
     }
+}
+
+/// The session's part of a main-app frame, the one system of [`DeterministicSet::SessionUpdate`],
+/// in order: builds the worlds if the App was not cleaned up, starts or feeds a replay, runs the
+/// session update (poll, verify, roll back, predict), records the replay frame, moves the
+/// [`SessionState`](crate::SessionState) on, exchanges join snapshots and reports determinism
+/// findings. One exclusive system rather than seven: Bevy's multi-threaded executor pays a
+/// task dispatch, and often a thread wake-up, per system, which cost more than these steps do
+/// when there is nothing to do (`docs/performance.md`).
+fn session_frame<I: SimInput>(world: &mut World) {
+    build_worlds_on_first_update::<I>(world);
+    replay_before_update::<I>(world);
+    session_update::<I>(world);
+    replay_after_update::<I>(world);
+    if let Err(error) = world.run_system_cached(update_lifecycle) {
+        warn_once!("session lifecycle not updated: {error}");
+    }
+    crate::session::net_snapshots::exchange_snapshots::<I>(world);
+    crate::guard::report_findings(world);
 }
 
 /// Builds the simulation worlds in the first session update of an App that was not cleaned up
