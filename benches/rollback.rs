@@ -15,9 +15,11 @@
 //!   (the default: the predicted world shares the verified world's state, no copy and no second
 //!   tick). Target ≤ 1.1. `zero-lat − frame` subtracts Bevy's own frame cost (an App with
 //!   `MinimalPlugins` and no session, measured in the same run), which a session update
-//!   includes and the plain tick does not.
+//!   includes and the plain tick does not. `zero-lat, main 1 thread` is the same update with
+//!   every schedule of the App's main world on Bevy's single-threaded executor (a choice of
+//!   the game's; the simulation worlds always run theirs so).
 //! - `mem`: peak live heap bytes of the session App ÷ those of the plain world (counting
-//!   allocator; the session App includes its main App). Target ≤ 2.2.
+//!   allocator; the session App includes its main App), and both in MB. Target ≤ 2.2.
 //!
 //! Scenes ([`scenes`]): "gas", N balls in zero-g in a closed box, never sleeping; "pile", N boxes
 //! in piles of 5×5×2 resting with sleeping on, two pushers driven by the players' scripted
@@ -164,7 +166,10 @@ struct Row {
     update: Duration,
     zero_copy: Duration,
     zero: Duration,
-    memory: f64,
+    /// The zero-latency update with every main-app schedule on the single-threaded executor.
+    zero_single: Duration,
+    /// Peak live heap bytes of the plain world and of the session App.
+    memory: (usize, usize),
     sleeping: usize,
 }
 
@@ -175,7 +180,7 @@ impl Row {
         let b = self.tick.as_secs_f64();
         let r = |d: Duration| d.as_secs_f64() / b;
         println!(
-            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} |",
+            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} ({:.1} / {:.1} MB) | {} |",
             self.scene.kind,
             self.scene.n,
             b * 1e3,
@@ -184,7 +189,10 @@ impl Row {
             r(self.zero_copy),
             r(self.zero),
             r(self.zero.saturating_sub(frame)),
-            self.memory,
+            r(self.zero_single),
+            self.memory.1 as f64 / self.memory.0.max(1) as f64,
+            self.memory.1 as f64 / 1e6,
+            self.memory.0 as f64 / 1e6,
             self.sleeping,
         );
     }
@@ -207,11 +215,14 @@ fn measure(scene: Scene) -> Row {
     });
     let mut zero_copy = session_app(scene, 0, false);
     let mut zero = session_app(scene, 0, true);
+    let mut zero_single = session_app(scene, 0, true);
+    single_threaded_schedules(&mut zero_single);
     let tick = time_each(60, || scenes::plain_tick(&mut plain));
     let copy = time_rollbacks(&mut late, 30);
     let update = time_each(60, || late.update());
     let zero_copy_t = time_each(60, || zero_copy.update());
     let zero_t = time_each(60, || zero.update());
+    let zero_single_t = time_each(60, || zero_single.update());
     let sleeping = sleeping_bodies(&mut late);
     Row {
         scene,
@@ -220,7 +231,8 @@ fn measure(scene: Scene) -> Row {
         update,
         zero_copy: zero_copy_t,
         zero: zero_t,
-        memory: session_bytes as f64 / plain_bytes.max(1) as f64,
+        zero_single: zero_single_t,
+        memory: (plain_bytes, session_bytes),
         sleeping,
     }
 }
@@ -258,16 +270,31 @@ fn profile_only() -> bool {
     true
 }
 
+/// Puts every schedule of `app`'s main world on Bevy's single-threaded executor (the session's
+/// simulation worlds already run theirs single-threaded).
+fn single_threaded_schedules(app: &mut App) {
+    let mut schedules = app.world_mut().resource_mut::<Schedules>();
+    let labels: Vec<_> = schedules.iter().map(|(_, s)| s.label()).collect();
+    for label in labels {
+        if let Some(schedule) = schedules.get_mut(label) {
+            schedule.set_executor(bevy::ecs::schedule::SingleThreadedExecutor::new());
+        }
+    }
+}
+
 /// One update of an App with `MinimalPlugins` and nothing else: the main app's own frame cost
 /// (schedules, executor, time), which every session update includes and a plain world tick
 /// does not.
-fn app_frame() -> Duration {
+fn app_frame(single_threaded: bool) -> Duration {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins);
     app.finish();
     app.cleanup();
     for _ in 0..50 {
         app.update();
+    }
+    if single_threaded {
+        single_threaded_schedules(&mut app);
     }
     time_each(200, || app.update())
 }
@@ -333,20 +360,29 @@ fn rapier_parts(app: &mut App, kind: Kind, n: u32) {
 
 /// With `SIMSYNC_ROLLBACK_LOOP=gas` or `=pile`: 2,000 zero-latency session updates of that
 /// scene at the first size of `SIMSYNC_BENCH_SIZES` and nothing else, for an outside profiler
-/// (`perf record`).
+/// (`perf record`); with `SIMSYNC_ROLLBACK_LOOP_LATENCY=8` as well, updates with inputs that
+/// many ticks late (a rollback every update) instead; with
+/// `SIMSYNC_ROLLBACK_LOOP_SINGLE_THREADED=1`, every main-app schedule single-threaded.
 fn loop_only() -> bool {
     let Some(kind) = std::env::var_os("SIMSYNC_ROLLBACK_LOOP") else {
         return false;
     };
     let kind = if kind == "gas" { Kind::Gas } else { Kind::Pile };
     let n = sizes().first().copied().unwrap_or(1_000);
-    let mut app = session_app(Scene { kind, n }, 0, true);
+    let latency = std::env::var("SIMSYNC_ROLLBACK_LOOP_LATENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut app = session_app(Scene { kind, n }, latency, latency == 0);
+    if std::env::var_os("SIMSYNC_ROLLBACK_LOOP_SINGLE_THREADED").is_some() {
+        single_threaded_schedules(&mut app);
+    }
     let t = Instant::now();
     for _ in 0..2_000 {
         app.update();
     }
     eprintln!(
-        "{kind:?} {n}: {:?} per zero-latency update",
+        "{kind:?} {n}: {:?} per update, inputs {latency} ticks late",
         t.elapsed() / 2_000
     );
     true
@@ -375,11 +411,11 @@ fn bench(c: &mut Criterion) {
     group.finish();
     drop(app);
 
-    let frame = app_frame();
+    let frame = app_frame(false);
     println!(
-        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | zero-lat − frame ÷ b | mem ÷ plain | asleep |"
+        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | zero-lat − frame ÷ b | zero-lat, main 1 thread ÷ b | mem ÷ plain (session / plain) | asleep |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for n in sizes() {
         for kind in [Kind::Gas, Kind::Pile] {
             measure(Scene { kind, n }).print(frame);
@@ -391,16 +427,34 @@ fn bench(c: &mut Criterion) {
     );
     for kind in [Kind::Gas, Kind::Pile] {
         let scene = Scene { kind, n: 0 };
-        let mut late = session_app(scene, 8, false);
+        let (mut late, late_bytes) = peak_bytes(|| session_app(scene, 8, false));
+        let (_, plain_bytes) = peak_bytes(|| plain_world(scene));
         let mut zero = session_app(scene, 0, true);
         let update = time_each(200, || late.update());
         let zero = time_each(200, || zero.update());
         println!(
-            "session overhead, {kind:?} scene with 0 bodies: update (9 ticks) {:.1} µs, zero-latency update {:.1} µs",
+            "session overhead, {kind:?} scene with 0 bodies: update (9 ticks) {:.1} µs, zero-latency update {:.1} µs, peak heap {:.1} MB (plain world {:.1} MB)",
             update.as_secs_f64() * 1e6,
-            zero.as_secs_f64() * 1e6
+            zero.as_secs_f64() * 1e6,
+            late_bytes as f64 / 1e6,
+            plain_bytes as f64 / 1e6
         );
     }
+    let mut zero = session_app(
+        Scene {
+            kind: Kind::Gas,
+            n: 0,
+        },
+        0,
+        true,
+    );
+    single_threaded_schedules(&mut zero);
+    let zero = time_each(200, || zero.update());
+    println!(
+        "with every main-app schedule single-threaded: zero-latency update with 0 bodies {:.1} µs, Bevy's own frame {:.1} µs",
+        zero.as_secs_f64() * 1e6,
+        app_frame(true).as_secs_f64() * 1e6
+    );
     let plain = Scene {
         kind: Kind::Plain,
         n: 10_000,
