@@ -10,7 +10,6 @@ pub mod capture;
 pub(crate) mod character_serial;
 pub mod coverage;
 pub mod digest;
-pub(crate) mod discard;
 pub mod entities;
 pub mod format;
 pub mod rapier;

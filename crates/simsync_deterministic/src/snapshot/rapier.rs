@@ -17,10 +17,11 @@ use bevy_rapier3d::plugin::context::{
 };
 use bevy_rapier3d::prelude::*;
 
-use super::discard::replace_with_clone;
 use super::entities::Synced;
 use super::registry::RollbackRegistry;
-use super::strategy::{CachedQuery, ComponentCopier, RollbackStrategy, TickMap, state_for};
+use super::strategy::{
+    CachedQuery, ComponentCopier, RollbackStrategy, TickMap, free_then_clone, state_for,
+};
 use crate::checksum::StateHasher;
 
 /// Registers Bevy's transform components and hierarchy (`ChildOf`/`Children`), and every
@@ -60,8 +61,19 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
     reg!(unchecked K; ContactForceEventThreshold, ContactSkin);
     reg!(C; Collider, KinematicCharacterController, KinematicCharacterControllerOutput);
     // On the Rapier context entity, not on simulation entities: not digested.
-    reg!(unchecked C; RapierRigidBodySet, RapierContextColliders, RapierContextJoints,
-        SimulationToRenderTime);
+    reg!(unchecked C; SimulationToRenderTime);
+    macro_rules! set {
+        ($($t:ty),*) => {$(
+            registry
+                .register_builtin_set::<$t>()
+                .expect("registry is open while building");
+        )*};
+    }
+    set!(
+        RapierRigidBodySet,
+        RapierContextColliders,
+        RapierContextJoints
+    );
     registry
         .components
         .push(Box::new(ContextSimulationCopier::default()));
@@ -74,9 +86,9 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
 
 /// Copies the stateful parts of [`RapierContextSimulation`] (it is not `Clone`): islands, broad
 /// phase, narrow phase, CCD solver and integration parameters. The pipeline keeps only scratch
-/// buffers and stays the predicted world's own. The narrow phase, whose every contact pair
-/// holds its own heap buffers, is replaced by a clone and its old value freed off-thread
-/// ([`discard`](super::discard)).
+/// buffers and stays the predicted world's own. Each part's old value is freed before its
+/// clone is made ([`free_then_clone`]): Rapier's `clone_from` is the derived clone-then-free,
+/// and the narrow phase of a resting pile holds megabytes in per-pair buffers.
 #[derive(Default)]
 struct ContextSimulationCopier {
     src: CachedQuery<(Entity, &'static RapierContextSimulation), With<Synced>>,
@@ -102,10 +114,10 @@ impl ComponentCopier for ContextSimulationCopier {
                 continue;
             };
             let to = to.bypass_change_detection();
-            to.islands.clone_from(&from.islands);
-            to.broad_phase.clone_from(&from.broad_phase);
-            replace_with_clone(&mut to.narrow_phase, &from.narrow_phase);
-            to.ccd_solver.clone_from(&from.ccd_solver);
+            free_then_clone(&mut to.islands, &from.islands);
+            free_then_clone(&mut to.broad_phase, &from.broad_phase);
+            free_then_clone(&mut to.narrow_phase, &from.narrow_phase);
+            free_then_clone(&mut to.ccd_solver, &from.ccd_solver);
             to.integration_parameters = from.integration_parameters;
         }
     }

@@ -198,6 +198,21 @@ impl RollbackRegistry {
         self.add_component::<T>(strategy, None, DigestSource::Skip)
     }
 
+    /// Registers one of Rapier's context sets (not hashed): copied by freeing the destination's
+    /// value before cloning the source's, so the two are never alive at once (see
+    /// `docs/performance.md`).
+    pub(crate) fn register_builtin_set<T: Component<Mutability = Mutable> + Clone + Default>(
+        &mut self,
+    ) -> Result<(), SessionError> {
+        self.add_component::<T>(RollbackStrategy::Clone, None, DigestSource::Skip)?;
+        if let Some(last) = self.components.last_mut()
+            && last.type_id() == TypeId::of::<T>()
+        {
+            *last = Box::new(CloneComponent::<T>::new(None, DigestSource::Skip).freeing_first());
+        }
+        Ok(())
+    }
+
     /// Registers one of the crate's own resource types: compared by its `Debug` text in the
     /// full prediction check.
     pub(crate) fn register_builtin_resource<
