@@ -456,3 +456,26 @@ fn the_session_runs_as_one_system_per_frame_in_its_set() {
     );
     assert!(app.world().resource::<SessionStats>().verified_tick >= 1);
 }
+
+#[test]
+fn the_simulation_worlds_share_one_type_registry() {
+    let mut app = stepped_app(EmptyGame);
+    app.update();
+    let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
+    // The predicted world's own registry (`predicted_mut` ends any sharing of the verified state).
+    let predicted = worlds.predicted_mut().resource::<AppTypeRegistry>().clone();
+    let verified = worlds.verified().resource::<AppTypeRegistry>().clone();
+    assert!(
+        std::sync::Arc::ptr_eq(&verified.internal, &predicted.internal),
+        "one registry for both worlds"
+    );
+    // Types the worlds' plugins registered (Rapier's, in each world's build) are in it.
+    assert!(
+        verified
+            .read()
+            .get(std::any::TypeId::of::<bevy_rapier3d::prelude::Velocity>())
+            .is_some()
+    );
+    let main = app.world().resource::<AppTypeRegistry>();
+    assert!(!std::sync::Arc::ptr_eq(&verified.internal, &main.internal));
+}

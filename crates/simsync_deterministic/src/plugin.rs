@@ -29,14 +29,13 @@ use crate::session::{
     SessionEnd, SessionResumed, SessionStalled, SessionStateChanged, SessionStats, UncheckedState,
     UnregisteredComponent, UnsimulatedEntity, session_update, update_lifecycle,
 };
-use crate::snapshot::WorldRole;
 use crate::source::{
     DesyncDetected, InputSubstituted, PlayerLeft, PlayerRejoined, SessionRejected,
 };
 use crate::source::{FrameMerge, LocalInputs, LocalPlayers};
 use crate::tick::PlayerIndex;
 use crate::worlds::{
-    GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_app,
+    GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_apps,
 };
 
 /// The deterministic session: a verified and a predicted world (Bevy sub-apps running the same
@@ -359,8 +358,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
         let session = DeterministicSession::<I>::new(self.config.clone())?;
         let spec = self.spec();
         let game = self.game_builder();
-        let verified = build_sub_app::<I>(WorldRole::Verified, &spec, game.clone())?;
-        let predicted = build_sub_app::<I>(WorldRole::Predicted, &spec, game.clone())?;
+        let (verified, predicted) = build_sub_apps::<I>(&spec, &game)?;
         app.insert_sub_app(VerifiedApp, verified);
         app.insert_sub_app(PredictedApp, predicted);
         // The App's `TickRate` has one writer, `VirtualTimePlugin`; it is not unique, so adding
@@ -391,7 +389,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .insert_resource(lifecycle)
             .insert_resource(SessionBlueprint::<I> {
                 game,
-                config: self.config.clone(),
+                config: Box::new(self.config.clone()),
                 spec,
                 _input: PhantomData,
             })

@@ -16,10 +16,10 @@ use crate::session::{
     DeterministicSession, SessionEnd, SessionLifecycle, SessionState, SessionStateChanged,
     SessionStateReason, SessionStats,
 };
-use crate::snapshot::{RollbackRegistry, WorldRole};
+use crate::snapshot::RollbackRegistry;
 use crate::source::LocalInputs;
 use crate::worlds::{
-    GameBuilder, SimulationWorlds, WorldSpec, build_sub_app, context_entities,
+    GameBuilder, SimulationWorlds, WorldSpec, build_sub_apps, context_entities,
     into_simulation_world,
 };
 
@@ -28,7 +28,8 @@ use crate::worlds::{
 #[derive(Resource)]
 pub(crate) struct SessionBlueprint<I: SimInput> {
     pub game: GameBuilder,
-    pub config: SessionConfig,
+    // Boxed: Bevy keeps room for 64 values of every resource type.
+    pub config: Box<SessionConfig>,
     pub spec: WorldSpec,
     pub _input: PhantomData<fn() -> I>,
 }
@@ -55,9 +56,9 @@ pub(crate) fn assemble_worlds<I: SimInput>(
         predicted: cp.first().copied().unwrap_or(Entity::PLACEHOLDER),
     });
     let worlds = SimulationWorlds {
-        verified,
-        predicted,
-        registry,
+        verified: Box::new(verified),
+        predicted: Box::new(predicted),
+        registry: Box::new(registry),
         shared: false,
     };
     (worlds, error)
@@ -71,13 +72,7 @@ pub(crate) fn assemble_worlds<I: SimInput>(
 pub(crate) fn build_worlds<I: SimInput>(
     blueprint: &SessionBlueprint<I>,
 ) -> Result<(SimulationWorlds, Option<SessionError>), SessionError> {
-    let mut verified =
-        build_sub_app::<I>(WorldRole::Verified, &blueprint.spec, blueprint.game.clone())?;
-    let mut predicted = build_sub_app::<I>(
-        WorldRole::Predicted,
-        &blueprint.spec,
-        blueprint.game.clone(),
-    )?;
+    let (mut verified, mut predicted) = build_sub_apps::<I>(&blueprint.spec, &blueprint.game)?;
     for sub in [&mut verified, &mut predicted] {
         sub.finish();
         sub.cleanup();
@@ -118,7 +113,7 @@ pub fn restart_session<I: SimInput>(world: &mut World) -> Result<(), SessionErro
     let Some(blueprint) = world.get_resource::<SessionBlueprint<I>>() else {
         return Err(SessionError::WorldsNotBuilt);
     };
-    let config = blueprint.config.clone();
+    let config = SessionConfig::clone(&blueprint.config);
     let session = DeterministicSession::<I>::new(config.clone())?;
     let (worlds, error) = build_worlds(blueprint)?;
     if let Some(error) = error {

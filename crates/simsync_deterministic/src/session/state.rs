@@ -14,7 +14,8 @@ use crate::tick::Tick;
 /// The session's own state (main-app resource).
 #[derive(Resource)]
 pub struct DeterministicSession<I: SimInput> {
-    pub(super) config: SessionConfig,
+    // Boxed: Bevy keeps room for 64 values of every resource type.
+    pub(super) config: Box<SessionConfig>,
     pub(super) buffer: InputBuffer<I>,
     pub(super) source: InputSource<I>,
     /// The predicted world's tick as this update leaves it.
@@ -58,7 +59,7 @@ impl<I: SimInput> DeterministicSession<I> {
             started: false,
             inputs: Vec::with_capacity(usize::from(players)),
             status: Vec::with_capacity(usize::from(players)),
-            config,
+            config: Box::new(config),
         })
     }
 
