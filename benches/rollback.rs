@@ -20,6 +20,9 @@
 //!   the game's; the simulation worlds always run theirs so).
 //! - `mem`: peak live heap bytes of the session App ÷ those of the plain world (counting
 //!   allocator; the session App includes its main App), and both in MB. Target ≤ 2.2.
+//!   `mem − host` subtracts the peak of the App the session lives in without it (`MinimalPlugins`
+//!   and the same number of updates, [`host_app_bytes`]): what the two simulation worlds and the
+//!   session's own state add to a game's App.
 //!
 //! Scenes ([`scenes`]): "gas", N balls in zero-g in a closed box, never sleeping; "pile", N boxes
 //! in piles of 5×5×2 resting with sleeping on, two pushers driven by the players' scripted
@@ -175,12 +178,13 @@ struct Row {
 
 impl Row {
     /// One table line; `frame` is Bevy's own frame cost ([`app_frame`]), shown subtracted from
-    /// the zero-latency update in the column after it.
-    fn print(&self, frame: Duration) {
+    /// the zero-latency update in the column after it; `host` the host App's peak heap bytes
+    /// ([`host_app_bytes`]), shown subtracted from the session's in the column after `mem`.
+    fn print(&self, frame: Duration, host: usize) {
         let b = self.tick.as_secs_f64();
         let r = |d: Duration| d.as_secs_f64() / b;
         println!(
-            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} ({:.1} / {:.1} MB) | {} |",
+            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} ({:.1} / {:.1} MB) | {:.2} | {} |",
             self.scene.kind,
             self.scene.n,
             b * 1e3,
@@ -193,6 +197,7 @@ impl Row {
             self.memory.1 as f64 / self.memory.0.max(1) as f64,
             self.memory.1 as f64 / 1e6,
             self.memory.0 as f64 / 1e6,
+            self.memory.1.saturating_sub(host) as f64 / self.memory.0.max(1) as f64,
             self.sleeping,
         );
     }
@@ -280,6 +285,22 @@ fn single_threaded_schedules(app: &mut App) {
             schedule.set_executor(bevy::ecs::schedule::SingleThreadedExecutor::new());
         }
     }
+}
+
+/// Peak live heap bytes of the App a session lives in, without the session: `MinimalPlugins`,
+/// built and updated as often as [`measure`]'s session App is while its peak is measured.
+fn host_app_bytes() -> usize {
+    let (_, bytes) = peak_bytes(|| {
+        let mut app = App::new();
+        app.add_plugins(MinimalPlugins);
+        app.finish();
+        app.cleanup();
+        for _ in 0..WARM_TICKS + 28 {
+            app.update();
+        }
+        app
+    });
+    bytes
 }
 
 /// One update of an App with `MinimalPlugins` and nothing else: the main app's own frame cost
@@ -412,18 +433,20 @@ fn bench(c: &mut Criterion) {
     drop(app);
 
     let frame = app_frame(false);
+    let host = host_app_bytes();
     println!(
-        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | zero-lat − frame ÷ b | zero-lat, main 1 thread ÷ b | mem ÷ plain (session / plain) | asleep |"
+        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | zero-lat − frame ÷ b | zero-lat, main 1 thread ÷ b | mem ÷ plain (session / plain) | mem − host ÷ plain | asleep |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for n in sizes() {
         for kind in [Kind::Gas, Kind::Pile] {
-            measure(Scene { kind, n }).print(frame);
+            measure(Scene { kind, n }).print(frame, host);
         }
     }
     println!(
-        "Bevy's own frame (an App with MinimalPlugins and no session, one update): {:.1} µs",
-        frame.as_secs_f64() * 1e6
+        "Bevy's own frame (an App with MinimalPlugins and no session, one update): {:.1} µs; its peak heap {:.2} MB",
+        frame.as_secs_f64() * 1e6,
+        host as f64 / 1e6
     );
     for kind in [Kind::Gas, Kind::Pile] {
         let scene = Scene { kind, n: 0 };
