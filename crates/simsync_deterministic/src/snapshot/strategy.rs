@@ -176,11 +176,17 @@ pub(crate) struct CloneComponent<T: Component<Mutability = Mutable> + Clone> {
     dst_ref: CachedQuery<(Entity, Ref<'static, T>), With<Synced>>,
     hash: Option<HashFn<T>>,
     digest: DigestSource<T>,
-    inserts: Vec<(Entity, T, Tick, Tick)>,
+    writes: Writes<T>,
     /// Entities whose value changed in the destination since the sync (kept between copies).
     dirty: Vec<Entity>,
+}
+
+/// How [`copy_one`] writes a value: in place by `assign`, or queued in `inserts` for an entity
+/// that lacks the component.
+struct Writes<T> {
     /// Makes a held value equal the source's: `clone_from`, or [`free_then_clone`].
     assign: fn(&mut T, &T),
+    inserts: Vec<(Entity, T, Tick, Tick)>,
 }
 
 impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
@@ -192,9 +198,11 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
             dst_ref: None,
             hash,
             digest,
-            inserts: Vec::new(),
+            writes: Writes {
+                assign: T::clone_from,
+                inserts: Vec::new(),
+            },
             dirty: Vec::new(),
-            assign: T::clone_from,
         }
     }
 
@@ -203,7 +211,7 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
     where
         T: Default,
     {
-        self.assign = free_then_clone::<T>;
+        self.writes.assign = free_then_clone::<T>;
         self
     }
 }
@@ -243,15 +251,7 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
         let dst_q = state_for(&mut self.dst, dst);
         let mut matched = 0usize;
         for (entity, value) in src_q.iter(src) {
-            if copy_one(
-                dst_q,
-                dst,
-                entity,
-                &value,
-                map,
-                &mut self.inserts,
-                self.assign,
-            ) {
+            if copy_one(dst_q, dst, entity, &value, map, &mut self.writes) {
                 matched += 1;
             }
         }
@@ -270,7 +270,7 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
 
     /// Inserts the values queued for entities that lacked the component.
     fn flush_inserts(&mut self, dst: &mut World) {
-        for (entity, value, changed, added) in self.inserts.drain(..) {
+        for (entity, value, changed, added) in self.writes.inserts.drain(..) {
             let Ok(mut target) = dst.get_entity_mut(entity) else {
                 continue;
             };
@@ -311,29 +311,13 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
         for (entity, value) in src_q.iter(src) {
             src_set.add(entity);
             if since.src_changed(value.last_changed(), value.added()) {
-                copy_one(
-                    dst_q,
-                    dst,
-                    entity,
-                    &value,
-                    map,
-                    &mut self.inserts,
-                    self.assign,
-                );
+                copy_one(dst_q, dst, entity, &value, map, &mut self.writes);
             }
         }
         for entity in self.dirty.drain(..) {
             match src_q.get(src, entity) {
                 Ok((_, value)) => {
-                    copy_one(
-                        dst_q,
-                        dst,
-                        entity,
-                        &value,
-                        map,
-                        &mut self.inserts,
-                        self.assign,
-                    );
+                    copy_one(dst_q, dst, entity, &value, map, &mut self.writes);
                 }
                 Err(_) => {
                     if let Ok(mut target) = dst.get_entity_mut(entity) {
@@ -345,7 +329,7 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
                 }
             }
         }
-        for (entity, ..) in &self.inserts {
+        for (entity, ..) in &self.writes.inserts {
             dst_set.add(*entity);
         }
         self.flush_inserts(dst);
@@ -389,20 +373,21 @@ fn copy_one<T: Component<Mutability = Mutable> + Clone>(
     entity: Entity,
     value: &Ref<T>,
     map: TickMap,
-    inserts: &mut Vec<(Entity, T, Tick, Tick)>,
-    assign: fn(&mut T, &T),
+    writes: &mut Writes<T>,
 ) -> bool {
     let changed = map.map(value.last_changed());
     let added = map.map(value.added());
     match dst_q.get_mut(dst, entity) {
         Ok(mut target) => {
-            assign(target.bypass_change_detection(), &**value);
+            (writes.assign)(target.bypass_change_detection(), &**value);
             target.set_last_changed(changed);
             target.set_last_added(added);
             true
         }
         Err(_) => {
-            inserts.push((entity, (**value).clone(), changed, added));
+            writes
+                .inserts
+                .push((entity, (**value).clone(), changed, added));
             false
         }
     }
