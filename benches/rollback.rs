@@ -327,8 +327,8 @@ fn clone_time<T: Clone>(part: &T) -> Duration {
 }
 
 /// Prints, for the verified world of `app`, the time each part of Rapier's state takes to copy
-/// (`clone_from`, what a rollback does), and the alternative of a serde round trip of the
-/// narrow phase through a reused bincode buffer.
+/// (`clone_from`: a clone and the old value's free, the work a rollback does for it), and the
+/// alternative of a serde round trip of the narrow phase through a reused bincode buffer.
 fn rapier_parts(app: &mut App, kind: Kind, n: u32) {
     use bevy_rapier3d::plugin::context::{
         RapierContextColliders, RapierContextSimulation, RapierRigidBodySet,

@@ -60,8 +60,8 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
         MultibodyJoint, RapierConfiguration, DefaultRapierContext);
     reg!(unchecked K; ContactForceEventThreshold, ContactSkin);
     reg!(C; Collider, KinematicCharacterController, KinematicCharacterControllerOutput);
-    // On the Rapier context entity, not on simulation entities: not digested.
-    reg!(unchecked C; SimulationToRenderTime);
+    // On the Rapier context entity, not on simulation entities: not digested. The order of
+    // registration is part of a snapshot's game fingerprint: keep it.
     macro_rules! set {
         ($($t:ty),*) => {$(
             registry
@@ -74,6 +74,7 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
         RapierContextColliders,
         RapierContextJoints
     );
+    reg!(unchecked C; SimulationToRenderTime);
     registry
         .components
         .push(Box::new(ContextSimulationCopier::default()));

@@ -27,7 +27,9 @@ use crate::checksum::{SimHash, StateHasher};
 pub enum RollbackStrategy {
     /// `Copy` types: a bitwise copy.
     Copy,
-    /// `Clone` types: `clone_from`, which reuses the destination's allocations.
+    /// `Clone` types: `clone_from`, which reuses the destination's allocations where the type's
+    /// `clone_from` does (`Vec`'s and `String`'s do; a derived one clones, then frees the old
+    /// value).
     Clone,
 }
 
