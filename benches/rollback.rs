@@ -287,14 +287,20 @@ fn single_threaded_schedules(app: &mut App) {
     }
 }
 
+/// A built App with `MinimalPlugins` and nothing else: the App a session lives in, without it.
+fn minimal_app() -> App {
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    app.finish();
+    app.cleanup();
+    app
+}
+
 /// Peak live heap bytes of the App a session lives in, without the session: `MinimalPlugins`,
 /// built and updated as often as [`measure`]'s session App is while its peak is measured.
 fn host_app_bytes() -> usize {
     let (_, bytes) = peak_bytes(|| {
-        let mut app = App::new();
-        app.add_plugins(MinimalPlugins);
-        app.finish();
-        app.cleanup();
+        let mut app = minimal_app();
         for _ in 0..WARM_TICKS + 28 {
             app.update();
         }
@@ -307,10 +313,7 @@ fn host_app_bytes() -> usize {
 /// (schedules, executor, time), which every session update includes and a plain world tick
 /// does not.
 fn app_frame(single_threaded: bool) -> Duration {
-    let mut app = App::new();
-    app.add_plugins(MinimalPlugins);
-    app.finish();
-    app.cleanup();
+    let mut app = minimal_app();
     for _ in 0..50 {
         app.update();
     }

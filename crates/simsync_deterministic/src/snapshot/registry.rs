@@ -12,7 +12,7 @@ use super::relationship::{RelationshipCopier, RelationshipRollback, check_relati
 use super::serial::{ComponentSerial, ResourceSerial, serde_component, serde_resource};
 use super::strategy::{
     CloneComponent, CloneResource, ComponentCopier, DigestSource, ResourceCopier, RollbackStrategy,
-    sim_hash_fn,
+    free_then_clone, sim_hash_fn,
 };
 use crate::checksum::SimHash;
 use crate::error::SessionError;
@@ -149,6 +149,17 @@ impl RollbackRegistry {
         hash: Option<fn(&T, &mut crate::checksum::StateHasher)>,
         digest: DigestSource<T>,
     ) -> Result<(), SessionError> {
+        self.add_component_with::<T>(hash, digest, T::clone_from)
+    }
+
+    /// [`RollbackRegistry::add_component`] with the copier writing a held value by `assign`
+    /// (`clone_from`, or [`free_then_clone`]).
+    fn add_component_with<T: Component<Mutability = Mutable> + Clone>(
+        &mut self,
+        hash: Option<fn(&T, &mut crate::checksum::StateHasher)>,
+        digest: DigestSource<T>,
+        assign: fn(&mut T, &T),
+    ) -> Result<(), SessionError> {
         if self.locked {
             return Err(SessionError::SessionStarted {
                 type_name: std::any::type_name::<T>(),
@@ -168,12 +179,14 @@ impl RollbackRegistry {
                     .position(|c| c.type_id() == TypeId::of::<T>())
                 && !self.components[pos].hashed()
             {
-                self.components[pos] = Box::new(CloneComponent::<T>::new(Some(hash), digest));
+                self.components[pos] =
+                    Box::new(CloneComponent::<T>::new(Some(hash), digest).assigning(assign));
             }
             return Ok(());
         }
-        self.components
-            .push(Box::new(CloneComponent::<T>::new(hash, digest)));
+        self.components.push(Box::new(
+            CloneComponent::<T>::new(hash, digest).assigning(assign),
+        ));
         Ok(())
     }
 
@@ -204,13 +217,7 @@ impl RollbackRegistry {
     pub(crate) fn register_builtin_set<T: Component<Mutability = Mutable> + Clone + Default>(
         &mut self,
     ) -> Result<(), SessionError> {
-        self.add_component::<T>(RollbackStrategy::Clone, None, DigestSource::Skip)?;
-        if let Some(last) = self.components.last_mut()
-            && last.type_id() == TypeId::of::<T>()
-        {
-            *last = Box::new(CloneComponent::<T>::new(None, DigestSource::Skip).freeing_first());
-        }
-        Ok(())
+        self.add_component_with::<T>(None, DigestSource::Skip, free_then_clone::<T>)
     }
 
     /// Registers one of the crate's own resource types: compared by its `Debug` text in the

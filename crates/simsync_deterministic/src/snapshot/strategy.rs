@@ -208,12 +208,10 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
         }
     }
 
-    /// This copier with [`free_then_clone`] in place of `clone_from`.
-    pub(crate) fn freeing_first(mut self) -> Self
-    where
-        T: Default,
-    {
-        self.writes.assign = free_then_clone::<T>;
+    /// This copier writing a held value by `assign` in place of `clone_from` (the registry
+    /// passes [`free_then_clone`] for Rapier's sets).
+    pub(crate) fn assigning(mut self, assign: fn(&mut T, &T)) -> Self {
+        self.writes.assign = assign;
         self
     }
 }
@@ -739,7 +737,7 @@ mod tests {
     }
 
     #[test]
-    fn a_copier_freeing_first_copies_like_clone_from() {
+    fn a_copier_assigning_free_then_clone_copies_like_clone_from() {
         let (mut src, mut dst) = (World::new(), World::new());
         let e = src.spawn((Counted::new(5), Synced)).id();
         assert_eq!(dst.spawn((Counted::new(6), Synced)).id(), e);
@@ -750,7 +748,7 @@ mod tests {
         );
         Counted::peak_since_reset();
         CloneComponent::<Counted>::new(None, DigestSource::Skip)
-            .freeing_first()
+            .assigning(free_then_clone::<Counted>)
             .copy(&mut src, &mut dst, map);
         assert_eq!(dst.get::<Counted>(e).and_then(|c| c.0.as_deref()), Some(&5));
         assert_eq!(
