@@ -180,7 +180,7 @@ pub(crate) struct CloneComponent<T: Component<Mutability = Mutable> + Clone> {
     digest: DigestSource<T>,
     writes: Writes<T>,
     /// Entities whose value changed in the destination since the sync (kept between copies).
-    dirty: Vec<Entity>,
+    dirty: Dirty,
 }
 
 /// How [`copy_one`] writes a value: in place by `assign`, or queued in `inserts` for an entity
@@ -204,7 +204,7 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
                 assign: T::clone_from,
                 inserts: Vec::new(),
             },
-            dirty: Vec::new(),
+            dirty: Dirty::default(),
         }
     }
 
@@ -286,6 +286,10 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
     /// `false`, having copied those, when the two worlds' sets of entities holding the
     /// component may differ in a way the change ticks do not show (the caller then copies
     /// everything).
+    ///
+    /// Two passes in table order: the destination's holders (which changed since the sync, and
+    /// the set's fingerprint), then the source's (each copied when it changed in either world,
+    /// once). A destination holder the source lacks loses the component.
     fn copy_changed(
         &mut self,
         src: &mut World,
@@ -293,31 +297,34 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
         map: TickMap,
         since: SyncTicks,
     ) -> bool {
-        // Entities holding the component in each world, as a count and an order-free
-        // fingerprint of their ids: equal sets unless the fingerprints collide.
+        // `for_each` rather than `for`: Bevy folds over each table's columns, a few ns less per
+        // holder than its iterator's `next`.
         let mut dst_set = EntitySet::default();
-        self.dirty.clear();
+        let dirty = &mut self.dirty;
+        dirty.clear();
         let dst_ref = state_for(&mut self.dst_ref, dst);
-        for (entity, value) in dst_ref.iter(dst) {
+        dst_ref.iter(dst).for_each(|(entity, value)| {
             dst_set.add(entity);
             if since.dst_changed(value.last_changed(), value.added()) {
-                self.dirty.push(entity);
+                dirty.insert(entity);
             }
-        }
+        });
         let mut src_set = EntitySet::default();
         let src_q = state_for(&mut self.src, src);
         let src: &World = src;
         let dst_q = state_for(&mut self.dst, dst);
-        for (entity, value) in src_q.iter(src) {
+        let writes = &mut self.writes;
+        src_q.iter(src).for_each(|(entity, value)| {
             src_set.add(entity);
-            if since.src_changed(value.last_changed(), value.added()) {
-                copy_one(dst_q, dst, entity, &value, map, &mut self.writes);
+            if dirty.take(entity) || since.src_changed(value.last_changed(), value.added()) {
+                copy_one(dst_q, dst, entity, &value, map, writes);
             }
-        }
-        for entity in self.dirty.drain(..) {
+        });
+        // Changed in the destination and held by no source entity of the same index.
+        for entity in dirty.drain() {
             match src_q.get(src, entity) {
                 Ok((_, value)) => {
-                    copy_one(dst_q, dst, entity, &value, map, &mut self.writes);
+                    copy_one(dst_q, dst, entity, &value, map, writes);
                 }
                 Err(_) => {
                     if let Ok(mut target) = dst.get_entity_mut(entity) {
@@ -334,6 +341,63 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
         }
         self.flush_inserts(dst);
         src_set == dst_set
+    }
+}
+
+/// The destination's holders that changed since the sync, kept between copies: a list and a
+/// bit per entity index, so the source's pass finds them without a lookup per holder.
+#[derive(Default)]
+struct Dirty {
+    list: Vec<Entity>,
+    bits: Vec<u64>,
+}
+
+impl Dirty {
+    fn clear(&mut self) {
+        for entity in self.list.drain(..) {
+            let i = entity.index_u32() as usize;
+            self.bits[i / 64] &= !(1 << (i % 64));
+        }
+    }
+
+    fn insert(&mut self, entity: Entity) {
+        let i = entity.index_u32() as usize;
+        if self.bits.len() <= i / 64 {
+            self.bits.resize(i / 64 + 1, 0);
+        }
+        self.bits[i / 64] |= 1 << (i % 64);
+        self.list.push(entity);
+    }
+
+    /// Whether an entity of `entity`'s index is marked, unmarking it. An entity of the same
+    /// index and another generation counts: it is copied to, and the marked one, left in
+    /// place, makes the two worlds' holder sets differ (the caller then copies everything).
+    fn take(&mut self, entity: Entity) -> bool {
+        if self.list.is_empty() {
+            return false;
+        }
+        let i = entity.index_u32() as usize;
+        let Some(word) = self.bits.get_mut(i / 64) else {
+            return false;
+        };
+        let bit = 1 << (i % 64);
+        let marked = *word & bit != 0;
+        *word &= !bit;
+        marked
+    }
+
+    /// The marked entities whose index no [`Dirty::take`] unmarked, emptying the list.
+    fn drain(&mut self) -> Vec<Entity> {
+        let mut left = Vec::new();
+        for entity in self.list.drain(..) {
+            let i = entity.index_u32() as usize;
+            let bit = 1 << (i % 64);
+            if self.bits[i / 64] & bit != 0 {
+                self.bits[i / 64] &= !bit;
+                left.push(entity);
+            }
+        }
+        left
     }
 }
 
@@ -648,6 +712,56 @@ mod tests {
         assert_eq!(
             values(&dst, &[es[0], only_src, only_dst]),
             vec![Some(0), Some(7), None]
+        );
+    }
+
+    #[test]
+    fn a_value_changed_in_both_worlds_is_copied_once() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static ASSIGNS: AtomicU32 = AtomicU32::new(0);
+        fn counting(to: &mut P, from: &P) {
+            ASSIGNS.fetch_add(1, Ordering::Relaxed);
+            to.clone_from(from);
+        }
+        let (mut src, mut dst, es, s, d) = synced_pair();
+        for (i, e) in es.iter().enumerate() {
+            src.get_mut::<P>(*e).expect("spawned").0 = 10 + i as u32;
+            dst.get_mut::<P>(*e).expect("spawned").0 = 20 + i as u32;
+        }
+        let map = map_since(&src, &dst, s, d);
+        CloneComponent::<P>::new(None, DigestSource::Skip)
+            .assigning(counting)
+            .copy(&mut src, &mut dst, map);
+        assert_eq!(values(&dst, &es), vec![Some(10), Some(11), Some(12)]);
+        assert_eq!(ASSIGNS.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_changed_value_on_an_entity_of_another_generation_is_copied_exactly() {
+        let (mut src, mut dst, es, s, d) = synced_pair();
+        // The same index, another generation in each world: the destination's changed holder
+        // is not the source's.
+        let next = |world: &mut World, entity: Entity| {
+            world.despawn_no_free(entity);
+            world.entities().resolve_from_index(entity.index())
+        };
+        let in_src = next(&mut src, es[1]);
+        src.spawn_empty_at(in_src)
+            .expect("free")
+            .insert((P(5), Synced));
+        let skipped = next(&mut dst, es[1]);
+        dst.spawn_empty_at(skipped).expect("free");
+        let in_dst = next(&mut dst, skipped);
+        dst.spawn_empty_at(in_dst)
+            .expect("free")
+            .insert((P(6), Synced));
+        assert_eq!(in_src.index(), in_dst.index());
+        assert_ne!(in_src, in_dst);
+        let map = map_since(&src, &dst, s, d);
+        CloneComponent::<P>::new(None, DigestSource::Skip).copy(&mut src, &mut dst, map);
+        assert_eq!(
+            values(&dst, &[es[0], es[2], in_dst]),
+            vec![Some(0), Some(2), None]
         );
     }
 
