@@ -50,6 +50,39 @@ fn skipping_rollbacks_when_predictions_hold_keeps_every_check_matching() {
     assert_eq!(s.checksum_history[..600], a.checksum_history[..600]);
 }
 
+#[test]
+fn bodies_asleep_before_a_rollback_are_asleep_alike_at_every_resimulated_tick() {
+    use simsync::deterministic::PredictionCheck;
+    // Resting piles with sleeping on, inputs 6 ticks late: every update rolls back into ticks
+    // where most boxes sleep. The full prediction check digests every registered component of
+    // every body, `Sleeping` included, at each re-simulated tick whose inputs held.
+    let game = TestGame {
+        boxes: 200,
+        ..TestGame::default()
+    };
+    let mut app = common::app_with_game(game, 2, 6, |plugin| {
+        plugin
+            .mode(SessionMode::Predicted)
+            .verify_predictions(true)
+            .prediction_check(PredictionCheck::AllRegisteredState)
+    });
+    let mut asleep_max = 0;
+    for _ in 0..500 {
+        app.update();
+        let worlds = app
+            .world()
+            .resource::<simsync::deterministic::SimulationWorlds>();
+        asleep_max = asleep_max.max(asleep(worlds.verified()).len());
+    }
+    let s = common::stats(&app);
+    assert!(asleep_max > 50, "piles fall asleep: {asleep_max}");
+    assert!(s.rollbacks > 300, "{s:?}");
+    assert!(s.mispredicted_inputs > 10, "{s:?}");
+    assert!(s.resim_ticks_checked > 300, "{s:?}");
+    assert_eq!(s.resim_ticks_uncovered, 0, "{s:?}");
+    assert_eq!(s.resim_ticks_matching, s.resim_ticks_checked, "{s:?}");
+}
+
 /// A world's checksum and its sleeping bodies (entity bits, sorted).
 type WorldState = (u64, Vec<u64>);
 
