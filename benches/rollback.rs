@@ -173,7 +173,8 @@ struct Row {
     zero_single: Duration,
     /// Peak live heap bytes of the plain world and of the session App.
     memory: (usize, usize),
-    sleeping: usize,
+    /// Bodies asleep in the session's verified world and in the plain world.
+    sleeping: (usize, usize),
 }
 
 impl Row {
@@ -184,7 +185,7 @@ impl Row {
         let b = self.tick.as_secs_f64();
         let r = |d: Duration| d.as_secs_f64() / b;
         println!(
-            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} ({:.1} / {:.1} MB) | {:.2} | {} |",
+            "| {:?} | {} | {:.3} ms | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} ({:.1} / {:.1} MB) | {:.2} | {} / {} |",
             self.scene.kind,
             self.scene.n,
             b * 1e3,
@@ -198,7 +199,8 @@ impl Row {
             self.memory.1 as f64 / 1e6,
             self.memory.0 as f64 / 1e6,
             self.memory.1.saturating_sub(host) as f64 / self.memory.0.max(1) as f64,
-            self.sleeping,
+            self.sleeping.0,
+            self.sleeping.1,
         );
     }
 }
@@ -228,7 +230,7 @@ fn measure(scene: Scene) -> Row {
     let zero_copy_t = time_each(60, || zero_copy.update());
     let zero_t = time_each(60, || zero.update());
     let zero_single_t = time_each(60, || zero_single.update());
-    let sleeping = sleeping_bodies(&mut late);
+    let sleeping = (sleeping_bodies(&mut late), asleep(plain.world_mut()));
     Row {
         scene,
         tick,
@@ -245,7 +247,11 @@ fn measure(scene: Scene) -> Row {
 /// Bodies asleep in the verified world.
 fn sleeping_bodies(app: &mut App) -> usize {
     let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
-    let world = worlds.verified_mut();
+    asleep(worlds.verified_mut())
+}
+
+/// Bodies asleep in `world`.
+fn asleep(world: &mut World) -> usize {
     let mut q = world.query::<&bevy_rapier3d::prelude::Sleeping>();
     q.iter(world).filter(|s| s.sleeping).count()
 }
@@ -442,13 +448,32 @@ fn rapier_parts(app: &mut App, kind: Kind, n: u32) {
 /// scene at the first size of `SIMSYNC_BENCH_SIZES` and nothing else, for an outside profiler
 /// (`perf record`); with `SIMSYNC_ROLLBACK_LOOP_LATENCY=8` as well, updates with inputs that
 /// many ticks late (a rollback every update) instead; with
-/// `SIMSYNC_ROLLBACK_LOOP_SINGLE_THREADED=1`, every main-app schedule single-threaded.
+/// `SIMSYNC_ROLLBACK_LOOP_SINGLE_THREADED=1`, every main-app schedule single-threaded. With
+/// `=gas-plain` or `=pile-plain`: 2,000 ticks of the plain world instead, the profile to compare
+/// the session's with.
 fn loop_only() -> bool {
-    let Some(kind) = std::env::var_os("SIMSYNC_ROLLBACK_LOOP") else {
+    let Some(kind) = std::env::var("SIMSYNC_ROLLBACK_LOOP").ok() else {
         return false;
     };
-    let kind = if kind == "gas" { Kind::Gas } else { Kind::Pile };
     let n = sizes().first().copied().unwrap_or(1_000);
+    let (name, plain) = match kind.strip_suffix("-plain") {
+        Some(name) => (name, true),
+        None => (kind.as_str(), false),
+    };
+    let kind = if name == "gas" { Kind::Gas } else { Kind::Pile };
+    if plain {
+        let mut world = plain_world(Scene { kind, n });
+        let t = Instant::now();
+        for _ in 0..2_000 {
+            scenes::plain_tick(&mut world);
+        }
+        eprintln!(
+            "{kind:?} {n}: {:?} per plain tick, {} bodies asleep",
+            t.elapsed() / 2_000,
+            asleep(world.world_mut())
+        );
+        return true;
+    }
     let latency = std::env::var("SIMSYNC_ROLLBACK_LOOP_LATENCY")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -462,8 +487,9 @@ fn loop_only() -> bool {
         app.update();
     }
     eprintln!(
-        "{kind:?} {n}: {:?} per update, inputs {latency} ticks late",
-        t.elapsed() / 2_000
+        "{kind:?} {n}: {:?} per update, inputs {latency} ticks late, {} bodies asleep",
+        t.elapsed() / 2_000,
+        sleeping_bodies(&mut app)
     );
     true
 }
@@ -494,7 +520,7 @@ fn bench(c: &mut Criterion) {
     let frame = app_frame(false);
     let host = host_app_bytes();
     println!(
-        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | zero-lat − frame ÷ b | zero-lat, main 1 thread ÷ b | mem ÷ plain (session / plain) | mem − host ÷ plain | asleep |"
+        "| scene | N | plain tick b | copy ÷ b | update ÷ 9b | zero-lat copy ÷ b | zero-lat ÷ b | zero-lat − frame ÷ b | zero-lat, main 1 thread ÷ b | mem ÷ plain (session / plain) | mem − host ÷ plain | asleep (session / plain) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for n in sizes() {
