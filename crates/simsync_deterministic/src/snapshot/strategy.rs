@@ -322,7 +322,8 @@ impl<T: Component<Mutability = Mutable> + Clone> CloneComponent<T> {
             }
         });
         // Changed in the destination and held by no source entity of the same index.
-        for entity in dirty.drain() {
+        dirty.keep_untaken();
+        for entity in dirty.list.drain(..) {
             match src_q.get(src, entity) {
                 Ok((_, value)) => {
                     copy_one(dst_q, dst, entity, &value, map, writes);
@@ -354,19 +355,25 @@ struct Dirty {
 }
 
 impl Dirty {
+    /// The word and the bit of `entity`'s index.
+    fn slot(entity: Entity) -> (usize, u64) {
+        let i = entity.index_u32() as usize;
+        (i / 64, 1 << (i % 64))
+    }
+
     fn clear(&mut self) {
         for entity in self.list.drain(..) {
-            let i = entity.index_u32() as usize;
-            self.bits[i / 64] &= !(1 << (i % 64));
+            let (word, bit) = Self::slot(entity);
+            self.bits[word] &= !bit;
         }
     }
 
     fn insert(&mut self, entity: Entity) {
-        let i = entity.index_u32() as usize;
-        if self.bits.len() <= i / 64 {
-            self.bits.resize(i / 64 + 1, 0);
+        let (word, bit) = Self::slot(entity);
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
         }
-        self.bits[i / 64] |= 1 << (i % 64);
+        self.bits[word] |= bit;
         self.list.push(entity);
     }
 
@@ -377,28 +384,26 @@ impl Dirty {
         if self.list.is_empty() {
             return false;
         }
-        let i = entity.index_u32() as usize;
-        let Some(word) = self.bits.get_mut(i / 64) else {
+        let (word, bit) = Self::slot(entity);
+        let Some(word) = self.bits.get_mut(word) else {
             return false;
         };
-        let bit = 1 << (i % 64);
         let marked = *word & bit != 0;
         *word &= !bit;
         marked
     }
 
-    /// The marked entities whose index no [`Dirty::take`] unmarked, emptying the list.
-    fn drain(&mut self) -> Vec<Entity> {
-        let mut left = Vec::new();
-        for entity in self.list.drain(..) {
-            let i = entity.index_u32() as usize;
-            let bit = 1 << (i % 64);
-            if self.bits[i / 64] & bit != 0 {
-                self.bits[i / 64] &= !bit;
-                left.push(entity);
-            }
-        }
-        left
+    /// Keeps in the list only the entities whose index no [`Dirty::take`] unmarked, unmarking
+    /// them too: the list, drained by the caller, then holds the changed holders the source's
+    /// pass did not reach.
+    fn keep_untaken(&mut self) {
+        let bits = &mut self.bits;
+        self.list.retain(|entity| {
+            let (word, bit) = Self::slot(*entity);
+            let marked = bits[word] & bit != 0;
+            bits[word] &= !bit;
+            marked
+        });
     }
 }
 
