@@ -143,6 +143,10 @@ impl Default for NetworkSessionConfig {
     }
 }
 
+/// Default of [`SessionConfig::checksum_history`]: 4,096 checksums (16 bytes each), about 64 s
+/// of one checksum a tick at 64 ticks/s, 68 minutes at the default interval of 60 ticks.
+pub const DEFAULT_CHECKSUM_HISTORY: u32 = 4_096;
+
 /// Everything a [`DeterministicPlugin`](crate::DeterministicPlugin) session is configured with.
 /// Defaults follow [Quantum's reference values](crate::rules#quantums-reference-defaults).
 #[derive(Debug, Clone, PartialEq, Reflect)]
@@ -159,6 +163,12 @@ pub struct SessionConfig {
     pub max_verified_ticks_per_update: u32,
     /// A checksum every this many verified ticks (default 60, ≥ 1).
     pub checksum_interval: u32,
+    /// Verified checksums kept in [`SessionStats::checksum_history`](crate::SessionStats),
+    /// newest last (default [`DEFAULT_CHECKSUM_HISTORY`], 4,096 = 64 KiB; 0 keeps none). The
+    /// session itself needs none of them ([bounded
+    /// histories](crate::rules#every-per-tick-history-is-bounded)): they are for the game and
+    /// tests.
+    pub checksum_history: u32,
     /// Ticks between sampling a local input and the tick it applies to (default 0).
     pub input_delay: u32,
     /// Predicted or lockstep.
@@ -202,6 +212,7 @@ impl Default for SessionConfig {
             rollback_window: 60,
             max_verified_ticks_per_update: 60,
             checksum_interval: 60,
+            checksum_history: DEFAULT_CHECKSUM_HISTORY,
             input_delay: 0,
             mode: SessionMode::Predicted,
             verify_predictions: false,

@@ -72,8 +72,8 @@ pub mod rules {}
 
 pub use checksum::{SimHash, StateHasher, TickChecksum};
 pub use config::{
-    LocalSessionConfig, NetworkSessionConfig, PredictionCheck, SessionClock, SessionConfig,
-    SessionMode,
+    DEFAULT_CHECKSUM_HISTORY, LocalSessionConfig, NetworkSessionConfig, PredictionCheck,
+    SessionClock, SessionConfig, SessionMode,
 };
 pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,

@@ -154,6 +154,13 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
+    /// Verified checksums kept in [`SessionStats::checksum_history`](crate::SessionStats)
+    /// (default 4,096; see [`SessionConfig::checksum_history`]).
+    pub fn checksum_history(mut self, checksums: u32) -> Self {
+        self.config.checksum_history = checksums;
+        self
+    }
+
     /// Ticks between sampling a local input and the tick it applies to.
     pub fn input_delay(mut self, ticks: u32) -> Self {
         self.config.input_delay = ticks;

@@ -133,11 +133,26 @@ impl PredictionAudit {
         (chain == entry.chain).then_some(entry.state)
     }
 
-    /// Forgets confirmed hashes of ticks before `keep_from`.
+    /// Forgets confirmed hashes and predicted states of ticks before `keep_from` (a predicted
+    /// state whose tick was verified without a comparison, e.g. while the predicted world
+    /// shared the verified timeline, would otherwise stay).
     pub(crate) fn discard_before(&mut self, keep_from: Tick) {
         while self.confirmed.front().is_some_and(|(t, _)| *t < keep_from) {
             self.confirmed.pop_front();
         }
+        while self
+            .entries
+            .first_key_value()
+            .is_some_and(|(t, _)| *t < keep_from)
+        {
+            self.entries.pop_first();
+        }
+    }
+
+    /// (confirmed hashes, predicted states) held.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> (usize, usize) {
+        (self.confirmed.len(), self.entries.len())
     }
 }
 
@@ -194,6 +209,32 @@ mod tests {
         audit.record_confirmed(2, 20);
         assert_eq!(audit.take_comparable(1), None);
         assert_eq!(audit.take_comparable(2), st(200));
+    }
+
+    #[test]
+    fn the_audit_stays_within_the_rollback_window_over_a_long_session() {
+        let window = 60;
+        let mut audit = PredictionAudit::default();
+        // 100,000 ticks (26 minutes at 64 ticks/s); the predicted world runs 8 ticks ahead and
+        // is audited on every third tick, while verification asks for other ticks (which were
+        // never predicted: the shared timeline), so no comparison ever drops an entry;
+        // `forget_before` discards after every update.
+        for tick in 1..=100_000 {
+            if (tick + 8) % 3 == 1 {
+                audit.record_predicted(tick + 8, tick as u64, st(tick as u64));
+            }
+            audit.record_confirmed(tick, tick as u64);
+            if tick % 3 == 0 {
+                assert_eq!(audit.take_comparable(tick), None);
+            }
+            audit.discard_before(tick - window - 2);
+            let (confirmed, predicted) = audit.held();
+            assert!(confirmed <= window as usize + 3, "tick {tick}: {confirmed}");
+            assert!(
+                predicted <= window as usize + 11,
+                "tick {tick}: {predicted}"
+            );
+        }
     }
 
     #[test]

@@ -58,7 +58,10 @@ pub struct SessionStats {
     pub resim_ticks_uncovered: u64,
     /// The latest verified checksum.
     pub last_checksum: Option<TickChecksum>,
-    /// Every verified checksum recorded, oldest first (at most 100,000).
+    /// The newest verified checksums recorded, oldest first: at most
+    /// [`SessionConfig::checksum_history`](crate::SessionConfig::checksum_history) (default
+    /// 4,096); once full, the oldest eighth is dropped at a time
+    /// ([bounded histories](crate::rules#every-per-tick-history-is-bounded)).
     pub checksum_history: Vec<TickChecksum>,
     /// Entities rollbacks spawned back into the predicted world.
     pub rollback_restored_entities: u64,
@@ -87,6 +90,21 @@ pub struct SessionStats {
     /// Replay recordings stopped by an error (each also a
     /// [`ReplayWriteFailed`](crate::ReplayWriteFailed) message).
     pub replay_write_errors: u64,
+}
+
+/// Appends `checksum` to `history`, keeping at most `bound` entries: when the history is full,
+/// the oldest eighth (at least one) is dropped first, so a push moves the kept entries only once
+/// every `bound / 8` pushes. `bound == 0` keeps nothing.
+pub(crate) fn push_bounded(history: &mut Vec<TickChecksum>, checksum: TickChecksum, bound: usize) {
+    if bound == 0 {
+        history.clear();
+        return;
+    }
+    if history.len() >= bound {
+        let drop = (history.len() + 1 - bound).max(bound / 8);
+        history.drain(..drop.min(history.len()));
+    }
+    history.push(checksum);
 }
 
 /// A checksum was recorded on a verified tick.
@@ -143,4 +161,48 @@ pub struct SessionResumed {
 pub struct NeedsSnapshot {
     /// The oldest tick whose confirmed inputs the relay still holds.
     pub oldest_available: Tick,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(tick: Tick) -> TickChecksum {
+        TickChecksum {
+            tick,
+            checksum: tick as u64,
+        }
+    }
+
+    #[test]
+    fn the_checksum_history_stays_within_its_bound_over_a_long_session() {
+        let bound = 4_096;
+        let mut history = Vec::new();
+        let mut longest = 0;
+        // 100 times the bound: 409,600 checksums, 1.8 hours at one a tick at 64 ticks/s.
+        for tick in 1..=100 * bound as Tick {
+            push_bounded(&mut history, at(tick), bound);
+            longest = longest.max(history.len());
+        }
+        assert_eq!(longest, bound);
+        assert!(history.len() > bound - bound / 8, "{}", history.len());
+        assert_eq!(history.last(), Some(&at(100 * bound as Tick)));
+        assert!(
+            history.windows(2).all(|w| w[1].tick == w[0].tick + 1),
+            "the newest, in order, without gaps"
+        );
+        assert!(history.capacity() <= 2 * bound, "{}", history.capacity());
+    }
+
+    #[test]
+    fn a_small_or_zero_bound_is_honoured() {
+        let mut history = Vec::new();
+        for tick in 1..=10 {
+            push_bounded(&mut history, at(tick), 3);
+            assert!(history.len() <= 3);
+        }
+        assert_eq!(history, vec![at(8), at(9), at(10)]);
+        push_bounded(&mut history, at(11), 0);
+        assert!(history.is_empty());
+    }
 }

@@ -20,9 +20,6 @@ use crate::source::{LocalPlayers, NetReport, Polled};
 use crate::tick::Tick;
 use crate::worlds::{SimulationWorlds, run_tick};
 
-/// Verified checksums kept in [`SessionStats::checksum_history`].
-const MAX_CHECKSUM_HISTORY: usize = 100_000;
-
 /// Step 1, poll: local inputs for `now + input_delay`, and confirmed inputs from the relay.
 pub(super) fn poll<I: SimInput>(
     world: &mut World,
@@ -147,9 +144,8 @@ pub(super) fn verify<I: SimInput>(
             };
             recorded = Some(checksum.checksum);
             stats.last_checksum = Some(checksum);
-            if stats.checksum_history.len() < MAX_CHECKSUM_HISTORY {
-                stats.checksum_history.push(checksum);
-            }
+            let bound = session.config.checksum_history as usize;
+            super::stats::push_bounded(&mut stats.checksum_history, checksum, bound);
             world.write_message(ChecksumRecorded(checksum));
             checksums.push(checksum);
             super::dumps::keep_breakdown(worlds, session);
@@ -552,6 +548,31 @@ fn check<T>(result: Result<T, ContextError>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_inputs_a_rollback_may_need_stay_bounded_when_every_prediction_holds() {
+        let config = crate::SessionConfig::default();
+        let window = config.rollback_window as usize;
+        let mut session = DeterministicSession::<u32>::new(config).expect("session");
+        // 20,000 ticks (5 minutes at 64 ticks/s) of a session whose predictions always hold:
+        // the predicted world runs 6 ticks ahead, every tick is confirmed as predicted and
+        // `finish` forgets after every update.
+        for tick in 1..=20_000 {
+            for p in 0..2 {
+                session.buffer.confirm(p, tick, 0).expect("confirmed");
+            }
+            session.used_inputs.insert(tick + 6, 0);
+            forget_before(&mut session, tick);
+            assert!(session.used_inputs.len() <= window, "tick {tick}");
+            let (confirmed, predicted) = session.audit.held();
+            assert!(confirmed <= window + 2 && predicted == 0, "tick {tick}");
+            assert!(
+                session.buffer.discarded_through() >= tick - window as Tick - 2,
+                "tick {tick}: inputs discarded through {}",
+                session.buffer.discarded_through()
+            );
+        }
+    }
 
     #[test]
     fn the_verify_clamp_rises_while_far_behind_and_is_bounded() {

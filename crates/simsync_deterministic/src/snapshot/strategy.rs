@@ -9,7 +9,7 @@
 
 use std::any::TypeId;
 
-use bevy::ecs::change_detection::Tick;
+use bevy::ecs::change_detection::{MAX_CHANGE_AGE, Tick};
 use bevy::ecs::component::Mutable;
 use bevy::ecs::query::QueryState;
 use bevy::ecs::world::WorldId;
@@ -32,6 +32,10 @@ pub enum RollbackStrategy {
     /// value).
     Clone,
 }
+
+/// The most change ticks after a world's mark a change of it is taken to be (2²⁸); older
+/// values are up to 3.8 × 10⁹ before it ([`TickMap::map`]).
+pub const MAX_AHEAD_OF_MARK: u32 = 1 << 28;
 
 /// Maps change ticks of the verified world onto the predicted world, relative to the tick mark
 /// each world recorded at the end of its last [`SimulationTick`](crate::SimulationTick).
@@ -93,12 +97,26 @@ impl TickMap {
     }
 
     /// The destination tick with the same offset from its mark as `tick` has from the source
-    /// mark; never later than the destination's current tick.
+    /// mark; never later than the destination's current tick, and never older than Bevy's
+    /// [`MAX_CHANGE_AGE`] before it.
+    ///
+    /// Offsets are serial-number arithmetic on `u32` change ticks, which wrap: a tick at most
+    /// [`MAX_AHEAD_OF_MARK`] after the source mark is a change made since the mark; every other
+    /// one is that much older than the mark (Bevy's `check_change_ticks`, which the session
+    /// calls after every tick of both worlds, keeps every stored tick within `MAX_CHANGE_AGE`
+    /// plus one check interval of its world's current tick, 3.8 × 10⁹ of the 4.3 × 10⁹ values).
+    /// An unchanged value more than 2³¹ change ticks old (after a few days of a long session)
+    /// therefore stays old, never becomes "changed now" ([long
+    /// sessions](crate::rules#long-sessions)).
     pub fn map(&self, tick: Tick) -> Tick {
-        let offset = tick.get().wrapping_sub(self.src_mark.get()) as i32;
-        let room = self.dst_now.get().wrapping_sub(self.dst_mark.get()) as i32;
-        let offset = offset.min(room);
-        Tick::new(self.dst_mark.get().wrapping_add(offset as u32))
+        let room = self.dst_now.get().wrapping_sub(self.dst_mark.get());
+        let ahead = tick.get().wrapping_sub(self.src_mark.get());
+        if ahead <= MAX_AHEAD_OF_MARK {
+            return Tick::new(self.dst_mark.get().wrapping_add(ahead.min(room)));
+        }
+        let age = self.src_mark.get().wrapping_sub(tick.get());
+        let age = age.min(MAX_CHANGE_AGE.saturating_sub(room));
+        Tick::new(self.dst_mark.get().wrapping_sub(age))
     }
 }
 
@@ -628,6 +646,40 @@ mod tests {
 
     #[derive(Component, Clone, Debug, PartialEq)]
     struct P(u32);
+
+    #[test]
+    fn ticks_map_by_offset_from_the_marks_across_the_u32_wrap() {
+        let t = Tick::new;
+        // Source mark just below the wrap, destination mark just above it.
+        let map = TickMap::new(t(u32::MAX - 5), t(10), t(14));
+        assert_eq!(map.map(t(u32::MAX - 5)), t(10), "at the mark");
+        assert_eq!(map.map(t(u32::MAX - 7)), t(8), "two before");
+        assert_eq!(map.map(t(u32::MAX - 2)), t(13), "three after");
+        assert_eq!(map.map(t(5)), t(14), "after: at most the destination's now");
+        assert_eq!(map.map(t(100)), t(14));
+    }
+
+    #[test]
+    fn a_value_older_than_two_to_the_31_change_ticks_stays_old() {
+        let t = Tick::new;
+        let (mark, now) = (3_000_000_000u32, 3_000_000_040u32);
+        let map = TickMap::new(t(mark), t(mark), t(now));
+        // Added at change tick 100, then left alone for 3 × 10⁹ ticks (not yet clamped by Bevy,
+        // which clamps beyond MAX_CHANGE_AGE ≈ 3.26 × 10⁹).
+        let old = t(100);
+        let mapped = map.map(old);
+        assert_eq!(mapped, old);
+        let (last_run, this_run) = (t(now - 1), t(now + 1));
+        assert!(!mapped.is_newer_than(last_run, this_run), "no Changed");
+        // An age the destination cannot represent is clamped to MAX_CHANGE_AGE before its now.
+        let far = TickMap::new(t(mark), t(7), t(7 + 1_000_000_000));
+        let mapped = far.map(t(100));
+        assert_eq!(
+            t(7 + 1_000_000_000).get().wrapping_sub(mapped.get()),
+            MAX_CHANGE_AGE
+        );
+        assert!(!mapped.is_newer_than(t(6 + 1_000_000_000), t(8 + 1_000_000_000)));
+    }
 
     /// Two worlds holding `P(i)` on the same three synchronized entities, and their sync ticks.
     fn synced_pair() -> (World, World, Vec<Entity>, Tick, Tick) {
