@@ -509,6 +509,28 @@ mod tests {
     }
 
     #[test]
+    fn ping_times_are_measured_across_the_u32_millisecond_wrap() {
+        // 49.7 days into a session the millisecond clock wraps: pings sent just before it and
+        // answered just after measure their true round trip.
+        let day = Duration::from_secs(86_400);
+        let wrap = Duration::from_millis(1 << 32);
+        assert_eq!(millis_u32(wrap - Duration::from_millis(10)), u32::MAX - 9);
+        assert_eq!(millis_u32(wrap + Duration::from_millis(21)), 21);
+        let mut rtt = RttEstimator::new();
+        for i in 0..40u64 {
+            let sent = wrap - Duration::from_millis(5_000) + Duration::from_millis(250 * i);
+            let back = sent + Duration::from_millis(31);
+            assert_eq!(
+                rtt.on_pong(millis_u32(sent), millis_u32(back)),
+                Some(31.0),
+                "ping {i}"
+            );
+        }
+        assert!((rtt.rtt_ms().expect("samples") - 31.0).abs() < 1e-9);
+        assert!(wrap > 49 * day && wrap < 50 * day);
+    }
+
+    #[test]
     fn a_burst_of_stale_pongs_after_a_pause_does_not_move_the_estimate() {
         // Pings every 250 ms went unanswered for 6 s; the answers all arrive at 10 000 ms.
         let mut rtt = RttEstimator::new();

@@ -47,6 +47,10 @@ pub const RING_LEN: usize = 4;
 pub const ACK_INTERVAL: Duration = Duration::from_millis(50);
 /// Unacknowledged batches a sender remembers; an acknowledgement of an older one is ignored.
 pub const HISTORY_BATCHES: usize = 64;
+/// How far the oldest batch number a [`SentHistory`] accepts in an acknowledgement trails its
+/// newest: 2³⁰, half the range serial-number arithmetic orders
+/// ([long sessions](crate::rules#long-sessions)).
+const FIRST_TRAILS_BY: u32 = 1 << 30;
 
 /// Why an acknowledgement was refused (the whole acknowledgement is ignored).
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
@@ -168,7 +172,13 @@ pub struct SentHistory {
 impl SentHistory {
     /// Batch `seq` went out carrying `bodies` (as quantized on the wire).
     pub fn record(&mut self, seq: u32, bodies: impl IntoIterator<Item = (BodyId, QuantizedState)>) {
-        self.first.get_or_insert(seq);
+        let first = *self.first.get_or_insert(seq);
+        // Serial-number comparison only orders numbers less than 2³¹ apart: the oldest batch
+        // an acknowledgement may name trails the newest by at most 2³⁰ (6.5 months of batches at
+        // 64 a second), so `first` never looks newer than a batch sent since.
+        if seq.wrapping_sub(first) > FIRST_TRAILS_BY {
+            self.first = Some(seq.wrapping_sub(FIRST_TRAILS_BY));
+        }
         self.last = Some(seq);
         let bodies = bodies
             .into_iter()
@@ -561,6 +571,78 @@ mod tests {
             Ok(0)
         );
         assert_eq!(h.baseline(BodyId(2)), None);
+    }
+
+    #[test]
+    fn batch_numbers_and_acknowledgements_work_across_the_u32_wrap() {
+        let q = |x: f32| QuantizedState::new(&at(x));
+        let mut h = SentHistory::default();
+        let mut window = AckWindow::default();
+        let mut received = ReceivedStates::default();
+        // Five batches numbered u32::MAX − 2 ..= 2 (crossing the wrap); batch u32::MAX is lost.
+        let seqs: Vec<u32> = (0..5).map(|i| (u32::MAX - 2).wrapping_add(i)).collect();
+        for (i, seq) in seqs.iter().enumerate() {
+            let state = at(i as f32);
+            h.record(*seq, [(BodyId(1), QuantizedState::new(&state))]);
+            if *seq != u32::MAX {
+                window.record(*seq);
+                let wire = batch(*seq, &[(1, i as f32)])
+                    .to_wire(None, |_| None)
+                    .unwrap();
+                received.resolve(&wire, |_| true);
+            }
+        }
+        let ack = window.ack().unwrap();
+        assert_eq!(ack.newest, 1);
+        assert_eq!(
+            ack.seqs().collect::<Vec<_>>(),
+            vec![1, 0, u32::MAX - 1, u32::MAX - 2]
+        );
+        assert_eq!(h.on_ack(&ack), Ok(4));
+        assert_eq!(h.baseline(BodyId(1)), Some((1, q(4.0))));
+        // Batch 2 carries the body unchanged as a delta against batch 1, resolved on the
+        // receiver; batch u32::MAX − 1 (before the wrap) is a baseline the receiver kept too.
+        let next = batch(2, &[(1, 4.0)]);
+        let wire = next.to_wire(None, |b| h.baseline(b)).unwrap();
+        assert!(matches!(wire.entries[0].1, Entry::Delta(d) if d.ago == 1));
+        let resolved = received.resolve(&wire, |_| true);
+        assert_eq!(resolved.states, vec![(BodyId(1), q(4.0))]);
+        // The ring replaced its oldest state, u32::MAX − 2 (not 0 or 1, "smaller" numbers).
+        assert_eq!(received.find(BodyId(1), u32::MAX - 2), None);
+        assert_eq!(received.find(BodyId(1), u32::MAX - 1), Some(q(1.0)));
+        assert_eq!(received.find(BodyId(1), 0), Some(q(3.0)));
+        assert!(resolved.rejected.is_empty());
+    }
+
+    #[test]
+    fn acknowledgements_are_taken_after_more_than_two_to_the_31_batches() {
+        // A sender 2³¹ + 5 batches into its session (388 days at 64 a second): the first batch
+        // number it ever sent looks newer than its current ones to serial arithmetic, which must
+        // not make it refuse their acknowledgements as never sent.
+        let q = QuantizedState::new(&at(1.0));
+        let mut h = SentHistory::default();
+        h.record(0, [(BodyId(1), q)]);
+        for seq in (1u32 << 30)..(1u32 << 30) + 3 {
+            h.record(seq, []);
+        }
+        let late = (1u32 << 31) + 5;
+        h.record(late - 1, [(BodyId(1), q)]);
+        h.record(late, [(BodyId(1), q)]);
+        let ack = BatchAck {
+            newest: late,
+            earlier: 1,
+        };
+        assert_eq!(h.on_ack(&ack), Ok(2));
+        assert_eq!(h.baseline(BodyId(1)), Some((late, q)));
+        assert_eq!(
+            h.on_ack(&BatchAck {
+                newest: late.wrapping_add(1),
+                earlier: 0
+            }),
+            Err(AckRejection::Future {
+                newest: late.wrapping_add(1)
+            })
+        );
     }
 
     #[test]
