@@ -65,6 +65,9 @@ struct Args {
     sigmas: f64,
 }
 
+/// A measured value and its standard error, when there were enough batches.
+type Estimate = Option<(f64, f64)>;
+
 /// Batches of the batch-means estimate of the standard error.
 const BATCHES: usize = 32;
 
@@ -85,7 +88,7 @@ struct Batch {
 /// A ratio estimate `Σ x / Σ y` over batches and its standard error by batch means (the
 /// delta method: the spread of `x_b − r·y_b` over the batches, divided by the mean `y`).
 /// `None` with fewer than two batches or no denominator.
-fn ratio_with_error(pairs: &[(f64, f64)]) -> Option<(f64, f64)> {
+fn ratio_with_error(pairs: &[(f64, f64)]) -> Estimate {
     let n = pairs.len();
     let (sx, sy) = pairs
         .iter()
@@ -186,7 +189,7 @@ impl Model {
     }
 
     /// Wq and ρ with their standard errors by batch means, in seconds and as a fraction.
-    fn estimates(&self, rate: f64) -> (Option<(f64, f64)>, Option<(f64, f64)>) {
+    fn estimates(&self, rate: f64) -> (Estimate, Estimate) {
         let complete: Vec<&Batch> = self.batches.iter().filter(|b| b.started > 0).collect();
         let waits: Vec<(f64, f64)> = complete
             .iter()
