@@ -101,7 +101,7 @@ impl TickMap {
     /// [`MAX_CHANGE_AGE`] before it.
     ///
     /// Offsets are serial-number arithmetic on `u32` change ticks, which wrap: a tick at most
-    /// [`MAX_AHEAD_OF_MARK`] after the source mark is a change made since the mark; every other
+    /// 2²⁸ (`MAX_AHEAD_OF_MARK`) after the source mark is a change made since the mark; every other
     /// one is that much older than the mark (Bevy's `check_change_ticks`, which the session
     /// calls after every tick of both worlds, keeps every stored tick within `MAX_CHANGE_AGE`
     /// plus one check interval of its world's current tick, 3.8 × 10⁹ of the 4.3 × 10⁹ values).
