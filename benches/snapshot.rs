@@ -146,11 +146,14 @@ fn time_decode_load(bytes: &[u8], n: usize) -> Duration {
     )
 }
 
-/// The payload length the frame declares once decompressed (bytes 17..25).
+/// The header and body length the frame declares once decompressed (header length at bytes
+/// 9..13, body at 21..29).
 fn raw_payload_len(bytes: &[u8]) -> usize {
+    let mut header = [0u8; 4];
+    header.copy_from_slice(&bytes[9..13]);
     let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[17..25]);
-    u64::from_le_bytes(word) as usize
+    word.copy_from_slice(&bytes[21..29]);
+    u32::from_le_bytes(header) as usize + u64::from_le_bytes(word) as usize
 }
 
 fn bench(c: &mut Criterion) {

@@ -234,32 +234,43 @@ fn a_snapshot_whose_loaded_world_differs_from_its_checksum_is_a_checksum_mismatc
 
 // --- A payload value changed under a valid frame ------------------------------------------------
 
-/// `bytes` with its payload replaced by `payload`, stored uncompressed, under a valid frame (the
-/// lengths and the FNV-1a hash of the frame recomputed), as a writer that changed a value would
-/// produce it.
-fn reframed(bytes: &[u8], payload: &[u8]) -> Vec<u8> {
+/// The header length an encoded snapshot's frame states (bytes 9..13).
+fn header_len(bytes: &[u8]) -> usize {
+    u32::from_le_bytes(bytes[9..13].try_into().expect("4 bytes")) as usize
+}
+
+/// `bytes` with its body replaced by `body`, stored uncompressed, under a valid frame (the
+/// lengths and both FNV-1a hashes recomputed, the header kept), as a writer that changed a value
+/// would produce it.
+fn reframed(bytes: &[u8], body: &[u8]) -> Vec<u8> {
     use simsync::deterministic::{FRAME_BYTES, StateHasher};
     use std::hash::Hasher;
+    let header = &bytes[FRAME_BYTES..FRAME_BYTES + header_len(bytes)];
     let mut hasher = StateHasher::default();
-    hasher.write(payload);
-    let mut out = bytes[..9].to_vec();
+    hasher.write(header);
+    hasher.write(body);
+    let mut out = bytes[..13].to_vec();
     out[8] = 0; // flags: not compressed
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
     out.extend_from_slice(&hasher.finish().to_le_bytes());
-    out.extend_from_slice(payload);
-    assert_eq!(out.len(), FRAME_BYTES + payload.len());
+    let mut frame_hasher = StateHasher::default();
+    frame_hasher.write(&out);
+    out.extend_from_slice(&frame_hasher.finish().to_le_bytes());
+    out.extend_from_slice(header);
+    out.extend_from_slice(body);
+    assert_eq!(out.len(), FRAME_BYTES + header.len() + body.len());
     out
 }
 
-/// The decompressed payload of encoded snapshot `bytes`.
+/// The decompressed body of encoded snapshot `bytes`.
 fn payload(bytes: &[u8]) -> Vec<u8> {
     use simsync::deterministic::FRAME_BYTES;
-    let stored = &bytes[FRAME_BYTES..];
+    let stored = &bytes[FRAME_BYTES + header_len(bytes)..];
     if bytes[8] & 1 == 0 {
         return stored.to_vec();
     }
-    let raw_len = u64::from_le_bytes(bytes[17..25].try_into().expect("8 bytes"));
+    let raw_len = u64::from_le_bytes(bytes[21..29].try_into().expect("8 bytes"));
     lz4_flex::block::decompress(stored, raw_len as usize).expect("our own LZ4 payload")
 }
 

@@ -41,6 +41,8 @@
 // `#[derive(SimHash)]` names this crate `::simsync_deterministic`, also inside it.
 extern crate self as simsync_deterministic;
 
+#[cfg(test)]
+mod alloc_bound;
 mod checksum;
 mod config;
 mod context;
@@ -131,7 +133,8 @@ pub use smoothing::{
     VisualSmoothingPlugin,
 };
 pub use snapshot::{
-    DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
+    DECODE_MEMORY_PER_BYTE, DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, LZ4_MAX_EXPANSION,
+    LZ4_SLACK_BYTES, MAX_SNAPSHOT_HEADER_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
     SnapshotError, SnapshotHeader, SnapshotLimits, WorldSnapshot,
 };
 pub use snapshot::{

@@ -196,6 +196,39 @@ pub fn decode_with_limit<T: DeserializeOwned>(
     }
 }
 
+/// Decodes one `T` from a bincode `reader` with `config`, under the same allocation bound as
+/// [`decode`] with `collection_limit` bytes for any one collection's buffer ([wire rule
+/// 3](crate::rules)). For formats that frame bincode payloads themselves and want the reader's
+/// position when a decode fails (world snapshots); `config` keeps its own limit on string and
+/// byte lengths.
+///
+/// # Errors
+/// bincode's [`DecodeError`](bincode::error::DecodeError) (`UnexpectedEnd` for bytes that end
+/// early); a collection that would take more than `collection_limit` bytes of memory is a
+/// `DecodeError::OtherString` naming the limit, returned before the collection grows past it.
+pub fn decode_bounded_from_reader<T, R, C>(
+    reader: R,
+    config: C,
+    collection_limit: usize,
+) -> Result<T, bincode::error::DecodeError>
+where
+    T: DeserializeOwned,
+    R: bincode::de::read::Reader,
+    C: bincode::config::Config,
+{
+    use serde::de::DeserializeSeed;
+    let budget = Budget::new(collection_limit);
+    let seed = BoundedSeed {
+        seed: PhantomData::<T>,
+        budget: &budget,
+    };
+    let mut decoder =
+        bincode::serde::OwnedSerdeDecoder::<bincode::de::DecoderImpl<R, C, ()>>::from_reader(
+            reader, config,
+        );
+    seed.deserialize(decoder.as_deserializer())
+}
+
 fn map_decode_error(error: bincode::error::DecodeError) -> NetError {
     use bincode::error::DecodeError;
     match error {

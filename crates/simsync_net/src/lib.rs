@@ -55,8 +55,8 @@ pub use clock::{
     estimated_server_tick, input_delay_ticks, millis_u32, speed_factor, target_lead_ticks,
 };
 pub use codec::{
-    DecodeStats, FileConfig, MAX_MESSAGE_BYTES, WireConfig, decode, decode_counted,
-    decode_with_limit, encode, encode_unlimited, max_decoded_len, wire_config,
+    DecodeStats, FileConfig, MAX_MESSAGE_BYTES, WireConfig, decode, decode_bounded_from_reader,
+    decode_counted, decode_with_limit, encode, encode_unlimited, max_decoded_len, wire_config,
 };
 pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_FLIGHT};
 pub use error::NetError;

@@ -299,10 +299,9 @@ impl SnapshotAssembly {
             });
         }
         if self.first.is_none() {
-            // Checked against the limit in `check_first`: bounded.
-            self.bytes = Vec::with_capacity(total as usize);
             self.first = Some(identity);
         }
+        self.grow_for(chunk.bytes.len(), total as usize);
         self.bytes.extend_from_slice(&chunk.bytes);
         self.next += 1;
         if self.next < count {
@@ -314,6 +313,18 @@ impl SnapshotAssembly {
             checksum: chunk.checksum,
             bytes: std::mem::take(&mut self.bytes),
         }))
+    }
+
+    /// Makes room for `incoming` more bytes of a `total`-byte transfer: the buffer doubles up to
+    /// the total, so it never holds more than twice the bytes received (and never more than the
+    /// total): an announced size is a promise, not bytes present ([wire rule 10](crate::rules)).
+    fn grow_for(&mut self, incoming: usize, total: usize) {
+        let needed = self.bytes.len() + incoming;
+        if needed <= self.bytes.capacity() {
+            return;
+        }
+        let target = (self.bytes.len() * 2).max(needed).min(total.max(needed));
+        self.bytes.reserve_exact(target - self.bytes.len());
     }
 
     /// The identity of a transfer's first chunk, once its size and count are valid.

@@ -20,10 +20,11 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 mod samples;
 
 use simsync_net::{
-    BodyId, ClientMessage, DecodeStats, Hello, InputSet, MAX_MESSAGE_BYTES, NetError, OwnerRecord,
-    OwnershipServerMessage, ParticipantId, Protocols, ServerHandshake, ServerMessage, SplitMix64,
-    Welcome, decode, decode_client_message, decode_client_message_counted, decode_counted,
-    decode_server_message, decode_server_message_counted, encode, max_decoded_len,
+    BodyId, ChunkError, ClientMessage, DEFAULT_MAX_SNAPSHOT_BYTES, DecodeStats, Hello, InputSet,
+    MAX_MESSAGE_BYTES, NetError, OwnerRecord, OwnershipServerMessage, ParticipantId, Protocols,
+    SNAPSHOT_CHUNK_BYTES, ServerHandshake, ServerMessage, SnapshotAssembly, SnapshotChunk,
+    SplitMix64, Welcome, decode, decode_client_message, decode_client_message_counted,
+    decode_counted, decode_server_message, decode_server_message_counted, encode, max_decoded_len,
     peek_handshake_version, wire_config,
 };
 
@@ -320,6 +321,53 @@ fn a_large_map_stays_within_the_bound() {
     let (result, largest) = largest_allocation(|| decode::<HashMap<u32, u64>>(&bytes));
     assert_eq!(result.unwrap(), small);
     assert!(largest <= MAX_MESSAGE_BYTES, "{largest}");
+}
+
+#[test]
+fn a_snapshot_transfer_holds_at_most_twice_the_bytes_received() {
+    // A first chunk announcing 32 MiB (the limit) with its 16 KiB of bytes.
+    let count = (DEFAULT_MAX_SNAPSHOT_BYTES / SNAPSHOT_CHUNK_BYTES) as u32;
+    let chunk = |index| SnapshotChunk {
+        request: 1,
+        tick: 5,
+        checksum: 9,
+        total_bytes: DEFAULT_MAX_SNAPSHOT_BYTES as u32,
+        index,
+        count,
+        bytes: vec![index as u8; SNAPSHOT_CHUNK_BYTES],
+    };
+    let mut assembly = SnapshotAssembly::new(1, DEFAULT_MAX_SNAPSHOT_BYTES);
+    let first = chunk(0);
+    let (result, largest) = largest_allocation(|| assembly.accept(first));
+    assert_eq!(result, Ok(None));
+    assert_eq!(
+        largest, SNAPSHOT_CHUNK_BYTES,
+        "once 32 MiB before this change"
+    );
+    // Then each chunk: the buffer doubles, never past twice the bytes received.
+    for index in 1..count {
+        let next = chunk(index);
+        let (result, largest) = largest_allocation(|| assembly.accept(next));
+        assert!(
+            largest <= 2 * (index as usize + 1) * SNAPSHOT_CHUNK_BYTES,
+            "{index}"
+        );
+        assert!(result.is_ok(), "{index}");
+        if index + 1 == count {
+            let whole = result.unwrap().expect("the last chunk completes it");
+            assert_eq!(whole.bytes.len(), DEFAULT_MAX_SNAPSHOT_BYTES);
+            assert_eq!(whole.bytes[SNAPSHOT_CHUNK_BYTES * 3], 3);
+        }
+    }
+    // A refused chunk allocates nothing either.
+    let mut other = SnapshotAssembly::new(2, DEFAULT_MAX_SNAPSHOT_BYTES);
+    let stray = chunk(1);
+    let (result, largest) = largest_allocation(|| other.accept(stray));
+    assert!(
+        matches!(result, Err(ChunkError::Foreign { .. })),
+        "{result:?}"
+    );
+    assert_eq!(largest, 0);
 }
 
 #[test]

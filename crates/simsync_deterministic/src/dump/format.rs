@@ -279,7 +279,10 @@ impl DesyncDump {
         Ok(out)
     }
 
-    /// Decodes a dump file, refusing more than `max_bytes` before decoding anything.
+    /// Decodes a dump file, refusing more than `max_bytes` before decoding anything; checks the
+    /// body's length against the bytes present and its hash before decoding it, and makes no
+    /// allocation above [`DECODE_MEMORY_PER_BYTE`](crate::DECODE_MEMORY_PER_BYTE) × the body's
+    /// length.
     ///
     /// # Errors
     /// [`DumpError::TooLarge`], [`DumpError::Truncated`], [`DumpError::NotADump`],
@@ -327,7 +330,14 @@ impl DesyncDump {
                 detail: "the body does not match the header's hash".into(),
             });
         }
-        simsync_net::decode_with_limit(body, max_bytes).map_err(|e| DumpError::Corrupt {
+        // Every collection within `DECODE_MEMORY_PER_BYTE` × the body ([desync
+        // dumps](crate::rules#desync-dumps)): a short body with a valid hash announcing a long
+        // list takes no more.
+        let limit = body
+            .len()
+            .saturating_mul(crate::snapshot::format::DECODE_MEMORY_PER_BYTE)
+            .min(max_bytes);
+        simsync_net::decode_with_limit(body, limit).map_err(|e| DumpError::Corrupt {
             offset: DUMP_HEADER_BYTES,
             detail: e.to_string(),
         })

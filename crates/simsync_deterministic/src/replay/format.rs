@@ -1,16 +1,19 @@
 //! The replay file format ([replays](crate::rules#replays)): a file header, then records.
 //!
 //! ```text
-//! file    := magic "SSREPLAY" (8 bytes) · format version (u16 LE) · record*
-//! record  := kind (u8) · payload length (u32 LE) · CRC-32 of kind, length and payload (u32 LE)
-//!            · payload
+//! file    := magic "SSREPLAY" (8 bytes) · format version (u16 LE, 2) · record*
+//! record  := kind (u8) · payload length (u32 LE) · CRC-32 of kind and length (u32 LE)
+//!            · CRC-32 of kind, length and payload (u32 LE) · payload
 //! kinds   := 1 header (first record, exactly once) · 2 frame · 3 snapshot · 4 end (last)
 //! ```
 //!
 //! Header, frame and end payloads are encoded with the wire codec (`simsync_net::encode`:
 //! bincode 2, bounded decoding, at most 64 KiB); a snapshot payload is its tick (i32 LE)
 //! followed by the snapshot's own encoding. Every record carries a CRC-32, so a flipped byte is
-//! reported as corruption at that record's offset instead of being played.
+//! reported as corruption at that record's offset instead of being played; the framing carries
+//! its own CRC-32 too, so a damaged kind or length is corruption at the record's offset, and
+//! only a record with intact framing that runs past the end of the bytes is a cut file
+//! (version 1 had no framing CRC: a damaged length read as a cut file).
 
 use serde::{Deserialize, Serialize};
 
@@ -21,13 +24,13 @@ use crate::tick::{PlayerIndex, Tick};
 pub const REPLAY_MAGIC: [u8; 8] = *b"SSREPLAY";
 
 /// The replay format version this build writes and reads.
-pub const REPLAY_FORMAT_VERSION: u16 = 1;
+pub const REPLAY_FORMAT_VERSION: u16 = 2;
 
 /// Bytes of the file header (magic and version).
 pub(crate) const FILE_HEADER_BYTES: usize = 10;
 
-/// Bytes of a record's framing (kind, length, CRC).
-pub(crate) const RECORD_HEADER_BYTES: usize = 9;
+/// Bytes of a record's framing (kind, length, framing CRC, record CRC).
+pub(crate) const RECORD_HEADER_BYTES: usize = 13;
 
 /// Largest header, frame or end payload: the wire codec's message limit (64 KiB).
 pub const MAX_RECORD_BYTES: usize = simsync_net::MAX_MESSAGE_BYTES;
@@ -187,18 +190,27 @@ const fn crc_table() -> [u32; 256] {
     table
 }
 
-/// The framing of one record with `payload`: kind, length, CRC.
-pub(crate) fn record_header(kind: RecordKind, payload: &[u8]) -> Result<[u8; 9], ReplayError> {
-    let len = u32::try_from(payload.len()).map_err(|_| {
-        ReplayError::Recording(format!("a {}-byte record does not fit", payload.len()))
-    })?;
+/// The framing of one record whose payload is `parts` in order: kind, length, framing CRC,
+/// record CRC (computed without concatenating the parts).
+pub(crate) fn record_header(
+    kind: RecordKind,
+    parts: &[&[u8]],
+) -> Result<[u8; RECORD_HEADER_BYTES], ReplayError> {
+    let size: usize = parts.iter().map(|part| part.len()).sum();
+    let len = u32::try_from(size)
+        .map_err(|_| ReplayError::Recording(format!("a {size}-byte record does not fit")))?;
     let kind = kind as u8;
     let len_bytes = len.to_le_bytes();
-    let crc = crc32(&[&[kind], &len_bytes, payload]);
+    let kind_bytes = [kind];
+    let mut crc_parts: Vec<&[u8]> = vec![&kind_bytes, &len_bytes];
+    let framing_crc = crc32(&crc_parts);
+    crc_parts.extend_from_slice(parts);
+    let crc = crc32(&crc_parts);
     let mut out = [0u8; RECORD_HEADER_BYTES];
     out[0] = kind;
     out[1..5].copy_from_slice(&len_bytes);
-    out[5..9].copy_from_slice(&crc.to_le_bytes());
+    out[5..9].copy_from_slice(&framing_crc.to_le_bytes());
+    out[9..13].copy_from_slice(&crc.to_le_bytes());
     Ok(out)
 }
 
@@ -227,12 +239,22 @@ mod tests {
     }
 
     #[test]
-    fn a_record_header_holds_kind_length_and_crc() {
-        let header = record_header(RecordKind::Frame, b"abc").unwrap();
+    fn a_record_header_holds_kind_length_and_both_crcs() {
+        let header = record_header(RecordKind::Frame, &[b"abc"]).unwrap();
         assert_eq!(header[0], 2);
         assert_eq!(u32::from_le_bytes(header[1..5].try_into().unwrap()), 3);
+        let framing = crc32(&[&[2], &3u32.to_le_bytes()]);
+        assert_eq!(
+            u32::from_le_bytes(header[5..9].try_into().unwrap()),
+            framing
+        );
         let crc = crc32(&[&[2], &3u32.to_le_bytes(), b"abc"]);
-        assert_eq!(u32::from_le_bytes(header[5..9].try_into().unwrap()), crc);
+        assert_eq!(u32::from_le_bytes(header[9..13].try_into().unwrap()), crc);
+        assert_eq!(
+            record_header(RecordKind::Frame, &[b"a", b"", b"bc"]).unwrap(),
+            header,
+            "parts chain"
+        );
     }
 
     #[test]

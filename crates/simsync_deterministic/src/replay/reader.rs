@@ -358,13 +358,22 @@ impl<'a> Records<'a> {
         let Some(framing) = rest.first_chunk::<RECORD_HEADER_BYTES>() else {
             return Ok(Next::Cut);
         };
+        let len_bytes = [framing[1], framing[2], framing[3], framing[4]];
+        // The framing's own CRC first: a damaged kind or length is corruption here, not a cut
+        // file (a length past the end of the bytes is a cut only when the framing is intact).
+        let framing_crc = u32::from_le_bytes([framing[5], framing[6], framing[7], framing[8]]);
+        if crc32(&[&[framing[0]], &len_bytes]) != framing_crc {
+            return Err(corrupt(
+                start,
+                "record framing fails its checksum (a damaged kind or length)",
+            ));
+        }
         let Some(kind) = RecordKind::from_byte(framing[0]) else {
             return Err(corrupt(
                 start,
                 format!("unknown record kind {}", framing[0]),
             ));
         };
-        let len_bytes = [framing[1], framing[2], framing[3], framing[4]];
         let len = u64::from(u32::from_le_bytes(len_bytes));
         let (what, limit) = match kind {
             RecordKind::Snapshot => ("snapshot record", self.limits.max_snapshot_bytes),
@@ -384,7 +393,7 @@ impl<'a> Records<'a> {
         let Some(payload) = body.get(..len as usize) else {
             return Ok(Next::Cut);
         };
-        let crc = u32::from_le_bytes([framing[5], framing[6], framing[7], framing[8]]);
+        let crc = u32::from_le_bytes([framing[9], framing[10], framing[11], framing[12]]);
         if crc32(&[&[framing[0]], &len_bytes, payload]) != crc {
             return Err(corrupt(start, format!("{what} fails its checksum")));
         }
@@ -559,7 +568,7 @@ mod tests {
         let (mut bytes, ends) = small_replay();
         // The payload of the frame of tick 2 (the third record).
         let record = ends[1];
-        bytes[record + 9 + 1] ^= 0x10;
+        bytes[record + RECORD_HEADER_BYTES + 1] ^= 0x10;
         assert_eq!(
             read(&bytes),
             Err(ReplayError::Corrupt {
@@ -597,9 +606,12 @@ mod tests {
     #[test]
     fn absurd_lengths_are_refused_before_allocating() {
         let (bytes, ends) = small_replay();
-        // The frame record of tick 1 announcing 4 GiB.
+        // The frame record of tick 1 announcing 4 GiB, its framing CRC rewritten to match (a
+        // writer's lie, not damage).
         let mut bad = bytes[..ends[1]].to_vec();
         bad[ends[0] + 1..ends[0] + 5].copy_from_slice(&u32::MAX.to_le_bytes());
+        let framing_crc = crc32(&[&bad[ends[0]..ends[0] + 5]]);
+        bad[ends[0] + 5..ends[0] + 9].copy_from_slice(&framing_crc.to_le_bytes());
         assert_eq!(
             read(&bad),
             Err(ReplayError::TooLarge {
@@ -645,12 +657,84 @@ mod tests {
         ));
     }
 
+    /// Header, frames 1..=100, a snapshot after frame 100, frames 101..=1000, the end record;
+    /// and the snapshot record's offset.
+    fn replay_with_a_snapshot_then_900_frames() -> (Vec<u8>, usize) {
+        let mut writer = ReplayWriter::new(Vec::new(), "");
+        writer.header(&header(0)).unwrap();
+        for tick in 1..=100 {
+            writer.frame(&frame(tick)).unwrap();
+        }
+        let snapshot_at = writer.bytes() as usize;
+        writer.snapshot(100, &[7u8; 3000]).unwrap();
+        for tick in 101..=1000 {
+            writer.frame(&frame(tick)).unwrap();
+        }
+        writer.finish().unwrap();
+        (writer.into_inner(), snapshot_at)
+    }
+
+    #[test]
+    fn a_damaged_record_length_is_corrupt_at_its_record_not_a_cut_file() {
+        let (bytes, at) = replay_with_a_snapshot_then_900_frames();
+        let replay = read(&bytes).unwrap();
+        assert_eq!(
+            (replay.frames().len(), replay.end()),
+            (1000, ReplayEnd::Complete)
+        );
+        // Every bit of the snapshot record's length: longer than the rest of the file (once a
+        // "cut"), shorter, or a few bytes off.
+        for bit in 0..32 {
+            let mut bad = bytes.clone();
+            bad[at + 1 + bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(
+                read(&bad),
+                Err(ReplayError::Corrupt {
+                    offset: at as u64,
+                    reason: "record framing fails its checksum (a damaged kind or length)".into(),
+                }),
+                "length bit {bit}"
+            );
+        }
+        // The same damage to the framing CRC itself, and to the kind byte.
+        for byte in [at, at + 5, at + 8] {
+            let mut bad = bytes.clone();
+            bad[byte] ^= 0x04;
+            assert!(
+                matches!(read(&bad), Err(ReplayError::Corrupt { offset, .. }) if offset == at as u64),
+                "byte {byte}"
+            );
+        }
+        // A real cut inside the snapshot record is still a cut after frame 100.
+        let cut = read(&bytes[..at + RECORD_HEADER_BYTES + 100]).unwrap();
+        assert_eq!(
+            cut.end(),
+            ReplayEnd::Cut {
+                offset: at as u64,
+                last_tick: 100
+            }
+        );
+    }
+
+    #[test]
+    fn a_replay_of_format_version_1_is_refused_with_its_version() {
+        let (mut bytes, _) = small_replay();
+        bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(
+            read(&bytes),
+            Err(ReplayError::WrongVersion {
+                found: 1,
+                expected: 2
+            })
+        );
+    }
+
     #[test]
     fn frames_out_of_order_or_of_the_wrong_size_are_corrupt() {
         // Hand-framed records: the writer refuses to write them.
         let mut bytes = super::super::format::file_header().to_vec();
         let push = |bytes: &mut Vec<u8>, kind, payload: Vec<u8>| {
-            bytes.extend(super::super::format::record_header(kind, &payload).unwrap());
+            bytes.extend(super::super::format::record_header(kind, &[&payload]).unwrap());
             bytes.extend(payload);
         };
         push(

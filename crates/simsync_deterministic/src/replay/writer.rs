@@ -80,7 +80,7 @@ impl<W: Write> ReplayWriter<W> {
         let file = file_header();
         self.write_parts(&[
             &file,
-            &record_header(RecordKind::Header, &payload)?,
+            &record_header(RecordKind::Header, &[&payload])?,
             &payload,
         ])?;
         self.state = WriterState::Writing;
@@ -125,7 +125,7 @@ impl<W: Write> ReplayWriter<W> {
             )));
         }
         let payload = encode_payload(&frame, "frame")?;
-        self.write_parts(&[&record_header(RecordKind::Frame, &payload)?, &payload])?;
+        self.write_parts(&[&record_header(RecordKind::Frame, &[&payload])?, &payload])?;
         self.last_tick = frame.tick;
         self.frames += 1;
         Ok(())
@@ -146,7 +146,7 @@ impl<W: Write> ReplayWriter<W> {
             )));
         }
         let tick_bytes = tick.to_le_bytes();
-        let header = record_header_of_parts(&tick_bytes, snapshot)?;
+        let header = record_header(RecordKind::Snapshot, &[&tick_bytes, snapshot])?;
         self.write_parts(&[&header, &tick_bytes, snapshot])?;
         self.last_snapshot = Some(tick);
         Ok(())
@@ -166,7 +166,7 @@ impl<W: Write> ReplayWriter<W> {
             },
             "end record",
         )?;
-        self.write_parts(&[&record_header(RecordKind::End, &payload)?, &payload])?;
+        self.write_parts(&[&record_header(RecordKind::End, &[&payload])?, &payload])?;
         self.flush()?;
         self.state = WriterState::Finished;
         Ok(())
@@ -232,20 +232,4 @@ impl<W: Write> ReplayWriter<W> {
         }
         Ok(())
     }
-}
-
-/// The framing of a snapshot record whose payload is `tick` followed by `snapshot` (computed
-/// without concatenating them).
-fn record_header_of_parts(tick: &[u8; 4], snapshot: &[u8]) -> Result<[u8; 9], ReplayError> {
-    let len = u32::try_from(snapshot.len() + 4).map_err(|_| {
-        ReplayError::Recording(format!("a {}-byte snapshot does not fit", snapshot.len()))
-    })?;
-    let kind = RecordKind::Snapshot as u8;
-    let len_bytes = len.to_le_bytes();
-    let crc = super::format::crc32(&[&[kind], &len_bytes, tick, snapshot]);
-    let mut out = [0u8; 9];
-    out[0] = kind;
-    out[1..5].copy_from_slice(&len_bytes);
-    out[5..9].copy_from_slice(&crc.to_le_bytes());
-    Ok(out)
 }

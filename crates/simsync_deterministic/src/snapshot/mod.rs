@@ -29,7 +29,8 @@ pub use entities::{
     WorldRole, despawn_simulated_now, spawn_simulated_now,
 };
 pub use format::{
-    DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
+    DECODE_MEMORY_PER_BYTE, DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, LZ4_MAX_EXPANSION,
+    LZ4_SLACK_BYTES, MAX_SNAPSHOT_HEADER_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
     SnapshotError, SnapshotHeader, SnapshotLimits, WorldSnapshot,
 };
 pub use registry::{RollbackAppExt, RollbackRegistry};
