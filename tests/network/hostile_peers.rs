@@ -186,7 +186,7 @@ fn a_liar_is_named_and_honest_clients_are_not() {
 /// liar has not verified yet (so the forgery is its first report of each), stepping until
 /// done; the ticks forged.
 fn forge(h: &mut Harness, liar: usize, count: usize) -> BTreeSet<i32> {
-    let mut forged = BTreeSet::new();
+    let mut forged: BTreeSet<i32> = BTreeSet::new();
     for _ in 0..count * 4 {
         let confirmed = h.relay().confirmed_tick;
         let verified = h.stats(liar).verified_tick;
@@ -211,7 +211,8 @@ fn forge(h: &mut Harness, liar: usize, count: usize) -> BTreeSet<i32> {
 fn a_liar_forging_200_ticks_is_reported_once_per_episode_and_knows_it_is_the_one_named() {
     // The liar sends its forgeries besides its honest checksums, twice the checksum rate limit
     // for 200 ticks: the limit is not what this test is about.
-    let relay = DeterministicServerPlugin::new::<PackedInput>(3, 64).rate_limits(RelayLimits::UNLIMITED);
+    let relay =
+        DeterministicServerPlugin::new::<PackedInput>(3, 64).rate_limits(RelayLimits::UNLIMITED);
     let mut h = Harness::with_relay(
         game(3),
         LinkConditionerConfig::PERFECT.with_latency(60, 0),

@@ -236,10 +236,7 @@ fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> L
         slot: net.slot,
         started: net.started,
         rejected: net.rejected.clone(),
-        desync_naming_self: net
-            .last_desync
-            .clone()
-            .filter(|d| d.local_player_named),
+        desync_naming_self: net.last_desync.clone().filter(|d| d.local_player_named),
     });
     LifecycleView {
         network,
