@@ -153,6 +153,10 @@ fn at_zero_latency_the_predicted_world_shares_the_verified_state_without_a_copy_
     assert_eq!(s.ticks_predicted, 0, "{s:?}");
     assert_eq!(s.predicted_tick, s.verified_tick, "{s:?}");
     assert_eq!(c.advanced_rollbacks, 0, "{c:?}");
+    // Neither the sharing nor the copies of a timeline whose predictions held changed a state.
+    assert_eq!(s.corrective_rollbacks, 0, "{s:?}");
+    assert!(c.rollbacks >= 390, "{c:?}");
+    assert_eq!(c.corrective_rollbacks, 0, "{c:?}");
     assert_eq!(s.checksum_history, c.checksum_history);
     assert!(asleep_max > 50, "piles fall asleep: {asleep_max}");
     // Asking for the predicted world mutably ends the sharing with a copy: a world of its own,
@@ -184,6 +188,12 @@ fn a_mispredicted_timeline_is_copied_and_a_held_one_shared_under_jitter() {
     assert!(s.mispredicted_inputs > 10, "{s:?}");
     assert!(s.advanced_rollbacks > 10, "{s:?}");
     assert!(s.rollbacks > s.advanced_rollbacks + 10, "{s:?}");
+    // Only copies replace a mispredicted timeline.
+    assert!(s.corrective_rollbacks > 10, "{s:?}");
+    assert!(
+        s.corrective_rollbacks <= s.rollbacks - s.advanced_rollbacks,
+        "{s:?}"
+    );
     // Sharings ended by catching up one tick, and every re-simulated tick after them matched
     // verification.
     assert!(s.catch_up_ticks > 5, "{s:?}");

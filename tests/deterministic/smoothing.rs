@@ -1,16 +1,19 @@
 //! `VisualSmoothingPlugin`: presenting the predicted world in the main app never changes the
-//! simulation; without rollbacks the presented transform is the simulated one; a planted
-//! correction decays within the configured time.
+//! simulation; without rollbacks, and at zero latency where every update is a rollback that
+//! changes nothing, the presented transform is the simulated one; a planted correction decays
+//! within the configured time.
 
 use std::time::Duration;
 
 use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 use simsync::deterministic::{LocalSessionConfig, SessionClock, TickInputSource};
+use simsync::deterministic::{SimTick, TickPose, VisualSmoothing};
 use simsync::prelude::*;
+use simsync::time::TickRate;
 use simsync::{PresentedSimEntity, VisualSmoothingConfig, VisualSmoothingPlugin};
 
-use crate::common::{PlayerBodies, TestGame};
+use crate::common::{Crate, PlayerBodies, TestGame, scripted_input};
 
 const FRAME: Duration = Duration::from_millis(16);
 
@@ -27,6 +30,15 @@ fn constant_input(player: u8, _tick: i32) -> PackedInput {
 /// A local session of 2 players whose inputs arrive 4 ticks late, rollback skipped when the
 /// predictions held, frames of exactly 16 ms; with the smoothing plugin if `smoothing` is set.
 fn app(smoothing: Option<VisualSmoothingConfig>) -> App {
+    app_with(smoothing, 4, constant_input)
+}
+
+/// [`app`] with player 1's inputs `latency` ticks late and inputs from `input`.
+fn app_with(
+    smoothing: Option<VisualSmoothingConfig>,
+    latency: u32,
+    input: fn(u8, i32) -> PackedInput,
+) -> App {
     let game = TestGame {
         boxes: 20,
         ..TestGame::default()
@@ -43,13 +55,13 @@ fn app(smoothing: Option<VisualSmoothingConfig>) -> App {
                     ticks_per_update: 1,
                 })
                 .local_session(LocalSessionConfig {
-                    latency_ticks: vec![4],
+                    latency_ticks: vec![latency],
                     jitter_ticks: 0,
                     seed: 3,
                     known_players: vec![0],
                 }),
         )
-        .insert_resource(TickInputSource::new(constant_input));
+        .insert_resource(TickInputSource::new(input));
     if let Some(config) = smoothing {
         app.add_plugins(VisualSmoothingPlugin::default().config(config));
     }
@@ -144,4 +156,107 @@ fn a_planted_one_metre_correction_decays_below_a_centimetre_in_time_and_never_to
     assert!(a.checksum_history.len() > 20);
     assert_eq!(a.checksum_history, b.checksum_history);
     assert_eq!(simulated(&smoothed, sim), simulated(&plain, sim));
+}
+
+/// Every simulation body of the predicted world: both balls and every box.
+fn bodies(app: &mut App) -> Vec<Entity> {
+    let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
+    let predicted = worlds.predicted_mut();
+    let mut sims = predicted.resource::<PlayerBodies>().0.clone();
+    let mut crates = predicted.query_filtered::<Entity, With<Crate>>();
+    sims.extend(crates.iter(predicted));
+    sims
+}
+
+/// What taking every rollback as a correction (the rule a turn ago) would show this frame:
+/// `shadows` (one per body of `sims`) presented as the plugin did then; the largest offset
+/// from the simulated pose, metres.
+fn every_rollback_as_a_correction(
+    app: &App,
+    sims: &[Entity],
+    shadows: &mut [VisualSmoothing],
+    rolled_back: bool,
+) -> f32 {
+    let tick_duration = app.world().resource::<TickRate>().tick_duration();
+    let worlds = app.world().resource::<SimulationWorlds>();
+    let tick = worlds.predicted().resource::<SimTick>().0;
+    let mut offset = 0.0f32;
+    for (shadow, sim) in shadows.iter_mut().zip(sims) {
+        let pose = TickPose {
+            tick,
+            transform: simulated(app, *sim),
+        };
+        let shown = shadow.present(&no_interpolation(), pose, rolled_back, FRAME, tick_duration);
+        offset = offset.max(shown.translation.distance(pose.transform.translation));
+    }
+    offset
+}
+
+/// Whether any presenter of `presenters` (presenter, simulation entity) shows a pose other than
+/// the simulated one, or holds a correction.
+fn any_off(app: &App, presenters: &[(Entity, Entity)]) -> bool {
+    presenters.iter().any(|(presenter, sim)| {
+        let shown = *app.world().get::<Transform>(*presenter).expect("presenter");
+        let smoothing = app
+            .world()
+            .get::<PresentedSimEntity>(*presenter)
+            .expect("presenter")
+            .smoothing;
+        shown != simulated(app, *sim) || smoothing.correction() != Vec3::ZERO
+    })
+}
+
+#[test]
+fn at_zero_latency_every_update_rolls_back_and_the_presented_pose_is_the_simulated_one() {
+    let mut app = app_with(Some(no_interpolation()), 0, scripted_input);
+    app.update();
+    // Both balls (pushed by inputs that change every 7-30 ticks) and every box.
+    let sims = bodies(&mut app);
+    assert_eq!(sims.len(), 22);
+    let presenters: Vec<(Entity, Entity)> = sims
+        .iter()
+        .map(|sim| {
+            let presenter = app.world_mut().spawn(PresentedSimEntity::new(*sim)).id();
+            (presenter, *sim)
+        })
+        .collect();
+    let start: Vec<Transform> = sims.iter().map(|sim| simulated(&app, *sim)).collect();
+    // Beside the plugin, the rule a turn ago, to prove the scenario invented corrections.
+    let mut shadows = vec![VisualSmoothing::default(); sims.len()];
+    let mut seen_rollbacks = app.world().resource::<SessionStats>().rollbacks;
+    let (mut shadow_off_frames, mut shadow_max) = (0, 0.0f32);
+    for frame in 0..600 {
+        app.update();
+        assert!(
+            !any_off(&app, &presenters),
+            "frame {frame}: a presented pose is off the simulated one"
+        );
+        let rollbacks = app.world().resource::<SessionStats>().rollbacks;
+        let rolled_back = std::mem::replace(&mut seen_rollbacks, rollbacks) != rollbacks;
+        let offset = every_rollback_as_a_correction(&app, &sims, &mut shadows, rolled_back);
+        shadow_off_frames += u32::from(offset > 0.0);
+        shadow_max = shadow_max.max(offset);
+    }
+    println!(
+        "every rollback taken as a correction: {shadow_off_frames} of 600 frames off, up to \
+         {shadow_max} m"
+    );
+    assert!(shadow_off_frames > 500, "{shadow_off_frames}");
+    let stats = app.world().resource::<SessionStats>();
+    // Every update verified the tick it polled and counted a rollback; none changed a state.
+    assert!(stats.rollbacks >= 590, "{stats:?}");
+    assert_eq!(stats.mispredicted_inputs, 0, "{stats:?}");
+    assert_eq!(stats.corrective_rollbacks, 0, "{stats:?}");
+    // The bodies moved: the comparison was not of resting poses.
+    let moved = sims
+        .iter()
+        .zip(&start)
+        .filter(|(sim, start)| {
+            simulated(&app, **sim)
+                .translation
+                .distance(start.translation)
+                > 0.5
+        })
+        .count();
+    assert!(moved >= 2, "{moved} bodies moved");
 }

@@ -1,11 +1,15 @@
 //! Misbehaving peers: inputs the relay must not relay (undecodable, oversized) and checksums it
 //! must not believe (forged, or for ticks nobody verified yet). Honest clients keep verifying and
-//! agree; the relay counts each fault once and names the players that differ.
+//! agree; the relay counts each fault once and names the players that differ, once per desync
+//! episode.
 
 use std::collections::BTreeSet;
 
 use bevy::prelude::*;
-use simsync::deterministic::{DesyncDetected, DroppedInputs, NetworkSessionConfig};
+use simsync::deterministic::{
+    DesyncDetected, DeterministicServerPlugin, DroppedInputs, NetworkSessionConfig, RelayLimits,
+};
+use simsync::prelude::PackedInput;
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientMessage, LinkConditionerConfig, MemoryNetwork, NetChannel, SessionClientMessage,
@@ -158,24 +162,100 @@ fn a_liar_is_named_and_honest_clients_are_not() {
             "{relay:?}"
         );
     }
-    // Each forged tick reached the relay before the liar's honest report: one desync each.
+    // Each forged tick reached the relay before the liar's honest report: one desynced tick
+    // each, all of one episode (the forged ticks follow each other).
     assert_eq!(relay.desyncs, forged.len() as u64, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![0, 0, relay.desyncs], "{relay:?}");
+    assert_eq!(relay.desync_episodes, vec![0, 0, 1], "{relay:?}");
     let (compared, mismatches) = h.checksums_agree();
     assert!(compared >= 300);
     assert_eq!(mismatches, 0, "the liar's simulation is honest");
     for c in 0..3 {
         let net = h.stats(c).network.expect("networked");
-        assert_eq!(net.desyncs_reported, relay.desyncs, "{net:?}");
+        assert_eq!(net.desyncs_reported, 1, "{net:?}");
         let seen = desyncs(&h, c);
-        assert_eq!(seen.len() as u64, relay.desyncs);
-        assert!(
-            seen.iter().all(|d| d.players == vec![liar as u8]),
-            "{seen:?}"
-        );
-        assert!(seen.iter().all(|d| forged.contains(&d.tick)), "{seen:?}");
-        let named = if c == liar { relay.desyncs } else { 0 };
-        assert_eq!(net.desyncs_naming_self, named, "{net:?}");
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].players, vec![liar as u8]);
+        assert_eq!(forged.first(), Some(&seen[0].tick), "{seen:?}");
+        assert_eq!(seen[0].local_player_named, c == liar);
+        assert_eq!(net.desyncs_naming_self, u64::from(c == liar), "{net:?}");
+    }
+}
+
+/// Makes `liar` report a forged checksum for the next `count` ticks the relay confirmed and the
+/// liar has not verified yet (so the forgery is its first report of each), stepping until
+/// done; the ticks forged.
+fn forge(h: &mut Harness, liar: usize, count: usize) -> BTreeSet<i32> {
+    let mut forged: BTreeSet<i32> = BTreeSet::new();
+    for _ in 0..count * 4 {
+        let confirmed = h.relay().confirmed_tick;
+        let verified = h.stats(liar).verified_tick;
+        let from = forged.last().map_or(verified, |last| (*last).max(verified)) + 1;
+        for tick in (from..=confirmed).take(count - forged.len()) {
+            forged.insert(tick);
+            let checksum = ClientMessage::Session(SessionClientMessage::Checksum {
+                tick,
+                checksum: 0xbad ^ tick as u64,
+            });
+            send(h, liar, NetChannel::Control, &checksum);
+        }
+        h.step();
+        if forged.len() == count {
+            return forged;
+        }
+    }
+    panic!("forged {} of {count} ticks", forged.len());
+}
+
+#[test]
+fn a_liar_forging_200_ticks_is_reported_once_per_episode_and_knows_it_is_the_one_named() {
+    // The liar sends its forgeries besides its honest checksums, twice the checksum rate limit
+    // for 200 ticks: the limit is not what this test is about.
+    let relay =
+        DeterministicServerPlugin::new::<PackedInput>(3, 64).rate_limits(RelayLimits::UNLIMITED);
+    let mut h = Harness::with_relay(
+        game(3),
+        LinkConditionerConfig::PERFECT.with_latency(60, 0),
+        NetworkSessionConfig::default(),
+        60,
+        relay,
+    );
+    watch_desyncs(&mut h);
+    h.run_until_verified(60, 600);
+    let liar = 2;
+    let first = forge(&mut h, liar, 200);
+    let verified = h.stats(0).verified_tick;
+    h.run_until_verified(verified + 200, 900);
+
+    let relay = h.relay();
+    // 200 desynced ticks, one episode: 200 reports a turn ago, 1 now.
+    assert_eq!(relay.desyncs, 200, "{relay:?}");
+    assert_eq!(relay.desyncs_named, vec![0, 0, 200], "{relay:?}");
+    assert_eq!(relay.desync_episodes, vec![0, 0, 1], "{relay:?}");
+    for c in 0..3 {
+        let seen = desyncs(&h, c);
+        assert_eq!(seen.len(), 1, "client {c}: {seen:?}");
+        assert_eq!(seen[0].players, vec![liar as u8]);
+        assert_eq!(first.first(), Some(&seen[0].tick));
+        // "You are desynced" on the liar, "player 2 is desynced" on the others.
+        assert_eq!(seen[0].local_player_named, c == liar, "client {c}");
+        let net = h.stats(c).network.expect("networked");
+        assert_eq!(net.desyncs_reported, 1, "{net:?}");
+        assert_eq!(net.desyncs_naming_self, u64::from(c == liar), "{net:?}");
+    }
+
+    // The liar's honest checksums agreed since: the episode ended, a new lie is a new one.
+    let second = forge(&mut h, liar, 10);
+    let verified = h.stats(0).verified_tick;
+    h.run_until_verified(verified + 100, 600);
+    let relay = h.relay();
+    assert_eq!(relay.desyncs, 210, "{relay:?}");
+    assert_eq!(relay.desync_episodes, vec![0, 0, 2], "{relay:?}");
+    for c in 0..3 {
+        let seen = desyncs(&h, c);
+        assert_eq!(seen.len(), 2, "client {c}: {seen:?}");
+        assert_eq!(second.first(), Some(&seen[1].tick));
+        assert_eq!(seen[1].local_player_named, c == liar);
     }
 }
 
@@ -221,10 +301,13 @@ fn a_real_disagreement_names_the_minority() {
     let relay = h.relay();
     assert!(relay.desyncs >= 50, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![0, relay.desyncs, 0], "{relay:?}");
+    // Player 1 differs at every tick: one episode, reported once.
+    assert_eq!(relay.desync_episodes, vec![0, 1, 0], "{relay:?}");
     for c in 0..3 {
         let seen = desyncs(&h, c);
-        assert!(seen.len() >= 50, "{}", seen.len());
-        assert!(seen.iter().all(|d| d.players == vec![1]), "{seen:?}");
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].players, vec![1]);
+        assert_eq!(seen[0].local_player_named, c == 1);
         let stats = h.stats(c);
         let net = stats.network.expect("networked");
         assert_eq!(net.last_desync.map(|d| d.players), Some(vec![1]));
@@ -238,11 +321,14 @@ fn with_two_players_a_disagreement_names_both() {
     let relay = h.relay();
     assert!(relay.desyncs >= 50, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![relay.desyncs; 2], "{relay:?}");
+    assert_eq!(relay.desync_episodes, vec![1, 1], "{relay:?}");
     for c in 0..2 {
         let seen = desyncs(&h, c);
-        assert!(!seen.is_empty());
-        assert!(seen.iter().all(|d| d.players == vec![0, 1]), "{seen:?}");
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].players, vec![0, 1]);
+        assert!(seen[0].local_player_named);
         let net = h.stats(c).network.expect("networked");
-        assert_eq!(net.desyncs_naming_self, net.desyncs_reported);
+        assert_eq!(net.desyncs_reported, 1);
+        assert_eq!(net.desyncs_naming_self, 1);
     }
 }

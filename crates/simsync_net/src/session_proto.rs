@@ -151,12 +151,15 @@ pub enum SessionServerMessage {
         /// received minus the server tick at its arrival (negative: late). Fractional.
         input_lead_ticks: f32,
     },
-    /// The checksums reported for `tick` disagree. Channel: control.
+    /// The checksums reported for `tick` disagree and start a desync episode of `players`: sent
+    /// once per episode of each player, not per desynced tick (a player's episode lasts until a
+    /// checksum of it agrees with the majority again). Channel: control.
     Desync {
         /// The tick judged.
         tick: i32,
         /// The player slots whose checksum differs from the majority's (every reporter when no
-        /// checksum was reported by more players than every other one).
+        /// checksum was reported by more players than every other one) and that were not
+        /// desynced already.
         players: Vec<u8>,
     },
     /// A player left (its connection closed, or the server heard nothing from it for its

@@ -27,6 +27,9 @@ pub(crate) struct Judgement {
     /// The players whose checksum differs from the majority; every reporter when no value has
     /// more reports than every other one. Empty: the reports agree.
     pub players: Vec<u8>,
+    /// The players whose checksum is the majority's and was reported by at least one other
+    /// player too (a lone report agrees with no one), in slot order.
+    pub agreeing: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -111,6 +114,7 @@ impl ChecksumVotes {
             judgements.push(Judgement {
                 tick,
                 players: minority(&pending.reports),
+                agreeing: agreeing(&pending.reports),
             });
             self.kept.insert(tick, pending.reports);
         }
@@ -178,6 +182,21 @@ fn majority(reports: &[Option<u64>]) -> Option<u64> {
     }
 }
 
+/// The slots that reported the majority's checksum of `reports`, when at least two did (empty
+/// without a majority or when it is a single report).
+pub(crate) fn agreeing(reports: &[Option<u64>]) -> Vec<u8> {
+    let Some(majority) = majority(reports) else {
+        return Vec::new();
+    };
+    let slots: Vec<u8> = reports
+        .iter()
+        .enumerate()
+        .filter(|(_, report)| **report == Some(majority))
+        .filter_map(|(slot, _)| u8::try_from(slot).ok())
+        .collect();
+    if slots.len() < 2 { Vec::new() } else { slots }
+}
+
 /// The slots whose checksum differs from the majority of `reports` (`None`: no report). When
 /// no value was reported more often than every other one (2 players disagreeing, a three-way
 /// split), every reporter is named. Empty when the reports agree.
@@ -220,6 +239,16 @@ mod tests {
     }
 
     #[test]
+    fn the_agreeing_players_share_the_majority_checksum_with_someone() {
+        assert_eq!(agreeing(&[Some(1), Some(2), Some(1)]), vec![0, 2]);
+        assert_eq!(agreeing(&[Some(1), Some(1), None]), vec![0, 1]);
+        // A lone report, or a tie, agrees with no one.
+        assert!(agreeing(&[None, Some(1), None]).is_empty());
+        assert!(agreeing(&[Some(1), Some(2)]).is_empty());
+        assert!(agreeing(&[Some(1), Some(1), Some(2), Some(2)]).is_empty());
+    }
+
+    #[test]
     fn a_tie_names_every_reporter() {
         assert_eq!(minority(&[Some(1), Some(2)]), vec![0, 1]);
         assert_eq!(minority(&[Some(1), Some(2), Some(3)]), vec![0, 1, 2]);
@@ -248,7 +277,8 @@ mod tests {
             judged,
             vec![Judgement {
                 tick: 10,
-                players: vec![]
+                players: vec![],
+                agreeing: vec![0, 1],
             }]
         );
         assert_eq!(
@@ -286,7 +316,8 @@ mod tests {
             votes.judge(&[true, true, false], T, T),
             vec![Judgement {
                 tick: 5,
-                players: vec![0, 1]
+                players: vec![0, 1],
+                agreeing: vec![],
             }]
         );
         votes.report(2, 6, 1, 9, 3, T).unwrap();

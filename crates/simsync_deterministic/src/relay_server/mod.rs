@@ -38,7 +38,9 @@
 //!   missing and replaced at the hard tolerance like any missing input.
 //! - Checksums are judged per tick by [`checksums`]: once every connected player reported, or
 //!   after `checksum_timeout_ms`; the players that differ from the majority are named in the
-//!   `Desync` sent to every client. A report for a tick not confirmed yet is refused and counted.
+//!   `Desync` sent to every client, once per desync episode of each player (when it starts; see
+//!   [episodes](crate::rules#desyncs-are-reported-once-per-episode)). A report for a tick not
+//!   confirmed yet is refused and counted.
 //! - Every message is first checked against its sender's [`RelayLimits`] (token buckets per
 //!   connection for inputs, checksums and control messages): one over its limit is dropped
 //!   before its content is looked at and counted per player and kind ([`RateLimited`]).
@@ -71,6 +73,7 @@ use crate::input::SimInput;
 use crate::tick::Tick;
 use breakdowns::{Breakdown, BreakdownVotes};
 use checksums::{ChecksumRefusal, ChecksumVotes};
+use episodes::DesyncEpisodes;
 use limits::Limited;
 pub use limits::{RateLimited, RelayLimits};
 use seats::{Seat, SlotView, choose_seat};
@@ -79,6 +82,7 @@ pub use snapshots::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, Sn
 
 mod breakdowns;
 mod checksums;
+mod episodes;
 mod limits;
 pub(crate) mod plugin;
 mod seats;
@@ -225,11 +229,15 @@ pub struct RelayStats {
     pub confirmed_bytes_sent: u64,
     /// Bytes sent in `Clock` messages, total.
     pub clock_bytes_sent: u64,
-    /// Ticks judged with a checksum disagreement (each reported to every client once).
+    /// Ticks judged with a checksum disagreement (reported to the clients only when one starts
+    /// a player's desync episode, see `desync_episodes`).
     pub desyncs: u64,
-    /// Per slot: the desyncs naming that player (its checksum differed from the majority, or
-    /// no majority existed).
+    /// Per slot: the desynced ticks naming that player (its checksum differed from the
+    /// majority, or no majority existed).
     pub desyncs_named: Vec<u64>,
+    /// Per slot: the player's desync episodes, each reported to every client once, when it
+    /// starts ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).
+    pub desync_episodes: Vec<u64>,
     /// Per slot: checksum reports refused because their tick was not confirmed yet.
     pub refused_checksums: Vec<u64>,
     /// Per slot: inputs dropped as undecodable or oversized.
@@ -359,7 +367,9 @@ pub struct RelayServer {
     checksums: ChecksumVotes,
     breakdowns: BreakdownVotes,
     /// The last judged tick disagreed (breakdowns are taken for the first tick of such a run).
-    desync_episode: bool,
+    disagreement_run: bool,
+    /// Each player's desync episode (reported once, when it starts).
+    episodes: DesyncEpisodes,
     /// Desync reports not yet taken by the plugin (bounded: the oldest are dropped).
     reports: VecDeque<crate::dump::DesyncReport>,
     /// Whether an input decodes as the game's input type.
@@ -410,6 +420,7 @@ impl RelayServer {
                 late_inputs: vec![0; n],
                 rtt_ms: vec![0.0; n],
                 desyncs_named: vec![0; n],
+                desync_episodes: vec![0; n],
                 refused_checksums: vec![0; n],
                 refused_breakdowns: vec![0; n],
                 contradicting_breakdowns: vec![0; n],
@@ -445,7 +456,8 @@ impl RelayServer {
             decode: DecodeStats::default(),
             checksums: ChecksumVotes::default(),
             breakdowns: BreakdownVotes::default(),
-            desync_episode: false,
+            disagreement_run: false,
+            episodes: DesyncEpisodes::new(n),
             reports: VecDeque::new(),
             decodes: decodes_as::<I>,
             handshake,
@@ -626,6 +638,8 @@ impl RelayServer {
     fn take_running_slot(&mut self, server: &mut RenetServer, client: ClientId, slot: u8) {
         let index = usize::from(slot);
         self.transfers.retain(|t| t.joiner != slot);
+        // A new connection's next disagreement is a new episode.
+        self.episodes.end(index);
         let s = &mut self.slots[index];
         if let Some(old) = s.client.replace(client) {
             self.by_client.remove(&old);
@@ -966,13 +980,15 @@ impl RelayServer {
     }
 
     /// Judges every tick all connected players reported, or whose timeout passed; a
-    /// disagreement is counted and sent to every client with the players it names.
+    /// disagreement is counted, and sent to every client with the players whose desync episode
+    /// it starts ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).
     fn judge_checksums(&mut self, server: &mut RenetServer) {
         let connected: Vec<bool> = self.slots.iter().map(Slot::connected).collect();
         let timeout = Duration::from_millis(u64::from(self.config.checksum_timeout_ms));
         for judgement in self.checksums.judge(&connected, self.now, timeout) {
+            let started = self.episodes.judge(&judgement);
             if judgement.players.is_empty() {
-                self.desync_episode = false;
+                self.disagreement_run = false;
                 continue;
             }
             self.stats.desyncs += 1;
@@ -983,7 +999,7 @@ impl RelayServer {
                 "relay: checksum disagreement at tick {}, players {:?}",
                 judgement.tick, judgement.players
             );
-            if !std::mem::replace(&mut self.desync_episode, true) {
+            if !std::mem::replace(&mut self.disagreement_run, true) {
                 // Breakdowns are asked for the first desynced tick of a run of disagreements.
                 self.breakdowns.open(
                     judgement.tick,
@@ -992,9 +1008,16 @@ impl RelayServer {
                     self.now,
                 );
             }
+            if started.is_empty() {
+                // Every player named is in an episode already reported.
+                continue;
+            }
+            for player in &started {
+                self.stats.desync_episodes[usize::from(*player)] += 1;
+            }
             let desync = ServerMessage::Session(SessionServerMessage::Desync {
                 tick: judgement.tick,
-                players: judgement.players,
+                players: started,
             });
             let _ = server.broadcast_msg(&desync);
         }

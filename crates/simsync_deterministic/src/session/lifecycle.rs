@@ -236,9 +236,7 @@ fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> L
         slot: net.slot,
         started: net.started,
         rejected: net.rejected.clone(),
-        desync_naming_self: net.last_desync.clone().filter(|d| {
-            net.desyncs_naming_self > 0 && net.slot.is_some_and(|s| d.players.contains(&s))
-        }),
+        desync_naming_self: net.last_desync.clone().filter(|d| d.local_player_named),
     });
     LifecycleView {
         network,
@@ -361,6 +359,7 @@ mod tests {
         let desync = DesyncDetected {
             tick: 9,
             players: vec![0],
+            local_player_named: true,
         };
         n.desync_naming_self = Some(desync.clone());
         let t = session_transitions(Running, &networked(n.clone()));
@@ -379,6 +378,7 @@ mod tests {
             last_desync: Some(DesyncDetected {
                 tick: 4,
                 players: vec![0],
+                local_player_named: false,
             }),
             ..Default::default()
         };
@@ -391,6 +391,7 @@ mod tests {
         net.last_desync = Some(DesyncDetected {
             tick: 6,
             players: vec![1],
+            local_player_named: true,
         });
         stats.network = Some(net);
         let seen = view(&stats, None, SessionEnd::default()).network.unwrap();

@@ -31,6 +31,13 @@ pub struct SessionStats {
     /// until it must predict again
     /// ([the shared timeline](crate::rules#the-predicted-world-shares-a-verified-timeline)).
     pub advanced_rollbacks: u64,
+    /// Of the rollbacks, those that replaced a predicted timeline the verified one contradicts:
+    /// a tick of it had been simulated with inputs other than those now known (or it diverged
+    /// earlier without a rollback). Only these can change what the predicted world shows; the
+    /// others (shared timelines, forced or unskipped rollbacks of predictions that held)
+    /// reproduce the same states, so [visual smoothing](crate::rules#visual-smoothing) takes
+    /// only these as corrections.
+    pub corrective_rollbacks: u64,
     /// Verified ticks the predicted world simulated on confirmed inputs to catch up with the
     /// verified world when it stopped sharing its state (at most one per catch-up).
     pub catch_up_ticks: u64,

@@ -293,13 +293,17 @@ pub(super) fn rollback<I: SimInput>(
         let target = world
             .resource::<SimulatorContext>()
             .target_verification_tick();
-        if can_share(session, session.predicted_tick, target) {
+        let held = timeline_held(session);
+        if held && can_share(session, session.predicted_tick, target) {
             worlds.shared = true;
             stats.advanced_rollbacks += 1;
         } else {
             let report = worlds.copy_verified_into_predicted();
             stats.rollback_restored_entities += u64::from(report.restored_entities);
             stats.rollback_parked_entities += u64::from(report.parked_entities);
+        }
+        if !held {
+            stats.corrective_rollbacks += 1;
         }
         session.predicted_diverged = false;
         check(context(world).record_rollback());
@@ -326,22 +330,28 @@ pub(super) fn rollback<I: SimInput>(
 /// verified world is copied. One: a tick costs one tick, a copy of a resting scene many.
 const MAX_CATCH_UP_TICKS: Tick = 1;
 
-/// Whether a rollback to `target` may let the predicted world, now at `predicted`, share the
-/// verified world's state instead of copying it: the session asks to skip rollbacks when
-/// predictions hold, verification passed the predicted tick, and every tick the predicted
-/// world simulated since its last rollback used exactly the inputs now confirmed (so it holds
-/// the verified state of tick `predicted`, and the verified world holds the predicted
-/// timeline's state of `target`).
+/// Whether the current predicted timeline is the one the session would simulate now: it did
+/// not diverge earlier and every tick it simulated since its last rollback used exactly the
+/// inputs the session would use for it now. A rollback of such a timeline changes no state it
+/// showed (`SessionStats::corrective_rollbacks` counts the others).
+fn timeline_held<I: SimInput>(session: &mut DeterministicSession<I>) -> bool {
+    !session.predicted_diverged && used_inputs_hold(session)
+}
+
+/// Whether a rollback to `target` of a timeline that [held](timeline_held) may let the
+/// predicted world, now at `predicted`, share the verified world's state instead of copying
+/// it: the session asks to skip rollbacks when predictions hold, verification passed the
+/// predicted tick, and every tick the predicted world simulated since its last rollback is
+/// verified (so it holds the verified state of tick `predicted`, and the verified world holds
+/// the predicted timeline's state of `target`).
 fn can_share<I: SimInput>(
-    session: &mut DeterministicSession<I>,
+    session: &DeterministicSession<I>,
     predicted: Tick,
     target: Tick,
 ) -> bool {
     session.config.skip_rollback_when_predictions_hold
         && target > predicted
-        && !session.predicted_diverged
         && session.used_inputs.keys().all(|tick| *tick <= predicted)
-        && used_inputs_hold(session)
 }
 
 /// Ends the sharing before the predicted world predicts again: the predicted sub-world, which

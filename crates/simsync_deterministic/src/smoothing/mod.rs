@@ -68,6 +68,12 @@ impl VisualSmoothingConfig {
     }
 }
 
+/// Whether a correction of `offset` metres and `rotation` is dropped rather than decayed: it
+/// is longer than `config.snap_distance` (compared as added, before any decay) or not finite.
+fn snaps(config: &VisualSmoothingConfig, offset: Vec3, rotation: Quat) -> bool {
+    !offset.is_finite() || !rotation.is_finite() || offset.length() > config.snap_distance
+}
+
 /// A simulated pose at a tick.
 #[derive(Reflect, Debug, Clone, Copy, PartialEq)]
 pub struct TickPose {
@@ -106,22 +112,26 @@ impl VisualSmoothing {
     }
 
     /// Adds `offset` metres to the correction (what a rollback does; for tools and tests). The
-    /// next [`present`](Self::present) snaps it away if it is longer than the snap distance.
+    /// next [`present`](Self::present) snaps it away, before decaying it, if the correction is
+    /// then longer than the snap distance.
     pub fn add_correction(&mut self, offset: Vec3) {
         self.correction += offset;
     }
 
     /// The presented transform of a frame lasting `dt` whose simulation shows `simulated`.
-    /// `rolled_back` says whether the session rolled back since the previous frame; `tick_duration`
-    /// is the length of one tick.
+    /// `rolled_back` says whether a rollback since the previous frame replaced the timeline
+    /// with a different one (`SessionStats::corrective_rollbacks` grew; a rollback that
+    /// reproduces the same states is no correction); `tick_duration` is the length of one tick.
     ///
     /// With smoothing disabled it returns `simulated.transform` and forgets any correction.
     /// Otherwise: after a rollback, the difference between the old timeline (its last pose,
     /// extrapolated at its last velocity to `simulated.tick`, at most 8 ticks) and `simulated`
-    /// is added to the correction; the correction decays by
-    /// [`decay_factor`](VisualSmoothingConfig::decay_factor)`(dt)` and is dropped if longer than
-    /// `snap_distance`; the result is the pose interpolated between the last two ticks (if
-    /// `interpolate`) plus the correction. Never panics; non-finite corrections are dropped.
+    /// is added to the correction; a correction longer than `snap_distance` as it stands then
+    /// (before this frame's decay) is dropped; what remains decays by
+    /// [`decay_factor`](VisualSmoothingConfig::decay_factor)`(dt)`; the result is the pose
+    /// interpolated between the last two ticks (if `interpolate`) plus the correction
+    /// ([rule](crate::rules#visual-smoothing)). Never panics; non-finite corrections are
+    /// dropped.
     pub fn present(
         &mut self,
         config: &VisualSmoothingConfig,
@@ -147,18 +157,16 @@ impl VisualSmoothing {
                 * simulated.transform.rotation.inverse())
             .normalize();
         }
+        // The snap distance applies to the correction as added, before this frame's decay.
+        if snaps(config, self.correction, self.correction_rotation) {
+            self.correction = Vec3::ZERO;
+            self.correction_rotation = Quat::IDENTITY;
+        }
         self.advance(simulated, dt);
         let keep = config.decay_factor(dt);
         self.correction *= keep;
         if self.correction_rotation != Quat::IDENTITY {
             self.correction_rotation = Quat::IDENTITY.slerp(self.correction_rotation, keep);
-        }
-        if !self.correction.is_finite()
-            || self.correction.length() > config.snap_distance
-            || !self.correction_rotation.is_finite()
-        {
-            self.correction = Vec3::ZERO;
-            self.correction_rotation = Quat::IDENTITY;
         }
         let base = if config.interpolate {
             self.interpolated(tick_duration)
@@ -318,6 +326,43 @@ mod tests {
         let shown = smoothing.present(&config, pose(0, 5.0), false, FRAME, TICK);
         assert_eq!(shown.translation, Vec3::new(5.0, 0.0, 0.0));
         assert_eq!(smoothing.correction(), Vec3::ZERO);
+    }
+
+    /// A body at rest at x = 0 for two ticks, then a rollback that puts it `d` metres to the
+    /// right at the next tick, presented in a 16 ms frame: the presented offset from the
+    /// simulated pose right after.
+    fn offset_after_a_rollback_of(d: f32) -> f32 {
+        let config = no_interpolation();
+        let mut smoothing = VisualSmoothing::default();
+        smoothing.present(&config, pose(1, 0.0), false, FRAME, TICK);
+        smoothing.present(&config, pose(2, 0.0), false, FRAME, TICK);
+        let shown = smoothing.present(&config, pose(3, d), true, FRAME, TICK);
+        (shown.translation.x - d).abs()
+    }
+
+    #[test]
+    fn corrections_just_above_the_snap_distance_snap_although_one_frame_decays_them_below() {
+        // One 16 ms frame keeps 0.5^(16/80) = 87.1 %: 2.05 m and 2.29 m decay to 1.78 m and
+        // 1.99 m, under the 2 m snap distance; the distance applies to them as added.
+        let keep = VisualSmoothingConfig::default().decay_factor(FRAME);
+        assert!(2.29 * keep < 2.0, "{keep}");
+        for d in [2.05, 2.29] {
+            assert_eq!(offset_after_a_rollback_of(d), 0.0, "{d} m");
+        }
+        let config = no_interpolation();
+        let mut smoothing = VisualSmoothing::default();
+        smoothing.add_correction(Vec3::new(0.0, 2.05, 0.0));
+        let shown = smoothing.present(&config, pose(0, 5.0), false, FRAME, TICK);
+        assert_eq!(shown.translation, Vec3::new(5.0, 0.0, 0.0));
+        assert_eq!(smoothing.correction(), Vec3::ZERO);
+    }
+
+    #[test]
+    fn a_correction_below_the_snap_distance_glides() {
+        let keep = VisualSmoothingConfig::default().decay_factor(FRAME);
+        let offset = offset_after_a_rollback_of(1.9);
+        assert!((offset - 1.9 * keep).abs() < 1e-5, "{offset}");
+        assert!(offset > 1.6, "{offset}");
     }
 
     #[test]

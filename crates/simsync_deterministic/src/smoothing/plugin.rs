@@ -67,7 +67,8 @@ impl VisualSmoothingPlugin {
     }
 }
 
-/// The rollback count seen at the previous frame.
+/// The corrective rollback count (`SessionStats::corrective_rollbacks`) seen at the previous
+/// frame.
 #[derive(Resource, Default)]
 struct SeenRollbacks(u64);
 
@@ -97,7 +98,9 @@ fn present_predicted_world(
     let Some(worlds) = worlds else {
         return;
     };
-    let rollbacks = stats.map(|s| s.rollbacks).unwrap_or_default();
+    // Only a rollback that replaced the timeline with a different one moves what was shown
+    // ([rule](crate::rules#visual-smoothing)).
+    let rollbacks = stats.map(|s| s.corrective_rollbacks).unwrap_or_default();
     let rolled_back = rollbacks != seen.0;
     seen.0 = rollbacks;
     let world = worlds.predicted();

@@ -15,7 +15,8 @@
 //!   default: counted and reported as [`InputSubstituted`], the session goes on;
 //! - states its session's tick rate, player count and input fingerprint in its `Hello`; a relay
 //!   configured otherwise refuses it, reported as [`SessionRejected`];
-//! - reports the relay's checksum judgements as [`DesyncDetected`], and players leaving and
+//! - reports the desync episodes the relay reports as [`DesyncDetected`] (telling whether its
+//!   own player is named), and players leaving and
 //!   coming back as [`PlayerLeft`] and [`PlayerRejoined`];
 //! - keeps the reconnect token of its `Welcome` ([`RelayClientStats::reconnect_token`]) and, when
 //!   configured with one ([`NetworkSessionConfig::rejoin`]), sends it to take its slot again;
@@ -81,9 +82,10 @@ pub struct RelayClientStats {
     pub rejected_messages: u64,
     /// Confirmed inputs that failed to decode or conflicted with an earlier confirmation.
     pub rejected_inputs: u64,
-    /// Desyncs the server reported.
+    /// Desync reports received: one per desync episode of each player (a report names every
+    /// player whose episode starts at its tick), not one per desynced tick.
     pub desyncs_reported: u64,
-    /// Of those, the desyncs that named this client's player.
+    /// Of those, the reports that named this client's player.
     pub desyncs_naming_self: u64,
     /// The last desync the server reported.
     pub last_desync: Option<DesyncDetected>,
@@ -146,13 +148,24 @@ pub(crate) enum NetReport {
 }
 
 /// The relay judged the checksums reported for `tick` and they disagree: `players` differ from
-/// the majority (every reporter when there was none). Written once per judgement received.
+/// the majority (every reporter when there was none), and each of them starts a desync episode
+/// at `tick`. Written once per episode of each player, not per desynced tick: a player stays
+/// desynced until a checksum of it agrees with the majority again, and only its next
+/// disagreement after that is written again
+/// ([rule](crate::rules#desyncs-are-reported-once-per-episode)).
+///
+/// `local_player_named` tells "you are desynced" (this client's own player is among `players`:
+/// its world differs from the majority's) from "player N is desynced" (false: this client
+/// agrees with the majority, the named players do not).
 #[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
 pub struct DesyncDetected {
-    /// The tick judged.
+    /// The tick judged: the first desynced tick of the episodes.
     pub tick: Tick,
-    /// The players named, in slot order.
+    /// The players whose episode starts, in slot order.
     pub players: Vec<PlayerIndex>,
+    /// Whether this client's own player is among `players` (always false before its slot is
+    /// known).
+    pub local_player_named: bool,
 }
 
 /// The relay refused this client's `Hello`: another protocol version, a full or started session,
@@ -475,7 +488,7 @@ impl<I: SimInput> RelayClient<I> {
                 self.server_clock = Some((server_tick, self.now));
             }
             ServerMessage::Session(SessionServerMessage::Desync { tick, players }) => {
-                self.on_desync(DesyncDetected { tick, players });
+                self.on_desync(tick, players);
             }
             ServerMessage::Session(SessionServerMessage::PlayerLeft { slot, tick }) => {
                 info!("session client: player {slot} left at tick {tick}; its inputs are replaced");
@@ -610,20 +623,29 @@ impl<I: SimInput> RelayClient<I> {
         }
     }
 
-    /// A desync judged by the server: counted, kept and reported.
-    fn on_desync(&mut self, desync: DesyncDetected) {
+    /// The server reports the desync episodes of `players` starting at `tick`: counted, kept
+    /// and reported, noting whether this client's player is named.
+    fn on_desync(&mut self, tick: Tick, players: Vec<PlayerIndex>) {
+        let local_player_named = self.stats.slot.is_some_and(|s| players.contains(&s));
+        let desync = DesyncDetected {
+            tick,
+            players,
+            local_player_named,
+        };
         self.stats.desyncs_reported += 1;
-        if self
-            .stats
-            .slot
-            .is_some_and(|slot| desync.players.contains(&slot))
-        {
+        if desync.local_player_named {
             self.stats.desyncs_naming_self += 1;
+            error!(
+                "session client: the server reports this client desynced from tick {} \
+                 (players {:?} differ from the majority)",
+                desync.tick, desync.players
+            );
+        } else {
+            error!(
+                "session client: the server reports players {:?} desynced from tick {}",
+                desync.players, desync.tick
+            );
         }
-        error!(
-            "session client: the server reports a desync at tick {}, players {:?}",
-            desync.tick, desync.players
-        );
         self.stats.last_desync = Some(desync.clone());
         self.reports.push(NetReport::Desync(desync));
     }
@@ -1018,21 +1040,19 @@ mod tests {
         let mut client =
             RelayClient::<u32>::new(NetworkSessionConfig::default(), &SessionConfig::default());
         client.stats.slot = Some(1);
-        client.on_desync(DesyncDetected {
-            tick: 4,
-            players: vec![2],
-        });
-        client.on_desync(DesyncDetected {
-            tick: 5,
-            players: vec![0, 1],
-        });
+        client.on_desync(4, vec![2]);
+        client.on_desync(5, vec![0, 1]);
         assert_eq!(client.stats().desyncs_reported, 2);
         assert_eq!(client.stats().desyncs_naming_self, 1);
         let desyncs = client.take_reports();
         assert_eq!(desyncs.len(), 2);
         assert!(
-            matches!(&desyncs[1], NetReport::Desync(d) if d.tick == 5 && d.players == vec![0, 1])
+            matches!(&desyncs[0], NetReport::Desync(d) if d.tick == 4 && !d.local_player_named)
         );
+        assert!(matches!(
+            &desyncs[1],
+            NetReport::Desync(d) if d.tick == 5 && d.players == vec![0, 1] && d.local_player_named
+        ));
         assert!(client.take_reports().is_empty());
     }
 }
