@@ -60,7 +60,11 @@ use crate::ids::ParticipantId;
 /// sender received, and a body may be a delta against a state the receiver acknowledged
 /// (`simsync_ownership`'s ownership rule 20); the message types are unchanged, but a
 /// version-5 peer would misread the batches, so it is refused in the handshake.
-pub const PROTOCOL_VERSION: u16 = 6;
+///
+/// Version 7: a participant's bids of one frame travel as one `OwnershipClientMessage::Bids`;
+/// a body respawned under its id is announced with `OwnershipServerMessage::Reset`, and a
+/// participant's own respawn is sent as `OwnershipClientMessage::Respawn`.
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

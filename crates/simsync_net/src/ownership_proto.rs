@@ -321,6 +321,21 @@ impl std::fmt::Display for RefusalReason {
     }
 }
 
+/// Most bids one [`OwnershipClientMessage::Bids`] may carry: 1,024 (at most 11 bytes each on
+/// the wire, so a full message stays under 12 KiB). A participant with more bids in a frame
+/// sends several messages; the entity server drops a longer list whole and counts it.
+pub const MAX_BIDS_PER_MESSAGE: usize = 1_024;
+
+/// One bid of a [`OwnershipClientMessage::Bids`] list: the body and the priority asked for (a
+/// bid, or from the owner a priority change, exactly as [`OwnershipClientMessage::Bid`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BidRequest {
+    /// The body.
+    pub body: BodyId,
+    /// Bid priority.
+    pub priority: u8,
+}
+
 /// Ownership messages from a participant to the entity server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum OwnershipClientMessage {
@@ -344,15 +359,23 @@ pub enum OwnershipClientMessage {
     /// `StateBatch` codec (quantized positions, rotations and velocities, about 12–24 bytes a
     /// body). Channel: state (control for a release's final state).
     StateBatch(Vec<u8>),
+    /// Every bid and priority change of one frame, each handled as a [`Bid`](Self::Bid)
+    /// (protocol version 7): at most [`MAX_BIDS_PER_MESSAGE`] entries. Channel: control.
+    Bids(Vec<BidRequest>),
+    /// The participant respawned `state.body` under its id, at rest at `state` (protocol
+    /// version 7; `seq` is ignored): it asks the entity server to start the body again,
+    /// unowned, for everyone. Channel: control.
+    Respawn(PackedBodyState),
 }
 
 impl OwnershipClientMessage {
     /// The channel this message is meant to be sent on.
     pub fn channel(&self) -> NetChannel {
         match self {
-            OwnershipClientMessage::Bid { .. } | OwnershipClientMessage::Release { .. } => {
-                NetChannel::Control
-            }
+            OwnershipClientMessage::Bid { .. }
+            | OwnershipClientMessage::Release { .. }
+            | OwnershipClientMessage::Bids(_)
+            | OwnershipClientMessage::Respawn(_) => NetChannel::Control,
             OwnershipClientMessage::StateUpdate(_) | OwnershipClientMessage::StateBatch(_) => {
                 NetChannel::State
             }
@@ -400,6 +423,16 @@ pub enum OwnershipServerMessage {
     /// its relay budget: the bytes of `simsync_ownership`'s `StateBatch` codec. Channel: state
     /// (control for a released body's zero-velocity state and a late joiner's first states).
     StateBatch(Vec<u8>),
+    /// `body` was respawned under its id (protocol version 7): it is unowned, at rest at
+    /// `state` when the server has one (`seq` is meaningless), and every participant drops
+    /// what it knew of the old body — its owner, its requests, the relayed states it applied.
+    /// Sent to everyone. Channel: control.
+    Reset {
+        /// The body.
+        body: BodyId,
+        /// Where it starts again, at rest.
+        state: Option<PackedBodyState>,
+    },
 }
 
 impl OwnershipServerMessage {

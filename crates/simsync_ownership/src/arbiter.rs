@@ -345,6 +345,47 @@ impl OwnershipArbiter {
         Ok(removed)
     }
 
+    /// A participant respawned `body` under its id ([respawns](crate::rules#respawns)): the body
+    /// starts again unowned, its equal-priority lockout running from `now`. Accepted from the
+    /// body's owner, or from anyone while it is unowned and unlocked; returns the owner it had.
+    /// Counts as an ownership change when it had one.
+    ///
+    /// # Errors
+    /// [`RefusalReason::UnknownBody`]; [`RefusalReason::NotOwnable`] for a static or kinematic
+    /// body; [`RefusalReason::NotOwner`] if another participant owns it;
+    /// [`RefusalReason::Locked`] if it is unowned and locked (ownership rule 1).
+    pub fn respawn(
+        &mut self,
+        from: ParticipantId,
+        body: BodyId,
+        now: Duration,
+    ) -> Result<Option<ParticipantId>, Refusal> {
+        let Some(i) = self.slot(body) else {
+            return Err(self.refuse_unknown(body));
+        };
+        let record = &self.records[i];
+        let refused = if !record.kind.is_ownable() {
+            Some(RefusalReason::NotOwnable)
+        } else if record.owner.is_some_and(|o| o != from) {
+            Some(RefusalReason::NotOwner)
+        } else if record.owner.is_none() && record.locked {
+            Some(RefusalReason::Locked)
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
+            return Err(self.refuse(i, reason));
+        }
+        let record = &mut self.records[i];
+        let previous = record.owner.take();
+        record.priority = Priority::NONE;
+        record.last_change = Some(now);
+        if previous.is_some() {
+            self.stats.ownership_changes += 1;
+        }
+        Ok(previous)
+    }
+
     /// Locks or unlocks `body` against bids (ownership rule 1). Locking does not clear the
     /// current owner.
     ///

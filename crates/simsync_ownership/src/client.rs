@@ -39,9 +39,10 @@ use bevy::prelude::*;
 use bevy_rapier3d::prelude::{RapierContext, ReadRapierContext, RigidBody, Sleeping, Velocity};
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
-    ClientHandshake, ClientMessage, ClientNetExt, DecodeStats, Hello, JoinStatus, NetChannel,
-    NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedBodyState,
-    Protocols, RefusalReason, RejectReason, ServerMessage, Welcome,
+    BidRequest, ClientHandshake, ClientMessage, ClientNetExt, DecodeStats, Hello, JoinStatus,
+    MAX_BIDS_PER_MESSAGE, NetChannel, NetError, OwnerRecord, OwnershipClientMessage,
+    OwnershipServerMessage, PackedBodyState, Protocols, RefusalReason, RejectReason, ServerMessage,
+    Welcome,
 };
 
 use crate::activity::{ActivityConfig, RestMemory, classify};
@@ -63,7 +64,7 @@ use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingR
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, SequenceFilter, predicted_error, should_send};
 use crate::traffic::TrafficTotals;
-use crate::wire::state_from_wire;
+use crate::wire::{self, state_from_wire};
 
 /// What a participant has done since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -77,6 +78,15 @@ pub struct ParticipantStats {
     pub priority_changes_sent: u64,
     /// Releases sent, resends included (ownership rule 12).
     pub releases_sent: u64,
+    /// `Bids` messages sent: every bid and priority change of a frame travels in one (or one
+    /// per [`MAX_BIDS_PER_MESSAGE`](simsync_net::MAX_BIDS_PER_MESSAGE) bids).
+    pub bid_messages_sent: u64,
+    /// Bodies this participant respawned under an id it had, sent to the entity server as a
+    /// `Respawn` ([respawns](crate::rules#respawns)).
+    pub respawns_sent: u64,
+    /// `Reset`s received for a body this participant has: a respawned body, started again
+    /// unowned ([respawns](crate::rules#respawns)).
+    pub resets_received: u64,
     /// `Grant`s received.
     pub grants_received: u64,
     /// `Refused` received, per reason.
@@ -195,6 +205,10 @@ pub struct OwnershipClient {
     link: DeltaLink,
     /// When the last state batch was sent.
     last_batch_at: Option<Duration>,
+    /// Ids of bodies despawned here and not registered again: registering one is a respawn.
+    retired: HashSet<BodyId>,
+    /// Bodies respawned here, to send to the entity server as `Respawn`s.
+    respawned: Vec<BodyId>,
 }
 
 impl OwnershipClient {
@@ -229,6 +243,8 @@ impl OwnershipClient {
             focus_sent: None,
             link: DeltaLink::default(),
             last_batch_at: None,
+            retired: HashSet::default(),
+            respawned: Vec::new(),
         })
     }
 
@@ -315,6 +331,7 @@ impl OwnershipClient {
     fn forget_entity(&mut self, entity: Entity) {
         if let Some(body) = self.by_entity.remove(&entity) {
             self.bodies.remove(&body);
+            self.retired.insert(body);
             self.link.forget(body);
             if let Some(machine) = &mut self.machine {
                 machine.forget(body);
@@ -377,6 +394,9 @@ pub(crate) fn register_bodies(
             },
         );
         state.by_entity.insert(entity, body);
+        if state.retired.remove(&body) {
+            state.respawned.push(body);
+        }
         commands
             .entity(entity)
             .insert_if_new((Velocity::zero(), SimulationOwner::UNOWNED));
@@ -547,7 +567,37 @@ impl OwnershipClient {
                 self.on_relay(rx, &state);
             }
             OwnershipServerMessage::StateBatch(bytes) => self.on_relay_batch(rx, &bytes),
+            OwnershipServerMessage::Reset { body, state } => self.on_reset(rx, body, state),
         }
+    }
+
+    /// The entity server respawned `body` ([respawns](crate::rules#respawns)): everything known
+    /// of the old body goes — its owner, this participant's requests and timers, the relayed
+    /// states applied and the delta baselines — and the body is put at rest at `state`, if the
+    /// message has one. A body this participant does not have is ignored.
+    fn on_reset(&mut self, rx: &mut Rx, body: BodyId, state: Option<PackedBodyState>) {
+        let Some(local) = self.bodies.get_mut(&body) else {
+            return;
+        };
+        self.stats.resets_received += 1;
+        local.filter.reset();
+        local.batch_last = None;
+        local.sent = None;
+        local.collided_at = None;
+        local.rest = RestMemory::default();
+        self.link.forget(body);
+        if let Some(machine) = self.machine.as_mut() {
+            machine.forget(body);
+        }
+        match state.as_ref().map(state_from_wire) {
+            Some(Ok((_, _, state))) => self.apply_relayed(rx, body, &state.stopped()),
+            Some(Err(error)) => {
+                self.stats.relays_invalid += 1;
+                debug!("participant: reset of {body} without its state: {error}");
+            }
+            None => {}
+        }
+        self.set_owner_component(rx, body, None, Priority::NONE);
     }
 
     /// A refusal from the server, naming the body's owner as it stands (`owner_now`): answers
@@ -827,11 +877,16 @@ pub(crate) fn observe_and_send(
         scene.commands.entity(entity).remove::<Poked>();
     }
     let state = &mut *state;
+    if state.machine.is_none() {
+        // Not joined: the owner table of the `Welcome` is the truth, nothing to tell.
+        state.respawned.clear();
+    }
     if state.machine.is_none() || !client.is_connected() {
         return;
     }
     let now = clock.now();
     let seen = state.observe(&mut scene.bodies, now);
+    state.send_respawns(&mut client, &seen);
     let collisions = state.collisions(&scene.rapier, &scene.avatars, &seen);
     state.remember_collisions(&seen, &collisions, now);
     let pending_before = state.pending_requests(&seen);
@@ -992,6 +1047,7 @@ impl OwnershipClient {
         let index: HashMap<BodyId, usize> =
             seen.iter().enumerate().map(|(i, s)| (s.body, i)).collect();
         let mut refused = Vec::new();
+        let mut bids = Vec::new();
         for action in actions {
             match action {
                 Action::RefuseLocally { body, reason, .. } => {
@@ -1010,11 +1066,10 @@ impl OwnershipClient {
                     });
                 }
                 Action::SendBid { body, priority } => {
-                    self.send_bid(client, body, PendingRequest::Bid(priority), pending_before);
+                    bids.push((body, PendingRequest::Bid(priority)));
                 }
                 Action::SendPriorityChange { body, priority } => {
-                    let request = PendingRequest::PriorityChange(priority);
-                    self.send_bid(client, body, request, pending_before);
+                    bids.push((body, PendingRequest::PriorityChange(priority)));
                 }
                 Action::SendRelease { body } => {
                     let Some(s) = index.get(&body).map(|&i| &seen[i]) else {
@@ -1043,31 +1098,61 @@ impl OwnershipClient {
                 }
             }
         }
+        self.send_bids(client, &bids, pending_before);
         refused
     }
 
-    /// Sends a bid or priority change (both travel as a `Bid`) and counts it, as a resend if
-    /// the same request was outstanding before the rules ran.
-    fn send_bid(
+    /// Sends this frame's bids and priority changes (both travel as bids) as one `Bids`
+    /// message, or one per [`MAX_BIDS_PER_MESSAGE`], and counts them, a request outstanding
+    /// before the rules ran as a resend ([rate limits](crate::rules#rate-limits)).
+    fn send_bids(
         &mut self,
         client: &mut RenetClient,
-        body: BodyId,
-        request: PendingRequest,
+        bids: &[(BodyId, PendingRequest)],
         pending_before: &HashMap<BodyId, PendingRequest>,
     ) {
-        let (PendingRequest::Bid(priority) | PendingRequest::PriorityChange(priority)) = request
-        else {
-            return;
-        };
-        let change = matches!(request, PendingRequest::PriorityChange(_));
-        let msg = ClientMessage::Ownership(OwnershipClientMessage::Bid {
-            body,
-            priority: priority.0,
-        });
-        if self.send(client, NetChannel::Control, &msg) {
-            self.stats.bids_sent += 1;
-            self.stats.priority_changes_sent += u64::from(change);
-            self.stats.bid_resends += u64::from(pending_before.get(&body) == Some(&request));
+        for chunk in bids.chunks(MAX_BIDS_PER_MESSAGE) {
+            let list: Vec<BidRequest> = chunk
+                .iter()
+                .filter_map(|(body, request)| match request {
+                    PendingRequest::Bid(p) | PendingRequest::PriorityChange(p) => {
+                        Some(BidRequest {
+                            body: *body,
+                            priority: p.0,
+                        })
+                    }
+                    PendingRequest::Release => None,
+                })
+                .collect();
+            if list.is_empty() {
+                continue;
+            }
+            let msg = ClientMessage::Ownership(OwnershipClientMessage::Bids(list));
+            if !self.send(client, NetChannel::Control, &msg) {
+                continue;
+            }
+            self.stats.bid_messages_sent += 1;
+            for (body, request) in chunk {
+                let change = matches!(request, PendingRequest::PriorityChange(_));
+                self.stats.bids_sent += 1;
+                self.stats.priority_changes_sent += u64::from(change);
+                self.stats.bid_resends += u64::from(pending_before.get(body) == Some(request));
+            }
+        }
+    }
+
+    /// Tells the entity server of the bodies respawned here under an id they had, at rest
+    /// where they are now ([respawns](crate::rules#respawns)).
+    fn send_respawns(&mut self, client: &mut RenetClient, seen: &[Seen]) {
+        for body in std::mem::take(&mut self.respawned) {
+            let Some(s) = seen.iter().find(|s| s.body == body) else {
+                continue;
+            };
+            let state = wire::state_to_wire(body, Sequence::default(), &s.state.stopped());
+            let msg = ClientMessage::Ownership(OwnershipClientMessage::Respawn(state));
+            if self.send(client, NetChannel::Control, &msg) {
+                self.stats.respawns_sent += 1;
+            }
         }
     }
 

@@ -58,6 +58,16 @@ impl PendingOwners {
         }
     }
 
+    /// Drops `body`'s record of this update, if any (the body was reset: what it recorded is
+    /// about the old body). Returns whether there was one.
+    pub(crate) fn forget(&mut self, body: BodyId) -> bool {
+        let had = self.latest.remove(&body).is_some();
+        if had {
+            self.order.retain(|b| *b != body);
+        }
+        had
+    }
+
     /// Every body's latest record, in first-change order; empties the set.
     pub(crate) fn drain(&mut self) -> Vec<PendingOwner> {
         let latest = &mut self.latest;

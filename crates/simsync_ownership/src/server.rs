@@ -37,15 +37,15 @@
 use core::time::Duration;
 use std::collections::BTreeSet;
 
-use bevy::platform::collections::HashMap;
+use bevy::platform::collections::{HashMap, HashSet};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::RigidBody;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
-    ClientMessage, DecodeStats, NetChannel, NetClock, NetError, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, Protocols, RateLimiter, RejectReason,
-    ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
+    BidRequest, ClientMessage, DecodeStats, MAX_BIDS_PER_MESSAGE, NetChannel, NetClock, NetError,
+    OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, Protocols,
+    RateLimiter, RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
 };
 
 use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
@@ -86,6 +86,16 @@ pub struct EntityServerStats {
     pub bids_granted: u64,
     /// Bids and priority changes refused, per reason (rules 1–4, priority range).
     pub bids_refused: RefusalCounts,
+    /// `Bids` lists longer than [`MAX_BIDS_PER_MESSAGE`](simsync_net::MAX_BIDS_PER_MESSAGE):
+    /// dropped whole, unanswered.
+    pub bid_lists_invalid: u64,
+    /// Bodies respawned under their id, by the server's own respawn or a participant's
+    /// accepted `Respawn`; each was announced to every participant as a `Reset`
+    /// ([respawns](crate::rules#respawns)).
+    pub resets_sent: u64,
+    /// Participants' `Respawn`s refused (another participant owns the body, it is locked,
+    /// unknown or not dynamic), per reason; the sender gets a `Refused`.
+    pub respawns_refused: RefusalCounts,
     /// Releases received within the connection's rate limit.
     pub releases_received: u64,
     /// Releases accepted (ownership rule 12).
@@ -222,6 +232,10 @@ pub struct EntityServer {
     batch_filters: HashMap<(BodyId, ParticipantId), u32>,
     /// Bodies the budgets left waiting in the last update, all receivers.
     deferred_now: u64,
+    /// Ids of bodies despawned and not registered again: registering one is a respawn.
+    retired: HashSet<BodyId>,
+    /// Bodies respawned since the last update, to announce as `Reset`s.
+    respawned: Vec<BodyId>,
 }
 
 /// Owner records per `Snapshot` message of a resync table (a few KiB each).
@@ -250,6 +264,8 @@ impl EntityServer {
             queues: HashMap::default(),
             batch_filters: HashMap::default(),
             deferred_now: 0,
+            retired: HashSet::default(),
+            respawned: Vec::new(),
         })
     }
 
@@ -349,6 +365,9 @@ impl EntityServer {
         }
         self.entity_of.insert(body, entity);
         self.body_of.insert(entity, body);
+        if self.retired.remove(&body) && self.handshake.participants().next().is_some() {
+            self.respawned.push(body);
+        }
         self.relay.insert(
             body,
             RelayBody {
@@ -370,6 +389,7 @@ impl EntityServer {
             queue.unregister(body);
         }
         let _ = self.arbiter.unregister_body(body);
+        self.retired.insert(body);
     }
 }
 
@@ -453,6 +473,7 @@ pub(crate) fn update(
         owners: &mut owners,
         changed: Vec::new(),
     };
+    state.announce_respawns(&mut io);
     for message in received {
         let client = message.client_id;
         match message.message {
@@ -493,6 +514,92 @@ impl EntityServer {
             }
             // Answered by `on_hello`; the match needs the arm.
             ClientMessage::Hello(_) => {}
+        }
+    }
+
+    /// Bodies registered again under an id the server had ([respawns](crate::rules#respawns)):
+    /// each is reset for everyone, at its registered state.
+    fn announce_respawns(&mut self, io: &mut Io) {
+        for body in std::mem::take(&mut self.respawned) {
+            self.reset_body(io, body, None);
+        }
+    }
+
+    /// A participant's `Respawn` ([respawns](crate::rules#respawns)): accepted from the body's
+    /// owner, or from anyone while the body is unowned and unlocked — the body starts again,
+    /// unowned, at rest where the sender has it, for everyone; otherwise refused with the reason
+    /// and the owner as it stands.
+    fn on_respawn(
+        &mut self,
+        io: &mut Io,
+        client: ClientId,
+        from: ParticipantId,
+        state: &PackedBodyState,
+    ) {
+        let (body, state) = match wire::state_from_wire(state) {
+            Ok((body, _, state)) => (body, state),
+            Err(error) => {
+                self.stats.state_updates_invalid += 1;
+                debug!("entity server: respawn from {from}: {error}");
+                return;
+            }
+        };
+        match self.arbiter.respawn(from, body, io.now) {
+            Ok(_) => self.reset_body(io, body, Some(state.stopped())),
+            Err(refusal) => {
+                self.stats.respawns_refused.add(refusal.reason);
+                self.refuse(io, client, &refusal);
+                // The sender's new copy has none of the old one's states: it gets the body's
+                // latest state whole, with the next relay.
+                if let Some(queue) = self.queues.get_mut(&client)
+                    && self.relay.contains_key(&body)
+                {
+                    queue.unregister(body);
+                    queue.mark(body);
+                }
+            }
+        }
+    }
+
+    /// Starts `body` again, unowned, at rest at `state` (or its last state): forgets this
+    /// update's owner record, the owners' update numbering and the relay baselines of the
+    /// old body, and sends every participant a `Reset`.
+    fn reset_body(&mut self, io: &mut Io, body: BodyId, state: Option<BodyState>) {
+        self.pending.forget(body);
+        self.filters.retain(|(b, _), _| *b != body);
+        self.batch_filters.retain(|(b, _), _| *b != body);
+        for queue in self.queues.values_mut() {
+            queue.unregister(body);
+        }
+        let Some(relay) = self.relay.get_mut(&body) else {
+            return;
+        };
+        if state.is_some() {
+            relay.last_state = state;
+        }
+        relay.seq = relay.seq.next();
+        let packed = relay
+            .last_state
+            .map(|s| wire::state_to_wire(body, relay.seq, &s));
+        if let Some(entity) = self.entity_of.get(&body).copied() {
+            if let Ok(mut component) = io.owners.get_mut(entity) {
+                *component = SimulationOwner::UNOWNED;
+            }
+            io.changed.push(OwnershipChanged {
+                entity,
+                body,
+                owner: None,
+                priority: Priority::NONE,
+            });
+        }
+        self.stats.resets_sent += 1;
+        let msg = ServerMessage::Ownership(OwnershipServerMessage::Reset {
+            body,
+            state: packed,
+        });
+        let clients: Vec<ClientId> = self.handshake.participants().map(|(c, _)| c).collect();
+        for client in clients {
+            self.send(io.server, client, NetChannel::Control, &msg);
         }
     }
 
@@ -622,8 +729,9 @@ impl EntityServer {
         msg: OwnershipClientMessage,
     ) {
         let kind = match &msg {
-            OwnershipClientMessage::Bid { .. } => Limited::Bid,
-            OwnershipClientMessage::Release { .. } => Limited::Release,
+            OwnershipClientMessage::Bid { body, .. } => Limited::Bid(self.registered(*body)),
+            OwnershipClientMessage::Respawn(state) => Limited::Bid(self.registered(state.body)),
+            OwnershipClientMessage::Release { body } => Limited::Release(self.registered(*body)),
             OwnershipClientMessage::StateUpdate(state) => Limited::StateUpdate(
                 Some(state.body).filter(|b| self.arbiter.owner(*b).is_some_and(|(o, _)| o == from)),
             ),
@@ -632,15 +740,13 @@ impl EntityServer {
                 self.on_batch(io, client, from, bytes);
                 return;
             }
+            OwnershipClientMessage::Bids(bids) => {
+                // Each bid is limited on its own.
+                self.on_bids(io, client, from, bids);
+                return;
+            }
         };
-        let limits = &self.limits;
-        let limiter = self
-            .buckets
-            .entry(client)
-            .or_insert_with(|| limits.limiter());
-        let admitted = limits.admit(limiter, kind, io.now);
-        if !admitted {
-            self.stats.rate_limited.add(kind);
+        if !self.admit(client, kind, io.now) {
             trace!("entity server: {from} over its {kind:?} limit, dropped");
             return;
         }
@@ -682,7 +788,46 @@ impl EntityServer {
                 }
                 self.accept_state(client, body, state);
             }
-            OwnershipClientMessage::StateBatch(_) => {}
+            OwnershipClientMessage::Respawn(state) => self.on_respawn(io, client, from, &state),
+            OwnershipClientMessage::StateBatch(_) | OwnershipClientMessage::Bids(_) => {}
+        }
+    }
+
+    /// `Some(body)` if the server has it: requests about it have their own buckets.
+    fn registered(&self, body: BodyId) -> Option<BodyId> {
+        self.relay.contains_key(&body).then_some(body)
+    }
+
+    /// Whether a request of `kind` from `client` is within its limits; counted if not.
+    fn admit(&mut self, client: ClientId, kind: Limited, now: Duration) -> bool {
+        let limits = &self.limits;
+        let limiter = self
+            .buckets
+            .entry(client)
+            .or_insert_with(|| limits.limiter());
+        let admitted = limits.admit(limiter, kind, now);
+        if !admitted {
+            self.stats.rate_limited.add(kind);
+        }
+        admitted
+    }
+
+    /// A participant's bids of one frame ([rate limits](crate::rules#rate-limits)): a list
+    /// longer than [`MAX_BIDS_PER_MESSAGE`](simsync_net::MAX_BIDS_PER_MESSAGE) is dropped whole
+    /// and counted; otherwise each bid is limited by its body's bucket and handled as a `Bid`.
+    fn on_bids(&mut self, io: &mut Io, client: ClientId, from: ParticipantId, bids: &[BidRequest]) {
+        if bids.len() > MAX_BIDS_PER_MESSAGE {
+            self.stats.bid_lists_invalid += 1;
+            debug!(
+                "entity server: {} bids in one list from {from}, dropped",
+                bids.len()
+            );
+            return;
+        }
+        for bid in bids {
+            if self.admit(client, Limited::Bid(self.registered(bid.body)), io.now) {
+                self.on_bid(io, client, from, bid.body, Priority(bid.priority));
+            }
         }
     }
 
@@ -736,13 +881,7 @@ impl EntityServer {
         for (body, state) in batch.states {
             let owned = self.arbiter.owner(body).is_some_and(|(o, _)| o == from);
             let kind = Limited::StateUpdate(Some(body).filter(|_| owned));
-            let limits = &self.limits;
-            let limiter = self
-                .buckets
-                .entry(client)
-                .or_insert_with(|| limits.limiter());
-            if !limits.admit(limiter, kind, io.now) {
-                self.stats.rate_limited.add(kind);
+            if !self.admit(client, kind, io.now) {
                 continue;
             }
             self.stats.state_updates_received += 1;

@@ -493,3 +493,24 @@ impl Session {
         worst
     }
 }
+
+/// Despawns `old` (body `body`'s entity in `app`) and spawns a new entity with the same id at
+/// rest at `at`, in one go; on a participant (`participant`) with the components
+/// [`participant_app`] gives a floating body.
+pub fn respawn(app: &mut App, old: Entity, body: u64, at: Vec3, participant: bool) {
+    app.world_mut().despawn(old);
+    let mut e = app.world_mut().spawn((
+        BodyNetId(BodyId(body)),
+        RigidBody::Dynamic,
+        Transform::from_translation(at),
+    ));
+    if participant {
+        e.insert((
+            Ownable,
+            Collider::cuboid(0.25, 0.25, 0.25),
+            GravityScale(0.0),
+            Velocity::zero(),
+            Sleeping::default(),
+        ));
+    }
+}

@@ -2,6 +2,7 @@
 //! own App with its own Rapier world, over the in-memory transport, time driven by hand with
 //! `NetClock::Fixed(1/64 s)`.
 
+mod bulk;
 mod deltas;
 mod diagnostics;
 mod harness;
@@ -10,5 +11,6 @@ mod misuse;
 mod orphans;
 mod refusals;
 mod reproducible;
+mod respawn;
 mod sessions;
 mod traffic;

@@ -4,13 +4,12 @@
 //! despawned and respawned under the same id starts with fresh ownership.
 
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::*;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_ownership::BodyId;
 use simsync_ownership::prelude::*;
 
-use super::harness::{Body, DT, Session, steps};
+use super::harness::{Body, DT, Session, respawn, steps};
 
 const SPEED: f32 = 1.0;
 
@@ -139,25 +138,6 @@ fn an_orphan_nobody_takes_over_stops_where_it_is() {
     assert!(s.spread(1) < 0.05, "copies {} m apart", s.spread(1));
 }
 
-/// Despawns body 1's entity in `app` and spawns a new one with the same id at `at`, in one go.
-fn respawn(app: &mut App, old: Entity, at: Vec3, participant: bool) {
-    app.world_mut().despawn(old);
-    let mut e = app.world_mut().spawn((
-        BodyNetId(BodyId(1)),
-        RigidBody::Dynamic,
-        Transform::from_translation(at),
-    ));
-    if participant {
-        e.insert((
-            Ownable,
-            Collider::cuboid(0.25, 0.25, 0.25),
-            GravityScale(0.0),
-            Velocity::zero(),
-            Sleeping::default(),
-        ));
-    }
-}
-
 #[test]
 fn a_body_despawned_and_respawned_under_the_same_id_starts_with_fresh_ownership() {
     let mut s = Session::perfect(2, &[Body::floating(1, Vec3::ZERO)]);
@@ -169,10 +149,10 @@ fn a_body_despawned_and_respawned_under_the_same_id_starts_with_fresh_ownership(
         .resource::<EntityServer>()
         .entity_of(BodyId(1))
         .unwrap();
-    respawn(&mut s.server, old, at, false);
+    respawn(&mut s.server, old, 1, at, false);
     for i in 0..2 {
         let old = Session::entity(&s.participants[i], 1);
-        respawn(&mut s.participants[i], old, at, true);
+        respawn(&mut s.participants[i], old, 1, at, true);
     }
     // The old owner's client no longer owns it either; nothing it sent before restores it.
     s.run(3);
