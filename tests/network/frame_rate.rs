@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 use simsync::deterministic::{NetworkSessionConfig, SessionClock};
 use simsync_net::prelude::*;

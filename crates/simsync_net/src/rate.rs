@@ -15,7 +15,7 @@ const NANO: u128 = 1_000_000_000;
 ///
 /// | server | kind | limit |
 /// |---|---|---|
-/// | relay | inputs | [`per_tick`](Self::per_tick)`(tick_rate_hz, 4)`: four batches a tick, a second's worth at once |
+/// | relay | inputs, in ticks of input ([`TokenBucket::try_take_n`]) | [`per_tick`](Self::per_tick)`(tick_rate_hz, 4)`: four ticks of input a tick, a second's worth at once |
 /// | relay | checksums | `tick_rate_hz` per second, two seconds' worth at once |
 /// | relay, entity server | control (handshake, goodbye, anything else) | [`CONTROL`](Self::CONTROL): 10/s, burst 20 |
 /// | entity server | bids, and releases (each) | [`OWNERSHIP_REQUESTS`](Self::OWNERSHIP_REQUESTS): 30/s, burst 60 |
