@@ -75,14 +75,16 @@ fn a_client_at_1000_frames_per_second_sends_one_input_message_per_tick_and_none_
         // At most one message per tick of the client's clock, and one for (nearly) every tick.
         let ticks = stats.local_tick as u64;
         assert!(ticks >= 600, "{ticks}");
-        assert!(net.input_messages_sent <= ticks, "{} > {ticks}", net.input_messages_sent);
+        assert!(
+            net.input_messages_sent <= ticks,
+            "{} > {ticks}",
+            net.input_messages_sent
+        );
         assert!(net.input_messages_sent >= ticks * 9 / 10, "{net:?}");
         assert!(stats.verified_tick >= 550, "{}", stats.verified_tick);
         println!(
             "client {c} at 1,000 fps: {} ticks, {} input messages, {} refused",
-            ticks,
-            net.input_messages_sent,
-            relay.rate_limited[c].inputs
+            ticks, net.input_messages_sent, relay.rate_limited[c].inputs
         );
     }
     let (compared, mismatches) = h.checksums_agree();

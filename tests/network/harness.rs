@@ -89,7 +89,15 @@ pub fn client_app_configured(
     configure: impl FnOnce(DeterministicPlugin<PackedInput>) -> DeterministicPlugin<PackedInput>,
 ) -> App {
     let net_clock = NetClock::fixed_hz(64);
-    client_app_clocked(game, players, network, window, tick_rate_hz, net_clock, configure)
+    client_app_clocked(
+        game,
+        players,
+        network,
+        window,
+        tick_rate_hz,
+        net_clock,
+        configure,
+    )
 }
 
 /// [`client_app_configured`] whose network layer advances by `net_clock` per update.

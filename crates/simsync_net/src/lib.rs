@@ -80,7 +80,7 @@ pub use plugin::{
     server_ready,
 };
 pub use rate::{RateLimit, RateLimiter, TokenBucket};
-pub use rejoin::{ReconnectTokens, entropy_seed, siphash24};
+pub use rejoin::{ReconnectPolicy, ReconnectTokens, entropy_seed, siphash24};
 pub use remote_errors::{
     NETCODE_CONNECTION_REQUEST_BYTES, REMOTE_ERROR_LOG_INTERVAL, REMOTE_ERROR_LOG_TARGET,
     RemoteErrorKind, RemoteErrors, ThrottledLine, screen_datagram,

@@ -299,7 +299,10 @@ mod tests {
         assert!(!bucket.try_take_n(9, Duration::from_secs(60)));
         assert_eq!(bucket.tokens(), 8);
         assert!(bucket.try_take_n(0, Duration::from_secs(60)));
-        assert_eq!((bucket.taken(), bucket.rejected(), bucket.tokens()), (3, 2, 8));
+        assert_eq!(
+            (bucket.taken(), bucket.rejected(), bucket.tokens()),
+            (3, 2, 8)
+        );
     }
 
     #[test]

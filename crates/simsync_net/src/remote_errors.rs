@@ -174,7 +174,8 @@ pub fn screen_datagram(
             Err(RemoteErrorKind::UnknownSender)
         };
     }
-    if datagram.len() < NETCODE_CONNECTION_REQUEST_BYTES || datagram[1..14] != NETCODE_VERSION_INFO[..]
+    if datagram.len() < NETCODE_CONNECTION_REQUEST_BYTES
+        || datagram[1..14] != NETCODE_VERSION_INFO[..]
     {
         return Err(RemoteErrorKind::Malformed);
     }
@@ -210,7 +211,11 @@ mod tests {
         assert_eq!(lines, [ThrottledLine { kind, count: 1 }]);
         assert_eq!(errors.count(kind), 2_000);
         // Within the second: nothing more; once it has passed, the rest in one line.
-        assert!(errors.flush(secs(10) + Duration::from_millis(999)).is_empty());
+        assert!(
+            errors
+                .flush(secs(10) + Duration::from_millis(999))
+                .is_empty()
+        );
         assert_eq!(
             errors.flush(secs(11)),
             [ThrottledLine { kind, count: 1_999 }]

@@ -236,7 +236,10 @@ impl UdpServerTransport {
             let result = self.netcode.disconnect(client_id);
             handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
         }
-        self.errors.flush(self.elapsed).into_iter().for_each(log_line);
+        self.errors
+            .flush(self.elapsed)
+            .into_iter()
+            .for_each(log_line);
         Ok(())
     }
 
@@ -276,7 +279,9 @@ impl UdpServerTransport {
                     Err(_) => false,
                 };
                 if !sent {
-                    if let Some(line) = self.errors.record(RemoteErrorKind::SendFailed, self.elapsed)
+                    if let Some(line) = self
+                        .errors
+                        .record(RemoteErrorKind::SendFailed, self.elapsed)
                     {
                         log_line(line);
                     }
@@ -378,10 +383,12 @@ impl PendingAddresses {
     }
 }
 
-/// The client end of the UDP transport.
+/// The client end of the UDP transport. It keeps how it connected, so a client whose
+/// connection was lost can connect again ([`reconnect`](Self::reconnect)).
 #[derive(Debug)]
 pub struct UdpClientTransport {
     inner: NetcodeClientTransport,
+    authentication: ClientAuthentication,
 }
 
 impl UdpClientTransport {
@@ -404,8 +411,11 @@ impl UdpClientTransport {
             server_addr,
             user_data: None,
         };
-        let inner = NetcodeClientTransport::new(unix_time_now(), authentication, socket)?;
-        Ok(Self { inner })
+        let inner = NetcodeClientTransport::new(unix_time_now(), authentication.clone(), socket)?;
+        Ok(Self {
+            inner,
+            authentication,
+        })
     }
 
     /// Connects to a secure server with `token`, from a socket bound to `bind_addr`.
@@ -428,8 +438,38 @@ impl UdpClientTransport {
         let authentication = ClientAuthentication::Secure {
             connect_token: token,
         };
-        let inner = NetcodeClientTransport::new(unix_time_now(), authentication, socket)?;
-        Ok(Self { inner })
+        let inner = NetcodeClientTransport::new(unix_time_now(), authentication.clone(), socket)?;
+        Ok(Self {
+            inner,
+            authentication,
+        })
+    }
+
+    /// Starts a new connection to the same server with the same authentication (the same
+    /// connect token in secure mode), from the same local address: netcode accepts a token
+    /// again only from the address that first used it. The old connection is dropped without a
+    /// goodbye. Give the new connection a new `RenetClient`.
+    ///
+    /// # Errors
+    ///
+    /// [`NetError::Io`] if the local address cannot be bound again, [`NetError::Netcode`] if
+    /// netcode refuses (an expired token connects but is then refused by the server).
+    pub fn reconnect(&mut self) -> Result<(), NetError> {
+        let local = self.inner.addr()?;
+        // Free the old socket's address before binding it again: swap in a connection on a
+        // temporary socket of the same family, then drop the old one.
+        let mut any = local;
+        any.set_port(0);
+        let temporary = NetcodeClientTransport::new(
+            unix_time_now(),
+            self.authentication.clone(),
+            UdpSocket::bind(any)?,
+        )?;
+        drop(std::mem::replace(&mut self.inner, temporary));
+        let socket = UdpSocket::bind(local)?;
+        self.inner =
+            NetcodeClientTransport::new(unix_time_now(), self.authentication.clone(), socket)?;
+        Ok(())
     }
 
     /// The client id (from the token, or as given).
@@ -568,6 +608,89 @@ mod tests {
     }
 
     #[test]
+    fn a_client_away_past_its_timeout_reconnects_with_the_same_token() {
+        let key = generate_private_key();
+        let config = UdpServerConfig::secure("127.0.0.1:0".parse().unwrap(), key);
+        let mut transport = UdpServerTransport::bind(config).expect("binds");
+        let mut server = RenetServer::new(crate::connection_config());
+        // A 1 s connection timeout, so the test is short; the client is away 3 s.
+        let token = generate_connect_token(
+            &key,
+            NETCODE_PROTOCOL_ID,
+            7,
+            vec![transport.local_addr()],
+            DEFAULT_TOKEN_EXPIRE_SECONDS,
+            1,
+            None,
+        )
+        .expect("token");
+        let mut client_transport =
+            UdpClientTransport::secure(token, "127.0.0.1:0".parse().unwrap()).expect("client");
+        let mut client = RenetClient::new(crate::connection_config());
+        let frame = Duration::from_millis(50);
+        let step =
+            |server: &mut RenetServer,
+             transport: &mut UdpServerTransport,
+             client: Option<(&mut RenetClient, &mut UdpClientTransport)>| {
+                server.update(frame);
+                transport.update(frame, server).expect("server");
+                transport.send_packets(server);
+                if let Some((client, client_transport)) = client {
+                    client.update(frame);
+                    let _ = client_transport.update(frame, client);
+                    let _ = client_transport.send_packets(client);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+        for _ in 0..100 {
+            if server.clients_id() == [7] && client.is_connected() {
+                break;
+            }
+            step(
+                &mut server,
+                &mut transport,
+                Some((&mut client, &mut client_transport)),
+            );
+        }
+        assert!(client.is_connected() && server.clients_id() == [7]);
+        // Away 3 s (not updated): the server drops it.
+        for _ in 0..60 {
+            step(&mut server, &mut transport, None);
+        }
+        assert!(server.clients_id().is_empty());
+        // Back: it reads the server's disconnect, or its own clock runs out after 1 s.
+        for _ in 0..40 {
+            if client_transport.disconnect_reason().is_some() {
+                break;
+            }
+            step(
+                &mut server,
+                &mut transport,
+                Some((&mut client, &mut client_transport)),
+            );
+        }
+        assert!(client_transport.disconnect_reason().is_some());
+        client_transport.reconnect().expect("reconnects");
+        let mut client = RenetClient::new(crate::connection_config());
+        for _ in 0..100 {
+            if server.clients_id() == [7] && client.is_connected() {
+                break;
+            }
+            step(
+                &mut server,
+                &mut transport,
+                Some((&mut client, &mut client_transport)),
+            );
+        }
+        assert!(
+            client.is_connected(),
+            "{:?}",
+            client_transport.disconnect_reason()
+        );
+        assert_eq!(server.clients_id(), [7]);
+    }
+
+    #[test]
     fn garbage_datagrams_are_counted_and_logged_at_most_once_a_second_per_kind() {
         let config = UdpServerConfig::unsecure("127.0.0.1:0".parse().unwrap());
         let mut transport = UdpServerTransport::bind(config).expect("binds");
@@ -581,13 +704,17 @@ mod tests {
             for _ in 0..50 {
                 let len = 1 + (rng.next_u64() % 1_200) as usize;
                 let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-                sender.send_to(&bytes, transport.local_addr()).expect("sends");
+                sender
+                    .send_to(&bytes, transport.local_addr())
+                    .expect("sends");
             }
             std::thread::sleep(Duration::from_millis(2));
             transport.update(frame, &mut server).expect("updates");
         }
         // A second later (simulated), the held-back counts come out.
-        transport.update(Duration::from_secs(1), &mut server).expect("updates");
+        transport
+            .update(Duration::from_secs(1), &mut server)
+            .expect("updates");
         let errors = transport.remote_errors();
         assert_eq!(errors.total(), 2_000, "{errors:?}");
         let kinds = RemoteErrorKind::ALL
