@@ -146,9 +146,17 @@ fn report_mismatches(
 }
 
 /// Bevy's log output: INFO and up, or WARN and up when `quiet` (`RUST_LOG` overrides both).
+/// `quiet` also hides the UDP server's throttled lines about errors remote peers cause (they
+/// stay counted, `simsync_net`'s wire rule 11).
 pub fn log_plugin(quiet: bool) -> LogPlugin {
+    let filter = LogPlugin::default().filter;
     LogPlugin {
         level: if quiet { Level::WARN } else { Level::INFO },
+        filter: if quiet {
+            format!("{filter},{}=error", simsync_net::REMOTE_ERROR_LOG_TARGET)
+        } else {
+            filter
+        },
         ..default()
     }
 }

@@ -88,10 +88,32 @@ pub fn client_app_configured(
     tick_rate_hz: u32,
     configure: impl FnOnce(DeterministicPlugin<PackedInput>) -> DeterministicPlugin<PackedInput>,
 ) -> App {
+    let net_clock = NetClock::fixed_hz(64);
+    client_app_clocked(
+        game,
+        players,
+        network,
+        window,
+        tick_rate_hz,
+        net_clock,
+        configure,
+    )
+}
+
+/// [`client_app_configured`] whose network layer advances by `net_clock` per update.
+pub fn client_app_clocked(
+    game: impl Plugin + Clone,
+    players: u8,
+    network: NetworkSessionConfig,
+    window: u32,
+    tick_rate_hz: u32,
+    net_clock: NetClock,
+    configure: impl FnOnce(DeterministicPlugin<PackedInput>) -> DeterministicPlugin<PackedInput>,
+) -> App {
     let rate = TickRate::new(tick_rate_hz).expect("valid tick rate");
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
-        .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
+        .add_plugins(NetClientPlugin::default().with_clock(net_clock))
         .add_plugins(configure(
             DeterministicPlugin::<PackedInput>::new(game)
                 .players(players)

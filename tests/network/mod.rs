@@ -7,6 +7,7 @@ mod desync_report;
 mod diagnostics;
 mod disconnects;
 mod flood;
+mod frame_rate;
 pub(crate) mod harness;
 mod hostile_peers;
 mod inputs;

@@ -13,6 +13,7 @@
 //!   [`ServerTransport`] / [`ClientTransport`] driven by [`NetServerPlugin`] / [`NetClientPlugin`].
 //! - **Clocks**: [`RttEstimator`], [`input_delay_ticks`], [`LeadControl`], [`TickAccumulator`].
 //! - **Rate limits**: [`RateLimiter`] of [`TokenBucket`]s per connection, by [`RateLimit`].
+//! - **Remote errors**: counted per kind and logged at most once a second ([`RemoteErrors`]).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -33,6 +34,7 @@ mod ownership_proto;
 mod plugin;
 mod rate;
 mod rejoin;
+mod remote_errors;
 mod rng;
 mod session_proto;
 mod snapshot_chunks;
@@ -78,7 +80,11 @@ pub use plugin::{
     server_ready,
 };
 pub use rate::{RateLimit, RateLimiter, TokenBucket};
-pub use rejoin::{ReconnectTokens, entropy_seed, siphash24};
+pub use rejoin::{ReconnectPolicy, ReconnectTokens, entropy_seed, siphash24};
+pub use remote_errors::{
+    NETCODE_CONNECTION_REQUEST_BYTES, REMOTE_ERROR_LOG_INTERVAL, REMOTE_ERROR_LOG_TARGET,
+    RemoteErrorKind, RemoteErrors, ThrottledLine, screen_datagram,
+};
 pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{
     InputBytes, InputSet, MAX_BREAKDOWN_ENTRIES, MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS,

@@ -15,7 +15,7 @@ const NANO: u128 = 1_000_000_000;
 ///
 /// | server | kind | limit |
 /// |---|---|---|
-/// | relay | inputs | [`per_tick`](Self::per_tick)`(tick_rate_hz, 4)`: four batches a tick, a second's worth at once |
+/// | relay | inputs, in ticks of input ([`TokenBucket::try_take_n`]) | [`per_tick`](Self::per_tick)`(tick_rate_hz, 4)`: four ticks of input a tick, a second's worth at once |
 /// | relay | checksums | `tick_rate_hz` per second, two seconds' worth at once |
 /// | relay, entity server | control (handshake, goodbye, anything else) | [`CONTROL`](Self::CONTROL): 10/s, burst 20 |
 /// | entity server | bids, and releases (each) | [`OWNERSHIP_REQUESTS`](Self::OWNERSHIP_REQUESTS): 30/s, burst 60 |
@@ -79,9 +79,19 @@ impl TokenBucket {
     /// Takes one token at time `now` if there is one: `true` (the message passes) or `false`
     /// (it is over the limit; counted in [`rejected`](Self::rejected)).
     pub fn try_take(&mut self, now: Duration) -> bool {
+        self.try_take_n(1, now)
+    }
+
+    /// Takes `cost` tokens at time `now` if the bucket holds them all: `true` (the message
+    /// passes, counted once in [`taken`](Self::taken)) or `false` (nothing is taken; counted
+    /// once in [`rejected`](Self::rejected)). A message that counts in units other than one
+    /// (the relay's inputs count ticks of input) costs its units; a cost above `burst` never
+    /// passes. `cost = 0` passes without taking anything.
+    pub fn try_take_n(&mut self, cost: u32, now: Duration) -> bool {
         self.refill(now);
-        if self.nano_tokens >= NANO {
-            self.nano_tokens -= NANO;
+        let needed = u128::from(cost) * NANO;
+        if self.nano_tokens >= needed {
+            self.nano_tokens -= needed;
             self.taken += 1;
             true
         } else {
@@ -180,6 +190,14 @@ impl<K: Ord + Copy> RateLimiter<K> {
             .is_none_or(|bucket| bucket.try_take(now))
     }
 
+    /// Whether a message of `kind` costing `cost` tokens at time `now` passes (see
+    /// [`TokenBucket::try_take_n`]).
+    pub fn try_take_n(&mut self, kind: K, cost: u32, now: Duration) -> bool {
+        self.buckets
+            .get_mut(&kind)
+            .is_none_or(|bucket| bucket.try_take_n(cost, now))
+    }
+
     /// The bucket of `kind`, if it is limited.
     pub fn bucket(&self, kind: K) -> Option<&TokenBucket> {
         self.buckets.get(&kind)
@@ -266,6 +284,25 @@ mod tests {
         assert_eq!(passes(&mut never, ms(0), 3), 0);
         assert_eq!(passes(&mut never, Duration::from_secs(60), 3), 0);
         assert_eq!(never.rejected(), 6);
+    }
+
+    #[test]
+    fn a_weighted_take_needs_all_its_tokens_or_takes_none() {
+        let mut bucket = TokenBucket::new(RateLimit::new(10, 8));
+        assert!(bucket.try_take_n(5, ms(0)));
+        assert_eq!(bucket.tokens(), 3);
+        // Four do not fit in three: nothing is taken, one refusal counted.
+        assert!(!bucket.try_take_n(4, ms(0)));
+        assert_eq!((bucket.tokens(), bucket.rejected()), (3, 1));
+        assert!(bucket.try_take_n(3, ms(0)));
+        // A cost above the burst never passes, however long the wait.
+        assert!(!bucket.try_take_n(9, Duration::from_secs(60)));
+        assert_eq!(bucket.tokens(), 8);
+        assert!(bucket.try_take_n(0, Duration::from_secs(60)));
+        assert_eq!(
+            (bucket.taken(), bucket.rejected(), bucket.tokens()),
+            (3, 2, 8)
+        );
     }
 
     #[test]

@@ -70,6 +70,54 @@ impl ReconnectTokens {
     }
 }
 
+/// How a client whose connection was lost tries again by itself with its reconnect token
+/// ([wire rule 9](crate::rules)): up to `attempts` new connections, the first `first_backoff`
+/// after the loss, each later one twice as long after the one before, at most `max_backoff`.
+/// [`Default`]: on, 5 attempts, 1 s doubling to at most 8 s (1 + 2 + 4 + 8 + 8 = 23 s of
+/// waiting, plus each attempt's own connection timeout). `attempts = 0`: never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bevy::reflect::Reflect)]
+pub struct ReconnectPolicy {
+    /// New connections tried after a loss, at most.
+    pub attempts: u32,
+    /// The wait before the first attempt.
+    pub first_backoff: std::time::Duration,
+    /// The longest wait between two attempts.
+    pub max_backoff: std::time::Duration,
+}
+
+impl Default for ReconnectPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 5,
+            first_backoff: std::time::Duration::from_secs(1),
+            max_backoff: std::time::Duration::from_secs(8),
+        }
+    }
+}
+
+impl ReconnectPolicy {
+    /// Never reconnects.
+    pub const OFF: Self = Self {
+        attempts: 0,
+        first_backoff: std::time::Duration::ZERO,
+        max_backoff: std::time::Duration::ZERO,
+    };
+
+    /// The wait before attempt `attempt` (0 for the first), or `None` once `attempts` are
+    /// used up: `first_backoff · 2^attempt`, at most `max_backoff` (saturating).
+    pub fn backoff(&self, attempt: u32) -> Option<std::time::Duration> {
+        if attempt >= self.attempts {
+            return None;
+        }
+        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
+        Some(
+            self.first_backoff
+                .saturating_mul(factor)
+                .min(self.max_backoff),
+        )
+    }
+}
+
 /// A seed no one outside the process can predict: the wall clock in nanoseconds and the
 /// process id, hashed with the standard library's randomly keyed hasher (keys from the
 /// operating system's random source).
@@ -196,6 +244,25 @@ mod tests {
                 token: second
             }),
             Ok(())
+        );
+    }
+
+    #[test]
+    fn reconnect_backoff_doubles_up_to_its_cap_and_stops_after_the_attempts() {
+        use std::time::Duration;
+        let policy = ReconnectPolicy::default();
+        let waits: Vec<_> = (0..6).map(|a| policy.backoff(a)).collect();
+        let s = |n| Some(Duration::from_secs(n));
+        assert_eq!(waits, [s(1), s(2), s(4), s(8), s(8), None]);
+        assert_eq!(ReconnectPolicy::OFF.backoff(0), None);
+        let huge = ReconnectPolicy {
+            attempts: u32::MAX,
+            first_backoff: Duration::from_secs(1),
+            max_backoff: Duration::MAX,
+        };
+        assert_eq!(
+            huge.backoff(40),
+            Some(Duration::from_secs(u64::from(u32::MAX)))
         );
     }
 

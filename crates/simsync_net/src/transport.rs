@@ -9,6 +9,7 @@ use renet::{ClientId, RenetClient, RenetServer};
 
 use crate::error::NetError;
 use crate::memory::{MemoryClientTransport, MemoryServerTransport};
+use crate::remote_errors::RemoteErrors;
 use crate::udp::{UdpClientTransport, UdpServerTransport};
 
 /// The server's transport: in memory or UDP. A Bevy resource, next to a
@@ -44,6 +45,15 @@ impl ServerTransport {
         match self {
             ServerTransport::Memory(transport) => transport.send_packets(server),
             ServerTransport::Udp(transport) => transport.send_packets(server),
+        }
+    }
+
+    /// The errors remote peers caused so far, per kind ([wire rule 11](crate::rules)): UDP
+    /// only (`None` in memory, where every peer is in the process).
+    pub fn remote_errors(&self) -> Option<&RemoteErrors> {
+        match self {
+            ServerTransport::Memory(_) => None,
+            ServerTransport::Udp(transport) => Some(transport.remote_errors()),
         }
     }
 

@@ -1,16 +1,19 @@
 //! The UDP transport ([`UdpServerTransport`], [`UdpClientTransport`]) over renet_netcode.
 
+use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use renet::{ClientId, RenetClient, RenetServer};
 use renet_netcode::{
     ClientAuthentication, ConnectToken, NETCODE_KEY_BYTES, NETCODE_USER_DATA_BYTES,
-    NetcodeClientTransport, NetcodeServerTransport, ServerAuthentication, ServerConfig,
+    NetcodeClientTransport, NetcodeTransportError, ServerAuthentication, ServerConfig,
 };
+use renetcode::{NETCODE_MAX_PACKET_BYTES, NetcodeServer, ServerResult};
 
 use crate::error::NetError;
 use crate::handshake::PROTOCOL_VERSION;
+use crate::remote_errors::{RemoteErrorKind, RemoteErrors, log_line, screen_datagram};
 
 /// netcode's protocol id for simsync: `"SIMSYN"` in the high six bytes and
 /// [`PROTOCOL_VERSION`] in the low two, so builds with different message layouts cannot even
@@ -100,10 +103,17 @@ impl UdpServerConfig {
     }
 }
 
-/// The server end of the UDP transport ([transport rules](crate::rules)): renet_netcode's
-/// `NetcodeServerTransport` (and [`UdpClientTransport`], its `NetcodeClientTransport`) on a
-/// configurable `SocketAddr`, unsecure (for loopback and development) or secure with connect
-/// tokens.
+/// The server end of the UDP transport ([transport rules](crate::rules)): renetcode's
+/// `NetcodeServer` on a UDP socket (and [`UdpClientTransport`], renet_netcode's
+/// `NetcodeClientTransport`) on a configurable `SocketAddr`, unsecure (for loopback and
+/// development) or secure with connect tokens.
+///
+/// It runs netcode's receive and send loop itself (as renet_netcode's `NetcodeServerTransport`
+/// does) so that what remote peers cause is counted, not logged per packet ([wire rule
+/// 11](crate::rules)): every datagram is first checked by [`screen_datagram`] (a datagram
+/// netcode would refuse never reaches it), payloads renet refuses and sends that fail are
+/// counted too, all in [`remote_errors`](Self::remote_errors), and logged at WARN at most once
+/// a second per kind.
 ///
 /// netcode's own clocks are set from the Unix time at creation ([`unix_time_now`]) because a
 /// connect token's expiry is compared with the server's clock in seconds since the epoch; after
@@ -114,10 +124,29 @@ impl UdpServerConfig {
 /// one client id and the server addresses it may connect to; the client connects with
 /// [`UdpClientTransport::secure`]. The token travels to the client by other means
 /// (`ConnectToken::write` / `ConnectToken::read`).
-#[derive(Debug)]
 pub struct UdpServerTransport {
-    inner: NetcodeServerTransport,
+    socket: UdpSocket,
+    netcode: NetcodeServer,
+    buffer: Box<[u8; NETCODE_MAX_PACKET_BYTES]>,
     local_addr: SocketAddr,
+    protocol_id: u64,
+    /// Time since creation (the throttle's clock).
+    elapsed: Duration,
+    /// Addresses that sent a connection request netcode may answer, with when (so their
+    /// challenge response is not screened out as from an unknown sender).
+    connecting: PendingAddresses,
+    errors: RemoteErrors,
+}
+
+impl std::fmt::Debug for UdpServerTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpServerTransport")
+            .field("local_addr", &self.local_addr)
+            .field("protocol_id", &self.protocol_id)
+            .field("clients", &self.netcode.connected_clients())
+            .field("remote_errors", &self.errors)
+            .finish_non_exhaustive()
+    }
 }
 
 impl UdpServerTransport {
@@ -135,6 +164,7 @@ impl UdpServerTransport {
             });
         }
         let socket = UdpSocket::bind(config.bind_addr)?;
+        socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
         let authentication = match config.auth {
             UdpAuth::Unsecure => ServerAuthentication::Unsecure,
@@ -147,8 +177,16 @@ impl UdpServerTransport {
             public_addresses: vec![config.public_addr.unwrap_or(local_addr)],
             authentication,
         };
-        let inner = NetcodeServerTransport::new(server_config, socket)?;
-        Ok(Self { inner, local_addr })
+        Ok(Self {
+            socket,
+            netcode: NetcodeServer::new(server_config),
+            buffer: Box::new([0; NETCODE_MAX_PACKET_BYTES]),
+            local_addr,
+            protocol_id: config.protocol_id,
+            elapsed: Duration::ZERO,
+            connecting: PendingAddresses::default(),
+            errors: RemoteErrors::default(),
+        })
     }
 
     /// The bound address (with the real port if 0 was asked for).
@@ -156,19 +194,19 @@ impl UdpServerTransport {
         self.local_addr
     }
 
-    /// The netcode transport, for what this wrapper does not expose.
-    pub fn inner(&self) -> &NetcodeServerTransport {
-        &self.inner
+    /// The netcode server, for what this wrapper does not expose.
+    pub fn netcode(&self) -> &NetcodeServer {
+        &self.netcode
     }
 
-    /// The netcode transport, mutably.
-    pub fn inner_mut(&mut self) -> &mut NetcodeServerTransport {
-        &mut self.inner
+    /// The errors remote peers caused so far, per kind ([wire rule 11](crate::rules)).
+    pub fn remote_errors(&self) -> &RemoteErrors {
+        &self.errors
     }
 
     /// The 256 bytes of user data of a connected client's token, if connected.
     pub fn user_data(&self, client_id: ClientId) -> Option<[u8; NETCODE_USER_DATA_BYTES]> {
-        self.inner.user_data(client_id)
+        self.netcode.user_data(client_id)
     }
 
     /// Advances netcode's clock by `dt`, reads every datagram waiting on the socket and hands
@@ -178,25 +216,179 @@ impl UdpServerTransport {
     ///
     /// [`NetError::Transport`] if the socket fails.
     pub fn update(&mut self, dt: Duration, server: &mut RenetServer) -> Result<(), NetError> {
-        self.inner.update(dt, server)?;
+        self.netcode.update(dt);
+        self.elapsed += dt;
+        self.connecting.forget_before(self.elapsed);
+        loop {
+            match self.socket.recv_from(&mut self.buffer[..]) {
+                Ok((len, addr)) => self.receive(len, addr, server),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => continue,
+                Err(e) => return Err(NetcodeTransportError::IO(e).into()),
+            }
+        }
+        for client_id in self.netcode.clients_id() {
+            let result = self.netcode.update_client(client_id);
+            handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+        }
+        for client_id in server.disconnections_id() {
+            let result = self.netcode.disconnect(client_id);
+            handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+        }
+        self.errors
+            .flush(self.elapsed)
+            .into_iter()
+            .for_each(log_line);
         Ok(())
     }
 
-    /// Sends renet's outgoing packets of every client (failures are logged by renet_netcode).
+    /// One datagram of `len` bytes from `addr`: screened, then handed to netcode.
+    fn receive(&mut self, len: usize, addr: SocketAddr, server: &mut RenetServer) {
+        let datagram = &mut self.buffer[..len];
+        let known = self.connecting.contains(addr)
+            || self
+                .netcode
+                .clients_id_iter()
+                .any(|id| self.netcode.client_addr(id) == Some(addr));
+        let now_secs = self.netcode.current_time().as_secs();
+        if let Err(kind) = screen_datagram(datagram, known, self.protocol_id, now_secs) {
+            if let Some(line) = self.errors.record(kind, self.elapsed) {
+                log_line(line);
+            }
+            return;
+        }
+        let request = datagram[0] & 0x0F == 0;
+        let result = self.netcode.process_packet(addr, datagram);
+        if request && matches!(result, ServerResult::PacketToSend { .. }) {
+            self.connecting.insert(addr, self.elapsed);
+        }
+        handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+    }
+
+    /// Sends renet's outgoing packets of every client; a failed send is counted as
+    /// [`RemoteErrorKind::SendFailed`] and ends that client's sending for this update.
     pub fn send_packets(&mut self, server: &mut RenetServer) {
-        self.inner.send_packets(server);
+        'clients: for client_id in server.clients_id() {
+            let Ok(packets) = server.get_packets_to_send(client_id) else {
+                continue;
+            };
+            for packet in packets {
+                let sent = match self.netcode.generate_payload_packet(client_id, &packet) {
+                    Ok((addr, payload)) => self.socket.send_to(payload, addr).is_ok(),
+                    Err(_) => false,
+                };
+                if !sent {
+                    if let Some(line) = self
+                        .errors
+                        .record(RemoteErrorKind::SendFailed, self.elapsed)
+                    {
+                        log_line(line);
+                    }
+                    continue 'clients;
+                }
+            }
+        }
     }
 
     /// Sends a disconnect packet to every client and removes them from `server`.
     pub fn disconnect_all(&mut self, server: &mut RenetServer) {
-        self.inner.disconnect_all(server);
+        for client_id in self.netcode.clients_id() {
+            let result = self.netcode.disconnect(client_id);
+            handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+        }
     }
 }
 
-/// The client end of the UDP transport.
+/// Carries out what netcode answered: sends its packet, adds or removes a connection, hands a
+/// payload to renet. Failures are counted in `errors` (and logged, throttled).
+fn handle_result(
+    result: ServerResult<'_, '_>,
+    socket: &UdpSocket,
+    server: &mut RenetServer,
+    errors: &mut RemoteErrors,
+    now: Duration,
+) {
+    let mut failed = |kind| {
+        if let Some(line) = errors.record(kind, now) {
+            log_line(line);
+        }
+    };
+    let mut send = |payload: &[u8], addr| {
+        if socket.send_to(payload, addr).is_err() {
+            failed(RemoteErrorKind::SendFailed);
+        }
+    };
+    match result {
+        ServerResult::None => {}
+        ServerResult::PacketToSend { payload, addr } => send(payload, addr),
+        ServerResult::Payload { client_id, payload } => {
+            if server.process_packet_from(payload, client_id).is_err() {
+                failed(RemoteErrorKind::BadPayload);
+            }
+        }
+        ServerResult::ClientConnected {
+            client_id,
+            addr,
+            payload,
+            ..
+        } => {
+            server.add_connection(client_id);
+            send(payload, addr);
+        }
+        ServerResult::ClientDisconnected {
+            client_id,
+            addr,
+            payload,
+        } => {
+            server.remove_connection(client_id);
+            if let Some(payload) = payload {
+                send(payload, addr);
+            }
+        }
+    }
+}
+
+/// How long an address that sent a connection request counts as connecting (netcode's
+/// default connection timeout is 15 s; a challenge answered later is refused by netcode).
+const CONNECTING_FOR: Duration = Duration::from_secs(30);
+
+/// Addresses that sent a connection request netcode answered, with when: at most netcode's
+/// limit on pending clients (4,096), the oldest forgotten first.
+#[derive(Debug, Default)]
+struct PendingAddresses {
+    since: std::collections::HashMap<SocketAddr, Duration>,
+}
+
+impl PendingAddresses {
+    const MAX: usize = 4 * NETCODE_MAX_CLIENTS;
+
+    fn contains(&self, addr: SocketAddr) -> bool {
+        self.since.contains_key(&addr)
+    }
+
+    fn insert(&mut self, addr: SocketAddr, now: Duration) {
+        if self.since.len() >= Self::MAX
+            && !self.since.contains_key(&addr)
+            && let Some(oldest) = self.since.iter().min_by_key(|(_, t)| **t).map(|(a, _)| *a)
+        {
+            self.since.remove(&oldest);
+        }
+        self.since.insert(addr, now);
+    }
+
+    fn forget_before(&mut self, now: Duration) {
+        self.since
+            .retain(|_, since| now.saturating_sub(*since) < CONNECTING_FOR);
+    }
+}
+
+/// The client end of the UDP transport. It keeps how it connected, so a client whose
+/// connection was lost can connect again ([`reconnect`](Self::reconnect)).
 #[derive(Debug)]
 pub struct UdpClientTransport {
     inner: NetcodeClientTransport,
+    authentication: ClientAuthentication,
 }
 
 impl UdpClientTransport {
@@ -219,8 +411,11 @@ impl UdpClientTransport {
             server_addr,
             user_data: None,
         };
-        let inner = NetcodeClientTransport::new(unix_time_now(), authentication, socket)?;
-        Ok(Self { inner })
+        let inner = NetcodeClientTransport::new(unix_time_now(), authentication.clone(), socket)?;
+        Ok(Self {
+            inner,
+            authentication,
+        })
     }
 
     /// Connects to a secure server with `token`, from a socket bound to `bind_addr`.
@@ -243,8 +438,38 @@ impl UdpClientTransport {
         let authentication = ClientAuthentication::Secure {
             connect_token: token,
         };
-        let inner = NetcodeClientTransport::new(unix_time_now(), authentication, socket)?;
-        Ok(Self { inner })
+        let inner = NetcodeClientTransport::new(unix_time_now(), authentication.clone(), socket)?;
+        Ok(Self {
+            inner,
+            authentication,
+        })
+    }
+
+    /// Starts a new connection to the same server with the same authentication (the same
+    /// connect token in secure mode), from the same local address: netcode accepts a token
+    /// again only from the address that first used it. The old connection is dropped without a
+    /// goodbye. Give the new connection a new `RenetClient`.
+    ///
+    /// # Errors
+    ///
+    /// [`NetError::Io`] if the local address cannot be bound again, [`NetError::Netcode`] if
+    /// netcode refuses (an expired token connects but is then refused by the server).
+    pub fn reconnect(&mut self) -> Result<(), NetError> {
+        let local = self.inner.addr()?;
+        // Free the old socket's address before binding it again: swap in a connection on a
+        // temporary socket of the same family, then drop the old one.
+        let mut any = local;
+        any.set_port(0);
+        let temporary = NetcodeClientTransport::new(
+            unix_time_now(),
+            self.authentication.clone(),
+            UdpSocket::bind(any)?,
+        )?;
+        drop(std::mem::replace(&mut self.inner, temporary));
+        let socket = UdpSocket::bind(local)?;
+        self.inner =
+            NetcodeClientTransport::new(unix_time_now(), self.authentication.clone(), socket)?;
+        Ok(())
     }
 
     /// The client id (from the token, or as given).
@@ -380,5 +605,128 @@ mod tests {
             Err(NetError::InvalidConnectToken(_))
         ));
         assert!(format!("{:?}", UdpAuth::Secure { private_key: key }).contains("hidden"));
+    }
+
+    #[test]
+    fn a_client_away_past_its_timeout_reconnects_with_the_same_token() {
+        let key = generate_private_key();
+        let config = UdpServerConfig::secure("127.0.0.1:0".parse().unwrap(), key);
+        let mut transport = UdpServerTransport::bind(config).expect("binds");
+        let mut server = RenetServer::new(crate::connection_config());
+        // A 1 s connection timeout, so the test is short; the client is away 3 s.
+        let token = generate_connect_token(
+            &key,
+            NETCODE_PROTOCOL_ID,
+            7,
+            vec![transport.local_addr()],
+            DEFAULT_TOKEN_EXPIRE_SECONDS,
+            1,
+            None,
+        )
+        .expect("token");
+        let mut client_transport =
+            UdpClientTransport::secure(token, "127.0.0.1:0".parse().unwrap()).expect("client");
+        let mut client = RenetClient::new(crate::connection_config());
+        let frame = Duration::from_millis(50);
+        let step =
+            |server: &mut RenetServer,
+             transport: &mut UdpServerTransport,
+             client: Option<(&mut RenetClient, &mut UdpClientTransport)>| {
+                server.update(frame);
+                transport.update(frame, server).expect("server");
+                transport.send_packets(server);
+                if let Some((client, client_transport)) = client {
+                    client.update(frame);
+                    let _ = client_transport.update(frame, client);
+                    let _ = client_transport.send_packets(client);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+        for _ in 0..100 {
+            if server.clients_id() == [7] && client.is_connected() {
+                break;
+            }
+            step(
+                &mut server,
+                &mut transport,
+                Some((&mut client, &mut client_transport)),
+            );
+        }
+        assert!(client.is_connected() && server.clients_id() == [7]);
+        // Away 3 s (not updated): the server drops it.
+        for _ in 0..60 {
+            step(&mut server, &mut transport, None);
+        }
+        assert!(server.clients_id().is_empty());
+        // Back: it reads the server's disconnect, or its own clock runs out after 1 s.
+        for _ in 0..40 {
+            if client_transport.disconnect_reason().is_some() {
+                break;
+            }
+            step(
+                &mut server,
+                &mut transport,
+                Some((&mut client, &mut client_transport)),
+            );
+        }
+        assert!(client_transport.disconnect_reason().is_some());
+        client_transport.reconnect().expect("reconnects");
+        let mut client = RenetClient::new(crate::connection_config());
+        for _ in 0..100 {
+            if server.clients_id() == [7] && client.is_connected() {
+                break;
+            }
+            step(
+                &mut server,
+                &mut transport,
+                Some((&mut client, &mut client_transport)),
+            );
+        }
+        assert!(
+            client.is_connected(),
+            "{:?}",
+            client_transport.disconnect_reason()
+        );
+        assert_eq!(server.clients_id(), [7]);
+    }
+
+    #[test]
+    fn garbage_datagrams_are_counted_and_logged_at_most_once_a_second_per_kind() {
+        let config = UdpServerConfig::unsecure("127.0.0.1:0".parse().unwrap());
+        let mut transport = UdpServerTransport::bind(config).expect("binds");
+        let mut server = RenetServer::new(crate::connection_config());
+        let sender = UdpSocket::bind("127.0.0.1:0").expect("binds");
+        let mut rng = crate::SplitMix64::new(26);
+        let frame = Duration::from_millis(10);
+        // 2,000 datagrams of random bytes (1 to 1,200 of them), 50 per 10 ms update, so the
+        // socket's receive buffer never overflows.
+        for _ in 0..40 {
+            for _ in 0..50 {
+                let len = 1 + (rng.next_u64() % 1_200) as usize;
+                let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+                sender
+                    .send_to(&bytes, transport.local_addr())
+                    .expect("sends");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            transport.update(frame, &mut server).expect("updates");
+        }
+        // A second later (simulated), the held-back counts come out.
+        transport
+            .update(Duration::from_secs(1), &mut server)
+            .expect("updates");
+        let errors = transport.remote_errors();
+        assert_eq!(errors.total(), 2_000, "{errors:?}");
+        let kinds = RemoteErrorKind::ALL
+            .iter()
+            .filter(|k| errors.count(**k) > 0)
+            .count() as u64;
+        assert!(errors.lines() <= 2 * kinds, "{errors:?}");
+        assert_eq!(server.clients_id().len(), 0);
+        println!(
+            "2,000 garbage datagrams: {} counted, {} log lines over {kinds} kinds",
+            errors.total(),
+            errors.lines()
+        );
     }
 }

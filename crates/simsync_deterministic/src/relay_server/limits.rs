@@ -6,19 +6,22 @@
 use bevy::prelude::*;
 use simsync_net::{ClientMessage, RateLimit, RateLimiter, SessionClientMessage};
 
+use crate::tick::Tick;
+
 /// The relay's per-connection limits, one [`RateLimit`] per kind of message a client sends
 /// ([rate limits](crate::rules#rate-limits)). [`for_tick_rate`](Self::for_tick_rate) gives the
 /// defaults, which an honest client never reaches:
 ///
 /// | kind | default | an honest client sends |
 /// |---|---|---|
-/// | inputs | 4 per tick (`RateLimit::per_tick(hz, 4)`), a second's worth at once | one message per update |
+/// | inputs, in ticks of input ([`input_tick_cost`]: the ticks a message adds, at least one) | 4 per tick (`RateLimit::per_tick(hz, 4)`), a second's worth at once | one message per tick, adding one tick |
 /// | checksums | 1 per tick, two seconds' worth at once | at most one per verified tick |
 /// | control (ping, pong, hello, goodbye, anything else) | [`RateLimit::CONTROL`]: 10/s, burst 20 | a ping and a pong every 250 ms |
 /// | snapshot chunks | 256/s (4 MiB/s), burst 2,048 (32 MiB, the default snapshot limit) | one snapshot when asked |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect)]
 pub struct RelayLimits {
-    /// `Inputs` messages.
+    /// `Inputs` messages, counted in ticks of input: a message costs the ticks it adds beyond
+    /// the newest input the relay holds of the sender's slot, at least one.
     pub inputs: RateLimit,
     /// `Checksum` messages.
     pub checksums: RateLimit,
@@ -57,6 +60,17 @@ impl RelayLimits {
             .with_limit(Limited::Control, self.control)
             .with_limit(Limited::SnapshotChunks, self.snapshot_chunks)
     }
+}
+
+/// The tokens of an `Inputs` message holding `count` inputs from `first_tick` on, for a slot
+/// whose newest input the relay holds is for `newest` ([rate limits](crate::rules#rate-limits)):
+/// the ticks it adds beyond `newest`, at least one (a message that only repeats inputs or
+/// carries an acknowledgement still costs one).
+pub(crate) fn input_tick_cost(first_tick: Tick, count: usize, newest: Tick) -> u32 {
+    let count = i64::try_from(count).unwrap_or(i64::MAX);
+    let last = i64::from(first_tick).saturating_add(count.saturating_sub(1));
+    let added = last.saturating_sub(i64::from(newest));
+    u32::try_from(added.max(1)).unwrap_or(u32::MAX)
 }
 
 /// The kinds of message the relay rate-limits.
@@ -155,6 +169,41 @@ mod tests {
             }
         );
         assert_eq!(dropped.total(), 744 + 872 + 980);
+    }
+
+    #[test]
+    fn an_input_message_costs_the_ticks_it_adds_and_at_least_one() {
+        // Newest held 100: ticks 98..=101 add one; 99..=110 add ten.
+        assert_eq!(input_tick_cost(98, 4, 100), 1);
+        assert_eq!(input_tick_cost(99, 12, 100), 10);
+        // Repeats only, or an acknowledgement without inputs: one.
+        assert_eq!(input_tick_cost(90, 5, 100), 1);
+        assert_eq!(input_tick_cost(101, 0, 100), 1);
+        // Far ahead (a hostile client): its whole span, saturating.
+        assert_eq!(input_tick_cost(5_100, 4, 100), 5_003);
+        assert_eq!(input_tick_cost(Tick::MAX, usize::MAX, Tick::MIN), u32::MAX);
+    }
+
+    #[test]
+    fn an_honest_client_at_1000_frames_per_second_is_never_limited() {
+        // 64 Hz, one message per tick adding one tick (whatever the frame rate), for ten
+        // seconds, plus the 64-tick snap lead control may make once: nothing refused.
+        let mut limiter = RelayLimits::for_tick_rate(64).limiter();
+        let mut refused = 0;
+        for tick in 1..=640i32 {
+            let now = Duration::from_micros(tick as u64 * 15_625);
+            let cost = if tick == 320 { 64 } else { 1 };
+            if !limiter.try_take_n(Limited::Inputs, cost, now) {
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 0);
+        // The same second's worth sent as one message per 1 ms frame is what the limit stops.
+        let mut per_frame = RelayLimits::for_tick_rate(64).limiter();
+        let refused = (0..10_000u64)
+            .filter(|ms| !per_frame.try_take(Limited::Inputs, Duration::from_millis(*ms)))
+            .count();
+        assert!(refused > 7_000, "{refused}");
     }
 
     #[test]

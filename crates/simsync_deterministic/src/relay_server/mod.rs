@@ -74,7 +74,7 @@ use crate::tick::Tick;
 use breakdowns::{Breakdown, BreakdownVotes};
 use checksums::{ChecksumRefusal, ChecksumVotes};
 use episodes::DesyncEpisodes;
-use limits::Limited;
+use limits::{Limited, input_tick_cost};
 pub use limits::{RateLimited, RelayLimits};
 use seats::{Seat, SlotView, choose_seat};
 use snapshots::{Candidate, Phase, Stall, Transfer, Verdict, check_snapshot, pick_buddy};
@@ -757,12 +757,13 @@ impl RelayServer {
     /// token if so); counts it as admitted or rate limited for the sender's slot.
     fn admit(&mut self, client: ClientId, message: &ClientMessage) -> bool {
         let kind = Limited::of(message);
+        let cost = self.cost_of(client, message);
         let limits = &self.config.limits;
         let admitted = self
             .buckets
             .entry(client)
             .or_insert_with(|| limits.limiter())
-            .try_take(kind, self.now);
+            .try_take_n(kind, cost, self.now);
         match (
             self.by_client.get(&client).map(|s| usize::from(*s)),
             admitted,
@@ -776,6 +777,28 @@ impl RelayServer {
             trace!("relay: {client} over its {kind:?} limit, dropped");
         }
         admitted
+    }
+
+    /// The tokens `message` from `client` costs in its bucket ([rate
+    /// limits](crate::rules#rate-limits)): an `Inputs` message from a seated client costs the
+    /// ticks of input it adds beyond the newest its slot holds (unconfirmed or confirmed), at
+    /// least one; every other message one.
+    fn cost_of(&self, client: ClientId, message: &ClientMessage) -> u32 {
+        let ClientMessage::Session(SessionClientMessage::Inputs {
+            first_tick, inputs, ..
+        }) = message
+        else {
+            return 1;
+        };
+        let Some(slot) = self.by_client.get(&client) else {
+            return 1;
+        };
+        let s = &self.slots[usize::from(*slot)];
+        let newest = s
+            .inputs
+            .last_key_value()
+            .map_or(self.confirmed_tick, |(t, _)| (*t).max(self.confirmed_tick));
+        input_tick_cost(*first_tick, inputs.len(), newest)
     }
 
     fn on_event(&mut self, server: &mut RenetServer, event: ServerEvent) {

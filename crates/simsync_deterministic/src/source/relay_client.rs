@@ -95,6 +95,9 @@ pub struct RelayClientStats {
     pub substituted_inputs: u64,
     /// Encoded bytes of the `Inputs` messages sent (message payload, before renet's headers).
     pub input_bytes_sent: u64,
+    /// `Inputs` messages sent: at most one per tick of the client's clock, whatever the frame
+    /// rate ([rate limits](crate::rules#rate-limits)).
+    pub input_messages_sent: u64,
     /// Why the server refused this client, if it did (also written as [`SessionRejected`]).
     #[reflect(ignore)]
     pub rejected: Option<RejectReason>,
@@ -207,6 +210,8 @@ pub(crate) struct RelayClient<I: SimInput> {
     snap_cooldown_until: Duration,
     pending: VecDeque<(Tick, Vec<u8>)>,
     last_input_tick: Tick,
+    /// When the last `Inputs` message went out, and the newest input tick it held.
+    last_sent: Option<(Duration, Tick)>,
     /// No local input is sampled for this tick or earlier: the server tick of the `Welcome`
     /// (0 for a client that joined before the start; a rejoining client's session has run
     /// those ticks without it).
@@ -263,6 +268,7 @@ impl<I: SimInput> RelayClient<I> {
             snap_cooldown_until: Duration::ZERO,
             pending: VecDeque::new(),
             last_input_tick: 0,
+            last_sent: None,
             input_floor: 0,
             decode: DecodeStats::default(),
             checksums_seen: 0,
@@ -850,6 +856,9 @@ impl<I: SimInput> RelayClient<I> {
             None if self.stats.started => self.last_input_tick + 1,
             None => return,
         };
+        if !self.input_message_due() {
+            return;
+        }
         let inputs: Vec<Vec<u8>> = self.pending.iter().map(|(_, b)| b.clone()).collect();
         let message = ClientMessage::Session(SessionClientMessage::Inputs {
             first_tick,
@@ -859,6 +868,8 @@ impl<I: SimInput> RelayClient<I> {
         if let Some(client) = renet {
             match client.send_msg(&message) {
                 Ok(()) => {
+                    self.last_sent = Some((self.now, self.last_input_tick));
+                    self.stats.input_messages_sent += 1;
                     if let Ok(bytes) = simsync_net::encode(&message) {
                         self.stats.input_bytes_sent += bytes.len() as u64;
                     }
@@ -866,6 +877,18 @@ impl<I: SimInput> RelayClient<I> {
                 Err(error) => debug!("session client: inputs not sent: {error}"),
             }
         }
+    }
+
+    /// Whether an `Inputs` message goes out in this poll ([rate
+    /// limits](crate::rules#rate-limits)): when the clock sampled a new tick since the last
+    /// one, or two ticks' time passed without a message (a stalled or rejoining client still
+    /// acknowledges what it received; two, so a clock slowed by lead control never sends twice
+    /// for one tick). So at most one message per tick, at any frame rate.
+    fn input_message_due(&self) -> bool {
+        let idle = 2 * Duration::from_secs(1) / self.tick_rate_hz.max(1);
+        self.last_sent.is_none_or(|(at, through)| {
+            self.last_input_tick > through || self.now.saturating_sub(at) >= idle
+        })
     }
 
     /// Sends the checksum of a verified tick to the server (desync detection), every

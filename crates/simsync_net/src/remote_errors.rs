@@ -1,0 +1,288 @@
+//! Transport errors caused by remote peers, counted and logged at most once per second per kind
+//! ([wire rule 11](crate::rules)): [`RemoteErrorKind`], [`RemoteErrors`], and
+//! [`screen_datagram`], the check a UDP server runs on every datagram before netcode sees it.
+
+use std::time::Duration;
+
+use bevy::reflect::Reflect;
+
+/// The target of the throttled log lines: a log filter can hide them by it (the sandbox does
+/// with `--quiet`).
+pub const REMOTE_ERROR_LOG_TARGET: &str = "simsync_net::remote_errors";
+
+/// The least time between two log lines of one kind ([wire rule 11](crate::rules)): one second.
+pub const REMOTE_ERROR_LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+/// netcode's packet types (the low four bits of a packet's first byte) are 0 to 6.
+const NETCODE_PACKET_TYPES: u8 = 7;
+/// Bytes of a netcode connection request: prefix, version (13), protocol id (8), expiry (8),
+/// nonce (24) and the encrypted private token (1,024).
+pub const NETCODE_CONNECTION_REQUEST_BYTES: usize = 1 + 13 + 8 + 8 + 24 + 1_024;
+/// netcode's smallest packet: prefix, one sequence byte and the 16-byte MAC.
+const NETCODE_MIN_PACKET_BYTES: usize = 2 + 16;
+/// The version string every netcode 1.02 connection request starts with.
+const NETCODE_VERSION_INFO: &[u8; 13] = b"NETCODE 1.02\0";
+
+/// A kind of transport error a remote peer causes ([wire rule 11](crate::rules)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Reflect)]
+pub enum RemoteErrorKind {
+    /// A datagram shorter than any netcode packet (18 bytes).
+    TooSmall,
+    /// A datagram that is no netcode packet: an unknown packet type, or a connection request
+    /// of the wrong size or netcode version.
+    Malformed,
+    /// A connection request for another protocol id (another game or build).
+    WrongProtocol,
+    /// A connection request whose token has expired.
+    ExpiredToken,
+    /// A packet other than a connection request from an address that is neither connected
+    /// nor connecting (garbage, or a client the server has already dropped).
+    UnknownSender,
+    /// A connected client's payload that renet refused.
+    BadPayload,
+    /// A datagram to a peer that the socket could not send (the peer's address is gone).
+    SendFailed,
+}
+
+impl RemoteErrorKind {
+    /// Every kind, in order.
+    pub const ALL: [RemoteErrorKind; 7] = [
+        Self::TooSmall,
+        Self::Malformed,
+        Self::WrongProtocol,
+        Self::ExpiredToken,
+        Self::UnknownSender,
+        Self::BadPayload,
+        Self::SendFailed,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A log line [`RemoteErrors`] allows: `count` errors of `kind` since the kind's last line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThrottledLine {
+    /// The kind.
+    pub kind: RemoteErrorKind,
+    /// Errors of that kind since its last line (≥ 1).
+    pub count: u64,
+}
+
+/// Errors caused by remote peers: counted per kind, and a log line allowed at most once per
+/// [`REMOTE_ERROR_LOG_INTERVAL`] per kind, carrying the count since the kind's last line
+/// ([wire rule 11](crate::rules)). Plain state on a caller-given clock (time since any fixed
+/// start).
+///
+/// The first error of a kind is logged at once; later ones within the interval are only
+/// counted, and [`flush`](Self::flush) (called every update) lets their count out once the
+/// interval has passed. So a flood of any size makes at most one line per kind per second.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Reflect)]
+pub struct RemoteErrors {
+    counts: [u64; 7],
+    unlogged: [u64; 7],
+    last_logged: [Option<Duration>; 7],
+    lines: u64,
+}
+
+impl RemoteErrors {
+    /// Counts one error of `kind` at time `now`; returns the line to log, if one is due.
+    pub fn record(&mut self, kind: RemoteErrorKind, now: Duration) -> Option<ThrottledLine> {
+        let i = kind.index();
+        self.counts[i] += 1;
+        self.unlogged[i] += 1;
+        self.line_due(i, now)
+    }
+
+    /// The lines due at time `now` for errors counted but not logged yet.
+    pub fn flush(&mut self, now: Duration) -> Vec<ThrottledLine> {
+        (0..self.counts.len())
+            .filter_map(|i| self.line_due(i, now))
+            .collect()
+    }
+
+    fn line_due(&mut self, i: usize, now: Duration) -> Option<ThrottledLine> {
+        let due = self.unlogged[i] > 0
+            && self.last_logged[i]
+                .is_none_or(|last| now.saturating_sub(last) >= REMOTE_ERROR_LOG_INTERVAL);
+        if !due {
+            return None;
+        }
+        self.last_logged[i] = Some(now);
+        self.lines += 1;
+        let count = std::mem::take(&mut self.unlogged[i]);
+        Some(ThrottledLine {
+            kind: RemoteErrorKind::ALL[i],
+            count,
+        })
+    }
+
+    /// Errors of `kind` so far.
+    pub fn count(&self, kind: RemoteErrorKind) -> u64 {
+        self.counts[kind.index()]
+    }
+
+    /// Log lines allowed so far (every kind).
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// Errors of every kind so far.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+/// Logs `line` at WARN under [`REMOTE_ERROR_LOG_TARGET`], with its count.
+pub(crate) fn log_line(line: ThrottledLine) {
+    bevy::log::warn!(
+        target: "simsync_net::remote_errors",
+        "transport: {} {:?} error(s) caused by remote peers (logged at most once a second)",
+        line.count,
+        line.kind
+    );
+}
+
+/// Whether netcode can take `datagram`, which came from an address that is `known` (a
+/// connected or connecting client) or not, for a server of `protocol_id` whose clock reads
+/// `now_secs` (Unix seconds) ([wire rule 11](crate::rules)). Only what netcode would refuse
+/// anyway is refused: from a known address anything of netcode's size and types (netcode
+/// decrypts and checks it); from an unknown one only a connection request of the right size,
+/// version and protocol id whose token has not expired.
+///
+/// # Errors
+///
+/// The [`RemoteErrorKind`] of the refusal.
+pub fn screen_datagram(
+    datagram: &[u8],
+    known: bool,
+    protocol_id: u64,
+    now_secs: u64,
+) -> Result<(), RemoteErrorKind> {
+    if datagram.len() < NETCODE_MIN_PACKET_BYTES {
+        return Err(RemoteErrorKind::TooSmall);
+    }
+    let packet_type = datagram[0] & 0x0F;
+    if packet_type >= NETCODE_PACKET_TYPES {
+        return Err(RemoteErrorKind::Malformed);
+    }
+    if packet_type != 0 {
+        return if known {
+            Ok(())
+        } else {
+            Err(RemoteErrorKind::UnknownSender)
+        };
+    }
+    if datagram.len() < NETCODE_CONNECTION_REQUEST_BYTES
+        || datagram[1..14] != NETCODE_VERSION_INFO[..]
+    {
+        return Err(RemoteErrorKind::Malformed);
+    }
+    let word = |at: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&datagram[at..at + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    if word(14) != protocol_id {
+        return Err(RemoteErrorKind::WrongProtocol);
+    }
+    if now_secs >= word(22) {
+        return Err(RemoteErrorKind::ExpiredToken);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn a_flood_makes_one_line_at_once_and_one_per_second_after() {
+        let mut errors = RemoteErrors::default();
+        let kind = RemoteErrorKind::UnknownSender;
+        let lines: Vec<_> = (0..2_000)
+            .filter_map(|_| errors.record(kind, secs(10)))
+            .collect();
+        assert_eq!(lines, [ThrottledLine { kind, count: 1 }]);
+        assert_eq!(errors.count(kind), 2_000);
+        // Within the second: nothing more; once it has passed, the rest in one line.
+        assert!(
+            errors
+                .flush(secs(10) + Duration::from_millis(999))
+                .is_empty()
+        );
+        assert_eq!(
+            errors.flush(secs(11)),
+            [ThrottledLine { kind, count: 1_999 }]
+        );
+        assert!(errors.flush(secs(30)).is_empty());
+        assert_eq!((errors.total(), errors.lines()), (2_000, 2));
+    }
+
+    #[test]
+    fn each_kind_is_throttled_on_its_own() {
+        let mut errors = RemoteErrors::default();
+        assert!(errors.record(RemoteErrorKind::TooSmall, secs(1)).is_some());
+        assert!(errors.record(RemoteErrorKind::Malformed, secs(1)).is_some());
+        assert!(errors.record(RemoteErrorKind::TooSmall, secs(1)).is_none());
+        // A second later the next error of a kind is logged at once, with the one held back.
+        assert_eq!(
+            errors.record(RemoteErrorKind::TooSmall, secs(2)),
+            Some(ThrottledLine {
+                kind: RemoteErrorKind::TooSmall,
+                count: 2
+            })
+        );
+        assert_eq!(errors.count(RemoteErrorKind::TooSmall), 3);
+        assert_eq!(errors.count(RemoteErrorKind::SendFailed), 0);
+        // A clock going backwards logs nothing early.
+        assert!(errors.record(RemoteErrorKind::TooSmall, secs(0)).is_none());
+    }
+
+    fn request(protocol_id: u64, expire: u64) -> Vec<u8> {
+        let mut bytes = vec![0u8; NETCODE_CONNECTION_REQUEST_BYTES];
+        bytes[1..14].copy_from_slice(NETCODE_VERSION_INFO);
+        bytes[14..22].copy_from_slice(&protocol_id.to_le_bytes());
+        bytes[22..30].copy_from_slice(&expire.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn only_what_netcode_would_refuse_is_screened_out() {
+        use RemoteErrorKind::*;
+        let payload = |len| {
+            let mut bytes = vec![0xAB; len];
+            bytes[0] = 0x15; // payload (5), one sequence byte
+            bytes
+        };
+        assert_eq!(screen_datagram(&[0x15; 17], true, 7, 100), Err(TooSmall));
+        assert_eq!(screen_datagram(&payload(40), true, 7, 100), Ok(()));
+        assert_eq!(
+            screen_datagram(&payload(40), false, 7, 100),
+            Err(UnknownSender)
+        );
+        assert_eq!(screen_datagram(&[0x0F; 40], true, 7, 100), Err(Malformed));
+        assert_eq!(screen_datagram(&request(7, 200), false, 7, 100), Ok(()));
+        assert_eq!(screen_datagram(&request(7, 200), true, 7, 100), Ok(()));
+        assert_eq!(
+            screen_datagram(&request(7, 200)[..500], false, 7, 100),
+            Err(Malformed)
+        );
+        let mut old = request(7, 200);
+        old[1] = b'X';
+        assert_eq!(screen_datagram(&old, false, 7, 100), Err(Malformed));
+        assert_eq!(
+            screen_datagram(&request(8, 200), false, 7, 100),
+            Err(WrongProtocol)
+        );
+        assert_eq!(
+            screen_datagram(&request(7, 100), false, 7, 100),
+            Err(ExpiredToken)
+        );
+    }
+}
