@@ -5,6 +5,7 @@ pub(crate) mod desync_dumps;
 mod determinism;
 mod determinism_guard;
 mod entity_lifecycle;
+mod entity_offsets;
 mod ergonomics;
 mod hierarchy;
 mod input_edges;
