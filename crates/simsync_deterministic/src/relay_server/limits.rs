@@ -14,7 +14,7 @@ use crate::tick::Tick;
 ///
 /// | kind | default | an honest client sends |
 /// |---|---|---|
-/// | inputs, in ticks of input ([`input_tick_cost`]: the ticks a message adds, at least one) | 4 per tick (`RateLimit::per_tick(hz, 4)`), a second's worth at once | one message per tick, adding one tick |
+/// | inputs, in ticks of input (the ticks a message adds, at least one) | 4 per tick (`RateLimit::per_tick(hz, 4)`), a second's worth at once | one message per tick, adding one tick |
 /// | checksums | 1 per tick, two seconds' worth at once | at most one per verified tick |
 /// | control (ping, pong, hello, goodbye, anything else) | [`RateLimit::CONTROL`]: 10/s, burst 20 | a ping and a pong every 250 ms |
 /// | snapshot chunks | 256/s (4 MiB/s), burst 2,048 (32 MiB, the default snapshot limit) | one snapshot when asked |
