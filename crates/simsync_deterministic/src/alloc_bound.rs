@@ -10,8 +10,6 @@
 //! hashes announcing a list of 2³² slots, seeded random mutations of snapshots, replays and
 //! dumps, and the relay's snapshot header read.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::hash::Hasher;
 
 use bevy::prelude::Entity;
@@ -30,60 +28,11 @@ use crate::{
     SnapshotHeader, WorldSnapshot,
 };
 
-/// The system allocator, recording the largest allocation of an armed thread.
-struct Counting;
+// The counting allocator is shared with `simsync_net`'s decoder test (one file, included by path).
+#[path = "../../simsync_net/tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    let _ = ARMED.try_with(|armed| {
-        if armed.get() {
-            LARGEST.with(|largest| largest.set(largest.get().max(size)));
-        }
-    });
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; `note` only touches
-// const-initialized thread locals without destructors, so it never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: forwarded with the caller's pointer, layout and size.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// Runs `f` and returns its result with the largest single allocation it made, in bytes.
-fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    LARGEST.with(|largest| largest.set(0));
-    ARMED.with(|armed| armed.set(true));
-    let result = f();
-    ARMED.with(|armed| armed.set(false));
-    (result, LARGEST.with(Cell::get))
-}
+use counting_alloc::largest_allocation;
 
 /// The largest allocation a typed error may make (its message text).
 const ERROR_BYTES: usize = 1024;

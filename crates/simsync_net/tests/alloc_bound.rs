@@ -10,14 +10,16 @@
 //! `fuzz_ten_million_mutated_packets` is ignored (minutes in a debug build); run it by hand with
 //! `cargo test -p simsync_net --test alloc_bound -- --ignored --nocapture`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 #[path = "samples/mod.rs"]
 mod samples;
+
+use counting_alloc::largest_allocation;
 
 use simsync_net::{
     BodyId, ChunkError, ClientMessage, DEFAULT_MAX_SNAPSHOT_BYTES, DecodeStats, Hello, InputSet,
@@ -27,61 +29,6 @@ use simsync_net::{
     decode_counted, decode_server_message, decode_server_message_counted, encode, max_decoded_len,
     peek_handshake_version, wire_config,
 };
-
-/// The system allocator, recording the largest allocation of an armed thread.
-struct Counting;
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    let _ = ARMED.try_with(|armed| {
-        if armed.get() {
-            LARGEST.with(|largest| largest.set(largest.get().max(size)));
-        }
-    });
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; `note` only touches
-// const-initialized thread locals without destructors, so it never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: forwarded with the caller's pointer, layout and size.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// Runs `f` and returns its result with the largest single allocation it made, in bytes.
-fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    LARGEST.with(|largest| largest.set(0));
-    ARMED.with(|armed| armed.set(true));
-    let result = f();
-    ARMED.with(|armed| armed.set(false));
-    (result, LARGEST.with(Cell::get))
-}
 
 /// A game's input type as a user would write it: fixed fields, a list, text and maps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
