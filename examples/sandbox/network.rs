@@ -656,7 +656,9 @@ pub fn run_server(
 /// A client whose connection is lost for good (every reconnect attempt failed, or it could
 /// not reconnect) fails the run (exit code 1) with the lifecycle's reason, instead of idling.
 fn lost_for_good(app: &App) -> Result<(), Failure> {
-    let lifecycle = app.world().resource::<simsync::deterministic::SessionLifecycle>();
+    let lifecycle = app
+        .world()
+        .resource::<simsync::deterministic::SessionLifecycle>();
     if lifecycle.state != simsync::deterministic::SessionState::Disconnected {
         return Ok(());
     }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bevy::prelude::*;
 use simsync::deterministic::{
-    DeterministicServerPlugin, NetworkSessionConfig, ReconnectPhase, RelayStats,
-    SessionLifecycle, SessionState, SessionStateChanged, SessionStateReason,
+    DeterministicServerPlugin, NetworkSessionConfig, ReconnectPhase, RelayStats, SessionLifecycle,
+    SessionState, SessionStateChanged, SessionStateReason,
 };
 use simsync::prelude::*;
 use simsync_net::prelude::*;

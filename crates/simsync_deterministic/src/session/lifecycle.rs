@@ -247,8 +247,10 @@ fn connection_transition(
             ));
         }
         phase if phase.is_reconnecting() => {
-            return (current != SessionState::Reconnecting)
-                .then_some((SessionState::Reconnecting, SessionStateReason::ConnectionLost));
+            return (current != SessionState::Reconnecting).then_some((
+                SessionState::Reconnecting,
+                SessionStateReason::ConnectionLost,
+            ));
         }
         _ => {}
     }

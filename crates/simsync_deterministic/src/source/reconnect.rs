@@ -83,7 +83,12 @@ impl ReconnectWatch {
 
     /// Observes the connection at client time `now`: `lost` when the renet client is
     /// disconnected, `can_rejoin` when the client holds a reconnect token and was not refused.
-    pub(crate) fn observe(&mut self, now: Duration, lost: bool, can_rejoin: bool) -> ReconnectAction {
+    pub(crate) fn observe(
+        &mut self,
+        now: Duration,
+        lost: bool,
+        can_rejoin: bool,
+    ) -> ReconnectAction {
         match self.phase {
             ReconnectPhase::Idle if lost && can_rejoin && self.policy.attempts > 0 => {
                 self.wait_for(0, now);
@@ -150,7 +155,10 @@ mod tests {
             watch.observe(110 * MS, true, true),
             ReconnectAction::Reconnect { attempt: 1 }
         );
-        assert_eq!(watch.phase(), ReconnectPhase::Connecting { attempt: 1, of: 3 });
+        assert_eq!(
+            watch.phase(),
+            ReconnectPhase::Connecting { attempt: 1, of: 3 }
+        );
         // Connecting (not lost): nothing; welcomed: idle again.
         assert_eq!(watch.observe(120 * MS, false, true), ReconnectAction::None);
         watch.rejoined();

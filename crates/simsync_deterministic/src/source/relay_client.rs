@@ -367,7 +367,10 @@ impl<I: SimInput> RelayClient<I> {
             return;
         }
         let hello = match self.stats.reconnect_token {
-            Some(token) => self.hello.clone().with_reconnect_token(token.slot, token.token),
+            Some(token) => self
+                .hello
+                .clone()
+                .with_reconnect_token(token.slot, token.token),
             None => self.hello.clone(),
         };
         self.handshake = ClientHandshake::new(hello);
