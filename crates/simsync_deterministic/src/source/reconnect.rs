@@ -147,7 +147,10 @@ mod tests {
     #[test]
     fn a_lost_connection_waits_the_backoff_then_reconnects() {
         let mut watch = ReconnectWatch::new(policy());
-        assert_eq!(watch.observe(0 * MS, false, true), ReconnectAction::None);
+        assert_eq!(
+            watch.observe(Duration::ZERO, false, true),
+            ReconnectAction::None
+        );
         assert_eq!(watch.observe(10 * MS, true, true), ReconnectAction::None);
         assert_eq!(watch.phase(), ReconnectPhase::Waiting { attempt: 1, of: 3 });
         assert_eq!(watch.observe(109 * MS, true, true), ReconnectAction::None);
@@ -171,7 +174,7 @@ mod tests {
     #[test]
     fn failed_attempts_double_the_backoff_up_to_its_cap_and_then_fail_for_good() {
         let mut watch = ReconnectWatch::new(policy());
-        watch.observe(0 * MS, true, true);
+        watch.observe(Duration::ZERO, true, true);
         let mut starts = Vec::new();
         let mut now = Duration::ZERO;
         while now < 10_000 * MS {
@@ -195,18 +198,21 @@ mod tests {
     #[test]
     fn no_token_or_policy_off_never_reconnects() {
         let mut watch = ReconnectWatch::new(policy());
-        watch.observe(0 * MS, true, false);
+        watch.observe(Duration::ZERO, true, false);
         assert_eq!(watch.phase(), ReconnectPhase::Idle);
         // Off: the loss stays a plain lost connection.
         let mut off = ReconnectWatch::new(ReconnectPolicy::OFF);
-        assert_eq!(off.observe(0 * MS, true, true), ReconnectAction::None);
+        assert_eq!(
+            off.observe(Duration::ZERO, true, true),
+            ReconnectAction::None
+        );
         assert_eq!(off.phase(), ReconnectPhase::Idle);
     }
 
     #[test]
     fn an_attempt_that_cannot_start_counts_as_failed() {
         let mut watch = ReconnectWatch::new(policy());
-        watch.observe(0 * MS, true, true);
+        watch.observe(Duration::ZERO, true, true);
         assert_eq!(
             watch.observe(100 * MS, true, true),
             ReconnectAction::Reconnect { attempt: 1 }
