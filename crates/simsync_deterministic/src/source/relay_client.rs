@@ -462,6 +462,9 @@ impl<I: SimInput> RelayClient<I> {
             *local_tick = next;
             self.sample_through(next + delay, local, buffer);
         }
+        // Nothing is queued on a connection still connecting (a reconnect attempt): netcode
+        // would refuse every packet; the unconfirmed inputs go out once it is connected.
+        let mut renet = renet.filter(|client| client.is_connected());
         self.send_snapshot_messages(renet.as_deref_mut());
         self.send(renet, buffer);
         let cap = if self.predicted {
@@ -504,8 +507,9 @@ impl<I: SimInput> RelayClient<I> {
                 }
             }
         }
-        if self.now.saturating_sub(self.last_ping).as_millis() as u32
-            >= self.config.ping_interval_ms
+        if client.is_connected()
+            && self.now.saturating_sub(self.last_ping).as_millis() as u32
+                >= self.config.ping_interval_ms
         {
             self.last_ping = self.now;
             let _ = client.send_msg(&ClientMessage::Ping {
