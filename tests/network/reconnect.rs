@@ -2,7 +2,8 @@
 //! timeout comes back into its slot with its reconnect token and agrees with the other client
 //! afterwards; a client whose server is gone ends `Disconnected` with `ReconnectFailed` after
 //! the policy's attempts. Connect tokens with a 1 s netcode timeout keep the tests short; the
-//! code path is the real one (netcode times the connection out, the session reconnects).
+//! code path is the real one (netcode times the connection out, the session reconnects). In
+//! memory, a client whose connection the relay closed comes back the same way.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -234,4 +235,44 @@ fn a_udp_client_whose_server_is_gone_ends_disconnected_after_its_attempts() {
     }
     assert_eq!(changes(&clients[0]).len(), seen.len());
     eprintln!("udp server gone: Disconnected after {updates} updates (3 attempts)");
+}
+
+#[test]
+fn in_memory_a_client_the_server_dropped_reconnects_by_itself_and_agrees() {
+    use simsync_net::LinkConditionerConfig;
+
+    use super::harness::Harness;
+
+    let policy = ReconnectPolicy {
+        attempts: 3,
+        first_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_millis(200),
+    };
+    let relay = DeterministicServerPlugin::new::<PackedInput>(2, 64).reconnect_seed(7);
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    let net = NetworkSessionConfig::default().with_reconnect(policy);
+    let mut h = Harness::with_relay(game(), link, net, 60, relay);
+    h.run_until_verified(60, 600);
+    // The relay closes client 1's connection (netcode client id 2): a loss, not a leave.
+    h.server
+        .world_mut()
+        .resource_mut::<RenetServer>()
+        .disconnect(2);
+    let end = h.stats(0).verified_tick + 120;
+    h.run_until_verified(end, 1_200);
+    let relay = h.relay();
+    assert_eq!(relay.rejoins, vec![0, 1], "{relay:?}");
+    assert_eq!(relay.desyncs, 0);
+    let back = h.stats(1).network.expect("networked");
+    assert_eq!(
+        (back.reconnects, back.reconnect_attempts, back.reconnect),
+        (1, 1, ReconnectPhase::Idle)
+    );
+    assert_eq!(
+        h.clients[1].world().resource::<SessionLifecycle>().state,
+        SessionState::Running
+    );
+    let (compared, mismatches) = h.checksums_agree();
+    assert!(compared >= end as usize, "{compared}");
+    assert_eq!(mismatches, 0);
 }
