@@ -653,11 +653,32 @@ pub fn run_server(
     Ok(relay.desyncs == 0)
 }
 
+/// A client whose connection is lost for good (every reconnect attempt failed, or it could
+/// not reconnect) fails the run (exit code 1) with the lifecycle's reason, instead of idling.
+fn lost_for_good(app: &App) -> Result<(), Failure> {
+    let lifecycle = app
+        .world()
+        .resource::<simsync::deterministic::SessionLifecycle>();
+    if lifecycle.state != simsync::deterministic::SessionState::Disconnected {
+        return Ok(());
+    }
+    let why = match &lifecycle.reason {
+        Some(simsync::deterministic::SessionStateReason::ReconnectFailed { attempts }) => {
+            format!("the connection was lost and {attempts} reconnect attempts failed")
+        }
+        other => format!("the connection was lost ({other:?})"),
+    };
+    Err(Failure::run(format!(
+        "client: disconnected from the server: {why}"
+    )))
+}
+
 /// `sandbox join --connect ADDR`: one client over UDP, until its verified world reaches the
 /// tick.
 ///
 /// # Errors
-/// Exit code 2 if the socket cannot be opened; 1 if the run does not complete.
+/// Exit code 2 if the socket cannot be opened; 1 if the run does not complete, or the
+/// connection is lost for good (after the reconnect attempts).
 pub fn run_client(
     run: &RunArgs,
     session: ClientSession,
@@ -709,6 +730,7 @@ pub fn run_client(
                 "client: rejected by the server: {reason:?}"
             )));
         }
+        lost_for_good(&app)?;
         let token = stats(&app).network.and_then(|n| n.reconnect_token);
         if token != token_shown {
             token_shown = token;

@@ -15,6 +15,7 @@ mod late_join;
 mod lifecycle;
 mod local_players;
 mod long_links;
+mod reconnect;
 mod rejoin;
 mod robustness;
 mod sessions;

@@ -14,7 +14,7 @@ use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpS
 use super::harness::{client_app, client_app_configured, server_app_with};
 use crate::common::TestGame;
 
-fn loopback() -> SocketAddr {
+pub(super) fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().expect("address")
 }
 
@@ -45,12 +45,12 @@ fn udp_client(game: &TestGame, net: NetworkSessionConfig, server: SocketAddr, id
     client
 }
 
-fn stats(app: &App) -> SessionStats {
+pub(super) fn stats(app: &App) -> SessionStats {
     app.world().resource::<SessionStats>().clone()
 }
 
 /// Steps the server and every client until each verified `tick` (bounded).
-fn run_until_verified(server: &mut App, clients: &mut [App], tick: i32) {
+pub(super) fn run_until_verified(server: &mut App, clients: &mut [App], tick: i32) {
     let mut frames = 0;
     while clients.iter().any(|c| stats(c).verified_tick < tick) {
         server.update();

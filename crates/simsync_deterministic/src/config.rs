@@ -111,9 +111,20 @@ pub struct NetworkSessionConfig {
     /// [`simsync_net::DEFAULT_MAX_SNAPSHOT_BYTES`]); a transfer announcing more is refused at
     /// its first chunk.
     pub max_snapshot_bytes: usize,
+    /// How this client comes back by itself after its connection was lost: attempts and
+    /// backoff ([reconnecting](crate::rules#reconnecting-after-a-lost-connection)). Default
+    /// [`ReconnectPolicy::default`](simsync_net::ReconnectPolicy): on, 5 attempts, 1 s doubling
+    /// to at most 8 s; [`ReconnectPolicy::OFF`](simsync_net::ReconnectPolicy::OFF) never.
+    pub reconnect: simsync_net::ReconnectPolicy,
 }
 
 impl NetworkSessionConfig {
+    /// This config with reconnect policy `policy` (see [`Self::reconnect`]).
+    pub fn with_reconnect(mut self, policy: simsync_net::ReconnectPolicy) -> Self {
+        self.reconnect = policy;
+        self
+    }
+
     /// The default config of a client that takes player slot `slot` again with its reconnect
     /// `token`.
     pub fn rejoin(slot: PlayerIndex, token: u64) -> Self {
@@ -139,6 +150,7 @@ impl Default for NetworkSessionConfig {
             rejoin: None,
             snapshots: false,
             max_snapshot_bytes: simsync_net::DEFAULT_MAX_SNAPSHOT_BYTES,
+            reconnect: simsync_net::ReconnectPolicy::default(),
         }
     }
 }

@@ -145,8 +145,8 @@ pub use snapshot::{
 pub use source::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerLeft,
-    PlayerRejoined, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER, SessionRejected,
-    SessionStall, StallReason, TickInputSource,
+    PlayerRejoined, ReconnectPhase, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER,
+    SessionRejected, SessionStall, StallReason, TickInputSource,
 };
 pub use source::{FrameMerge, LocalPlayers};
 pub use states::RollbackStateAppExt;

@@ -463,6 +463,24 @@ impl MemoryClientTransport {
         }
     }
 
+    /// Registers this client again under the same id after its link was closed (a reconnect,
+    /// [wire rule 9](crate::rules)): the old link is closed (if it was not), a new one starts
+    /// `Pending` with this endpoint's clock, and the server connects it at its next `update`.
+    /// Give the new connection a new `RenetClient`.
+    ///
+    /// # Errors
+    ///
+    /// [`NetError::ClientIdInUse`] while the server has not yet removed the old link (it does
+    /// at its next `update`): nothing changed, try again later.
+    pub fn reconnect(&mut self) -> Result<(), NetError> {
+        self.disconnect();
+        let mut fresh = self.network.client_transport(self.client_id)?;
+        fresh.now = self.now;
+        // The old transport's drop closes only its own registration, not the new link.
+        *self = fresh;
+        Ok(())
+    }
+
     /// Leaves the network: the link is closed and the server removes the connection at its next
     /// `update`. Dropping the transport does the same.
     pub fn disconnect(&mut self) {
@@ -589,5 +607,34 @@ mod tests {
             transport.update(DT, client),
             Err(NetError::NotConnected)
         ));
+    }
+
+    #[test]
+    fn a_closed_client_reconnects_under_its_id_once_the_server_removed_the_old_link() {
+        let network = MemoryNetwork::perfect(3);
+        let mut server = RenetServer::new(connection_config());
+        let mut server_transport = network.server_transport().unwrap();
+        let mut clients = vec![(
+            RenetClient::new(connection_config()),
+            network.client_transport(5).unwrap(),
+        )];
+        step(&mut server, &mut server_transport, &mut clients);
+        step(&mut server, &mut server_transport, &mut clients);
+        assert!(clients[0].0.is_connected());
+        // Closed by the client: the server has not removed the link yet.
+        clients[0].1.disconnect();
+        assert!(matches!(
+            clients[0].1.reconnect(),
+            Err(NetError::ClientIdInUse(5))
+        ));
+        step(&mut server, &mut server_transport, &mut clients);
+        assert!(!server.is_connected(5));
+        clients[0].1.reconnect().expect("the old link is gone");
+        clients[0].0 = RenetClient::new(connection_config());
+        step(&mut server, &mut server_transport, &mut clients);
+        step(&mut server, &mut server_transport, &mut clients);
+        assert!(clients[0].0.is_connected());
+        assert!(server.is_connected(5));
+        assert_eq!(network.client_ids(), vec![5]);
     }
 }

@@ -128,6 +128,23 @@ impl ClientTransport {
         }
     }
 
+    /// Starts a new connection to the same server as the same client after the old one was
+    /// lost ([wire rule 9](crate::rules)): UDP with the same authentication from the same local
+    /// address ([`UdpClientTransport::reconnect`]), in memory a new registration under the same
+    /// id ([`MemoryClientTransport::reconnect`]). Give the new connection a new `RenetClient`
+    /// (`RenetClient::new(connection_config())`).
+    ///
+    /// # Errors
+    ///
+    /// UDP: [`NetError::Io`] / [`NetError::Netcode`]. In memory: [`NetError::ClientIdInUse`]
+    /// while the server has not yet removed the old link (try again later).
+    pub fn reconnect(&mut self) -> Result<(), NetError> {
+        match self {
+            ClientTransport::Memory(transport) => transport.reconnect(),
+            ClientTransport::Udp(transport) => transport.reconnect(),
+        }
+    }
+
     /// Leaves: tells the server at once (UDP) or closes the link (memory).
     pub fn disconnect(&mut self) {
         match self {

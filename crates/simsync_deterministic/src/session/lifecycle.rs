@@ -8,13 +8,14 @@ use simsync_net::RejectReason;
 use simsync_net::bevy_renet::RenetClient;
 
 use super::stats::SessionStats;
-use crate::source::DesyncDetected;
+use crate::source::{DesyncDetected, ReconnectPhase};
 use crate::tick::{PlayerIndex, Tick};
 
 /// Where a session is in its life ([session lifecycle](crate::rules#session-lifecycle)).
 ///
 /// A networked session starts in `Connecting`; a local one in `Running`. `Rejected`, `Ended`
-/// and `Disconnected` are final.
+/// and `Disconnected` are final; `Reconnecting` goes back to `Running` once the relay welcomes
+/// the client again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Reflect)]
 pub enum SessionState {
     /// The relay client is connecting and saying hello.
@@ -29,7 +30,12 @@ pub enum SessionState {
     Desynced,
     /// The verified world reached the end tick, or the game ended the session.
     Ended,
-    /// The connection to the relay is lost.
+    /// The connection to the relay was lost and the client is coming back by itself with its
+    /// reconnect token: waiting out a backoff or connecting again
+    /// ([reconnecting](crate::rules#reconnecting-after-a-lost-connection)).
+    Reconnecting,
+    /// The connection to the relay is lost for good: no reconnect policy or token, or every
+    /// attempt failed (reason [`SessionStateReason::ReconnectFailed`]).
     Disconnected,
     /// The relay refused this client in the handshake.
     Rejected,
@@ -63,8 +69,20 @@ pub enum SessionStateReason {
     Rejected(RejectReason),
     /// The relay reported a desync naming this client's player.
     Desync(DesyncDetected),
-    /// The renet client is disconnected.
+    /// The renet client is disconnected (entering `Reconnecting`, or `Disconnected` when the
+    /// client does not reconnect).
     ConnectionLost,
+    /// Every reconnect attempt of the policy failed (`Disconnected`).
+    ReconnectFailed {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The relay welcomed the client back into `slot` on a new connection (`Reconnecting` →
+    /// `Running`).
+    Reconnected {
+        /// This client's player slot.
+        slot: PlayerIndex,
+    },
     /// The verified world reached [`SessionEnd::at_tick`].
     EndTickReached {
         /// The verified tick.
@@ -144,11 +162,15 @@ pub struct NetworkView {
     pub rejected: Option<RejectReason>,
     /// The last desync the relay reported that named this client's player.
     pub desync_naming_self: Option<DesyncDetected>,
+    /// Where the client is in coming back after a lost connection.
+    pub reconnect: ReconnectPhase,
 }
 
 /// The transitions from `current` that `view` calls for, in order (empty when none). Rules, by
-/// priority: a final state stays; a refusal → `Rejected`; a lost connection → `Disconnected`;
-/// an end request or the end tick reached → `Ended`; a desync naming this client →
+/// priority: a final state stays; a refusal → `Rejected`; failed reconnect attempts →
+/// `Disconnected` (`ReconnectFailed`); a reconnect under way → `Reconnecting`
+/// (`ConnectionLost`); a lost connection → `Disconnected`; `Reconnecting` → `Running` once
+/// connected and welcomed again (`Reconnected`); an end request or the end tick reached → `Ended`; a desync naming this client →
 /// `Desynced`; otherwise `Connecting` → `WaitingForPlayers` once welcomed, →
 /// `Running` once started (both in one update when they arrive together).
 pub fn session_transitions(
@@ -172,13 +194,11 @@ pub fn session_transitions(
             );
             return out;
         }
-        if net.connection == Connection::Disconnected {
-            go(
-                &mut out,
-                SessionState::Disconnected,
-                SessionStateReason::ConnectionLost,
-            );
-            return out;
+        if let Some(done) = connection_transition(current, net) {
+            go(&mut out, done.0, done.1);
+            if done.0 == SessionState::Disconnected || done.0 == SessionState::Reconnecting {
+                return out;
+            }
         }
     }
     if let Some(reason) = end_reason(&view.end, view.verified_tick) {
@@ -214,6 +234,44 @@ pub fn session_transitions(
     out
 }
 
+/// The transition a lost, coming-back or restored connection calls for, if any.
+fn connection_transition(
+    current: SessionState,
+    net: &NetworkView,
+) -> Option<(SessionState, SessionStateReason)> {
+    match net.reconnect {
+        ReconnectPhase::Failed { attempts } => {
+            return Some((
+                SessionState::Disconnected,
+                SessionStateReason::ReconnectFailed { attempts },
+            ));
+        }
+        phase if phase.is_reconnecting() => {
+            return (current != SessionState::Reconnecting).then_some((
+                SessionState::Reconnecting,
+                SessionStateReason::ConnectionLost,
+            ));
+        }
+        _ => {}
+    }
+    if net.connection == Connection::Disconnected {
+        return Some((
+            SessionState::Disconnected,
+            SessionStateReason::ConnectionLost,
+        ));
+    }
+    let back = current == SessionState::Reconnecting && net.connection == Connection::Connected;
+    let to = if net.started {
+        SessionState::Running
+    } else {
+        SessionState::WaitingForPlayers
+    };
+    match net.slot {
+        Some(slot) if back => Some((to, SessionStateReason::Reconnected { slot })),
+        _ => None,
+    }
+}
+
 fn end_reason(end: &SessionEnd, verified_tick: Tick) -> Option<SessionStateReason> {
     if end.now {
         return Some(SessionStateReason::EndRequested);
@@ -237,6 +295,7 @@ fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> L
         started: net.started,
         rejected: net.rejected.clone(),
         desync_naming_self: net.last_desync.clone().filter(|d| d.local_player_named),
+        reconnect: net.reconnect,
     });
     LifecycleView {
         network,
@@ -282,6 +341,7 @@ mod tests {
             started: false,
             rejected: None,
             desync_naming_self: None,
+            reconnect: ReconnectPhase::Idle,
         }
     }
 
@@ -348,6 +408,38 @@ mod tests {
             let t = session_transitions(from, &networked(net(Connection::Disconnected)));
             assert_eq!(states(&t), vec![(from, Disconnected)]);
         }
+    }
+
+    #[test]
+    fn a_reconnect_shows_as_reconnecting_then_running_or_fails_for_good() {
+        let mut n = net(Connection::Disconnected);
+        n.slot = Some(1);
+        n.started = true;
+        n.reconnect = ReconnectPhase::Waiting { attempt: 1, of: 5 };
+        let t = session_transitions(Running, &networked(n.clone()));
+        assert_eq!(states(&t), vec![(Running, Reconnecting)]);
+        assert_eq!(t[0].reason, SessionStateReason::ConnectionLost);
+        // Waiting or connecting again: no new transition.
+        assert!(session_transitions(Reconnecting, &networked(n.clone())).is_empty());
+        n.connection = Connection::Connecting;
+        n.reconnect = ReconnectPhase::Connecting { attempt: 2, of: 5 };
+        assert!(session_transitions(Reconnecting, &networked(n.clone())).is_empty());
+        // Welcomed on the new connection: running again.
+        n.connection = Connection::Connected;
+        n.reconnect = ReconnectPhase::Idle;
+        let t = session_transitions(Reconnecting, &networked(n.clone()));
+        assert_eq!(states(&t), vec![(Reconnecting, Running)]);
+        assert_eq!(t[0].reason, SessionStateReason::Reconnected { slot: 1 });
+        // Every attempt failed: final, with the count.
+        n.connection = Connection::Disconnected;
+        n.reconnect = ReconnectPhase::Failed { attempts: 5 };
+        let t = session_transitions(Reconnecting, &networked(n.clone()));
+        assert_eq!(states(&t), vec![(Reconnecting, Disconnected)]);
+        assert_eq!(
+            t[0].reason,
+            SessionStateReason::ReconnectFailed { attempts: 5 }
+        );
+        assert!(session_transitions(Disconnected, &networked(n)).is_empty());
     }
 
     #[test]

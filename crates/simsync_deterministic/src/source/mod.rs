@@ -11,6 +11,7 @@ mod local_inputs;
 mod local_players;
 mod local_relay;
 mod presence;
+mod reconnect;
 mod relay_client;
 mod snapshot_exchange;
 mod stall;
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetClient;
-use simsync_net::{NetClock, TickAccumulator};
+use simsync_net::{ClientTransport, NetClock, TickAccumulator};
 
 use crate::checksum::TickChecksum;
 use crate::config::{SessionClock, SessionConfig};
@@ -37,6 +38,7 @@ pub use local_inputs::{FrameMerge, LocalInputs, TickInputSource};
 pub use local_players::LocalPlayers;
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
 pub use presence::{PlayerLeft, PlayerRejoined};
+pub use reconnect::ReconnectPhase;
 pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
 pub(crate) use snapshot_exchange::BuddyRequest;
 pub use snapshot_exchange::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
@@ -162,14 +164,18 @@ impl<I: SimInput> InputSource<I> {
             Relay::Remote(client) => {
                 let dt = net_delta(world);
                 let mut renet = world.get_resource_mut::<RenetClient>();
-                client.poll(
+                let stalling = client.poll(
                     polls,
                     dt,
                     renet.as_deref_mut(),
                     &mut local,
                     &mut self.local_tick,
                     buffer,
-                )
+                );
+                if client.take_reconnect_due() {
+                    client.reconnect_started(reconnect_transport(world));
+                }
+                stalling
             }
         };
         Polled {
@@ -267,6 +273,26 @@ impl<I: SimInput> InputSource<I> {
                 self.accumulator
                     .advance_secs(delta, f64::from(self.tick_rate_hz))
             }
+        }
+    }
+}
+
+/// Starts a new connection on the client transport and gives it a new renet client
+/// ([reconnecting](crate::rules#reconnecting-after-a-lost-connection)). Returns whether it
+/// started (a transport error is logged; the attempt counts as failed).
+fn reconnect_transport(world: &mut World) -> bool {
+    let Some(mut transport) = world.get_resource_mut::<ClientTransport>() else {
+        warn!("session client: no client transport to reconnect");
+        return false;
+    };
+    match transport.reconnect() {
+        Ok(()) => {
+            world.insert_resource(RenetClient::new(simsync_net::connection_config()));
+            true
+        }
+        Err(error) => {
+            warn!("session client: reconnect not started: {error}");
+            false
         }
     }
 }

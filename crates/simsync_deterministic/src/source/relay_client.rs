@@ -45,6 +45,7 @@ use simsync_net::{
 
 use super::local_inputs::LocalInputProvider;
 use super::presence::{PlayerLeft, PlayerRejoined};
+use super::reconnect::{ReconnectAction, ReconnectPhase, ReconnectWatch};
 use super::snapshot_exchange::{BuddyRequest, ClientSnapshotStats, SnapshotExchange};
 use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
@@ -117,6 +118,13 @@ pub struct RelayClientStats {
     /// Snapshots served, loaded and refused ([late
     /// join](crate::rules#late-join-and-rejoin-from-a-snapshot)).
     pub snapshots: ClientSnapshotStats,
+    /// Where the client is in coming back after a lost connection
+    /// ([reconnecting](crate::rules#reconnecting-after-a-lost-connection)).
+    pub reconnect: ReconnectPhase,
+    /// New connections started after a loss (attempts, successful or not).
+    pub reconnect_attempts: u64,
+    /// Times this client came back into its slot by itself (welcomed on a new connection).
+    pub reconnects: u64,
 }
 
 /// What the relay client reports to the session (written as Messages).
@@ -230,6 +238,12 @@ pub(crate) struct RelayClient<I: SimInput> {
     snapshots: SnapshotExchange,
     /// Control messages to send with the next poll (snapshot answers and refusals).
     outbox: Vec<ClientMessage>,
+    /// The `Hello` of the first connection (a reconnect adds the current token).
+    hello: Hello,
+    /// When to come back after a lost connection.
+    reconnect: ReconnectWatch,
+    /// A new connection is to be started (taken by the input source, which owns the transport).
+    reconnect_due: bool,
     _input: std::marker::PhantomData<fn() -> I>,
 }
 
@@ -249,13 +263,17 @@ fn hello<I: SimInput>(config: &NetworkSessionConfig, session: &SessionConfig) ->
 impl<I: SimInput> RelayClient<I> {
     /// A client that has not said hello yet, for a session configured by `session`.
     pub(crate) fn new(config: NetworkSessionConfig, session: &SessionConfig) -> Self {
+        let hello = hello::<I>(&config, session);
         Self {
             stats: RelayClientStats {
                 speed: 1.0,
                 input_delay_ticks: config.fixed_input_delay.unwrap_or(config.min_input_delay),
                 ..RelayClientStats::default()
             },
-            handshake: ClientHandshake::new(hello::<I>(&config, session)),
+            handshake: ClientHandshake::new(hello.clone()),
+            reconnect: ReconnectWatch::new(config.reconnect),
+            reconnect_due: false,
+            hello,
             config,
             tick_rate_hz: session.tick_rate.hz(),
             window: session.rollback_window as Tick,
@@ -292,6 +310,74 @@ impl<I: SimInput> RelayClient<I> {
     /// first.
     pub(crate) fn take_reports(&mut self) -> Vec<NetReport> {
         std::mem::take(&mut self.reports)
+    }
+
+    /// Observes the renet connection for the reconnect policy (see [`ReconnectWatch`]): a
+    /// lost connection (not closed by this client itself) with a token to come back with waits
+    /// its backoff, then marks a new connection due ([`take_reconnect_due`](Self::take_reconnect_due)).
+    fn watch_connection(&mut self, renet: Option<&RenetClient>) {
+        let lost = renet.is_some_and(|client| client.is_disconnected());
+        // A connection this client closed itself is a leave, not a loss.
+        let left = renet.and_then(|client| client.disconnect_reason())
+            == Some(simsync_net::renet::DisconnectReason::DisconnectedByClient);
+        let can_rejoin =
+            self.stats.reconnect_token.is_some() && self.stats.rejected.is_none() && !left;
+        let before = self.reconnect.phase();
+        if let ReconnectAction::Reconnect { attempt } =
+            self.reconnect.observe(self.now, lost, can_rejoin)
+        {
+            info!(
+                "session client: reconnecting (attempt {attempt} of {})",
+                self.config.reconnect.attempts
+            );
+            self.reconnect_due = true;
+        }
+        let phase = self.reconnect.phase();
+        if phase != before {
+            match phase {
+                ReconnectPhase::Waiting { attempt: 1, .. } => {
+                    warn!("session client: connection lost; reconnecting with its token");
+                }
+                ReconnectPhase::Failed { attempts } => {
+                    warn!("session client: gave up after {attempts} reconnect attempts");
+                }
+                _ => {}
+            }
+        }
+        self.stats.reconnect = phase;
+    }
+
+    /// Whether a new connection is due now (once per attempt): the caller reconnects the
+    /// transport, gives it a new renet client and reports with
+    /// [`reconnect_started`](Self::reconnect_started).
+    pub(crate) fn take_reconnect_due(&mut self) -> bool {
+        std::mem::take(&mut self.reconnect_due)
+    }
+
+    /// The transport started a new connection (`started`), or could not (the attempt failed).
+    /// A started one says hello again with the slot's current reconnect token; what belonged
+    /// to the old connection (a snapshot transfer, unsent control messages, the last send) is
+    /// dropped. The buffer, the clock and the verified world stay: the relay resends what this
+    /// client has not acknowledged, or serves a snapshot.
+    pub(crate) fn reconnect_started(&mut self, started: bool) {
+        self.stats.reconnect_attempts += 1;
+        if !started {
+            self.reconnect.attempt_failed(self.now);
+            self.stats.reconnect = self.reconnect.phase();
+            return;
+        }
+        let hello = match self.stats.reconnect_token {
+            Some(token) => self
+                .hello
+                .clone()
+                .with_reconnect_token(token.slot, token.token),
+            None => self.hello.clone(),
+        };
+        self.handshake = ClientHandshake::new(hello);
+        self.snapshots = SnapshotExchange::default();
+        self.outbox.clear();
+        self.last_sent = None;
+        self.server_clock = None;
     }
 
     /// Updates the stall state from the verifiable tick (see [`StallWatch`]).
@@ -356,6 +442,7 @@ impl<I: SimInput> RelayClient<I> {
         buffer: &mut InputBuffer<I>,
     ) -> bool {
         self.receive(renet.as_deref_mut(), buffer, dt);
+        self.watch_connection(renet.as_deref());
         self.watch_stall(renet.as_deref(), buffer.max_verifiable_tick());
         let ticks = self.ticks_to_poll(polls);
         let delay = self.input_delay() as Tick;
@@ -375,6 +462,9 @@ impl<I: SimInput> RelayClient<I> {
             *local_tick = next;
             self.sample_through(next + delay, local, buffer);
         }
+        // Nothing is queued on a connection still connecting (a reconnect attempt): netcode
+        // would refuse every packet; the unconfirmed inputs go out once it is connected.
+        let mut renet = renet.filter(|client| client.is_connected());
         self.send_snapshot_messages(renet.as_deref_mut());
         self.send(renet, buffer);
         let cap = if self.predicted {
@@ -417,8 +507,9 @@ impl<I: SimInput> RelayClient<I> {
                 }
             }
         }
-        if self.now.saturating_sub(self.last_ping).as_millis() as u32
-            >= self.config.ping_interval_ms
+        if client.is_connected()
+            && self.now.saturating_sub(self.last_ping).as_millis() as u32
+                >= self.config.ping_interval_ms
         {
             self.last_ping = self.now;
             let _ = client.send_msg(&ClientMessage::Ping {
@@ -441,6 +532,11 @@ impl<I: SimInput> RelayClient<I> {
                         self.stats.slot = slot;
                         self.stats.reconnect_token = self.handshake.reconnect_token();
                         self.input_floor = server_tick.max(0);
+                        if self.reconnect.phase().is_reconnecting() {
+                            self.reconnect.rejoined();
+                            self.stats.reconnect = self.reconnect.phase();
+                            self.stats.reconnects += 1;
+                        }
                         info!(
                             "session client: welcomed as player {slot:?} at server tick \
                              {server_tick}"

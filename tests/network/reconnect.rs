@@ -1,0 +1,278 @@
+//! Reconnecting by itself over real UDP on 127.0.0.1: a client away longer than its netcode
+//! timeout comes back into its slot with its reconnect token and agrees with the other client
+//! afterwards; a client whose server is gone ends `Disconnected` with `ReconnectFailed` after
+//! the policy's attempts. Connect tokens with a 1 s netcode timeout keep the tests short; the
+//! code path is the real one (netcode times the connection out, the session reconnects). In
+//! memory, a client whose connection the relay closed comes back the same way.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bevy::prelude::*;
+use simsync::deterministic::{
+    DeterministicServerPlugin, NetworkSessionConfig, ReconnectPhase, RelayStats, SessionLifecycle,
+    SessionState, SessionStateChanged, SessionStateReason,
+};
+use simsync::prelude::*;
+use simsync_net::prelude::*;
+use simsync_net::{
+    DEFAULT_TOKEN_EXPIRE_SECONDS, NETCODE_PROTOCOL_ID, ReconnectPolicy, UdpClientTransport,
+    UdpServerConfig, UdpServerTransport, generate_connect_token, generate_private_key,
+};
+
+use super::harness::{client_app, server_app_with};
+use super::udp::{loopback, run_until_verified, stats};
+use crate::common::TestGame;
+
+/// The netcode timeout written into the test's connect tokens, in seconds.
+const TIMEOUT_SECONDS: i32 = 1;
+
+/// Frames of the 64 Hz fixed network clock in `seconds`.
+fn frames(seconds: f64) -> u32 {
+    (seconds * 64.0).ceil() as u32
+}
+
+/// The `SessionStateChanged` messages an App wrote.
+#[derive(Resource, Default)]
+struct Changes(Vec<SessionStateChanged>);
+
+fn keep_changes(mut read: MessageReader<SessionStateChanged>, mut changes: ResMut<Changes>) {
+    changes.0.extend(read.read().cloned());
+}
+
+fn changes(app: &App) -> Vec<(SessionState, SessionState, SessionStateReason)> {
+    app.world()
+        .resource::<Changes>()
+        .0
+        .iter()
+        .map(|c| (c.from, c.to, c.reason.clone()))
+        .collect()
+}
+
+fn state(app: &App) -> SessionState {
+    app.world().resource::<SessionLifecycle>().state
+}
+
+/// A secure relay for two players on 127.0.0.1, its address and key.
+fn secure_server() -> (App, SocketAddr, [u8; 32]) {
+    let key = generate_private_key();
+    let transport =
+        UdpServerTransport::bind(UdpServerConfig::secure(loopback(), key)).expect("bind");
+    let addr = transport.local_addr();
+    let relay = DeterministicServerPlugin::new::<PackedInput>(2, 64).reconnect_seed(26);
+    let mut server = server_app_with(relay);
+    server.insert_net_server(transport);
+    server.finish();
+    server.cleanup();
+    (server, addr, key)
+}
+
+/// A client App reconnecting by `policy`, over UDP with a connect token for netcode client
+/// `id` that times out after [`TIMEOUT_SECONDS`], recording its lifecycle changes.
+fn secure_client(
+    game: &TestGame,
+    policy: ReconnectPolicy,
+    server: SocketAddr,
+    key: &[u8; 32],
+    id: u64,
+) -> App {
+    let token = generate_connect_token(
+        key,
+        NETCODE_PROTOCOL_ID,
+        id,
+        vec![server],
+        DEFAULT_TOKEN_EXPIRE_SECONDS,
+        TIMEOUT_SECONDS,
+        None,
+    )
+    .expect("token");
+    let transport = UdpClientTransport::secure(token, loopback()).expect("client socket");
+    let net = NetworkSessionConfig::default().with_reconnect(policy);
+    let mut client = client_app(game.clone(), net, 60);
+    client
+        .init_resource::<Changes>()
+        .add_systems(Last, keep_changes);
+    client.insert_net_client(transport);
+    client.finish();
+    client.cleanup();
+    client
+}
+
+fn game() -> TestGame {
+    TestGame {
+        boxes: 10,
+        ..TestGame::default()
+    }
+}
+
+#[test]
+fn a_udp_client_away_past_its_timeout_reconnects_by_itself_and_agrees() {
+    let policy = ReconnectPolicy {
+        attempts: 5,
+        first_backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_secs(1),
+    };
+    let (mut server, addr, key) = secure_server();
+    let mut clients: Vec<App> = (1..=2)
+        .map(|id| secure_client(&game(), policy, addr, &key, id))
+        .collect();
+    run_until_verified(&mut server, &mut clients, 100);
+    let paused_at = stats(&clients[1]).verified_tick;
+    // Client 1's App is not updated for 3 s of the relay's clock (3 × the netcode timeout):
+    // the relay drops it while client 0 plays on.
+    for _ in 0..frames(3.0) {
+        server.update();
+        clients[0].update();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let relay = |server: &App| server.world().resource::<RelayStats>().clone();
+    let left = relay(&server);
+    assert!(left.disconnected_at[1].is_some(), "{left:?}");
+    assert_eq!(state(&clients[1]), SessionState::Running);
+    // Back: its own netcode clock runs out, it waits the backoff and reconnects by itself.
+    let end = stats(&clients[0]).verified_tick + 200;
+    run_until_verified(&mut server, &mut clients, end);
+    let r = relay(&server);
+    assert_eq!(r.rejoins, vec![0, 1], "{r:?}");
+    assert_eq!(r.desyncs, 0);
+    let back = stats(&clients[1]).network.expect("networked");
+    assert_eq!(back.reconnects, 1);
+    assert_eq!(back.reconnect_attempts, 1);
+    assert_eq!(back.reconnect, ReconnectPhase::Idle);
+    assert_eq!(back.slot, Some(1));
+    let seen = changes(&clients[1]);
+    let tail: Vec<_> = seen[seen.len() - 2..].to_vec();
+    assert_eq!(
+        tail,
+        vec![
+            (
+                SessionState::Running,
+                SessionState::Reconnecting,
+                SessionStateReason::ConnectionLost
+            ),
+            (
+                SessionState::Reconnecting,
+                SessionState::Running,
+                SessionStateReason::Reconnected { slot: 1 }
+            ),
+        ]
+    );
+    // Every checksum the reconnected client verified after the pause equals the other's.
+    let (other, rejoined) = (stats(&clients[0]), stats(&clients[1]));
+    let theirs: std::collections::HashMap<_, _> = other
+        .checksum_history
+        .iter()
+        .map(|c| (c.tick, c.checksum))
+        .collect();
+    let after: Vec<_> = rejoined
+        .checksum_history
+        .iter()
+        .filter(|c| c.tick > paused_at)
+        .collect();
+    assert!(after.len() >= 200, "{}", after.len());
+    for c in &after {
+        assert_eq!(theirs.get(&c.tick), Some(&c.checksum), "tick {}", c.tick);
+    }
+    eprintln!(
+        "udp reconnect: paused at verified {paused_at}, relay dropped it at {:?}, rejoined at \
+         {:?}; {} checksums after the pause agree through tick {end}",
+        left.disconnected_at[1],
+        r.rejoined_at[1],
+        after.len()
+    );
+}
+
+#[test]
+fn a_udp_client_whose_server_is_gone_ends_disconnected_after_its_attempts() {
+    let policy = ReconnectPolicy {
+        attempts: 3,
+        first_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(100),
+    };
+    let (mut server, addr, key) = secure_server();
+    let mut clients: Vec<App> = (1..=2)
+        .map(|id| secure_client(&game(), policy, addr, &key, id))
+        .collect();
+    run_until_verified(&mut server, &mut clients, 30);
+    drop(server);
+    // Bounded: each attempt lasts at most the 1 s timeout, plus the backoffs.
+    let mut updates = 0;
+    while state(&clients[0]) != SessionState::Disconnected {
+        clients[0].update();
+        std::thread::sleep(Duration::from_micros(200));
+        updates += 1;
+        assert!(
+            updates < frames(8.0),
+            "{:?} {:?}",
+            state(&clients[0]),
+            changes(&clients[0])
+        );
+    }
+    let net = stats(&clients[0]).network.expect("networked");
+    assert_eq!(net.reconnect, ReconnectPhase::Failed { attempts: 3 });
+    assert_eq!(net.reconnect_attempts, 3);
+    assert_eq!(net.reconnects, 0);
+    let seen = changes(&clients[0]);
+    let tail: Vec<_> = seen[seen.len() - 2..].to_vec();
+    assert_eq!(
+        tail,
+        vec![
+            (
+                SessionState::Running,
+                SessionState::Reconnecting,
+                SessionStateReason::ConnectionLost
+            ),
+            (
+                SessionState::Reconnecting,
+                SessionState::Disconnected,
+                SessionStateReason::ReconnectFailed { attempts: 3 }
+            ),
+        ]
+    );
+    // Final: more updates change nothing.
+    for _ in 0..frames(1.0) {
+        clients[0].update();
+    }
+    assert_eq!(changes(&clients[0]).len(), seen.len());
+    eprintln!("udp server gone: Disconnected after {updates} updates (3 attempts)");
+}
+
+#[test]
+fn in_memory_a_client_the_server_dropped_reconnects_by_itself_and_agrees() {
+    use simsync_net::LinkConditionerConfig;
+
+    use super::harness::Harness;
+
+    let policy = ReconnectPolicy {
+        attempts: 3,
+        first_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_millis(200),
+    };
+    let relay = DeterministicServerPlugin::new::<PackedInput>(2, 64).reconnect_seed(7);
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    let net = NetworkSessionConfig::default().with_reconnect(policy);
+    let mut h = Harness::with_relay(game(), link, net, 60, relay);
+    h.run_until_verified(60, 600);
+    // The relay closes client 1's connection (netcode client id 2): a loss, not a leave.
+    h.server
+        .world_mut()
+        .resource_mut::<RenetServer>()
+        .disconnect(2);
+    let end = h.stats(0).verified_tick + 120;
+    h.run_until_verified(end, 1_200);
+    let relay = h.relay();
+    assert_eq!(relay.rejoins, vec![0, 1], "{relay:?}");
+    assert_eq!(relay.desyncs, 0);
+    let back = h.stats(1).network.expect("networked");
+    assert_eq!(
+        (back.reconnects, back.reconnect_attempts, back.reconnect),
+        (1, 1, ReconnectPhase::Idle)
+    );
+    assert_eq!(
+        h.clients[1].world().resource::<SessionLifecycle>().state,
+        SessionState::Running
+    );
+    let (compared, mismatches) = h.checksums_agree();
+    assert!(compared >= end as usize, "{compared}");
+    assert_eq!(mismatches, 0);
+}
