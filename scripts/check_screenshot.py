@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Checks a sandbox_view screenshot (PNG, 8-bit RGB/RGBA, non-interlaced), standard library only.
 
-usage: check_screenshot.py PATH [--colors R,G,B ...] [--hues NAME ...]
+usage: check_screenshot.py PATH [--colors R,G,B ...] [--hues NAME ...] [--min-hue-pixels N]
 
 Fails (exit 1) when the picture is blank (fewer than 8 distinct colours or one colour covering
 more than 97 % of it), when the HUD is missing (no near-white pixels inside the dark HUD box in
 the top-left corner), when a --colors entry has fewer than 50 pixels within 60 of it (sum of
 channel differences), or when a --hues entry (red, green, blue, yellow: a channel clearly above
-the others, as lit and tone-mapped owner colours are) has fewer than 200 pixels outside the HUD
-box. Exit 2 for an unreadable file or bad arguments.
+the others, as lit and tone-mapped owner colours are) has fewer than N pixels outside the HUD
+box (--min-hue-pixels, default 200). Exit 2 for an unreadable file or bad arguments.
 """
 import struct
 import sys
@@ -95,6 +95,12 @@ def main(argv):
         print(f"bad --colors: {option_values(argv, '--colors')}", file=sys.stderr)
         return 2
     hues = option_values(argv, "--hues")
+    try:
+        (min_hue_pixels,) = option_values(argv, "--min-hue-pixels") or ["200"]
+        min_hue_pixels = int(min_hue_pixels)
+    except ValueError:
+        print(f"bad --min-hue-pixels: {option_values(argv, '--min-hue-pixels')}", file=sys.stderr)
+        return 2
     unknown = [h for h in hues if h not in HUES]
     if unknown:
         print(f"unknown --hues {unknown}; known: {sorted(HUES)}", file=sys.stderr)
@@ -132,7 +138,7 @@ def main(argv):
             for x, p in enumerate(row)
             if not (top <= y < bottom and left <= x < right) and test(*p)
         )
-        if hue_counts[name] < 200:
+        if hue_counts[name] < min_hue_pixels:
             failures.append(f"hue {name}: {hue_counts[name]} pixels")
     print(
         f"{path}: {width}x{height}, {len(counts)} colours, HUD pixels {len(hud)}"

@@ -117,6 +117,29 @@ fn step_run(world: &mut World) {
     world.insert_non_send(view);
 }
 
+/// Bodies (avatars not counted) owned by each participant, first participant first, as
+/// participant 0 sees them.
+fn owned_per_participant(view: &OwnershipView) -> Vec<usize> {
+    let mut owned = vec![0; usize::from(view.args.participants)];
+    let Some(me) = view.run.apps.participants.first() else {
+        return owned;
+    };
+    let world = me.world();
+    let Some(client) = world.get_resource::<OwnershipClient>() else {
+        return owned;
+    };
+    for body in &view.setup.bodies {
+        let owner = client
+            .entity_of(body.id)
+            .and_then(|e| world.get::<SimulationOwner>(e))
+            .and_then(|o| o.owner);
+        if let Some(n) = owner.and_then(|p| owned.get_mut(usize::from(p.0.saturating_sub(1)))) {
+            *n += 1;
+        }
+    }
+    owned
+}
+
 /// Spawns one mesh per body of participant 0 (once), then copies its transform and owner
 /// colour every frame.
 fn mirror_bodies(
@@ -223,7 +246,7 @@ fn ownership_hud(
     lines.0 = format!(
         "simsync sandbox (ownership, {participants} participants, view of participant {me})\n\
          {phase}\n\
-         ownership changes {changes}  owned bodies {owned}\n\
+         ownership changes {changes}  owned bodies {owned} (per participant {per})\n\
          bids sent {bids} (all participants {all_bids})  granted {granted}  refused {refused}\n\
          state updates relayed {relayed_total} ({relayed:.0}/s)\n\
          state bytes/s up {up:.0} down {down:.0}, {per_body:.1} B/body, upload budget {budget:.0} %\n\
@@ -231,6 +254,11 @@ fn ownership_hud(
         participants = view.args.participants,
         me = client.me().map_or("-".to_string(), |id| id.0.to_string()),
         changes = arbiter.stats().ownership_changes,
+        per = owned_per_participant(&view)
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" / "),
         bids = p.bids_sent,
         all_bids = apps
             .participants

@@ -1,9 +1,10 @@
 //! Reconnecting by itself over real UDP on 127.0.0.1: a client away longer than its netcode
 //! timeout comes back into its slot with its reconnect token and agrees with the other client
 //! afterwards; a client whose server is gone ends `Disconnected` with `ReconnectFailed` after
-//! the policy's attempts. Connect tokens with a 1 s netcode timeout keep the tests short; the
-//! code path is the real one (netcode times the connection out, the session reconnects). In
-//! memory, a client whose connection the relay closed comes back the same way.
+//! the policy's attempts. The Apps run on the harness's fixed 1/64 s clock, so "away 30 s" is
+//! 1,920 frames of the others, not 30 s of wall time; the code path is the real one (netcode
+//! times the connection out, the session reconnects). In memory, a client whose connection the
+//! relay closed comes back the same way.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,7 +12,8 @@ use std::time::Duration;
 use bevy::prelude::*;
 use simsync::deterministic::{
     DeterministicServerPlugin, NetworkSessionConfig, ReconnectPhase, RelayStats, SessionLifecycle,
-    SessionState, SessionStateChanged, SessionStateReason,
+    SessionState, SessionStateChanged, SessionStateReason, SnapshotLimits, SnapshotServing,
+    read_snapshot_header,
 };
 use simsync::prelude::*;
 use simsync_net::prelude::*;
@@ -20,12 +22,15 @@ use simsync_net::{
     UdpServerConfig, UdpServerTransport, generate_connect_token, generate_private_key,
 };
 
-use super::harness::{client_app, server_app_with};
+use super::harness::{client_app_configured, server_app_with};
 use super::udp::{loopback, run_until_verified, stats};
 use crate::common::TestGame;
 
-/// The netcode timeout written into the test's connect tokens, in seconds.
-const TIMEOUT_SECONDS: i32 = 1;
+/// The netcode timeout of the short tests' connect tokens, in seconds.
+const SHORT_TIMEOUT_SECONDS: i32 = 1;
+
+/// netcode's default timeout, in seconds (what a game's tokens usually carry).
+const NETCODE_DEFAULT_TIMEOUT_SECONDS: i32 = 15;
 
 /// Frames of the 64 Hz fixed network clock in `seconds`.
 fn frames(seconds: f64) -> u32 {
@@ -53,13 +58,17 @@ fn state(app: &App) -> SessionState {
     app.world().resource::<SessionLifecycle>().state
 }
 
-/// A secure relay for two players on 127.0.0.1, its address and key.
+/// A secure relay for two players on 127.0.0.1 serving snapshots (as the sandbox's does), its
+/// address and key.
 fn secure_server() -> (App, SocketAddr, [u8; 32]) {
     let key = generate_private_key();
     let transport =
         UdpServerTransport::bind(UdpServerConfig::secure(loopback(), key)).expect("bind");
     let addr = transport.local_addr();
-    let relay = DeterministicServerPlugin::new::<PackedInput>(2, 64).reconnect_seed(26);
+    let relay = DeterministicServerPlugin::new::<PackedInput>(2, 64)
+        .reconnect_seed(26)
+        .snapshots(SnapshotServing::default())
+        .header_reader(read_snapshot_header);
     let mut server = server_app_with(relay);
     server.insert_net_server(transport);
     server.finish();
@@ -68,13 +77,15 @@ fn secure_server() -> (App, SocketAddr, [u8; 32]) {
 }
 
 /// A client App reconnecting by `policy`, over UDP with a connect token for netcode client
-/// `id` that times out after [`TIMEOUT_SECONDS`], recording its lifecycle changes.
+/// `id` that times out after `timeout_seconds`, with snapshots on, recording its lifecycle
+/// changes.
 fn secure_client(
     game: &TestGame,
     policy: ReconnectPolicy,
     server: SocketAddr,
     key: &[u8; 32],
     id: u64,
+    timeout_seconds: i32,
 ) -> App {
     let token = generate_connect_token(
         key,
@@ -82,13 +93,19 @@ fn secure_client(
         id,
         vec![server],
         DEFAULT_TOKEN_EXPIRE_SECONDS,
-        TIMEOUT_SECONDS,
+        timeout_seconds,
         None,
     )
     .expect("token");
     let transport = UdpClientTransport::secure(token, loopback()).expect("client socket");
-    let net = NetworkSessionConfig::default().with_reconnect(policy);
-    let mut client = client_app(game.clone(), net, 60);
+    let net = NetworkSessionConfig {
+        snapshots: true,
+        ..NetworkSessionConfig::default()
+    }
+    .with_reconnect(policy);
+    let mut client = client_app_configured(game.clone(), game.players, net, 60, 64, |p| {
+        p.snapshots(SnapshotLimits::default())
+    });
     client
         .init_resource::<Changes>()
         .add_systems(Last, keep_changes);
@@ -105,8 +122,11 @@ fn game() -> TestGame {
     }
 }
 
-#[test]
-fn a_udp_client_away_past_its_timeout_reconnects_by_itself_and_agrees() {
+/// Client 1 of two is away `away_seconds` (its App not updated) with connect tokens timing out
+/// after `timeout_seconds`: the relay drops it, and once back it notices the lost connection,
+/// reconnects by itself within one attempt (back by the relay's history, or by a snapshot when the
+/// history no longer reaches its tick) and agrees with client 0 for 200 ticks.
+fn away_and_back(timeout_seconds: i32, away_seconds: f64) {
     let policy = ReconnectPolicy {
         attempts: 5,
         first_backoff: Duration::from_millis(200),
@@ -114,13 +134,13 @@ fn a_udp_client_away_past_its_timeout_reconnects_by_itself_and_agrees() {
     };
     let (mut server, addr, key) = secure_server();
     let mut clients: Vec<App> = (1..=2)
-        .map(|id| secure_client(&game(), policy, addr, &key, id))
+        .map(|id| secure_client(&game(), policy, addr, &key, id, timeout_seconds))
         .collect();
     run_until_verified(&mut server, &mut clients, 100);
     let paused_at = stats(&clients[1]).verified_tick;
-    // Client 1's App is not updated for 3 s of the relay's clock (3 × the netcode timeout):
-    // the relay drops it while client 0 plays on.
-    for _ in 0..frames(3.0) {
+    // Client 1's App is not updated for `away_seconds` of the relay's clock: the relay drops it
+    // while client 0 plays on.
+    for _ in 0..frames(away_seconds) {
         server.update();
         clients[0].update();
         std::thread::sleep(Duration::from_micros(200));
@@ -129,8 +149,24 @@ fn a_udp_client_away_past_its_timeout_reconnects_by_itself_and_agrees() {
     let left = relay(&server);
     assert!(left.disconnected_at[1].is_some(), "{left:?}");
     assert_eq!(state(&clients[1]), SessionState::Running);
-    // Back: its own netcode clock runs out, it waits the backoff and reconnects by itself.
+    // Back: its own netcode clock runs out (`timeout_seconds` of its frames), it waits the
+    // backoff, reconnects by itself and catches up.
     let end = stats(&clients[0]).verified_tick + 200;
+    let limit = frames(f64::from(timeout_seconds) + away_seconds + 20.0);
+    let mut updates = 0;
+    while clients.iter().any(|c| stats(c).verified_tick < end) {
+        server.update();
+        for client in clients.iter_mut() {
+            client.update();
+        }
+        updates += 1;
+        assert!(updates < limit, "{:?}", stats(&clients[1]).network);
+    }
+    // Then 200 ticks together (a client back by a snapshot verifies from the snapshot's tick).
+    let end = stats(&clients[0])
+        .verified_tick
+        .max(stats(&clients[1]).verified_tick)
+        + 200;
     run_until_verified(&mut server, &mut clients, end);
     let r = relay(&server);
     assert_eq!(r.rejoins, vec![0, 1], "{r:?}");
@@ -174,12 +210,25 @@ fn a_udp_client_away_past_its_timeout_reconnects_by_itself_and_agrees() {
         assert_eq!(theirs.get(&c.tick), Some(&c.checksum), "tick {}", c.tick);
     }
     eprintln!(
-        "udp reconnect: paused at verified {paused_at}, relay dropped it at {:?}, rejoined at \
-         {:?}; {} checksums after the pause agree through tick {end}",
+        "udp reconnect (timeout {timeout_seconds} s, away {away_seconds} s): paused at verified \
+         {paused_at}, relay dropped it at {:?}, rejoined at {:?} after {updates} updates; {} \
+         checksums after the pause agree through tick {end}; snapshots loaded {}",
         left.disconnected_at[1],
         r.rejoined_at[1],
-        after.len()
+        after.len(),
+        back.snapshots.loaded
     );
+}
+
+#[test]
+fn a_udp_client_away_past_its_timeout_reconnects_by_itself_and_agrees() {
+    away_and_back(SHORT_TIMEOUT_SECONDS, 3.0);
+}
+
+/// The reported case: netcode's default 15 s timeout, the client away 30 s.
+#[test]
+fn a_udp_client_away_30_s_past_netcodes_15_s_timeout_reconnects_and_agrees() {
+    away_and_back(NETCODE_DEFAULT_TIMEOUT_SECONDS, 30.0);
 }
 
 #[test]
@@ -191,7 +240,7 @@ fn a_udp_client_whose_server_is_gone_ends_disconnected_after_its_attempts() {
     };
     let (mut server, addr, key) = secure_server();
     let mut clients: Vec<App> = (1..=2)
-        .map(|id| secure_client(&game(), policy, addr, &key, id))
+        .map(|id| secure_client(&game(), policy, addr, &key, id, SHORT_TIMEOUT_SECONDS))
         .collect();
     run_until_verified(&mut server, &mut clients, 30);
     drop(server);
