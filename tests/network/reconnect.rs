@@ -54,6 +54,30 @@ fn changes(app: &App) -> Vec<(SessionState, SessionState, SessionStateReason)> {
         .collect()
 }
 
+/// Asserts that `app`'s last two lifecycle changes are the lost connection (`Running` →
+/// `Reconnecting`) and then `Reconnecting` → `to` for `reason`; returns every change.
+fn assert_lost_then(
+    app: &App,
+    to: SessionState,
+    reason: SessionStateReason,
+) -> Vec<(SessionState, SessionState, SessionStateReason)> {
+    let seen = changes(app);
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert_eq!(
+        seen[seen.len() - 2..],
+        [
+            (
+                SessionState::Running,
+                SessionState::Reconnecting,
+                SessionStateReason::ConnectionLost
+            ),
+            (SessionState::Reconnecting, to, reason),
+        ],
+        "{seen:?}"
+    );
+    seen
+}
+
 fn state(app: &App) -> SessionState {
     app.world().resource::<SessionLifecycle>().state
 }
@@ -176,22 +200,10 @@ fn away_and_back(timeout_seconds: i32, away_seconds: f64) {
     assert_eq!(back.reconnect_attempts, 1);
     assert_eq!(back.reconnect, ReconnectPhase::Idle);
     assert_eq!(back.slot, Some(1));
-    let seen = changes(&clients[1]);
-    let tail: Vec<_> = seen[seen.len() - 2..].to_vec();
-    assert_eq!(
-        tail,
-        vec![
-            (
-                SessionState::Running,
-                SessionState::Reconnecting,
-                SessionStateReason::ConnectionLost
-            ),
-            (
-                SessionState::Reconnecting,
-                SessionState::Running,
-                SessionStateReason::Reconnected { slot: 1 }
-            ),
-        ]
+    assert_lost_then(
+        &clients[1],
+        SessionState::Running,
+        SessionStateReason::Reconnected { slot: 1 },
     );
     // Every checksum the reconnected client verified after the pause equals the other's.
     let (other, rejoined) = (stats(&clients[0]), stats(&clients[1]));
@@ -261,22 +273,10 @@ fn a_udp_client_whose_server_is_gone_ends_disconnected_after_its_attempts() {
     assert_eq!(net.reconnect, ReconnectPhase::Failed { attempts: 3 });
     assert_eq!(net.reconnect_attempts, 3);
     assert_eq!(net.reconnects, 0);
-    let seen = changes(&clients[0]);
-    let tail: Vec<_> = seen[seen.len() - 2..].to_vec();
-    assert_eq!(
-        tail,
-        vec![
-            (
-                SessionState::Running,
-                SessionState::Reconnecting,
-                SessionStateReason::ConnectionLost
-            ),
-            (
-                SessionState::Reconnecting,
-                SessionState::Disconnected,
-                SessionStateReason::ReconnectFailed { attempts: 3 }
-            ),
-        ]
+    let seen = assert_lost_then(
+        &clients[0],
+        SessionState::Disconnected,
+        SessionStateReason::ReconnectFailed { attempts: 3 },
     );
     // Final: more updates change nothing.
     for _ in 0..frames(1.0) {

@@ -642,16 +642,25 @@ mod tests {
                 }
                 std::thread::sleep(Duration::from_millis(1));
             };
-        for _ in 0..100 {
-            if server.clients_id() == [7] && client.is_connected() {
-                break;
+        // Steps both ends until the server has client 7 and the client is connected (100 frames
+        // at most).
+        let connect = |server: &mut RenetServer,
+                       transport: &mut UdpServerTransport,
+                       client: &mut RenetClient,
+                       client_transport: &mut UdpClientTransport| {
+            for _ in 0..100 {
+                if server.clients_id() == [7] && client.is_connected() {
+                    break;
+                }
+                step(server, transport, Some((client, client_transport)));
             }
-            step(
-                &mut server,
-                &mut transport,
-                Some((&mut client, &mut client_transport)),
-            );
-        }
+        };
+        connect(
+            &mut server,
+            &mut transport,
+            &mut client,
+            &mut client_transport,
+        );
         assert!(client.is_connected() && server.clients_id() == [7]);
         // Away 3 s (not updated): the server drops it.
         for _ in 0..60 {
@@ -672,16 +681,12 @@ mod tests {
         assert!(client_transport.disconnect_reason().is_some());
         client_transport.reconnect().expect("reconnects");
         let mut client = RenetClient::new(crate::connection_config());
-        for _ in 0..100 {
-            if server.clients_id() == [7] && client.is_connected() {
-                break;
-            }
-            step(
-                &mut server,
-                &mut transport,
-                Some((&mut client, &mut client_transport)),
-            );
-        }
+        connect(
+            &mut server,
+            &mut transport,
+            &mut client,
+            &mut client_transport,
+        );
         assert!(
             client.is_connected(),
             "{:?}",
