@@ -70,7 +70,7 @@ impl Plugin for UserScene {
 
 /// A pile body as the sandbox spawns one (boxes and balls share one set of components).
 fn pile_body(n: u32, at: Vec3) -> impl Bundle {
-    let shape = if n % 2 == 0 {
+    let shape = if n.is_multiple_of(2) {
         Collider::cuboid(0.5, 0.5, 0.5)
     } else {
         Collider::ball(0.5)
