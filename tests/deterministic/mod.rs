@@ -6,6 +6,7 @@ mod determinism;
 mod determinism_guard;
 mod entity_lifecycle;
 mod entity_offsets;
+mod entity_offsets_user;
 mod ergonomics;
 mod hierarchy;
 mod input_edges;

@@ -55,6 +55,7 @@ mod hash_impls;
 mod headless;
 mod input;
 mod leafwing_input;
+mod physics_order;
 mod plugin;
 mod relay_server;
 mod replay;

@@ -281,8 +281,20 @@ fn build_sub_app<I: SimInput>(
     // removal is pending across a tick boundary (where a rollback could not copy it).
     sub.add_systems(
         SimulationTick,
-        bevy_rapier3d::plugin::systems::sync_removals.in_set(SimulationSet::Cleanup),
+        crate::physics_order::sync_removals_at_cleanup.in_set(SimulationSet::Cleanup),
     );
+    // New Rapier bodies, colliders and joints are created in entity order, whatever the
+    // order of the tables they sit in (rule: Rapier objects are created in entity order).
+    {
+        use bevy_rapier3d::plugin::systems::{init_rigid_bodies, sync_removals};
+        sub.add_systems(
+            SimulationTick,
+            crate::physics_order::init_in_entity_order
+                .in_set(PhysicsSet::SyncBackend)
+                .after(sync_removals)
+                .before(init_rigid_bodies),
+        );
+    }
     // Virtual time inside the world: the session sets `CurrentInstant` to `(tick, 0)` in
     // `run_tick`; the plugin dispatches the registered event queues' due events of that tick
     // before the game's systems (time rule 16).
