@@ -99,7 +99,7 @@ pub struct SandboxGame {
 /// The tick at which this simulation nudges player 0's body, if any (a planted desync;
 /// simulation constant, not rolled back). Every client has it, with or without a tick: a
 /// resource is an entity in Bevy, so a resource on one client only would shift its entity ids
-/// (and Rapier's order) from tick 1 on, which is not the planted desync.
+/// and its slots from tick 1 on (checksums hash slots), which is not the planted desync.
 #[derive(Resource, Debug, Clone, Copy)]
 struct PlantDesync(Option<i32>);
 
