@@ -64,7 +64,11 @@ use crate::ids::ParticipantId;
 /// Version 7: a participant's bids of one frame travel as one `OwnershipClientMessage::Bids`;
 /// a body respawned under its id is announced with `OwnershipServerMessage::Reset`, and a
 /// participant's own respawn is sent as `OwnershipClientMessage::Respawn`.
-pub const PROTOCOL_VERSION: u16 = 7;
+///
+/// Version 8: the one-body ownership messages nothing sent any more are gone —
+/// `OwnershipClientMessage::Bid` and `StateUpdate`, `OwnershipServerMessage::StateRelay` — so
+/// the enum tags of the later variants moved.
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

@@ -5,21 +5,20 @@
 //! messages carry no participant id; server messages that concern someone else's body name the
 //! owner.
 //!
-//! # Size of a state update
+//! # Size of a body state
 //!
 //! Since protocol version 5 participants and the entity server send states as `StateBatch`
 //! bytes (`simsync_ownership`'s batch codec: about 12–24 bytes a body, plus a few bytes a
 //! message); since version 6 a batch also acknowledges the batches its sender received, and a
 //! body may travel as a delta against a state its receiver acknowledged (a few bytes for a
-//! body at rest). The one-body messages below are still part of the protocol.
+//! body at rest). Since version 8 they are the only way states travel, and bids travel only as
+//! `Bids` lists: the one-body `Bid`, `StateUpdate` and `StateRelay` of earlier versions are gone.
 //!
-//! [`PackedBodyState`] is position as 3 × `f32` (12 bytes), rotation "smallest three" packed in 6
-//! bytes ([`PackedRotation`]), linear and angular velocity as 3 × `f32` each (24 bytes), plus
-//! the body id and sequence number as varints (1 byte each below 251, 3 below 65,536, 5 for
-//! larger `seq` and up to 9 for larger ids): 44 bytes for small numbers. Wrapped in
-//! [`crate::ClientMessage::Ownership`]`(`[`OwnershipClientMessage::StateUpdate`]`)` it costs two
-//! enum tags more: **46 bytes** for id and seq below 251, 48 with a seq below 65,536 (see the
-//! `state_update_wire_size` test).
+//! [`PackedBodyState`] (carried by `Respawn` and `Reset`) is position as 3 × `f32` (12 bytes),
+//! rotation "smallest three" packed in 6 bytes ([`PackedRotation`]), linear and angular
+//! velocity as 3 × `f32` each (24 bytes), plus the body id and sequence number as varints (1
+//! byte each below 251, 3 below 65,536, 5 for larger `seq` and up to 9 for larger ids): 44
+//! bytes for small numbers (see the `body_state_wire_size` test).
 
 use std::f32::consts::FRAC_1_SQRT_2;
 
@@ -327,7 +326,7 @@ impl std::fmt::Display for RefusalReason {
 pub const MAX_BIDS_PER_MESSAGE: usize = 1_024;
 
 /// One bid of a [`OwnershipClientMessage::Bids`] list: the body and the priority asked for (a
-/// bid, or from the owner a priority change, exactly as [`OwnershipClientMessage::Bid`]).
+/// bid for a body, or from its owner a priority change).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct BidRequest {
     /// The body.
@@ -339,28 +338,19 @@ pub struct BidRequest {
 /// Ownership messages from a participant to the entity server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum OwnershipClientMessage {
-    /// Asks to own `body` at `priority` (or, from the owner, to change its priority).
-    /// Channel: control.
-    Bid {
-        /// The body.
-        body: BodyId,
-        /// Bid priority.
-        priority: u8,
-    },
     /// The owner gives `body` up. Channel: control.
     Release {
         /// The body.
         body: BodyId,
     },
-    /// The owner's state of a body, to relay to everyone else. Channel: state.
-    StateUpdate(PackedBodyState),
     /// The owner's states of many bodies in one message, at most one per participant per frame
     /// (plus one for each release's final state): the bytes of `simsync_ownership`'s
     /// `StateBatch` codec (quantized positions, rotations and velocities, about 12–24 bytes a
     /// body). Channel: state (control for a release's final state).
     StateBatch(Vec<u8>),
-    /// Every bid and priority change of one frame, each handled as a [`Bid`](Self::Bid)
-    /// (protocol version 7): at most [`MAX_BIDS_PER_MESSAGE`] entries. Channel: control.
+    /// Every bid and priority change of one frame (protocol version 7; the only way bids
+    /// travel since version 8): each asks to own its body at its priority, or, from the body's
+    /// owner, changes the priority. At most [`MAX_BIDS_PER_MESSAGE`] entries. Channel: control.
     Bids(Vec<BidRequest>),
     /// The participant respawned `state.body` under its id, at rest at `state` (protocol
     /// version 7; `seq` is ignored): it asks the entity server to start the body again,
@@ -372,13 +362,10 @@ impl OwnershipClientMessage {
     /// The channel this message is meant to be sent on.
     pub fn channel(&self) -> NetChannel {
         match self {
-            OwnershipClientMessage::Bid { .. }
-            | OwnershipClientMessage::Release { .. }
+            OwnershipClientMessage::Release { .. }
             | OwnershipClientMessage::Bids(_)
             | OwnershipClientMessage::Respawn(_) => NetChannel::Control,
-            OwnershipClientMessage::StateUpdate(_) | OwnershipClientMessage::StateBatch(_) => {
-                NetChannel::State
-            }
+            OwnershipClientMessage::StateBatch(_) => NetChannel::State,
         }
     }
 }
@@ -412,13 +399,6 @@ pub enum OwnershipServerMessage {
     /// The ownership of many bodies at once, e.g. for a participant that just joined.
     /// Channel: control.
     Snapshot(Vec<OwnerRecord>),
-    /// A state update from the owner of `state.body`, relayed. Channel: state.
-    StateRelay {
-        /// The owner who sent it.
-        owner: ParticipantId,
-        /// Its state.
-        state: PackedBodyState,
-    },
     /// Owners' states of many bodies relayed in one message, chosen for this receiver within
     /// its relay budget: the bytes of `simsync_ownership`'s `StateBatch` codec. Channel: state
     /// (control for a released body's zero-velocity state and a late joiner's first states).
@@ -439,9 +419,7 @@ impl OwnershipServerMessage {
     /// The channel this message is meant to be sent on.
     pub fn channel(&self) -> NetChannel {
         match self {
-            OwnershipServerMessage::StateRelay { .. } | OwnershipServerMessage::StateBatch(_) => {
-                NetChannel::State
-            }
+            OwnershipServerMessage::StateBatch(_) => NetChannel::State,
             _ => NetChannel::Control,
         }
     }
@@ -529,12 +507,12 @@ mod tests {
 
     #[test]
     fn channels_of_ownership_messages() {
+        let bids = vec![BidRequest {
+            body: BodyId(1),
+            priority: 2,
+        }];
         assert_eq!(
-            OwnershipClientMessage::Bid {
-                body: BodyId(1),
-                priority: 2
-            }
-            .channel(),
+            OwnershipClientMessage::Bids(bids).channel(),
             NetChannel::Control
         );
         let state = PackedBodyState::new(
@@ -546,16 +524,24 @@ mod tests {
             Vec3::ZERO,
         );
         assert_eq!(
-            OwnershipClientMessage::StateUpdate(state).channel(),
+            OwnershipClientMessage::Respawn(state).channel(),
+            NetChannel::Control
+        );
+        assert_eq!(
+            OwnershipClientMessage::StateBatch(vec![1]).channel(),
             NetChannel::State
         );
         assert_eq!(
-            OwnershipServerMessage::StateRelay {
-                owner: ParticipantId(1),
-                state
+            OwnershipServerMessage::StateBatch(vec![1]).channel(),
+            NetChannel::State
+        );
+        assert_eq!(
+            OwnershipServerMessage::Reset {
+                body: BodyId(1),
+                state: Some(state)
             }
             .channel(),
-            NetChannel::State
+            NetChannel::Control
         );
         assert_eq!(
             OwnershipServerMessage::Snapshot(vec![]).channel(),

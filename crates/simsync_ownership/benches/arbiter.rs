@@ -8,9 +8,9 @@
 //! Target: ≥ 1,000,000 bids/s.
 //!
 //! Also the wire cost of one body's state: the encoded size of a
-//! `ClientMessage::Ownership(StateUpdate)` (owner → server) and of a
-//! `ServerMessage::Ownership(StateRelay)` (server → the others) for small and large body ids and
-//! sequence numbers (target ≤ 48 bytes), and the time to pack and encode one update.
+//! `ClientMessage::Ownership(StateBatch)` of one body (owner → server) and of the
+//! `ServerMessage::Ownership(StateBatch)` relaying it (server → the others) for small and large
+//! body ids and batch numbers (target ≤ 48 bytes), and the time to pack and encode one.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -19,8 +19,7 @@ use bevy::math::{Quat, Vec3};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use simsync_net::{ClientMessage, OwnershipClientMessage, OwnershipServerMessage, ServerMessage};
 use simsync_ownership::{
-    BodyId, BodyKind, BodyState, OwnershipArbiter, ParticipantId, Priority, Sequence,
-    state_from_wire, state_to_wire,
+    BodyId, BodyKind, BodyState, OwnershipArbiter, ParticipantId, Priority, StateBatch,
 };
 
 const BODIES: u64 = 10_000;
@@ -153,35 +152,41 @@ fn state() -> BodyState {
     }
 }
 
-fn update_message(body: u64, seq: u16, state: &BodyState) -> ClientMessage {
-    ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state_to_wire(
-        BodyId(body),
-        Sequence(seq),
-        state,
+/// One body's state as the batch of one body a participant sends.
+fn batch_of_one(body: u64, seq: u32, state: &BodyState) -> Vec<u8> {
+    StateBatch {
+        seq,
+        focus: None,
+        bodies: vec![(BodyId(body), *state)],
+    }
+    .encode()
+    .expect("encodes")
+}
+
+fn update_message(body: u64, seq: u32, state: &BodyState) -> ClientMessage {
+    ClientMessage::Ownership(OwnershipClientMessage::StateBatch(batch_of_one(
+        body, seq, state,
     )))
 }
 
 fn wire_bytes(c: &mut Criterion) {
     let s = state();
-    println!("wire bytes per body state (target ≤ 48):");
+    println!("wire bytes per body state, a batch of one body (target ≤ 48):");
     for (body, seq) in [
         (7, 3),
         (250, 250),
         (7, 251),
         (250, 65_535),
         (251, 3),
-        (10_000, 65_535),
+        (10_000, u32::MAX),
     ] {
         let update = simsync_net::encode(&update_message(body, seq, &s)).expect("encodes");
         let relay = simsync_net::encode(&ServerMessage::Ownership(
-            OwnershipServerMessage::StateRelay {
-                owner: simsync_net::ParticipantId(3),
-                state: state_to_wire(BodyId(body), Sequence(seq), &s),
-            },
+            OwnershipServerMessage::StateBatch(batch_of_one(body, seq, &s)),
         ))
         .expect("encodes");
         println!(
-            "  body id {body:>6}, seq {seq:>5}: StateUpdate {:>2} B, StateRelay {:>2} B",
+            "  body id {body:>6}, batch {seq:>10}: sent {:>2} B, relayed {:>2} B",
             update.len(),
             relay.len()
         );
@@ -192,15 +197,15 @@ fn wire_bytes(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .throughput(Throughput::Elements(1));
-    group.bench_function("pack_and_encode_state_update", |b| {
+    group.bench_function("pack_and_encode_batch_of_one", |b| {
         b.iter(|| simsync_net::encode(&update_message(black_box(42), black_box(300), &s)))
     });
     let bytes = simsync_net::encode(&update_message(42, 300, &s)).expect("encodes");
-    group.bench_function("decode_and_check_state_update", |b| {
+    group.bench_function("decode_and_check_batch_of_one", |b| {
         b.iter(
             || match simsync_net::decode_client_message(black_box(&bytes)) {
-                Ok(ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state))) => {
-                    state_from_wire(&state).is_ok()
+                Ok(ClientMessage::Ownership(OwnershipClientMessage::StateBatch(batch))) => {
+                    StateBatch::decode(&batch).is_ok()
                 }
                 _ => false,
             },

@@ -8,7 +8,7 @@
 //!    (`Hello` with the ownership protocol once connected; the `Welcome` gives this
 //!    participant's id); the entity server's answers update the state machine,
 //!    [`SimulationOwner`] and write [`OwnershipChanged`] / [`BidRefused`]; a relayed state newer
-//!    than the last applied one (one [`SequenceFilter`] per body) is written to the body's
+//!    than the last applied one (by the batch it came in) is written to the body's
 //!    `Transform` and `Velocity` unless this participant owns the body. A body that becomes
 //!    unowned keeps its velocities: a release at rest comes with the owner's stopped final
 //!    state ([ownership rule 12](crate::rules)), and a body whose owner left keeps moving until
@@ -21,11 +21,11 @@
 //!    active (counted once, not every frame a resting contact lasts); *rules* — one
 //!    [`BodyObservation`] per body (script edited from [`Poked`], held from [`Held`] and always
 //!    for the own avatar, interested unless [`Uninterested`]) through
-//!    [`ParticipantOwnership::tick`]; *send actions* — `Bid` / `Release` messages (a release
-//!    preceded by the body's final state with zero velocities, both on the reliable channel)
-//!    and zeroed velocities; *mirror bids* into [`OwnershipBid`]; *send states* — a
-//!    `StateUpdate` for every owned body whose state drifted past the thresholds or whose
-//!    heartbeat is due ([`should_send`]).
+//!    [`ParticipantOwnership::tick`]; *send actions* — one `Bids` list per frame and `Release`
+//!    messages (a release preceded by the body's final state with zero velocities, both on the
+//!    reliable channel) and zeroed velocities; *mirror bids* into [`OwnershipBid`]; *send
+//!    states* — one `StateBatch` with every owned body whose state drifted past the thresholds
+//!    or whose heartbeat is due ([`should_send`]).
 //!
 //! Static and kinematic bodies are never observed, so never bid for; relayed states for them
 //! are ignored and counted.
@@ -62,7 +62,7 @@ use crate::error::OwnershipError;
 use crate::messages::{BidRefused, OwnershipChanged, RefusedBy};
 use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 use crate::priority::{BodyId, ParticipantId, Priority};
-use crate::send_policy::{Sequence, SequenceFilter, predicted_error, should_send};
+use crate::send_policy::{Sequence, predicted_error, should_send};
 use crate::traffic::TrafficTotals;
 use crate::wire::{self, state_from_wire};
 
@@ -156,8 +156,6 @@ pub struct ParticipantStats {
 struct LocalBody {
     entity: Entity,
     kind: BodyKind,
-    /// Relayed states applied so far (server sequence).
-    filter: SequenceFilter,
     /// This participant's own update numbering for the body.
     out_seq: Sequence,
     /// While owned: the last state sent (as quantized on the wire) and when.
@@ -385,7 +383,6 @@ pub(crate) fn register_bodies(
             LocalBody {
                 entity,
                 kind: rigid_body.map_or(BodyKind::Dynamic, |rb| BodyKind::from(*rb)),
-                filter: SequenceFilter::default(),
                 out_seq: Sequence::default(),
                 sent: None,
                 batch_last: None,
@@ -562,10 +559,6 @@ impl OwnershipClient {
                     self.on_owner_record(rx, record);
                 }
             }
-            OwnershipServerMessage::StateRelay { owner: _, state } => {
-                self.stats.relays_received += 1;
-                self.on_relay(rx, &state);
-            }
             OwnershipServerMessage::StateBatch(bytes) => self.on_relay_batch(rx, &bytes),
             OwnershipServerMessage::Reset { body, state } => self.on_reset(rx, body, state),
         }
@@ -580,7 +573,6 @@ impl OwnershipClient {
             return;
         };
         self.stats.resets_received += 1;
-        local.filter.reset();
         local.batch_last = None;
         local.sent = None;
         local.collided_at = None;
@@ -664,45 +656,12 @@ impl OwnershipClient {
             self.stats.unknown_bodies += 1;
             return;
         };
-        let was_mine = machine.owned_priority(body).is_some();
         machine.on_owner_changed(body, owner, priority);
         let is_mine = machine.owned_priority(body).is_some();
-        if was_mine && !is_mine {
-            // Relays about the body matter again; the gap while we owned it may be long.
-            local.filter.reset();
-        }
         if !is_mine {
             local.sent = None;
         }
         self.set_owner_component(rx, body, owner, priority);
-    }
-
-    fn on_relay(&mut self, rx: &mut Rx, state: &PackedBodyState) {
-        let (body, seq, state) = match state_from_wire(state) {
-            Ok(parts) => parts,
-            Err(error) => {
-                self.stats.relays_invalid += 1;
-                debug!("participant: relayed state dropped: {error}");
-                return;
-            }
-        };
-        let Some(local) = self.bodies.get_mut(&body).filter(|b| b.kind.is_ownable()) else {
-            self.stats.unknown_bodies += 1;
-            return;
-        };
-        if self
-            .machine
-            .as_ref()
-            .is_some_and(|m| m.owned_priority(body).is_some())
-        {
-            self.stats.relays_ignored_owned += 1;
-            return;
-        }
-        if !local.filter.accept(seq) {
-            self.stats.relays_stale += 1;
-            return;
-        }
-        self.apply_relayed(rx, body, &state);
     }
 
     /// A batch of relayed states ([rule 15](crate::rules#rule-15--one-state-batch-per-frame)):

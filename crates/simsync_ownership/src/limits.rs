@@ -32,7 +32,8 @@ pub struct EntityServerLimits {
     pub bids: RateLimit,
     /// Releases, per body.
     pub releases: RateLimit,
-    /// `StateUpdate` messages, per body the sender owns (and once more for all others).
+    /// Bodies' states in `StateBatch`es, per body the sender owns (and once more for all
+    /// others).
     pub state_updates: RateLimit,
 }
 

@@ -17,22 +17,22 @@
 //! - to every participant (control channel, reliable and ordered), at the end of each update:
 //!   one `OwnerChanged` per body whose owner or priority changed during it, the latest
 //!   ([coalescing](crate::rules#coalescing)); for a body that ended the update unowned after its
-//!   owner released it at rest (ownership rule 12), also a `StateRelay` of its final state with
-//!   **zero velocities**. A body whose owner went silent or disconnected (ownership rule 5) is
+//!   owner released it at rest (ownership rule 12), also its final state with **zero
+//!   velocities** in a `StateBatch` on the control channel. A body whose owner went silent or disconnected (ownership rule 5) is
 //!   only announced unowned: it keeps moving on every participant until someone takes it over;
 //! - to a participant whose control channel overflowed: the full owner table as `Snapshot`s,
 //!   once it fits ([resync](crate::rules#resync));
-//! - to every participant but the owner: each accepted owner state update, as a `StateRelay`
-//!   on the channel it came on.
+//! - to every participant but the owner: the accepted owner states, in one `StateBatch` per
+//!   participant and update within its relay budget.
 //!
 //! Bids, releases and state updates over their connection's
 //! [`EntityServerLimits`](crate::EntityServerLimits) are dropped unanswered and counted
 //! ([rate limits](crate::rules#rate-limits)).
 //!
-//! Relayed states are renumbered with one server sequence per body (16 bits, wrapping), so
-//! a participant can drop any stale or duplicate relay with one [`SequenceFilter`] per body,
-//! across owner changes. Incoming updates are filtered per body and owner: an update not newer
-//! than the last one accepted from that owner for that body is dropped.
+//! Relayed batches are numbered per receiver, so a participant can drop any stale or duplicate
+//! relay of a body by the batch it came in, across owner changes. Incoming states are filtered
+//! per body and owner: a state from a batch not newer than the last one accepted from that
+//! owner for that body is dropped.
 
 use core::time::Duration;
 use std::collections::BTreeSet;
@@ -62,7 +62,7 @@ use crate::messages::OwnershipChanged;
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::relay::RelayPass;
 use crate::relay::RelayQueue;
-use crate::send_policy::{Sequence, SequenceFilter};
+use crate::send_policy::Sequence;
 use crate::traffic::TrafficTotals;
 use crate::wire;
 
@@ -212,8 +212,6 @@ pub struct EntityServer {
     relay: HashMap<BodyId, RelayBody>,
     entity_of: HashMap<BodyId, Entity>,
     body_of: HashMap<Entity, BodyId>,
-    /// Last accepted update number per (body, owner).
-    filters: HashMap<(BodyId, ParticipantId), SequenceFilter>,
     stats: EntityServerStats,
     decode: DecodeStats,
     limits: EntityServerLimits,
@@ -253,7 +251,6 @@ impl EntityServer {
             relay: HashMap::default(),
             entity_of: HashMap::default(),
             body_of: HashMap::default(),
-            filters: HashMap::default(),
             stats: EntityServerStats::default(),
             decode: DecodeStats::default(),
             limits: EntityServerLimits::default(),
@@ -383,7 +380,6 @@ impl EntityServer {
         };
         self.entity_of.remove(&body);
         self.relay.remove(&body);
-        self.filters.retain(|(b, _), _| *b != body);
         self.batch_filters.retain(|(b, _), _| *b != body);
         for queue in self.queues.values_mut() {
             queue.unregister(body);
@@ -566,7 +562,6 @@ impl EntityServer {
     /// old body, and sends every participant a `Reset`.
     fn reset_body(&mut self, io: &mut Io, body: BodyId, state: Option<BodyState>) {
         self.pending.forget(body);
-        self.filters.retain(|(b, _), _| *b != body);
         self.batch_filters.retain(|(b, _), _| *b != body);
         for queue in self.queues.values_mut() {
             queue.unregister(body);
@@ -709,7 +704,6 @@ impl EntityServer {
         self.resync.remove(&client);
         self.queues.remove(&client);
         self.batch_filters.retain(|(_, p), _| *p != participant);
-        self.filters.retain(|(_, p), _| *p != participant);
         let cleared = self.arbiter.disconnect(participant, io.now);
         info!(
             "entity server: {participant} left; {} bodies cleared",
@@ -729,12 +723,8 @@ impl EntityServer {
         msg: OwnershipClientMessage,
     ) {
         let kind = match &msg {
-            OwnershipClientMessage::Bid { body, .. } => Limited::Bid(self.registered(*body)),
             OwnershipClientMessage::Respawn(state) => Limited::Bid(self.registered(state.body)),
             OwnershipClientMessage::Release { body } => Limited::Release(self.registered(*body)),
-            OwnershipClientMessage::StateUpdate(state) => Limited::StateUpdate(
-                Some(state.body).filter(|b| self.arbiter.owner(*b).is_some_and(|(o, _)| o == from)),
-            ),
             OwnershipClientMessage::StateBatch(bytes) => {
                 // Each entry is limited on its own.
                 self.on_batch(io, client, from, bytes);
@@ -751,9 +741,6 @@ impl EntityServer {
             return;
         }
         match msg {
-            OwnershipClientMessage::Bid { body, priority } => {
-                self.on_bid(io, client, from, body, Priority(priority));
-            }
             OwnershipClientMessage::Release { body } => {
                 self.stats.releases_received += 1;
                 match self.arbiter.release(from, body, io.now) {
@@ -766,27 +753,6 @@ impl EntityServer {
                         self.refuse(io, client, &refusal);
                     }
                 }
-            }
-            OwnershipClientMessage::StateUpdate(state) => {
-                self.stats.state_updates_received += 1;
-                let (body, seq, state) = match wire::state_from_wire(&state) {
-                    Ok(parts) => parts,
-                    Err(error) => {
-                        self.stats.state_updates_invalid += 1;
-                        debug!("entity server: from {from}: {error}");
-                        return;
-                    }
-                };
-                if let Err(refusal) = self.arbiter.owner_update(from, body, io.now) {
-                    self.stats.state_updates_refused.add(refusal.reason);
-                    self.refuse(io, client, &refusal);
-                    return;
-                }
-                if !self.filters.entry((body, from)).or_default().accept(seq) {
-                    self.stats.state_updates_stale += 1;
-                    return;
-                }
-                self.accept_state(client, body, state);
             }
             OwnershipClientMessage::Respawn(state) => self.on_respawn(io, client, from, &state),
             OwnershipClientMessage::StateBatch(_) | OwnershipClientMessage::Bids(_) => {}

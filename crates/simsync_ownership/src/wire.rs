@@ -1,7 +1,6 @@
 //! Conversions between this crate's [`BodyState`] and the wire's one-body [`PackedBodyState`]
-//! (`simsync_net`'s `StateUpdate` / `StateRelay`). Participants and the entity server send
-//! [`StateBatch`](crate::StateBatch)es ([rule 15](crate::rules#rule-15--one-state-batch-per-frame));
-//! the entity server still accepts one-body updates and relays them in its batches.
+//! (`simsync_net`'s `Respawn` / `Reset`). States of owned bodies travel only in
+//! [`StateBatch`](crate::StateBatch)es ([rule 15](crate::rules#rule-15--one-state-batch-per-frame)).
 //!
 //! Ids ([`BodyId`], [`ParticipantId`](crate::ParticipantId)) and refusal reasons
 //! ([`RefusalReason`](crate::RefusalReason)) are `simsync_net`'s own types and need no

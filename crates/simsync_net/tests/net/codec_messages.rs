@@ -7,12 +7,12 @@ use proptest::prelude::*;
 
 use crate::samples::{client_samples, server_samples, state, welcome};
 use simsync_net::{
-    BodyId, ClientMessage, DecodeStats, Hello, InputFingerprint, InputSet, MAX_MESSAGE_BYTES,
-    NetChannel, NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage,
-    PROTOCOL_VERSION, PackedBodyState, PackedRotation, ParticipantId, Protocols, ReconnectToken,
-    RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage, Welcome, check_hello,
-    decode, decode_client_message, decode_client_message_counted, decode_server_message, encode,
-    peek_handshake_version,
+    BidRequest, BodyId, ClientMessage, DecodeStats, Hello, InputFingerprint, InputSet,
+    MAX_MESSAGE_BYTES, NetChannel, NetError, OwnerRecord, OwnershipClientMessage,
+    OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState, PackedRotation, ParticipantId,
+    Protocols, ReconnectToken, RejectReason, ServerMessage, SessionClientMessage,
+    SessionServerMessage, Welcome, check_hello, decode, decode_client_message,
+    decode_client_message_counted, decode_server_message, encode, peek_handshake_version,
 };
 
 #[test]
@@ -80,7 +80,7 @@ fn each_message_goes_on_the_channel_of_its_kind() {
         client,
         [
             Control, Control, Inputs, Inputs, Control, Inputs, Control, Control, Control, Control,
-            State, Snapshot, Control, Control
+            State, Control, Snapshot, Control, Control
         ]
     );
     let server: Vec<NetChannel> = server_samples()
@@ -92,40 +92,39 @@ fn each_message_goes_on_the_channel_of_its_kind() {
         [
             Control, Control, Control, Inputs, Inputs, Control, Inputs, Inputs, Control, Control,
             Control, Control, Control, Control, Control, Control, Control, Control, Control, State,
-            Control, Snapshot
+            Control, Control, Snapshot
         ]
     );
 }
 
-/// Bytes of one state update on the wire (the encoded renet message), by id and sequence size.
+/// Bytes of one body state on the wire, alone and in a `Respawn` (the encoded renet message),
+/// by id and sequence size.
 #[test]
-fn state_update_wire_size() {
+fn body_state_wire_size() {
     let size = |body, seq| {
-        encode(&ClientMessage::Ownership(
-            OwnershipClientMessage::StateUpdate(state(body, seq)),
-        ))
+        encode(&ClientMessage::Ownership(OwnershipClientMessage::Respawn(
+            state(body, seq),
+        )))
         .unwrap()
         .len()
     };
     let bare = |body, seq| encode(&state(body, seq)).unwrap().len();
     // PackedBodyState alone: 12 + 6 + 12 + 12 = 42 bytes + varint id + varint seq.
     assert_eq!(bare(1, 1), 44);
-    // Two enum tags (ClientMessage::Ownership, OwnershipClientMessage::StateUpdate).
+    // Two enum tags (ClientMessage::Ownership, OwnershipClientMessage::Respawn).
     assert_eq!(size(1, 1), 46);
     assert_eq!(size(250, 250), 46);
     assert_eq!(size(250, 65_535), 48);
     assert_eq!(size(65_535, 65_535), 50);
     assert_eq!(size(250, u32::MAX), 50);
     assert_eq!(size(u64::MAX, u32::MAX), 58);
-    // The relay adds the owner's id: one byte below 251.
-    let relay = encode(&ServerMessage::Ownership(
-        OwnershipServerMessage::StateRelay {
-            owner: ParticipantId(2),
-            state: state(1, 1),
-        },
-    ))
+    // A `Reset` adds the body id and the option's tag: two bytes below 251.
+    let reset = encode(&ServerMessage::Ownership(OwnershipServerMessage::Reset {
+        body: BodyId(1),
+        state: Some(state(1, 1)),
+    }))
     .unwrap();
-    assert_eq!(relay.len(), 47);
+    assert_eq!(reset.len(), 48);
     // Ownership record: id + owner + priority.
     let record = encode(&OwnerRecord {
         body: BodyId(10),
@@ -345,13 +344,19 @@ fn any_client_message() -> impl Strategy<Value = ClientMessage> {
                     }
                 )
             ),
-        (any::<u64>(), any::<u8>()).prop_map(|(body, priority)| ClientMessage::Ownership(
-            OwnershipClientMessage::Bid {
-                body: BodyId(body),
-                priority
-            }
-        )),
-        any_state().prop_map(|s| ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(s))),
+        proptest::collection::vec((any::<u64>(), any::<u8>()), 0..8).prop_map(|bids| {
+            ClientMessage::Ownership(OwnershipClientMessage::Bids(
+                bids.into_iter()
+                    .map(|(body, priority)| BidRequest {
+                        body: BodyId(body),
+                        priority,
+                    })
+                    .collect(),
+            ))
+        }),
+        any_state().prop_map(|s| ClientMessage::Ownership(OwnershipClientMessage::Respawn(s))),
+        proptest::collection::vec(any::<u8>(), 0..64)
+            .prop_map(|b| ClientMessage::Ownership(OwnershipClientMessage::StateBatch(b))),
     ]
 }
 
@@ -440,12 +445,14 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
                     .collect()
             ))
         ),
-        (any::<u16>(), any_state()).prop_map(|(owner, state)| ServerMessage::Ownership(
-            OwnershipServerMessage::StateRelay {
-                owner: ParticipantId(owner),
-                state
-            }
-        )),
+        (any::<u64>(), proptest::option::of(any_state())).prop_map(|(body, state)| {
+            ServerMessage::Ownership(OwnershipServerMessage::Reset {
+                body: BodyId(body),
+                state,
+            })
+        }),
+        proptest::collection::vec(any::<u8>(), 0..64)
+            .prop_map(|b| ServerMessage::Ownership(OwnershipServerMessage::StateBatch(b))),
     ]
 }
 

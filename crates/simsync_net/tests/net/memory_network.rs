@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use bevy::prelude::*;
 use simsync_net::prelude::*;
+
+use crate::{batch_number, numbered_batch};
 use simsync_net::{
     Direction, LinkConditionerConfig, OwnerRecord, PROTOCOL_VERSION, RttEstimator, check_hello,
     millis_u32,
@@ -98,8 +100,8 @@ fn server_system(
             ClientMessage::Session(SessionClientMessage::Inputs { first_tick, .. }) => {
                 i64::from(first_tick)
             }
-            ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(body)) => {
-                i64::from(body.seq)
+            ClientMessage::Ownership(OwnershipClientMessage::StateBatch(bytes)) => {
+                i64::from(batch_number(&bytes))
             }
             other => panic!("unexpected {other:?}"),
         };
@@ -131,17 +133,7 @@ fn server_system(
                     disconnected: 0,
                 }],
             }),
-            ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
-                owner: ParticipantId(1),
-                state: PackedBodyState::new(
-                    BodyId(9),
-                    n,
-                    Vec3::new(1.0, 2.0, 3.0),
-                    Quat::from_rotation_y(0.5),
-                    Vec3::X,
-                    Vec3::Y,
-                ),
-            }),
+            ServerMessage::Ownership(OwnershipServerMessage::StateBatch(numbered_batch(n, 47))),
         ];
         for message in &messages {
             server.send_msg(client_id, message).unwrap();
@@ -175,8 +167,8 @@ fn client_system(
             ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
                 first_tick, ..
             }) => i64::from(first_tick),
-            ServerMessage::Ownership(OwnershipServerMessage::StateRelay { state, .. }) => {
-                i64::from(state.seq)
+            ServerMessage::Ownership(OwnershipServerMessage::StateBatch(bytes)) => {
+                i64::from(batch_number(&bytes))
             }
             other => panic!("unexpected {other:?}"),
         };
@@ -213,14 +205,7 @@ fn client_system(
                 inputs: vec![vec![n as u8]; 3],
                 ack_tick: n as i32 - 5,
             }),
-            ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(PackedBodyState::new(
-                BodyId(5),
-                n,
-                Vec3::ZERO,
-                Quat::IDENTITY,
-                Vec3::ONE,
-                Vec3::NEG_ONE,
-            ))),
+            ClientMessage::Ownership(OwnershipClientMessage::StateBatch(numbered_batch(n, 46))),
         ];
         for message in &messages {
             client.send_msg(message).unwrap();

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use bevy::prelude::*;
 use simsync_net::prelude::*;
+
+use crate::{batch_number, numbered_batch};
 use simsync_net::{
     DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS, NETCODE_PROTOCOL_ID,
     PROTOCOL_VERSION, UdpClientTransport, UdpServerConfig, UdpServerTransport, check_hello,
@@ -73,14 +75,11 @@ fn server_system(mut server: ResMut<RenetServer>, mut log: ResMut<ServerLog>) {
                     )
                     .unwrap();
             }
-            ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state)) => {
-                log.state.push((id, state.seq));
+            ClientMessage::Ownership(OwnershipClientMessage::StateBatch(bytes)) => {
+                log.state.push((id, batch_number(&bytes)));
                 server
                     .broadcast_msg(&ServerMessage::Ownership(
-                        OwnershipServerMessage::StateRelay {
-                            owner: ParticipantId(id as u16),
-                            state,
-                        },
+                        OwnershipServerMessage::StateBatch(bytes),
                     ))
                     .unwrap();
             }
@@ -100,8 +99,8 @@ fn client_system(mut client: ResMut<RenetClient>, mut log: ResMut<ClientLog>) {
             }) => {
                 log.confirmed.push(first_tick);
             }
-            ServerMessage::Ownership(OwnershipServerMessage::StateRelay { state, .. }) => {
-                log.relays.push(state.seq);
+            ServerMessage::Ownership(OwnershipServerMessage::StateBatch(bytes)) => {
+                log.relays.push(batch_number(&bytes));
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -129,14 +128,7 @@ fn client_system(mut client: ResMut<RenetClient>, mut log: ResMut<ClientLog>) {
                 inputs: vec![vec![7]],
                 ack_tick: -1,
             }),
-            ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(PackedBodyState::new(
-                BodyId(1),
-                n,
-                Vec3::ONE,
-                Quat::IDENTITY,
-                Vec3::ZERO,
-                Vec3::ZERO,
-            ))),
+            ClientMessage::Ownership(OwnershipClientMessage::StateBatch(numbered_batch(n, 44))),
         ] {
             client.send_msg(&message).unwrap();
         }

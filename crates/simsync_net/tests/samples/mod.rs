@@ -4,7 +4,7 @@
 
 use bevy::math::{Quat, Vec3};
 use simsync_net::{
-    BodyId, ClientMessage, Hello, InputSet, OwnerRecord, OwnershipClientMessage,
+    BidRequest, BodyId, ClientMessage, Hello, InputSet, OwnerRecord, OwnershipClientMessage,
     OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState, ParticipantId, Protocols,
     RefusalReason, RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage,
     SnapshotChunk, Welcome,
@@ -77,12 +77,19 @@ pub fn client_samples() -> Vec<ClientMessage> {
             resources: vec![("game::Score".into(), 0)],
             slots: vec![(0, 1), (1_023, u64::MAX)],
         }),
-        ClientMessage::Ownership(OwnershipClientMessage::Bid {
-            body: BodyId(u64::MAX),
-            priority: 128,
-        }),
+        ClientMessage::Ownership(OwnershipClientMessage::Bids(vec![
+            BidRequest {
+                body: BodyId(u64::MAX),
+                priority: 128,
+            },
+            BidRequest {
+                body: BodyId(3),
+                priority: 1,
+            },
+        ])),
         ClientMessage::Ownership(OwnershipClientMessage::Release { body: BodyId(0) }),
-        ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(state(42, 70_000))),
+        ClientMessage::Ownership(OwnershipClientMessage::StateBatch(vec![9; 300])),
+        ClientMessage::Ownership(OwnershipClientMessage::Respawn(state(42, 70_000))),
         ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk())),
         ClientMessage::Session(SessionClientMessage::SnapshotUnavailable { request: 3 }),
         ClientMessage::Session(SessionClientMessage::SnapshotRefused { request: u32::MAX }),
@@ -175,9 +182,10 @@ pub fn server_samples() -> Vec<ServerMessage> {
             owner: Some(ParticipantId(2)),
             priority: 128,
         }])),
-        ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
-            owner: ParticipantId(2),
-            state: state(1, 1),
+        ServerMessage::Ownership(OwnershipServerMessage::StateBatch(vec![7; 300])),
+        ServerMessage::Ownership(OwnershipServerMessage::Reset {
+            body: BodyId(1),
+            state: Some(state(1, 1)),
         }),
         ServerMessage::Session(SessionServerMessage::SnapshotRequest {
             request: 9,

@@ -12,10 +12,12 @@ use simsync_ownership::{JoinStatus, OwnershipSetupError, Sequence, state_to_wire
 use super::harness::{Body, DT, Session, participant_app, steps};
 
 pub(super) fn bid(body: u64, priority: u8) -> ClientMessage {
-    ClientMessage::Ownership(OwnershipClientMessage::Bid {
-        body: simsync_net::BodyId(body),
-        priority,
-    })
+    ClientMessage::Ownership(OwnershipClientMessage::Bids(vec![
+        simsync_net::BidRequest {
+            body: simsync_net::BodyId(body),
+            priority,
+        },
+    ]))
 }
 
 pub(super) fn release(body: u64) -> ClientMessage {
@@ -24,16 +26,18 @@ pub(super) fn release(body: u64) -> ClientMessage {
     })
 }
 
+/// A state batch numbered `seq` with one body at rest at `position`.
 pub(super) fn update(body: u64, seq: u32, position: Vec3) -> ClientMessage {
-    ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(
-        simsync_net::PackedBodyState::new(
-            simsync_net::BodyId(body),
-            seq,
-            position,
-            Quat::IDENTITY,
-            Vec3::ZERO,
-            Vec3::ZERO,
-        ),
+    let batch = simsync_ownership::StateBatch {
+        seq,
+        focus: None,
+        bodies: vec![(
+            BodyId(body),
+            simsync_ownership::BodyState::resting(position, Quat::IDENTITY),
+        )],
+    };
+    ClientMessage::Ownership(OwnershipClientMessage::StateBatch(
+        batch.encode().expect("encodes"),
     ))
 }
 
@@ -225,10 +229,11 @@ fn handshake_misuse_and_garbage_are_rejected_and_counted() {
     )));
 }
 
-/// State updates from the owner: out-of-range ones are dropped, stale and duplicated ones are
-/// dropped (wrap-safe), fresh ones are relayed and applied by the participants.
+/// State batches from the owner: undecodable ones are dropped whole, stale and duplicated ones
+/// are dropped (wrap-safe across the u32 batch numbers), fresh ones are relayed and applied by
+/// the participants.
 #[test]
-fn stale_duplicate_and_invalid_state_updates_are_dropped() {
+fn stale_duplicate_and_invalid_state_batches_are_dropped() {
     let mut s = Session::perfect(2, &[Body::floating(1, Vec3::ZERO)]);
     let mut raw = raw_client(&s, 60);
     raw_step(&mut s, &mut raw);
@@ -243,26 +248,17 @@ fn stale_duplicate_and_invalid_state_updates_are_dropped() {
     assert!(s.server_owner(1).is_some_and(|(_, p)| p == Priority::GRAB));
     let at = |x: f32| Vec3::new(x, 0.0, 0.0);
     for (seq, x) in [
-        (65_534, 1.0), // relayed
-        (65_533, 9.0), // stale
-        (65_534, 9.0), // duplicate
-        (1, 2.0),      // newer across the wrap: relayed
-        (70_000, 9.0), // does not fit 16 bits: invalid
+        (u32::MAX - 1, 1.0), // relayed
+        (u32::MAX - 2, 9.0), // stale
+        (u32::MAX - 1, 9.0), // duplicate
+        (1, 2.0),            // newer across the wrap: relayed
     ] {
         raw_send(&mut raw, &update(1, seq, at(x)));
     }
-    let mut nan = simsync_net::PackedBodyState::new(
-        simsync_net::BodyId(1),
-        2,
-        Vec3::ZERO,
-        Quat::IDENTITY,
-        Vec3::ZERO,
-        Vec3::ZERO,
-    );
-    nan.position[0] = f32::NAN;
+    // Undecodable: dropped whole.
     raw_send(
         &mut raw,
-        &ClientMessage::Ownership(OwnershipClientMessage::StateUpdate(nan)),
+        &ClientMessage::Ownership(OwnershipClientMessage::StateBatch(vec![0xff; 40])),
     );
     for _ in 0..3 {
         raw_step(&mut s, &mut raw);
@@ -270,7 +266,7 @@ fn stale_duplicate_and_invalid_state_updates_are_dropped() {
     let stats = s.server_stats();
     assert_eq!(stats.state_updates_relayed, 2);
     assert_eq!(stats.state_updates_stale, 2);
-    assert_eq!(stats.state_updates_invalid, 2);
+    assert_eq!(stats.state_batches_invalid, 1);
     for i in 0..2 {
         let (position, _) = s.body_on(i, 1);
         assert!(
@@ -318,27 +314,18 @@ fn a_participant_survives_a_misbehaving_server() {
         reconnect_token: None,
     });
     let relay = |body: u64, seq: u32, x: f32| {
-        ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
-            owner: simsync_net::ParticipantId(9),
-            state: simsync_net::PackedBodyState::new(
-                simsync_net::BodyId(body),
-                seq,
-                Vec3::new(x, 0.0, 0.0),
-                Quat::IDENTITY,
-                Vec3::ZERO,
-                Vec3::ZERO,
-            ),
-        })
+        let batch = simsync_ownership::StateBatch {
+            seq,
+            focus: None,
+            bodies: vec![(
+                BodyId(body),
+                simsync_ownership::BodyState::resting(Vec3::new(x, 0.0, 0.0), Quat::IDENTITY),
+            )],
+        };
+        ServerMessage::Ownership(OwnershipServerMessage::StateBatch(
+            batch.encode().expect("encodes"),
+        ))
     };
-    let mut invalid = simsync_net::PackedBodyState::new(
-        simsync_net::BodyId(1),
-        7,
-        Vec3::ZERO,
-        Quat::IDENTITY,
-        Vec3::ZERO,
-        Vec3::ZERO,
-    );
-    invalid.linvel[1] = f32::INFINITY;
     let messages = [
         welcome.clone(),
         welcome,
@@ -361,10 +348,7 @@ fn a_participant_survives_a_misbehaving_server() {
         relay(1, 5, 3.0),
         relay(1, 4, 8.0),
         relay(1, 5, 8.0),
-        ServerMessage::Ownership(OwnershipServerMessage::StateRelay {
-            owner: simsync_net::ParticipantId(9),
-            state: invalid,
-        }),
+        ServerMessage::Ownership(OwnershipServerMessage::StateBatch(vec![0xff; 40])),
     ];
     {
         let mut renet = server.world_mut().resource_mut::<RenetServer>();
@@ -383,10 +367,12 @@ fn a_participant_survives_a_misbehaving_server() {
     assert_eq!(stats.unknown_bodies, 4, "{stats:?}");
     assert_eq!(stats.relays_applied, 1);
     assert_eq!(stats.relays_stale, 2);
-    assert_eq!(stats.relays_invalid, 1);
+    assert_eq!(stats.state_batches_invalid, 1);
     assert!(state.decode_stats().rejected() >= 1);
+    // The applied relay is the batch of x = 3 (positions are quantized in batches).
     let e = Session::entity(&p, 1);
-    assert_eq!(p.world().get::<Transform>(e).unwrap().translation.x, 3.0);
+    let x = p.world().get::<Transform>(e).unwrap().translation.x;
+    assert!((x - 3.0).abs() < 1e-3, "{x}");
 }
 
 /// An invalid config is reported as a resource, not a panic, and the plugin stays inert.

@@ -3,8 +3,6 @@
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
 use simsync_net::LinkConditionerConfig;
-use simsync_net::prelude::*;
-use simsync_ownership::BodyId;
 use simsync_ownership::prelude::*;
 
 use super::harness::{Body, DT, Session, steps};
@@ -267,42 +265,6 @@ fn after_a_run_every_copy_is_within_1_cm() {
         }
     }
     assert!(worst.1 < 0.01, "body {} differs by {} m", worst.0, worst.1);
-}
-
-/// Wire size of one body's state: a `StateUpdate` is at most 48 bytes for body ids below 251
-/// whatever its 16-bit sequence number (46 below 251, 48 above); the relay adds the owner's
-/// id (1 byte): 47 bytes while the server's relay sequence is below 251, 49 above.
-#[test]
-fn state_update_is_at_most_48_bytes_and_its_relay_47_to_49() {
-    use simsync_ownership::{Sequence, state_to_wire};
-    let state = simsync_ownership::BodyState {
-        position: Vec3::new(12.5, 0.4, -7.25),
-        rotation: Quat::from_rotation_y(1.3),
-        linear_velocity: Vec3::new(1.0, -2.0, 0.5),
-        angular_velocity: Vec3::new(0.0, 3.0, 0.0),
-    };
-    for (body, seq, update_bytes, relay_bytes) in [
-        (7, 3, 46, 47),
-        (250, 250, 46, 47),
-        (250, 251, 48, 49),
-        (250, 65_535, 48, 49),
-    ] {
-        let wire_state = state_to_wire(BodyId(body), Sequence(seq), &state);
-        let update = simsync_net::encode(&ClientMessage::Ownership(
-            OwnershipClientMessage::StateUpdate(wire_state),
-        ))
-        .unwrap();
-        let relay = simsync_net::encode(&ServerMessage::Ownership(
-            OwnershipServerMessage::StateRelay {
-                owner: simsync_net::ParticipantId(3),
-                state: wire_state,
-            },
-        ))
-        .unwrap();
-        assert_eq!(update.len(), update_bytes, "update, seq {seq}");
-        assert_eq!(relay.len(), relay_bytes, "relay, seq {seq}");
-        assert!(update.len() <= 48);
-    }
 }
 
 /// Kinematic and static bodies are never observed, so never bid for, even when poked.
