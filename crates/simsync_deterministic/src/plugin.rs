@@ -26,8 +26,9 @@ use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
     ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, RollbackSetupFailed,
-    SessionEnd, SessionResumed, SessionStalled, SessionStateChanged, SessionStats, UncheckedState,
-    UnregisteredComponent, UnsimulatedEntity, session_update, update_lifecycle,
+    SessionEnd, SessionLifecycle, SessionResumed, SessionStalled, SessionState,
+    SessionStateChanged, SessionStats, UncheckedState, UnregisteredComponent, UnsimulatedEntity,
+    session_update, update_lifecycle,
 };
 use crate::source::{
     DesyncDetected, InputSubstituted, PlayerLeft, PlayerRejoined, SessionRejected,
@@ -361,6 +362,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
         }
     }
 
+    /// Installs the session in `app`: its worlds, clock, lifecycle state, snapshot limits,
+    /// resources, messages, schedules and systems, the guard's reporting and the replays.
     fn install(&self, app: &mut App) -> Result<(), SessionError> {
         let session = DeterministicSession::<I>::new(self.config.clone())?;
         let spec = self.spec();
@@ -372,17 +375,19 @@ impl<I: SimInput> DeterministicPlugin<I> {
         // it here with the session's rate works whether or not `SimSyncPlugins` added it.
         app.add_plugins(VirtualTimePlugin::default().tick_rate(self.config.tick_rate));
         let lifecycle = initial_lifecycle(&self.config);
-        if !app.is_plugin_added::<StatesPlugin>() {
-            app.add_plugins(StatesPlugin);
-            // The transitions run in order (exit, transition, enter, with command flushes
-            // between): Bevy's multi-threaded executor only adds a task dispatch and thread
-            // wake-up per system to every frame (docs/performance.md). An App that brought
-            // its own `StatesPlugin` keeps its choice.
-            app.edit_schedule(StateTransition, |transitions| {
-                transitions.set_executor(SingleThreadedExecutor::new());
-            });
-        }
-        app.insert_state(lifecycle.state);
+        install_states(app, lifecycle.state);
+        self.install_snapshot_limits(app);
+        self.install_session_resources(app, session, lifecycle, game, spec);
+        add_session_messages(app);
+        self.install_session_schedules(app);
+        crate::guard::install_reporting(app);
+        self.install_replays(app);
+        Ok(())
+    }
+
+    /// The snapshot limits given to the builder, with the core's snapshot hooks unless the app
+    /// brought its own; registers the limits' type either way.
+    fn install_snapshot_limits(&self, app: &mut App) {
         if let Some(limits) = self.snapshots {
             app.insert_resource(limits);
             // The snapshot core's capture and load for a networked client's exchange, unless
@@ -392,6 +397,18 @@ impl<I: SimInput> DeterministicPlugin<I> {
             }
         }
         app.register_type::<crate::snapshot::SnapshotLimits>();
+    }
+
+    /// The session, its lifecycle and blueprint, and the resources the session's systems and
+    /// the game read (end, context, stats, local inputs and players).
+    fn install_session_resources(
+        &self,
+        app: &mut App,
+        session: DeterministicSession<I>,
+        lifecycle: SessionLifecycle,
+        game: GameBuilder,
+        spec: WorldSpec,
+    ) {
         app.insert_resource(session)
             .insert_resource(lifecycle)
             .insert_resource(SessionBlueprint::<I> {
@@ -409,29 +426,14 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .register_type::<LocalPlayers>()
             .register_type::<SessionStats>()
             .register_type::<SimulatorContext>()
-            .register_type::<SimEventStats>()
-            .add_message::<ChecksumRecorded>()
-            .add_message::<UnregisteredComponent>()
-            .add_message::<PredictionMismatch>()
-            .add_message::<UnsimulatedEntity>()
-            .add_message::<UncheckedState>()
-            .add_message::<RollbackSetupFailed>()
-            .add_message::<DesyncDetected>()
-            .add_message::<InputSubstituted>()
-            .add_message::<SessionStalled>()
-            .add_message::<SessionResumed>()
-            .add_message::<NeedsSnapshot>()
-            .add_message::<SessionRejected>()
-            .add_message::<UnregisteredSimEvent>()
-            .init_resource::<SimEventStats>()
-            .add_message::<PlayerLeft>()
-            .add_message::<PlayerRejoined>()
-            .add_message::<crate::dump::DesyncDumpWritten>()
-            .add_message::<crate::dump::DesyncDumpFailed>()
-            .add_message::<crate::dump::DesyncReport>()
-            .add_message::<crate::source::SnapshotReceived>()
-            .add_message::<crate::source::SnapshotRejected>()
-            .init_schedule(BeforeVerification)
+            .register_type::<SimEventStats>();
+    }
+
+    /// The session's schedules around verification and prediction, its frame system in
+    /// [`DeterministicSet::SessionUpdate`] (after renet's receive, after reading local input),
+    /// and the frame merge given to the builder (or the default).
+    fn install_session_schedules(&self, app: &mut App) {
+        app.init_schedule(BeforeVerification)
             .init_schedule(BeforePrediction)
             .init_schedule(AfterPrediction)
             .add_systems(
@@ -450,9 +452,6 @@ impl<I: SimInput> DeterministicPlugin<I> {
             Some(merge) => app.insert_resource(FrameMerge(merge)),
             None => app.init_resource::<FrameMerge<I>>(),
         };
-        crate::guard::install_reporting(app);
-        self.install_replays(app);
-        Ok(())
     }
 
     /// The replay messages and systems, and the recorder or playback given to the builder.
@@ -477,6 +476,48 @@ impl<I: SimInput> DeterministicPlugin<I> {
             app.insert_resource(playback);
         }
     }
+}
+
+/// Bevy's `StatesPlugin` (with single-threaded transitions) unless the app brought its own,
+/// and the session's lifecycle `state`.
+fn install_states(app: &mut App, state: SessionState) {
+    if !app.is_plugin_added::<StatesPlugin>() {
+        app.add_plugins(StatesPlugin);
+        // The transitions run in order (exit, transition, enter, with command flushes
+        // between): Bevy's multi-threaded executor only adds a task dispatch and thread
+        // wake-up per system to every frame (docs/performance.md). An App that brought
+        // its own `StatesPlugin` keeps its choice.
+        app.edit_schedule(StateTransition, |transitions| {
+            transitions.set_executor(SingleThreadedExecutor::new());
+        });
+    }
+    app.insert_state(state);
+}
+
+/// Every message the session writes or reads (checks, desyncs, stalls, presence, dumps,
+/// snapshots), and the sim-event stats.
+fn add_session_messages(app: &mut App) {
+    app.add_message::<ChecksumRecorded>()
+        .add_message::<UnregisteredComponent>()
+        .add_message::<PredictionMismatch>()
+        .add_message::<UnsimulatedEntity>()
+        .add_message::<UncheckedState>()
+        .add_message::<RollbackSetupFailed>()
+        .add_message::<DesyncDetected>()
+        .add_message::<InputSubstituted>()
+        .add_message::<SessionStalled>()
+        .add_message::<SessionResumed>()
+        .add_message::<NeedsSnapshot>()
+        .add_message::<SessionRejected>()
+        .add_message::<UnregisteredSimEvent>()
+        .init_resource::<SimEventStats>()
+        .add_message::<PlayerLeft>()
+        .add_message::<PlayerRejoined>()
+        .add_message::<crate::dump::DesyncDumpWritten>()
+        .add_message::<crate::dump::DesyncDumpFailed>()
+        .add_message::<crate::dump::DesyncReport>()
+        .add_message::<crate::source::SnapshotReceived>()
+        .add_message::<crate::source::SnapshotRejected>();
 }
 
 /// The [`LocalPlayers`] before the first session update: every player in a local session, none

@@ -183,65 +183,89 @@ fn build_sub_app<I: SimInput>(
 ) -> Result<SubApp, SessionError> {
     let mut sub = SubApp::new();
     let slots = ReservedSlots::reserve(sub.world_mut(), spec.max_simulation_entities)?;
+    insert_core_resources::<I>(sub.world_mut(), role, spec, types, slots);
+    add_simulation_schedules(&mut sub, spec.parallel);
+    add_physics(&mut sub);
+    add_virtual_time(&mut sub, spec.tick_rate);
+    sub.add_plugins(GamePlugin(game));
+    set_transition_executor(&mut sub, spec.parallel);
+    Ok(sub)
+}
+
+/// The resources every simulation world starts with: `types` as its type registry, its
+/// reserved `slots`, `role`, tick, clocks, simulation entities, player inputs, Rapier's fixed
+/// timestep and the rollback registry.
+fn insert_core_resources<I: SimInput>(
+    world: &mut World,
+    role: WorldRole,
+    spec: &WorldSpec,
+    types: &AppTypeRegistry,
+    slots: ReservedSlots,
+) {
     let dt = spec.tick_rate.tick_duration();
-    {
-        let world = sub.world_mut();
-        world.insert_resource(types.clone());
-        world.insert_resource(slots);
-        world.insert_resource(role);
-        world.insert_resource(SimTick(0));
-        world.insert_resource(spec.tick_rate);
-        world.insert_resource(Time::<()>::default());
-        world.insert_resource(SimulationEntities::new(
-            spec.max_simulation_entities,
-            spec.reuse_delay,
-        ));
-        world.insert_resource(PlayerInputs::<I>::new(spec.players));
-        world.insert_resource(TimestepMode::Fixed {
-            dt: dt.as_secs_f32(),
-            substeps: 1,
-        });
-        let mut registry = RollbackRegistry::default();
-        crate::snapshot::rapier::register_builtin(&mut registry);
-        registry
-            .register_hashed_resource::<SimTick>()
-            .expect("registry open while building");
-        registry
-            .register_builtin_resource::<Time>()
-            .expect("registry open while building");
-        registry
-            .register_resource_checked_elsewhere::<PlayerInputs<I>>()
-            .expect("registry open while building");
-        registry
-            .register_builtin_resource::<SimulationEntities>()
-            .expect("registry open while building");
-        registry
-            .register_builtin_resource::<simsync_time::CurrentInstant>()
-            .expect("registry open while building");
-        {
-            use crate::snapshot::serial::serde_resource;
-            use std::any::TypeId;
-            registry.set_resource_serial(TypeId::of::<SimTick>(), serde_resource::<SimTick>());
-            registry.set_resource_serial(
-                TypeId::of::<PlayerInputs<I>>(),
-                serde_resource::<PlayerInputs<I>>(),
-            );
-            registry.set_resource_serial(
-                TypeId::of::<SimulationEntities>(),
-                serde_resource::<SimulationEntities>(),
-            );
-            let types = world.resource::<AppTypeRegistry>().clone();
-            crate::snapshot::rapier_serial::register_builtin_serials(
-                &mut registry,
-                &mut types.write(),
-            );
-            registry.set_snapshots_enabled(spec.snapshots);
-        }
-        world.insert_resource(registry);
-        world.insert_resource(simsync_time::CurrentInstant::default());
-    }
+    world.insert_resource(types.clone());
+    world.insert_resource(slots);
+    world.insert_resource(role);
+    world.insert_resource(SimTick(0));
+    world.insert_resource(spec.tick_rate);
+    world.insert_resource(Time::<()>::default());
+    world.insert_resource(SimulationEntities::new(
+        spec.max_simulation_entities,
+        spec.reuse_delay,
+    ));
+    world.insert_resource(PlayerInputs::<I>::new(spec.players));
+    world.insert_resource(TimestepMode::Fixed {
+        dt: dt.as_secs_f32(),
+        substeps: 1,
+    });
+    let registry = core_registry::<I>(world, spec.snapshots);
+    world.insert_resource(registry);
+    world.insert_resource(simsync_time::CurrentInstant::default());
+}
+
+/// The rollback registry of a new simulation world: Rapier's built-in state and the core
+/// resources, with their serializers (`world`'s type registry gets Rapier's types); snapshots
+/// on or off as `snapshots` says.
+fn core_registry<I: SimInput>(world: &World, snapshots: bool) -> RollbackRegistry {
+    use crate::snapshot::serial::serde_resource;
+    use std::any::TypeId;
+    let mut registry = RollbackRegistry::default();
+    crate::snapshot::rapier::register_builtin(&mut registry);
+    registry
+        .register_hashed_resource::<SimTick>()
+        .expect("registry open while building");
+    registry
+        .register_builtin_resource::<Time>()
+        .expect("registry open while building");
+    registry
+        .register_resource_checked_elsewhere::<PlayerInputs<I>>()
+        .expect("registry open while building");
+    registry
+        .register_builtin_resource::<SimulationEntities>()
+        .expect("registry open while building");
+    registry
+        .register_builtin_resource::<simsync_time::CurrentInstant>()
+        .expect("registry open while building");
+    registry.set_resource_serial(TypeId::of::<SimTick>(), serde_resource::<SimTick>());
+    registry.set_resource_serial(
+        TypeId::of::<PlayerInputs<I>>(),
+        serde_resource::<PlayerInputs<I>>(),
+    );
+    registry.set_resource_serial(
+        TypeId::of::<SimulationEntities>(),
+        serde_resource::<SimulationEntities>(),
+    );
+    let types = world.resource::<AppTypeRegistry>().clone();
+    crate::snapshot::rapier_serial::register_builtin_serials(&mut registry, &mut types.write());
+    registry.set_snapshots_enabled(snapshots);
+    registry
+}
+
+/// [`SimulationTick`] (multi-threaded when `parallel`), [`SimulationStartup`] and Bevy's
+/// startup schedules.
+fn add_simulation_schedules(sub: &mut SubApp, parallel: bool) {
     let mut tick = Schedule::new(SimulationTick);
-    if spec.parallel {
+    if parallel {
         tick.set_executor(MultiThreadedExecutor::new());
     } else {
         tick.set_executor(SingleThreadedExecutor::new());
@@ -251,6 +275,11 @@ fn build_sub_app<I: SimInput>(
     sub.add_schedule(Schedule::new(PreStartup));
     sub.add_schedule(Schedule::new(Startup));
     sub.add_schedule(Schedule::new(PostStartup));
+}
+
+/// Transforms and Rapier in [`SimulationTick`]: the simulation sets around Rapier's, transform
+/// propagation, and Rapier's removals synced in [`SimulationSet::Cleanup`].
+fn add_physics(sub: &mut SubApp) {
     sub.add_plugins((
         bevy::transform::TransformPlugin,
         RapierPhysicsPlugin::<NoUserData>::default().in_schedule(SimulationTick),
@@ -295,32 +324,40 @@ fn build_sub_app<I: SimInput>(
                 .before(init_rigid_bodies),
         );
     }
+}
+
+/// Virtual time inside the world, driven by [`SimulationTick`] at `tick_rate`, its dispatch in
+/// [`SimulationSet::Prepare`].
+fn add_virtual_time(sub: &mut SubApp, tick_rate: TickRate) {
     // Virtual time inside the world: the session sets `CurrentInstant` to `(tick, 0)` in
     // `run_tick`; the plugin dispatches the registered event queues' due events of that tick
     // before the game's systems (time rule 16).
     sub.add_plugins(
         simsync_time::VirtualTimePlugin::default()
-            .tick_rate(spec.tick_rate)
+            .tick_rate(tick_rate)
             .driven_by(SimulationTick),
     );
     sub.configure_sets(
         SimulationTick,
         simsync_time::VirtualTimeSet::Dispatch.in_set(SimulationSet::Prepare),
     );
-    sub.add_plugins(GamePlugin(game));
+}
+
+/// Runs the rollback states' transitions on the tick's executor (multi-threaded when
+/// `parallel`), if the game added states.
+fn set_transition_executor(sub: &mut SubApp, parallel: bool) {
     // Rollback states run their transitions inside the tick (`StateTransition`): on the tick's
     // own executor, not Bevy's default multi-threaded one, which would wake the thread pool
     // for a few systems at every tick of both worlds.
     if let Some(mut schedules) = sub.world_mut().get_resource_mut::<Schedules>()
         && let Some(transitions) = schedules.get_mut(bevy_state::state::StateTransition)
     {
-        if spec.parallel {
+        if parallel {
             transitions.set_executor(MultiThreadedExecutor::new());
         } else {
             transitions.set_executor(SingleThreadedExecutor::new());
         }
     }
-    Ok(sub)
 }
 
 /// The user's simulation plugins, as a closure run in each simulation sub-app.

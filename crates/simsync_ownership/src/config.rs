@@ -125,13 +125,14 @@ impl OwnershipConfig {
     /// # Errors
     /// [`OwnershipError::InvalidConfig`] naming the first field out of range.
     pub fn validate(&self) -> Result<(), OwnershipError> {
-        let bad = |field: &'static str, value: String, reason: &'static str| {
-            Err(OwnershipError::InvalidConfig {
-                field,
-                value,
-                reason,
-            })
-        };
+        self.validate_priorities()?;
+        self.validate_durations()?;
+        self.validate_thresholds()
+    }
+
+    /// The priority levels: `0 < yield < volunteer < recruit < poke < grab`, and
+    /// `max_bid_priority` at least `volunteer_priority`.
+    fn validate_priorities(&self) -> Result<(), OwnershipError> {
         let levels = [
             ("yield_priority", self.yield_priority),
             ("volunteer_priority", self.volunteer_priority),
@@ -140,7 +141,7 @@ impl OwnershipConfig {
             ("grab_priority", self.grab_priority),
         ];
         if self.yield_priority == Priority::NONE {
-            return bad(
+            return invalid(
                 "yield_priority",
                 "0".into(),
                 "at least 1 (0 means no owner)",
@@ -149,7 +150,7 @@ impl OwnershipConfig {
         for pair in levels.windows(2) {
             let ((_, low), (field, high)) = (pair[0], pair[1]);
             if high <= low {
-                return bad(
+                return invalid(
                     field,
                     high.to_string(),
                     "priority levels must increase: yield < volunteer < recruit < poke < grab",
@@ -157,22 +158,28 @@ impl OwnershipConfig {
             }
         }
         if self.max_bid_priority < self.volunteer_priority {
-            return bad(
+            return invalid(
                 "max_bid_priority",
                 self.max_bid_priority.to_string(),
                 "at least volunteer_priority",
             );
         }
+        Ok(())
+    }
+
+    /// The timings: silence expiry, resend interval and heartbeat non-zero, the heartbeat
+    /// shorter than the silence expiry, `orphan_stop_delay` longer than `volunteer_delay`.
+    fn validate_durations(&self) -> Result<(), OwnershipError> {
         let ms = |d: Duration| format!("{} ms", d.as_millis());
         if self.owner_silence_expiry.is_zero() {
-            return bad(
+            return invalid(
                 "owner_silence_expiry",
                 ms(self.owner_silence_expiry),
                 "greater than zero",
             );
         }
         if self.bid_resend_interval.is_zero() {
-            return bad(
+            return invalid(
                 "bid_resend_interval",
                 ms(self.bid_resend_interval),
                 "greater than zero",
@@ -180,19 +187,24 @@ impl OwnershipConfig {
         }
         if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.owner_silence_expiry
         {
-            return bad(
+            return invalid(
                 "heartbeat_interval",
                 ms(self.heartbeat_interval),
                 "greater than zero and shorter than owner_silence_expiry",
             );
         }
         if self.orphan_stop_delay <= self.volunteer_delay {
-            return bad(
+            return invalid(
                 "orphan_stop_delay",
                 ms(self.orphan_stop_delay),
                 "longer than volunteer_delay",
             );
         }
+        Ok(())
+    }
+
+    /// The state-update thresholds: finite and ≥ 0.
+    fn validate_thresholds(&self) -> Result<(), OwnershipError> {
         for (field, value) in [
             ("position_threshold_meters", self.position_threshold_meters),
             (
@@ -201,7 +213,7 @@ impl OwnershipConfig {
             ),
         ] {
             if !value.is_finite() || value < 0.0 {
-                return bad(field, value.to_string(), "a finite number ≥ 0");
+                return invalid(field, value.to_string(), "a finite number ≥ 0");
             }
         }
         Ok(())
@@ -217,6 +229,15 @@ impl OwnershipConfig {
             asked
         }
     }
+}
+
+/// The [`OwnershipError::InvalidConfig`] for `field` at `value`, which must be `reason`.
+fn invalid(field: &'static str, value: String, reason: &'static str) -> Result<(), OwnershipError> {
+    Err(OwnershipError::InvalidConfig {
+        field,
+        value,
+        reason,
+    })
 }
 
 #[cfg(test)]

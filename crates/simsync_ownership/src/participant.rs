@@ -432,6 +432,21 @@ fn tick_not_owned(
     actions: &mut Vec<Action>,
 ) {
     let body = obs.body;
+    drop_owner_requests(t);
+    track_active_unowned(t, obs, now);
+    if stop_if_orphaned(t, now, config) {
+        actions.push(Action::ZeroVelocity { body });
+        return;
+    }
+    drop_hopeless_bid(t);
+    let Some(p) = wanted_bid(t, obs, now, config) else {
+        return;
+    };
+    bid_or_refuse(t, body, p, now, config, actions);
+}
+
+/// Clears a release or priority change still outstanding for a body no longer ours.
+fn drop_owner_requests(t: &mut TrackedBody) {
     if !matches!(
         t.outstanding.map(|o| o.request),
         None | Some(PendingRequest::Bid(_))
@@ -439,24 +454,33 @@ fn tick_not_owned(
         // A release or priority change for a body no longer ours: nothing left to ask.
         t.outstanding = None;
     }
-    // Rule 7's timer runs while the body is seen moving and unowned.
+}
+
+/// Runs rule 7's timer: set while the body is seen moving and unowned, cleared otherwise.
+fn track_active_unowned(t: &mut TrackedBody, obs: &BodyObservation, now: Duration) {
     if obs.active && t.owner.is_none() {
         t.active_unowned_since.get_or_insert(now);
     } else {
         t.active_unowned_since = None;
     }
-    // Rule 5's orphans: a body moving and unowned that nobody took over (rules 7, 14) for
-    // `orphan_stop_delay` is stopped where it is here, unless our own bid for it is in flight.
-    if t.owner.is_none()
+}
+
+/// Rule 5's orphans: whether a body moving and unowned that nobody took over (rules 7, 14) for
+/// `orphan_stop_delay` is to be stopped where it is here, unless our own bid for it is in
+/// flight; resets the timer when it is.
+fn stop_if_orphaned(t: &mut TrackedBody, now: Duration, config: &OwnershipConfig) -> bool {
+    let orphaned = t.owner.is_none()
         && t.outstanding.is_none()
         && t.active_unowned_since
-            .is_some_and(|since| now.saturating_sub(since) >= config.orphan_stop_delay)
-    {
+            .is_some_and(|since| now.saturating_sub(since) >= config.orphan_stop_delay);
+    if orphaned {
         t.active_unowned_since = None;
-        actions.push(Action::ZeroVelocity { body });
-        return;
     }
-    // An outstanding bid below a known owner's priority can no longer win.
+    orphaned
+}
+
+/// Drops an outstanding bid below a known owner's priority: it can no longer win.
+fn drop_hopeless_bid(t: &mut TrackedBody) {
     if let Some(Outstanding {
         request: PendingRequest::Bid(q),
         ..
@@ -466,7 +490,16 @@ fn tick_not_owned(
     {
         t.outstanding = None;
     }
+}
 
+/// The bid this tick asks for, clamped to `max_bid_priority`: the highest of the event
+/// trigger (rules 8, 9, 10), the knock-on (rule 11) and a volunteer bid (rules 7, 14).
+fn wanted_bid(
+    t: &TrackedBody,
+    obs: &BodyObservation,
+    now: Duration,
+    config: &OwnershipConfig,
+) -> Option<Priority> {
     let volunteer = obs.interested && obs.active && {
         match t.owner {
             // Rule 14: the owner yielded; no delay.
@@ -482,7 +515,7 @@ fn tick_not_owned(
         .hit_by_owned
         .filter(|_| t.owner.is_none())
         .map(|n| n.saturating_sub(1).max(config.volunteer_priority));
-    let wanted = [
+    [
         event_trigger(obs, config),
         knock_on,
         volunteer.then_some(config.volunteer_priority),
@@ -490,9 +523,19 @@ fn tick_not_owned(
     .into_iter()
     .flatten()
     .max()
-    .map(|p| p.min(config.max_bid_priority));
+    .map(|p| p.min(config.max_bid_priority))
+}
 
-    let Some(p) = wanted else { return };
+/// Sends a bid at `p` unless one at least as high is outstanding or a refusal is being backed
+/// off; refuses it locally instead when it cannot win (rule 6).
+fn bid_or_refuse(
+    t: &mut TrackedBody,
+    body: BodyId,
+    p: Priority,
+    now: Duration,
+    config: &OwnershipConfig,
+    actions: &mut Vec<Action>,
+) {
     let backing_off = t
         .refused
         .is_some_and(|(q, at)| q >= p && now.saturating_sub(at) < config.bid_resend_interval);

@@ -5,6 +5,7 @@ use std::any::TypeId;
 use std::hash::Hasher;
 
 use bevy::prelude::*;
+use bevy::reflect::enums::Enum;
 use bevy::reflect::{PartialReflect, ReflectRef};
 
 use super::format::{
@@ -208,6 +209,9 @@ fn join(prefix: &str, name: &str) -> String {
     }
 }
 
+/// Flattens `value`, found at `path` and `depth` levels down, into `out`: its leaves, or one
+/// "left out" marker once `out` holds [`MAX_FIELDS_PER_VALUE`] fields, or its debug text at
+/// [`MAX_DEPTH`].
 fn flatten_into(
     value: &dyn PartialReflect,
     path: String,
@@ -224,74 +228,88 @@ fn flatten_into(
         return;
     }
     if depth >= MAX_DEPTH {
-        out.push(DumpedField {
-            path,
-            value: format!("{value:?}"),
-        });
+        push_leaf(value, path, out);
         return;
     }
     let next = depth + 1;
     match value.reflect_ref() {
         ReflectRef::Struct(s) if s.field_len() > 0 => {
-            for i in 0..s.field_len() {
-                if let (Some(name), Some(field)) = (s.name_at(i), s.field_at(i)) {
-                    flatten_into(field, join(&path, name), next, out);
-                }
-            }
+            let fields = (0..s.field_len())
+                .filter_map(|i| Some((s.name_at(i)?.to_string(), s.field_at(i)?)));
+            flatten_children(fields, &path, next, out);
         }
         ReflectRef::TupleStruct(s) if s.field_len() > 0 => {
-            for i in 0..s.field_len() {
-                if let Some(field) = s.field(i) {
-                    flatten_into(field, join(&path, &i.to_string()), next, out);
-                }
-            }
+            let fields = (0..s.field_len()).filter_map(|i| Some((i.to_string(), s.field(i)?)));
+            flatten_children(fields, &path, next, out);
         }
         ReflectRef::Tuple(t) if t.field_len() > 0 => {
-            for i in 0..t.field_len() {
-                if let Some(field) = t.field(i) {
-                    flatten_into(field, join(&path, &i.to_string()), next, out);
-                }
-            }
+            let fields = (0..t.field_len()).filter_map(|i| Some((i.to_string(), t.field(i)?)));
+            flatten_children(fields, &path, next, out);
         }
         ReflectRef::List(list) => {
             out.push(DumpedField {
                 path: join(&path, "len"),
                 value: list.len().to_string(),
             });
-            for (i, item) in list.iter().enumerate() {
-                flatten_into(item, join(&path, &format!("[{i}]")), next, out);
-            }
+            let items = list
+                .iter()
+                .enumerate()
+                .map(|(i, item)| (format!("[{i}]"), item));
+            flatten_children(items, &path, next, out);
         }
         ReflectRef::Array(array) => {
-            for (i, item) in array.iter().enumerate() {
-                flatten_into(item, join(&path, &format!("[{i}]")), next, out);
-            }
+            let items = array
+                .iter()
+                .enumerate()
+                .map(|(i, item)| (format!("[{i}]"), item));
+            flatten_children(items, &path, next, out);
         }
-        ReflectRef::Enum(e) => {
-            let variant = join(&path, "variant");
-            out.push(DumpedField {
-                path: variant,
-                value: e.variant_name().to_string(),
-            });
-            for i in 0..e.field_len() {
-                let name = e
-                    .name_at(i)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| i.to_string());
-                if let Some(field) = e.field_at(i) {
-                    flatten_into(
-                        field,
-                        join(&path, &format!("{}::{name}", e.variant_name())),
-                        next,
-                        out,
-                    );
-                }
-            }
+        ReflectRef::Enum(e) => flatten_enum(e, &path, next, out),
+        _ => push_leaf(value, path, out),
+    }
+}
+
+/// `value` as one leaf field at `path`, in its debug text.
+fn push_leaf(value: &dyn PartialReflect, path: String, out: &mut Vec<DumpedField>) {
+    out.push(DumpedField {
+        path,
+        value: format!("{value:?}"),
+    });
+}
+
+/// Flattens each `(name, child)` of the value at `path` into `out`, in order, at `depth`.
+fn flatten_children<'a>(
+    children: impl Iterator<Item = (String, &'a dyn PartialReflect)>,
+    path: &str,
+    depth: usize,
+    out: &mut Vec<DumpedField>,
+) {
+    for (name, child) in children {
+        flatten_into(child, join(path, &name), depth, out);
+    }
+}
+
+/// An enum value at `path`: its variant's name, then its fields (by name, or by position in a
+/// tuple variant) under `Variant::field`, at `depth`.
+fn flatten_enum(e: &dyn Enum, path: &str, depth: usize, out: &mut Vec<DumpedField>) {
+    let variant = join(path, "variant");
+    out.push(DumpedField {
+        path: variant,
+        value: e.variant_name().to_string(),
+    });
+    for i in 0..e.field_len() {
+        let name = e
+            .name_at(i)
+            .map(str::to_string)
+            .unwrap_or_else(|| i.to_string());
+        if let Some(field) = e.field_at(i) {
+            flatten_into(
+                field,
+                join(path, &format!("{}::{name}", e.variant_name())),
+                depth,
+                out,
+            );
         }
-        _ => out.push(DumpedField {
-            path,
-            value: format!("{value:?}"),
-        }),
     }
 }
 

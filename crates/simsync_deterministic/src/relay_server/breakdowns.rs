@@ -10,7 +10,7 @@
 //! Without a checksum majority (two players, or a split) entries are named where reporters
 //! disagree.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use simsync_net::{MAX_BREAKDOWN_ENTRIES, MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS};
@@ -182,9 +182,6 @@ pub(crate) fn compare(
     if reporters.len() < 2 {
         return None;
     }
-    let is_named = |slot: u8| named.contains(&slot);
-    let majority_side: Vec<&(u8, &Breakdown)> =
-        reporters.iter().filter(|(s, _)| !is_named(*s)).collect();
     let mut report = BreakdownReport {
         tick,
         players: Vec::new(),
@@ -198,28 +195,85 @@ pub(crate) fn compare(
         .iter()
         .map(|(s, b)| (*s, entries(b), slot_entries(b)))
         .collect();
-    // Keys in the first reporter's order, then those only others have.
+    let mut judge = KeyJudge {
+        named,
+        honest_reference: reporters.iter().any(|(s, _)| !named.contains(s)),
+        differing_players: BTreeSet::new(),
+        liars: BTreeSet::new(),
+    };
+    for name in entry_names(&reporters) {
+        let values = all_entries
+            .iter()
+            .map(|(s, e, _)| (*s, e.get(&name).copied()))
+            .collect();
+        if judge.differs(values) && report.components.len() < MAX_BREAKDOWN_ENTRIES {
+            report.components.push(name);
+        }
+    }
+    for slot in entry_slots(&all_entries) {
+        let values = all_entries
+            .iter()
+            .map(|(s, _, e)| (*s, e.get(&slot).copied()))
+            .collect();
+        if judge.differs(values) && report.slots.len() < MAX_BREAKDOWN_SLOTS {
+            report.slots.push(slot);
+        }
+    }
+    report.players = judge.differing_players.into_iter().collect();
+    report.contradicting = judge.liars.into_iter().collect();
+    Some(report)
+}
+
+/// Every named entry's key, in the first reporter's order, then those only others have.
+fn entry_names(reporters: &[(u8, &Breakdown)]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for (_, b) in &reporters {
+    for (_, b) in reporters {
         for (name, _) in b.named_entries() {
             if !names.contains(&name) {
                 names.push(name);
             }
         }
     }
+    names
+}
+
+/// Every slot any reporter has an entry for, ascending.
+fn entry_slots(all_entries: &[Entries]) -> Vec<u32> {
     let mut slots: Vec<u32> = all_entries
         .iter()
         .flat_map(|(_, _, s)| s.keys().copied())
         .collect();
     slots.sort_unstable();
     slots.dedup();
-    let mut differing_players = std::collections::BTreeSet::new();
-    let mut liars = std::collections::BTreeSet::new();
-    let honest_reference = !majority_side.is_empty();
-    let mut judge_key = |values: Vec<(u8, Option<u64>)>| -> bool {
+    slots
+}
+
+/// Judges one entry at a time against its reference value and collects who differs: named
+/// players, or unnamed ones contradicting the majority they belong to.
+struct KeyJudge<'a> {
+    /// The slots the checksum judge named as desynced.
+    named: &'a [u8],
+    /// Some reporter is not named: the reference comes from the unnamed (majority) side.
+    honest_reference: bool,
+    /// Players whose entries differ from the reference.
+    differing_players: BTreeSet<u8>,
+    /// Unnamed players whose entries differ from the reference: their checksum and breakdown
+    /// contradict each other.
+    liars: BTreeSet<u8>,
+}
+
+impl KeyJudge<'_> {
+    /// Whether the checksum judge named `slot`.
+    fn is_named(&self, slot: u8) -> bool {
+        self.named.contains(&slot)
+    }
+
+    /// Whether one entry (`values`: each reporter's value, `None` when absent) differs from
+    /// the reference for a player counted as differing; records those players and the liars.
+    fn differs(&mut self, values: Vec<(u8, Option<u64>)>) -> bool {
         let reference_pool: Vec<Option<u64>> = values
             .iter()
-            .filter(|(s, _)| !honest_reference || !is_named(*s))
+            .filter(|(s, _)| !self.honest_reference || !self.is_named(*s))
             .map(|(_, v)| *v)
             .collect();
         // Majority players split on the entry (one of them lies): the value most reporters
@@ -231,36 +285,15 @@ pub(crate) fn compare(
             if reference.is_some_and(|r| r == *value) {
                 continue;
             }
-            if honest_reference && !is_named(*slot) {
-                liars.insert(*slot);
+            if self.honest_reference && !self.is_named(*slot) {
+                self.liars.insert(*slot);
             } else {
-                differing_players.insert(*slot);
+                self.differing_players.insert(*slot);
                 differs = true;
             }
         }
         differs
-    };
-    for name in names {
-        let values = all_entries
-            .iter()
-            .map(|(s, e, _)| (*s, e.get(&name).copied()))
-            .collect();
-        if judge_key(values) && report.components.len() < MAX_BREAKDOWN_ENTRIES {
-            report.components.push(name);
-        }
     }
-    for slot in slots {
-        let values = all_entries
-            .iter()
-            .map(|(s, _, e)| (*s, e.get(&slot).copied()))
-            .collect();
-        if judge_key(values) && report.slots.len() < MAX_BREAKDOWN_SLOTS {
-            report.slots.push(slot);
-        }
-    }
-    report.players = differing_players.into_iter().collect();
-    report.contradicting = liars.into_iter().collect();
-    Some(report)
 }
 
 /// The value reported more often than every other one (`None` when there is no such value:

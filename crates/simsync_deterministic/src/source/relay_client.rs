@@ -518,6 +518,8 @@ impl<I: SimInput> RelayClient<I> {
         }
     }
 
+    /// Handles one decoded server message: the handshake, pings and pongs here, session
+    /// messages in [`Self::on_session_message`]; ownership messages are not for this client.
     fn on_message(
         &mut self,
         client: &mut RenetClient,
@@ -525,27 +527,7 @@ impl<I: SimInput> RelayClient<I> {
         message: ServerMessage,
     ) {
         match message {
-            ServerMessage::Welcome(welcome) => {
-                let (slot, server_tick) = (welcome.player_slot, welcome.server_tick);
-                if self.handshake.on_welcome(welcome) {
-                    if self.handshake.is_joined() {
-                        self.stats.slot = slot;
-                        self.stats.reconnect_token = self.handshake.reconnect_token();
-                        self.input_floor = server_tick.max(0);
-                        if self.reconnect.phase().is_reconnecting() {
-                            self.reconnect.rejoined();
-                            self.stats.reconnect = self.reconnect.phase();
-                            self.stats.reconnects += 1;
-                        }
-                        info!(
-                            "session client: welcomed as player {slot:?} at server tick \
-                             {server_tick}"
-                        );
-                    } else {
-                        self.on_join_refused();
-                    }
-                }
-            }
+            ServerMessage::Welcome(welcome) => self.on_welcome(welcome),
             ServerMessage::Rejected { reason } => {
                 if self.handshake.on_rejected(reason) {
                     self.on_join_refused();
@@ -554,89 +536,150 @@ impl<I: SimInput> RelayClient<I> {
             ServerMessage::Ping { t } => {
                 let _ = client.send_msg(&ClientMessage::Pong { t });
             }
-            ServerMessage::Pong { t, .. } => {
-                if self.rtt.on_pong(t, millis_u32(self.now)).is_some() {
-                    self.stats.rtt_ms = self.rtt.rtt_ms_or(0.0);
-                    self.stats.jitter_ms = self.rtt.jitter_ms();
-                }
+            ServerMessage::Pong { t, .. } => self.on_pong(t),
+            ServerMessage::Session(message) => self.on_session_message(buffer, message),
+            ServerMessage::Ownership(_) => {}
+        }
+    }
+
+    /// The server's `Welcome`: joined (slot, reconnect token and input floor kept; a reconnect
+    /// counted as rejoined), or refused when the handshake says so.
+    fn on_welcome(&mut self, welcome: simsync_net::Welcome) {
+        let (slot, server_tick) = (welcome.player_slot, welcome.server_tick);
+        if !self.handshake.on_welcome(welcome) {
+            return;
+        }
+        if self.handshake.is_joined() {
+            self.stats.slot = slot;
+            self.stats.reconnect_token = self.handshake.reconnect_token();
+            self.input_floor = server_tick.max(0);
+            if self.reconnect.phase().is_reconnecting() {
+                self.reconnect.rejoined();
+                self.stats.reconnect = self.reconnect.phase();
+                self.stats.reconnects += 1;
             }
-            ServerMessage::Session(SessionServerMessage::Start { .. }) => {
+            info!("session client: welcomed as player {slot:?} at server tick {server_tick}");
+        } else {
+            self.on_join_refused();
+        }
+    }
+
+    /// A pong to our ping sent at `t`: updates the round-trip time and jitter in the stats.
+    fn on_pong(&mut self, t: u32) {
+        if self.rtt.on_pong(t, millis_u32(self.now)).is_some() {
+            self.stats.rtt_ms = self.rtt.rtt_ms_or(0.0);
+            self.stats.jitter_ms = self.rtt.jitter_ms();
+        }
+    }
+
+    /// Handles one session message from the relay: start, confirmed inputs, snapshots, clock,
+    /// desyncs, presence and falling behind.
+    fn on_session_message(&mut self, buffer: &mut InputBuffer<I>, message: SessionServerMessage) {
+        match message {
+            SessionServerMessage::Start { .. } => {
                 self.stats.started = true;
             }
-            ServerMessage::Session(SessionServerMessage::ConfirmedInputs { first_tick, sets }) => {
+            SessionServerMessage::ConfirmedInputs { first_tick, sets } => {
                 if self.snapshots.awaiting() {
                     self.snapshots.hold(first_tick, sets);
                 } else {
                     self.on_confirmed(buffer, first_tick, &sets);
                 }
             }
-            ServerMessage::Session(SessionServerMessage::SnapshotRequest {
+            SessionServerMessage::SnapshotRequest {
                 request,
                 min_tick,
                 max_bytes,
-            }) => self.on_snapshot_request(request, min_tick, max_bytes),
-            ServerMessage::Session(SessionServerMessage::SnapshotChunk(chunk)) => {
-                let max = self.config.max_snapshot_bytes;
-                if let Err(error) = self.snapshots.on_chunk(chunk, max) {
-                    warn!("session client: snapshot chunk refused: {error}");
-                }
-                self.stats.snapshots = self.snapshots.stats.clone();
-            }
-            ServerMessage::Session(SessionServerMessage::Clock {
+            } => self.on_snapshot_request(request, min_tick, max_bytes),
+            SessionServerMessage::SnapshotChunk(chunk) => self.on_snapshot_chunk(chunk),
+            SessionServerMessage::Clock {
                 input_lead_ticks,
                 server_tick,
-            }) => {
+            } => {
                 self.stats.input_lead_ticks = input_lead_ticks;
                 self.server_clock = Some((server_tick, self.now));
             }
-            ServerMessage::Session(SessionServerMessage::Desync { tick, players }) => {
+            SessionServerMessage::Desync { tick, players } => {
                 self.on_desync(tick, players);
             }
-            ServerMessage::Session(SessionServerMessage::PlayerLeft { slot, tick }) => {
-                info!("session client: player {slot} left at tick {tick}; its inputs are replaced");
-                self.reports
-                    .push(NetReport::PlayerLeft(PlayerLeft { player: slot, tick }));
+            SessionServerMessage::PlayerLeft { slot, tick } => self.on_player_left(slot, tick),
+            SessionServerMessage::PlayerRejoined { slot, tick } => {
+                self.on_player_rejoined(slot, tick);
             }
-            ServerMessage::Session(SessionServerMessage::PlayerRejoined { slot, tick }) => {
-                info!("session client: player {slot} is back at tick {tick}");
-                self.reports.push(NetReport::PlayerRejoined(PlayerRejoined {
-                    player: slot,
-                    tick,
-                }));
+            SessionServerMessage::Behind { oldest_available } => {
+                self.on_behind(buffer, oldest_available);
             }
-            ServerMessage::Session(SessionServerMessage::Behind { oldest_available }) => {
-                // Stale if the sets it missed arrived meanwhile.
-                if buffer.max_verifiable_tick() + 1 < oldest_available {
-                    error!(
-                        "session client: the relay holds confirmed inputs from tick \
-                         {oldest_available} only; this client needs a snapshot"
-                    );
-                    self.stats.needs_snapshot_from = Some(oldest_available);
-                    self.reports
-                        .push(NetReport::NeedsSnapshot { oldest_available });
-                }
-            }
-            ServerMessage::Session(SessionServerMessage::DesyncReport {
+            SessionServerMessage::DesyncReport {
                 tick,
                 players,
                 components,
                 slots,
-            }) => {
-                error!(
-                    "session client: desync at tick {tick} is in components {components:?}, \
-                     slots {slots:?} (players {players:?})"
-                );
-                let report = crate::dump::DesyncReport {
-                    tick,
-                    players,
-                    components,
-                    slots,
-                };
-                self.stats.last_desync_report = Some(report.clone());
-                self.reports.push(NetReport::DesyncReport(report));
-            }
-            ServerMessage::Ownership(_) => {}
+            } => self.on_desync_report(tick, players, components, slots),
         }
+    }
+
+    /// One chunk of the snapshot this client awaits: assembled (or refused with a warning), and
+    /// the snapshot stats updated.
+    fn on_snapshot_chunk(&mut self, chunk: simsync_net::SnapshotChunk) {
+        let max = self.config.max_snapshot_bytes;
+        if let Err(error) = self.snapshots.on_chunk(chunk, max) {
+            warn!("session client: snapshot chunk refused: {error}");
+        }
+        self.stats.snapshots = self.snapshots.stats.clone();
+    }
+
+    /// Player `slot` left at server tick `tick`: logged and reported.
+    fn on_player_left(&mut self, slot: PlayerIndex, tick: Tick) {
+        info!("session client: player {slot} left at tick {tick}; its inputs are replaced");
+        self.reports
+            .push(NetReport::PlayerLeft(PlayerLeft { player: slot, tick }));
+    }
+
+    /// Player `slot` came back at server tick `tick`: logged and reported.
+    fn on_player_rejoined(&mut self, slot: PlayerIndex, tick: Tick) {
+        info!("session client: player {slot} is back at tick {tick}");
+        self.reports.push(NetReport::PlayerRejoined(PlayerRejoined {
+            player: slot,
+            tick,
+        }));
+    }
+
+    /// The relay holds confirmed inputs from `oldest_available` only: unless the missing sets
+    /// arrived meanwhile, this client needs a snapshot (logged, kept and reported).
+    fn on_behind(&mut self, buffer: &InputBuffer<I>, oldest_available: Tick) {
+        // Stale if the sets it missed arrived meanwhile.
+        if buffer.max_verifiable_tick() + 1 < oldest_available {
+            error!(
+                "session client: the relay holds confirmed inputs from tick \
+                 {oldest_available} only; this client needs a snapshot"
+            );
+            self.stats.needs_snapshot_from = Some(oldest_available);
+            self.reports
+                .push(NetReport::NeedsSnapshot { oldest_available });
+        }
+    }
+
+    /// The relay's breakdown of the desync at `tick`: logged, kept as the last report and
+    /// reported.
+    fn on_desync_report(
+        &mut self,
+        tick: Tick,
+        players: Vec<PlayerIndex>,
+        components: Vec<String>,
+        slots: Vec<u32>,
+    ) {
+        error!(
+            "session client: desync at tick {tick} is in components {components:?}, \
+             slots {slots:?} (players {players:?})"
+        );
+        let report = crate::dump::DesyncReport {
+            tick,
+            players,
+            components,
+            slots,
+        };
+        self.stats.last_desync_report = Some(report.clone());
+        self.reports.push(NetReport::DesyncReport(report));
     }
 
     /// The relay asks for a snapshot: kept for the capture outside the session update, or
