@@ -83,7 +83,7 @@ pub use rate::{RateLimit, RateLimiter, TokenBucket};
 pub use rejoin::{ReconnectPolicy, ReconnectTokens, entropy_seed, siphash24};
 pub use remote_errors::{
     NETCODE_CONNECTION_REQUEST_BYTES, REMOTE_ERROR_LOG_INTERVAL, REMOTE_ERROR_LOG_TARGET,
-    RemoteErrorKind, RemoteErrors, ThrottledLine, screen_datagram,
+    RemoteErrorKind, RemoteErrors, ThrottledLine, open_connect_token, screen_datagram,
 };
 pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{

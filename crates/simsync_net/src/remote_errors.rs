@@ -1,6 +1,7 @@
 //! Transport errors caused by remote peers, counted and logged at most once per second per kind
 //! ([wire rule 11](crate::rules)): [`RemoteErrorKind`], [`RemoteErrors`], and
-//! [`screen_datagram`], the check a UDP server runs on every datagram before netcode sees it.
+//! [`screen_datagram`] and [`open_connect_token`], the checks a UDP server runs on every
+//! datagram before netcode sees it.
 
 use std::time::Duration;
 
@@ -35,6 +36,9 @@ pub enum RemoteErrorKind {
     WrongProtocol,
     /// A connection request whose token has expired.
     ExpiredToken,
+    /// A connection request whose token the server's key does not open: forged, damaged, or
+    /// sealed for another server.
+    BadToken,
     /// A packet other than a connection request from an address that is neither connected
     /// nor connecting (garbage, or a client the server has already dropped).
     UnknownSender,
@@ -46,11 +50,12 @@ pub enum RemoteErrorKind {
 
 impl RemoteErrorKind {
     /// Every kind, in order.
-    pub const ALL: [RemoteErrorKind; 7] = [
+    pub const ALL: [RemoteErrorKind; 8] = [
         Self::TooSmall,
         Self::Malformed,
         Self::WrongProtocol,
         Self::ExpiredToken,
+        Self::BadToken,
         Self::UnknownSender,
         Self::BadPayload,
         Self::SendFailed,
@@ -80,11 +85,14 @@ pub struct ThrottledLine {
 /// interval has passed. So a flood of any size makes at most one line per kind per second.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Reflect)]
 pub struct RemoteErrors {
-    counts: [u64; 7],
-    unlogged: [u64; 7],
-    last_logged: [Option<Duration>; 7],
+    counts: [u64; KINDS],
+    unlogged: [u64; KINDS],
+    last_logged: [Option<Duration>; KINDS],
     lines: u64,
 }
+
+/// How many [`RemoteErrorKind`]s there are.
+const KINDS: usize = RemoteErrorKind::ALL.len();
 
 impl RemoteErrors {
     /// Counts one error of `kind` at time `now`; returns the line to log, if one is due.
@@ -193,6 +201,46 @@ pub fn screen_datagram(
     Ok(())
 }
 
+/// Bytes of a connect token's sealed private part (the MAC included).
+const NETCODE_PRIVATE_TOKEN_BYTES: usize = 1_024;
+/// Bytes of the MAC that ends the sealed private part.
+const NETCODE_MAC_BYTES: usize = 16;
+
+/// Whether the private connect token of `request`, a connection request that passed
+/// [`screen_datagram`], opens with `key` (the server's private key; all zeros for an unsecure
+/// server, as netcode uses) for `protocol_id` ([wire rule 11](crate::rules)). netcode seals it
+/// with XChaCha20-Poly1305 over the version, protocol id and expiry; this opens a copy the same
+/// way (with the `chacha20poly1305` crate, as renetcode does), so a request netcode would refuse
+/// for its token never reaches netcode, which would log an error for each one. It does not
+/// read what the token says (client id, server addresses): netcode does.
+///
+/// # Errors
+///
+/// [`RemoteErrorKind::Malformed`] for a datagram of the wrong size, [`RemoteErrorKind::BadToken`]
+/// when the token does not open.
+pub fn open_connect_token(
+    request: &[u8],
+    protocol_id: u64,
+    key: &[u8; 32],
+) -> Result<(), RemoteErrorKind> {
+    use chacha20poly1305::{AeadInPlace, Key, KeyInit, Tag, XChaCha20Poly1305, XNonce};
+    if request.len() != NETCODE_CONNECTION_REQUEST_BYTES {
+        return Err(RemoteErrorKind::Malformed);
+    }
+    let mut aad = [0u8; 13 + 8 + 8];
+    aad[..13].copy_from_slice(NETCODE_VERSION_INFO);
+    aad[13..21].copy_from_slice(&protocol_id.to_le_bytes());
+    aad[21..29].copy_from_slice(&request[22..30]);
+    let nonce = XNonce::from_slice(&request[30..54]);
+    let mut sealed = [0u8; NETCODE_PRIVATE_TOKEN_BYTES];
+    sealed.copy_from_slice(&request[54..]);
+    let (data, tag) = sealed.split_at_mut(NETCODE_PRIVATE_TOKEN_BYTES - NETCODE_MAC_BYTES);
+    let tag = Tag::clone_from_slice(tag);
+    XChaCha20Poly1305::new(Key::from_slice(key))
+        .decrypt_in_place_detached(nonce, &aad, data, &tag)
+        .map_err(|_| RemoteErrorKind::BadToken)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +332,53 @@ mod tests {
             screen_datagram(&request(7, 100), false, 7, 100),
             Err(ExpiredToken)
         );
+    }
+
+    /// A connection request carrying a token sealed as netcode seals it: `data` with `key`.
+    fn sealed_request(protocol_id: u64, expire: u64, key: &[u8; 32], data: u8) -> Vec<u8> {
+        use chacha20poly1305::{AeadInPlace, Key, KeyInit, XChaCha20Poly1305, XNonce};
+        let mut bytes = request(protocol_id, expire);
+        bytes[30..54].copy_from_slice(&[9u8; 24]);
+        let mut aad = [0u8; 29];
+        aad[..13].copy_from_slice(NETCODE_VERSION_INFO);
+        aad[13..21].copy_from_slice(&protocol_id.to_le_bytes());
+        aad[21..29].copy_from_slice(&expire.to_le_bytes());
+        let mut plain = vec![data; NETCODE_PRIVATE_TOKEN_BYTES - NETCODE_MAC_BYTES];
+        let tag = XChaCha20Poly1305::new(Key::from_slice(key))
+            .encrypt_in_place_detached(XNonce::from_slice(&[9u8; 24]), &aad, &mut plain)
+            .expect("seals");
+        bytes[54..54 + plain.len()].copy_from_slice(&plain);
+        bytes[54 + plain.len()..].copy_from_slice(&tag);
+        bytes
+    }
+
+    #[test]
+    fn a_token_opens_only_with_its_key_protocol_and_expiry_untouched() {
+        use RemoteErrorKind::*;
+        let key = [5u8; 32];
+        let good = sealed_request(7, 200, &key, 3);
+        assert_eq!(screen_datagram(&good, false, 7, 100), Ok(()));
+        assert_eq!(open_connect_token(&good, 7, &key), Ok(()));
+        // Another server's key, or an unsecure server's zero key.
+        assert_eq!(open_connect_token(&good, 7, &[6u8; 32]), Err(BadToken));
+        assert_eq!(open_connect_token(&good, 7, &[0u8; 32]), Err(BadToken));
+        // Sealed for another protocol id: the additional data differs.
+        assert_eq!(open_connect_token(&good, 8, &key), Err(BadToken));
+        // One flipped bit anywhere in the sealed part, the nonce or the expiry.
+        for at in [22, 30, 53, 54, 600, NETCODE_CONNECTION_REQUEST_BYTES - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x10;
+            assert_eq!(
+                open_connect_token(&bad, 7, &key),
+                Err(BadToken),
+                "byte {at}"
+            );
+        }
+        // A request of zeros (what a flood of well-formed requests looks like), wrong sizes.
+        assert_eq!(open_connect_token(&request(7, 200), 7, &key), Err(BadToken));
+        assert_eq!(open_connect_token(&good[..1_077], 7, &key), Err(Malformed));
+        // An unsecure server opens tokens sealed with the zero key.
+        let unsecure = sealed_request(7, 200, &[0u8; 32], 1);
+        assert_eq!(open_connect_token(&unsecure, 7, &[0u8; 32]), Ok(()));
     }
 }

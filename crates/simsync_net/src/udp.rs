@@ -13,7 +13,9 @@ use renetcode::{NETCODE_MAX_PACKET_BYTES, NetcodeServer, ServerResult};
 
 use crate::error::NetError;
 use crate::handshake::PROTOCOL_VERSION;
-use crate::remote_errors::{RemoteErrorKind, RemoteErrors, log_line, screen_datagram};
+use crate::remote_errors::{
+    RemoteErrorKind, RemoteErrors, log_line, open_connect_token, screen_datagram,
+};
 
 /// netcode's protocol id for simsync: `"SIMSYN"` in the high six bytes and
 /// [`PROTOCOL_VERSION`] in the low two, so builds with different message layouts cannot even
@@ -110,7 +112,8 @@ impl UdpServerConfig {
 ///
 /// It runs netcode's receive and send loop itself (as renet_netcode's `NetcodeServerTransport`
 /// does) so that what remote peers cause is counted, not logged per packet ([wire rule
-/// 11](crate::rules)): every datagram is first checked by [`screen_datagram`] (a datagram
+/// 11](crate::rules)): every datagram is first checked by [`screen_datagram`], and a connection
+/// request's token is opened with the server's key by [`open_connect_token`] (a datagram
 /// netcode would refuse never reaches it), payloads renet refuses and sends that fail are
 /// counted too, all in [`remote_errors`](Self::remote_errors), and logged at WARN at most once
 /// a second per kind.
@@ -136,6 +139,8 @@ pub struct UdpServerTransport {
     /// challenge response is not screened out as from an unknown sender).
     connecting: PendingAddresses,
     errors: RemoteErrors,
+    /// The key connect tokens are sealed with (netcode's: all zeros when unsecure).
+    token_key: [u8; NETCODE_KEY_BYTES],
 }
 
 impl std::fmt::Debug for UdpServerTransport {
@@ -166,9 +171,11 @@ impl UdpServerTransport {
         let socket = UdpSocket::bind(config.bind_addr)?;
         socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
-        let authentication = match config.auth {
-            UdpAuth::Unsecure => ServerAuthentication::Unsecure,
-            UdpAuth::Secure { private_key } => ServerAuthentication::Secure { private_key },
+        let (authentication, token_key) = match config.auth {
+            UdpAuth::Unsecure => (ServerAuthentication::Unsecure, [0; NETCODE_KEY_BYTES]),
+            UdpAuth::Secure { private_key } => {
+                (ServerAuthentication::Secure { private_key }, private_key)
+            }
         };
         let server_config = ServerConfig {
             current_time: unix_time_now(),
@@ -186,6 +193,7 @@ impl UdpServerTransport {
             elapsed: Duration::ZERO,
             connecting: PendingAddresses::default(),
             errors: RemoteErrors::default(),
+            token_key,
         })
     }
 
@@ -252,13 +260,21 @@ impl UdpServerTransport {
                 .clients_id_iter()
                 .any(|id| self.netcode.client_addr(id) == Some(addr));
         let now_secs = self.netcode.current_time().as_secs();
-        if let Err(kind) = screen_datagram(datagram, known, self.protocol_id, now_secs) {
+        let request = datagram.first().is_some_and(|b| b & 0x0F == 0);
+        let screened =
+            screen_datagram(datagram, known, self.protocol_id, now_secs).and_then(|()| {
+                if request {
+                    open_connect_token(datagram, self.protocol_id, &self.token_key)
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(kind) = screened {
             if let Some(line) = self.errors.record(kind, self.elapsed) {
                 log_line(line);
             }
             return;
         }
-        let request = datagram[0] & 0x0F == 0;
         let result = self.netcode.process_packet(addr, datagram);
         if request && matches!(result, ServerResult::PacketToSend { .. }) {
             self.connecting.insert(addr, self.elapsed);
@@ -716,12 +732,29 @@ mod tests {
             std::thread::sleep(Duration::from_millis(2));
             transport.update(frame, &mut server).expect("updates");
         }
+        // 200 well-formed connection requests (right size, version, protocol id, expiry) whose
+        // token is not sealed with the server's key: netcode would log an error for each.
+        let mut request = vec![0u8; crate::remote_errors::NETCODE_CONNECTION_REQUEST_BYTES];
+        request[1..14].copy_from_slice(b"NETCODE 1.02\0");
+        request[14..22].copy_from_slice(&NETCODE_PROTOCOL_ID.to_le_bytes());
+        request[22..30].copy_from_slice(&(unix_time_now().as_secs() + 300).to_le_bytes());
+        for _ in 0..4 {
+            for i in 0..50u8 {
+                request[100] = i;
+                sender
+                    .send_to(&request, transport.local_addr())
+                    .expect("sends");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            transport.update(frame, &mut server).expect("updates");
+        }
         // A second later (simulated), the held-back counts come out.
         transport
             .update(Duration::from_secs(1), &mut server)
             .expect("updates");
         let errors = transport.remote_errors();
-        assert_eq!(errors.total(), 2_000, "{errors:?}");
+        assert_eq!(errors.count(RemoteErrorKind::BadToken), 200, "{errors:?}");
+        assert_eq!(errors.total(), 2_200, "{errors:?}");
         let kinds = RemoteErrorKind::ALL
             .iter()
             .filter(|k| errors.count(**k) > 0)
@@ -729,7 +762,8 @@ mod tests {
         assert!(errors.lines() <= 2 * kinds, "{errors:?}");
         assert_eq!(server.clients_id().len(), 0);
         println!(
-            "2,000 garbage datagrams: {} counted, {} log lines over {kinds} kinds",
+            "2,000 garbage datagrams and 200 forged requests: {} counted, {} log lines over \
+             {kinds} kinds",
             errors.total(),
             errors.lines()
         );
