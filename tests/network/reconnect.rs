@@ -23,7 +23,7 @@ use simsync_net::{
 };
 
 use super::harness::{client_app_configured, server_app_with};
-use super::udp::{loopback, run_until_verified, stats};
+use super::udp::{loopback, run_until_verified, run_until_verified_within, stats};
 use crate::common::TestGame;
 
 /// The netcode timeout of the short tests' connect tokens, in seconds.
@@ -177,15 +177,7 @@ fn away_and_back(timeout_seconds: i32, away_seconds: f64) {
     // backoff, reconnects by itself and catches up.
     let end = stats(&clients[0]).verified_tick + 200;
     let limit = frames(f64::from(timeout_seconds) + away_seconds + 20.0);
-    let mut updates = 0;
-    while clients.iter().any(|c| stats(c).verified_tick < end) {
-        server.update();
-        for client in clients.iter_mut() {
-            client.update();
-        }
-        updates += 1;
-        assert!(updates < limit, "{:?}", stats(&clients[1]).network);
-    }
+    let updates = run_until_verified_within(&mut server, &mut clients, end, limit);
     // Then 200 ticks together (a client back by a snapshot verifies from the snapshot's tick).
     let end = stats(&clients[0])
         .verified_tick

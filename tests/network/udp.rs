@@ -51,6 +51,16 @@ pub(super) fn stats(app: &App) -> SessionStats {
 
 /// Steps the server and every client until each verified `tick` (bounded).
 pub(super) fn run_until_verified(server: &mut App, clients: &mut [App], tick: i32) {
+    run_until_verified_within(server, clients, tick, 3_000);
+}
+
+/// [`run_until_verified`] within `limit` frames; returns the frames it took.
+pub(super) fn run_until_verified_within(
+    server: &mut App,
+    clients: &mut [App],
+    tick: i32,
+    limit: u32,
+) -> u32 {
     let mut frames = 0;
     while clients.iter().any(|c| stats(c).verified_tick < tick) {
         server.update();
@@ -59,11 +69,12 @@ pub(super) fn run_until_verified(server: &mut App, clients: &mut [App], tick: i3
         }
         frames += 1;
         assert!(
-            frames < 3_000,
+            frames < limit,
             "not all verified {tick}: {:?}",
             clients.iter().map(|c| stats(c).network).collect::<Vec<_>>()
         );
     }
+    frames
 }
 
 #[test]
