@@ -78,55 +78,38 @@ impl DispatchRegistry {
     }
 }
 
-/// Registers event queues with the plugin's dispatch.
-pub trait VirtualEventAppExt {
-    /// Inserts an empty [`VirtualEventQueue<E>`] (unless one exists) and dispatches its due
-    /// events by `delivery` ([time rule 17](crate::rules)); adds
-    /// [`VirtualTimePlugin`](crate::VirtualTimePlugin) with its defaults if it is not there
-    /// yet. Calling it again for the same `E` changes only the delivery.
-    ///
-    /// At an equal instant, queues are served in the order they were registered, each in its
-    /// own `(priority, insertion)` order. Inside a deterministic simulation world register the
-    /// queue for rollback as well (`rollback_resource::<VirtualEventQueue<E>>()`) and prefer
-    /// [`Delivery::Observers`].
-    fn add_virtual_events<E: Send + Sync + 'static>(&mut self, delivery: Delivery) -> &mut Self;
-}
-
-impl VirtualEventAppExt for App {
-    fn add_virtual_events<E: Send + Sync + 'static>(&mut self, delivery: Delivery) -> &mut Self {
-        if !self.world().contains_resource::<crate::VirtualClock>() {
-            self.add_plugins(crate::VirtualTimePlugin::default());
-        }
-        self.init_resource::<VirtualEventQueue<E>>();
-        if delivery == Delivery::Messages {
-            self.add_message::<VirtualEvent<E>>();
-        }
-        let hooks = QueueHooks {
-            type_id: TypeId::of::<E>(),
-            delivery,
-            peek: peek::<E>,
-            mark: mark::<E>,
-            deliver: match delivery {
-                Delivery::Messages => deliver_messages::<E>,
-                Delivery::Observers => deliver_observers::<E>,
-            },
-            bulk: match delivery {
-                Delivery::Messages => bulk_messages::<E>,
-                Delivery::Observers => no_bulk,
-            },
-        };
-        let mut registry = self
-            .world_mut()
-            .get_resource_or_insert_with(DispatchRegistry::default);
-        match registry
-            .queues
-            .iter_mut()
-            .find(|q| q.type_id == hooks.type_id)
-        {
-            Some(existing) => *existing = hooks,
-            None => registry.queues.push(hooks),
-        }
-        self
+/// Registers the queue of `E` with the dispatch: inserts an empty [`VirtualEventQueue<E>`]
+/// unless one exists and sets its delivery (the body of
+/// [`VirtualEventAppExt::add_virtual_events`](crate::VirtualEventAppExt::add_virtual_events)).
+pub(crate) fn register_queue<E: Send + Sync + 'static>(app: &mut App, delivery: Delivery) {
+    app.init_resource::<VirtualEventQueue<E>>();
+    if delivery == Delivery::Messages {
+        app.add_message::<VirtualEvent<E>>();
+    }
+    let hooks = QueueHooks {
+        type_id: TypeId::of::<E>(),
+        delivery,
+        peek: peek::<E>,
+        mark: mark::<E>,
+        deliver: match delivery {
+            Delivery::Messages => deliver_messages::<E>,
+            Delivery::Observers => deliver_observers::<E>,
+        },
+        bulk: match delivery {
+            Delivery::Messages => bulk_messages::<E>,
+            Delivery::Observers => no_bulk,
+        },
+    };
+    let mut registry = app
+        .world_mut()
+        .get_resource_or_insert_with(DispatchRegistry::default);
+    match registry
+        .queues
+        .iter_mut()
+        .find(|q| q.type_id == hooks.type_id)
+    {
+        Some(existing) => *existing = hooks,
+        None => registry.queues.push(hooks),
     }
 }
 

@@ -8,8 +8,6 @@ use core::{
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::{TickRate, TimeError};
-
 /// A point in discrete-event virtual time: a whole number of ticks since the simulation's
 /// epoch, plus a priority that orders events scheduled for the same tick
 /// ([time rules 1–5](crate::rules)).
@@ -78,23 +76,6 @@ impl VirtualInstant {
         VirtualInstant::new(ticks, 0)
     }
 
-    /// The instant `seconds` after the epoch at `rate`, priority 0. Ticks are rounded half away
-    /// from zero (see [`TickRate::seconds_to_ticks`]).
-    ///
-    /// # Errors
-    ///
-    /// [`TimeError::TimeNotFinite`] for NaN or ±∞ seconds and [`TimeError::TicksOutOfRange`]
-    /// when the tick count does not fit in an `i64`.
-    pub fn from_seconds(seconds: f64, rate: TickRate) -> Result<VirtualInstant, TimeError> {
-        rate.seconds_to_ticks(seconds)
-            .map(VirtualInstant::from_ticks)
-    }
-
-    /// Seconds since the epoch at `rate`, `ticks / hz`; the priority is ignored.
-    pub fn to_seconds(self, rate: TickRate) -> f64 {
-        rate.ticks_to_seconds(self.ticks)
-    }
-
     /// Whether this is [`VirtualInstant::INFINITY`].
     pub const fn is_infinity(self) -> bool {
         self.ticks == i64::MAX && self.priority == i64::MAX
@@ -142,16 +123,6 @@ impl VirtualInstant {
             None => VirtualInstant::new(i64::MIN, priority),
         }
     }
-
-    /// Something that displays this instant in seconds at `rate` as `(seconds s,priority)`, with
-    /// six decimals (microsecond precision, which shows a 1/64 s tick exactly):
-    /// `(1.015625 s,3)`.
-    pub const fn display_seconds(self, rate: TickRate) -> SecondsDisplay {
-        SecondsDisplay {
-            instant: self,
-            rate,
-        }
-    }
 }
 
 impl Add<i64> for VirtualInstant {
@@ -177,28 +148,10 @@ impl fmt::Display for VirtualInstant {
     }
 }
 
-/// Displays a [`VirtualInstant`] as `(seconds s,priority)` with six decimals, e.g.
-/// `(1.000000 s,3)`. Made by [`VirtualInstant::display_seconds`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SecondsDisplay {
-    instant: VirtualInstant,
-    rate: TickRate,
-}
-
-impl fmt::Display for SecondsDisplay {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "({:.6} s,{})",
-            self.instant.to_seconds(self.rate),
-            self.instant.priority
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TickRate;
 
     const fn at(ticks: i64, priority: i64) -> VirtualInstant {
         VirtualInstant::new(ticks, priority)

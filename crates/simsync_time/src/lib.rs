@@ -26,14 +26,15 @@ mod queue;
 mod rate;
 
 pub use clock::{
-    AdvancePolicy, ClockRequest, ClockStats, FrameBudget, MAX_PENDING_REQUESTS, VirtualClock,
+    AdvancePolicy, ClockRequest, ClockStats, CurrentInstant, FrameBudget, MAX_PENDING_REQUESTS,
+    VirtualClock,
 };
-pub use dispatch::{Delivery, VirtualEvent, VirtualEventAppExt};
+pub use dispatch::{Delivery, VirtualEvent};
 pub use error::TimeError;
-pub use instant::{SecondsDisplay, VirtualInstant};
-pub use plugin::{CurrentInstant, VirtualTimePlugin, VirtualTimeSet};
+pub use instant::VirtualInstant;
+pub use plugin::{VirtualEventAppExt, VirtualTimePlugin, VirtualTimeSet};
 pub use queue::{DrainDue, VirtualEventQueue};
-pub use rate::TickRate;
+pub use rate::{SecondsDisplay, TickRate};
 
 pub use frame::FramePhase;
 pub use frame::double_buffer::{

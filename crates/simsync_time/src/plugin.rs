@@ -3,16 +3,15 @@
 
 use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
 use bevy::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::clock::{last_tick_of, next_tick, planned_after, tick_end};
 use crate::dispatch::{
     DispatchRegistry, Dispatched, dispatch_through, dispatch_ticks_through, move_clock_to,
-    next_event,
+    next_event, register_queue,
 };
 use crate::{
-    AdvancePolicy, ClockRequest, ClockStats, Delivery, FrameBudget, TickRate, TimeError,
-    VirtualClock, VirtualInstant,
+    AdvancePolicy, ClockRequest, ClockStats, CurrentInstant, Delivery, FrameBudget, TickRate,
+    TimeError, VirtualClock, VirtualInstant,
 };
 
 /// Adds discrete-event virtual time to an App: a [`TickRate`], a [`CurrentInstant`] the plugin
@@ -321,41 +320,29 @@ fn run_request(world: &mut World, request: ClockRequest) -> Dispatched {
     done
 }
 
-/// The simulation's current instant in discrete-event virtual time: the [`VirtualInstant`]
-/// whose events are being processed now.
-///
-/// Not to be confused with Bevy's `Time<Virtual>::elapsed()`, a pausable game clock in seconds:
-/// this value changes only when the simulation advances it. Inserted at
-/// [`VirtualInstant::ZERO`] by [`VirtualTimePlugin`]. Converts to seconds with the App's
-/// [`TickRate`]: `current.to_seconds(*rate)`.
-#[derive(
-    Resource,
-    Reflect,
-    Debug,
-    Default,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    Deref,
-    DerefMut,
-)]
-#[reflect(
-    Resource,
-    Debug,
-    Default,
-    Clone,
-    PartialEq,
-    Hash,
-    Serialize,
-    Deserialize
-)]
-pub struct CurrentInstant(pub VirtualInstant);
+/// Registers event queues with the plugin's dispatch.
+pub trait VirtualEventAppExt {
+    /// Inserts an empty [`VirtualEventQueue<E>`] (unless one exists) and dispatches its due
+    /// events by `delivery` ([time rule 17](crate::rules)); adds
+    /// [`VirtualTimePlugin`] with its defaults if it is not there
+    /// yet. Calling it again for the same `E` changes only the delivery.
+    ///
+    /// At an equal instant, queues are served in the order they were registered, each in its
+    /// own `(priority, insertion)` order. Inside a deterministic simulation world register the
+    /// queue for rollback as well (`rollback_resource::<VirtualEventQueue<E>>()`) and prefer
+    /// [`Delivery::Observers`].
+    fn add_virtual_events<E: Send + Sync + 'static>(&mut self, delivery: Delivery) -> &mut Self;
+}
+
+impl VirtualEventAppExt for App {
+    fn add_virtual_events<E: Send + Sync + 'static>(&mut self, delivery: Delivery) -> &mut Self {
+        if !self.world().contains_resource::<VirtualClock>() {
+            self.add_plugins(VirtualTimePlugin::default());
+        }
+        register_queue::<E>(self, delivery);
+        self
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@ use core::{fmt, num::NonZeroU32, time::Duration};
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::TimeError;
+use crate::{TimeError, VirtualInstant};
 
 const NANOS_PER_SECOND: u64 = 1_000_000_000;
 const MICROS_PER_SECOND: f64 = 1_000_000.0;
@@ -266,6 +266,56 @@ impl TryFrom<f64> for TickRate {
     /// See [`TickRate::from_hz_f64`].
     fn try_from(hz: f64) -> Result<Self, TimeError> {
         TickRate::from_hz_f64(hz)
+    }
+}
+
+/// The conversions of a [`VirtualInstant`] to and from seconds, which need a rate. They are
+/// written here, beside [`TickRate`], so that the instant type depends on nothing.
+impl VirtualInstant {
+    /// The instant `seconds` after the epoch at `rate`, priority 0. Ticks are rounded half away
+    /// from zero (see [`TickRate::seconds_to_ticks`]).
+    ///
+    /// # Errors
+    ///
+    /// [`TimeError::TimeNotFinite`] for NaN or ±∞ seconds and [`TimeError::TicksOutOfRange`]
+    /// when the tick count does not fit in an `i64`.
+    pub fn from_seconds(seconds: f64, rate: TickRate) -> Result<VirtualInstant, TimeError> {
+        rate.seconds_to_ticks(seconds)
+            .map(VirtualInstant::from_ticks)
+    }
+
+    /// Seconds since the epoch at `rate`, `ticks / hz`; the priority is ignored.
+    pub fn to_seconds(self, rate: TickRate) -> f64 {
+        rate.ticks_to_seconds(self.ticks)
+    }
+
+    /// Something that displays this instant in seconds at `rate` as `(seconds s,priority)`, with
+    /// six decimals (microsecond precision, which shows a 1/64 s tick exactly):
+    /// `(1.015625 s,3)`.
+    pub const fn display_seconds(self, rate: TickRate) -> SecondsDisplay {
+        SecondsDisplay {
+            instant: self,
+            rate,
+        }
+    }
+}
+
+/// Displays a [`VirtualInstant`] as `(seconds s,priority)` with six decimals, e.g.
+/// `(1.000000 s,3)`. Made by [`VirtualInstant::display_seconds`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SecondsDisplay {
+    instant: VirtualInstant,
+    rate: TickRate,
+}
+
+impl fmt::Display for SecondsDisplay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "({:.6} s,{})",
+            self.instant.to_seconds(self.rate),
+            self.instant.priority
+        )
     }
 }
 
