@@ -234,7 +234,8 @@ pub fn quantize(state: &BodyState) -> BodyState {
 }
 
 /// The worst encoded size of one absolute entry for `body` in `state`, bytes (the id counted
-/// as if it were the first of the batch).
+/// as if it were the first of the batch). The tests' bound on an encoded entry.
+#[cfg(test)]
 pub fn entry_size_bound(body: BodyId, state: &BodyState) -> usize {
     Entry::Absolute(QuantizedState::new(state)).size(body.0.min(MAX_BATCH_BODY_ID))
 }

@@ -117,16 +117,6 @@ impl UploadBudget {
         }
     }
 
-    /// The refill rate, B/s.
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-
-    /// The largest balance, bytes.
-    pub fn burst(&self) -> f64 {
-        self.burst
-    }
-
     /// Adds `dt` seconds of refill, up to the burst.
     pub fn refill(&mut self, dt: f64) {
         self.tokens = (self.tokens + self.rate * dt.max(0.0)).min(self.burst);
@@ -248,11 +238,6 @@ impl PriorityAccumulator {
         }
         self.acc = keep;
         selection
-    }
-
-    /// The accumulated priority of `body` (0 if it is not waiting).
-    pub fn get(&self, body: BodyId) -> f32 {
-        self.acc.get(&body).copied().unwrap_or(0.0)
     }
 }
 

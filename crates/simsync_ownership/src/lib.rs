@@ -14,7 +14,7 @@
 //! - **Pure core** — no clock, no network, no physics: [`OwnershipArbiter`] (the entity
 //!   server's rules 1–5 and 7), [`ParticipantOwnership`] (a participant's rules 6–14 as a state
 //!   machine over [`BodyObservation`]s → [`Action`]s), [`OwnershipConfig`] and [`Priority`],
-//!   the send policy ([`should_send`], [`SequenceFilter`]), [`BodyState`] and its wire forms
+//!   the send policy ([`should_send`]), [`BodyState`] and its wire forms
 //!   ([`StateBatch`], many bodies quantized in one message, travelling as a [`WireBatch`] of
 //!   absolute entries and deltas against acknowledged states, [`DeltaLink`]; [`state_to_wire`],
 //!   one body), the
@@ -103,8 +103,7 @@ pub use baseline::{
 pub use batch::{
     BatchAck, BatchError, Delta, Entry, MAX_BASELINE_AGO, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID,
     MAX_BATCH_BYTES, POSITION_STEP, QuantizedState, RotationDelta, StateBatch, VELOCITY_STEP,
-    WireBatch, choose_entry, entry_size_bound, entry_size_with, header_size, is_newer_batch,
-    quantize,
+    WireBatch, choose_entry, entry_size_with, header_size, is_newer_batch, quantize,
 };
 pub use body::{BodyKind, BodyState};
 pub use budget::{
@@ -126,7 +125,7 @@ pub use messages::{BidRefused, OwnershipChanged, RefusedBy};
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step};
 pub use priority::{BodyId, ParticipantId, Priority};
-pub use send_policy::{Sequence, SequenceFilter, is_newer, should_send};
+pub use send_policy::{Sequence, should_send};
 pub use server::{EntityServer, EntityServerStats};
 pub use sets::OwnershipSet;
 /// Where a participant is in `simsync_net`'s one handshake ([`OwnershipClient::status`]).

@@ -1,6 +1,6 @@
 //! The send policy of state updates: when an owner sends a body's state ([`should_send`]) and
-//! which received updates a participant (or the entity server) applies ([`Sequence`],
-//! [`is_newer`], [`SequenceFilter`]). See [the rules](crate::rules), "State updates".
+//! the 16-bit [`Sequence`] an owner numbers its state updates with. See
+//! [the rules](crate::rules), "State updates".
 //!
 //! Every participant simulates every body, so between updates a receiver's copy moves on from
 //! the last state it got, at that state's velocities. The owner therefore compares the body
@@ -65,8 +65,7 @@ pub(crate) fn predicted_error(
     position.max(rotation)
 }
 
-/// The sequence number of a state update from one owner about one body. Wraps after 65,535;
-/// compare with [`is_newer`], never with `<`.
+/// The sequence number of a state update from one owner about one body. Wraps after 65,535.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Reflect, Serialize, Deserialize)]
 pub struct Sequence(pub u16);
 
@@ -75,46 +74,6 @@ impl Sequence {
     #[inline]
     pub const fn next(self) -> Sequence {
         Sequence(self.0.wrapping_add(1))
-    }
-}
-
-/// Whether `seq` was sent after `last`, across wrap-around: true when `seq` is 1 to 32,767
-/// steps ahead of `last` (serial-number arithmetic, RFC 1982). Equal numbers, numbers behind,
-/// and a number exactly 32,768 away are not newer, so a duplicate or reordered update is
-/// dropped.
-#[inline]
-pub const fn is_newer(seq: Sequence, last: Sequence) -> bool {
-    let ahead = seq.0.wrapping_sub(last.0);
-    ahead != 0 && ahead < 0x8000
-}
-
-/// A receiver's filter for one body's updates: accepts an update only if it is newer than every
-/// update accepted so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
-pub struct SequenceFilter {
-    last: Option<Sequence>,
-}
-
-impl SequenceFilter {
-    /// Accepts `seq` (and remembers it) if it is the first or newer than the last accepted;
-    /// returns whether to apply the update.
-    pub fn accept(&mut self, seq: Sequence) -> bool {
-        let fresh = self.last.is_none_or(|last| is_newer(seq, last));
-        if fresh {
-            self.last = Some(seq);
-        }
-        fresh
-    }
-
-    /// Forgets the last sequence number: the next update is accepted whatever its number (use
-    /// when the body changes owner, since each owner numbers its own updates).
-    pub fn reset(&mut self) {
-        self.last = None;
-    }
-
-    /// The last accepted sequence number.
-    pub fn last(&self) -> Option<Sequence> {
-        self.last
     }
 }
 
@@ -179,29 +138,8 @@ mod tests {
     }
 
     #[test]
-    fn sequence_comparison_survives_wraparound() {
-        assert!(is_newer(Sequence(1), Sequence(0)));
-        assert!(!is_newer(Sequence(0), Sequence(1)));
-        assert!(!is_newer(Sequence(7), Sequence(7)));
-        assert!(is_newer(Sequence(0), Sequence(u16::MAX)));
-        assert!(is_newer(Sequence(5), Sequence(65_530)));
-        assert!(!is_newer(Sequence(65_530), Sequence(5)));
-        assert!(is_newer(Sequence(0x7fff), Sequence(0)));
-        assert!(!is_newer(Sequence(0x8000), Sequence(0)));
-        assert!(!is_newer(Sequence(0), Sequence(0x8000)));
+    fn sequence_wraps_after_65535() {
         assert_eq!(Sequence(u16::MAX).next(), Sequence(0));
-    }
-
-    #[test]
-    fn filter_drops_duplicates_and_stale_updates() {
-        let mut f = SequenceFilter::default();
-        assert!(f.accept(Sequence(65_534)));
-        assert!(f.accept(Sequence(65_535)));
-        assert!(!f.accept(Sequence(65_535)), "duplicate");
-        assert!(f.accept(Sequence(1)), "after wrap");
-        assert!(!f.accept(Sequence(0)), "arrived late");
-        assert_eq!(f.last(), Some(Sequence(1)));
-        f.reset();
-        assert!(f.accept(Sequence(0)));
+        assert_eq!(Sequence(7).next(), Sequence(8));
     }
 }
