@@ -26,11 +26,12 @@ use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use criterion::{Criterion, criterion_group, criterion_main};
-use simsync::deterministic::{
-    DeterministicServerPlugin, NetworkSessionConfig, RelayLimits, RelayServer, RelayServerConfig,
-    RelayStats, SnapshotLimits, SnapshotServing, read_snapshot_header,
-};
+use simsync::deterministic::{NetworkSessionConfig, SnapshotLimits};
 use simsync::prelude::*;
+use simsync::relay::{
+    DeterministicServerPlugin, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
+    SnapshotServing, read_snapshot_header,
+};
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{
@@ -125,12 +126,12 @@ impl Rig {
             input_redundancy: 3,
             default_input: simsync_net::encode(&PackedInput::default()).expect("encodes"),
             ping_interval_ms: 250,
-            max_input_bytes: simsync::deterministic::DEFAULT_MAX_INPUT_BYTES,
-            checksum_timeout_ms: simsync::deterministic::DEFAULT_CHECKSUM_TIMEOUT_MS,
+            max_input_bytes: simsync::net::DEFAULT_MAX_INPUT_BYTES,
+            checksum_timeout_ms: simsync::relay::DEFAULT_CHECKSUM_TIMEOUT_MS,
             input_history_ticks: 10 * u32::from(HZ),
             resend_bytes_per_update: 24_000,
             limits,
-            silence_timeout_ms: simsync::deterministic::DEFAULT_SILENCE_TIMEOUT_MS,
+            silence_timeout_ms: simsync::relay::DEFAULT_SILENCE_TIMEOUT_MS,
             reconnect_seed: Some(7),
             start_players: players,
             snapshots: None,

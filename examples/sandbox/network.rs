@@ -13,11 +13,10 @@ use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use serde_json::{Value, json};
+use simsync::deterministic::NetworkSessionConfig;
 use simsync::deterministic::SessionSetupError;
-use simsync::deterministic::{
-    DeterministicServerPlugin, NetworkSessionConfig, RelayServer, SnapshotServing,
-};
 use simsync::prelude::*;
+use simsync::relay::{DeterministicServerPlugin, RelayServer, SnapshotServing};
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientTransport, LinkConditionerConfig, MemoryNetwork, NETCODE_PROTOCOL_ID, NetClock,
@@ -156,7 +155,7 @@ fn server_app(
             DeterministicServerPlugin::new::<PackedInput>(players, HZ as u16)
                 .start_players(start_players)
                 .snapshots(SnapshotServing::default())
-                .header_reader(simsync::deterministic::read_snapshot_header),
+                .header_reader(simsync::relay::read_snapshot_header),
         )
         .insert_net_server(transport);
     app.finish();
@@ -461,9 +460,7 @@ pub fn report(
     }
     let finals: Vec<&Value> = summaries.iter().map(|s| &s["final_checksum"]).collect();
     agree &= finals.windows(2).all(|w| w[0] == w[1]);
-    let relay = server
-        .resource::<simsync::deterministic::RelayStats>()
-        .clone();
+    let relay = server.resource::<simsync::relay::RelayStats>().clone();
     let summary = json!({
         "mode": "network",
         "ticks": run.ticks,
@@ -620,10 +617,7 @@ pub fn run_server(
         }
         pacer.wait();
     }
-    let relay = app
-        .world()
-        .resource::<simsync::deterministic::RelayStats>()
-        .clone();
+    let relay = app.world().resource::<simsync::relay::RelayStats>().clone();
     let summary = json!({
         "mode": "server",
         "ticks": run.ticks,

@@ -2,7 +2,7 @@
 //! lockstep pacing.
 
 use simsync::deterministic::NetworkSessionConfig;
-use simsync::deterministic::RelayServer;
+use simsync::relay::RelayServer;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::{Direction, target_lead_ticks};
 

@@ -2,8 +2,9 @@
 //! type differs from the relay's is refused with a typed reason, seen on both sides.
 
 use bevy::prelude::*;
-use simsync::deterministic::{NetworkSessionConfig, RelayServer, SessionRejected};
+use simsync::deterministic::{NetworkSessionConfig, SessionRejected};
 use simsync::prelude::*;
+use simsync::relay::RelayServer;
 use simsync_net::prelude::*;
 use simsync_net::{InputFingerprint, LinkConditionerConfig, MemoryNetwork, RejectReason};
 

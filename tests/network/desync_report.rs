@@ -5,10 +5,9 @@
 
 use bevy::prelude::*;
 use simsync::deterministic::dump::{Difference, DumpReason, diff_dumps};
-use simsync::deterministic::{
-    DesyncDumpWritten, DesyncReport, DeterministicServerPlugin, NetworkSessionConfig,
-};
+use simsync::deterministic::{DesyncDumpWritten, DesyncReport, NetworkSessionConfig};
 use simsync::prelude::*;
+use simsync::relay::DeterministicServerPlugin;
 use simsync_net::prelude::*;
 use simsync_net::{LinkConditionerConfig, MemoryNetwork};
 
@@ -102,9 +101,7 @@ fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot(
     assert_eq!(first.components.len(), 1, "{first:?}");
     assert!(first.components[0].ends_with("Marble"), "{first:?}");
     assert_eq!(first.slots, vec![1]);
-    let relay = server
-        .world()
-        .resource::<simsync::deterministic::RelayStats>();
+    let relay = server.world().resource::<simsync::relay::RelayStats>();
     assert!(relay.desync_reports >= 1);
     assert_eq!(relay.contradicting_breakdowns, vec![0; 3]);
     // Every client got the report and dumped the same tick (the first 32-aligned tick at least
@@ -290,7 +287,7 @@ fn hostile_breakdowns_are_counted_rejections_and_only_the_first_desync_gets_a_br
     );
     let relay = server
         .world()
-        .resource::<simsync::deterministic::RelayStats>()
+        .resource::<simsync::relay::RelayStats>()
         .clone();
     // Every hostile message is a counted rejection: the malformed one as a rejected message,
     // the breakdowns as refused (or, past the control channel's rate, rate limited).

@@ -4,9 +4,10 @@
 use bevy::diagnostic::{DiagnosticPath, DiagnosticsStore};
 use bevy::prelude::*;
 use simsync::SessionDiagnosticsPlugin;
+use simsync::deterministic::NetworkSessionConfig;
 use simsync::deterministic::diagnostics::SESSION_DIAGNOSTICS;
-use simsync::deterministic::{NetworkSessionConfig, RelayStats};
 use simsync::prelude::*;
+use simsync::relay::RelayStats;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{DecodeStats, MemoryNetwork, NetClock};

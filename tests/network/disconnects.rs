@@ -3,9 +3,10 @@
 
 use bevy::prelude::*;
 use simsync::deterministic::{
-    NetworkSessionConfig, PlayerInputs, RelayStats, SimHash, SimulationWorlds, StateHasher,
+    NetworkSessionConfig, PlayerInputs, SimHash, SimulationWorlds, StateHasher,
 };
 use simsync::prelude::*;
+use simsync::relay::RelayStats;
 use simsync_net::prelude::*;
 use simsync_net::{LinkConditionerConfig, MemoryNetwork};
 

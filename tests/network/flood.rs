@@ -3,7 +3,8 @@
 //! count it for the flooder only; the honest clients keep verifying and agree.
 
 use bevy::prelude::*;
-use simsync::deterministic::{NetworkSessionConfig, RateLimited, RelayLimits};
+use simsync::deterministic::NetworkSessionConfig;
+use simsync::relay::{RateLimited, RelayLimits};
 use simsync_net::prelude::*;
 use simsync_net::{ClientMessage, LinkConditionerConfig, NetChannel, SessionClientMessage};
 

@@ -1,9 +1,10 @@
 //! A relay server App and client Apps over a `MemoryNetwork`, stepped with simulated time.
 
 use bevy::prelude::*;
+use simsync::deterministic::NetworkSessionConfig;
 use simsync::deterministic::SessionClock;
-use simsync::deterministic::{DeterministicServerPlugin, NetworkSessionConfig, RelayStats};
 use simsync::prelude::*;
+use simsync::relay::{DeterministicServerPlugin, RelayStats};
 use simsync::time::TickRate;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;

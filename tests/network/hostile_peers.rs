@@ -6,10 +6,9 @@
 use std::collections::BTreeSet;
 
 use bevy::prelude::*;
-use simsync::deterministic::{
-    DesyncDetected, DeterministicServerPlugin, DroppedInputs, NetworkSessionConfig, RelayLimits,
-};
+use simsync::deterministic::{DesyncDetected, NetworkSessionConfig};
 use simsync::prelude::PackedInput;
+use simsync::relay::{DeterministicServerPlugin, DroppedInputs, RelayLimits};
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientMessage, LinkConditionerConfig, MemoryNetwork, NetChannel, SessionClientMessage,

@@ -5,11 +5,11 @@
 //! first verified tick. Hostile chunks are refused, counted and limited.
 
 use bevy::prelude::*;
-use simsync::deterministic::{
-    CapturedSnapshot, CaughtBy, DeterministicServerPlugin, LyingSnapshot, NetworkSessionConfig,
-    SnapshotHooks, SnapshotServed, SnapshotServing,
-};
+use simsync::deterministic::{CapturedSnapshot, NetworkSessionConfig, SnapshotHooks};
 use simsync::prelude::*;
+use simsync::relay::{
+    CaughtBy, DeterministicServerPlugin, LyingSnapshot, SnapshotServed, SnapshotServing,
+};
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientMessage, LinkConditionerConfig, NetChannel, SessionClientMessage, SnapshotChunk,
@@ -86,7 +86,7 @@ fn a_late_joiner_takes_a_free_slot_and_a_buddy_is_asked_for_a_snapshot() {
     assert!(
         h.server
             .world()
-            .resource::<simsync::deterministic::RelayServer>()
+            .resource::<simsync::relay::RelayServer>()
             .started()
     );
     let mut late = new_client(&h, 3, NetworkSessionConfig::default(), 9);
@@ -451,7 +451,7 @@ fn core_harness(game: TestGame, link: LinkConditionerConfig) -> Harness {
         .reconnect_seed(11)
         .start_players(2)
         .snapshots(SnapshotServing::default())
-        .header_reader(simsync::deterministic::read_snapshot_header);
+        .header_reader(simsync::relay::read_snapshot_header);
     let mut h = Harness::with_relay(
         game.clone(),
         link,

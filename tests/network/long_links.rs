@@ -3,7 +3,8 @@
 //! permanent.
 
 use simsync::deterministic::NetworkSessionConfig;
-use simsync::deterministic::{DeterministicServerPlugin, PackedInput, StallReason};
+use simsync::deterministic::{PackedInput, StallReason};
+use simsync::relay::DeterministicServerPlugin;
 use std::time::Duration;
 
 use simsync_net::{Direction, LinkConditionerConfig, NetClock};

@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use bevy::prelude::*;
 use simsync::deterministic::{
-    DeterministicServerPlugin, NetworkSessionConfig, ReconnectPhase, RelayStats, SessionLifecycle,
-    SessionState, SessionStateChanged, SessionStateReason, SnapshotLimits, SnapshotServing,
-    read_snapshot_header,
+    NetworkSessionConfig, ReconnectPhase, SessionLifecycle, SessionState, SessionStateChanged,
+    SessionStateReason, SnapshotLimits,
 };
 use simsync::prelude::*;
+use simsync::relay::{
+    DeterministicServerPlugin, RelayStats, SnapshotServing, read_snapshot_header,
+};
 use simsync_net::prelude::*;
 use simsync_net::{
     DEFAULT_TOKEN_EXPIRE_SECONDS, NETCODE_PROTOCOL_ID, ReconnectPolicy, UdpClientTransport,

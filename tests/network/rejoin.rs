@@ -5,10 +5,11 @@
 
 use bevy::prelude::*;
 use simsync::deterministic::{
-    DeterministicServerPlugin, NeedsSnapshot, NetworkSessionConfig, PlayerInputs, PlayerLeft,
-    PlayerRejoined, SessionLifecycle, SessionRejected, SessionState, SimulationWorlds,
+    NeedsSnapshot, NetworkSessionConfig, PlayerInputs, PlayerLeft, PlayerRejoined,
+    SessionLifecycle, SessionRejected, SessionState, SimulationWorlds,
 };
 use simsync::prelude::*;
+use simsync::relay::DeterministicServerPlugin;
 use simsync_net::prelude::*;
 use simsync_net::{LinkConditionerConfig, ReconnectToken, RejectReason};
 
@@ -285,8 +286,8 @@ fn with_snapshots_a_rejoin_after_the_history_is_gone_loads_a_snapshot_and_agrees
     let relay = DeterministicServerPlugin::new::<PackedInput>(3, 64)
         .reconnect_seed(2024)
         .input_history_ticks(64)
-        .snapshots(simsync::deterministic::SnapshotServing::default())
-        .header_reader(simsync::deterministic::read_snapshot_header);
+        .snapshots(simsync::relay::SnapshotServing::default())
+        .header_reader(simsync::relay::read_snapshot_header);
     let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
     let mut h = Harness::with_relay(game(), link, NetworkSessionConfig::default(), 60, relay);
     h.clients.clear();

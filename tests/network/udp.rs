@@ -3,11 +3,11 @@
 use std::net::SocketAddr;
 
 use bevy::prelude::*;
-use simsync::deterministic::{
-    DeterministicServerPlugin, NetworkSessionConfig, RelayStats, SnapshotLimits, SnapshotServing,
-    read_snapshot_header,
-};
+use simsync::deterministic::{NetworkSessionConfig, SnapshotLimits};
 use simsync::prelude::*;
+use simsync::relay::{
+    DeterministicServerPlugin, RelayStats, SnapshotServing, read_snapshot_header,
+};
 use simsync_net::prelude::*;
 use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport};
 
@@ -134,7 +134,7 @@ fn server_and_two_clients_over_udp_agree_for_300_ticks() {
     assert_eq!(histories[0][..n], histories[1][..n]);
     let relay = server
         .world()
-        .resource::<simsync::deterministic::RelayStats>()
+        .resource::<simsync::relay::RelayStats>()
         .clone();
     eprintln!("udp: {frames} frames, relay {relay:?}");
     assert_eq!(relay.desyncs, 0);

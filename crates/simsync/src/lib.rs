@@ -5,7 +5,9 @@
 //! - [`time`]: [`VirtualTimePlugin`] — virtual time (ticks + priority), tick rate, event queue,
 //!   frame phases with double-buffered state.
 //! - [`deterministic`]: [`DeterministicPlugin`] — verified and predicted worlds, rollback of ECS
-//!   and Rapier state, inputs, checksums, the relay-server session.
+//!   and Rapier state, inputs, checksums, the client of a networked session.
+//! - [`relay`]: [`DeterministicServerPlugin`](relay::DeterministicServerPlugin) — the relay
+//!   server of a networked deterministic session (it never simulates).
 //! - [`ownership`]: [`OwnershipPlugin`] — distributed physics by simulation ownership (entity
 //!   server, participants, bids, state updates).
 //! - [`net`]: the wire — messages, codec, renet channels, in-memory and UDP transports.
@@ -33,6 +35,7 @@
 pub use simsync_deterministic as deterministic;
 pub use simsync_net as net;
 pub use simsync_ownership as ownership;
+pub use simsync_relay as relay;
 pub use simsync_time as time;
 
 pub use simsync_deterministic::DeterministicPlugin;

@@ -145,7 +145,7 @@ fn decode_both(bytes: &[u8]) -> (Result<WorldSnapshot, SnapshotError>, usize, us
     let (decoded, largest) =
         largest_allocation(|| WorldSnapshot::decode(bytes, DEFAULT_MAX_SNAPSHOT_BYTES));
     let ((), relay) = largest_allocation(|| {
-        let _ = crate::relay_server::read_snapshot_header(bytes);
+        let _ = WorldSnapshot::decode_header(bytes, DEFAULT_MAX_SNAPSHOT_BYTES);
     });
     (decoded, largest, relay)
 }

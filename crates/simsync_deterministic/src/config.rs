@@ -94,7 +94,7 @@ pub struct NetworkSessionConfig {
     /// (default 1: every one).
     pub checksum_every: u32,
     /// The relay's input size cap this client expects, in bytes (default
-    /// [`DEFAULT_MAX_INPUT_BYTES`](crate::DEFAULT_MAX_INPUT_BYTES)): part of the input
+    /// [`DEFAULT_MAX_INPUT_BYTES`](simsync_net::DEFAULT_MAX_INPUT_BYTES)): part of the input
     /// fingerprint in the `Hello`, so it must equal the relay's `max_input_bytes`.
     pub max_input_bytes: usize,
     /// Take this slot again with its reconnect token (from an earlier `Welcome`, see
@@ -146,7 +146,7 @@ impl Default for NetworkSessionConfig {
             input_delay_start_ms: simsync_net::DEFAULT_INPUT_DELAY_START_MS,
             ping_interval_ms: 250,
             checksum_every: 1,
-            max_input_bytes: crate::relay_server::DEFAULT_MAX_INPUT_BYTES,
+            max_input_bytes: simsync_net::DEFAULT_MAX_INPUT_BYTES,
             rejoin: None,
             snapshots: false,
             max_snapshot_bytes: simsync_net::DEFAULT_MAX_SNAPSHOT_BYTES,

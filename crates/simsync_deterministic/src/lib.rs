@@ -12,8 +12,7 @@
 //!   [`TickInputSource`] → [`LocalRelay`] or the relay server ([`NetworkSessionConfig`]) →
 //!   [`InputBuffer`] → [`PlayerInputs`]; [`LeafwingInputPlugin`] and [`InputEncoder`] for
 //!   leafwing; [`LocalPlayers`]: which players this app controls.
-//! - The relay server: [`RelayServer`] (its per-connection [`RelayLimits`]), wired by
-//!   [`DeterministicServerPlugin`].
+//! - The relay server is the `simsync_relay` crate; this crate holds the client side.
 //! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`] and [`TryRollbackAppExt`]
 //!   (registration, the latter returning its errors), [`RollbackStrategy`]; Bevy states in the simulation:
 //!   [`RollbackStateAppExt`]; checksums: [`SimHash`] (and `#[derive(SimHash)]`), [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
@@ -57,7 +56,6 @@ mod input;
 mod leafwing_input;
 mod physics_order;
 mod plugin;
-mod relay_server;
 mod replay;
 mod restart;
 mod schedule;
@@ -84,8 +82,7 @@ pub use context::{
 pub use diagnostics::SessionDiagnosticsPlugin;
 pub use dump::{
     ComponentBreakdown, DesyncDump, DesyncDumpConfig, DesyncDumpFailed, DesyncDumpWritten,
-    DesyncReport, DumpDiff, DumpError, DumpReason, DumpedWorld, diff_dumps, read_dump_file,
-    write_desync_dump,
+    DumpDiff, DumpError, DumpReason, DumpedWorld, diff_dumps, read_dump_file, write_desync_dump,
 };
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
@@ -100,13 +97,6 @@ pub use input::{
 pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
 pub use plugin::{DeterministicPlugin, SessionSetupError};
-pub use relay_server::plugin::DeterministicServerPlugin;
-pub use relay_server::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, SnapshotStats};
-pub use relay_server::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS,
-    DroppedInputs, HeaderReader, RateLimited, RelayLimits, RelayServer, RelayServerConfig,
-    RelayStats, read_snapshot_header,
-};
 pub use replay::{
     ForeignPart, MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, Replay, ReplayEnd,
     ReplayError, ReplayFrame, ReplayHeader, ReplayLimits, ReplayMismatch, ReplayPlayback,
@@ -129,6 +119,7 @@ pub use session::{
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
 pub use simsync_derive::SimHash;
+pub use simsync_net::DesyncReport;
 pub use smoothing::{
     PresentationSet, PresentedSimEntity, TickPose, VisualSmoothing, VisualSmoothingConfig,
     VisualSmoothingPlugin,

@@ -217,8 +217,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
-    /// A networked session: confirmed inputs come from a relay server
-    /// ([`DeterministicServerPlugin`](crate::DeterministicServerPlugin)) over renet. The app
+    /// A networked session: confirmed inputs come from a relay server (the `simsync_relay`
+    /// crate's `DeterministicServerPlugin`) over renet. The app
     /// needs a `RenetClient` and a transport (`simsync_net::NetClientPlugin`).
     pub fn networked(mut self, network: NetworkSessionConfig) -> Self {
         self.config.network = Some(network);
@@ -515,7 +515,7 @@ fn add_session_messages(app: &mut App) {
         .add_message::<PlayerRejoined>()
         .add_message::<crate::dump::DesyncDumpWritten>()
         .add_message::<crate::dump::DesyncDumpFailed>()
-        .add_message::<crate::dump::DesyncReport>()
+        .add_message::<simsync_net::DesyncReport>()
         .add_message::<crate::source::SnapshotReceived>()
         .add_message::<crate::source::SnapshotRejected>();
 }

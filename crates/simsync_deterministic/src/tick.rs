@@ -2,13 +2,9 @@
 
 use bevy::prelude::*;
 
-/// A simulation tick (frame number). Tick `n + 1` is simulated after tick `n`; one tick is one
-/// fixed step of the session's [`TickRate`](simsync_time::TickRate). Tick `0` is the setup tick,
-/// where every input is `Default`; the first tick that carries inputs is tick `1`.
-pub type Tick = i32;
-
-/// Index of a player in a session, `0..players`.
-pub type PlayerIndex = u8;
+// A simulation tick (`i32`) and a player index (`u8`) are the wire's numbers: the relay counts
+// in them too.
+pub use simsync_net::{PlayerIndex, Tick};
 
 /// The tick a simulation world last simulated (or is simulating, inside
 /// [`SimulationTick`](crate::SimulationTick)). A resource of both simulation worlds, rolled back

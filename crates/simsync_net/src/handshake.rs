@@ -29,8 +29,10 @@ use std::collections::BTreeMap;
 use renet::ClientId;
 use serde::{Deserialize, Serialize};
 
+use crate::codec::encode;
 use crate::error::NetError;
 use crate::ids::ParticipantId;
+use crate::session_proto::SimInput;
 
 /// The version of the message layout of this build. Peers with different versions refuse each
 /// other in the handshake. Bump it with every change to a message type.
@@ -130,6 +132,16 @@ impl InputFingerprint {
     /// The fingerprint of type `I` (its [`std::any::type_name`]) with a size bound in bytes.
     pub fn of<I: ?Sized>(max_encoded_bytes: u32) -> Self {
         Self::new(std::any::type_name::<I>(), max_encoded_bytes)
+    }
+
+    /// The fingerprint of input type `I` both ends of a session state in the handshake: its
+    /// type name and the relay's size cap, `max_input_bytes` raised to the encoded default
+    /// input (as the relay raises its own cap). A client and a relay configured with different
+    /// caps, or built with different input types, refuse each other.
+    pub fn of_input<I: SimInput>(max_input_bytes: usize) -> Self {
+        let default_len = encode(&I::default()).map_or(0, |bytes| bytes.len());
+        let cap = max_input_bytes.max(default_len);
+        Self::of::<I>(u32::try_from(cap).unwrap_or(u32::MAX))
     }
 }
 
@@ -1229,5 +1241,18 @@ mod tests {
                 client: 2
             })
         );
+    }
+
+    #[test]
+    fn the_input_fingerprint_names_the_type_and_the_cap_raised_to_the_default_input() {
+        let fingerprint = InputFingerprint::of_input::<u64>(300);
+        assert_eq!(fingerprint, InputFingerprint::new("u64", 300));
+        // A cap below the encoded default input is raised to it, as the relay raises its own.
+        let default_len = encode(&[7u8; 4]).expect("encodes").len();
+        assert_eq!(
+            InputFingerprint::of_input::<[u8; 4]>(0).max_encoded_bytes as usize,
+            default_len
+        );
+        assert_ne!(InputFingerprint::of_input::<u32>(300), fingerprint);
     }
 }

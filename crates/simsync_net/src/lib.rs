@@ -2,7 +2,12 @@
 //! it is encoded and how it travels — over renet 2, in memory or over UDP ([wire rules](rules)).
 //!
 //! - **Messages**: [`ClientMessage`] / [`ServerMessage`], one enum per direction, nesting the
-//!   session ([`SessionClientMessage`]...) and ownership ([`OwnershipClientMessage`]...) ones.
+//!   session ([`SessionClientMessage`]...) and ownership ([`OwnershipClientMessage`]...) ones;
+//!   the session's shared types: [`Tick`], [`PlayerIndex`], the input bounds [`SimInput`], the
+//!   relay's [`DesyncReport`].
+//! - **Snapshots**: the container of an encoded snapshot ([`SnapshotFrame`]: frame,
+//!   [`SnapshotHeader`], body; [`SnapshotError`]) and its transfer in chunks
+//!   ([`SnapshotChunk`], [`SnapshotAssembly`]).
 //! - **Handshake**: [`Hello`] → [`Welcome`] or `Rejected`, by [`ServerHandshake`] and
 //!   [`ClientHandshake`], checking the session config ([`InputFingerprint`]).
 //! - **Codec**: [`encode`], [`decode`] (bincode 2, 64 KiB per message and per allocation, typed
@@ -38,6 +43,7 @@ mod remote_errors;
 mod rng;
 mod session_proto;
 mod snapshot_chunks;
+mod snapshot_frame;
 mod transport;
 mod udp;
 
@@ -87,12 +93,18 @@ pub use remote_errors::{
 };
 pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{
-    InputBytes, InputSet, MAX_BREAKDOWN_ENTRIES, MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS,
-    SessionClientMessage, SessionServerMessage,
+    DEFAULT_MAX_INPUT_BYTES, DesyncReport, InputBytes, InputSet, MAX_BREAKDOWN_ENTRIES,
+    MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS, PlayerIndex, SessionClientMessage,
+    SessionServerMessage, SimInput, Tick,
 };
 pub use snapshot_chunks::{
     AssembledSnapshot, ChunkError, ChunkRejections, DEFAULT_MAX_SNAPSHOT_BYTES,
     SNAPSHOT_CHUNK_BYTES, SnapshotAssembly, SnapshotChunk, split_snapshot,
+};
+pub use snapshot_frame::{
+    DECODE_MEMORY_PER_BYTE, DEFAULT_MAX_DECODED_SNAPSHOT_BYTES, FRAME_BYTES, LZ4_MAX_EXPANSION,
+    LZ4_SLACK_BYTES, MAX_SNAPSHOT_HEADER_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
+    SnapshotError, SnapshotFrame, SnapshotHeader,
 };
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{

@@ -1,17 +1,70 @@
 //! Messages of the networked deterministic session (relay server and clients).
 //!
 //! Inputs are opaque bytes here: the game encodes its compact input type with the same codec
-//! ([`crate::encode`]) and this crate never needs to know it. Ticks are `i32` frame numbers.
+//! ([`crate::encode`]) and this crate never needs to know it; [`SimInput`] names the bounds that
+//! type meets. Ticks are [`Tick`] (`i32`) frame numbers, players [`PlayerIndex`]es.
 //!
 //! Redundancy: both directions send the last few ticks again in every message
 //! ([`SessionClientMessage::Inputs`], [`SessionServerMessage::ConfirmedInputs`]) on the
 //! unreliable inputs channel, so a lost packet costs nothing as long as one of the next few
 //! arrives; the receiver keeps the first copy of each tick and ignores the rest.
 
+use core::fmt::Debug;
+use core::hash::Hash;
+
+use bevy::prelude::{Message, Reflect};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::channels::NetChannel;
 use crate::snapshot_chunks::SnapshotChunk;
+
+/// A simulation tick (frame number). Tick `n + 1` is simulated after tick `n`; one tick is one
+/// fixed step of the session's tick rate. Tick `0` is the setup tick, where every input is
+/// `Default`; the first tick that carries inputs is tick `1`.
+pub type Tick = i32;
+
+/// Index of a player in a session, `0..players`.
+pub type PlayerIndex = u8;
+
+/// The bounds a game's compact per-tick input type must satisfy.
+///
+/// Implemented automatically for every type with these bounds (blanket impl); games never implement it
+/// by hand. `Default` is the "no input" value used for the setup tick and for predictions of players
+/// with no confirmed input yet. `Eq` is used to detect conflicting confirmations and mispredictions, so
+/// it must compare the full value bit for bit (no floats with `NaN`; prefer quantized integers such as
+/// the deterministic session's `PackedInput`).
+pub trait SimInput:
+    Clone + Eq + Default + Debug + Hash + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+impl<T> SimInput for T where
+    T: Clone + Eq + Default + Debug + Hash + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+/// The input size cap when none is configured: 256 encoded bytes (raised to the encoded
+/// default input when that is longer). Relay and clients state the same cap in the handshake
+/// ([`InputFingerprint::of_input`](crate::InputFingerprint::of_input)); a game with larger
+/// inputs sets its own on both.
+pub const DEFAULT_MAX_INPUT_BYTES: usize = 256;
+
+/// What differs in a desync, as the relay found by comparing the clients' per-component hash
+/// breakdowns of the tick ([`SessionClientMessage::ComponentHashes`]). Written as a Bevy
+/// message on the relay's App and on every client that receives
+/// [`SessionServerMessage::DesyncReport`].
+#[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
+pub struct DesyncReport {
+    /// The desynced tick.
+    pub tick: Tick,
+    /// Players whose breakdown differs from the majority's (every reporter without a majority).
+    pub players: Vec<PlayerIndex>,
+    /// Registered component type names whose hashes differ (resources as `resource <name>`).
+    pub components: Vec<String>,
+    /// Slots of simulation entities whose hashes differ.
+    pub slots: Vec<u32>,
+}
 
 /// One player's input for one tick, encoded by the game (opaque to this crate).
 pub type InputBytes = Vec<u8>;

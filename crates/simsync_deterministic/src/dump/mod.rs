@@ -83,22 +83,6 @@ pub struct DesyncDumpFailed {
     pub error: DumpError,
 }
 
-/// What differs in a desync, as the relay found by comparing the clients' per-component hash
-/// breakdowns of the tick ([desync dumps](crate::rules#desync-dumps)). Written on the relay's
-/// App (by [`DeterministicServerPlugin`](crate::DeterministicServerPlugin)) and on every
-/// client that receives it.
-#[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
-pub struct DesyncReport {
-    /// The desynced tick.
-    pub tick: Tick,
-    /// Players whose breakdown differs from the majority's (every reporter without a majority).
-    pub players: Vec<PlayerIndex>,
-    /// Registered component type names whose hashes differ (resources as `resource <name>`).
-    pub components: Vec<String>,
-    /// Slots of simulation entities whose hashes differ.
-    pub slots: Vec<u32>,
-}
-
 /// The dump bookkeeping of a session.
 #[derive(Default)]
 pub(crate) struct DumpState {

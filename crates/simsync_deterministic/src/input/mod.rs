@@ -23,12 +23,8 @@ mod latch;
 mod leafwing;
 mod player_inputs;
 
-use core::fmt::Debug;
-use core::hash::Hash;
-
 use bevy::reflect::Reflect;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 pub use buffer::{ConfirmOutcome, InputBuffer, MAX_CAPACITY_TICKS};
 pub use latch::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
@@ -37,22 +33,8 @@ pub use player_inputs::PlayerInputs;
 
 use crate::tick::{PlayerIndex, Tick};
 
-/// The bounds a game's compact per-tick input type must satisfy.
-///
-/// Implemented automatically for every type with these bounds (blanket impl); games never implement it
-/// by hand. `Default` is the "no input" value used for the setup tick and for predictions of players
-/// with no confirmed input yet. `Eq` is used to detect conflicting confirmations and mispredictions, so
-/// it must compare the full value bit for bit (no floats with `NaN`; prefer quantized integers such as
-/// [`PackedInput`]).
-pub trait SimInput:
-    Clone + Eq + Default + Debug + Hash + Serialize + DeserializeOwned + Send + Sync + 'static
-{
-}
-
-impl<T> SimInput for T where
-    T: Clone + Eq + Default + Debug + Hash + Serialize + DeserializeOwned + Send + Sync + 'static
-{
-}
+// The bounds of a game's input type are the wire's: the relay checks inputs against them too.
+pub use simsync_net::SimInput;
 
 /// How trustworthy an input value handed to the simulation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Reflect, Serialize, serde::Deserialize)]

@@ -37,10 +37,10 @@ use bevy::log::{debug, error, info, warn};
 use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
-    ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello, JoinStatus,
-    LeadControl, Protocols, ReconnectToken, RejectReason, RttEstimator, ServerMessage,
-    SessionClientMessage, SessionServerMessage, TickAccumulator, estimated_server_tick,
-    input_delay_ticks, millis_u32, target_lead_ticks,
+    ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello,
+    InputFingerprint, JoinStatus, LeadControl, Protocols, ReconnectToken, RejectReason,
+    RttEstimator, ServerMessage, SessionClientMessage, SessionServerMessage, TickAccumulator,
+    estimated_server_tick, input_delay_ticks, millis_u32, target_lead_ticks,
 };
 
 use super::local_inputs::LocalInputProvider;
@@ -50,7 +50,6 @@ use super::snapshot_exchange::{BuddyRequest, ClientSnapshotStats, SnapshotExchan
 use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
-use crate::relay_server::input_fingerprint;
 use crate::tick::{PlayerIndex, Tick};
 
 /// Most ticks the client's clock polls in one update.
@@ -91,7 +90,7 @@ pub struct RelayClientStats {
     /// The last desync the server reported.
     pub last_desync: Option<DesyncDetected>,
     /// The last desync report (the components that differ) the server sent.
-    pub last_desync_report: Option<crate::dump::DesyncReport>,
+    pub last_desync_report: Option<simsync_net::DesyncReport>,
     /// Confirmed inputs that did not decode and were substituted ([`InputSubstituted`]).
     pub substituted_inputs: u64,
     /// Encoded bytes of the `Inputs` messages sent (message payload, before renet's headers).
@@ -147,7 +146,7 @@ pub(crate) enum NetReport {
     /// The server judged a tick's checksums and they disagree.
     Desync(DesyncDetected),
     /// The server compared the breakdowns of a desynced tick.
-    DesyncReport(crate::dump::DesyncReport),
+    DesyncReport(simsync_net::DesyncReport),
     /// A confirmed input did not decode and was substituted.
     Substituted(InputSubstituted),
     /// The relay refused this client in the handshake.
@@ -253,7 +252,7 @@ fn hello<I: SimInput>(config: &NetworkSessionConfig, session: &SessionConfig) ->
     let hello = Hello::new(Protocols::SESSION, config.name.clone())
         .with_tick_rate_hz(u16::try_from(session.tick_rate.hz()).unwrap_or(u16::MAX))
         .with_players(session.players)
-        .with_input(input_fingerprint::<I>(config.max_input_bytes));
+        .with_input(InputFingerprint::of_input::<I>(config.max_input_bytes));
     match config.rejoin {
         Some(rejoin) => hello.with_reconnect_token(rejoin.slot, rejoin.token),
         None => hello,
@@ -672,7 +671,7 @@ impl<I: SimInput> RelayClient<I> {
             "session client: desync at tick {tick} is in components {components:?}, \
              slots {slots:?} (players {players:?})"
         );
-        let report = crate::dump::DesyncReport {
+        let report = simsync_net::DesyncReport {
             tick,
             players,
             components,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::tick::Tick;
+use simsync_net::Tick;
 
 /// Judged ticks remembered (late reports for them are ignored).
 const JUDGED_MEMORY: usize = 4_096;

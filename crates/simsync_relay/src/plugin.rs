@@ -2,14 +2,14 @@
 
 use bevy::prelude::*;
 use simsync_net::bevy_renet::{RenetReceive, RenetServer};
-use simsync_net::{NetClock, TickAccumulator};
+use simsync_net::{DEFAULT_MAX_INPUT_BYTES, DesyncReport, NetClock, SimInput, TickAccumulator};
 
-use super::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_MAX_INPUT_BYTES, DEFAULT_SILENCE_TIMEOUT_MS, HeaderReader,
-    LyingSnapshot, RelayEvent, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
-    SnapshotServed, SnapshotServing,
+use crate::limits::RelayLimits;
+use crate::server::{
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_SILENCE_TIMEOUT_MS, HeaderReader, RelayEvent, RelayServer,
+    RelayServerConfig, RelayStats,
 };
-use crate::input::SimInput;
+use crate::snapshots::{LyingSnapshot, SnapshotServed, SnapshotServing};
 
 /// The relay server as a Bevy plugin: inserts [`RelayServer`] and [`RelayStats`] and runs the
 /// relay after renet receives (`PreUpdate`). The app must also hold a `RenetServer` and a
@@ -100,8 +100,8 @@ impl DeterministicServerPlugin {
 
     /// Makes the relay read the tick and checksum of every forwarded snapshot's header with
     /// `read` and refuse one that contradicts its buddy's word
-    /// ([`RelayServer::with_header_reader`]); [`read_snapshot_header`](super::read_snapshot_header)
-    /// is the snapshot core's reader.
+    /// ([`RelayServer::with_header_reader`]); [`read_snapshot_header`](crate::read_snapshot_header)
+    /// is the snapshot format's reader.
     pub fn header_reader(mut self, read: HeaderReader) -> Self {
         self.read_header = Some(read);
         self
@@ -150,7 +150,7 @@ impl Plugin for DeterministicServerPlugin {
         app.insert_resource(relay)
             .init_resource::<RelayStats>()
             .register_type::<RelayStats>()
-            .add_message::<crate::dump::DesyncReport>()
+            .add_message::<DesyncReport>()
             .init_resource::<ServerClock>()
             .add_message::<SnapshotServed>()
             .add_message::<LyingSnapshot>()
@@ -166,7 +166,7 @@ fn relay_update(
     mut real_clock: ResMut<ServerClock>,
     mut stats: ResMut<RelayStats>,
     (mut reports, mut served, mut lying): (
-        MessageWriter<crate::dump::DesyncReport>,
+        MessageWriter<DesyncReport>,
         MessageWriter<SnapshotServed>,
         MessageWriter<LyingSnapshot>,
     ),

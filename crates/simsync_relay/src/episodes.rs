@@ -1,7 +1,7 @@
 //! Desync episodes: the relay reports a player's desync once when it starts, not once per
 //! judged tick ([rule](crate::rules#desyncs-are-reported-once-per-episode)). Pure data, no I/O.
 
-use super::checksums::Judgement;
+use crate::checksums::Judgement;
 
 /// Which players are in a desync episode (one flag per slot).
 ///

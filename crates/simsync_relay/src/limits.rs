@@ -6,7 +6,7 @@
 use bevy::prelude::*;
 use simsync_net::{ClientMessage, RateLimit, RateLimiter, SessionClientMessage};
 
-use crate::tick::Tick;
+use simsync_net::Tick;
 
 /// The relay's per-connection limits, one [`RateLimit`] per kind of message a client sends
 /// ([rate limits](crate::rules#rate-limits)). [`for_tick_rate`](Self::for_tick_rate) gives the

@@ -1,7 +1,7 @@
 //! The relay server of a networked deterministic session: owns the session clock, gathers each
 //! player's input per tick, confirms input sets and broadcasts them with redundancy. It never
 //! simulates. [`RelayServer`] is a state machine over an explicit `&mut RenetServer`; the
-//! [`DeterministicServerPlugin`](crate::DeterministicServerPlugin) wires it into an app.
+//! `DeterministicServerPlugin` (the `plugin` module) wires it into an app.
 //!
 //! Rules (see [the networked session](crate::rules#the-networked-session)):
 //! - A player's identity is its connection: the `Hello` goes through the shared handshake of
@@ -63,35 +63,24 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
-    ChunkError, ClientMessage, DecodeStats, HandshakeStats, Hello, InputFingerprint, InputSet,
-    NetChannel, Protocols, RateLimiter, ReconnectTokens, ServerHandshake, ServerMessage,
-    ServerNetExt, SessionClientMessage, SessionServerMessage, SnapshotAssembly, SnapshotChunk,
-    UNRELIABLE_MESSAGE_BUDGET, millis_u32,
+    ChunkError, ClientMessage, DEFAULT_MAX_DECODED_SNAPSHOT_BYTES, DecodeStats, DesyncReport,
+    HandshakeStats, Hello, InputFingerprint, InputSet, NetChannel, Protocols, RateLimiter,
+    ReconnectTokens, ServerHandshake, ServerMessage, ServerNetExt, SessionClientMessage,
+    SessionServerMessage, SimInput, SnapshotAssembly, SnapshotChunk, SnapshotError, SnapshotFrame,
+    Tick, UNRELIABLE_MESSAGE_BUDGET, millis_u32,
 };
 
-use crate::input::SimInput;
-use crate::tick::Tick;
-use breakdowns::{Breakdown, BreakdownVotes};
-use checksums::{ChecksumRefusal, ChecksumVotes};
-use episodes::DesyncEpisodes;
-use limits::{Limited, input_tick_cost};
-pub use limits::{RateLimited, RelayLimits};
-use seats::{Seat, SlotView, choose_seat};
-use snapshots::{Candidate, Phase, Stall, Transfer, Verdict, check_snapshot, pick_buddy};
-pub use snapshots::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, SnapshotStats};
+use crate::breakdowns::{Breakdown, BreakdownVotes};
+use crate::checksums::{ChecksumRefusal, ChecksumVotes};
+use crate::episodes::DesyncEpisodes;
+use crate::limits::{Limited, RateLimited, RelayLimits, input_tick_cost};
+use crate::seats::{Seat, SlotView, choose_seat};
+use crate::snapshots::{
+    Candidate, CaughtBy, LyingSnapshot, Phase, SnapshotServed, SnapshotServing, SnapshotStats,
+    Stall, Transfer, Verdict, check_snapshot, pick_buddy,
+};
 
-mod breakdowns;
-mod checksums;
-mod episodes;
-mod limits;
-pub(crate) mod plugin;
-mod seats;
 mod serving;
-pub mod snapshots;
-
-/// The input size cap when none is configured: 256 encoded bytes (raised to the encoded
-/// default input when that is longer). A game with larger inputs sets its own.
-pub const DEFAULT_MAX_INPUT_BYTES: usize = 256;
 
 /// Milliseconds the relay waits for every player's checksum of a tick before judging it with
 /// the reports it has (default of `checksum_timeout_ms`).
@@ -122,7 +111,7 @@ pub struct RelayServerConfig {
     pub default_input: Vec<u8>,
     /// Milliseconds between pings to each client (default 250).
     pub ping_interval_ms: u32,
-    /// Longest accepted encoded input, in bytes (default [`DEFAULT_MAX_INPUT_BYTES`]); longer
+    /// Longest accepted encoded input, in bytes (default [`DEFAULT_MAX_INPUT_BYTES`](simsync_net::DEFAULT_MAX_INPUT_BYTES)); longer
     /// inputs are dropped. Never below the encoded default input's length.
     pub max_input_bytes: usize,
     /// Milliseconds after a tick's first checksum report at which it is judged with the reports
@@ -178,16 +167,6 @@ fn input_fault(bytes: &[u8], max_bytes: usize, decodes: fn(&[u8]) -> bool) -> Op
     } else {
         None
     }
-}
-
-/// The fingerprint of input type `I` both sides state in the handshake: its type name and the
-/// relay's size cap, `max_input_bytes` raised to the encoded default input (as
-/// [`RelayServer::new`] does). A client and a relay configured with different caps, or built
-/// with different input types, refuse each other.
-pub(crate) fn input_fingerprint<I: SimInput>(max_input_bytes: usize) -> InputFingerprint {
-    let default_len = simsync_net::encode(&I::default()).map_or(0, |bytes| bytes.len());
-    let cap = max_input_bytes.max(default_len);
-    InputFingerprint::of::<I>(u32::try_from(cap).unwrap_or(u32::MAX))
 }
 
 /// Whether `bytes` decode as an `I`.
@@ -267,10 +246,10 @@ pub struct RelayStats {
     /// still connected; the reason goes back in `Rejected`).
     pub refused_rejoins: u64,
     /// Desync reports sent (breakdowns of a desynced tick compared; see
-    /// [`DesyncReport`](crate::DesyncReport)).
+    /// [`DesyncReport`]).
     pub desync_reports: u64,
     /// The last desync report.
-    pub last_desync_report: Option<crate::dump::DesyncReport>,
+    pub last_desync_report: Option<DesyncReport>,
     /// Per slot: component hash breakdowns refused (no desync of that tick waiting, a second
     /// one for the tick, or over the message bounds).
     pub refused_breakdowns: Vec<u64>,
@@ -302,18 +281,16 @@ struct Served {
 }
 
 /// Reads the tick and checksum an encoded snapshot's header states (`Err`: unreadable, and why).
-pub type HeaderReader = fn(&[u8]) -> Result<(Tick, u64), crate::SnapshotError>;
+pub type HeaderReader = fn(&[u8]) -> Result<(Tick, u64), SnapshotError>;
 
-/// The snapshot core's [`HeaderReader`]: the tick and checksum of an encoded
-/// [`WorldSnapshot`](crate::WorldSnapshot)'s header, read without decoding the world
-/// ([`WorldSnapshot::decode_header`](crate::WorldSnapshot::decode_header), at most
-/// [`DEFAULT_MAX_SNAPSHOT_BYTES`](crate::snapshot::format::DEFAULT_MAX_SNAPSHOT_BYTES)
-/// decompressed).
+/// The snapshot format's [`HeaderReader`]: the tick and checksum of an encoded snapshot's
+/// header, read without decoding the world ([`SnapshotFrame::read_header`], at most
+/// [`DEFAULT_MAX_DECODED_SNAPSHOT_BYTES`] decompressed).
 ///
 /// # Errors
-/// The [`SnapshotError`](crate::SnapshotError) of bytes that are not a snapshot of this format.
-pub fn read_snapshot_header(bytes: &[u8]) -> Result<(Tick, u64), crate::SnapshotError> {
-    crate::WorldSnapshot::decode_header(bytes, crate::snapshot::format::DEFAULT_MAX_SNAPSHOT_BYTES)
+/// The [`SnapshotError`] of bytes that are not a snapshot of this format.
+pub fn read_snapshot_header(bytes: &[u8]) -> Result<(Tick, u64), SnapshotError> {
+    SnapshotFrame::read_header(bytes, DEFAULT_MAX_DECODED_SNAPSHOT_BYTES)
         .map(|header| (header.tick, header.checksum))
 }
 
@@ -371,7 +348,7 @@ pub struct RelayServer {
     /// Each player's desync episode (reported once, when it starts).
     episodes: DesyncEpisodes,
     /// Desync reports not yet taken by the plugin (bounded: the oldest are dropped).
-    reports: VecDeque<crate::dump::DesyncReport>,
+    reports: VecDeque<DesyncReport>,
     /// Whether an input decodes as the game's input type.
     decodes: fn(&[u8]) -> bool,
     stats: RelayStats,
@@ -413,7 +390,7 @@ impl RelayServer {
         let handshake = ServerHandshake::new(Protocols::SESSION)
             .with_tick_rate_hz(config.tick_rate_hz)
             .with_players(config.players)
-            .with_input(input_fingerprint::<I>(config.max_input_bytes));
+            .with_input(InputFingerprint::of_input::<I>(config.max_input_bytes));
         Self {
             stats: RelayStats {
                 replaced_inputs: vec![0; n],
@@ -963,7 +940,7 @@ impl RelayServer {
     }
 
     /// The desync reports written since the last call, oldest first.
-    pub fn take_desync_reports(&mut self) -> Vec<crate::dump::DesyncReport> {
+    pub fn take_desync_reports(&mut self) -> Vec<DesyncReport> {
         self.reports.drain(..).collect()
     }
 
@@ -980,7 +957,7 @@ impl RelayServer {
                 "relay: desync at tick {}: players {:?}, components {:?}, slots {:?}",
                 found.tick, found.players, found.components, found.slots
             );
-            let report = crate::dump::DesyncReport {
+            let report = DesyncReport {
                 tick: found.tick,
                 players: found.players,
                 components: found.components,
@@ -996,7 +973,7 @@ impl RelayServer {
             self.stats.desync_reports += 1;
             self.stats.last_desync_report = Some(report.clone());
             self.reports.push_back(report);
-            while self.reports.len() > breakdowns::MAX_OPEN_REPORTS {
+            while self.reports.len() > crate::breakdowns::MAX_OPEN_REPORTS {
                 self.reports.pop_front();
             }
         }
@@ -1391,7 +1368,7 @@ mod tests {
             input_redundancy: 3,
             default_input: vec![0],
             ping_interval_ms: 250,
-            max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
+            max_input_bytes: simsync_net::DEFAULT_MAX_INPUT_BYTES,
             checksum_timeout_ms: DEFAULT_CHECKSUM_TIMEOUT_MS,
             input_history_ticks: 640,
             resend_bytes_per_update: 24_000,
@@ -1554,18 +1531,5 @@ mod tests {
             chunk_ranges(&big, 1, 3, usize::MAX),
             vec![(1, 1), (2, 2), (3, 3)]
         );
-    }
-
-    #[test]
-    fn the_fingerprint_names_the_type_and_the_cap_raised_to_the_default_input() {
-        let fingerprint = input_fingerprint::<u64>(300);
-        assert_eq!(fingerprint, InputFingerprint::new("u64", 300));
-        // A cap below the encoded default input is raised to it, as `RelayServer::new` does.
-        let default_len = simsync_net::encode(&[7u8; 4]).expect("encodes").len();
-        assert_eq!(
-            input_fingerprint::<[u8; 4]>(0).max_encoded_bytes as usize,
-            default_len
-        );
-        assert_ne!(input_fingerprint::<u32>(300), fingerprint);
     }
 }

@@ -1,6 +1,6 @@
 //! Naming what differs in a desync: after a checksum disagreement the relay collects each
 //! client's per-component hash breakdown of the tick and compares them
-//! ([desync dumps](crate::rules#desync-dumps)). Pure data, no I/O.
+//! ([desync dumps](crate::rules#the-relay-names-the-component)). Pure data, no I/O.
 //!
 //! The reference is the checksum majority: per component (resource, slot) the value most of the
 //! players whose checksum agreed with the majority report (when they split evenly, the value
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use simsync_net::{MAX_BREAKDOWN_ENTRIES, MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS};
 
-use crate::tick::Tick;
+use simsync_net::Tick;
 
 /// Desynced ticks waiting for breakdowns at once; opening another drops the oldest.
 pub(crate) const MAX_OPEN_REPORTS: usize = 8;

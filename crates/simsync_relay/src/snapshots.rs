@@ -10,7 +10,7 @@ use std::time::Duration;
 use bevy::prelude::*;
 use simsync_net::{AssembledSnapshot, DEFAULT_MAX_SNAPSHOT_BYTES, SnapshotAssembly, SnapshotChunk};
 
-use crate::tick::Tick;
+use simsync_net::Tick;
 
 /// How the relay serves snapshots ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)).
 #[derive(Debug, Clone, PartialEq, Eq, Reflect)]
@@ -40,7 +40,7 @@ impl Default for SnapshotServing {
     }
 }
 
-/// Snapshot counters of the relay (part of [`RelayStats`](super::RelayStats)).
+/// Snapshot counters of the relay (`RelayStats::snapshots`).
 #[derive(Debug, Clone, Default, PartialEq, Reflect)]
 pub struct SnapshotStats {
     /// Snapshot requests sent to buddies.
@@ -266,7 +266,7 @@ pub(crate) enum Verdict {
 pub(crate) fn check_snapshot(
     snapshot: &AssembledSnapshot,
     reference: Option<u64>,
-    header: Option<Result<(Tick, u64), crate::SnapshotError>>,
+    header: Option<Result<(Tick, u64), simsync_net::SnapshotError>>,
 ) -> Verdict {
     match header {
         Some(Ok(stated)) if stated != (snapshot.tick, snapshot.checksum) => return Verdict::Lying,
@@ -400,7 +400,7 @@ mod tests {
             check_snapshot(
                 &s,
                 None,
-                Some(Err(crate::SnapshotError::Truncated {
+                Some(Err(simsync_net::SnapshotError::Truncated {
                     offset: 0,
                     len: 0,
                     needed: 33,

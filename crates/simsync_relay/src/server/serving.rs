@@ -1,7 +1,7 @@
 //! The relay's side of snapshot transfers: asking a buddy, taking its chunks, verifying the
 //! snapshot against the other clients' checksums and forwarding it to the joiner
 //! ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)). The decisions are the pure
-//! functions of [`super::snapshots`]; this is their I/O.
+//! functions of `crate::snapshots`; this is their I/O.
 
 use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetServer;
@@ -12,7 +12,7 @@ use super::{
     Served, ServerMessage, ServerNetExt, SessionServerMessage, SnapshotAssembly, SnapshotChunk,
     SnapshotServed, Stall, Transfer, Verdict, check_snapshot, pick_buddy,
 };
-use crate::tick::Tick;
+use simsync_net::Tick;
 
 impl RelayServer {
     /// Starts a snapshot transfer for `slot` unless one is under way.
