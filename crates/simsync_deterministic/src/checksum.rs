@@ -12,6 +12,9 @@ use std::hash::Hasher;
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::Velocity;
+use serde::{Deserialize, Serialize};
+
+use crate::tick::Tick;
 
 /// FNV-1a, 64 bits: the fixed hasher of checksums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +140,21 @@ impl std::fmt::Display for TickChecksum {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "tick {}: {:016x}", self.tick, self.checksum)
     }
+}
+
+/// A per-component hash breakdown of one verified tick: what a client sends the relay on a
+/// desync, and what a dump keeps of the recent verified ticks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct ComponentBreakdown {
+    /// The tick.
+    pub tick: Tick,
+    /// Per registered component type (in registration order): its name and the hash of its
+    /// values on every simulation entity (absence included).
+    pub components: Vec<(String, u64)>,
+    /// Per live simulation entity: its slot and the hash of all its registered components.
+    pub slots: Vec<(u32, u64)>,
+    /// Per registered resource type: its name and the hash of its value (absence included).
+    pub resources: Vec<(String, u64)>,
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! Configuration of a deterministic session.
 
+use std::path::PathBuf;
+
 use bevy::prelude::*;
 use simsync_time::TickRate;
 
@@ -213,7 +215,7 @@ pub struct SessionConfig {
     /// Write desync dumps on the first mismatch (default `None`: off;
     /// [desync dumps](crate::rules#desync-dumps)).
     #[reflect(ignore)]
-    pub desync_dumps: Option<crate::dump::DesyncDumpConfig>,
+    pub desync_dumps: Option<DesyncDumpConfig>,
 }
 
 impl Default for SessionConfig {
@@ -320,5 +322,32 @@ impl SessionConfig {
             .or(list.last())
             .copied()
             .unwrap_or(0)
+    }
+}
+/// Default largest dump file read or written (64 MiB).
+pub const DEFAULT_MAX_DUMP_BYTES: usize = 64 * 1024 * 1024;
+
+/// Where and how the session writes desync dumps (`DeterministicPlugin::desync_dumps`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesyncDumpConfig {
+    /// The directory dumps are written to (created when missing).
+    pub dir: PathBuf,
+    /// Largest dump file written (default [`DEFAULT_MAX_DUMP_BYTES`]); a larger dump is not
+    /// written and reported as [`DesyncDumpFailed`](crate::DesyncDumpFailed) with [`DumpError::TooLarge`](crate::DumpError::TooLarge).
+    pub max_bytes: usize,
+    /// Per-component hash breakdowns of this many recent checksum ticks are kept (default 256:
+    /// 4 s at 64 Hz with a checksum every tick), so a desync the relay reports after the tick
+    /// is past can still be named.
+    pub recent_breakdowns: usize,
+}
+
+impl DesyncDumpConfig {
+    /// Dumps into `dir`, default limits.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            max_bytes: DEFAULT_MAX_DUMP_BYTES,
+            recent_breakdowns: 256,
+        }
     }
 }

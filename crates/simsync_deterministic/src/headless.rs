@@ -7,8 +7,7 @@ use bevy::prelude::*;
 
 use crate::error::SessionError;
 use crate::input::SimInput;
-use crate::restart::{SessionBlueprint, build_worlds};
-use crate::worlds::SimulationWorlds;
+use crate::worlds::{SessionBlueprint, SimulationWorlds, build_worlds};
 
 /// Builds both simulation worlds from the plugin's blueprint when they do not exist yet (the
 /// App was not cleaned up) and inserts them. Returns the error to keep as the session's setup

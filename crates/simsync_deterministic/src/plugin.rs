@@ -22,7 +22,7 @@ use crate::replay::systems::{replay_after_update, replay_before_update};
 use crate::replay::{
     ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder, ReplayWriteFailed,
 };
-use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
+use crate::restart::initial_lifecycle;
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
     ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, RollbackSetupFailed,
@@ -36,7 +36,8 @@ use crate::source::{
 use crate::source::{FrameMerge, LocalInputs, LocalPlayers};
 use crate::tick::PlayerIndex;
 use crate::worlds::{
-    GameBuilder, PredictedApp, SimulationWorlds, VerifiedApp, WorldSpec, build_sub_apps,
+    GameBuilder, PredictedApp, SessionBlueprint, SimulationWorlds, VerifiedApp, WorldSpec,
+    assemble_worlds, build_sub_apps,
 };
 
 /// The deterministic session: a verified and a predicted world (Bevy sub-apps running the same

@@ -9,10 +9,10 @@ use bevy::reflect::enums::Enum;
 use bevy::reflect::{PartialReflect, ReflectRef};
 
 use super::format::{
-    ComponentBreakdown, DesyncDump, DumpHeader, DumpReason, DumpedEntity, DumpedField, DumpedInput,
-    DumpedValue, DumpedWorld, GameFingerprint,
+    DesyncDump, DumpHeader, DumpReason, DumpedEntity, DumpedField, DumpedInput, DumpedValue,
+    DumpedWorld, GameFingerprint,
 };
-use crate::checksum::StateHasher;
+use crate::checksum::{ComponentBreakdown, StateHasher};
 use crate::snapshot::digest::DigestOutcome;
 use crate::snapshot::{self, ReservedSlots, RollbackRegistry, SimulationWorld};
 use crate::tick::PlayerIndex;

@@ -21,7 +21,8 @@ use std::hash::Hasher;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checksum::StateHasher;
+use crate::checksum::{ComponentBreakdown, StateHasher};
+pub use crate::config::DEFAULT_MAX_DUMP_BYTES;
 use crate::tick::{PlayerIndex, Tick};
 
 /// The format version of dump files this build writes and reads.
@@ -32,9 +33,6 @@ pub const DUMP_MAGIC: [u8; 8] = *b"SIMSDUMP";
 
 /// Bytes before the body.
 pub const DUMP_HEADER_BYTES: usize = 26;
-
-/// Default largest dump file read or written (64 MiB).
-pub const DEFAULT_MAX_DUMP_BYTES: usize = 64 * 1024 * 1024;
 
 /// Which world a dump was taken from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -154,21 +152,6 @@ pub struct DumpedInput {
     pub status: String,
     /// The input's `Debug` text.
     pub value: String,
-}
-
-/// A per-component hash breakdown of one verified tick: what a client sends the relay on a
-/// desync, and what a dump keeps of the recent verified ticks.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-pub struct ComponentBreakdown {
-    /// The tick.
-    pub tick: Tick,
-    /// Per registered component type (in registration order): its name and the hash of its
-    /// values on every simulation entity (absence included).
-    pub components: Vec<(String, u64)>,
-    /// Per live simulation entity: its slot and the hash of all its registered components.
-    pub slots: Vec<(u32, u64)>,
-    /// Per registered resource type: its name and the hash of its value (absence included).
-    pub resources: Vec<(String, u64)>,
 }
 
 /// The state of one simulation world at one tick, for finding what differs between two peers

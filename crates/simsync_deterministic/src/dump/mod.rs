@@ -22,12 +22,13 @@ use std::path::{Path, PathBuf};
 
 use bevy::prelude::*;
 
+pub use crate::checksum::ComponentBreakdown;
+pub use crate::config::DesyncDumpConfig;
 pub use capture::flatten;
 pub use diff::{Difference, DumpDiff, DumpSide, FieldDifference, diff_dumps};
 pub use format::{
-    ComponentBreakdown, DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DumpError,
-    DumpHeader, DumpReason, DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld,
-    GameFingerprint,
+    DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DumpError, DumpHeader, DumpReason,
+    DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld, GameFingerprint,
 };
 
 use crate::input::{InputStatus, SimInput};
@@ -35,31 +36,6 @@ use crate::session::DeterministicSession;
 use crate::source::LocalPlayers;
 use crate::tick::{PlayerIndex, Tick};
 use crate::worlds::SimulationWorlds;
-
-/// Where and how the session writes desync dumps (`DeterministicPlugin::desync_dumps`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DesyncDumpConfig {
-    /// The directory dumps are written to (created when missing).
-    pub dir: PathBuf,
-    /// Largest dump file written (default [`DEFAULT_MAX_DUMP_BYTES`]); a larger dump is not
-    /// written and reported as [`DesyncDumpFailed`] with [`DumpError::TooLarge`].
-    pub max_bytes: usize,
-    /// Per-component hash breakdowns of this many recent checksum ticks are kept (default 256:
-    /// 4 s at 64 Hz with a checksum every tick), so a desync the relay reports after the tick
-    /// is past can still be named.
-    pub recent_breakdowns: usize,
-}
-
-impl DesyncDumpConfig {
-    /// Dumps into `dir`, default limits.
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self {
-            dir: dir.into(),
-            max_bytes: DEFAULT_MAX_DUMP_BYTES,
-            recent_breakdowns: 256,
-        }
-    }
-}
 
 /// A desync dump was written.
 #[derive(Message, Debug, Clone, PartialEq, Eq)]

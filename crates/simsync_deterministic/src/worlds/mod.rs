@@ -6,6 +6,10 @@
 //! worlds and drives them itself: Bevy's own `App::update` would run sub-apps in hash-map order
 //! after the main schedule, which gives no control over verification and prediction.
 
+mod blueprint;
+
+pub(crate) use blueprint::{SessionBlueprint, assemble_worlds, build_worlds};
+
 use bevy::app::AppLabel;
 use bevy::ecs::schedule::{MultiThreadedExecutor, ScheduleLabel, SingleThreadedExecutor};
 use bevy::prelude::*;
