@@ -113,10 +113,11 @@ const WARM_TICKS: i32 = 200;
 /// A session App of `scene` whose inputs arrive `latency` ticks late.
 fn session_app(scene: Scene, latency: u32, skip: bool) -> App {
     let mut app = common::app_with_game(scene, 2, latency, |plugin| {
-        plugin
-            .mode(SessionMode::Predicted)
-            .checksum_interval(60)
-            .skip_rollback_when_predictions_hold(skip)
+        plugin.edit_config(|c| {
+            c.mode = SessionMode::Predicted;
+            c.checksum_interval = 60;
+            c.skip_rollback_when_predictions_hold = skip;
+        })
     });
     common::run_until_verified(&mut app, WARM_TICKS);
     app

@@ -140,20 +140,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let encoder = InputEncoder::new()
         .dual_axis(Action::Move, 0, 1)?
         .button(Action::Jump, JUMP)?;
-    let session = DeterministicPlugin::<PackedInput>::new(Game)
-        .players(PLAYERS)
+    let session = DeterministicPlugin::<PackedInput>::new(Game).config(SessionConfig {
+        players: PLAYERS,
         // One tick per update, so this loop runs as fast as the machine allows.
-        .clock(SessionClock::Stepped {
+        clock: SessionClock::Stepped {
             ticks_per_update: 1,
-        })
+        },
         // Inputs confirmed 4 ticks late; player 1's input is predicted (as if remote).
-        .local_session(LocalSessionConfig {
+        local: LocalSessionConfig {
             latency_ticks: vec![4],
             known_players: vec![0],
             ..default()
-        })
-        .checksum_interval(1)
-        .verify_predictions(true);
+        },
+        checksum_interval: 1,
+        verify_predictions: true,
+        ..default()
+    });
     let mut app = App::new();
     app.add_plugins((MinimalPlugins, session, LeafwingInputPlugin::new(encoder)))
         .add_sim_event::<Jumped>()

@@ -183,19 +183,22 @@ fn app(mode: SessionMode, dispatch: bool) -> App {
     app.add_plugins(MinimalPlugins);
     app.add_plugins(
         DeterministicPlugin::<PackedInput>::new(EventGame { dispatch })
-            .players(2)
-            .mode(mode)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 1,
+            .config(SessionConfig {
+                mode,
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 1,
+                },
+                local: LocalSessionConfig {
+                    latency_ticks: vec![6],
+                    jitter_ticks: 0,
+                    seed: 1,
+                    known_players: vec![0],
+                },
+                checksum_interval: 1,
+                verify_predictions: mode == SessionMode::Predicted,
+                ..Default::default()
             })
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![6],
-                jitter_ticks: 0,
-                seed: 1,
-                known_players: vec![0],
-            })
-            .checksum_interval(1)
-            .verify_predictions(mode == SessionMode::Predicted),
+            .players(2),
     );
     app.add_systems(
         PreUpdate,

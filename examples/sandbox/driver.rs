@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use bevy::log::{Level, LogPlugin};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{RigidBody, Sleeping};
-use simsync::deterministic::{DeterministicSession, PredictionMismatch, SessionSetupError};
+use simsync::deterministic::{
+    DeterministicSession, PredictionMismatch, SessionConfig, SessionSetupError,
+};
 use simsync::prelude::{
     BeforeVerification, DeterministicPlugin, DeterministicSet, LocalInputs, LocalSessionConfig,
     PackedInput, SessionClock, SessionMode, SessionStats, SimulationWorlds, SimulatorContext,
@@ -207,22 +209,27 @@ pub fn add_session(app: &mut App, args: &LocalArgs, game: SandboxGame, trace: Co
     let players = args.session.players;
     let entities = game.entity_count() + 256;
     let plugin = DeterministicPlugin::<PackedInput>::new(game)
-        .players(players)
-        .mode(SessionMode::Predicted)
-        .clock(SessionClock::Stepped {
-            ticks_per_update: 1,
+        .config(SessionConfig {
+            mode: SessionMode::Predicted,
+            clock: SessionClock::Stepped {
+                ticks_per_update: 1,
+            },
+            local: LocalSessionConfig {
+                latency_ticks: vec![args.input_latency_ticks; usize::from(players)],
+                jitter_ticks: args.jitter_ticks,
+                seed: JITTER_SEED,
+                known_players: vec![0],
+            },
+            verify_predictions: !args.session.no_verify_predictions,
+            max_simulation_entities: entities,
+            ..Default::default()
         })
-        .local_session(LocalSessionConfig {
-            latency_ticks: vec![args.input_latency_ticks; usize::from(players)],
-            jitter_ticks: args.jitter_ticks,
-            seed: JITTER_SEED,
-            known_players: vec![0],
-        })
-        .verify_predictions(!args.session.no_verify_predictions)
-        .max_simulation_entities(entities);
+        .players(players);
     // A recorded run checks every tick when replayed.
     let plugin = if args.session.record.is_some() {
-        plugin.checksum_interval(1)
+        plugin.edit_config(|c| {
+            c.checksum_interval = 1;
+        })
     } else {
         plugin
     };

@@ -96,13 +96,16 @@ pub fn add_client(
 ) {
     let entities = game.entity_count() + 256;
     let mut plugin = DeterministicPlugin::<PackedInput>::new(game)
-        .players(session.players)
-        .checksum_interval(1)
-        .clock(SessionClock::Stepped {
-            ticks_per_update: 1,
+        .config(SessionConfig {
+            checksum_interval: 1,
+            clock: SessionClock::Stepped {
+                ticks_per_update: 1,
+            },
+            verify_predictions: session.verify_predictions,
+            max_simulation_entities: entities,
+            ..Default::default()
         })
-        .verify_predictions(session.verify_predictions)
-        .max_simulation_entities(entities)
+        .players(session.players)
         .snapshots(simsync::deterministic::SnapshotLimits::default())
         .networked(NetworkSessionConfig {
             name,
@@ -111,7 +114,9 @@ pub fn add_client(
             ..NetworkSessionConfig::default()
         });
     if let Some(dir) = &session.dump_dir {
-        plugin = plugin.desync_dumps(dir.clone());
+        plugin = plugin.debugging(simsync::deterministic::DebugConfig::with_desync_dumps(
+            dir.clone(),
+        ));
     }
     app.add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
         .add_plugins(plugin)
@@ -536,7 +541,7 @@ fn dump_files(dir: Option<&Path>) -> Vec<String> {
 /// # Errors
 /// Exit code 2 when a file cannot be read or decoded, or the dumps are of different games.
 pub fn run_diff(a: &Path, b: &Path) -> Result<bool, Failure> {
-    use simsync::deterministic::dump::{DEFAULT_MAX_DUMP_BYTES, diff_dumps};
+    use simsync::deterministic::{DEFAULT_MAX_DUMP_BYTES, diff_dumps};
     let read = |path: &Path| {
         simsync::deterministic::read_dump_file(path, DEFAULT_MAX_DUMP_BYTES)
             .map_err(|e| Failure::input(format!("{}: {e}", path.display())))

@@ -12,7 +12,9 @@ use simsync::deterministic::{
     Replay, ReplayEnd, ReplayLimits, ReplayPlayback, ReplayRecorder, ReplayStatus,
     SessionSetupError,
 };
-use simsync::prelude::{DeterministicPlugin, PackedInput, SessionClock, SessionStats};
+use simsync::prelude::{
+    DeterministicPlugin, PackedInput, SessionClock, SessionConfig, SessionStats,
+};
 
 use super::cli::{self, ReplayArgs};
 use super::driver::{Failure, log_plugin};
@@ -123,10 +125,13 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode, Failure> {
     app.add_plugins((MinimalPlugins, log_plugin(true)))
         .add_plugins(
             DeterministicPlugin::<PackedInput>::new(game)
-                .clock(SessionClock::Stepped {
-                    ticks_per_update: args.ticks_per_update,
+                .config(SessionConfig {
+                    clock: SessionClock::Stepped {
+                        ticks_per_update: args.ticks_per_update,
+                    },
+                    ..Default::default()
                 })
-                .play_replay(playback),
+                .replay(simsync::deterministic::ReplayMode::Play(playback)),
         );
     super::setup_check::watch(&mut app);
     app.finish();

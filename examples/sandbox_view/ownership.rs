@@ -8,7 +8,7 @@ use std::time::Duration;
 use bevy::prelude::*;
 use bevy::time::Real;
 use bevy_rapier3d::prelude::Collider;
-use simsync::ownership::diagnostics::CounterRate;
+use simsync::ownership::CounterRate;
 use simsync_ownership::{
     BodyId, EntityServer, OwnershipClient, ParticipantId, Priority, SimulationOwner, StateTraffic,
 };

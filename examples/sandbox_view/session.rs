@@ -17,8 +17,8 @@ use bevy::diagnostic::DiagnosticsStore;
 use bevy::ecs::schedule::ScheduleLabel;
 use bevy::prelude::*;
 use bevy::time::Real;
-use simsync::deterministic::diagnostics::{BYTES_IN_PER_SECOND, BYTES_OUT_PER_SECOND};
-use simsync::ownership::diagnostics::CounterRate;
+use simsync::deterministic::SessionDiagnosticsPlugin;
+use simsync::ownership::CounterRate;
 use simsync::prelude::{SessionStats, SimulationWorlds};
 
 use super::cli::{LocalArgs, NetworkArgs};
@@ -284,6 +284,9 @@ fn session_hud(
     }
     let per_second = rate.0.update(stats.rollbacks, time.delta());
     let value = |path| diagnostics.get_measurement(path).map_or(0.0, |m| m.value);
-    let bytes = (value(&BYTES_IN_PER_SECOND), value(&BYTES_OUT_PER_SECOND));
+    let bytes = (
+        value(&SessionDiagnosticsPlugin::BYTES_IN_PER_SECOND),
+        value(&SessionDiagnosticsPlugin::BYTES_OUT_PER_SECOND),
+    );
     lines.0 = session_lines(&stats, per_second, bytes);
 }

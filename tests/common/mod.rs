@@ -282,10 +282,11 @@ pub fn app_with_skip(
 ) -> App {
     let players = game.players;
     app_with_game(game, players, latency, |plugin| {
-        plugin
-            .mode(mode)
-            .verify_predictions(verify)
-            .skip_rollback_when_predictions_hold(skip_rollbacks)
+        plugin.edit_config(|c| {
+            c.mode = mode;
+            c.verify_predictions = verify;
+            c.skip_rollback_when_predictions_hold = skip_rollbacks;
+        })
     })
 }
 
@@ -321,18 +322,21 @@ pub fn app_with_game<G: Plugin + Clone>(
     app.add_plugins(MinimalPlugins);
     app.add_plugins(configure(
         DeterministicPlugin::<PackedInput>::new(game)
-            .players(players)
-            .checksum_interval(1)
-            .skip_rollback_when_predictions_hold(false)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 1,
+            .config(SessionConfig {
+                checksum_interval: 1,
+                skip_rollback_when_predictions_hold: false,
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 1,
+                },
+                local: LocalSessionConfig {
+                    latency_ticks: vec![latency],
+                    jitter_ticks: 0,
+                    seed: 7,
+                    known_players: vec![0],
+                },
+                ..Default::default()
             })
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![latency],
-                jitter_ticks: 0,
-                seed: 7,
-                known_players: vec![0],
-            }),
+            .players(players),
     ));
     app.add_systems(
         PreUpdate,

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use bevy::prelude::*;
-use simsync::deterministic::dump::{
+use simsync::deterministic::{
     DUMP_FORMAT_VERSION, DesyncDump, Difference, DumpError, DumpedWorld, diff_dumps,
 };
 use simsync::deterministic::{DesyncDumpWritten, WorldRole};
@@ -96,7 +96,12 @@ fn planted_run(dir: &Path) -> (App, Vec<DesyncDumpWritten>) {
         },
         1,
         4,
-        |p| p.verify_predictions(true).desync_dumps(dir),
+        |p| {
+            p.edit_config(|c| {
+                c.verify_predictions = true;
+            })
+            .debugging(simsync::deterministic::DebugConfig::with_desync_dumps(dir))
+        },
     );
     app.init_resource::<Written>().add_systems(Update, collect);
     common::run_until_verified(&mut app, 60);

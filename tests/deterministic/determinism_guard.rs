@@ -54,9 +54,15 @@ fn app(game: GuardedGame, guard: bool) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
         DeterministicPlugin::<PackedInput>::new(game)
-            .determinism_guard(guard)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 1,
+            .config(SessionConfig {
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 1,
+                },
+                ..Default::default()
+            })
+            .debugging(simsync::deterministic::DebugConfig {
+                determinism_guard: guard,
+                ..Default::default()
             }),
     );
     app

@@ -125,7 +125,11 @@ fn positions(world: &World) -> (Vec<Vec3>, u32) {
 /// Runs the scene after `lead` in a predicted session with inputs 3 ticks late (every verified
 /// tick rolls back) until the verified tick reaches `ticks`.
 fn run(lead: Lead, ticks: usize) -> Run {
-    let mut app = common::app_with_game(PileScene(lead), 1, 3, |p| p.mode(SessionMode::Predicted));
+    let mut app = common::app_with_game(PileScene(lead), 1, 3, |p| {
+        p.edit_config(|c| {
+            c.mode = SessionMode::Predicted;
+        })
+    });
     let mut out = Run {
         verified: Vec::new(),
         presented: Vec::new(),

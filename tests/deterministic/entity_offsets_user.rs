@@ -195,16 +195,19 @@ fn user_app(scene: UserScene) -> App {
     app.add_plugins(MinimalPlugins);
     app.add_plugins(
         DeterministicPlugin::<PackedInput>::new(scene)
-            .players(2)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 1,
+            .config(SessionConfig {
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 1,
+                },
+                local: LocalSessionConfig {
+                    latency_ticks: vec![4],
+                    known_players: vec![0],
+                    ..default()
+                },
+                checksum_interval: 1,
+                ..Default::default()
             })
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![4],
-                known_players: vec![0],
-                ..default()
-            })
-            .checksum_interval(1),
+            .players(2),
     );
     app.add_systems(
         PreUpdate,

@@ -93,11 +93,13 @@ impl Plugin for HealthGame {
 fn stepped_app(game: impl Plugin + Clone) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
-        DeterministicPlugin::<PackedInput>::new(game)
-            .clock(SessionClock::Stepped {
+        DeterministicPlugin::<PackedInput>::new(game).config(SessionConfig {
+            clock: SessionClock::Stepped {
                 ticks_per_update: 1,
-            })
-            .checksum_interval(1),
+            },
+            checksum_interval: 1,
+            ..Default::default()
+        }),
     );
     app
 }
@@ -351,19 +353,22 @@ fn phase_app() -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
         DeterministicPlugin::<PackedInput>::new(PhaseGame)
-            .players(2)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 1,
+            .config(SessionConfig {
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 1,
+                },
+                checksum_interval: 1,
+                verify_predictions: true,
+                local: LocalSessionConfig {
+                    latency_ticks: vec![6],
+                    jitter_ticks: 0,
+                    seed: 1,
+                    // Player 1 is predicted by repeating its last confirmed input.
+                    known_players: vec![0],
+                },
+                ..Default::default()
             })
-            .checksum_interval(1)
-            .verify_predictions(true)
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![6],
-                jitter_ticks: 0,
-                seed: 1,
-                // Player 1 is predicted by repeating its last confirmed input.
-                known_players: vec![0],
-            }),
+            .players(2),
     );
     app.add_systems(
         PreUpdate,

@@ -143,7 +143,11 @@ fn record(world: &mut World) {
 
 #[test]
 fn every_resimulated_tick_has_the_verified_parents_and_children_order() {
-    let mut app = common::app_with_game(HierarchyGame, 2, 8, |p| p.verify_predictions(true));
+    let mut app = common::app_with_game(HierarchyGame, 2, 8, |p| {
+        p.edit_config(|c| {
+            c.verify_predictions = true;
+        })
+    });
     common::run_until_verified(&mut app, 300);
     let stats = common::stats(&app);
     let worlds = app.world().resource::<SimulationWorlds>();

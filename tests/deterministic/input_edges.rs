@@ -89,15 +89,18 @@ fn unfinished_app_at(fps: u32, latency: u32, script: Option<Script>) -> App {
         )))
         .add_plugins(
             DeterministicPlugin::<PackedInput>::new(CountingGame)
-                .players(PLAYERS as u8)
-                .input_delay(5)
-                .clock(SessionClock::RealTime)
-                .verify_predictions(true)
-                .local_session(LocalSessionConfig {
-                    latency_ticks: vec![latency],
-                    known_players: vec![0],
-                    ..default()
-                }),
+                .config(SessionConfig {
+                    input_delay: 5,
+                    clock: SessionClock::RealTime,
+                    verify_predictions: true,
+                    local: LocalSessionConfig {
+                        latency_ticks: vec![latency],
+                        known_players: vec![0],
+                        ..default()
+                    },
+                    ..Default::default()
+                })
+                .players(PLAYERS as u8),
         );
     if let Some(script) = script {
         app.insert_resource(FrameScript(script)).add_systems(

@@ -27,17 +27,20 @@ fn stalling_app(latency: u32, jitter: u32) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
         DeterministicPlugin::<PackedInput>::new(game)
-            .players(2)
-            .rollback_window(4)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 1,
+            .config(SessionConfig {
+                rollback_window: 4,
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 1,
+                },
+                local: LocalSessionConfig {
+                    latency_ticks: vec![latency],
+                    jitter_ticks: jitter,
+                    seed: 11,
+                    known_players: vec![0],
+                },
+                ..Default::default()
             })
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![latency],
-                jitter_ticks: jitter,
-                seed: 11,
-                known_players: vec![0],
-            }),
+            .players(2),
     );
     app.insert_resource(TickInputSource::new(changing_input));
     app.finish();

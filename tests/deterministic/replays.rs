@@ -91,7 +91,11 @@ pub(crate) fn record_game<G: Plugin + Clone>(
     let out = SharedBytes::default();
     let recorder = configure(ReplayRecorder::to_writer(out.clone(), "memory"));
     let mut app = app_with_game(game, 2, 3, |plugin| {
-        plugin.mode(SessionMode::Predicted).record_replay(recorder)
+        plugin
+            .edit_config(|c| {
+                c.mode = SessionMode::Predicted;
+            })
+            .replay(simsync::deterministic::ReplayMode::Record(recorder))
     });
     run_until_verified(&mut app, ticks);
     let history = stats(&app).checksum_history;
@@ -109,10 +113,13 @@ pub(crate) fn play_with<G: Plugin + Clone>(game: G, playback: ReplayPlayback<Pac
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
         DeterministicPlugin::<PackedInput>::new(game)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 16,
+            .config(SessionConfig {
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 16,
+                },
+                ..Default::default()
             })
-            .play_replay(playback),
+            .replay(simsync::deterministic::ReplayMode::Play(playback)),
     );
     app.finish();
     app.cleanup();
@@ -304,10 +311,15 @@ fn a_replay_of_another_game_fails_before_any_tick() {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
         DeterministicPlugin::<PackedInput>::new(Other)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 16,
+            .config(SessionConfig {
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 16,
+                },
+                ..Default::default()
             })
-            .play_replay(ReplayPlayback::new(read(&bytes))),
+            .replay(simsync::deterministic::ReplayMode::Play(
+                ReplayPlayback::new(read(&bytes)),
+            )),
     );
     app.finish();
     app.cleanup();
@@ -333,12 +345,16 @@ fn a_replay_at_another_tick_rate_is_foreign() {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
         DeterministicPlugin::<PackedInput>::new(game())
-            .try_tick_rate(30)
-            .expect("valid")
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 4,
+            .config(SessionConfig {
+                tick_rate: TickRate::new(30).expect("valid"),
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 4,
+                },
+                ..Default::default()
             })
-            .play_replay(ReplayPlayback::new(read(&bytes))),
+            .replay(simsync::deterministic::ReplayMode::Play(
+                ReplayPlayback::new(read(&bytes)),
+            )),
     );
     app.update();
     assert_eq!(
@@ -368,7 +384,9 @@ fn a_seek_outside_the_recording_fails_the_playback() {
 #[test]
 fn a_failing_writer_stops_the_recording_with_a_message_and_a_count() {
     let recorder = ReplayRecorder::to_writer(FailingWriter { budget: 6_000 }, "small disk");
-    let mut app = app_with_game(game(), 2, 0, |plugin| plugin.record_replay(recorder));
+    let mut app = app_with_game(game(), 2, 0, |plugin| {
+        plugin.replay(simsync::deterministic::ReplayMode::Record(recorder))
+    });
     let mut failures = Vec::new();
     for _ in 0..120 {
         app.update();
@@ -430,7 +448,11 @@ fn seeking_from_a_snapshot_reaches_the_same_checksums_as_a_full_replay() {
 #[test]
 fn a_recording_started_mid_session_plays_from_its_initial_snapshot() {
     let out = SharedBytes::default();
-    let mut app = app_with_game(game(), 2, 2, |plugin| plugin.mode(SessionMode::Predicted));
+    let mut app = app_with_game(game(), 2, 2, |plugin| {
+        plugin.edit_config(|c| {
+            c.mode = SessionMode::Predicted;
+        })
+    });
     run_until_verified(&mut app, 60);
     let start = stats(&app).verified_tick;
     app.insert_resource(
@@ -465,11 +487,19 @@ fn a_replay_mismatch_writes_a_dump_of_the_verified_world_at_its_tick() {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins).add_plugins(
         DeterministicPlugin::<PackedInput>::new(game())
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 16,
+            .config(SessionConfig {
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 16,
+                },
+                ..Default::default()
             })
-            .desync_dumps(&dir)
-            .play_replay(ReplayPlayback::new(tampered)),
+            .replay(simsync::deterministic::ReplayMode::Play(
+                ReplayPlayback::new(tampered),
+            ))
+            .debugging(simsync::deterministic::DebugConfig {
+                desync_dumps: Some(simsync::deterministic::DesyncDumpConfig::new(&dir)),
+                ..Default::default()
+            }),
     );
     app.finish();
     app.cleanup();

@@ -61,10 +61,11 @@ fn bodies_asleep_before_a_rollback_are_asleep_alike_at_every_resimulated_tick() 
         ..TestGame::default()
     };
     let mut app = common::app_with_game(game, 2, 6, |plugin| {
-        plugin
-            .mode(SessionMode::Predicted)
-            .verify_predictions(true)
-            .prediction_check(PredictionCheck::AllRegisteredState)
+        plugin.edit_config(|c| {
+            c.mode = SessionMode::Predicted;
+            c.verify_predictions = true;
+            c.prediction_check = PredictionCheck::AllRegisteredState;
+        })
     });
     let mut asleep_max = 0;
     for _ in 0..500 {
@@ -229,16 +230,17 @@ fn jittery_app(jitter: u32, seed: u64, ticks_per_update: u32) -> bevy::prelude::
         ..TestGame::default()
     };
     common::app_with_game(game, 2, 0, |plugin| {
-        plugin
-            .mode(SessionMode::Predicted)
-            .verify_predictions(true)
-            .skip_rollback_when_predictions_hold(true)
-            .clock(SessionClock::Stepped { ticks_per_update })
-            .local_session(LocalSessionConfig {
+        plugin.edit_config(|c| {
+            c.mode = SessionMode::Predicted;
+            c.verify_predictions = true;
+            c.skip_rollback_when_predictions_hold = true;
+            c.clock = SessionClock::Stepped { ticks_per_update };
+            c.local = LocalSessionConfig {
                 latency_ticks: vec![0],
                 jitter_ticks: jitter,
                 seed,
                 known_players: vec![0],
-            })
+            };
+        })
     })
 }

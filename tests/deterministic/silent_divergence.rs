@@ -102,7 +102,9 @@ type ScoresAt = (Vec<u32>, Tick);
 /// and the predicted scores with both worlds' ticks.
 fn run_scores(game: ScoreGame) -> (App, ScoresAt, ScoresAt) {
     let mut app = with_seen(common::app_with_game(game, 2, 4, |p| {
-        p.verify_predictions(true)
+        p.edit_config(|c| {
+            c.verify_predictions = true;
+        })
     }));
     common::run_until_verified(&mut app, 296);
     let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
@@ -245,10 +247,15 @@ impl Plugin for TallyGame {
 #[test]
 fn a_registered_unhashed_component_that_mispredicts_is_caught_only_by_the_full_check() {
     let mut checksum_only = with_seen(common::app_with_game(TallyGame, 2, 4, |p| {
-        p.verify_predictions(true)
+        p.edit_config(|c| {
+            c.verify_predictions = true;
+        })
     }));
     let mut full = with_seen(common::app_with_game(TallyGame, 2, 4, |p| {
-        p.verify_predictions_full(true)
+        p.edit_config(|c| {
+            c.verify_predictions = true;
+            c.prediction_check = PredictionCheck::AllRegisteredState;
+        })
     }));
     common::run_until_verified(&mut checksum_only, 200);
     common::run_until_verified(&mut full, 200);
@@ -282,7 +289,11 @@ fn the_full_check_finds_no_difference_in_a_deterministic_physics_game() {
         ..TestGame::default()
     };
     let mut app = with_seen(common::app_with_game(game, 2, 6, |p| {
-        p.verify_predictions_full(true).mode(SessionMode::Predicted)
+        p.edit_config(|c| {
+            c.verify_predictions = true;
+            c.prediction_check = PredictionCheck::AllRegisteredState;
+            c.mode = SessionMode::Predicted;
+        })
     }));
     common::run_until_verified(&mut app, 300);
     let stats = common::stats(&app);

@@ -185,19 +185,22 @@ fn event_app(latency: Vec<u32>, mode: SessionMode, script: fn(u8, i32) -> Packed
     app.add_plugins(MinimalPlugins)
         .add_plugins(
             DeterministicPlugin::<PackedInput>::new(EventGame)
-                .players(2)
-                .mode(mode)
-                .checksum_interval(1)
-                .verify_predictions(true)
-                .clock(SessionClock::Stepped {
-                    ticks_per_update: 1,
+                .config(SessionConfig {
+                    mode,
+                    checksum_interval: 1,
+                    verify_predictions: true,
+                    clock: SessionClock::Stepped {
+                        ticks_per_update: 1,
+                    },
+                    local: LocalSessionConfig {
+                        latency_ticks: latency,
+                        jitter_ticks: 0,
+                        seed: 7,
+                        known_players: vec![0],
+                    },
+                    ..Default::default()
                 })
-                .local_session(LocalSessionConfig {
-                    latency_ticks: latency,
-                    jitter_ticks: 0,
-                    seed: 7,
-                    known_players: vec![0],
-                }),
+                .players(2),
         )
         .add_sim_event::<Ev>()
         .init_resource::<Received>()
@@ -579,19 +582,22 @@ fn events_do_not_change_the_simulation_they_report() {
                 sim.add_plugins(game.clone())
                     .add_systems(SimulationTick, airborne.in_set(SimulationSet::Cleanup));
             })
-            .players(2)
-            .checksum_interval(1)
-            .verify_predictions(true)
-            .skip_rollback_when_predictions_hold(false)
-            .clock(SessionClock::Stepped {
-                ticks_per_update: 1,
+            .config(SessionConfig {
+                checksum_interval: 1,
+                verify_predictions: true,
+                skip_rollback_when_predictions_hold: false,
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 1,
+                },
+                local: LocalSessionConfig {
+                    latency_ticks: vec![3],
+                    jitter_ticks: 0,
+                    seed: 7,
+                    known_players: vec![0],
+                },
+                ..Default::default()
             })
-            .local_session(LocalSessionConfig {
-                latency_ticks: vec![3],
-                jitter_ticks: 0,
-                seed: 7,
-                known_players: vec![0],
-            }),
+            .players(2),
         )
         .add_sim_event::<Airborne>()
         .add_systems(

@@ -48,18 +48,21 @@ fn app_with(
         .insert_resource(TimeUpdateStrategy::ManualDuration(FRAME))
         .add_plugins(
             DeterministicPlugin::<PackedInput>::new(game)
-                .players(2)
-                .checksum_interval(1)
-                .skip_rollback_when_predictions_hold(true)
-                .clock(SessionClock::Stepped {
-                    ticks_per_update: 1,
+                .config(SessionConfig {
+                    checksum_interval: 1,
+                    skip_rollback_when_predictions_hold: true,
+                    clock: SessionClock::Stepped {
+                        ticks_per_update: 1,
+                    },
+                    local: LocalSessionConfig {
+                        latency_ticks: vec![latency],
+                        jitter_ticks: 0,
+                        seed: 3,
+                        known_players: vec![0],
+                    },
+                    ..Default::default()
                 })
-                .local_session(LocalSessionConfig {
-                    latency_ticks: vec![latency],
-                    jitter_ticks: 0,
-                    seed: 3,
-                    known_players: vec![0],
-                }),
+                .players(2),
         )
         .insert_resource(TickInputSource::new(input));
     if let Some(config) = smoothing {

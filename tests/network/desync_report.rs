@@ -4,8 +4,8 @@
 //! dumps' diff names entity and component.
 
 use bevy::prelude::*;
-use simsync::deterministic::dump::{Difference, DumpReason, diff_dumps};
 use simsync::deterministic::{DesyncDumpWritten, DesyncReport, NetworkSessionConfig};
+use simsync::deterministic::{Difference, DumpReason, diff_dumps};
 use simsync::prelude::*;
 use simsync::relay::DeterministicServerPlugin;
 use simsync_net::prelude::*;
@@ -67,7 +67,7 @@ fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot(
                 NetworkSessionConfig::default(),
                 60,
                 64,
-                |p| p.desync_dumps(dir),
+                |p| p.debugging(simsync::deterministic::DebugConfig::with_desync_dumps(dir)),
             );
             app.insert_net_client(network.client_transport(u64::from(i) + 1).expect("client"));
             app.init_resource::<Seen>().add_systems(Update, collect);
@@ -246,7 +246,7 @@ fn hostile_breakdowns_are_counted_rejections_and_only_the_first_desync_gets_a_br
                 NetworkSessionConfig::default(),
                 60,
                 64,
-                |p| p.desync_dumps(dir),
+                |p| p.debugging(simsync::deterministic::DebugConfig::with_desync_dumps(dir)),
             );
             app.insert_net_client(network.client_transport(u64::from(i) + 1).expect("client"));
             app.init_resource::<Seen>().add_systems(Update, collect);

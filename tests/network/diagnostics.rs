@@ -5,7 +5,6 @@ use bevy::diagnostic::{DiagnosticPath, DiagnosticsStore};
 use bevy::prelude::*;
 use simsync::SessionDiagnosticsPlugin;
 use simsync::deterministic::NetworkSessionConfig;
-use simsync::deterministic::diagnostics::SESSION_DIAGNOSTICS;
 use simsync::prelude::*;
 use simsync::relay::RelayStats;
 use simsync_net::LinkConditionerConfig;
@@ -67,7 +66,7 @@ fn history(app: &App, path: &DiagnosticPath) -> Vec<f64> {
 #[test]
 fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
     let (_network, mut server, mut clients) = session();
-    for path in &SESSION_DIAGNOSTICS {
+    for path in &SessionDiagnosticsPlugin::ALL {
         assert!(
             clients[0]
                 .world()
@@ -90,7 +89,7 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
         step(&mut server, &mut clients, None);
         for (c, client) in clients.iter().enumerate() {
             seen[c].push(
-                SESSION_DIAGNOSTICS
+                SessionDiagnosticsPlugin::ALL
                     .iter()
                     .map(|p| history(client, p).last().copied().unwrap_or(f64::NAN))
                     .collect(),
@@ -101,7 +100,7 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
         .iter()
         .map(|c| c.world().resource::<SessionStats>().clone())
         .collect();
-    for (i, path) in SESSION_DIAGNOSTICS.iter().enumerate() {
+    for (i, path) in SessionDiagnosticsPlugin::ALL.iter().enumerate() {
         // Moves: over the recorded frames of some client, the value changed or is non-zero.
         let moved = seen.iter().any(|frames| {
             let values: Vec<f64> = frames.iter().map(|f| f[i]).collect();
@@ -114,15 +113,27 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
     let last = |c: usize, path: &DiagnosticPath| *history(&clients[c], path).last().unwrap();
     for (c, s) in stats.iter().enumerate() {
         let net = s.network.as_ref().expect("networked");
-        assert_eq!(last(c, &SESSION_DIAGNOSTICS[0]), s.rollbacks as f64);
-        assert_eq!(last(c, &SESSION_DIAGNOSTICS[2]), s.resimulated_ticks as f64);
         assert_eq!(
-            last(c, &SESSION_DIAGNOSTICS[3]),
+            last(c, &SessionDiagnosticsPlugin::ALL[0]),
+            s.rollbacks as f64
+        );
+        assert_eq!(
+            last(c, &SessionDiagnosticsPlugin::ALL[2]),
+            s.resimulated_ticks as f64
+        );
+        assert_eq!(
+            last(c, &SessionDiagnosticsPlugin::ALL[3]),
             f64::from(s.predicted_tick - s.verified_tick)
         );
-        assert_eq!(last(c, &SESSION_DIAGNOSTICS[4]), net.rtt_ms);
-        assert_eq!(last(c, &SESSION_DIAGNOSTICS[8]), net.late_inputs as f64);
-        assert_eq!(last(c, &SESSION_DIAGNOSTICS[9]), net.replaced_inputs as f64);
+        assert_eq!(last(c, &SessionDiagnosticsPlugin::ALL[4]), net.rtt_ms);
+        assert_eq!(
+            last(c, &SessionDiagnosticsPlugin::ALL[8]),
+            net.late_inputs as f64
+        );
+        assert_eq!(
+            last(c, &SessionDiagnosticsPlugin::ALL[9]),
+            net.replaced_inputs as f64
+        );
     }
     assert!(
         stats[1].network.as_ref().unwrap().late_inputs > 0,

@@ -34,7 +34,11 @@ fn harness_at_fps(fps: u32) -> Harness {
                 60,
                 64,
                 NetClock::Fixed(frame),
-                |plugin| plugin.clock(SessionClock::RealTime),
+                |plugin| {
+                    plugin.edit_config(|c| {
+                        c.clock = SessionClock::RealTime;
+                    })
+                },
             );
             client.insert_resource(TimeUpdateStrategy::ManualDuration(frame));
             client.insert_net_client(network.client_transport(u64::from(id) + 1).expect("client"));

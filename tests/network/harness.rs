@@ -117,13 +117,16 @@ pub fn client_app_clocked(
         .add_plugins(NetClientPlugin::default().with_clock(net_clock))
         .add_plugins(configure(
             DeterministicPlugin::<PackedInput>::new(game)
-                .players(players)
-                .tick_rate(rate)
-                .rollback_window(window)
-                .checksum_interval(1)
-                .clock(SessionClock::Stepped {
-                    ticks_per_update: 1,
+                .config(SessionConfig {
+                    tick_rate: rate,
+                    rollback_window: window,
+                    checksum_interval: 1,
+                    clock: SessionClock::Stepped {
+                        ticks_per_update: 1,
+                    },
+                    ..Default::default()
                 })
+                .players(players)
                 .networked(network),
         ))
         .add_systems(PreUpdate, feed.before(DeterministicSet::SessionUpdate));

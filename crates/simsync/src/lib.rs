@@ -27,7 +27,10 @@
 //!
 //! App::new()
 //!     .add_plugins((MinimalPlugins, SimSyncPlugins))
-//!     .add_plugins(DeterministicPlugin::<PackedInput>::new(MyGame).rollback_window(60))
+//!     .add_plugins(DeterministicPlugin::<PackedInput>::new(MyGame).config(SessionConfig {
+//!         rollback_window: 60,
+//!         ..default()
+//!     }))
 //!     .run();
 //! ```
 #![warn(missing_docs)]

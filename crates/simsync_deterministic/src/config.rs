@@ -327,7 +327,7 @@ impl SessionConfig {
 /// Default largest dump file read or written (64 MiB).
 pub const DEFAULT_MAX_DUMP_BYTES: usize = 64 * 1024 * 1024;
 
-/// Where and how the session writes desync dumps (`DeterministicPlugin::desync_dumps`).
+/// Where and how the session writes desync dumps ([`DebugConfig::desync_dumps`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DesyncDumpConfig {
     /// The directory dumps are written to (created when missing).
@@ -348,6 +348,46 @@ impl DesyncDumpConfig {
             dir: dir.into(),
             max_bytes: DEFAULT_MAX_DUMP_BYTES,
             recent_breakdowns: 256,
+        }
+    }
+}
+/// The session's debug aids, given to [`DeterministicPlugin::debugging`](crate::DeterministicPlugin::debugging);
+/// all off by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DebugConfig {
+    /// Write desync dumps ([desync dumps](crate::rules#desync-dumps)): on the first failed
+    /// prediction check (`verify_predictions`; the predicted and the verified world of the
+    /// tick — this captures the predicted world after every predicted tick, a debug cost) and
+    /// on the first desync the relay reports (the verified world, with per-component hash
+    /// breakdowns of the recent checksum ticks). Each file is reported as a
+    /// [`DesyncDumpWritten`](crate::DesyncDumpWritten) message, a failure as
+    /// [`DesyncDumpFailed`](crate::DesyncDumpFailed).
+    pub desync_dumps: Option<DesyncDumpConfig>,
+    /// The determinism guard: flags the game's [`SimulationTick`](crate::SimulationTick)
+    /// systems whose declared access reads state outside the rollback — a clock of the main
+    /// app (`Time<Real>`, `Time<Virtual>`, `Time<Fixed>`), or a resource neither registered
+    /// for rollback nor ignored (`ignore_rollback_resource`) — with a
+    /// [`DeterminismWarning`](crate::DeterminismWarning) message naming the system, a `warn!`
+    /// and [`SessionStats::determinism_warnings`](crate::SessionStats::determinism_warnings).
+    /// It cannot see unseeded random numbers, hash-map iteration order, `Local` state or
+    /// exclusive systems: see [the determinism guard](crate::rules#the-determinism-guard).
+    pub determinism_guard: bool,
+}
+
+impl DebugConfig {
+    /// Desync dumps into `dir` with the default limits ([`DesyncDumpConfig::new`]).
+    pub fn with_desync_dumps(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            desync_dumps: Some(DesyncDumpConfig::new(dir)),
+            ..Self::default()
+        }
+    }
+
+    /// The determinism guard on.
+    pub fn with_determinism_guard() -> Self {
+        Self {
+            determinism_guard: true,
+            ..Self::default()
         }
     }
 }

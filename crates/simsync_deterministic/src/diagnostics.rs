@@ -16,40 +16,39 @@ use crate::schedule::DeterministicSet;
 use crate::session::SessionStats;
 
 /// `simsync/session/rollbacks`: rollbacks performed so far (total).
-pub const ROLLBACKS: DiagnosticPath = DiagnosticPath::const_new("simsync/session/rollbacks");
+const ROLLBACKS: DiagnosticPath = DiagnosticPath::const_new("simsync/session/rollbacks");
 /// `simsync/session/rollback_depth`: ticks re-simulated per rollback in this frame's update
 /// (0 in a frame without rollback).
-pub const ROLLBACK_DEPTH: DiagnosticPath =
-    DiagnosticPath::const_new("simsync/session/rollback_depth");
+const ROLLBACK_DEPTH: DiagnosticPath = DiagnosticPath::const_new("simsync/session/rollback_depth");
 /// `simsync/session/resimulated_ticks`: predicted ticks simulated again after rollbacks (total).
-pub const RESIMULATED_TICKS: DiagnosticPath =
+const RESIMULATED_TICKS: DiagnosticPath =
     DiagnosticPath::const_new("simsync/session/resimulated_ticks");
 /// `simsync/session/prediction_depth`: predicted tick − verified tick after the update, ticks.
-pub const PREDICTION_DEPTH: DiagnosticPath =
+const PREDICTION_DEPTH: DiagnosticPath =
     DiagnosticPath::const_new("simsync/session/prediction_depth");
 /// `simsync/session/rtt_ms`: round-trip time to the relay, ms (networked sessions).
-pub const RTT_MS: DiagnosticPath = DiagnosticPath::const_new("simsync/session/rtt_ms");
+const RTT_MS: DiagnosticPath = DiagnosticPath::const_new("simsync/session/rtt_ms");
 /// `simsync/session/input_delay_ticks`: the input delay in use, ticks (networked sessions).
-pub const INPUT_DELAY_TICKS: DiagnosticPath =
+const INPUT_DELAY_TICKS: DiagnosticPath =
     DiagnosticPath::const_new("simsync/session/input_delay_ticks");
 /// `simsync/session/bytes_in_per_second`: bytes received from the relay per second, as renet
 /// counts them (networked sessions).
-pub const BYTES_IN_PER_SECOND: DiagnosticPath =
+const BYTES_IN_PER_SECOND: DiagnosticPath =
     DiagnosticPath::const_new("simsync/session/bytes_in_per_second");
 /// `simsync/session/bytes_out_per_second`: bytes sent to the relay per second (networked
 /// sessions).
-pub const BYTES_OUT_PER_SECOND: DiagnosticPath =
+const BYTES_OUT_PER_SECOND: DiagnosticPath =
     DiagnosticPath::const_new("simsync/session/bytes_out_per_second");
 /// `simsync/session/late_inputs`: this client's inputs the relay replaced because they arrived
 /// late (total, networked sessions).
-pub const LATE_INPUTS: DiagnosticPath = DiagnosticPath::const_new("simsync/session/late_inputs");
+const LATE_INPUTS: DiagnosticPath = DiagnosticPath::const_new("simsync/session/late_inputs");
 /// `simsync/session/replaced_inputs`: inputs of any player the relay replaced (total, networked
 /// sessions).
-pub const REPLACED_INPUTS: DiagnosticPath =
+const REPLACED_INPUTS: DiagnosticPath =
     DiagnosticPath::const_new("simsync/session/replaced_inputs");
 
-/// Every path [`SessionDiagnosticsPlugin`] registers, in the order of [`SessionSample::values`].
-pub const SESSION_DIAGNOSTICS: [DiagnosticPath; 10] = [
+/// Every path [`SessionDiagnosticsPlugin`] registers, in the order the plugin measures them.
+const SESSION_DIAGNOSTICS: [DiagnosticPath; 10] = [
     ROLLBACKS,
     ROLLBACK_DEPTH,
     RESIMULATED_TICKS,
@@ -187,6 +186,38 @@ impl SessionDiagnosticsPlugin {
 /// The stats seen at the previous recording.
 #[derive(Resource, Default)]
 struct PreviousStats(SessionStats);
+
+/// The `DiagnosticsStore` paths this plugin publishes (Bevy's convention: constants on the
+/// plugin that publishes them).
+impl SessionDiagnosticsPlugin {
+    /// `simsync/session/rollbacks`: rollbacks performed so far (total).
+    pub const ROLLBACKS: DiagnosticPath = ROLLBACKS;
+    /// `simsync/session/rollback_depth`: ticks re-simulated per rollback in this frame's update
+    /// (0 in a frame without rollback).
+    pub const ROLLBACK_DEPTH: DiagnosticPath = ROLLBACK_DEPTH;
+    /// `simsync/session/resimulated_ticks`: predicted ticks simulated again after rollbacks (total).
+    pub const RESIMULATED_TICKS: DiagnosticPath = RESIMULATED_TICKS;
+    /// `simsync/session/prediction_depth`: predicted tick − verified tick after the update, ticks.
+    pub const PREDICTION_DEPTH: DiagnosticPath = PREDICTION_DEPTH;
+    /// `simsync/session/rtt_ms`: round-trip time to the relay, ms (networked sessions).
+    pub const RTT_MS: DiagnosticPath = RTT_MS;
+    /// `simsync/session/input_delay_ticks`: the input delay in use, ticks (networked sessions).
+    pub const INPUT_DELAY_TICKS: DiagnosticPath = INPUT_DELAY_TICKS;
+    /// `simsync/session/bytes_in_per_second`: bytes received from the relay per second, as renet
+    /// counts them (networked sessions).
+    pub const BYTES_IN_PER_SECOND: DiagnosticPath = BYTES_IN_PER_SECOND;
+    /// `simsync/session/bytes_out_per_second`: bytes sent to the relay per second (networked
+    /// sessions).
+    pub const BYTES_OUT_PER_SECOND: DiagnosticPath = BYTES_OUT_PER_SECOND;
+    /// `simsync/session/late_inputs`: this client's inputs the relay replaced because they arrived
+    /// late (total, networked sessions).
+    pub const LATE_INPUTS: DiagnosticPath = LATE_INPUTS;
+    /// `simsync/session/replaced_inputs`: inputs of any player the relay replaced (total, networked
+    /// sessions).
+    pub const REPLACED_INPUTS: DiagnosticPath = REPLACED_INPUTS;
+    /// Every path [`SessionDiagnosticsPlugin`] registers, in the order the plugin measures them.
+    pub const ALL: [DiagnosticPath; 10] = SESSION_DIAGNOSTICS;
+}
 
 impl Plugin for SessionDiagnosticsPlugin {
     fn build(&self, app: &mut App) {

@@ -1,5 +1,5 @@
 //! The determinism guard: a debug option of
-//! [`DeterministicPlugin::determinism_guard`](crate::DeterministicPlugin::determinism_guard) that
+//! [`DebugConfig::determinism_guard`](crate::DebugConfig::determinism_guard) that
 //! reads the declared access of the game's [`SimulationTick`] systems and reports those that
 //! read state outside the rollback ([the determinism guard](crate::rules#the-determinism-guard)).
 //!

@@ -18,7 +18,8 @@
 //!   [`RollbackStateAppExt`]; checksums: [`SimHash`] (and `#[derive(SimHash)]`), [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
 //! - Simulation events: [`SimEvents`] in the simulation, [`SimEventReceived`] and
 //!   [`ConfirmedSimEvent`] in the main app, registered with [`SimEventAppExt::add_sim_event`];
-//!   the two side-effect patterns (sound, visual effects, network sends) are in [`events`].
+//!   the two side-effect patterns (sound, visual effects, network sends) are in
+//!   [the rules](rules#side-effects-two-kinds-two-streams).
 //! - Hierarchy: `ChildOf`/`Children` between simulation entities roll back exactly (parents and
 //!   children order) with no registration; other Bevy relationships roll back when registered
 //!   with [`TryRollbackAppExt::try_rollback_relationship`], provided their target is not
@@ -45,10 +46,10 @@ mod alloc_bound;
 mod checksum;
 mod config;
 mod context;
-pub mod diagnostics;
-pub mod dump;
+mod diagnostics;
+mod dump;
 mod error;
-pub mod events;
+mod events;
 mod guard;
 mod hash_impls;
 mod headless;
@@ -73,16 +74,18 @@ pub mod rules {}
 
 pub use checksum::{SimHash, StateHasher, TickChecksum};
 pub use config::{
-    DEFAULT_CHECKSUM_HISTORY, LocalSessionConfig, NetworkSessionConfig, PredictionCheck,
-    SessionClock, SessionConfig, SessionMode,
+    DEFAULT_CHECKSUM_HISTORY, DebugConfig, LocalSessionConfig, NetworkSessionConfig,
+    PredictionCheck, SessionClock, SessionConfig, SessionMode,
 };
 pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
 pub use diagnostics::SessionDiagnosticsPlugin;
 pub use dump::{
-    ComponentBreakdown, DesyncDump, DesyncDumpConfig, DesyncDumpFailed, DesyncDumpWritten,
-    DumpDiff, DumpError, DumpReason, DumpedWorld, diff_dumps, read_dump_file, write_desync_dump,
+    ComponentBreakdown, DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DesyncDumpConfig,
+    DesyncDumpFailed, DesyncDumpWritten, Difference, DumpDiff, DumpError, DumpHeader, DumpReason,
+    DumpSide, DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld, FieldDifference,
+    GameFingerprint, diff_dumps, flatten, read_dump_file, write_desync_dump,
 };
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
@@ -96,7 +99,7 @@ pub use input::{
 };
 pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
-pub use plugin::{DeterministicPlugin, SessionSetupError};
+pub use plugin::{DeterministicPlugin, ReplayMode, SessionSetupError};
 pub use replay::{
     ForeignPart, MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, Replay, ReplayEnd,
     ReplayError, ReplayFrame, ReplayHeader, ReplayLimits, ReplayMismatch, ReplayPlayback,

@@ -7,11 +7,10 @@ use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel, SingleThreadedEx
 use bevy::prelude::*;
 use bevy_state::app::{AppExtStates, StatesPlugin};
 use bevy_state::state::StateTransition;
-use simsync_time::{TickRate, VirtualTimePlugin};
+use simsync_time::VirtualTimePlugin;
 
 use crate::config::{
-    LocalSessionConfig, NetworkSessionConfig, PredictionCheck, SessionClock, SessionConfig,
-    SessionMode,
+    DebugConfig, LocalSessionConfig, NetworkSessionConfig, SessionClock, SessionConfig, SessionMode,
 };
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
@@ -58,7 +57,11 @@ use crate::worlds::{
 /// }
 /// App::new()
 ///     .add_plugins(MinimalPlugins)
-///     .add_plugins(DeterministicPlugin::<PackedInput>::new(MyGame).players(2).rollback_window(60))
+///     .add_plugins(DeterministicPlugin::<PackedInput>::new(MyGame).config(SessionConfig {
+///         players: 2,
+///         rollback_window: 60,
+///         ..default()
+///     }))
 ///     .run();
 /// ```
 ///
@@ -76,17 +79,16 @@ use crate::worlds::{
 /// `StatesPlugin` unless it is already added (`MinimalPlugins` lacks it), so add
 /// `DefaultPlugins` (with bevy's `bevy_state` feature) before this plugin, not after.
 ///
-/// The App's [`TickRate`] is the session's: the plugin adds a `VirtualTimePlugin` with it (the
+/// The App's [`TickRate`](simsync_time::TickRate) is the session's: the plugin adds a `VirtualTimePlugin` with it (the
 /// only writer of `TickRate`), before or after `SimSyncPlugins` alike.
 pub struct DeterministicPlugin<I: SimInput> {
     game: GameBuilder,
     config: SessionConfig,
     schedule: InternedScheduleLabel,
     frame_merge: Option<FrameMergeFn<I>>,
-    guard: bool,
+    debug: DebugConfig,
     /// Inserted at build (taken once: a plugin is built once).
-    recorder: Mutex<Option<ReplayRecorder>>,
-    playback: Mutex<Option<ReplayPlayback<I>>>,
+    replay: Mutex<Option<ReplayMode<I>>>,
     snapshots: Option<crate::snapshot::SnapshotLimits>,
     _input: PhantomData<fn() -> I>,
 }
@@ -110,9 +112,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
             config: SessionConfig::default(),
             schedule: PreUpdate.intern(),
             frame_merge: None,
-            guard: false,
-            recorder: Mutex::new(None),
-            playback: Mutex::new(None),
+            debug: DebugConfig::default(),
+            replay: Mutex::new(None),
             snapshots: None,
             _input: PhantomData,
         }
@@ -124,97 +125,17 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
-    /// Number of players (≥ 1).
+    /// Changes the configuration given so far in place:
+    /// `plugin.edit_config(|c| c.verify_predictions = true)`.
+    pub fn edit_config(mut self, edit: impl FnOnce(&mut SessionConfig)) -> Self {
+        edit(&mut self.config);
+        self
+    }
+
+    /// Number of players (≥ 1): the one setting every game makes; the rest of the session's
+    /// settings are in [`config`](Self::config).
     pub fn players(mut self, players: PlayerIndex) -> Self {
         self.config.players = players;
-        self
-    }
-
-    /// Ticks per second.
-    pub fn tick_rate(mut self, rate: TickRate) -> Self {
-        self.config.tick_rate = rate;
-        self
-    }
-
-    /// Ticks per second from an integer.
-    ///
-    /// # Errors
-    /// [`SessionError::TickRate`] for a rate of 0.
-    pub fn try_tick_rate(self, ticks_per_second: u32) -> Result<Self, SessionError> {
-        Ok(self.tick_rate(TickRate::new(ticks_per_second)?))
-    }
-
-    /// Ticks the predicted world may run ahead of the verified one.
-    pub fn rollback_window(mut self, ticks: u32) -> Self {
-        self.config.rollback_window = ticks;
-        self
-    }
-
-    /// A checksum every `ticks` verified ticks.
-    pub fn checksum_interval(mut self, ticks: u32) -> Self {
-        self.config.checksum_interval = ticks;
-        self
-    }
-
-    /// Verified checksums kept in [`SessionStats::checksum_history`](crate::SessionStats)
-    /// (default 4,096; see [`SessionConfig::checksum_history`]).
-    pub fn checksum_history(mut self, checksums: u32) -> Self {
-        self.config.checksum_history = checksums;
-        self
-    }
-
-    /// Ticks between sampling a local input and the tick it applies to.
-    pub fn input_delay(mut self, ticks: u32) -> Self {
-        self.config.input_delay = ticks;
-        self
-    }
-
-    /// Predicted or lockstep.
-    pub fn mode(mut self, mode: SessionMode) -> Self {
-        self.config.mode = mode;
-        self
-    }
-
-    /// The local clock.
-    pub fn clock(mut self, clock: SessionClock) -> Self {
-        self.config.clock = clock;
-        self
-    }
-
-    /// The local (single-process) session's latency, jitter and known players.
-    pub fn local_session(mut self, local: LocalSessionConfig) -> Self {
-        self.config.local = local;
-        self
-    }
-
-    /// Compare predictions with verification (debug aid).
-    pub fn verify_predictions(mut self, on: bool) -> Self {
-        self.config.verify_predictions = on;
-        self
-    }
-
-    /// What the prediction check compares (see [`PredictionCheck`]); it runs only with
-    /// [`verify_predictions`](Self::verify_predictions).
-    pub fn prediction_check(mut self, check: PredictionCheck) -> Self {
-        self.config.prediction_check = check;
-        self
-    }
-
-    /// Compare predictions with verification on every registered value, hashed or not (debug
-    /// aid): `verify_predictions(on)` with [`PredictionCheck::AllRegisteredState`] (or
-    /// [`PredictionCheck::Checksum`] when off).
-    pub fn verify_predictions_full(self, on: bool) -> Self {
-        let check = if on {
-            PredictionCheck::AllRegisteredState
-        } else {
-            PredictionCheck::Checksum
-        };
-        self.verify_predictions(on).prediction_check(check)
-    }
-
-    /// Skip rollbacks when every prediction of the current timeline held (default on).
-    pub fn skip_rollback_when_predictions_hold(mut self, on: bool) -> Self {
-        self.config.skip_rollback_when_predictions_hold = on;
         self
     }
 
@@ -226,32 +147,28 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
-    /// Write desync dumps into `dir` ([desync dumps](crate::rules#desync-dumps)): on the first
-    /// failed prediction check (`verify_predictions`; the predicted and the verified world of
-    /// the tick — this captures the predicted world after every predicted tick, a debug cost)
-    /// and on the first desync the relay reports (the verified world, with per-component hash
-    /// breakdowns of the recent checksum ticks). Each file is reported as a
-    /// [`DesyncDumpWritten`](crate::DesyncDumpWritten) message, a failure as
-    /// [`DesyncDumpFailed`](crate::DesyncDumpFailed).
-    pub fn desync_dumps(self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.desync_dump_config(crate::dump::DesyncDumpConfig::new(dir))
-    }
-
-    /// [`desync_dumps`](Self::desync_dumps) with every setting.
-    pub fn desync_dump_config(mut self, config: crate::dump::DesyncDumpConfig) -> Self {
-        self.config.desync_dumps = Some(config);
+    /// Enables snapshots ([snapshots](crate::rules#snapshots)) with these limits (inserted as
+    /// the [`SnapshotLimits`](crate::SnapshotLimits) resource): a registered type that cannot
+    /// be serialized becomes a setup error — returned by the `try_` registration when it can
+    /// tell at once, and written as a [`RollbackSetupFailed`](crate::RollbackSetupFailed)
+    /// message ([`SessionError::NotSerializable`]) when the session starts. Snapshots can be
+    /// captured and loaded without this; it only makes missing serializers an early error.
+    pub fn snapshots(mut self, limits: crate::snapshot::SnapshotLimits) -> Self {
+        self.snapshots = Some(limits);
         self
     }
 
-    /// Input ticks kept in the buffer (must exceed rollback window + latency + jitter + delay).
-    pub fn input_capacity(mut self, ticks: u32) -> Self {
-        self.config.input_capacity = ticks;
+    /// The debug aids ([`DebugConfig`]): desync dumps and the determinism guard (both off by
+    /// default).
+    pub fn debugging(mut self, debug: DebugConfig) -> Self {
+        self.debug = debug;
         self
     }
 
-    /// Size of the reserved range of simulation entity ids.
-    pub fn max_simulation_entities(mut self, n: u32) -> Self {
-        self.config.max_simulation_entities = n;
+    /// Records the session's verified ticks, or plays a recorded replay instead of a live
+    /// session ([`ReplayMode`]; [replays](crate::rules#replays)).
+    pub fn replay(self, mode: ReplayMode<I>) -> Self {
+        *self.replay.lock().unwrap_or_else(PoisonError::into_inner) = Some(mode);
         self
     }
 
@@ -270,85 +187,26 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
-    /// The determinism guard (debug aid, default off): flags the game's
-    /// [`SimulationTick`](crate::SimulationTick) systems whose declared access reads state
-    /// outside the rollback — a clock of the main app (`Time<Real>`, `Time<Virtual>`,
-    /// `Time<Fixed>`), or a resource neither registered for rollback nor ignored
-    /// (`ignore_rollback_resource`) — with a [`DeterminismWarning`](crate::DeterminismWarning)
-    /// message naming the system, a `warn!` and
-    /// [`SessionStats::determinism_warnings`](crate::SessionStats::determinism_warnings). It cannot
-    /// see unseeded random numbers, hash-map iteration order, `Local` state or exclusive systems:
-    /// see [the determinism guard](crate::rules#the-determinism-guard).
-    pub fn determinism_guard(mut self, on: bool) -> Self {
-        self.guard = on;
-        self
-    }
-
-    /// Records the session's verified ticks to a replay with `recorder` (inserted as the
-    /// [`ReplayRecorder`] resource; see there). Works with every session: local, networked,
-    /// predicted or lockstep ([replays](crate::rules#replays)).
-    pub fn record_replay(self, recorder: ReplayRecorder) -> Self {
-        *self.recorder.lock().unwrap_or_else(PoisonError::into_inner) = Some(recorder);
-        self
-    }
-
-    /// Plays `playback`'s replay instead of running a live session: the session becomes a
-    /// local lockstep session configured as the recorded one (players, checksum interval,
-    /// simulation entity range, rollback window; no input delay, no latency), its confirmed
-    /// inputs come from the frames, and every recorded checksum is checked
-    /// ([`ReplayPlayback`]). The game and the tick rate stay this plugin's: a replay of
-    /// another game fails the playback with [`ReplayError::ForeignGame`](crate::ReplayError)
-    /// at the first session update. Keep a [`SessionClock::Stepped`] clock to play as fast as
-    /// possible (ticks per update), or the real-time clock to watch at the tick rate.
-    pub fn play_replay(mut self, playback: ReplayPlayback<I>) -> Self {
-        let header = playback.replay().header();
-        self.config.players = header.players;
-        self.config.mode = SessionMode::Lockstep;
-        self.config.network = None;
-        self.config.input_delay = 0;
-        self.config.verify_predictions = false;
-        self.config.checksum_interval = header.checksum_interval;
-        self.config.max_simulation_entities = header.max_simulation_entities;
-        self.config.rollback_window = header.rollback_window;
-        self.config.local = LocalSessionConfig {
-            latency_ticks: vec![0],
-            jitter_ticks: 0,
-            seed: 0,
-            known_players: Vec::new(),
-        };
-        if let SessionClock::Stepped { ticks_per_update } = self.config.clock {
-            self.config.max_verified_ticks_per_update = self
-                .config
-                .max_verified_ticks_per_update
-                .max(ticks_per_update);
+    /// The session's configuration as it will be built: the one given, with the debug
+    /// settings, and with a replay's recorded settings when one is played
+    /// ([`ReplayMode::Play`]).
+    pub fn session_config(&self) -> SessionConfig {
+        let mut config = self.config.clone();
+        config.desync_dumps = self.debug.desync_dumps.clone();
+        let replay = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(ReplayMode::Play(playback)) = replay.as_ref() {
+            configure_for_replay(&mut config, playback.replay().header());
         }
-        *self.playback.lock().unwrap_or_else(PoisonError::into_inner) = Some(playback);
-        self
+        config
     }
 
-    /// Enables snapshots ([snapshots](crate::rules#snapshots)) with these limits (inserted as
-    /// the [`SnapshotLimits`](crate::SnapshotLimits) resource): a registered type that cannot
-    /// be serialized becomes a setup error — returned by the `try_` registration when it can
-    /// tell at once, and written as a [`RollbackSetupFailed`](crate::RollbackSetupFailed)
-    /// message ([`SessionError::NotSerializable`]) when the session starts. Snapshots can be
-    /// captured and loaded without this; it only makes missing serializers an early error.
-    pub fn snapshots(mut self, limits: crate::snapshot::SnapshotLimits) -> Self {
-        self.snapshots = Some(limits);
-        self
-    }
-
-    /// The configuration as set so far.
-    pub fn session_config(&self) -> &SessionConfig {
-        &self.config
-    }
-
-    fn spec(&self) -> WorldSpec {
+    fn spec(&self, config: &SessionConfig) -> WorldSpec {
         WorldSpec {
-            tick_rate: self.config.tick_rate,
-            max_simulation_entities: self.config.max_simulation_entities,
-            reuse_delay: self.config.rollback_window as i32 + 2,
-            players: self.config.players,
-            parallel: self.config.parallel_simulation,
+            tick_rate: config.tick_rate,
+            max_simulation_entities: config.max_simulation_entities,
+            reuse_delay: config.rollback_window as i32 + 2,
+            players: config.players,
+            parallel: config.parallel_simulation,
             snapshots: self.snapshots.is_some(),
         }
     }
@@ -356,7 +214,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
     /// The game builder the worlds are built with: the game, inside the determinism guard when
     /// it is on.
     fn game_builder(&self) -> GameBuilder {
-        if self.guard {
+        if self.debug.determinism_guard {
             crate::guard::wrap_game(self.game.clone())
         } else {
             self.game.clone()
@@ -366,19 +224,20 @@ impl<I: SimInput> DeterministicPlugin<I> {
     /// Installs the session in `app`: its worlds, clock, lifecycle state, snapshot limits,
     /// resources, messages, schedules and systems, the guard's reporting and the replays.
     fn install(&self, app: &mut App) -> Result<(), SessionError> {
-        let session = DeterministicSession::<I>::new(self.config.clone())?;
-        let spec = self.spec();
+        let config = self.session_config();
+        let session = DeterministicSession::<I>::new(config.clone())?;
+        let spec = self.spec(&config);
         let game = self.game_builder();
         let (verified, predicted) = build_sub_apps::<I>(&spec, &game)?;
         app.insert_sub_app(VerifiedApp, verified);
         app.insert_sub_app(PredictedApp, predicted);
         // The App's `TickRate` has one writer, `VirtualTimePlugin`; it is not unique, so adding
         // it here with the session's rate works whether or not `SimSyncPlugins` added it.
-        app.add_plugins(VirtualTimePlugin::default().tick_rate(self.config.tick_rate));
-        let lifecycle = initial_lifecycle(&self.config);
+        app.add_plugins(VirtualTimePlugin::default().tick_rate(config.tick_rate));
+        let lifecycle = initial_lifecycle(&config);
         install_states(app, lifecycle.state);
         self.install_snapshot_limits(app);
-        self.install_session_resources(app, session, lifecycle, game, spec);
+        self.install_session_resources(app, session, lifecycle, game, spec, config);
         add_session_messages(app);
         self.install_session_schedules(app);
         crate::guard::install_reporting(app);
@@ -409,12 +268,13 @@ impl<I: SimInput> DeterministicPlugin<I> {
         lifecycle: SessionLifecycle,
         game: GameBuilder,
         spec: WorldSpec,
+        config: SessionConfig,
     ) {
         app.insert_resource(session)
             .insert_resource(lifecycle)
             .insert_resource(SessionBlueprint::<I> {
                 game,
-                config: Box::new(self.config.clone()),
+                config: Box::new(config.clone()),
                 spec,
                 _input: PhantomData,
             })
@@ -422,8 +282,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
             .add_message::<SessionStateChanged>()
             .init_resource::<SimulatorContext>()
             .init_resource::<SessionStats>()
-            .insert_resource(LocalInputs::<I>::new(self.config.players))
-            .insert_resource(initial_local_players(&self.config))
+            .insert_resource(LocalInputs::<I>::new(config.players))
+            .insert_resource(initial_local_players(&config))
             .register_type::<LocalPlayers>()
             .register_type::<SessionStats>()
             .register_type::<SimulatorContext>()
@@ -460,23 +320,64 @@ impl<I: SimInput> DeterministicPlugin<I> {
         app.add_message::<ReplayWriteFailed>()
             .add_message::<ReplayMismatch>()
             .add_message::<ReplayPlaybackFailed>();
-        if let Some(recorder) = self
-            .recorder
+        let replay = self
+            .replay
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            app.insert_resource(recorder);
-        }
-        if let Some(playback) = self
-            .playback
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            app.insert_resource(playback);
+            .take();
+        match replay {
+            Some(ReplayMode::Record(recorder)) => {
+                app.insert_resource(recorder);
+            }
+            Some(ReplayMode::Play(playback)) => {
+                app.insert_resource(playback);
+            }
+            None => {}
         }
     }
+}
+
+/// What playing a replay makes of the session's configuration: a local lockstep session
+/// configured as the recorded one (players, checksum interval, simulation entity range,
+/// rollback window; no input delay, no latency, no prediction check), with enough verified
+/// ticks per update for a stepped clock's ticks.
+fn configure_for_replay(config: &mut SessionConfig, header: &crate::ReplayHeader) {
+    config.players = header.players;
+    config.mode = SessionMode::Lockstep;
+    config.network = None;
+    config.input_delay = 0;
+    config.verify_predictions = false;
+    config.checksum_interval = header.checksum_interval;
+    config.max_simulation_entities = header.max_simulation_entities;
+    config.rollback_window = header.rollback_window;
+    config.local = LocalSessionConfig {
+        latency_ticks: vec![0],
+        jitter_ticks: 0,
+        seed: 0,
+        known_players: Vec::new(),
+    };
+    if let SessionClock::Stepped { ticks_per_update } = config.clock {
+        config.max_verified_ticks_per_update =
+            config.max_verified_ticks_per_update.max(ticks_per_update);
+    }
+}
+
+/// What a session does with replays ([`DeterministicPlugin::replay`]; [replays](crate::rules#replays)).
+pub enum ReplayMode<I: SimInput> {
+    /// Records the session's verified ticks with this recorder (inserted as the
+    /// [`ReplayRecorder`] resource; see there). Works with every session: local, networked,
+    /// predicted or lockstep.
+    Record(ReplayRecorder),
+    /// Plays this replay instead of running a live session: the session becomes a local
+    /// lockstep session configured as the recorded one (players, checksum interval, simulation
+    /// entity range, rollback window; no input delay, no latency), whatever the plugin's
+    /// configuration says; its confirmed inputs come from the frames, and every recorded
+    /// checksum is checked ([`ReplayPlayback`]). The game and the tick rate stay the plugin's:
+    /// a replay of another game fails the playback with
+    /// [`ReplayError::ForeignGame`](crate::ReplayError) at the first session update. Keep a
+    /// [`SessionClock::Stepped`] clock to play as fast as possible (ticks per update), or the
+    /// real-time clock to watch at the tick rate.
+    Play(ReplayPlayback<I>),
 }
 
 /// Bevy's `StatesPlugin` (with single-threaded transitions) unless the app brought its own,

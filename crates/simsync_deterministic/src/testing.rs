@@ -11,8 +11,10 @@
 //! let mut app = App::new();
 //! app.add_plugins(MinimalPlugins).add_plugins(
 //!     DeterministicPlugin::<PackedInput>::new(MyGame)
-//!         .clock(SessionClock::Stepped { ticks_per_update: 1 })
-//!         .verify_predictions(true),
+//!         .edit_config(|c| {
+//!             c.clock = SessionClock::Stepped { ticks_per_update: 1 };
+//!             c.verify_predictions = true;
+//!         }),
 //! );
 //! let reached = run_until_verified(&mut app, 600, 2_000).expect("deterministic to tick 600");
 //! assert!(reached >= 600);

@@ -29,17 +29,18 @@ impl Plugin for Leaky {
 }
 
 fn stepped(plugin: DeterministicPlugin<PackedInput>) -> DeterministicPlugin<PackedInput> {
-    plugin.clock(SessionClock::Stepped {
-        ticks_per_update: 1,
-    })
+    let config = SessionConfig {
+        clock: SessionClock::Stepped {
+            ticks_per_update: 1,
+        },
+        ..plugin.session_config()
+    };
+    plugin.config(config)
 }
 
 #[test]
 fn a_tick_rate_of_zero_is_a_typed_error() {
-    let err = DeterministicPlugin::<PackedInput>::new(Empty)
-        .try_tick_rate(0)
-        .err()
-        .expect("rate 0 rejected");
+    let err = SessionError::from(TickRate::new(0).expect_err("rate 0 rejected"));
     assert!(matches!(err, SessionError::TickRate(_)), "{err:?}");
     assert!(TickRate::new(0).is_err());
 }
@@ -186,9 +187,12 @@ fn an_unregistered_component_on_a_simulation_entity_is_reported_once() {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins);
     app.add_plugins(stepped(
-        DeterministicPlugin::<PackedInput>::new(Leaky).local_session(LocalSessionConfig {
-            latency_ticks: vec![2],
-            ..LocalSessionConfig::default()
+        DeterministicPlugin::<PackedInput>::new(Leaky).config(SessionConfig {
+            local: LocalSessionConfig {
+                latency_ticks: vec![2],
+                ..LocalSessionConfig::default()
+            },
+            ..Default::default()
         }),
     ));
     app.finish();
@@ -241,7 +245,10 @@ fn the_session_rate_reaches_the_app_through_virtual_time_in_either_plugin_order(
             app.add_plugins(simsync_time::VirtualTimePlugin::default());
         }
         app.add_plugins(stepped(
-            DeterministicPlugin::<PackedInput>::new(Empty).tick_rate(rate),
+            DeterministicPlugin::<PackedInput>::new(Empty).config(SessionConfig {
+                tick_rate: rate,
+                ..Default::default()
+            }),
         ));
         if !time_first {
             app.add_plugins(simsync_time::VirtualTimePlugin::default());

@@ -13,46 +13,44 @@ use crate::sets::OwnershipSet;
 use crate::traffic::StateTraffic;
 
 /// `simsync/ownership/owned_bodies`: bodies this participant owns now.
-pub const OWNED_BODIES: DiagnosticPath =
-    DiagnosticPath::const_new("simsync/ownership/owned_bodies");
+const OWNED_BODIES: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/owned_bodies");
 /// `simsync/ownership/bids`: bids sent so far (resends and priority changes included).
-pub const BIDS: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/bids");
+const BIDS: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/bids");
 /// `simsync/ownership/refusals`: refusals received so far, every reason.
-pub const REFUSALS: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/refusals");
+const REFUSALS: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/refusals");
 /// `simsync/ownership/owner_changes`: ownership changes received so far.
-pub const OWNER_CHANGES: DiagnosticPath =
-    DiagnosticPath::const_new("simsync/ownership/owner_changes");
+const OWNER_CHANGES: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/owner_changes");
 /// `simsync/ownership/state_updates_per_second`: state updates sent for owned bodies per
 /// second, averaged over the last full second.
-pub const STATE_UPDATES_PER_SECOND: DiagnosticPath =
+const STATE_UPDATES_PER_SECOND: DiagnosticPath =
     DiagnosticPath::const_new("simsync/ownership/state_updates_per_second");
 
 /// `simsync/ownership/bytes_up_per_second`: bytes of state sent per second
 /// ([`StateTraffic::bytes_up_per_second`]).
-pub const BYTES_UP_PER_SECOND: DiagnosticPath =
+const BYTES_UP_PER_SECOND: DiagnosticPath =
     DiagnosticPath::const_new("simsync/ownership/bytes_up_per_second");
 /// `simsync/ownership/bytes_down_per_second`: bytes of state received per second.
-pub const BYTES_DOWN_PER_SECOND: DiagnosticPath =
+const BYTES_DOWN_PER_SECOND: DiagnosticPath =
     DiagnosticPath::const_new("simsync/ownership/bytes_down_per_second");
 /// `simsync/ownership/bytes_per_body`: mean bytes per body state sent.
-pub const BYTES_PER_BODY: DiagnosticPath =
+const BYTES_PER_BODY: DiagnosticPath =
     DiagnosticPath::const_new("simsync/ownership/bytes_per_body");
 /// `simsync/ownership/budget_use`: bytes sent per second over the budget (1 = all of it).
-pub const BUDGET_USE: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/budget_use");
+const BUDGET_USE: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/budget_use");
 /// `simsync/ownership/deferred_bodies`: bodies the budget left waiting in the last frame.
-pub const DEFERRED_BODIES: DiagnosticPath =
+const DEFERRED_BODIES: DiagnosticPath =
     DiagnosticPath::const_new("simsync/ownership/deferred_bodies");
 
 /// `simsync/ownership/delta_share`: of the body states sent so far, the share sent as deltas
 /// against an acknowledged state ([`StateTraffic::delta_share`]).
-pub const DELTA_SHARE: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/delta_share");
+const DELTA_SHARE: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/delta_share");
 /// `simsync/ownership/deltas_rejected`: delta entries received that could not be applied, so
 /// far.
-pub const DELTAS_REJECTED: DiagnosticPath =
+const DELTAS_REJECTED: DiagnosticPath =
     DiagnosticPath::const_new("simsync/ownership/deltas_rejected");
 
 /// Every path [`OwnershipDiagnosticsPlugin`] registers.
-pub const OWNERSHIP_DIAGNOSTICS: [DiagnosticPath; 12] = [
+const OWNERSHIP_DIAGNOSTICS: [DiagnosticPath; 12] = [
     OWNED_BODIES,
     BIDS,
     REFUSALS,
@@ -67,7 +65,7 @@ pub const OWNERSHIP_DIAGNOSTICS: [DiagnosticPath; 12] = [
     DELTAS_REJECTED,
 ];
 
-pub use crate::traffic::CounterRate;
+use crate::traffic::CounterRate;
 
 /// Registers the `simsync/ownership/*` [`Diagnostic`]s and records them every frame in
 /// `PostUpdate`, after [`OwnershipSet::Send`], from the participant's [`OwnershipClient`]
@@ -94,6 +92,41 @@ pub struct OwnershipDiagnosticsPlugin;
 /// The state-update rate of the participant and the [`OwnershipClock`] time it was last fed.
 #[derive(Resource)]
 struct StateUpdateRate(CounterRate, Duration);
+
+/// The `DiagnosticsStore` paths this plugin publishes (Bevy's convention: constants on the
+/// plugin that publishes them).
+impl OwnershipDiagnosticsPlugin {
+    /// `simsync/ownership/owned_bodies`: bodies this participant owns now.
+    pub const OWNED_BODIES: DiagnosticPath = OWNED_BODIES;
+    /// `simsync/ownership/bids`: bids sent so far (resends and priority changes included).
+    pub const BIDS: DiagnosticPath = BIDS;
+    /// `simsync/ownership/refusals`: refusals received so far, every reason.
+    pub const REFUSALS: DiagnosticPath = REFUSALS;
+    /// `simsync/ownership/owner_changes`: ownership changes received so far.
+    pub const OWNER_CHANGES: DiagnosticPath = OWNER_CHANGES;
+    /// `simsync/ownership/state_updates_per_second`: state updates sent for owned bodies per
+    /// second, averaged over the last full second.
+    pub const STATE_UPDATES_PER_SECOND: DiagnosticPath = STATE_UPDATES_PER_SECOND;
+    /// `simsync/ownership/bytes_up_per_second`: bytes of state sent per second
+    /// ([`StateTraffic::bytes_up_per_second`]).
+    pub const BYTES_UP_PER_SECOND: DiagnosticPath = BYTES_UP_PER_SECOND;
+    /// `simsync/ownership/bytes_down_per_second`: bytes of state received per second.
+    pub const BYTES_DOWN_PER_SECOND: DiagnosticPath = BYTES_DOWN_PER_SECOND;
+    /// `simsync/ownership/bytes_per_body`: mean bytes per body state sent.
+    pub const BYTES_PER_BODY: DiagnosticPath = BYTES_PER_BODY;
+    /// `simsync/ownership/budget_use`: bytes sent per second over the budget (1 = all of it).
+    pub const BUDGET_USE: DiagnosticPath = BUDGET_USE;
+    /// `simsync/ownership/deferred_bodies`: bodies the budget left waiting in the last frame.
+    pub const DEFERRED_BODIES: DiagnosticPath = DEFERRED_BODIES;
+    /// `simsync/ownership/delta_share`: of the body states sent so far, the share sent as deltas
+    /// against an acknowledged state ([`StateTraffic::delta_share`]).
+    pub const DELTA_SHARE: DiagnosticPath = DELTA_SHARE;
+    /// `simsync/ownership/deltas_rejected`: delta entries received that could not be applied, so
+    /// far.
+    pub const DELTAS_REJECTED: DiagnosticPath = DELTAS_REJECTED;
+    /// Every path [`OwnershipDiagnosticsPlugin`] registers.
+    pub const ALL: [DiagnosticPath; 12] = OWNERSHIP_DIAGNOSTICS;
+}
 
 impl Plugin for OwnershipDiagnosticsPlugin {
     fn build(&self, app: &mut App) {

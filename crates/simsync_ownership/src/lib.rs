@@ -21,7 +21,7 @@
 //!   byte budgets ([`StateBudgetConfig`], [`UploadBudget`], [`PriorityAccumulator`]),
 //!   [`ActivityConfig`], the entity server's [`EntityServerLimits`].
 //! - **Traffic** — [`StateTraffic`], bytes per second up and down, bytes per body and budget
-//!   use, a reflected resource of both roles (and [diagnostics]).
+//!   use, a reflected resource of both roles (and [`OwnershipDiagnosticsPlugin`], whose constants are its `DiagnosticsStore` paths).
 //! - **Errors** — [`OwnershipError`]; a refused request is a [`Refusal`] with a
 //!   [`RefusalReason`], a protocol outcome rather than an error.
 //!
@@ -77,7 +77,7 @@ mod coalesce;
 mod commands;
 mod components;
 mod config;
-pub mod diagnostics;
+mod diagnostics;
 mod error;
 mod limits;
 mod messages;
@@ -134,6 +134,7 @@ pub use simsync_net::JoinStatus;
 pub use simsync_net::RateLimit;
 /// Why the entity server refused a message: `simsync_net`'s type, the same on the wire.
 pub use simsync_net::RefusalReason;
+pub use traffic::CounterRate;
 pub use traffic::{StateTraffic, TrafficMeter, TrafficTotals};
 pub use wire::{MAX_STATE_MAGNITUDE, state_from_wire, state_to_wire};
 

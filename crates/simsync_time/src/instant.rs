@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// This is *not* Bevy's `Time<Virtual>`. Bevy's virtual clock is a pausable, scalable game
 /// clock measured in seconds; a `VirtualInstant` is a discrete simulation timestamp that the
-/// simulation itself advances. The length of a tick is given by a [`TickRate`] (64 ticks per
+/// simulation itself advances. The length of a tick is given by a [`TickRate`](crate::TickRate) (64 ticks per
 /// second by default), which is passed explicitly to every conversion to or from seconds.
 ///
 /// # Order

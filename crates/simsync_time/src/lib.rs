@@ -11,7 +11,8 @@
 //!   (one tick per fixed step, jump to the next event, or paused with [`ClockRequest`]s), and
 //!   due events of registered queues dispatched as [`VirtualEvent`]s ([`VirtualEventAppExt`]).
 //! - **frame**: [`FramePhase`] (setup → object tick → network tick → advance), double-buffered
-//!   [`Current`]/[`Next`] state, [`FrameTimings`] (paths in [`diagnostics`]), and
+//!   [`Current`]/[`Next`] state, [`FrameTimings`] (its `DiagnosticsStore` paths on
+//!   [`FramePhasesPlugin`] and [`FramePhase::diagnostic_path`]), and
 //!   [`FramePhasesPlugin`] wiring them into one schedule.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -45,14 +46,6 @@ pub use frame::timings::FrameTimings;
 
 #[doc = include_str!("rules.md")]
 pub mod rules {}
-
-/// The Bevy `DiagnosticsStore` paths under which [`FramePhasesPlugin`] publishes each frame's
-/// [`FrameTimings`] (milliseconds per phase and per frame, and the object count).
-pub mod diagnostics {
-    pub use crate::frame::timings::{
-        ADVANCE_FRAME_MS, FRAME_MS, FRAME_OBJECTS, FRAME_SETUP_MS, NETWORK_TICK_MS, OBJECT_TICK_MS,
-    };
-}
 
 /// The types most users need: `use simsync_time::prelude::*;`.
 pub mod prelude {

@@ -322,7 +322,7 @@ fn run_request(world: &mut World, request: ClockRequest) -> Dispatched {
 
 /// Registers event queues with the plugin's dispatch.
 pub trait VirtualEventAppExt {
-    /// Inserts an empty [`VirtualEventQueue<E>`] (unless one exists) and dispatches its due
+    /// Inserts an empty [`VirtualEventQueue<E>`](crate::VirtualEventQueue) (unless one exists) and dispatches its due
     /// events by `delivery` ([time rule 17](crate::rules)); adds
     /// [`VirtualTimePlugin`] with its defaults if it is not there
     /// yet. Calling it again for the same `E` changes only the delivery.

@@ -192,7 +192,7 @@ pub(crate) fn breakdown(
 }
 
 /// Flattens a reflected value into its leaf fields (struct fields by name, tuple fields and
-/// list items by position, enum variants by name), at most [`MAX_FIELDS_PER_VALUE`].
+/// list items by position, enum variants by name), at most 256 (`MAX_FIELDS_PER_VALUE`).
 pub fn flatten(value: &dyn PartialReflect) -> Vec<DumpedField> {
     let mut out = Vec::new();
     flatten_into(value, String::new(), 0, &mut out);

@@ -184,7 +184,7 @@ pub enum DumpError {
         /// The file's length.
         len: usize,
     },
-    /// The file does not start with [`DUMP_MAGIC`].
+    /// The file does not start with the dump magic, `SIMSDUMP`.
     #[error("not a desync dump: bad magic at offset 0 ({found:02x?})")]
     NotADump {
         /// The first bytes found.
@@ -236,7 +236,7 @@ pub enum DumpError {
 }
 
 impl DesyncDump {
-    /// Encodes the dump as a file: header and bincode body (see the [module docs](self)).
+    /// Encodes the dump as a file: header and bincode body ([desync dumps](crate::rules#desync-dumps)).
     ///
     /// # Errors
     /// [`DumpError::TooLarge`] if the file would exceed `max_bytes`; [`DumpError::Corrupt`] if

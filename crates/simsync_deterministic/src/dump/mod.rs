@@ -13,9 +13,9 @@
 //!   ([`DesyncDumpWritten`], [`DesyncDumpFailed`]), files ([`write_dump_file`],
 //!   [`read_dump_file`]) and [`write_desync_dump`] for callers outside the session (replays).
 
-pub mod capture;
-pub mod diff;
-pub mod format;
+pub(crate) mod capture;
+mod diff;
+pub(crate) mod format;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -221,12 +221,13 @@ pub fn capture_desync_dump<I: SimInput>(
     Ok(dump)
 }
 
-/// Writes a dump of the verified world of the App's session (see [`capture_desync_dump`])
+/// Writes a dump of the verified world of the App's session (captured as the session captures its own dumps)
 /// into `dir` and writes a [`DesyncDumpWritten`] message; for callers outside the session's
 /// own triggers, such as a replay that found a checksum mismatch.
 ///
 /// # Errors
-/// As [`capture_desync_dump`] and [`write_dump_file`] (with [`DEFAULT_MAX_DUMP_BYTES`]).
+/// The capture's and the file write's [`DumpError`]s (the file limited to
+/// [`DEFAULT_MAX_DUMP_BYTES`]).
 pub fn write_desync_dump<I: SimInput>(
     world: &mut World,
     dir: &Path,

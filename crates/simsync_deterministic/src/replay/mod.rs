@@ -2,14 +2,14 @@
 //! checksums recorded to a file, and played back in lockstep with every checksum checked.
 //!
 //! - Recording: [`ReplayRecorder`] (a main-app resource; turn it on with
-//!   [`DeterministicPlugin::record_replay`](crate::DeterministicPlugin::record_replay)) writes
+//!   [`DeterministicPlugin::replay(ReplayMode::Record(..))`](crate::DeterministicPlugin::replay)) writes
 //!   the header, one frame per verified tick and optional world snapshots through a
 //!   [`ReplayWriter`]; a failure is a [`ReplayWriteFailed`] message.
 //! - Reading: [`Replay::read_file`] / [`Replay::from_bytes`] check every byte
 //!   ([`ReplayError`], bounded by [`ReplayLimits`]); a file cut short keeps its complete frames
 //!   ([`ReplayEnd::Cut`]).
 //! - Playback: [`ReplayPlayback`] (inserted by
-//!   [`DeterministicPlugin::play_replay`](crate::DeterministicPlugin::play_replay)) feeds the
+//!   [`DeterministicPlugin::replay`](crate::DeterministicPlugin::replay) with [`ReplayMode::Play`](crate::ReplayMode::Play)) feeds the
 //!   frames to a lockstep session, stops at the first [`ReplayMismatch`], and may start from a
 //!   snapshot ([`ReplayPlayback::with_seek`]).
 

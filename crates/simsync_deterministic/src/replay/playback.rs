@@ -43,7 +43,7 @@ pub struct ReplayMismatch {
 pub struct ReplayPlaybackFailed(pub ReplayError);
 
 /// A replay being played (main-app resource, inserted by
-/// [`DeterministicPlugin::play_replay`](crate::DeterministicPlugin::play_replay)): the session
+/// [`DeterministicPlugin::replay`](crate::DeterministicPlugin::replay) with [`ReplayMode::Play`](crate::ReplayMode::Play)): the session
 /// takes its confirmed inputs (and disconnected players) from the frames, one polled tick per
 /// frame, verifies every tick in lockstep and compares each recorded checksum with its own. At
 /// the first difference it writes a [`ReplayMismatch`], stops verifying and holds

@@ -19,7 +19,7 @@ type Sink = Box<dyn Write + Send + Sync>;
 /// networked over the in-memory transport or UDP, predicted or lockstep).
 ///
 /// Insert it before the session's first update, with
-/// [`DeterministicPlugin::record_replay`](crate::DeterministicPlugin::record_replay) or as a
+/// [`DeterministicPlugin::replay(ReplayMode::Record(..))`](crate::DeterministicPlugin::replay) or as a
 /// resource. At the next session update it writes the header (tick rate, players, input type,
 /// registered rollback types, and the verified tick recording starts from), then one frame per
 /// verified tick: every player's confirmed input, the disconnected players, and the verified

@@ -86,7 +86,7 @@ pub struct SessionStats {
     /// Registration errors written as [`RollbackSetupFailed`](crate::RollbackSetupFailed).
     pub rollback_setup_errors: u64,
     /// [`DeterminismWarning`](crate::DeterminismWarning)s reported by the determinism guard
-    /// (0 unless [`determinism_guard`](crate::DeterministicPlugin::determinism_guard) is on).
+    /// (0 unless [`DebugConfig::determinism_guard`](crate::DebugConfig::determinism_guard) is on).
     pub determinism_warnings: u64,
     /// The client side of a networked session (`None` in a local session).
     pub network: Option<RelayClientStats>,

@@ -1,6 +1,7 @@
 //! [`FramePhasesPlugin`]: wires the frame phases, the double-buffer copy and the timings into
 //! one schedule. The only file of `frame` that imports the others.
 
+use bevy::diagnostic::DiagnosticPath;
 use bevy::ecs::schedule::{InternedScheduleLabel, InternedSystemSet, ScheduleLabel};
 use bevy::prelude::*;
 
@@ -61,6 +62,17 @@ impl Default for FramePhasesPlugin {
     fn default() -> Self {
         FramePhasesPlugin::in_schedule(FixedUpdate)
     }
+}
+
+/// The `DiagnosticsStore` paths of the whole frame (Bevy's convention: constants on the plugin
+/// that publishes them); each phase's wall time is under [`FramePhase::diagnostic_path`].
+impl FramePhasesPlugin {
+    /// Wall time of the whole frame, from the start of `FrameSetup` to the end of
+    /// `AdvanceFrame`, milliseconds: `simsync/frame/frame_ms`.
+    pub const FRAME_MS: DiagnosticPath = timings::FRAME_MS;
+    /// Number of objects (entities with any registered [`Current<T>`](crate::Current)) at the
+    /// end of the frame, a count: `simsync/frame/objects`.
+    pub const FRAME_OBJECTS: DiagnosticPath = timings::FRAME_OBJECTS;
 }
 
 impl FramePhasesPlugin {

@@ -21,23 +21,23 @@ use super::double_buffer::DoubleBufferRegistry;
 use super::{FramePhase, PhaseBoundary};
 
 /// Wall time of [`FramePhase::FrameSetup`], milliseconds.
-pub const FRAME_SETUP_MS: DiagnosticPath =
+pub(crate) const FRAME_SETUP_MS: DiagnosticPath =
     DiagnosticPath::const_new("simsync/frame/frame_setup_ms");
 /// Wall time of [`FramePhase::ObjectTick`], milliseconds.
-pub const OBJECT_TICK_MS: DiagnosticPath =
+pub(crate) const OBJECT_TICK_MS: DiagnosticPath =
     DiagnosticPath::const_new("simsync/frame/object_tick_ms");
 /// Wall time of [`FramePhase::NetworkTick`], milliseconds.
-pub const NETWORK_TICK_MS: DiagnosticPath =
+pub(crate) const NETWORK_TICK_MS: DiagnosticPath =
     DiagnosticPath::const_new("simsync/frame/network_tick_ms");
 /// Wall time of [`FramePhase::AdvanceFrame`], milliseconds.
-pub const ADVANCE_FRAME_MS: DiagnosticPath =
+pub(crate) const ADVANCE_FRAME_MS: DiagnosticPath =
     DiagnosticPath::const_new("simsync/frame/advance_frame_ms");
 /// Wall time of the whole frame, from the start of `FrameSetup` to the end of `AdvanceFrame`,
 /// milliseconds.
-pub const FRAME_MS: DiagnosticPath = DiagnosticPath::const_new("simsync/frame/frame_ms");
+pub(crate) const FRAME_MS: DiagnosticPath = DiagnosticPath::const_new("simsync/frame/frame_ms");
 /// Number of objects (entities with any registered [`Current<T>`](crate::Current)) at the end of
 /// the frame; a count, no unit.
-pub const FRAME_OBJECTS: DiagnosticPath = DiagnosticPath::const_new("simsync/frame/objects");
+pub(crate) const FRAME_OBJECTS: DiagnosticPath = DiagnosticPath::const_new("simsync/frame/objects");
 
 impl FramePhase {
     /// The `DiagnosticsStore` path of this phase's wall time in milliseconds, e.g.
@@ -53,8 +53,10 @@ impl FramePhase {
 }
 
 /// Timings and object count of the last complete simulation frame, for a game to show (the
-/// same numbers go to Bevy's `DiagnosticsStore` under the paths in
-/// [`diagnostics`](crate::diagnostics), e.g. [`OBJECT_TICK_MS`]).
+/// same numbers go to Bevy's `DiagnosticsStore`: each phase under
+/// [`FramePhase::diagnostic_path`], the whole frame under
+/// [`FramePhasesPlugin::FRAME_MS`](crate::FramePhasesPlugin::FRAME_MS) and the object count
+/// under [`FramePhasesPlugin::FRAME_OBJECTS`](crate::FramePhasesPlugin::FRAME_OBJECTS)).
 ///
 /// Updated once per frame, after [`FramePhase::AdvanceFrame`]; between frames it holds the last
 /// frame's values. Wall-clock data: never part of a deterministic simulation's state (it is not

@@ -11,7 +11,6 @@ use bevy::prelude::*;
 use bevy::tasks::{ComputeTaskPool, TaskPoolBuilder};
 use bevy::time::TimeUpdateStrategy;
 use simsync_time::DoubleBufferRegistry;
-use simsync_time::diagnostics::{FRAME_MS, FRAME_OBJECTS};
 use simsync_time::prelude::*;
 
 /// Which executor runs `FixedUpdate`.
@@ -534,8 +533,18 @@ fn diagnostics_report_every_phase_and_the_object_count() {
         assert!(diagnostic.value().unwrap() >= 0.0);
         assert_eq!(diagnostic.history_len() as u64, timings.frames);
     }
-    assert!(store.get_measurement(&FRAME_MS).is_some());
-    assert_eq!(store.get_measurement(&FRAME_OBJECTS).unwrap().value, 12.0);
+    assert!(
+        store
+            .get_measurement(&FramePhasesPlugin::FRAME_MS)
+            .is_some()
+    );
+    assert_eq!(
+        store
+            .get_measurement(&FramePhasesPlugin::FRAME_OBJECTS)
+            .unwrap()
+            .value,
+        12.0
+    );
 }
 
 #[test]

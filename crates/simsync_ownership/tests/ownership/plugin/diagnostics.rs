@@ -3,9 +3,6 @@
 
 use bevy::diagnostic::DiagnosticsStore;
 use bevy::prelude::*;
-use simsync_ownership::diagnostics::{
-    BIDS, OWNED_BODIES, OWNER_CHANGES, OWNERSHIP_DIAGNOSTICS, REFUSALS, STATE_UPDATES_PER_SECOND,
-};
 use simsync_ownership::{ActivityConfig, OwnershipConfig, OwnershipDiagnosticsPlugin};
 
 use super::harness::{Body, Session, steps};
@@ -27,33 +24,41 @@ fn every_ownership_diagnostic_is_registered_and_moves_when_participants_bid() {
     }
     s.run(2);
     for i in 0..3 {
-        for path in &OWNERSHIP_DIAGNOSTICS {
+        for path in &OwnershipDiagnosticsPlugin::ALL {
             assert_eq!(latest(s.p(i), path), 0.0, "{path} before anything happened");
         }
         s.set_velocity(i, 1, Vec3::X);
     }
     s.run(steps(2_500));
     let owner = (0..3)
-        .find(|&i| latest(s.p(i), &OWNED_BODIES) == 1.0)
+        .find(|&i| latest(s.p(i), &OwnershipDiagnosticsPlugin::OWNED_BODIES) == 1.0)
         .expect("one participant owns the body");
     for i in 0..3 {
         let stats = s.stats(i);
-        assert_eq!(latest(s.p(i), &BIDS), stats.bids_sent as f64);
+        assert_eq!(
+            latest(s.p(i), &OwnershipDiagnosticsPlugin::BIDS),
+            stats.bids_sent as f64
+        );
         assert!(stats.bids_sent > 0, "{stats:?}");
         assert_eq!(
-            latest(s.p(i), &REFUSALS),
+            latest(s.p(i), &OwnershipDiagnosticsPlugin::REFUSALS),
             stats.refusals_received.total() as f64
         );
         assert_eq!(
-            latest(s.p(i), &OWNER_CHANGES),
+            latest(s.p(i), &OwnershipDiagnosticsPlugin::OWNER_CHANGES),
             stats.owner_changes_received as f64
         );
         assert!(stats.owner_changes_received > 0, "{stats:?}");
     }
-    let refused: f64 = (0..3).map(|i| latest(s.p(i), &REFUSALS)).sum();
+    let refused: f64 = (0..3)
+        .map(|i| latest(s.p(i), &OwnershipDiagnosticsPlugin::REFUSALS))
+        .sum();
     assert!(refused >= 2.0, "the two losers were refused");
     assert!(
-        latest(s.p(owner), &STATE_UPDATES_PER_SECOND) > 0.0,
+        latest(
+            s.p(owner),
+            &OwnershipDiagnosticsPlugin::STATE_UPDATES_PER_SECOND
+        ) > 0.0,
         "the owner sends state updates"
     );
 }
