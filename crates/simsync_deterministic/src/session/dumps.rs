@@ -144,7 +144,9 @@ pub(super) fn on_server_desync<I: SimInput>(
         && let Some(breakdown) = session.dumps.breakdown_of(desync.tick).cloned()
     {
         session.dumps.breakdown_sent = true;
-        session.source.send_breakdown(main, &breakdown);
+        if let Some(link) = session.link.as_mut() {
+            link.send_breakdown(main, &breakdown);
+        }
     }
     if session.dumps.desync_written || session.dumps.scheduled.is_some() {
         return;

@@ -8,7 +8,7 @@ use super::audit::PredictionAudit;
 use crate::config::SessionConfig;
 use crate::error::SessionError;
 use crate::input::{InputBuffer, InputStatus, SimInput};
-use crate::source::InputSource;
+use crate::source::{InputSource, RelayLink};
 use crate::tick::Tick;
 
 /// The session's own state (main-app resource).
@@ -18,6 +18,8 @@ pub struct DeterministicSession<I: SimInput> {
     pub(super) config: Box<SessionConfig>,
     pub(super) buffer: InputBuffer<I>,
     pub(super) source: InputSource<I>,
+    /// The link to the relay server for everything but inputs (networked sessions only).
+    pub(super) link: Option<RelayLink<I>>,
     /// The predicted world's tick as this update leaves it.
     pub(super) predicted_tick: Tick,
     /// The highest tick ever predicted (re-simulation counting).
@@ -47,9 +49,11 @@ impl<I: SimInput> DeterministicSession<I> {
                 buffer.confirm(p, tick, I::default())?;
             }
         }
+        let (source, link) = InputSource::new(&config)?;
         Ok(Self {
             buffer,
-            source: InputSource::new(&config)?,
+            source,
+            link,
             predicted_tick: 0,
             highest_predicted: 0,
             used_inputs: BTreeMap::new(),

@@ -16,7 +16,7 @@ use crate::input::{InputStatus, SimInput};
 use crate::replay::{ReplayMismatch, ReplayPlayback, ReplayRecorder};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot::{self, WorldRole};
-use crate::source::{LocalPlayers, NetReport, Polled};
+use crate::source::{LocalPlayers, NetReport, Polled, RelayLink};
 use crate::tick::Tick;
 use crate::worlds::{SimulationWorlds, run_tick};
 
@@ -29,7 +29,12 @@ pub(super) fn poll<I: SimInput>(
     if let Some(local_players) = world.get_resource_mut::<LocalPlayers>() {
         session.source.sync_local_players(local_players);
     }
-    for report in session.source.take_reports() {
+    let reports = session
+        .link
+        .as_mut()
+        .map(RelayLink::take_reports)
+        .unwrap_or_default();
+    for report in reports {
         match report {
             NetReport::Stalled(stall) => {
                 world.write_message(SessionStalled {
@@ -165,8 +170,10 @@ pub(super) fn verify<I: SimInput>(
             break;
         }
     }
-    if !checksums.is_empty() {
-        session.source.send_checksums(world, &checksums);
+    if let Some(link) = session.link.as_mut() {
+        for checksum in checksums {
+            link.send_checksum(world, checksum);
+        }
     }
     check::scan_world(
         world,
@@ -503,7 +510,7 @@ pub(super) fn finish<I: SimInput>(
             0
         };
     if let Some(network) = session.source.relay_stats() {
-        stats.network = Some(network.clone());
+        stats.network = Some(network);
     }
     forget_before(session, verified_tick);
     world.insert_resource(stats);

@@ -5,7 +5,11 @@
 //! the relay — a [`LocalRelay`] in a single-process session, the relay server over renet in a
 //! networked one ([`relay_client`]) — and delivers the confirmed inputs into the session's
 //! [`InputBuffer`]. It returns a [`Polled`]: what the session update needs to begin.
+//!
+//! A networked session also has a [`RelayLink`]: the rest of what goes between the session and
+//! the relay (checksums, breakdowns, snapshots, the relay's reports).
 
+mod link;
 mod local;
 mod local_inputs;
 mod local_players;
@@ -16,20 +20,24 @@ mod relay_client;
 mod snapshot_exchange;
 mod stall;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{ClientTransport, NetClock, TickAccumulator};
 
-use crate::checksum::TickChecksum;
 use crate::config::{SessionClock, SessionConfig};
 use crate::error::SessionError;
 use crate::input::{InputBuffer, InputLatch, SimInput, default_frame_merge};
 use crate::replay::ReplayPlayback;
 use crate::tick::Tick;
+use link::{SharedClient, lock};
 use local::LocalSource;
+use local_inputs::LocalInputProvider;
 use relay_client::RelayClient;
+
+pub(crate) use link::RelayLink;
 
 pub(crate) use relay_client::NetReport;
 pub use stall::{STALL_AFTER, SessionStall, StallReason};
@@ -40,7 +48,6 @@ pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejectio
 pub use presence::{PlayerLeft, PlayerRejoined};
 pub use reconnect::ReconnectPhase;
 pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
-pub(crate) use snapshot_exchange::BuddyRequest;
 pub use snapshot_exchange::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
@@ -59,15 +66,18 @@ pub(crate) struct Polled {
     pub stalling: bool,
 }
 
-/// The relay the inputs go through.
-enum Relay<I: SimInput> {
+/// Where the confirmed inputs come from, chosen when the session is set up.
+enum Origin<I: SimInput> {
     /// A single-process session: a local relay with latency and jitter.
     Local(Box<LocalSource<I>>),
-    /// A networked session: the relay server over renet.
-    Remote(Box<RelayClient<I>>),
+    /// A networked session: the relay server over renet (the relay client, shared with the
+    /// session's [`RelayLink`]).
+    Remote(SharedClient<I>),
 }
 
 /// The session's input path: local clock, own inputs, relay, confirmed inputs.
+/// What is not about inputs — checksums, breakdowns, snapshots, the relay's reports — goes
+/// through the [`RelayLink`] of a networked session.
 pub(crate) struct InputSource<I: SimInput> {
     clock: SessionClock,
     tick_rate_hz: u32,
@@ -77,21 +87,27 @@ pub(crate) struct InputSource<I: SimInput> {
     local_tick: Tick,
     /// This peer's local input, sampled every update and latched into the next polled tick.
     latch: InputLatch<I>,
-    relay: Relay<I>,
+    origin: Origin<I>,
 }
 
 impl<I: SimInput> InputSource<I> {
     /// The input path of a session configured by `config`: a relay client when
-    /// `config.network` is set, else a local relay.
+    /// `config.network` is set (with its [`RelayLink`]), else a local relay.
     ///
     /// # Errors
     /// [`SessionError::Input`] when the local relay rejects the configuration.
-    pub(crate) fn new(config: &SessionConfig) -> Result<Self, SessionError> {
-        let relay = match &config.network {
-            Some(network) => Relay::Remote(Box::new(RelayClient::new(network.clone(), config))),
-            None => Relay::Local(Box::new(LocalSource::new(config)?)),
+    pub(crate) fn new(
+        config: &SessionConfig,
+    ) -> Result<(Self, Option<RelayLink<I>>), SessionError> {
+        let (origin, link) = match &config.network {
+            Some(network) => {
+                let client = RelayClient::new(network.clone(), config);
+                let shared = Arc::new(Mutex::new(client));
+                (Origin::Remote(shared.clone()), Some(RelayLink::new(shared)))
+            }
+            None => (Origin::Local(Box::new(LocalSource::new(config)?)), None),
         };
-        Ok(Self {
+        let source = Self {
             clock: config.clock,
             tick_rate_hz: config.tick_rate.hz(),
             accumulator: TickAccumulator::new()
@@ -99,8 +115,9 @@ impl<I: SimInput> InputSource<I> {
                 .with_max_leftover_ticks(f64::from(MAX_REAL_TIME_POLLS)),
             local_tick: 0,
             latch: InputLatch::new(config.players, default_frame_merge::<I>),
-            relay,
-        })
+            origin,
+        };
+        Ok((source, link))
     }
 
     /// The last tick local input has been polled for.
@@ -119,27 +136,26 @@ impl<I: SimInput> InputSource<I> {
     /// yet) in a networked one ([local players](crate::rules#local-players)). Writes only on a
     /// change, so `Changed<LocalPlayers>`-style checks see real changes.
     pub(crate) fn sync_local_players(&self, mut local: Mut<'_, LocalPlayers>) {
-        match &self.relay {
-            Relay::Local(source) => {
-                let players = source.players();
-                if !local.is(0..players) {
-                    *local = LocalPlayers::new(0..players);
-                }
-            }
-            Relay::Remote(client) => {
-                let slot = client.stats().slot;
+        let players = match &self.origin {
+            Origin::Local(source) => source.players(),
+            Origin::Remote(client) => {
+                let slot = lock(client).stats().slot;
                 if !local.is(slot) {
                     *local = LocalPlayers::new(slot);
                 }
+                return;
             }
+        };
+        if !local.is(0..players) {
+            *local = LocalPlayers::new(0..players);
         }
     }
 
     /// The relay client's measurements (`None` in a local session).
-    pub(crate) fn relay_stats(&self) -> Option<&RelayClientStats> {
-        match &self.relay {
-            Relay::Local(_) => None,
-            Relay::Remote(client) => Some(client.stats()),
+    pub(crate) fn relay_stats(&self) -> Option<RelayClientStats> {
+        match &self.origin {
+            Origin::Remote(client) => Some(lock(client).stats().clone()),
+            Origin::Local(_) => None,
         }
     }
 
@@ -158,109 +174,22 @@ impl<I: SimInput> InputSource<I> {
                 stalling: false,
             };
         }
-        let mut local = local_inputs::LocalInputProvider::<I>::from_world(world, &mut self.latch);
-        let stalling = match &mut self.relay {
-            Relay::Local(source) => source.poll(polls, &mut self.local_tick, &mut local, buffer),
-            Relay::Remote(client) => {
-                let dt = net_delta(world);
-                let mut renet = world.get_resource_mut::<RenetClient>();
-                let stalling = client.poll(
-                    polls,
-                    dt,
-                    renet.as_deref_mut(),
-                    &mut local,
-                    &mut self.local_tick,
-                    buffer,
-                );
-                if client.take_reconnect_due() {
-                    client.reconnect_started(reconnect_transport(world));
-                }
-                stalling
-            }
+        let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
+        let stalling = match &mut self.origin {
+            Origin::Local(source) => source.poll(polls, &mut self.local_tick, &mut local, buffer),
+            Origin::Remote(client) => poll_remote(
+                &mut lock(client),
+                world,
+                polls,
+                &mut local,
+                (&mut self.local_tick, buffer),
+            ),
         };
         Polled {
             local_tick: self.local_tick,
             max_verifiable_tick: buffer.max_verifiable_tick(),
             stalling,
         }
-    }
-
-    /// The relay client's reports since the last call — stall changes, snapshot requests,
-    /// desyncs, substituted inputs — oldest first (none in a local session).
-    pub(crate) fn take_reports(&mut self) -> Vec<NetReport> {
-        match &mut self.relay {
-            Relay::Local(_) => Vec::new(),
-            Relay::Remote(client) => client.take_reports(),
-        }
-    }
-
-    /// The relay's snapshot request to serve at `verified_tick` (networked sessions).
-    pub(crate) fn due_snapshot_request(&self, verified_tick: Tick) -> Option<BuddyRequest> {
-        match &self.relay {
-            Relay::Local(_) => None,
-            Relay::Remote(client) => client.due_snapshot_request(verified_tick),
-        }
-    }
-
-    /// Answers the relay's snapshot request (no chunks: unavailable).
-    pub(crate) fn answer_snapshot(
-        &mut self,
-        request: u32,
-        chunks: Vec<simsync_net::SnapshotChunk>,
-    ) {
-        if let Relay::Remote(client) = &mut self.relay {
-            client.answer_snapshot(request, chunks);
-        }
-    }
-
-    /// The snapshot the relay forwarded, once complete.
-    pub(crate) fn take_arrived_snapshot(&mut self) -> Option<simsync_net::AssembledSnapshot> {
-        match &mut self.relay {
-            Relay::Local(_) => None,
-            Relay::Remote(client) => client.take_arrived_snapshot(),
-        }
-    }
-
-    /// A snapshot of `tick` was loaded: the clock moves to it at least, and the relay client
-    /// applies the sets it held.
-    pub(crate) fn snapshot_loaded(&mut self, tick: Tick, buffer: &mut InputBuffer<I>) {
-        self.local_tick = self.local_tick.max(tick);
-        if let Relay::Remote(client) = &mut self.relay {
-            client.snapshot_loaded(tick, buffer);
-        }
-    }
-
-    /// The snapshot forwarded with `request` was refused.
-    pub(crate) fn snapshot_refused(&mut self, request: u32) {
-        if let Relay::Remote(client) = &mut self.relay {
-            client.snapshot_refused(request);
-        }
-    }
-
-    /// Reports verified checksums to the relay server (networked sessions; a local session has
-    /// no one to tell).
-    pub(crate) fn send_checksums(&mut self, world: &mut World, checksums: &[TickChecksum]) {
-        let Relay::Remote(client) = &mut self.relay else {
-            return;
-        };
-        let mut renet = world.get_resource_mut::<RenetClient>();
-        for checksum in checksums {
-            client.send_checksum(renet.as_deref_mut(), checksum.tick, checksum.checksum);
-        }
-    }
-
-    /// Sends the relay this client's per-component hash breakdown of a desynced tick (networked
-    /// sessions only).
-    pub(crate) fn send_breakdown(
-        &mut self,
-        world: &mut World,
-        breakdown: &crate::dump::ComponentBreakdown,
-    ) {
-        let Relay::Remote(client) = &mut self.relay else {
-            return;
-        };
-        let mut renet = world.get_resource_mut::<RenetClient>();
-        client.send_breakdown(renet.as_deref_mut(), breakdown);
     }
 
     /// Ticks the session clock polls this update: fixed per update when stepped, else the real
@@ -275,6 +204,24 @@ impl<I: SimInput> InputSource<I> {
             }
         }
     }
+}
+
+/// The poll of a networked session: the relay client's poll with the renet client and the
+/// network clock of `world`, and a new connection when the client's reconnect is due.
+fn poll_remote<I: SimInput>(
+    client: &mut RelayClient<I>,
+    world: &mut World,
+    polls: u32,
+    local: &mut LocalInputProvider<'_, I>,
+    (local_tick, buffer): (&mut Tick, &mut InputBuffer<I>),
+) -> bool {
+    let dt = net_delta(world);
+    let mut renet = world.get_resource_mut::<RenetClient>();
+    let stalling = client.poll(polls, dt, renet.as_deref_mut(), local, local_tick, buffer);
+    if client.take_reconnect_due() {
+        client.reconnect_started(reconnect_transport(world));
+    }
+    stalling
 }
 
 /// Starts a new connection on the client transport and gives it a new renet client
@@ -304,4 +251,25 @@ fn net_delta(world: &World) -> Duration {
         .copied()
         .unwrap_or_default();
     clock.delta(world.get_resource::<Time<Real>>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::NetworkSessionConfig;
+
+    #[test]
+    fn only_a_networked_session_has_a_relay_link() {
+        let local = SessionConfig::default();
+        let (source, link) = InputSource::<u32>::new(&local).expect("local source");
+        assert!(link.is_none());
+        assert!(source.relay_stats().is_none());
+        let networked = SessionConfig {
+            network: Some(NetworkSessionConfig::default()),
+            ..SessionConfig::default()
+        };
+        let (source, link) = InputSource::<u32>::new(&networked).expect("remote source");
+        assert!(link.is_some());
+        assert!(source.relay_stats().is_some());
+    }
 }
