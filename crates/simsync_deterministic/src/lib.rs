@@ -6,6 +6,8 @@
 //! - [`SimulatorContext`]: the per-update decisions, pure data.
 //! - [`DeterministicSession`] and its update steps (poll, begin, verify, decide, rollback,
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
+//!   After every verified tick the session calls its [`VerifiedTickHook`]s (checksums, dumps,
+//!   replays, the game's own: [`VerifiedTickHookAppExt`]).
 //! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
 //!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App.
 //! - The input path: [`LocalInputs`] (latched every frame by [`InputLatch`]) /
@@ -99,7 +101,7 @@ pub use input::{
 };
 pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
-pub use plugin::{DeterministicPlugin, SessionSetupError};
+pub use plugin::{DeterministicPlugin, SessionSetupError, VerifiedTickHookAppExt};
 pub use relay_server::plugin::DeterministicServerPlugin;
 pub use relay_server::{CaughtBy, LyingSnapshot, SnapshotServed, SnapshotServing, SnapshotStats};
 pub use relay_server::{
@@ -126,6 +128,7 @@ pub use session::{
     SessionStateReason, SessionStats, SnapshotAppExt, UncheckedState, UnregisteredComponent,
     UnsimulatedEntity, capture_snapshot, load_snapshot, session_transitions,
 };
+pub use session::{HookFlow, VerificationStopped, VerifiedTick, VerifiedTickHook};
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
 pub use simsync_derive::SimHash;

@@ -20,15 +20,17 @@ use crate::headless::build_missing_worlds;
 use crate::input::{FrameMergeFn, SimInput};
 use crate::replay::systems::{replay_after_update, replay_before_update};
 use crate::replay::{
-    ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder, ReplayWriteFailed,
+    ReplayCheck, ReplayFeed, ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder,
+    ReplayRecording, ReplayWriteFailed,
 };
 use crate::restart::{SessionBlueprint, assemble_worlds, initial_lifecycle};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
 use crate::session::{
-    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, RollbackSetupFailed,
-    SessionEnd, SessionLifecycle, SessionResumed, SessionStalled, SessionState,
-    SessionStateChanged, SessionStats, UncheckedState, UnregisteredComponent, UnsimulatedEntity,
-    session_update, update_lifecycle,
+    ChecksumRecorded, ChecksumReport, DesyncDumps, DeterministicSession, NeedsSnapshot,
+    PredictionCheckHook, PredictionMismatch, RollbackSetupFailed, SessionEnd, SessionLifecycle,
+    SessionResumed, SessionStalled, SessionState, SessionStateChanged, SessionStats,
+    UncheckedState, UnregisteredComponent, UnsimulatedEntity, VerificationStopped,
+    VerifiedTickHook, session_update, update_lifecycle,
 };
 use crate::source::{
     DesyncDetected, InputSubstituted, PlayerLeft, PlayerRejoined, SessionRejected,
@@ -365,7 +367,14 @@ impl<I: SimInput> DeterministicPlugin<I> {
     /// Installs the session in `app`: its worlds, clock, lifecycle state, snapshot limits,
     /// resources, messages, schedules and systems, the guard's reporting and the replays.
     fn install(&self, app: &mut App) -> Result<(), SessionError> {
-        let session = DeterministicSession::<I>::new(self.config.clone())?;
+        let playback = self
+            .playback
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let feed = playback.as_ref().map(ReplayFeed::new);
+        let mut session = DeterministicSession::<I>::new(self.config.clone(), feed.clone())?;
+        add_builtin_hooks(&mut session, &self.config, playback.as_ref());
         let spec = self.spec();
         let game = self.game_builder();
         let (verified, predicted) = build_sub_apps::<I>(&spec, &game)?;
@@ -377,11 +386,11 @@ impl<I: SimInput> DeterministicPlugin<I> {
         let lifecycle = initial_lifecycle(&self.config);
         install_states(app, lifecycle.state);
         self.install_snapshot_limits(app);
-        self.install_session_resources(app, session, lifecycle, game, spec);
+        self.install_session_resources(app, session, lifecycle, (game, spec, feed));
         add_session_messages(app);
         self.install_session_schedules(app);
         crate::guard::install_reporting(app);
-        self.install_replays(app);
+        self.install_replays(app, playback);
         Ok(())
     }
 
@@ -399,15 +408,15 @@ impl<I: SimInput> DeterministicPlugin<I> {
         app.register_type::<crate::snapshot::SnapshotLimits>();
     }
 
-    /// The session, its lifecycle and blueprint, and the resources the session's systems and
-    /// the game read (end, context, stats, local inputs and players).
+    /// The session, its lifecycle and blueprint (`game`, `spec` and the replay `feed` of a
+    /// playback), and the resources the session's systems and the game read (end, context,
+    /// stats, local inputs and players).
     fn install_session_resources(
         &self,
         app: &mut App,
         session: DeterministicSession<I>,
         lifecycle: SessionLifecycle,
-        game: GameBuilder,
-        spec: WorldSpec,
+        (game, spec, feed): (GameBuilder, WorldSpec, Option<ReplayFeed<I>>),
     ) {
         app.insert_resource(session)
             .insert_resource(lifecycle)
@@ -415,6 +424,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
                 game,
                 config: Box::new(self.config.clone()),
                 spec,
+                replay: feed,
                 _input: PhantomData,
             })
             .init_resource::<SessionEnd>()
@@ -454,8 +464,8 @@ impl<I: SimInput> DeterministicPlugin<I> {
         };
     }
 
-    /// The replay messages and systems, and the recorder or playback given to the builder.
-    fn install_replays(&self, app: &mut App) {
+    /// The replay messages, and the recorder or playback given to the builder.
+    fn install_replays(&self, app: &mut App, playback: Option<ReplayPlayback<I>>) {
         app.add_message::<ReplayWriteFailed>()
             .add_message::<ReplayMismatch>()
             .add_message::<ReplayPlaybackFailed>();
@@ -467,14 +477,31 @@ impl<I: SimInput> DeterministicPlugin<I> {
         {
             app.insert_resource(recorder);
         }
-        if let Some(playback) = self
-            .playback
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        if let Some(playback) = playback {
             app.insert_resource(playback);
         }
+    }
+}
+
+/// The session's own [verified-tick hooks](crate::rules#verified-tick-hooks), in call order:
+/// checksum reporting, the prediction check (`verify_predictions`), desync dumps (with a dump
+/// directory), replay recording (into a [`ReplayRecorder`] resource, if any) and the check of
+/// `playback`.
+fn add_builtin_hooks<I: SimInput>(
+    session: &mut DeterministicSession<I>,
+    config: &SessionConfig,
+    playback: Option<&ReplayPlayback<I>>,
+) {
+    session.add_hook(ChecksumReport);
+    if config.verify_predictions {
+        session.add_hook(PredictionCheckHook);
+    }
+    if config.desync_dumps.is_some() {
+        session.add_hook(DesyncDumps);
+    }
+    session.add_hook(ReplayRecording);
+    if let Some(playback) = playback {
+        session.add_hook(ReplayCheck::new(playback));
     }
 }
 
@@ -498,6 +525,7 @@ fn install_states(app: &mut App, state: SessionState) {
 /// snapshots), and the sim-event stats.
 fn add_session_messages(app: &mut App) {
     app.add_message::<ChecksumRecorded>()
+        .add_message::<VerificationStopped>()
         .add_message::<UnregisteredComponent>()
         .add_message::<PredictionMismatch>()
         .add_message::<UnsimulatedEntity>()
@@ -588,5 +616,30 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
             app.insert_resource(SessionSetupError(error));
         }
         app.insert_resource(worlds);
+    }
+}
+
+/// Adds a [`VerifiedTickHook`] to the App's session.
+pub trait VerifiedTickHookAppExt {
+    /// Adds `hook` to the session of the App's
+    /// [`DeterministicPlugin<I>`](crate::DeterministicPlugin) (add the plugin first), after the
+    /// hooks added before it. Without the plugin's session (not added, or its configuration
+    /// failed) the hook is dropped with an error logged.
+    fn add_verified_tick_hook<I: SimInput>(&mut self, hook: impl VerifiedTickHook<I>) -> &mut Self;
+}
+
+impl VerifiedTickHookAppExt for App {
+    fn add_verified_tick_hook<I: SimInput>(&mut self, hook: impl VerifiedTickHook<I>) -> &mut Self {
+        match self
+            .world_mut()
+            .get_resource_mut::<DeterministicSession<I>>()
+        {
+            Some(mut session) => session.hooks.push(Box::new(hook)),
+            None => error!(
+                "add_verified_tick_hook: no DeterministicPlugin session for this input type \
+                 (add the plugin first); the hook is not installed"
+            ),
+        }
+        self
     }
 }

@@ -12,6 +12,7 @@ use crate::config::SessionConfig;
 use crate::context::SimulatorContext;
 use crate::error::SessionError;
 use crate::input::SimInput;
+use crate::replay::ReplayFeed;
 use crate::session::{
     DeterministicSession, SessionEnd, SessionLifecycle, SessionState, SessionStateChanged,
     SessionStateReason, SessionStats,
@@ -31,6 +32,8 @@ pub(crate) struct SessionBlueprint<I: SimInput> {
     // Boxed: Bevy keeps room for 64 values of every resource type.
     pub config: Box<SessionConfig>,
     pub spec: WorldSpec,
+    /// The input source of a replay playback (started again from its start).
+    pub replay: Option<ReplayFeed<I>>,
     pub _input: PhantomData<fn() -> I>,
 }
 
@@ -95,7 +98,9 @@ pub(crate) fn initial_lifecycle(config: &SessionConfig) -> SessionLifecycle {
 
 /// Ends the session of [`DeterministicPlugin<I>`](crate::DeterministicPlugin) in `world` and
 /// starts a new one with the same game and configuration: a new [`DeterministicSession`]
-/// (input buffer, input path, counters), both simulation worlds rebuilt from the game plugin
+/// (input buffer, input path, counters; the same [verified-tick
+/// hooks](crate::rules#verified-tick-hooks); a replay playback starts over), both simulation
+/// worlds rebuilt from the game plugin
 /// (startup schedules and tick 0 run again), [`SimulatorContext`], [`SessionStats`],
 /// [`LocalInputs`], [`SessionEnd`] and [`SessionLifecycle`] reset; one [`SessionStateChanged`]
 /// (reason `Restarted`) is written and the Bevy state set to the new one. The next session update
@@ -114,10 +119,18 @@ pub fn restart_session<I: SimInput>(world: &mut World) -> Result<(), SessionErro
         return Err(SessionError::WorldsNotBuilt);
     };
     let config = SessionConfig::clone(&blueprint.config);
-    let session = DeterministicSession::<I>::new(config.clone())?;
+    let replay = blueprint.replay.clone();
+    let mut session = DeterministicSession::<I>::new(config.clone(), replay.clone())?;
     let (worlds, error) = build_worlds(blueprint)?;
     if let Some(error) = error {
         return Err(error);
+    }
+    if let Some(feed) = replay {
+        feed.restart();
+    }
+    if let Some(mut old) = world.get_resource_mut::<DeterministicSession<I>>() {
+        // The hooks stay with the App's session (the game's keep what they gathered).
+        session.hooks = std::mem::take(&mut old.hooks);
     }
     world.insert_resource(session);
     world.insert_resource(worlds);

@@ -9,12 +9,16 @@
 //!   ([`ReplayError`], bounded by [`ReplayLimits`]); a file cut short keeps its complete frames
 //!   ([`ReplayEnd::Cut`]).
 //! - Playback: [`ReplayPlayback`] (inserted by
-//!   [`DeterministicPlugin::play_replay`](crate::DeterministicPlugin::play_replay)) feeds the
-//!   frames to a lockstep session, stops at the first [`ReplayMismatch`], and may start from a
-//!   snapshot ([`ReplayPlayback::with_seek`]).
+//!   [`DeterministicPlugin::play_replay`](crate::DeterministicPlugin::play_replay)) makes the
+//!   session's input source feed the frames to a lockstep session, and its replay check (a
+//!   verified-tick hook) stop at the first [`ReplayMismatch`]; it may start from a snapshot
+//!   ([`ReplayPlayback::with_seek`]).
+//! - Recording and checking are verified-tick hooks the plugin installs
+//!   ([`ReplayRecording`], [`ReplayCheck`]).
 
 mod error;
 mod format;
+mod hooks;
 mod playback;
 mod reader;
 mod recorder;
@@ -26,6 +30,8 @@ pub use error::{ForeignPart, ReplayError};
 pub use format::{
     MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, ReplayFrame, ReplayHeader,
 };
+pub(crate) use hooks::{ReplayCheck, ReplayRecording};
+pub(crate) use playback::ReplayFeed;
 pub use playback::{ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayStatus};
 pub use reader::{Replay, ReplayEnd, ReplayLimits, ReplaySnapshot};
 pub use recorder::{ReplayRecorder, ReplayWriteFailed};

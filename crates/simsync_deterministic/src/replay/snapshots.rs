@@ -54,7 +54,8 @@ pub(crate) fn start_playback<I: SimInput>(world: &mut World) -> Result<Tick, Rep
         _ => 0,
     };
     world
-        .resource_mut::<ReplayPlayback<I>>()
+        .resource::<ReplayPlayback<I>>()
+        .handle()
         .start_from(start)?;
     Ok(start)
 }

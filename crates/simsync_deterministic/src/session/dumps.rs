@@ -1,12 +1,14 @@
 //! The session's desync dump triggers ([desync dumps](crate::rules#desync-dumps)): the first
 //! failed prediction check dumps the predicted and the verified world of the tick; the first
 //! desync the relay reports dumps the verified world with the breakdowns of recent checksum
-//! ticks, and sends the relay the breakdown of the desynced tick; a replay's first checksum
-//! mismatch dumps the verified world of the mismatching tick.
+//! ticks, and sends the relay the breakdown of the desynced tick (the per-verified-tick part is
+//! the [`DesyncDumps`] hook). A replay's first checksum mismatch dumps the verified world of the
+//! mismatching tick (the replay check hook does).
 
 use bevy::prelude::*;
 
-use super::state::DeterministicSession;
+use super::hooks::HookFlow;
+use super::state::{DeterministicSession, VerifiedTick, VerifiedTickHook};
 use crate::dump::capture::{self, DumpContext};
 use crate::dump::{DumpReason, DumpedWorld, dumped_inputs, write_and_report, writer_of};
 use crate::input::{InputStatus, SimInput};
@@ -76,36 +78,28 @@ pub(super) fn on_prediction_mismatch<I: SimInput>(
     write_and_report(main, &config, &verified);
 }
 
-/// A replay's recorded checksum of `mismatch.tick` differs from the replayed one (the verified
-/// world is at that tick): writes the verified world's dump of the tick, when dumps are on.
-pub(super) fn on_replay_mismatch<I: SimInput>(
-    main: &mut World,
-    worlds: &mut SimulationWorlds,
-    session: &mut DeterministicSession<I>,
-    mismatch: &crate::replay::ReplayMismatch,
-) {
-    let Some(config) = session.config.desync_dumps.clone() else {
-        return;
-    };
-    let dump = capture::capture(
-        &mut worlds.verified,
-        &worlds.registry,
-        DumpContext {
-            world: DumpedWorld::Verified,
-            reason: DumpReason::ReplayMismatch {
-                recorded: mismatch.expected,
-                replayed: mismatch.found,
-            },
-            inputs: dumped_inputs(&session.inputs, &session.status),
-            breakdowns: Vec::new(),
-            writer: writer_of(main),
-        },
-    );
-    write_and_report(main, &config, &dump);
+/// Desync dumps as a verified-tick hook (installed with a dump directory): keeps the
+/// per-component breakdown of every checksum tick, and writes the scheduled server-desync dump
+/// when its tick is verified.
+pub(crate) struct DesyncDumps;
+
+impl<I: SimInput> VerifiedTickHook<I> for DesyncDumps {
+    fn on_verified(&mut self, verified: &mut VerifiedTick<'_, I>) -> HookFlow {
+        if verified.checksum.is_some() {
+            keep_breakdown(verified.worlds, verified.session);
+        }
+        dump_if_due(
+            verified.main,
+            verified.worlds,
+            verified.session,
+            verified.tick,
+        );
+        HookFlow::Continue
+    }
 }
 
-/// After verifying `tick`: keeps its per-component breakdown when it is a checksum tick.
-pub(super) fn keep_breakdown<I: SimInput>(
+/// After verifying a checksum tick: keeps its per-component breakdown.
+fn keep_breakdown<I: SimInput>(
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
 ) {
@@ -179,7 +173,7 @@ pub(super) fn on_server_desync<I: SimInput>(
 
 /// After verifying `tick` (its inputs in the session's scratch set): writes the scheduled
 /// server-desync dump if it is due.
-pub(super) fn dump_if_due<I: SimInput>(
+fn dump_if_due<I: SimInput>(
     main: &mut World,
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,

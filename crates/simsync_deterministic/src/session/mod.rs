@@ -4,8 +4,10 @@
 
 mod audit;
 mod check;
+mod checksums;
 mod divergence;
 mod dumps;
+mod hooks;
 mod lifecycle;
 pub(crate) mod net_snapshots;
 mod snapshot;
@@ -20,14 +22,18 @@ use crate::error::SessionError;
 use crate::input::SimInput;
 use crate::worlds::SimulationWorlds;
 
+pub(crate) use check::PredictionCheckHook;
+pub(crate) use checksums::ChecksumReport;
 pub use divergence::{MismatchCause, RollbackSetupFailed, UncheckedState, UnsimulatedEntity};
+pub(crate) use dumps::DesyncDumps;
+pub use hooks::{HookFlow, VerificationStopped};
 pub(crate) use lifecycle::update_lifecycle;
 pub use lifecycle::{
     Connection, LifecycleView, NetworkView, SessionEnd, SessionLifecycle, SessionState,
     SessionStateChanged, SessionStateReason, session_transitions,
 };
 pub use snapshot::{SnapshotAppExt, capture_snapshot, load_snapshot};
-pub use state::DeterministicSession;
+pub use state::{DeterministicSession, VerifiedTick, VerifiedTickHook};
 pub use stats::{
     ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,
     SessionStats, UnregisteredComponent,

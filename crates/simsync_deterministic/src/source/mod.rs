@@ -4,7 +4,8 @@
 //! takes this peer's own inputs ([`LocalInputs`] or a scripted [`TickInputSource`]), hands them to
 //! the relay — a [`LocalRelay`] in a single-process session, the relay server over renet in a
 //! networked one ([`relay_client`]) — and delivers the confirmed inputs into the session's
-//! [`InputBuffer`]. It returns a [`Polled`]: what the session update needs to begin.
+//! [`InputBuffer`]; a replay playback's source feeds the recorded frames instead. It returns a
+//! [`Polled`]: what the session update needs to begin.
 //!
 //! A networked session also has a [`RelayLink`]: the rest of what goes between the session and
 //! the relay (checksums, breakdowns, snapshots, the relay's reports).
@@ -30,7 +31,7 @@ use simsync_net::{ClientTransport, NetClock, TickAccumulator};
 use crate::config::{SessionClock, SessionConfig};
 use crate::error::SessionError;
 use crate::input::{InputBuffer, InputLatch, SimInput, default_frame_merge};
-use crate::replay::ReplayPlayback;
+use crate::replay::ReplayFeed;
 use crate::tick::Tick;
 use link::{SharedClient, lock};
 use local::LocalSource;
@@ -73,9 +74,11 @@ enum Origin<I: SimInput> {
     /// A networked session: the relay server over renet (the relay client, shared with the
     /// session's [`RelayLink`]).
     Remote(SharedClient<I>),
+    /// A replay playback: the recorded frames are the confirmed inputs.
+    Replay(Box<ReplayFeed<I>>),
 }
 
-/// The session's input path: local clock, own inputs, relay, confirmed inputs.
+/// The session's input path: local clock, own inputs, relay (or replay), confirmed inputs.
 /// What is not about inputs — checksums, breakdowns, snapshots, the relay's reports — goes
 /// through the [`RelayLink`] of a networked session.
 pub(crate) struct InputSource<I: SimInput> {
@@ -91,21 +94,24 @@ pub(crate) struct InputSource<I: SimInput> {
 }
 
 impl<I: SimInput> InputSource<I> {
-    /// The input path of a session configured by `config`: a relay client when
-    /// `config.network` is set (with its [`RelayLink`]), else a local relay.
+    /// The input path of a session configured by `config`: the frames of `replay` when given,
+    /// else a relay client when `config.network` is set (with its [`RelayLink`]), else a
+    /// local relay.
     ///
     /// # Errors
     /// [`SessionError::Input`] when the local relay rejects the configuration.
     pub(crate) fn new(
         config: &SessionConfig,
+        replay: Option<ReplayFeed<I>>,
     ) -> Result<(Self, Option<RelayLink<I>>), SessionError> {
-        let (origin, link) = match &config.network {
-            Some(network) => {
+        let (origin, link) = match (replay, &config.network) {
+            (Some(feed), _) => (Origin::Replay(Box::new(feed)), None),
+            (None, Some(network)) => {
                 let client = RelayClient::new(network.clone(), config);
                 let shared = Arc::new(Mutex::new(client));
                 (Origin::Remote(shared.clone()), Some(RelayLink::new(shared)))
             }
-            None => (Origin::Local(Box::new(LocalSource::new(config)?)), None),
+            (None, None) => (Origin::Local(Box::new(LocalSource::new(config)?)), None),
         };
         let source = Self {
             clock: config.clock,
@@ -132,12 +138,14 @@ impl<I: SimInput> InputSource<I> {
         self.local_tick = self.local_tick.max(tick - input_delay).max(0);
     }
 
-    /// Brings `local` up to date: every player in a local session, the welcomed slot (or none
-    /// yet) in a networked one ([local players](crate::rules#local-players)). Writes only on a
-    /// change, so `Changed<LocalPlayers>`-style checks see real changes.
+    /// Brings `local` up to date: every player in a local session or a replay, the welcomed
+    /// slot (or none yet) in a networked one ([local
+    /// players](crate::rules#local-players)). Writes only on a change, so
+    /// `Changed<LocalPlayers>`-style checks see real changes.
     pub(crate) fn sync_local_players(&self, mut local: Mut<'_, LocalPlayers>) {
         let players = match &self.origin {
             Origin::Local(source) => source.players(),
+            Origin::Replay(feed) => feed.players(),
             Origin::Remote(client) => {
                 let slot = lock(client).stats().slot;
                 if !local.is(slot) {
@@ -151,39 +159,40 @@ impl<I: SimInput> InputSource<I> {
         }
     }
 
-    /// The relay client's measurements (`None` in a local session).
+    /// The relay client's measurements (`None` in a local session or a replay).
     pub(crate) fn relay_stats(&self) -> Option<RelayClientStats> {
         match &self.origin {
             Origin::Remote(client) => Some(lock(client).stats().clone()),
-            Origin::Local(_) => None,
+            Origin::Local(_) | Origin::Replay(_) => None,
         }
     }
 
     /// One poll per session update: reads the clocks, the local inputs (sampled into the latch,
     /// [local input is latched](crate::rules#local-input-is-latched)) and the renet client
-    /// from `world`, polls the relay and delivers confirmed inputs into `buffer`.
+    /// from `world`, polls the relay (or feeds the replay's frames) and delivers confirmed
+    /// inputs into `buffer`.
     pub(crate) fn poll(&mut self, world: &mut World, buffer: &mut InputBuffer<I>) -> Polled {
         let polls = self.ticks_to_poll(world.get_resource::<Time<Real>>());
-        if let Some(mut playback) = world.get_resource_mut::<ReplayPlayback<I>>() {
-            // A replay playback: the recorded frames are the confirmed inputs; the relay and
-            // the local inputs are not used.
-            playback.feed(polls, &mut self.local_tick, buffer);
-            return Polled {
-                local_tick: self.local_tick,
-                max_verifiable_tick: buffer.max_verifiable_tick(),
-                stalling: false,
-            };
-        }
-        let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
         let stalling = match &mut self.origin {
-            Origin::Local(source) => source.poll(polls, &mut self.local_tick, &mut local, buffer),
-            Origin::Remote(client) => poll_remote(
-                &mut lock(client),
-                world,
-                polls,
-                &mut local,
-                (&mut self.local_tick, buffer),
-            ),
+            Origin::Replay(feed) => {
+                // The recorded frames are the confirmed inputs; the local inputs are not used.
+                feed.feed(polls, &mut self.local_tick, buffer);
+                false
+            }
+            Origin::Local(source) => {
+                let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
+                source.poll(polls, &mut self.local_tick, &mut local, buffer)
+            }
+            Origin::Remote(client) => {
+                let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
+                poll_remote(
+                    &mut lock(client),
+                    world,
+                    polls,
+                    &mut local,
+                    (&mut self.local_tick, buffer),
+                )
+            }
         };
         Polled {
             local_tick: self.local_tick,
@@ -261,14 +270,14 @@ mod tests {
     #[test]
     fn only_a_networked_session_has_a_relay_link() {
         let local = SessionConfig::default();
-        let (source, link) = InputSource::<u32>::new(&local).expect("local source");
+        let (source, link) = InputSource::<u32>::new(&local, None).expect("local source");
         assert!(link.is_none());
         assert!(source.relay_stats().is_none());
         let networked = SessionConfig {
             network: Some(NetworkSessionConfig::default()),
             ..SessionConfig::default()
         };
-        let (source, link) = InputSource::<u32>::new(&networked).expect("remote source");
+        let (source, link) = InputSource::<u32>::new(&networked, None).expect("remote source");
         assert!(link.is_some());
         assert!(source.relay_stats().is_some());
     }
