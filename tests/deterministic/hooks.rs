@@ -152,3 +152,39 @@ fn a_hook_that_stops_stops_verification_for_good_with_a_message() {
     assert_eq!(last(&after), Some(50));
     assert_eq!(after.seen().len(), 50);
 }
+
+#[test]
+fn a_restarted_session_keeps_the_game_hook_and_plays_its_replay_again() {
+    use simsync::deterministic::{ReplayEnd, ReplayPlayback, ReplayStatus, restart_session};
+
+    use crate::deterministic::replays::{play_with, read, record_game, status};
+
+    // A game hook: after a restart it sees the new session's ticks from tick 1 again.
+    let hook = Recorder::default();
+    let mut app = app_with_hooks(std::slice::from_ref(&hook));
+    run_until_verified(&mut app, 30);
+    let before = hook.seen().len();
+    restart_session::<PackedInput>(app.world_mut()).expect("restarts");
+    run_until_verified(&mut app, 10);
+    let seen = hook.seen();
+    assert_eq!(seen[before].tick, 1, "{seen:?}");
+    // A playback: after a restart it is played again from its start, every checksum checked.
+    let (bytes, recorded) = record_game(game(), 96, |r| r);
+    let mut app = play_with(game(), ReplayPlayback::new(read(&bytes)));
+    let finished = ReplayStatus::Finished {
+        end: ReplayEnd::Complete,
+    };
+    assert_eq!(status(&app), finished);
+    restart_session::<PackedInput>(app.world_mut()).expect("restarts");
+    app.update();
+    assert_eq!(status(&app), ReplayStatus::Playing);
+    for _ in 0..100 {
+        app.update();
+        if status(&app) != ReplayStatus::Playing {
+            break;
+        }
+    }
+    assert_eq!(status(&app), finished);
+    let playback = app.world().resource::<ReplayPlayback<PackedInput>>();
+    assert_eq!(playback.checksums_checked(), recorded.len() as u64);
+}
