@@ -9,6 +9,7 @@ mod entity_offsets;
 mod entity_offsets_user;
 mod ergonomics;
 mod hierarchy;
+mod hooks;
 mod input_edges;
 mod presented_tick;
 pub(crate) mod replays;

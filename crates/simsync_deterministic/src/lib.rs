@@ -6,6 +6,8 @@
 //! - [`SimulatorContext`]: the per-update decisions, pure data.
 //! - [`DeterministicSession`] and its update steps (poll, begin, verify, decide, rollback,
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
+//!   After every verified tick the session calls its [`VerifiedTickHook`]s (checksums, dumps,
+//!   replays, the game's own: [`VerifiedTickHookAppExt`]).
 //! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
 //!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App.
 //! - The input path: [`LocalInputs`] (latched every frame by [`InputLatch`]) /
@@ -85,7 +87,7 @@ pub use dump::{
     ComponentBreakdown, DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DesyncDumpConfig,
     DesyncDumpFailed, DesyncDumpWritten, Difference, DumpDiff, DumpError, DumpHeader, DumpReason,
     DumpSide, DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld, FieldDifference,
-    GameFingerprint, diff_dumps, flatten, read_dump_file, write_desync_dump,
+    GameFingerprint, diff_dumps, flatten, read_dump_file,
 };
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
@@ -99,7 +101,7 @@ pub use input::{
 };
 pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
-pub use plugin::{DeterministicPlugin, ReplayMode, SessionSetupError};
+pub use plugin::{DeterministicPlugin, ReplayMode, SessionSetupError, VerifiedTickHookAppExt};
 pub use replay::{
     ForeignPart, MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, Replay, ReplayEnd,
     ReplayError, ReplayFrame, ReplayHeader, ReplayLimits, ReplayMismatch, ReplayPlayback,
@@ -119,6 +121,8 @@ pub use session::{
     SessionStateReason, SessionStats, SnapshotAppExt, UncheckedState, UnregisteredComponent,
     UnsimulatedEntity, capture_snapshot, load_snapshot, session_transitions,
 };
+pub use session::{HookFlow, VerificationStopped, VerifiedTick, VerifiedTickHook};
+pub use session::{capture_desync_dump, write_desync_dump};
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
 pub use simsync_derive::SimHash;

@@ -17,17 +17,19 @@ use crate::error::SessionError;
 use crate::events::{SimEventStats, UnregisteredSimEvent};
 use crate::headless::build_missing_worlds;
 use crate::input::{FrameMergeFn, SimInput};
-use crate::replay::systems::{replay_after_update, replay_before_update};
 use crate::replay::{
-    ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder, ReplayWriteFailed,
+    ReplayFeed, ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder,
+    ReplayWriteFailed,
 };
 use crate::restart::initial_lifecycle;
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
+use crate::session::replay_systems::{replay_after_update, replay_before_update};
 use crate::session::{
-    ChecksumRecorded, DeterministicSession, NeedsSnapshot, PredictionMismatch, RollbackSetupFailed,
+    ChecksumRecorded, ChecksumReport, DesyncDumps, DeterministicSession, NeedsSnapshot,
+    PredictionCheckHook, PredictionMismatch, ReplayCheck, ReplayRecording, RollbackSetupFailed,
     SessionEnd, SessionLifecycle, SessionResumed, SessionStalled, SessionState,
     SessionStateChanged, SessionStats, UncheckedState, UnregisteredComponent, UnsimulatedEntity,
-    session_update, update_lifecycle,
+    VerificationStopped, VerifiedTickHook, session_update, update_lifecycle,
 };
 use crate::source::{
     DesyncDetected, InputSubstituted, PlayerLeft, PlayerRejoined, SessionRejected,
@@ -225,7 +227,19 @@ impl<I: SimInput> DeterministicPlugin<I> {
     /// resources, messages, schedules and systems, the guard's reporting and the replays.
     fn install(&self, app: &mut App) -> Result<(), SessionError> {
         let config = self.session_config();
-        let session = DeterministicSession::<I>::new(config.clone())?;
+        let replay = self
+            .replay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let (recorder, playback) = match replay {
+            Some(ReplayMode::Record(recorder)) => (Some(recorder), None),
+            Some(ReplayMode::Play(playback)) => (None, Some(playback)),
+            None => (None, None),
+        };
+        let feed = playback.as_ref().map(ReplayFeed::new);
+        let mut session = DeterministicSession::<I>::new(config.clone(), feed.clone())?;
+        add_builtin_hooks(&mut session, &config, playback.as_ref());
         let spec = self.spec(&config);
         let game = self.game_builder();
         let (verified, predicted) = build_sub_apps::<I>(&spec, &game)?;
@@ -237,11 +251,11 @@ impl<I: SimInput> DeterministicPlugin<I> {
         let lifecycle = initial_lifecycle(&config);
         install_states(app, lifecycle.state);
         self.install_snapshot_limits(app);
-        self.install_session_resources(app, session, lifecycle, game, spec, config);
+        self.install_session_resources(app, session, lifecycle, (game, spec, feed), config);
         add_session_messages(app);
         self.install_session_schedules(app);
         crate::guard::install_reporting(app);
-        self.install_replays(app);
+        Self::install_replays(app, recorder, playback);
         Ok(())
     }
 
@@ -259,15 +273,15 @@ impl<I: SimInput> DeterministicPlugin<I> {
         app.register_type::<crate::snapshot::SnapshotLimits>();
     }
 
-    /// The session, its lifecycle and blueprint, and the resources the session's systems and
-    /// the game read (end, context, stats, local inputs and players).
+    /// The session, its lifecycle and blueprint (`game`, `spec` and the replay `feed` of a
+    /// playback), and the resources the session's systems and the game read (end, context,
+    /// stats, local inputs and players).
     fn install_session_resources(
         &self,
         app: &mut App,
         session: DeterministicSession<I>,
         lifecycle: SessionLifecycle,
-        game: GameBuilder,
-        spec: WorldSpec,
+        (game, spec, feed): (GameBuilder, WorldSpec, Option<ReplayFeed<I>>),
         config: SessionConfig,
     ) {
         app.insert_resource(session)
@@ -276,6 +290,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
                 game,
                 config: Box::new(config.clone()),
                 spec,
+                replay: feed,
                 _input: PhantomData,
             })
             .init_resource::<SessionEnd>()
@@ -315,24 +330,20 @@ impl<I: SimInput> DeterministicPlugin<I> {
         };
     }
 
-    /// The replay messages and systems, and the recorder or playback given to the builder.
-    fn install_replays(&self, app: &mut App) {
+    /// The replay messages, and the recorder or playback given to the builder.
+    fn install_replays(
+        app: &mut App,
+        recorder: Option<ReplayRecorder>,
+        playback: Option<ReplayPlayback<I>>,
+    ) {
         app.add_message::<ReplayWriteFailed>()
             .add_message::<ReplayMismatch>()
             .add_message::<ReplayPlaybackFailed>();
-        let replay = self
-            .replay
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        match replay {
-            Some(ReplayMode::Record(recorder)) => {
-                app.insert_resource(recorder);
-            }
-            Some(ReplayMode::Play(playback)) => {
-                app.insert_resource(playback);
-            }
-            None => {}
+        if let Some(recorder) = recorder {
+            app.insert_resource(recorder);
+        }
+        if let Some(playback) = playback {
+            app.insert_resource(playback);
         }
     }
 }
@@ -380,6 +391,28 @@ pub enum ReplayMode<I: SimInput> {
     Play(ReplayPlayback<I>),
 }
 
+/// The session's own [verified-tick hooks](crate::rules#verified-tick-hooks), in call order:
+/// checksum reporting, the prediction check (`verify_predictions`), desync dumps (with a dump
+/// directory), replay recording (into a [`ReplayRecorder`] resource, if any) and the check of
+/// `playback`.
+fn add_builtin_hooks<I: SimInput>(
+    session: &mut DeterministicSession<I>,
+    config: &SessionConfig,
+    playback: Option<&ReplayPlayback<I>>,
+) {
+    session.add_hook(ChecksumReport);
+    if config.verify_predictions {
+        session.add_hook(PredictionCheckHook);
+    }
+    if config.desync_dumps.is_some() {
+        session.add_hook(DesyncDumps);
+    }
+    session.add_hook(ReplayRecording);
+    if let Some(playback) = playback {
+        session.add_hook(ReplayCheck::new(playback));
+    }
+}
+
 /// Bevy's `StatesPlugin` (with single-threaded transitions) unless the app brought its own,
 /// and the session's lifecycle `state`.
 fn install_states(app: &mut App, state: SessionState) {
@@ -400,6 +433,7 @@ fn install_states(app: &mut App, state: SessionState) {
 /// snapshots), and the sim-event stats.
 fn add_session_messages(app: &mut App) {
     app.add_message::<ChecksumRecorded>()
+        .add_message::<VerificationStopped>()
         .add_message::<UnregisteredComponent>()
         .add_message::<PredictionMismatch>()
         .add_message::<UnsimulatedEntity>()
@@ -490,5 +524,36 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
             app.insert_resource(SessionSetupError(error));
         }
         app.insert_resource(worlds);
+    }
+}
+
+/// Adds a [`VerifiedTickHook`] to the App's session.
+pub trait VerifiedTickHookAppExt {
+    /// Adds `hook` to the session of the App's
+    /// [`DeterministicPlugin<I>`](crate::DeterministicPlugin) (add the plugin first), after the
+    /// hooks added before it.
+    ///
+    /// # Errors
+    /// [`SessionError::WorldsNotBuilt`] when the App has no session of input type `I` (the
+    /// plugin was not added, or its configuration failed); the hook is not installed.
+    fn add_verified_tick_hook<I: SimInput>(
+        &mut self,
+        hook: impl VerifiedTickHook<I>,
+    ) -> Result<&mut Self, SessionError>;
+}
+
+impl VerifiedTickHookAppExt for App {
+    fn add_verified_tick_hook<I: SimInput>(
+        &mut self,
+        hook: impl VerifiedTickHook<I>,
+    ) -> Result<&mut Self, SessionError> {
+        let Some(mut session) = self
+            .world_mut()
+            .get_resource_mut::<DeterministicSession<I>>()
+        else {
+            return Err(SessionError::WorldsNotBuilt);
+        };
+        session.hooks.push(Box::new(hook));
+        Ok(self)
     }
 }

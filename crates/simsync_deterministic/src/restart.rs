@@ -31,7 +31,9 @@ pub(crate) fn initial_lifecycle(config: &SessionConfig) -> SessionLifecycle {
 
 /// Ends the session of [`DeterministicPlugin<I>`](crate::DeterministicPlugin) in `world` and
 /// starts a new one with the same game and configuration: a new [`DeterministicSession`]
-/// (input buffer, input path, counters), both simulation worlds rebuilt from the game plugin
+/// (input buffer, input path, counters; the same [verified-tick
+/// hooks](crate::rules#verified-tick-hooks); a replay playback starts over), both simulation
+/// worlds rebuilt from the game plugin
 /// (startup schedules and tick 0 run again), [`SimulatorContext`], [`SessionStats`],
 /// [`LocalInputs`], [`SessionEnd`] and [`SessionLifecycle`] reset; one [`SessionStateChanged`]
 /// (reason `Restarted`) is written and the Bevy state set to the new one. The next session update
@@ -50,10 +52,18 @@ pub fn restart_session<I: SimInput>(world: &mut World) -> Result<(), SessionErro
         return Err(SessionError::WorldsNotBuilt);
     };
     let config = SessionConfig::clone(&blueprint.config);
-    let session = DeterministicSession::<I>::new(config.clone())?;
+    let replay = blueprint.replay.clone();
+    let mut session = DeterministicSession::<I>::new(config.clone(), replay.clone())?;
     let (worlds, error) = build_worlds(blueprint)?;
     if let Some(error) = error {
         return Err(error);
+    }
+    if let Some(feed) = replay {
+        feed.restart();
+    }
+    if let Some(mut old) = world.get_resource_mut::<DeterministicSession<I>>() {
+        // The hooks stay with the App's session (the game's keep what they gathered).
+        session.hooks = std::mem::take(&mut old.hooks);
     }
     world.insert_resource(session);
     world.insert_resource(worlds);

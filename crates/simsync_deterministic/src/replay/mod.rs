@@ -9,23 +9,25 @@
 //!   ([`ReplayError`], bounded by [`ReplayLimits`]); a file cut short keeps its complete frames
 //!   ([`ReplayEnd::Cut`]).
 //! - Playback: [`ReplayPlayback`] (inserted by
-//!   [`DeterministicPlugin::replay`](crate::DeterministicPlugin::replay) with [`ReplayMode::Play`](crate::ReplayMode::Play)) feeds the
-//!   frames to a lockstep session, stops at the first [`ReplayMismatch`], and may start from a
-//!   snapshot ([`ReplayPlayback::with_seek`]).
+//!   [`DeterministicPlugin::replay`](crate::DeterministicPlugin::replay) with
+//!   [`ReplayMode::Play`](crate::ReplayMode::Play)) makes the session's input source feed the
+//!   frames to a lockstep session, and its replay check (a verified-tick hook) stop at the
+//!   first [`ReplayMismatch`]; it may start from a snapshot ([`ReplayPlayback::with_seek`]).
+//! - Recording and checking are verified-tick hooks the plugin installs
+//!   ([`ReplayRecording`], [`ReplayCheck`]).
 
 mod error;
 mod format;
 mod playback;
 mod reader;
 mod recorder;
-mod snapshots;
-pub(crate) mod systems;
 mod writer;
 
 pub use error::{ForeignPart, ReplayError};
 pub use format::{
     MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, ReplayFrame, ReplayHeader,
 };
+pub(crate) use playback::{PlaybackHandle, ReplayFeed};
 pub use playback::{ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayStatus};
 pub use reader::{Replay, ReplayEnd, ReplayLimits, ReplaySnapshot};
 pub use recorder::{ReplayRecorder, ReplayWriteFailed};

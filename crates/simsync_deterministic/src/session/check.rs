@@ -6,7 +6,8 @@ use bevy::prelude::*;
 
 use super::audit::{AuditedState, PredictionAudit};
 use super::divergence::{MismatchCause, RollbackSetupFailed, UncheckedState, UnsimulatedEntity};
-use super::state::DeterministicSession;
+use super::hooks::HookFlow;
+use super::state::{DeterministicSession, VerifiedTick, VerifiedTickHook};
 use super::stats::{PredictionMismatch, SessionStats, UnregisteredComponent};
 use crate::config::PredictionCheck;
 use crate::input::SimInput;
@@ -104,10 +105,27 @@ pub(super) fn predicted_state<I: SimInput>(
     )
 }
 
+/// The prediction check (`verify_predictions`) as a verified-tick hook: see
+/// [`audit_verified_tick`].
+pub(crate) struct PredictionCheckHook;
+
+impl<I: SimInput> VerifiedTickHook<I> for PredictionCheckHook {
+    fn on_verified(&mut self, verified: &mut VerifiedTick<'_, I>) -> HookFlow {
+        audit_verified_tick(
+            verified.main,
+            verified.worlds,
+            verified.session,
+            verified.stats,
+            verified.tick,
+        );
+        HookFlow::Continue
+    }
+}
+
 /// Compares the prediction of `tick` (if its inputs turned out right) with the verified state:
 /// it matches only when both states are equal and neither world held state a rollback would not
 /// restore.
-pub(super) fn audit_verified_tick<I: SimInput>(
+fn audit_verified_tick<I: SimInput>(
     main: &mut World,
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,

@@ -1,14 +1,21 @@
 //! The session's desync dump triggers ([desync dumps](crate::rules#desync-dumps)): the first
 //! failed prediction check dumps the predicted and the verified world of the tick; the first
 //! desync the relay reports dumps the verified world with the breakdowns of recent checksum
-//! ticks, and sends the relay the breakdown of the desynced tick; a replay's first checksum
-//! mismatch dumps the verified world of the mismatching tick.
+//! ticks, and sends the relay the breakdown of the desynced tick (the per-verified-tick part is
+//! the [`DesyncDumps`] hook). A replay's first checksum mismatch dumps the verified world of the
+//! mismatching tick (the replay check hook does).
 
 use bevy::prelude::*;
 
-use super::state::DeterministicSession;
+use super::hooks::HookFlow;
+use super::state::{DeterministicSession, VerifiedTick, VerifiedTickHook};
 use crate::dump::capture::{self, DumpContext};
-use crate::dump::{DumpReason, DumpedWorld, dumped_inputs, write_and_report, writer_of};
+use std::path::{Path, PathBuf};
+
+use crate::dump::{
+    ComponentBreakdown, DEFAULT_MAX_DUMP_BYTES, DesyncDump, DesyncDumpWritten, DumpError,
+    DumpReason, DumpedWorld, dumped_inputs, write_and_report, write_dump_file, writer_of,
+};
 use crate::input::{InputStatus, SimInput};
 use crate::source::DesyncDetected;
 use crate::tick::Tick;
@@ -76,36 +83,28 @@ pub(super) fn on_prediction_mismatch<I: SimInput>(
     write_and_report(main, &config, &verified);
 }
 
-/// A replay's recorded checksum of `mismatch.tick` differs from the replayed one (the verified
-/// world is at that tick): writes the verified world's dump of the tick, when dumps are on.
-pub(super) fn on_replay_mismatch<I: SimInput>(
-    main: &mut World,
-    worlds: &mut SimulationWorlds,
-    session: &mut DeterministicSession<I>,
-    mismatch: &crate::replay::ReplayMismatch,
-) {
-    let Some(config) = session.config.desync_dumps.clone() else {
-        return;
-    };
-    let dump = capture::capture(
-        &mut worlds.verified,
-        &worlds.registry,
-        DumpContext {
-            world: DumpedWorld::Verified,
-            reason: DumpReason::ReplayMismatch {
-                recorded: mismatch.expected,
-                replayed: mismatch.found,
-            },
-            inputs: dumped_inputs(&session.inputs, &session.status),
-            breakdowns: Vec::new(),
-            writer: writer_of(main),
-        },
-    );
-    write_and_report(main, &config, &dump);
+/// Desync dumps as a verified-tick hook (installed with a dump directory): keeps the
+/// per-component breakdown of every checksum tick, and writes the scheduled server-desync dump
+/// when its tick is verified.
+pub(crate) struct DesyncDumps;
+
+impl<I: SimInput> VerifiedTickHook<I> for DesyncDumps {
+    fn on_verified(&mut self, verified: &mut VerifiedTick<'_, I>) -> HookFlow {
+        if verified.checksum.is_some() {
+            keep_breakdown(verified.worlds, verified.session);
+        }
+        dump_if_due(
+            verified.main,
+            verified.worlds,
+            verified.session,
+            verified.tick,
+        );
+        HookFlow::Continue
+    }
 }
 
-/// After verifying `tick`: keeps its per-component breakdown when it is a checksum tick.
-pub(super) fn keep_breakdown<I: SimInput>(
+/// After verifying a checksum tick: keeps its per-component breakdown.
+fn keep_breakdown<I: SimInput>(
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
 ) {
@@ -144,7 +143,9 @@ pub(super) fn on_server_desync<I: SimInput>(
         && let Some(breakdown) = session.dumps.breakdown_of(desync.tick).cloned()
     {
         session.dumps.breakdown_sent = true;
-        session.source.send_breakdown(main, &breakdown);
+        if let Some(link) = session.link.as_mut() {
+            link.send_breakdown(main, &breakdown);
+        }
     }
     if session.dumps.desync_written || session.dumps.scheduled.is_some() {
         return;
@@ -177,7 +178,7 @@ pub(super) fn on_server_desync<I: SimInput>(
 
 /// After verifying `tick` (its inputs in the session's scratch set): writes the scheduled
 /// server-desync dump if it is due.
-pub(super) fn dump_if_due<I: SimInput>(
+fn dump_if_due<I: SimInput>(
     main: &mut World,
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
@@ -236,6 +237,79 @@ pub(super) fn forget_through<I: SimInput>(
     {
         session.dumps.predicted.pop_first();
     }
+}
+
+/// Captures a dump of the verified world of the App's session (on the main world) at its
+/// current tick, with the confirmed inputs of that tick and the breakdowns the session kept.
+///
+/// # Errors
+/// [`DumpError::NoSession`](crate::DumpError::NoSession) when the App has no running session of input type `I` (or its
+/// worlds are not built).
+pub fn capture_desync_dump<I: SimInput>(
+    world: &mut World,
+    reason: DumpReason,
+) -> Result<DesyncDump, DumpError> {
+    let writer = writer_of(world);
+    let Some(session) = world.get_resource::<DeterministicSession<I>>() else {
+        return Err(DumpError::NoSession);
+    };
+    let players = session.config().players;
+    let breakdowns: Vec<ComponentBreakdown> = session.dumps.breakdowns.iter().cloned().collect();
+    let mut worlds = world
+        .remove_resource::<SimulationWorlds>()
+        .ok_or(DumpError::NoSession)?;
+    let tick = worlds.verified.tick();
+    let session = world.resource::<DeterministicSession<I>>();
+    let mut inputs = Vec::with_capacity(usize::from(players));
+    let mut status = Vec::with_capacity(usize::from(players));
+    for p in 0..players {
+        match session.buffer().confirmed(p, tick) {
+            Some(input) => {
+                inputs.push(input.clone());
+                status.push(InputStatus::Confirmed);
+            }
+            None => {
+                inputs.push(I::default());
+                status.push(InputStatus::Missing);
+            }
+        }
+    }
+    let dump = capture::capture(
+        &mut worlds.verified,
+        &worlds.registry,
+        capture::DumpContext {
+            world: DumpedWorld::Verified,
+            reason,
+            inputs: dumped_inputs(&inputs, &status),
+            breakdowns,
+            writer,
+        },
+    );
+    world.insert_resource(worlds);
+    Ok(dump)
+}
+
+/// Writes a dump of the verified world of the App's session (captured as the session captures its own dumps)
+/// into `dir` and writes a [`DesyncDumpWritten`](crate::DesyncDumpWritten) message; for callers outside the session's
+/// own triggers, such as a replay that found a checksum mismatch.
+///
+/// # Errors
+/// The capture's and the file write's [`DumpError`](crate::DumpError)s (the file limited to
+/// [`DEFAULT_MAX_DUMP_BYTES`](crate::DEFAULT_MAX_DUMP_BYTES)).
+pub fn write_desync_dump<I: SimInput>(
+    world: &mut World,
+    dir: &Path,
+    reason: DumpReason,
+) -> Result<PathBuf, DumpError> {
+    let dump = capture_desync_dump::<I>(world, reason)?;
+    let path = write_dump_file(dir, &dump, DEFAULT_MAX_DUMP_BYTES)?;
+    world.write_message(DesyncDumpWritten {
+        path: path.clone(),
+        tick: dump.header.tick,
+        world: dump.header.world,
+        reason: dump.header.reason.clone(),
+    });
+    Ok(path)
 }
 
 #[cfg(test)]

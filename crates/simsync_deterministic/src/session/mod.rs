@@ -4,10 +4,15 @@
 
 mod audit;
 mod check;
+mod checksums;
 mod divergence;
 mod dumps;
+mod hooks;
 mod lifecycle;
 pub(crate) mod net_snapshots;
+mod replay_hooks;
+mod replay_snapshots;
+pub(crate) mod replay_systems;
 mod snapshot;
 mod state;
 mod stats;
@@ -20,14 +25,20 @@ use crate::error::SessionError;
 use crate::input::SimInput;
 use crate::worlds::SimulationWorlds;
 
+pub(crate) use check::PredictionCheckHook;
+pub(crate) use checksums::ChecksumReport;
 pub use divergence::{MismatchCause, RollbackSetupFailed, UncheckedState, UnsimulatedEntity};
+pub(crate) use dumps::DesyncDumps;
+pub use dumps::{capture_desync_dump, write_desync_dump};
+pub use hooks::{HookFlow, VerificationStopped};
 pub(crate) use lifecycle::update_lifecycle;
 pub use lifecycle::{
     Connection, LifecycleView, NetworkView, SessionEnd, SessionLifecycle, SessionState,
     SessionStateChanged, SessionStateReason, session_transitions,
 };
+pub(crate) use replay_hooks::{ReplayCheck, ReplayRecording};
 pub use snapshot::{SnapshotAppExt, capture_snapshot, load_snapshot};
-pub use state::DeterministicSession;
+pub use state::{DeterministicSession, VerifiedTick, VerifiedTickHook};
 pub use stats::{
     ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,
     SessionStats, UnregisteredComponent,

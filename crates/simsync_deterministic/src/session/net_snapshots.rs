@@ -101,7 +101,7 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
         .map_or(0, |s| s.verified_tick);
     let Some(request) = world
         .get_resource::<DeterministicSession<I>>()
-        .and_then(|s| s.source.due_snapshot_request(verified))
+        .and_then(|s| s.link.as_ref()?.due_snapshot_request(verified))
     else {
         return;
     };
@@ -131,8 +131,11 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
             first.tick, first.total_bytes
         );
     }
-    if let Some(mut session) = world.get_resource_mut::<DeterministicSession<I>>() {
-        session.source.answer_snapshot(request.request, chunks);
+    if let Some(link) = world
+        .get_resource_mut::<DeterministicSession<I>>()
+        .and_then(|s| s.into_inner().link.as_mut())
+    {
+        link.answer_snapshot(request.request, chunks);
     }
     publish_network_stats::<I>(world);
 }
@@ -142,7 +145,7 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
 fn publish_network_stats<I: SimInput>(world: &mut World) {
     let network = world
         .get_resource::<DeterministicSession<I>>()
-        .and_then(|s| s.source.relay_stats().cloned());
+        .and_then(|s| s.source.relay_stats());
     if let (Some(network), Some(mut stats)) = (network, world.get_resource_mut::<SessionStats>()) {
         stats.network = Some(network);
     }
@@ -152,7 +155,7 @@ fn publish_network_stats<I: SimInput>(world: &mut World) {
 fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
     let Some(snapshot) = world
         .get_resource_mut::<DeterministicSession<I>>()
-        .and_then(|mut s| s.source.take_arrived_snapshot())
+        .and_then(|s| s.into_inner().link.as_mut()?.take_arrived_snapshot())
     else {
         return;
     };
@@ -170,11 +173,13 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
         return;
     };
     let session = &mut *session;
+    let Some(link) = session.link.as_mut() else {
+        return;
+    };
     match reason {
         None => {
-            session
-                .source
-                .snapshot_loaded(snapshot.tick, &mut session.buffer);
+            session.source.resume_after(snapshot.tick, 0);
+            link.snapshot_loaded(snapshot.tick, &mut session.buffer);
             info!(
                 "session client: loaded the relay's snapshot of tick {} ({size} bytes)",
                 snapshot.tick
@@ -185,7 +190,7 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
             });
         }
         Some(reason) => {
-            session.source.snapshot_refused(snapshot.request);
+            link.snapshot_refused(snapshot.request);
             warn!(
                 "session client: snapshot of tick {} refused: {reason}",
                 snapshot.tick

@@ -7,16 +7,15 @@ use bevy::prelude::*;
 
 use super::audit::hash_inputs;
 use super::check;
-use super::state::DeterministicSession;
-use super::stats::{ChecksumRecorded, NeedsSnapshot, SessionResumed, SessionStalled, SessionStats};
-use crate::checksum::TickChecksum;
+use super::hooks::VerificationStopped;
+use super::state::{DeterministicSession, VerifiedTick};
+use super::stats::{NeedsSnapshot, SessionResumed, SessionStalled, SessionStats};
 use crate::config::SessionMode;
 use crate::context::{ContextError, SimulatorContext, UpdateParams};
 use crate::input::{InputStatus, SimInput};
-use crate::replay::{ReplayMismatch, ReplayPlayback, ReplayRecorder};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot::{self, WorldRole};
-use crate::source::{LocalPlayers, NetReport, Polled};
+use crate::source::{LocalPlayers, NetReport, Polled, RelayLink};
 use crate::tick::Tick;
 use crate::worlds::{SimulationWorlds, run_tick};
 
@@ -29,7 +28,12 @@ pub(super) fn poll<I: SimInput>(
     if let Some(local_players) = world.get_resource_mut::<LocalPlayers>() {
         session.source.sync_local_players(local_players);
     }
-    for report in session.source.take_reports() {
+    let reports = session
+        .link
+        .as_mut()
+        .map(RelayLink::take_reports)
+        .unwrap_or_default();
+    for report in reports {
         match report {
             NetReport::Stalled(stall) => {
                 world.write_message(SessionStalled {
@@ -97,15 +101,20 @@ pub(super) fn begin<I: SimInput>(
     polled: Polled,
 ) {
     session.predicted_tick = worlds.predicted_tick();
+    // Once a hook stopped verification, nothing more is verifiable.
+    let max_verifiable_tick = match session.stopped {
+        Some(_) => worlds.verified.tick(),
+        None => polled.max_verifiable_tick,
+    };
     let params = UpdateParams {
         verified_tick: worlds.verified.tick(),
         predicted_tick: session.predicted_tick,
-        max_verifiable_tick: polled.max_verifiable_tick,
+        max_verifiable_tick,
         max_predictable_tick: polled.local_tick,
         rollback_window: session.config.rollback_window as Tick,
         max_verified_ticks_per_update: catch_up_limit(
             session.config.max_verified_ticks_per_update as Tick,
-            polled.max_verifiable_tick - worlds.verified.tick(),
+            max_verifiable_tick - worlds.verified.tick(),
         ),
         is_stalling: polled.stalling,
     };
@@ -120,8 +129,11 @@ pub(super) fn begin<I: SimInput>(
 }
 
 /// Step 3, verify: simulates every tick the context says to verify on confirmed inputs,
-/// records checksums (reported to the relay server in a networked session), audits
-/// predictions when asked, and reports components rollback would not restore.
+/// computes the checksum of a checksum tick (every `checksum_interval` ticks, or a tick a hook
+/// asks for) and hands each tick to the session's [verified-tick
+/// hooks](crate::rules#verified-tick-hooks) in order (checksum reporting, the prediction check,
+/// dumps, replays and the game's own); a hook may stop verification. Then reports components
+/// rollback would not restore.
 pub(super) fn verify<I: SimInput>(
     world: &mut World,
     worlds: &mut SimulationWorlds,
@@ -129,45 +141,29 @@ pub(super) fn verify<I: SimInput>(
     stats: &mut SessionStats,
 ) {
     check(context(world).enter_verification());
-    let mut checksums = Vec::new();
+    let mut hooks = std::mem::take(&mut session.hooks);
     while let Some(tick) = world.resource::<SimulatorContext>().next_tick_to_verify() {
         let disconnected = verify_tick(worlds, session, tick);
         check(context(world).record_verified_tick());
         stats.ticks_verified += 1;
-        let mut recorded = None;
-        if tick % session.config.checksum_interval as Tick == 0
-            || replay_expects_checksum::<I>(world, tick)
-        {
-            let checksum = TickChecksum {
-                tick,
-                checksum: snapshot::checksum(&mut worlds.verified, &worlds.registry),
-            };
-            recorded = Some(checksum.checksum);
-            stats.last_checksum = Some(checksum);
-            let bound = session.config.checksum_history as usize;
-            super::stats::push_bounded(&mut stats.checksum_history, checksum, bound);
-            world.write_message(ChecksumRecorded(checksum));
-            checksums.push(checksum);
-            super::dumps::keep_breakdown(worlds, session);
-        }
-        if session.config.verify_predictions {
-            check::audit_verified_tick(world, worlds, session, stats, tick);
-        }
-        super::dumps::dump_if_due(world, worlds, session, tick);
-        if let Some(mut recorder) = world.get_resource_mut::<ReplayRecorder>() {
-            recorder.record_frame(tick, &session.inputs, disconnected, recorded);
-        }
-        if let Some(mismatch) = replay_verified::<I>(world, tick, recorded) {
-            // A replay mismatch: dump the verified world of the tick, stop verifying at it.
-            super::dumps::on_replay_mismatch(world, worlds, session, &mismatch);
-            let verified = world.resource::<SimulatorContext>().ticks_verified();
-            check(context(world).set_ticks_to_verify(verified));
+        let checksum = (tick % session.config.checksum_interval as Tick == 0
+            || hooks.want_checksum(tick))
+        .then(|| snapshot::checksum(&mut worlds.verified, &worlds.registry));
+        let mut verified = VerifiedTick {
+            tick,
+            disconnected,
+            checksum,
+            main: &mut *world,
+            worlds: &mut *worlds,
+            session: &mut *session,
+            stats: &mut *stats,
+        };
+        if let Some(reason) = hooks.run(&mut verified) {
+            stop_verification(world, session, VerificationStopped { tick, reason });
             break;
         }
     }
-    if !checksums.is_empty() {
-        session.source.send_checksums(world, &checksums);
-    }
+    session.hooks = hooks;
     check::scan_world(
         world,
         &mut worlds.verified,
@@ -177,25 +173,21 @@ pub(super) fn verify<I: SimInput>(
     );
 }
 
-/// Whether a replay playback wants the checksum of verified tick `tick` (its frame recorded
-/// one).
-fn replay_expects_checksum<I: SimInput>(world: &World, tick: Tick) -> bool {
-    world
-        .get_resource::<ReplayPlayback<I>>()
-        .is_some_and(|playback| playback.expects_checksum(tick))
-}
-
-/// Hands verified tick `tick` and its checksum to a replay playback; true (and a
-/// [`ReplayMismatch`](crate::ReplayMismatch) message) when the checksum differs from the recorded one.
-fn replay_verified<I: SimInput>(
+/// A hook stopped verification at `stopped.tick`: the rest of this update's ticks are not
+/// verified, nor any later one ([`HookFlow::Stop`](super::HookFlow)).
+fn stop_verification<I: SimInput>(
     world: &mut World,
-    tick: Tick,
-    checksum: Option<u64>,
-) -> Option<ReplayMismatch> {
-    let mut playback = world.get_resource_mut::<ReplayPlayback<I>>()?;
-    let mismatch = playback.verified(tick, checksum)?;
-    world.write_message(mismatch);
-    Some(mismatch)
+    session: &mut DeterministicSession<I>,
+    stopped: VerificationStopped,
+) {
+    warn!(
+        "verification stopped at tick {}: {}",
+        stopped.tick, stopped.reason
+    );
+    let verified = world.resource::<SimulatorContext>().ticks_verified();
+    check(context(world).set_ticks_to_verify(verified));
+    world.write_message(stopped.clone());
+    session.stopped = Some(stopped);
 }
 
 /// Runs verified tick `tick` with every player's confirmed input; returns the players
@@ -503,7 +495,7 @@ pub(super) fn finish<I: SimInput>(
             0
         };
     if let Some(network) = session.source.relay_stats() {
-        stats.network = Some(network.clone());
+        stats.network = Some(network);
     }
     forget_before(session, verified_tick);
     world.insert_resource(stats);
@@ -563,7 +555,7 @@ mod tests {
     fn the_inputs_a_rollback_may_need_stay_bounded_when_every_prediction_holds() {
         let config = crate::SessionConfig::default();
         let window = config.rollback_window as usize;
-        let mut session = DeterministicSession::<u32>::new(config).expect("session");
+        let mut session = DeterministicSession::<u32>::new(config, None).expect("session");
         // 20,000 ticks (5 minutes at 64 ticks/s) of a session whose predictions always hold:
         // the predicted world runs 6 ticks ahead, every tick is confirmed as predicted and
         // `finish` forgets after every update.

@@ -4,8 +4,13 @@
 //! takes this peer's own inputs ([`LocalInputs`] or a scripted [`TickInputSource`]), hands them to
 //! the relay — a [`LocalRelay`] in a single-process session, the relay server over renet in a
 //! networked one ([`relay_client`]) — and delivers the confirmed inputs into the session's
-//! [`InputBuffer`]. It returns a [`Polled`]: what the session update needs to begin.
+//! [`InputBuffer`]; a replay playback's source feeds the recorded frames instead. It returns a
+//! [`Polled`]: what the session update needs to begin.
+//!
+//! A networked session also has a [`RelayLink`]: the rest of what goes between the session and
+//! the relay (checksums, breakdowns, snapshots, the relay's reports).
 
+mod link;
 mod local;
 mod local_inputs;
 mod local_players;
@@ -16,20 +21,24 @@ mod relay_client;
 mod snapshot_exchange;
 mod stall;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{ClientTransport, NetClock, TickAccumulator};
 
-use crate::checksum::TickChecksum;
 use crate::config::{SessionClock, SessionConfig};
 use crate::error::SessionError;
 use crate::input::{InputBuffer, InputLatch, SimInput, default_frame_merge};
-use crate::replay::ReplayPlayback;
+use crate::replay::ReplayFeed;
 use crate::tick::Tick;
+use link::{SharedClient, lock};
 use local::LocalSource;
+use local_inputs::LocalInputProvider;
 use relay_client::RelayClient;
+
+pub(crate) use link::RelayLink;
 
 pub(crate) use relay_client::NetReport;
 pub use stall::{STALL_AFTER, SessionStall, StallReason};
@@ -40,7 +49,6 @@ pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejectio
 pub use presence::{PlayerLeft, PlayerRejoined};
 pub use reconnect::ReconnectPhase;
 pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
-pub(crate) use snapshot_exchange::BuddyRequest;
 pub use snapshot_exchange::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
@@ -59,15 +67,20 @@ pub(crate) struct Polled {
     pub stalling: bool,
 }
 
-/// The relay the inputs go through.
-enum Relay<I: SimInput> {
+/// Where the confirmed inputs come from, chosen when the session is set up.
+enum Origin<I: SimInput> {
     /// A single-process session: a local relay with latency and jitter.
     Local(Box<LocalSource<I>>),
-    /// A networked session: the relay server over renet.
-    Remote(Box<RelayClient<I>>),
+    /// A networked session: the relay server over renet (the relay client, shared with the
+    /// session's [`RelayLink`]).
+    Remote(SharedClient<I>),
+    /// A replay playback: the recorded frames are the confirmed inputs.
+    Replay(Box<ReplayFeed<I>>),
 }
 
-/// The session's input path: local clock, own inputs, relay, confirmed inputs.
+/// The session's input path: local clock, own inputs, relay (or replay), confirmed inputs.
+/// What is not about inputs — checksums, breakdowns, snapshots, the relay's reports — goes
+/// through the [`RelayLink`] of a networked session.
 pub(crate) struct InputSource<I: SimInput> {
     clock: SessionClock,
     tick_rate_hz: u32,
@@ -77,21 +90,30 @@ pub(crate) struct InputSource<I: SimInput> {
     local_tick: Tick,
     /// This peer's local input, sampled every update and latched into the next polled tick.
     latch: InputLatch<I>,
-    relay: Relay<I>,
+    origin: Origin<I>,
 }
 
 impl<I: SimInput> InputSource<I> {
-    /// The input path of a session configured by `config`: a relay client when
-    /// `config.network` is set, else a local relay.
+    /// The input path of a session configured by `config`: the frames of `replay` when given,
+    /// else a relay client when `config.network` is set (with its [`RelayLink`]), else a
+    /// local relay.
     ///
     /// # Errors
     /// [`SessionError::Input`] when the local relay rejects the configuration.
-    pub(crate) fn new(config: &SessionConfig) -> Result<Self, SessionError> {
-        let relay = match &config.network {
-            Some(network) => Relay::Remote(Box::new(RelayClient::new(network.clone(), config))),
-            None => Relay::Local(Box::new(LocalSource::new(config)?)),
+    pub(crate) fn new(
+        config: &SessionConfig,
+        replay: Option<ReplayFeed<I>>,
+    ) -> Result<(Self, Option<RelayLink<I>>), SessionError> {
+        let (origin, link) = match (replay, &config.network) {
+            (Some(feed), _) => (Origin::Replay(Box::new(feed)), None),
+            (None, Some(network)) => {
+                let client = RelayClient::new(network.clone(), config);
+                let shared = Arc::new(Mutex::new(client));
+                (Origin::Remote(shared.clone()), Some(RelayLink::new(shared)))
+            }
+            (None, None) => (Origin::Local(Box::new(LocalSource::new(config)?)), None),
         };
-        Ok(Self {
+        let source = Self {
             clock: config.clock,
             tick_rate_hz: config.tick_rate.hz(),
             accumulator: TickAccumulator::new()
@@ -99,8 +121,9 @@ impl<I: SimInput> InputSource<I> {
                 .with_max_leftover_ticks(f64::from(MAX_REAL_TIME_POLLS)),
             local_tick: 0,
             latch: InputLatch::new(config.players, default_frame_merge::<I>),
-            relay,
-        })
+            origin,
+        };
+        Ok((source, link))
     }
 
     /// The last tick local input has been polled for.
@@ -115,67 +138,60 @@ impl<I: SimInput> InputSource<I> {
         self.local_tick = self.local_tick.max(tick - input_delay).max(0);
     }
 
-    /// Brings `local` up to date: every player in a local session, the welcomed slot (or none
-    /// yet) in a networked one ([local players](crate::rules#local-players)). Writes only on a
-    /// change, so `Changed<LocalPlayers>`-style checks see real changes.
+    /// Brings `local` up to date: every player in a local session or a replay, the welcomed
+    /// slot (or none yet) in a networked one ([local
+    /// players](crate::rules#local-players)). Writes only on a change, so
+    /// `Changed<LocalPlayers>`-style checks see real changes.
     pub(crate) fn sync_local_players(&self, mut local: Mut<'_, LocalPlayers>) {
-        match &self.relay {
-            Relay::Local(source) => {
-                let players = source.players();
-                if !local.is(0..players) {
-                    *local = LocalPlayers::new(0..players);
-                }
-            }
-            Relay::Remote(client) => {
-                let slot = client.stats().slot;
+        let players = match &self.origin {
+            Origin::Local(source) => source.players(),
+            Origin::Replay(feed) => feed.players(),
+            Origin::Remote(client) => {
+                let slot = lock(client).stats().slot;
                 if !local.is(slot) {
                     *local = LocalPlayers::new(slot);
                 }
+                return;
             }
+        };
+        if !local.is(0..players) {
+            *local = LocalPlayers::new(0..players);
         }
     }
 
-    /// The relay client's measurements (`None` in a local session).
-    pub(crate) fn relay_stats(&self) -> Option<&RelayClientStats> {
-        match &self.relay {
-            Relay::Local(_) => None,
-            Relay::Remote(client) => Some(client.stats()),
+    /// The relay client's measurements (`None` in a local session or a replay).
+    pub(crate) fn relay_stats(&self) -> Option<RelayClientStats> {
+        match &self.origin {
+            Origin::Remote(client) => Some(lock(client).stats().clone()),
+            Origin::Local(_) | Origin::Replay(_) => None,
         }
     }
 
     /// One poll per session update: reads the clocks, the local inputs (sampled into the latch,
     /// [local input is latched](crate::rules#local-input-is-latched)) and the renet client
-    /// from `world`, polls the relay and delivers confirmed inputs into `buffer`.
+    /// from `world`, polls the relay (or feeds the replay's frames) and delivers confirmed
+    /// inputs into `buffer`.
     pub(crate) fn poll(&mut self, world: &mut World, buffer: &mut InputBuffer<I>) -> Polled {
         let polls = self.ticks_to_poll(world.get_resource::<Time<Real>>());
-        if let Some(mut playback) = world.get_resource_mut::<ReplayPlayback<I>>() {
-            // A replay playback: the recorded frames are the confirmed inputs; the relay and
-            // the local inputs are not used.
-            playback.feed(polls, &mut self.local_tick, buffer);
-            return Polled {
-                local_tick: self.local_tick,
-                max_verifiable_tick: buffer.max_verifiable_tick(),
-                stalling: false,
-            };
-        }
-        let mut local = local_inputs::LocalInputProvider::<I>::from_world(world, &mut self.latch);
-        let stalling = match &mut self.relay {
-            Relay::Local(source) => source.poll(polls, &mut self.local_tick, &mut local, buffer),
-            Relay::Remote(client) => {
-                let dt = net_delta(world);
-                let mut renet = world.get_resource_mut::<RenetClient>();
-                let stalling = client.poll(
+        let stalling = match &mut self.origin {
+            Origin::Replay(feed) => {
+                // The recorded frames are the confirmed inputs; the local inputs are not used.
+                feed.feed(polls, &mut self.local_tick, buffer);
+                false
+            }
+            Origin::Local(source) => {
+                let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
+                source.poll(polls, &mut self.local_tick, &mut local, buffer)
+            }
+            Origin::Remote(client) => {
+                let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
+                poll_remote(
+                    &mut lock(client),
+                    world,
                     polls,
-                    dt,
-                    renet.as_deref_mut(),
                     &mut local,
-                    &mut self.local_tick,
-                    buffer,
-                );
-                if client.take_reconnect_due() {
-                    client.reconnect_started(reconnect_transport(world));
-                }
-                stalling
+                    (&mut self.local_tick, buffer),
+                )
             }
         };
         Polled {
@@ -183,84 +199,6 @@ impl<I: SimInput> InputSource<I> {
             max_verifiable_tick: buffer.max_verifiable_tick(),
             stalling,
         }
-    }
-
-    /// The relay client's reports since the last call — stall changes, snapshot requests,
-    /// desyncs, substituted inputs — oldest first (none in a local session).
-    pub(crate) fn take_reports(&mut self) -> Vec<NetReport> {
-        match &mut self.relay {
-            Relay::Local(_) => Vec::new(),
-            Relay::Remote(client) => client.take_reports(),
-        }
-    }
-
-    /// The relay's snapshot request to serve at `verified_tick` (networked sessions).
-    pub(crate) fn due_snapshot_request(&self, verified_tick: Tick) -> Option<BuddyRequest> {
-        match &self.relay {
-            Relay::Local(_) => None,
-            Relay::Remote(client) => client.due_snapshot_request(verified_tick),
-        }
-    }
-
-    /// Answers the relay's snapshot request (no chunks: unavailable).
-    pub(crate) fn answer_snapshot(
-        &mut self,
-        request: u32,
-        chunks: Vec<simsync_net::SnapshotChunk>,
-    ) {
-        if let Relay::Remote(client) = &mut self.relay {
-            client.answer_snapshot(request, chunks);
-        }
-    }
-
-    /// The snapshot the relay forwarded, once complete.
-    pub(crate) fn take_arrived_snapshot(&mut self) -> Option<simsync_net::AssembledSnapshot> {
-        match &mut self.relay {
-            Relay::Local(_) => None,
-            Relay::Remote(client) => client.take_arrived_snapshot(),
-        }
-    }
-
-    /// A snapshot of `tick` was loaded: the clock moves to it at least, and the relay client
-    /// applies the sets it held.
-    pub(crate) fn snapshot_loaded(&mut self, tick: Tick, buffer: &mut InputBuffer<I>) {
-        self.local_tick = self.local_tick.max(tick);
-        if let Relay::Remote(client) = &mut self.relay {
-            client.snapshot_loaded(tick, buffer);
-        }
-    }
-
-    /// The snapshot forwarded with `request` was refused.
-    pub(crate) fn snapshot_refused(&mut self, request: u32) {
-        if let Relay::Remote(client) = &mut self.relay {
-            client.snapshot_refused(request);
-        }
-    }
-
-    /// Reports verified checksums to the relay server (networked sessions; a local session has
-    /// no one to tell).
-    pub(crate) fn send_checksums(&mut self, world: &mut World, checksums: &[TickChecksum]) {
-        let Relay::Remote(client) = &mut self.relay else {
-            return;
-        };
-        let mut renet = world.get_resource_mut::<RenetClient>();
-        for checksum in checksums {
-            client.send_checksum(renet.as_deref_mut(), checksum.tick, checksum.checksum);
-        }
-    }
-
-    /// Sends the relay this client's per-component hash breakdown of a desynced tick (networked
-    /// sessions only).
-    pub(crate) fn send_breakdown(
-        &mut self,
-        world: &mut World,
-        breakdown: &crate::dump::ComponentBreakdown,
-    ) {
-        let Relay::Remote(client) = &mut self.relay else {
-            return;
-        };
-        let mut renet = world.get_resource_mut::<RenetClient>();
-        client.send_breakdown(renet.as_deref_mut(), breakdown);
     }
 
     /// Ticks the session clock polls this update: fixed per update when stepped, else the real
@@ -275,6 +213,24 @@ impl<I: SimInput> InputSource<I> {
             }
         }
     }
+}
+
+/// The poll of a networked session: the relay client's poll with the renet client and the
+/// network clock of `world`, and a new connection when the client's reconnect is due.
+fn poll_remote<I: SimInput>(
+    client: &mut RelayClient<I>,
+    world: &mut World,
+    polls: u32,
+    local: &mut LocalInputProvider<'_, I>,
+    (local_tick, buffer): (&mut Tick, &mut InputBuffer<I>),
+) -> bool {
+    let dt = net_delta(world);
+    let mut renet = world.get_resource_mut::<RenetClient>();
+    let stalling = client.poll(polls, dt, renet.as_deref_mut(), local, local_tick, buffer);
+    if client.take_reconnect_due() {
+        client.reconnect_started(reconnect_transport(world));
+    }
+    stalling
 }
 
 /// Starts a new connection on the client transport and gives it a new renet client
@@ -304,4 +260,25 @@ fn net_delta(world: &World) -> Duration {
         .copied()
         .unwrap_or_default();
     clock.delta(world.get_resource::<Time<Real>>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::NetworkSessionConfig;
+
+    #[test]
+    fn only_a_networked_session_has_a_relay_link() {
+        let local = SessionConfig::default();
+        let (source, link) = InputSource::<u32>::new(&local, None).expect("local source");
+        assert!(link.is_none());
+        assert!(source.relay_stats().is_none());
+        let networked = SessionConfig {
+            network: Some(NetworkSessionConfig::default()),
+            ..SessionConfig::default()
+        };
+        let (source, link) = InputSource::<u32>::new(&networked, None).expect("remote source");
+        assert!(link.is_some());
+        assert!(source.relay_stats().is_some());
+    }
 }

@@ -14,6 +14,7 @@ use super::{
 use crate::config::SessionConfig;
 use crate::error::SessionError;
 use crate::input::SimInput;
+use crate::replay::ReplayFeed;
 use crate::snapshot::RollbackRegistry;
 
 /// What a session is built from: kept by the plugin so a session can be started again
@@ -24,6 +25,8 @@ pub(crate) struct SessionBlueprint<I: SimInput> {
     // Boxed: Bevy keeps room for 64 values of every resource type.
     pub config: Box<SessionConfig>,
     pub spec: WorldSpec,
+    /// The input source of a replay playback (started again from its start).
+    pub replay: Option<ReplayFeed<I>>,
     pub _input: PhantomData<fn() -> I>,
 }
 

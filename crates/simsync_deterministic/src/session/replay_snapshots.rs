@@ -3,10 +3,10 @@
 
 use bevy::prelude::*;
 
-use super::error::ReplayError;
-use super::playback::ReplayPlayback;
+use super::{capture_snapshot, load_snapshot};
 use crate::input::SimInput;
-use crate::session::{capture_snapshot, load_snapshot};
+use crate::replay::ReplayError;
+use crate::replay::ReplayPlayback;
 use crate::snapshot::{SnapshotLimits, WorldSnapshot};
 use crate::tick::Tick;
 
@@ -54,7 +54,8 @@ pub(crate) fn start_playback<I: SimInput>(world: &mut World) -> Result<Tick, Rep
         _ => 0,
     };
     world
-        .resource_mut::<ReplayPlayback<I>>()
+        .resource::<ReplayPlayback<I>>()
+        .handle()
         .start_from(start)?;
     Ok(start)
 }

@@ -1,16 +1,16 @@
 //! The replay systems of the main app: start a recording or a playback before the session
 //! update, record snapshots and report recording errors after it. (Frames are recorded and
-//! checked inside the session update's verify step, tick by tick.)
+//! checked inside the session update by verified-tick hooks, tick by tick.)
 
 use bevy::prelude::*;
 
-use super::format::ReplayHeader;
-use super::playback::{ReplayPlayback, ReplayPlaybackFailed};
-use super::recorder::{ReplayRecorder, ReplayWriteFailed};
-use super::snapshots;
+use super::replay_snapshots as snapshots;
+use super::{DeterministicSession, SessionStats};
 use crate::config::SessionConfig;
 use crate::input::SimInput;
-use crate::session::{DeterministicSession, SessionStats};
+use crate::replay::ReplayHeader;
+use crate::replay::{ReplayPlayback, ReplayPlaybackFailed};
+use crate::replay::{ReplayRecorder, ReplayWriteFailed};
 use crate::snapshot::RollbackRegistry;
 use crate::snapshot::capture::registered_type_names;
 use crate::tick::Tick;
@@ -58,9 +58,10 @@ pub(crate) fn replay_before_update<I: SimInput>(world: &mut World) {
     }
     if world
         .get_resource::<ReplayPlayback<I>>()
-        .is_some_and(|p| !p.started() && p.is_playing())
+        .is_some_and(|p| p.handle().waits_for_start())
     {
         start_playback::<I>(world);
+        world.resource_mut::<ReplayPlayback<I>>().sync();
     }
 }
 
@@ -93,15 +94,20 @@ fn start_playback<I: SimInput>(world: &mut World) {
         .and_then(|()| snapshots::start_playback::<I>(world).map(|_| ()));
     if let Err(error) = result {
         world
-            .resource_mut::<ReplayPlayback<I>>()
+            .resource::<ReplayPlayback<I>>()
+            .handle()
             .fail(error.clone());
         world.write_message(ReplayPlaybackFailed(error));
     }
 }
 
-/// After the session update: the periodic snapshot, the flush, and a recording error as a
-/// [`ReplayWriteFailed`] message and in [`SessionStats`].
+/// After the session update: shows the playback's progress in its resource; the periodic
+/// snapshot, the flush, and a recording error as a [`ReplayWriteFailed`] message and in
+/// [`SessionStats`].
 pub(crate) fn replay_after_update<I: SimInput>(world: &mut World) {
+    if let Some(mut playback) = world.get_resource_mut::<ReplayPlayback<I>>() {
+        playback.sync();
+    }
     let Some(recorder) = world.get_resource::<ReplayRecorder>() else {
         return;
     };
