@@ -212,10 +212,6 @@ pub struct SessionConfig {
     /// Input ticks kept in the buffer (default 1,024; must exceed the rollback window plus the
     /// largest latency).
     pub input_capacity: u32,
-    /// Write desync dumps on the first mismatch (default `None`: off;
-    /// [desync dumps](crate::rules#desync-dumps)).
-    #[reflect(ignore)]
-    pub desync_dumps: Option<DesyncDumpConfig>,
 }
 
 impl Default for SessionConfig {
@@ -238,7 +234,6 @@ impl Default for SessionConfig {
             input_capacity: 1_024,
             skip_rollback_when_predictions_hold: true,
             network: None,
-            desync_dumps: None,
         }
     }
 }

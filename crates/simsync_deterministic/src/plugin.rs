@@ -189,12 +189,11 @@ impl<I: SimInput> DeterministicPlugin<I> {
         self
     }
 
-    /// The session's configuration as it will be built: the one given, with the debug
-    /// settings, and with a replay's recorded settings when one is played
+    /// The session's configuration as it will be built: the one given, with a replay's
+    /// recorded settings when one is played
     /// ([`ReplayMode::Play`]).
     pub fn session_config(&self) -> SessionConfig {
         let mut config = self.config.clone();
-        config.desync_dumps = self.debug.desync_dumps.clone();
         let replay = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(ReplayMode::Play(playback)) = replay.as_ref() {
             configure_for_replay(&mut config, playback.replay().header());
@@ -239,6 +238,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
         };
         let feed = playback.as_ref().map(ReplayFeed::new);
         let mut session = DeterministicSession::<I>::new(config.clone(), feed.clone())?;
+        session.dumps.config = self.debug.desync_dumps.clone();
         add_builtin_hooks(&mut session, &config, playback.as_ref());
         let spec = self.spec(&config);
         let game = self.game_builder();
@@ -404,7 +404,7 @@ fn add_builtin_hooks<I: SimInput>(
     if config.verify_predictions {
         session.add_hook(PredictionCheckHook);
     }
-    if config.desync_dumps.is_some() {
+    if session.dumps.config.is_some() {
         session.add_hook(DesyncDumps);
     }
     session.add_hook(ReplayRecording);

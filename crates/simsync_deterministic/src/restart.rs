@@ -64,6 +64,7 @@ pub fn restart_session<I: SimInput>(world: &mut World) -> Result<(), SessionErro
     if let Some(mut old) = world.get_resource_mut::<DeterministicSession<I>>() {
         // The hooks stay with the App's session (the game's keep what they gathered).
         session.hooks = std::mem::take(&mut old.hooks);
+        session.dumps.config = old.dumps.config.clone();
     }
     world.insert_resource(session);
     world.insert_resource(worlds);

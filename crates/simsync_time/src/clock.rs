@@ -7,8 +7,6 @@ use std::collections::VecDeque;
 
 use bevy::prelude::*;
 
-use serde::{Deserialize, Serialize};
-
 use crate::{TimeError, VirtualInstant};
 
 /// How [`VirtualTimePlugin`](crate::VirtualTimePlugin) moves the clock
@@ -292,42 +290,6 @@ pub fn last_tick_of(now: VirtualInstant, n: u64) -> i64 {
     let n = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
     now.ticks.saturating_add(n)
 }
-
-/// The simulation's current instant in discrete-event virtual time: the [`VirtualInstant`]
-/// whose events are being processed now.
-///
-/// Not to be confused with Bevy's `Time<Virtual>::elapsed()`, a pausable game clock in seconds:
-/// this value changes only when the simulation advances it. Inserted at
-/// [`VirtualInstant::ZERO`] by [`VirtualTimePlugin`](crate::VirtualTimePlugin). Converts to seconds with the App's
-/// [`TickRate`](crate::TickRate): `current.to_seconds(*rate)`.
-#[derive(
-    Resource,
-    Reflect,
-    Debug,
-    Default,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    Deref,
-    DerefMut,
-)]
-#[reflect(
-    Resource,
-    Debug,
-    Default,
-    Clone,
-    PartialEq,
-    Hash,
-    Serialize,
-    Deserialize
-)]
-pub struct CurrentInstant(pub VirtualInstant);
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,6 @@
 #![forbid(unsafe_code)]
 
 mod clock;
-mod dispatch;
 mod error;
 mod frame;
 mod instant;
@@ -27,13 +26,13 @@ mod queue;
 mod rate;
 
 pub use clock::{
-    AdvancePolicy, ClockRequest, ClockStats, CurrentInstant, FrameBudget, MAX_PENDING_REQUESTS,
-    VirtualClock,
+    AdvancePolicy, ClockRequest, ClockStats, FrameBudget, MAX_PENDING_REQUESTS, VirtualClock,
 };
-pub use dispatch::{Delivery, VirtualEvent};
 pub use error::TimeError;
 pub use instant::VirtualInstant;
-pub use plugin::{VirtualEventAppExt, VirtualTimePlugin, VirtualTimeSet};
+pub use plugin::{
+    CurrentInstant, Delivery, VirtualEvent, VirtualEventAppExt, VirtualTimePlugin, VirtualTimeSet,
+};
 pub use queue::{DrainDue, VirtualEventQueue};
 pub use rate::{SecondsDisplay, TickRate};
 

@@ -60,6 +60,9 @@ pub struct DesyncDumpFailed {
 /// The dump bookkeeping of a session.
 #[derive(Default)]
 pub(crate) struct DumpState {
+    /// Where and how dumps are written; `None`: dumps are off
+    /// ([`DebugConfig::desync_dumps`](crate::DebugConfig::desync_dumps)).
+    pub config: Option<DesyncDumpConfig>,
     /// Dumps of the predicted world per predicted tick, waiting for the prediction check.
     pub predicted: BTreeMap<Tick, DesyncDump>,
     /// Breakdowns of recent checksum ticks, oldest first.

@@ -29,7 +29,7 @@ pub(super) fn keep_predicted<I: SimInput>(
     session: &mut DeterministicSession<I>,
     tick: Tick,
 ) {
-    if session.config.desync_dumps.is_none()
+    if session.dumps.config.is_none()
         || !session.config.verify_predictions
         || session.dumps.prediction_written
     {
@@ -57,7 +57,7 @@ pub(super) fn on_prediction_mismatch<I: SimInput>(
     session: &mut DeterministicSession<I>,
     tick: Tick,
 ) {
-    let Some(config) = session.config.desync_dumps.clone() else {
+    let Some(config) = session.dumps.config.clone() else {
         return;
     };
     if session.dumps.prediction_written {
@@ -108,7 +108,7 @@ fn keep_breakdown<I: SimInput>(
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
 ) {
-    let Some(config) = &session.config.desync_dumps else {
+    let Some(config) = &session.dumps.config else {
         return;
     };
     let keep = config.recent_breakdowns;
@@ -136,7 +136,7 @@ pub(super) fn on_server_desync<I: SimInput>(
     session: &mut DeterministicSession<I>,
     desync: &DesyncDetected,
 ) {
-    if session.config.desync_dumps.is_none() {
+    if session.dumps.config.is_none() {
         return;
     }
     if !session.dumps.breakdown_sent
@@ -206,7 +206,7 @@ fn dump_verified<I: SimInput>(
     reason: DumpReason,
     inputs: Vec<crate::dump::DumpedInput>,
 ) {
-    let Some(config) = session.config.desync_dumps.clone() else {
+    let Some(config) = session.dumps.config.clone() else {
         return;
     };
     session.dumps.desync_written = true;

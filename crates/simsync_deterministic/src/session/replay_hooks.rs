@@ -63,7 +63,7 @@ impl<I: SimInput> VerifiedTickHook<I> for ReplayCheck<I> {
 /// A replay's recorded checksum of `mismatch.tick` differs from the replayed one (the verified
 /// world is at that tick): writes the verified world's dump of the tick, when dumps are on.
 fn dump_mismatch<I: SimInput>(verified: &mut VerifiedTick<'_, I>, mismatch: &ReplayMismatch) {
-    let Some(config) = verified.session.config().desync_dumps.clone() else {
+    let Some(config) = verified.session.dumps.config.clone() else {
         return;
     };
     let inputs = dumped_inputs(verified.inputs(), verified.input_status());

@@ -51,7 +51,7 @@ pub(super) fn poll<I: SimInput>(
                 world.write_message(NeedsSnapshot { oldest_available });
             }
             NetReport::Desync(desync) => {
-                if session.config.desync_dumps.is_some() {
+                if session.dumps.config.is_some() {
                     session.dumps.pending_desyncs.push(desync.clone());
                 }
                 world.write_message(desync);

@@ -4,11 +4,11 @@
 use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
 use bevy::prelude::*;
 
-use crate::clock::{last_tick_of, next_tick, planned_after, tick_end};
-use crate::dispatch::{
+use super::dispatch::{
     DispatchRegistry, Dispatched, dispatch_through, dispatch_ticks_through, move_clock_to,
     next_event, register_queue,
 };
+use crate::clock::{last_tick_of, next_tick, planned_after, tick_end};
 use crate::{
     AdvancePolicy, ClockRequest, ClockStats, CurrentInstant, Delivery, FrameBudget, TickRate,
     TimeError, VirtualClock, VirtualInstant,

@@ -9,8 +9,9 @@ use core::any::TypeId;
 
 use bevy::prelude::*;
 
+use super::CurrentInstant;
 use crate::clock::{FrameBudget, tick_end, tick_start};
-use crate::{CurrentInstant, VirtualEventQueue, VirtualInstant};
+use crate::{VirtualEventQueue, VirtualInstant};
 
 /// How the due events of a registered queue reach the game
 /// ([time rule 17](crate::rules)).
