@@ -16,8 +16,14 @@
 //!   leafwing; [`LocalPlayers`]: which players this app controls.
 //! - The relay server is the `simsync_relay` crate; this crate holds the client side.
 //! - Rollback: [`SimEntity`], [`SimCommands`], [`RollbackAppExt`] and [`TryRollbackAppExt`]
-//!   (registration, the latter returning its errors), [`RollbackStrategy`]; Bevy states in the simulation:
-//!   [`RollbackStateAppExt`]; checksums: [`SimHash`] (and `#[derive(SimHash)]`), [`StateHasher`]. Configuration: [`SessionConfig`]; errors: [`SessionError`].
+//!   (registration, the latter returning its errors), [`RollbackStrategy`]; Bevy states in the
+//!   simulation: [`RollbackStateAppExt`]; checksums: [`SimHash`] (and `#[derive(SimHash)]`),
+//!   [`StateHasher`].
+//! - Configuration, grouped as the plugin's builder groups it: [`SessionConfig`] (the session),
+//!   [`NetworkSessionConfig`], [`SnapshotLimits`], [`DebugConfig`] (desync dumps, the
+//!   determinism guard), [`ReplayMode`]; errors: [`SessionError`].
+//! - Snapshots and late join: [`WorldSnapshot`], [`capture_snapshot`], [`load_snapshot`]
+//!   ([snapshots](rules#snapshots)).
 //! - Simulation events: [`SimEvents`] in the simulation, [`SimEventReceived`] and
 //!   [`ConfirmedSimEvent`] in the main app, registered with [`SimEventAppExt::add_sim_event`];
 //!   the two side-effect patterns (sound, visual effects, network sends) are in
@@ -34,8 +40,8 @@
 //! - Replays: [`ReplayRecorder`] records any session's confirmed inputs and verified
 //!   checksums; [`Replay`] reads a file ([`ReplayError`]); [`ReplayPlayback`] plays it in
 //!   lockstep and stops at the first [`ReplayMismatch`] ([replays](rules#replays)).
-//! - Debug aids: the determinism guard ([`DeterminismWarning`]); [`testing::run_until_verified`]
-//!   for a game's own tests.
+//! - Debug aids: the determinism guard ([`DeterminismWarning`]); desync dumps ([`DesyncDump`],
+//!   [`diff_dumps`]); [`testing::run_until_verified`] for a game's own tests.
 //!
 //! Read `docs/pitfalls.md` at the repository root before writing a simulation.
 #![warn(missing_docs)]

@@ -1,7 +1,7 @@
 //! Checksum reporting, a verified-tick hook: every checksum tick's checksum is kept in
 //! [`SessionStats`](super::SessionStats), written as [`ChecksumRecorded`] and, in a networked
 //! session, reported to the relay server (which judges them,
-//! [checksums are judged by majority](crate::rules#checksums-are-judged-by-majority)).
+//! [checksums are judged by majority](../../simsync_relay/rules/index.html#checksums-are-judged-by-majority)).
 
 use super::hooks::HookFlow;
 use super::state::{VerifiedTick, VerifiedTickHook};
