@@ -1603,10 +1603,9 @@ mod tests {
         assert!(ctx.will_rollback_prediction());
     }
 
-    #[test]
-    fn next_and_latest_ticks_across_an_update() {
-        let mut ctx = SimulatorContext::new(0);
-        ctx.begin_update(params(0, 1, 2, 4)).unwrap();
+    /// The next and latest ticks of an update begun with `params(0, 1, 2, 4)`, before any
+    /// stage: two ticks to verify from 1, two to predict from 3, nothing simulated yet.
+    fn assert_ticks_of_a_fresh_update(ctx: &SimulatorContext) {
         assert_eq!(ctx.ticks_to_verify(), 2);
         assert_eq!(ctx.ticks_to_predict(), 2);
         assert_eq!(ctx.next_tick_to_verify(), Some(1));
@@ -1619,7 +1618,11 @@ mod tests {
         assert_eq!(ctx.ticks_pending_prediction(), 2);
         assert_eq!(ctx.ticks_pending_simulation(), 4);
         assert_eq!(ctx.ticks_simulated(), 0);
+    }
 
+    /// Verifies both ticks of that update, checking the next and latest ticks after each, and
+    /// that a third is refused.
+    fn verify_two_ticks(ctx: &mut SimulatorContext) {
         ctx.enter_verification().unwrap();
         assert_eq!(ctx.record_verified_tick(), Ok(1));
         assert_eq!(ctx.latest_tick_verified(), Some(1));
@@ -1636,7 +1639,11 @@ mod tests {
             ctx.record_verified_tick(),
             Err(ContextError::VerificationExhausted { ticks_to_verify: 2 })
         );
+    }
 
+    /// Enters prediction of that update (a rollback to 2 first) and predicts ticks 3 and 4,
+    /// checking the next and latest ticks after each, and that a third is refused.
+    fn roll_back_and_predict_two_ticks(ctx: &mut SimulatorContext) {
         ctx.enter_before_prediction().unwrap();
         let plan = ctx.enter_prediction().unwrap();
         assert_eq!(
@@ -1671,6 +1678,15 @@ mod tests {
                 ticks_to_predict: 2
             })
         );
+    }
+
+    #[test]
+    fn next_and_latest_ticks_across_an_update() {
+        let mut ctx = SimulatorContext::new(0);
+        ctx.begin_update(params(0, 1, 2, 4)).unwrap();
+        assert_ticks_of_a_fresh_update(&ctx);
+        verify_two_ticks(&mut ctx);
+        roll_back_and_predict_two_ticks(&mut ctx);
 
         ctx.enter_after_prediction().unwrap();
         ctx.end_update().unwrap();
@@ -1928,6 +1944,87 @@ mod tests {
         Ok(())
     }
 
+    /// Applies the writes of `writes` scheduled at hook point `at` (0: before verification,
+    /// 1: verification, 2: before prediction, 3: prediction).
+    fn run_hooks(ctx: &mut SimulatorContext, writes: &[(usize, Write)], at: usize) {
+        for &(when, write) in writes {
+            if when == at {
+                apply(ctx, write);
+            }
+        }
+    }
+
+    /// Takes a begun update to before prediction, applying the writes of hook points 0 to 2 and
+    /// verifying every pending tick; checks the counters after verification.
+    fn verify_with_hooks(
+        ctx: &mut SimulatorContext,
+        writes: &[(usize, Write)],
+    ) -> Result<(), TestCaseError> {
+        run_hooks(ctx, writes, 0);
+        ctx.enter_verification().unwrap();
+        run_hooks(ctx, writes, 1);
+        while ctx.ticks_pending_verification() > 0 {
+            ctx.record_verified_tick().unwrap();
+        }
+        check_counters(ctx)?;
+        ctx.enter_before_prediction().unwrap();
+        run_hooks(ctx, writes, 2);
+        Ok(())
+    }
+
+    /// Enters prediction (the writes of hook point 3 after it) and checks the plan against the
+    /// WillRollbackPrediction, PredictedFromTick and TicksToPredict rules for an update begun
+    /// with `p` on a context last rolled back to `latest_rb`; then finishes prediction and
+    /// checks where it ended.
+    fn predict_and_check(
+        ctx: &mut SimulatorContext,
+        p: &UpdateParams,
+        latest_rb: Tick,
+        writes: &[(usize, Write)],
+    ) -> Result<(), TestCaseError> {
+        let skip = ctx.skip_prediction();
+        let skip_rb = ctx.skip_prediction_rollback_if_possible();
+        let target = ctx.target_verification_tick();
+        let required = ctx.is_rollback_required();
+        let plan = ctx.enter_prediction().unwrap();
+        run_hooks(ctx, writes, 3);
+        prop_assert_eq!(ctx.skip_prediction(), skip);
+        prop_assert_eq!(ctx.skip_prediction_rollback_if_possible(), skip_rb);
+
+        // WillRollbackPrediction rule.
+        let expected_rollback = required || (target > latest_rb && !skip && !skip_rb);
+        prop_assert_eq!(plan.will_rollback_prediction, expected_rollback);
+        // PredictedFromTick rule.
+        let from = if expected_rollback {
+            target
+        } else {
+            p.predicted_tick
+        };
+        prop_assert_eq!(plan.predicted_from_tick, from);
+        // TicksToPredict rule.
+        let expected_ticks = if skip {
+            0
+        } else {
+            (p.max_predictable_tick.min(target + p.rollback_window) - from).max(0)
+        };
+        prop_assert_eq!(plan.ticks_to_predict, expected_ticks);
+
+        finish_prediction(ctx);
+        check_counters(ctx)?;
+        let end = final_predicted_tick(ctx);
+        // The predicted state never trails the verified state.
+        prop_assert!(end >= target);
+        prop_assert_eq!(ctx.has_rolled_back_prediction(), expected_rollback);
+        prop_assert_eq!(
+            ctx.latest_verified_rolled_back_to(),
+            if expected_rollback { target } else { latest_rb }
+        );
+        if skip {
+            prop_assert_eq!(end, from);
+        }
+        Ok(())
+    }
+
     proptest! {
         /// Full updates with random limits and random hook writes in every stage keep the context rules.
         #[test]
@@ -1959,59 +2056,9 @@ mod tests {
                 ctx.ticks_to_verify(),
                 (p.max_verifiable_tick - verified).min(per_update).max(0)
             );
-            let hooks = |ctx: &mut SimulatorContext, at: usize| {
-                for &(when, write) in &writes {
-                    if when == at {
-                        apply(ctx, write);
-                    }
-                }
-            };
-            hooks(&mut ctx, 0);
-            ctx.enter_verification().unwrap();
-            hooks(&mut ctx, 1);
-            while ctx.ticks_pending_verification() > 0 {
-                ctx.record_verified_tick().unwrap();
-            }
-            check_counters(&ctx)?;
-            ctx.enter_before_prediction().unwrap();
-            hooks(&mut ctx, 2);
+            verify_with_hooks(&mut ctx, &writes)?;
             prop_assert!(!ctx.has_rolled_back_prediction());
-            let skip = ctx.skip_prediction();
-            let skip_rb = ctx.skip_prediction_rollback_if_possible();
-            let target = ctx.target_verification_tick();
-            let required = ctx.is_rollback_required();
-            let plan = ctx.enter_prediction().unwrap();
-            hooks(&mut ctx, 3);
-            prop_assert_eq!(ctx.skip_prediction(), skip);
-            prop_assert_eq!(ctx.skip_prediction_rollback_if_possible(), skip_rb);
-
-            // WillRollbackPrediction rule.
-            let expected_rollback = required || (target > latest_rb && !skip && !skip_rb);
-            prop_assert_eq!(plan.will_rollback_prediction, expected_rollback);
-            // PredictedFromTick rule.
-            let from = if expected_rollback { target } else { predicted };
-            prop_assert_eq!(plan.predicted_from_tick, from);
-            // TicksToPredict rule.
-            let expected_ticks = if skip {
-                0
-            } else {
-                (p.max_predictable_tick.min(target + window) - from).max(0)
-            };
-            prop_assert_eq!(plan.ticks_to_predict, expected_ticks);
-
-            finish_prediction(&mut ctx);
-            check_counters(&ctx)?;
-            let end = final_predicted_tick(&ctx);
-            // The predicted state never trails the verified state.
-            prop_assert!(end >= target);
-            prop_assert_eq!(ctx.has_rolled_back_prediction(), expected_rollback);
-            prop_assert_eq!(
-                ctx.latest_verified_rolled_back_to(),
-                if expected_rollback { target } else { latest_rb }
-            );
-            if skip {
-                prop_assert_eq!(end, from);
-            }
+            predict_and_check(&mut ctx, &p, latest_rb, &writes)?;
         }
 
         /// Random lifecycle calls and writes in any order never panic and never break the counters.

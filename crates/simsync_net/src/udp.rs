@@ -623,13 +623,21 @@ mod tests {
         assert!(format!("{:?}", UdpAuth::Secure { private_key: key }).contains("hidden"));
     }
 
-    #[test]
-    fn a_client_away_past_its_timeout_reconnects_with_the_same_token() {
+    /// One frame of the reconnect test.
+    const FRAME: Duration = Duration::from_millis(50);
+
+    /// A secure server on a loopback port, and client 7 with a token for it whose connection
+    /// timeout is 1 s, so the reconnect test is short.
+    fn secure_server_and_client_7() -> (
+        RenetServer,
+        UdpServerTransport,
+        RenetClient,
+        UdpClientTransport,
+    ) {
         let key = generate_private_key();
         let config = UdpServerConfig::secure("127.0.0.1:0".parse().unwrap(), key);
-        let mut transport = UdpServerTransport::bind(config).expect("binds");
-        let mut server = RenetServer::new(crate::connection_config());
-        // A 1 s connection timeout, so the test is short; the client is away 3 s.
+        let transport = UdpServerTransport::bind(config).expect("binds");
+        let server = RenetServer::new(crate::connection_config());
         let token = generate_connect_token(
             &key,
             NETCODE_PROTOCOL_ID,
@@ -640,37 +648,50 @@ mod tests {
             None,
         )
         .expect("token");
-        let mut client_transport =
+        let client_transport =
             UdpClientTransport::secure(token, "127.0.0.1:0".parse().unwrap()).expect("client");
-        let mut client = RenetClient::new(crate::connection_config());
-        let frame = Duration::from_millis(50);
-        let step =
-            |server: &mut RenetServer,
-             transport: &mut UdpServerTransport,
-             client: Option<(&mut RenetClient, &mut UdpClientTransport)>| {
-                server.update(frame);
-                transport.update(frame, server).expect("server");
-                transport.send_packets(server);
-                if let Some((client, client_transport)) = client {
-                    client.update(frame);
-                    let _ = client_transport.update(frame, client);
-                    let _ = client_transport.send_packets(client);
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            };
-        // Steps both ends until the server has client 7 and the client is connected (100 frames
-        // at most).
-        let connect = |server: &mut RenetServer,
-                       transport: &mut UdpServerTransport,
-                       client: &mut RenetClient,
-                       client_transport: &mut UdpClientTransport| {
-            for _ in 0..100 {
-                if server.clients_id() == [7] && client.is_connected() {
-                    break;
-                }
-                step(server, transport, Some((client, client_transport)));
+        let client = RenetClient::new(crate::connection_config());
+        (server, transport, client, client_transport)
+    }
+
+    /// Steps the server one frame, and the client too when it is given.
+    fn step(
+        server: &mut RenetServer,
+        transport: &mut UdpServerTransport,
+        client: Option<(&mut RenetClient, &mut UdpClientTransport)>,
+    ) {
+        server.update(FRAME);
+        transport.update(FRAME, server).expect("server");
+        transport.send_packets(server);
+        if let Some((client, client_transport)) = client {
+            client.update(FRAME);
+            let _ = client_transport.update(FRAME, client);
+            let _ = client_transport.send_packets(client);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    /// Steps both ends until the server has client 7 and the client is connected (100 frames
+    /// at most).
+    fn connect(
+        server: &mut RenetServer,
+        transport: &mut UdpServerTransport,
+        client: &mut RenetClient,
+        client_transport: &mut UdpClientTransport,
+    ) {
+        for _ in 0..100 {
+            if server.clients_id() == [7] && client.is_connected() {
+                break;
             }
-        };
+            step(server, transport, Some((client, client_transport)));
+        }
+    }
+
+    #[test]
+    fn a_client_away_past_its_timeout_reconnects_with_the_same_token() {
+        // A 1 s connection timeout, so the test is short; the client is away 3 s.
+        let (mut server, mut transport, mut client, mut client_transport) =
+            secure_server_and_client_7();
         connect(
             &mut server,
             &mut transport,

@@ -362,89 +362,18 @@ fn any_client_message() -> impl Strategy<Value = ClientMessage> {
 
 fn any_server_message() -> impl Strategy<Value = ServerMessage> {
     prop_oneof![
-        (
-            any::<u16>(),
-            proptest::option::of(any::<u8>()),
-            any::<i32>(),
-            any::<u8>()
-        )
-            .prop_map(|(participant, player_slot, server_tick, players)| {
-                ServerMessage::Welcome(Welcome {
-                    protocol_version: PROTOCOL_VERSION,
-                    participant: ParticipantId(participant),
-                    player_slot,
-                    protocols: Protocols::ALL,
-                    tick_rate_hz: 64,
-                    server_tick,
-                    players,
-                    reconnect_token: None,
-                })
-            }),
+        any_welcome(),
         (any::<u32>(), any::<u32>())
             .prop_map(|(t, server_time_ms)| ServerMessage::Pong { t, server_time_ms }),
-        (
-            any::<i32>(),
-            prop::collection::vec(
-                (
-                    prop::collection::vec(prop::collection::vec(any::<u8>(), 0..8), 0..4),
-                    any::<u64>()
-                ),
-                0..6
-            )
-        )
-            .prop_map(|(first_tick, sets)| ServerMessage::Session(
-                SessionServerMessage::ConfirmedInputs {
-                    first_tick,
-                    sets: sets
-                        .into_iter()
-                        .map(|(inputs, replaced)| InputSet {
-                            inputs,
-                            replaced,
-                            disconnected: 0,
-                        })
-                        .collect()
-                }
-            )),
+        any_confirmed_inputs(),
         (any::<i32>(), any_f32()).prop_map(|(server_tick, input_lead_ticks)| {
             ServerMessage::Session(SessionServerMessage::Clock {
                 server_tick,
                 input_lead_ticks,
             })
         }),
-        (
-            any::<i32>(),
-            prop::collection::vec(any::<u8>(), 0..4),
-            prop::collection::vec("[a-z:]{0,12}", 0..4),
-            prop::collection::vec(any::<u32>(), 0..8)
-        )
-            .prop_map(|(tick, players, components, slots)| ServerMessage::Session(
-                SessionServerMessage::DesyncReport {
-                    tick,
-                    players,
-                    components,
-                    slots
-                }
-            )),
-        prop::collection::vec(
-            (
-                any::<u64>(),
-                proptest::option::of(any::<u16>()),
-                any::<u8>()
-            ),
-            0..8
-        )
-        .prop_map(
-            |records| ServerMessage::Ownership(OwnershipServerMessage::Snapshot(
-                records
-                    .into_iter()
-                    .map(|(body, owner, priority)| OwnerRecord {
-                        body: BodyId(body),
-                        owner: owner.map(ParticipantId),
-                        priority
-                    })
-                    .collect()
-            ))
-        ),
+        any_desync_report(),
+        any_owner_snapshot(),
         (any::<u64>(), proptest::option::of(any_state())).prop_map(|(body, state)| {
             ServerMessage::Ownership(OwnershipServerMessage::Reset {
                 body: BodyId(body),
@@ -454,6 +383,97 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
         proptest::collection::vec(any::<u8>(), 0..64)
             .prop_map(|b| ServerMessage::Ownership(OwnershipServerMessage::StateBatch(b))),
     ]
+}
+
+/// A `Welcome` with a random participant, slot, server tick and player count.
+fn any_welcome() -> impl Strategy<Value = ServerMessage> {
+    (
+        any::<u16>(),
+        proptest::option::of(any::<u8>()),
+        any::<i32>(),
+        any::<u8>(),
+    )
+        .prop_map(|(participant, player_slot, server_tick, players)| {
+            ServerMessage::Welcome(Welcome {
+                protocol_version: PROTOCOL_VERSION,
+                participant: ParticipantId(participant),
+                player_slot,
+                protocols: Protocols::ALL,
+                tick_rate_hz: 64,
+                server_tick,
+                players,
+                reconnect_token: None,
+            })
+        })
+}
+
+/// Confirmed inputs: random input sets from a random first tick.
+fn any_confirmed_inputs() -> impl Strategy<Value = ServerMessage> {
+    (
+        any::<i32>(),
+        prop::collection::vec(
+            (
+                prop::collection::vec(prop::collection::vec(any::<u8>(), 0..8), 0..4),
+                any::<u64>(),
+            ),
+            0..6,
+        ),
+    )
+        .prop_map(|(first_tick, sets)| {
+            ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
+                first_tick,
+                sets: sets
+                    .into_iter()
+                    .map(|(inputs, replaced)| InputSet {
+                        inputs,
+                        replaced,
+                        disconnected: 0,
+                    })
+                    .collect(),
+            })
+        })
+}
+
+/// A desync report with random players, component names and slots.
+fn any_desync_report() -> impl Strategy<Value = ServerMessage> {
+    (
+        any::<i32>(),
+        prop::collection::vec(any::<u8>(), 0..4),
+        prop::collection::vec("[a-z:]{0,12}", 0..4),
+        prop::collection::vec(any::<u32>(), 0..8),
+    )
+        .prop_map(|(tick, players, components, slots)| {
+            ServerMessage::Session(SessionServerMessage::DesyncReport {
+                tick,
+                players,
+                components,
+                slots,
+            })
+        })
+}
+
+/// An owner snapshot of random records.
+fn any_owner_snapshot() -> impl Strategy<Value = ServerMessage> {
+    prop::collection::vec(
+        (
+            any::<u64>(),
+            proptest::option::of(any::<u16>()),
+            any::<u8>(),
+        ),
+        0..8,
+    )
+    .prop_map(|records| {
+        ServerMessage::Ownership(OwnershipServerMessage::Snapshot(
+            records
+                .into_iter()
+                .map(|(body, owner, priority)| OwnerRecord {
+                    body: BodyId(body),
+                    owner: owner.map(ParticipantId),
+                    priority,
+                })
+                .collect(),
+        ))
+    })
 }
 
 proptest! {

@@ -65,45 +65,9 @@ fn server_system(
     let state = &mut *state;
     for received in server.receive_msgs(&mut state.stats) {
         let message = received.message.expect("clean bytes decode");
-        let key = match message {
-            ClientMessage::Hello(hello) => {
-                assert_eq!(check_hello(&hello), Ok(()));
-                let welcome = Welcome {
-                    protocol_version: PROTOCOL_VERSION,
-                    participant: ParticipantId(received.client_id as u16),
-                    player_slot: Some(state.welcomed.len() as u8),
-                    protocols: hello.protocols,
-                    tick_rate_hz: HZ as u16,
-                    server_tick: frame.0 as i32,
-                    players: 0,
-                    reconnect_token: None,
-                };
-                server
-                    .send_msg(received.client_id, &ServerMessage::Welcome(welcome))
-                    .unwrap();
-                state.welcomed.push(received.client_id);
-                -1
-            }
-            ClientMessage::Ping { t } => {
-                server
-                    .send_msg(
-                        received.client_id,
-                        &ServerMessage::Pong {
-                            t,
-                            server_time_ms: now_ms(frame.0),
-                        },
-                    )
-                    .unwrap();
-                continue;
-            }
-            ClientMessage::Session(SessionClientMessage::Checksum { tick, .. }) => i64::from(tick),
-            ClientMessage::Session(SessionClientMessage::Inputs { first_tick, .. }) => {
-                i64::from(first_tick)
-            }
-            ClientMessage::Ownership(OwnershipClientMessage::StateBatch(bytes)) => {
-                i64::from(batch_number(&bytes))
-            }
-            other => panic!("unexpected {other:?}"),
+        let Some(key) = serve_message(&mut server, state, frame.0, received.client_id, message)
+        else {
+            continue;
         };
         state
             .log
@@ -111,6 +75,64 @@ fn server_system(
             .or_default()
             .push(key);
     }
+    send_server_data(&mut server, state);
+}
+
+/// The server's side of one message from `client_id` at `frame`: a `Hello` is checked and
+/// welcomed, a `Ping` answered. Returns the message's key for the log; `None` for a ping, which
+/// is not logged.
+fn serve_message(
+    server: &mut RenetServer,
+    state: &mut ServerState,
+    frame: u32,
+    client_id: ClientId,
+    message: ClientMessage,
+) -> Option<i64> {
+    let key = match message {
+        ClientMessage::Hello(hello) => {
+            assert_eq!(check_hello(&hello), Ok(()));
+            let welcome = Welcome {
+                protocol_version: PROTOCOL_VERSION,
+                participant: ParticipantId(client_id as u16),
+                player_slot: Some(state.welcomed.len() as u8),
+                protocols: hello.protocols,
+                tick_rate_hz: HZ as u16,
+                server_tick: frame as i32,
+                players: 0,
+                reconnect_token: None,
+            };
+            server
+                .send_msg(client_id, &ServerMessage::Welcome(welcome))
+                .unwrap();
+            state.welcomed.push(client_id);
+            -1
+        }
+        ClientMessage::Ping { t } => {
+            server
+                .send_msg(
+                    client_id,
+                    &ServerMessage::Pong {
+                        t,
+                        server_time_ms: now_ms(frame),
+                    },
+                )
+                .unwrap();
+            return None;
+        }
+        ClientMessage::Session(SessionClientMessage::Checksum { tick, .. }) => i64::from(tick),
+        ClientMessage::Session(SessionClientMessage::Inputs { first_tick, .. }) => {
+            i64::from(first_tick)
+        }
+        ClientMessage::Ownership(OwnershipClientMessage::StateBatch(bytes)) => {
+            i64::from(batch_number(&bytes))
+        }
+        other => panic!("unexpected {other:?}"),
+    };
+    Some(key)
+}
+
+/// Sends every welcomed client its next numbered message on each channel, until `SENDS` each.
+fn send_server_data(server: &mut RenetServer, state: &mut ServerState) {
     let welcomed = state.welcomed.clone();
     for client_id in welcomed {
         let sent = state.sent.entry(client_id).or_default();

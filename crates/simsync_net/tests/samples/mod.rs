@@ -98,6 +98,16 @@ pub fn client_samples() -> Vec<ClientMessage> {
 
 /// One server message of every kind (and every typed refusal the wire carries).
 pub fn server_samples() -> Vec<ServerMessage> {
+    let mut samples = connection_server_samples();
+    samples.extend(session_server_samples());
+    samples.extend(rejoin_rejection_samples());
+    samples.extend(ownership_server_samples());
+    samples.extend(snapshot_server_samples());
+    samples
+}
+
+/// The connection-level server messages: welcome, the first refusals, ping and pong.
+fn connection_server_samples() -> Vec<ServerMessage> {
     vec![
         ServerMessage::Welcome(welcome()),
         ServerMessage::Rejected {
@@ -114,6 +124,12 @@ pub fn server_samples() -> Vec<ServerMessage> {
             t: 5,
             server_time_ms: 99,
         },
+    ]
+}
+
+/// The lockstep session's server messages, up to a player rejoining.
+fn session_server_samples() -> Vec<ServerMessage> {
+    vec![
         ServerMessage::Session(SessionServerMessage::Start {
             tick: 0,
             players: 4,
@@ -150,12 +166,24 @@ pub fn server_samples() -> Vec<ServerMessage> {
         }),
         ServerMessage::Session(SessionServerMessage::PlayerLeft { slot: 2, tick: 640 }),
         ServerMessage::Session(SessionServerMessage::PlayerRejoined { slot: 2, tick: 900 }),
+    ]
+}
+
+/// The refusals a rejoining client can get.
+fn rejoin_rejection_samples() -> Vec<ServerMessage> {
+    vec![
         ServerMessage::Rejected {
             reason: RejectReason::BadReconnectToken { slot: 2 },
         },
         ServerMessage::Rejected {
             reason: RejectReason::SlotStillConnected { slot: 1 },
         },
+    ]
+}
+
+/// The ownership protocol's server messages.
+fn ownership_server_samples() -> Vec<ServerMessage> {
+    vec![
         ServerMessage::Ownership(OwnershipServerMessage::Grant {
             body: BodyId(8),
             priority: 3,
@@ -187,6 +215,12 @@ pub fn server_samples() -> Vec<ServerMessage> {
             body: BodyId(1),
             state: Some(state(1, 1)),
         }),
+    ]
+}
+
+/// The snapshot-transfer server messages: a request and a chunk.
+fn snapshot_server_samples() -> Vec<ServerMessage> {
+    vec![
         ServerMessage::Session(SessionServerMessage::SnapshotRequest {
             request: 9,
             min_tick: 180,

@@ -5,7 +5,8 @@ use core::time::Duration;
 use crate::common::*;
 use proptest::prelude::*;
 use simsync_ownership::{
-    BodyKind, BodyObservation, OwnershipArbiter, ParticipantId, Priority, RefusalReason,
+    BodyKind, BodyObservation, Grant, OwnershipArbiter, OwnershipConfig, ParticipantId, Priority,
+    Refusal, RefusalReason,
 };
 
 const BODIES: u64 = 6;
@@ -52,7 +53,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn owners(a: &OwnershipArbiter) -> Vec<(Option<ParticipantId>, Priority)> {
+type Owners = Vec<(Option<ParticipantId>, Priority)>;
+
+fn owners(a: &OwnershipArbiter) -> Owners {
     (0..BODIES)
         .map(|i| {
             let r = a.record(b(i)).unwrap();
@@ -61,103 +64,194 @@ fn owners(a: &OwnershipArbiter) -> Vec<(Option<ParticipantId>, Priority)> {
         .collect()
 }
 
+/// An arbiter with `BODIES` bodies: body 4 static, body 5 kinematic, the rest dynamic; body
+/// `BODIES` is never registered.
+fn arbiter_with_bodies() -> OwnershipArbiter {
+    let mut a = OwnershipArbiter::default();
+    for i in 0..BODIES {
+        let kind = match i {
+            4 => BodyKind::Static,
+            5 => BodyKind::Kinematic,
+            _ => BodyKind::Dynamic,
+        };
+        a.register_body(b(i), kind).unwrap();
+    }
+    a
+}
+
+/// The arbiter's counters as the test expects them from the ops applied so far.
+#[derive(Default)]
+struct Expected {
+    refusals: [u64; RefusalReason::COUNT],
+    grants: u64,
+    changes: u64,
+}
+
+/// Every body's owner, priority and last change before an op, which the op's checks compare
+/// against.
+struct Before {
+    owners: Owners,
+    last_change: Vec<Option<Duration>>,
+}
+
+impl Before {
+    fn of(a: &OwnershipArbiter) -> Self {
+        Self {
+            owners: owners(a),
+            last_change: (0..BODIES)
+                .map(|i| a.record(b(i)).unwrap().last_change)
+                .collect(),
+        }
+    }
+}
+
+/// Applies `op` at `*now` (advancing `now` on `Op::Advance`), checking what that op promises
+/// on its own; returns the refusal it got, if any.
+fn apply_op(
+    a: &mut OwnershipArbiter,
+    config: &OwnershipConfig,
+    op: Op,
+    now: &mut Duration,
+    before: &Before,
+    expected: &mut Expected,
+) -> Result<Option<Refusal>, TestCaseError> {
+    let now_at = *now;
+    let refusal = match op {
+        Op::Advance(dt) => {
+            *now += ms(dt);
+            None
+        }
+        Op::Bid(w, body, pr) => match a.bid(p(w), b(body), Priority(pr), now_at) {
+            Ok(g) => {
+                expected.grants += 1;
+                check_grant(config, &g, (w, body, pr), before, now_at)?;
+                None
+            }
+            Err(r) => Some(r),
+        },
+        Op::Release(w, body) => a.release(p(w), b(body), now_at).err(),
+        Op::ChangePriority(w, body, pr) => {
+            a.change_priority(p(w), b(body), Priority(pr), now_at).err()
+        }
+        Op::Update(w, body) => a.owner_update(p(w), b(body), now_at).err(),
+        Op::Expire => {
+            a.expire(now_at);
+            for r in a.records() {
+                if r.owner.is_some() {
+                    prop_assert!(
+                        now_at.saturating_sub(r.last_update_from_owner)
+                            < config.owner_silence_expiry
+                    );
+                }
+            }
+            None
+        }
+        Op::Disconnect(w) => {
+            a.disconnect(p(w), now_at);
+            prop_assert!(a.records().iter().all(|r| r.owner != Some(p(w))));
+            None
+        }
+        Op::Lock(body, locked) => {
+            let result = a.set_locked(b(body), locked);
+            prop_assert_eq!(result.is_ok(), body < BODIES);
+            None
+        }
+    };
+    Ok(refusal)
+}
+
+/// Checks a grant to bid `(w, body, pr)` against the body's owner, priority and last change
+/// before the bid.
+fn check_grant(
+    config: &OwnershipConfig,
+    g: &Grant,
+    (w, body, pr): (u16, u64, u8),
+    before: &Before,
+    now: Duration,
+) -> Result<(), TestCaseError> {
+    prop_assert_ne!(g.priority, config.volunteer_priority);
+    let (old_owner, old_priority) = before.owners[body as usize];
+    let asked = config.granted_priority(Priority(pr));
+    if old_owner == Some(p(w)) {
+        prop_assert_eq!(
+            g.priority,
+            asked.max(old_priority),
+            "an owner's bid never lowers it"
+        );
+    } else {
+        prop_assert_eq!(g.priority, asked);
+    }
+    if g.owner_changed() {
+        // Rule 2 or 3: strictly higher, or equal past the lockout.
+        let lockout_over = before.last_change[body as usize]
+            .is_none_or(|at| now.saturating_sub(at) >= config.equal_priority_lockout);
+        prop_assert!(Priority(pr) > old_priority || (Priority(pr) == old_priority && lockout_over));
+    } else {
+        prop_assert_eq!(old_owner, Some(p(w)));
+    }
+    Ok(())
+}
+
+/// Checks every record's owner and priority are consistent and in range, and the arbiter's
+/// counters equal the expected ones.
+fn check_records_and_counters(
+    a: &OwnershipArbiter,
+    config: &OwnershipConfig,
+    expected: &Expected,
+) -> Result<(), TestCaseError> {
+    for r in a.records() {
+        match r.owner {
+            None => prop_assert_eq!(r.priority, Priority::NONE),
+            Some(_) => {
+                prop_assert!(r.kind.is_ownable(), "static/kinematic never owned");
+                prop_assert!(
+                    r.priority == config.yield_priority
+                        || (r.priority >= config.recruit_priority
+                            && r.priority <= config.max_bid_priority),
+                    "owner priority {} out of range",
+                    r.priority
+                );
+            }
+        }
+    }
+    let stats = a.stats();
+    prop_assert_eq!(stats.grants, expected.grants);
+    prop_assert_eq!(stats.ownership_changes, expected.changes);
+    for (i, reason) in RefusalReason::ALL.iter().enumerate() {
+        prop_assert_eq!(
+            a.refusals_by_reason().get(*reason),
+            expected.refusals[i],
+            "{:?}",
+            reason
+        );
+    }
+    prop_assert_eq!(
+        a.refusals_by_reason().total(),
+        expected.refusals.iter().sum::<u64>()
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
     fn random_sequences_keep_invariants(ops in prop::collection::vec(op(), 1..200)) {
-        let mut a = OwnershipArbiter::default();
+        let mut a = arbiter_with_bodies();
         let config = a.config().clone();
-        // Body 4 static, body 5 kinematic, the rest dynamic; body BODIES is never registered.
-        for i in 0..BODIES {
-            let kind = match i { 4 => BodyKind::Static, 5 => BodyKind::Kinematic, _ => BodyKind::Dynamic };
-            a.register_body(b(i), kind).unwrap();
-        }
         let mut now = Duration::ZERO;
-        let mut expected_refusals = [0u64; RefusalReason::COUNT];
-        let mut expected_grants = 0u64;
-        let mut expected_changes = 0u64;
+        let mut expected = Expected::default();
 
         for op in ops {
-            let before = owners(&a);
-            let last_change_before: Vec<_> =
-                (0..BODIES).map(|i| a.record(b(i)).unwrap().last_change).collect();
-            let refusal = match op {
-                Op::Advance(dt) => { now += ms(dt); None }
-                Op::Bid(w, body, pr) => match a.bid(p(w), b(body), Priority(pr), now) {
-                    Ok(g) => {
-                        expected_grants += 1;
-                        prop_assert_ne!(g.priority, config.volunteer_priority);
-                        let (old_owner, old_priority) = before[body as usize];
-                        let asked = config.granted_priority(Priority(pr));
-                        if old_owner == Some(p(w)) {
-                            prop_assert_eq!(g.priority, asked.max(old_priority), "an owner's bid never lowers it");
-                        } else {
-                            prop_assert_eq!(g.priority, asked);
-                        }
-                        if g.owner_changed() {
-                            // Rule 2 or 3: strictly higher, or equal past the lockout.
-                            let lockout_over = last_change_before[body as usize]
-                                .is_none_or(|at| now.saturating_sub(at) >= config.equal_priority_lockout);
-                            prop_assert!(Priority(pr) > old_priority
-                                || (Priority(pr) == old_priority && lockout_over));
-                        } else {
-                            prop_assert_eq!(old_owner, Some(p(w)));
-                        }
-                        None
-                    }
-                    Err(r) => Some(r),
-                },
-                Op::Release(w, body) => a.release(p(w), b(body), now).err(),
-                Op::ChangePriority(w, body, pr) => {
-                    a.change_priority(p(w), b(body), Priority(pr), now).err()
-                }
-                Op::Update(w, body) => a.owner_update(p(w), b(body), now).err(),
-                Op::Expire => {
-                    a.expire(now);
-                    for r in a.records() {
-                        if r.owner.is_some() {
-                            prop_assert!(now.saturating_sub(r.last_update_from_owner) < config.owner_silence_expiry);
-                        }
-                    }
-                    None
-                }
-                Op::Disconnect(w) => {
-                    a.disconnect(p(w), now);
-                    prop_assert!(a.records().iter().all(|r| r.owner != Some(p(w))));
-                    None
-                }
-                Op::Lock(body, locked) => {
-                    let result = a.set_locked(b(body), locked);
-                    prop_assert_eq!(result.is_ok(), body < BODIES);
-                    None
-                }
-            };
+            let before = Before::of(&a);
+            let refusal = apply_op(&mut a, &config, op, &mut now, &before, &mut expected)?;
             if let Some(r) = refusal {
-                expected_refusals[RefusalReason::ALL.iter().position(|x| *x == r.reason).unwrap()] += 1;
-                prop_assert_eq!(owners(&a), before.clone(), "a refusal changes nothing");
+                expected.refusals[RefusalReason::ALL.iter().position(|x| *x == r.reason).unwrap()] += 1;
+                prop_assert_eq!(owners(&a), before.owners.clone(), "a refusal changes nothing");
             }
             let after = owners(&a);
-            expected_changes += before.iter().zip(&after).filter(|(x, y)| x.0 != y.0).count() as u64;
-
-            for r in a.records() {
-                match r.owner {
-                    None => prop_assert_eq!(r.priority, Priority::NONE),
-                    Some(_) => {
-                        prop_assert!(r.kind.is_ownable(), "static/kinematic never owned");
-                        prop_assert!(r.priority == config.yield_priority
-                            || (r.priority >= config.recruit_priority && r.priority <= config.max_bid_priority),
-                            "owner priority {} out of range", r.priority);
-                    }
-                }
-            }
-            let stats = a.stats();
-            prop_assert_eq!(stats.grants, expected_grants);
-            prop_assert_eq!(stats.ownership_changes, expected_changes);
-            for (i, reason) in RefusalReason::ALL.iter().enumerate() {
-                prop_assert_eq!(a.refusals_by_reason().get(*reason), expected_refusals[i], "{:?}", reason);
-            }
-            prop_assert_eq!(a.refusals_by_reason().total(), expected_refusals.iter().sum::<u64>());
+            expected.changes += before.owners.iter().zip(&after).filter(|(x, y)| x.0 != y.0).count() as u64;
+            check_records_and_counters(&a, &config, &expected)?;
         }
     }
 

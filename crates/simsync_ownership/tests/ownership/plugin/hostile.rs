@@ -197,59 +197,14 @@ fn small_control_channel(bytes: usize) -> simsync_net::renet::ConnectionConfig {
 #[test]
 fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
     let ids: Vec<u64> = (1..=10).collect();
-    let bodies = in_a_row(ids.iter().copied());
-    let setup = Setup {
-        limits: EntityServerLimits::UNLIMITED,
-        connection: Some(small_control_channel(4 * 1024)),
-        ..Setup::default()
-    };
-    let mut s = Session::with_setup(simsync_net::MemoryNetwork::perfect(5), 3, &bodies, &setup);
-    let cut = LinkConditionerConfig {
-        loss_percent: 100.0,
-        ..LinkConditionerConfig::PERFECT
-    };
-    s.network
-        .set_link(3, Direction::ToClient, cut)
-        .expect("client 3");
-    // Churn: every body granted to participant 2 and released, three times per update, ending
-    // owned by participant 2 at POKE.
-    // (48 updates: a released body's zero-velocity state is a one-body batch of about 20 bytes
-    // since protocol version 5, so the churn needs longer to fill the channel.)
-    for _ in 0..48 {
-        for _ in 0..3 {
-            for &body in &ids {
-                s.send_raw(1, bid(body, Priority::GRAB.0));
-                s.send_raw(1, release(body));
-            }
-        }
-        for &body in &ids {
-            s.send_raw(1, bid(body, Priority::POKE.0));
-        }
-        s.step();
-    }
+    let mut s = session_with_observer_cut_off(&ids);
+    churn(&mut s, &ids);
     assert!(
         s.server_stats().resyncs_marked >= 1,
         "{:?}",
         s.server_stats()
     );
-    // Participant 1 grabs half of them while participant 3 still hears nothing.
-    for &body in &ids[..5] {
-        s.command(0, body, |e| {
-            e.grab();
-        });
-    }
-    s.run(8);
-    let me = s.id_of(0);
-    for &body in &ids[..5] {
-        assert_eq!(s.server_owner(body), Some((me, Priority::GRAB)));
-    }
-    let wrong_while_cut = ids
-        .iter()
-        .filter(|&&b| {
-            let o = s.owner_on(2, b);
-            o.owner.map(|p| (p, o.priority)) != s.server_owner(b)
-        })
-        .count();
+    let wrong_while_cut = grab_half_while_cut_off(&mut s, &ids);
     s.network
         .set_link(3, Direction::ToClient, LinkConditionerConfig::PERFECT)
         .expect("client 3");
@@ -282,6 +237,66 @@ fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
     // And it stays right.
     s.run(steps(500));
     assert_owners_agree(&s, &ids);
+}
+
+/// Three participants over floating bodies `ids`, no rate limits, a 4 KiB control channel, and
+/// participant 3's downlink cut.
+fn session_with_observer_cut_off(ids: &[u64]) -> Session {
+    let bodies = in_a_row(ids.iter().copied());
+    let setup = Setup {
+        limits: EntityServerLimits::UNLIMITED,
+        connection: Some(small_control_channel(4 * 1024)),
+        ..Setup::default()
+    };
+    let s = Session::with_setup(simsync_net::MemoryNetwork::perfect(5), 3, &bodies, &setup);
+    let cut = LinkConditionerConfig {
+        loss_percent: 100.0,
+        ..LinkConditionerConfig::PERFECT
+    };
+    s.network
+        .set_link(3, Direction::ToClient, cut)
+        .expect("client 3");
+    s
+}
+
+/// Churn: every body granted to participant 2 and released, three times per update, ending
+/// owned by participant 2 at POKE.
+/// (48 updates: a released body's zero-velocity state is a one-body batch of about 20 bytes
+/// since protocol version 5, so the churn needs longer to fill the channel.)
+fn churn(s: &mut Session, ids: &[u64]) {
+    for _ in 0..48 {
+        for _ in 0..3 {
+            for &body in ids {
+                s.send_raw(1, bid(body, Priority::GRAB.0));
+                s.send_raw(1, release(body));
+            }
+        }
+        for &body in ids {
+            s.send_raw(1, bid(body, Priority::POKE.0));
+        }
+        s.step();
+    }
+}
+
+/// Participant 1 grabs the first half of `ids` while participant 3 still hears nothing; the
+/// server grants them all. Returns how many bodies participant 3 has the wrong owner of.
+fn grab_half_while_cut_off(s: &mut Session, ids: &[u64]) -> usize {
+    for &body in &ids[..5] {
+        s.command(0, body, |e| {
+            e.grab();
+        });
+    }
+    s.run(8);
+    let me = s.id_of(0);
+    for &body in &ids[..5] {
+        assert_eq!(s.server_owner(body), Some((me, Priority::GRAB)));
+    }
+    ids.iter()
+        .filter(|&&b| {
+            let o = s.owner_on(2, b);
+            o.owner.map(|p| (p, o.priority)) != s.server_owner(b)
+        })
+        .count()
 }
 
 /// The limits never touch an honest owner of many moving bodies: participant 1 pokes 40

@@ -288,21 +288,33 @@ fn fake_server(network: &MemoryNetwork) -> App {
     app
 }
 
-/// A participant fed garbage and nonsense by a misbehaving server: unknown bodies, invalid and
-/// stale relays, grants it never asked for, undecodable bytes, a second Welcome. Nothing
-/// panics; each is counted.
-#[test]
-fn a_participant_survives_a_misbehaving_server() {
-    let network = MemoryNetwork::perfect(3);
-    let mut server = fake_server(&network);
-    let mut p = participant_app(&network, 1, &[Body::floating(1, Vec3::ZERO)]);
-    let step = |server: &mut App, p: &mut App| {
+/// Updates the fake server, then the participant, `n` times.
+fn step_server_and_participant(server: &mut App, p: &mut App, n: usize) {
+    for _ in 0..n {
         server.update();
         p.update();
-    };
-    for _ in 0..3 {
-        step(&mut server, &mut p);
     }
+}
+
+/// A state batch numbered `seq` relaying body `body` at rest at `x` along the x axis.
+fn relay(body: u64, seq: u32, x: f32) -> ServerMessage {
+    let batch = simsync_ownership::StateBatch {
+        seq,
+        focus: None,
+        bodies: vec![(
+            BodyId(body),
+            simsync_ownership::BodyState::resting(Vec3::new(x, 0.0, 0.0), Quat::IDENTITY),
+        )],
+    };
+    ServerMessage::Ownership(OwnershipServerMessage::StateBatch(
+        batch.encode().expect("encodes"),
+    ))
+}
+
+/// What the misbehaving server sends: two Welcomes, a grant, refusal and owner change about
+/// unknown body 404, relays of body 404 and of body 1 (one applied, two stale), and a batch
+/// that does not decode.
+fn misbehaving_messages() -> [ServerMessage; 10] {
     let welcome = ServerMessage::Welcome(Welcome {
         protocol_version: PROTOCOL_VERSION,
         participant: simsync_net::ParticipantId(4),
@@ -313,20 +325,7 @@ fn a_participant_survives_a_misbehaving_server() {
         players: 0,
         reconnect_token: None,
     });
-    let relay = |body: u64, seq: u32, x: f32| {
-        let batch = simsync_ownership::StateBatch {
-            seq,
-            focus: None,
-            bodies: vec![(
-                BodyId(body),
-                simsync_ownership::BodyState::resting(Vec3::new(x, 0.0, 0.0), Quat::IDENTITY),
-            )],
-        };
-        ServerMessage::Ownership(OwnershipServerMessage::StateBatch(
-            batch.encode().expect("encodes"),
-        ))
-    };
-    let messages = [
+    [
         welcome.clone(),
         welcome,
         ServerMessage::Ownership(OwnershipServerMessage::Grant {
@@ -349,17 +348,26 @@ fn a_participant_survives_a_misbehaving_server() {
         relay(1, 4, 8.0),
         relay(1, 5, 8.0),
         ServerMessage::Ownership(OwnershipServerMessage::StateBatch(vec![0xff; 40])),
-    ];
+    ]
+}
+
+/// A participant fed garbage and nonsense by a misbehaving server: unknown bodies, invalid and
+/// stale relays, grants it never asked for, undecodable bytes, a second Welcome. Nothing
+/// panics; each is counted.
+#[test]
+fn a_participant_survives_a_misbehaving_server() {
+    let network = MemoryNetwork::perfect(3);
+    let mut server = fake_server(&network);
+    let mut p = participant_app(&network, 1, &[Body::floating(1, Vec3::ZERO)]);
+    step_server_and_participant(&mut server, &mut p, 3);
     {
         let mut renet = server.world_mut().resource_mut::<RenetServer>();
-        for m in &messages {
+        for m in &misbehaving_messages() {
             renet.send_msg_on(1, NetChannel::Control, m).unwrap();
         }
         renet.send_message(1, NetChannel::Control, vec![0xde, 0xad, 0xbe, 0xef]);
     }
-    for _ in 0..3 {
-        step(&mut server, &mut p);
-    }
+    step_server_and_participant(&mut server, &mut p, 3);
     let state = p.world().resource::<OwnershipClient>();
     assert_eq!(state.status(), &JoinStatus::Joined(ParticipantId(4)));
     let stats = *state.stats();
