@@ -550,6 +550,25 @@ fn an_unregistered_event_type_is_reported_and_registration_after_start_is_refuse
     );
 }
 
+#[test]
+fn run_until_verified_fails_naming_an_unregistered_event_type() {
+    let mut app = event_app(vec![2, 2], SessionMode::Predicted, both_buttons);
+    let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
+    worlds.verified_mut().insert_resource(EmitUnlisted);
+    worlds.predicted_mut().insert_resource(EmitUnlisted);
+    let error = simsync::deterministic::testing::run_until_verified(&mut app, 30, 200)
+        .expect_err("dropped events are a failure, not Ok");
+    let simsync::deterministic::testing::RunUntilError::UnregisteredSimEvent(report) = &error
+    else {
+        panic!("expected UnregisteredSimEvent, got {error:?}");
+    };
+    assert!(report.type_name.ends_with("Unlisted"), "{report:?}");
+    assert!(report.dropped >= 1, "{report:?}");
+    let text = error.to_string();
+    assert!(text.contains("add_sim_event::<"), "{text}");
+    assert!(text.contains("Unlisted"), "{text}");
+}
+
 /// A ball of the shared physics game is in the air (read from the simulated state).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct Airborne(u8);

@@ -25,6 +25,7 @@ use bevy::prelude::*;
 use thiserror::Error;
 
 use crate::error::SessionError;
+use crate::events::UnregisteredSimEvent;
 use crate::plugin::SessionSetupError;
 use crate::session::{
     PredictionMismatch, SessionLifecycle, SessionStalled, SessionState, SessionStats,
@@ -102,10 +103,19 @@ pub enum RunUntilError {
     /// A predicted tick with the right inputs did not give the verified state
     /// ([`PredictionMismatch`], with `verify_predictions` on).
     #[error(
-        "prediction mismatch at tick {}: predicted {:016x}, verified {:016x}",
-        .0.tick, .0.predicted, .0.verified
+        "prediction check failed at tick {}: {} (hashes: predicted {:016x}, verified {:016x})",
+        .0.tick, .0.cause, .0.predicted, .0.verified
     )]
     PredictionMismatch(PredictionMismatch),
+    /// A simulation world emitted events of a type the main app did not register with
+    /// [`add_sim_event`](crate::SimEventAppExt::add_sim_event); they were dropped
+    /// ([`UnregisteredSimEvent`]).
+    #[error(
+        "simulation events of type {} were dropped ({} so far): register it with \
+         app.add_sim_event::<{}>()",
+        .0.type_name, .0.dropped, .0.type_name
+    )]
+    UnregisteredSimEvent(UnregisteredSimEvent),
     /// The session reached a state it cannot verify from: `Rejected` or `Disconnected`.
     #[error("the session is {state:?} at verified tick {verified_tick}")]
     SessionStopped {
@@ -135,8 +145,9 @@ pub fn run_until_verified(
 ///
 /// # Errors
 /// After each update, in this order:
-/// - [`RunUntilError::PredictionMismatch`] or [`RunUntilError::Desync`] as soon as the session
-///   writes one (correctness first, even in the update that reaches the target);
+/// - [`RunUntilError::PredictionMismatch`], [`RunUntilError::Desync`] or
+///   [`RunUntilError::UnregisteredSimEvent`] as soon as the session writes one (correctness
+///   first, even in the update that reaches the target);
 /// - then `Ok` when the verified tick reached `tick`;
 /// - [`RunUntilError::SessionStopped`] (rejected, disconnected), [`RunUntilError::Stalled`]
 ///   (a [`SessionStalled`] message);
@@ -205,6 +216,7 @@ struct Watch {
     mismatches: MessageCursor<PredictionMismatch>,
     desyncs: MessageCursor<DesyncDetected>,
     stalls: MessageCursor<SessionStalled>,
+    events: MessageCursor<UnregisteredSimEvent>,
 }
 
 impl Watch {
@@ -220,6 +232,7 @@ impl Watch {
             mismatches: cursor(world),
             desyncs: cursor(world),
             stalls: cursor(world),
+            events: cursor(world),
         })
     }
 
@@ -235,6 +248,9 @@ impl Watch {
         }
         if let Some(d) = read_first(&mut self.desyncs, world) {
             return Err(RunUntilError::Desync(d));
+        }
+        if let Some(e) = read_first(&mut self.events, world) {
+            return Err(RunUntilError::UnregisteredSimEvent(e));
         }
         if let Some(s) = read_first(&mut self.stalls, world) {
             return Err(RunUntilError::Stalled {
@@ -260,4 +276,37 @@ fn read_first<M: Message + Clone>(cursor: &mut MessageCursor<M>, world: &World) 
     // Read the rest too, so one problem is reported once.
     cursor.clear(messages);
     first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::MismatchCause;
+
+    fn mismatch(cause: MismatchCause) -> String {
+        RunUntilError::PredictionMismatch(PredictionMismatch {
+            tick: 12,
+            predicted: 0xab,
+            verified: 0xab,
+            cause,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_prediction_mismatch_names_its_cause() {
+        let uncovered = mismatch(MismatchCause::UncoveredState);
+        assert!(
+            uncovered.starts_with("prediction check failed at tick 12: "),
+            "{uncovered}"
+        );
+        assert!(uncovered.contains("without SimEntity"), "{uncovered}");
+        assert!(uncovered.contains("UnregisteredComponent"), "{uncovered}");
+        let differs = mismatch(MismatchCause::StateDiffers);
+        assert!(differs.contains("not deterministic"), "{differs}");
+        assert!(
+            differs.contains("predicted 00000000000000ab, verified 00000000000000ab"),
+            "{differs}"
+        );
+    }
 }

@@ -61,3 +61,22 @@ pub enum MismatchCause {
     /// whatever the hashes say.
     UncoveredState,
 }
+
+impl core::fmt::Display for MismatchCause {
+    /// Why, in words a test failure can show: what differs and where to look.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            MismatchCause::StateDiffers => {
+                "the predicted state differs from the verified state of the same tick with the \
+                 same inputs: the simulation is not deterministic or reads state that is not \
+                 rolled back"
+            }
+            MismatchCause::UncoveredState => {
+                "a world holds state a rollback does not restore (an entity without SimEntity, \
+                 or a component neither registered nor ignored; see the UnsimulatedEntity and \
+                 UnregisteredComponent messages), so the tick cannot be vouched for whatever \
+                 the hashes say"
+            }
+        })
+    }
+}
