@@ -14,43 +14,9 @@ use bevy::prelude::*;
 use bevy_rapier3d::prelude::Velocity;
 use serde::{Deserialize, Serialize};
 
+pub use simsync_net::StateHasher;
+
 use crate::tick::Tick;
-
-/// FNV-1a, 64 bits: the fixed hasher of checksums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateHasher(u64);
-
-impl Default for StateHasher {
-    fn default() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl StateHasher {
-    /// Hashes a string (its length, then its bytes).
-    pub fn write_str(&mut self, s: &str) {
-        self.write_u64(s.len() as u64);
-        self.write(s.as_bytes());
-    }
-
-    /// Hashes an `f32` by its bits (so `-0.0` and `0.0`, and NaN payloads, differ).
-    pub fn write_f32(&mut self, value: f32) {
-        self.write_u32(value.to_bits());
-    }
-}
-
-impl Hasher for StateHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 ^= u64::from(*byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
 
 /// A value that can be part of a checksum. Floats must be hashed by their bits.
 ///
@@ -160,15 +126,6 @@ pub struct ComponentBreakdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fnv1a_matches_reference_vectors() {
-        // Reference values of FNV-1a 64 for "" and "a".
-        assert_eq!(StateHasher::default().finish(), 0xcbf2_9ce4_8422_2325);
-        let mut h = StateHasher::default();
-        h.write(b"a");
-        assert_eq!(h.finish(), 0xaf63_dc4c_8601_ec8c);
-    }
 
     #[test]
     fn floats_hash_by_bits() {

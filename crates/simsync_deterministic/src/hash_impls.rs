@@ -9,13 +9,6 @@ use bevy::math::{DVec2, DVec3, IVec2, IVec3, UVec2, UVec3, Vec2, Vec4};
 
 use crate::checksum::{SimHash, StateHasher};
 
-impl StateHasher {
-    /// Hashes an `f64` by its bits (so `-0.0` and `0.0`, and NaN payloads, differ).
-    pub fn write_f64(&mut self, value: f64) {
-        self.write_u64(value.to_bits());
-    }
-}
-
 impl SimHash for f64 {
     fn sim_hash(&self, hasher: &mut StateHasher) {
         hasher.write_f64(*self);

@@ -44,6 +44,7 @@ mod rng;
 mod session_proto;
 mod snapshot_chunks;
 mod snapshot_frame;
+mod state_hash;
 mod transport;
 mod udp;
 
@@ -106,6 +107,7 @@ pub use snapshot_frame::{
     LZ4_SLACK_BYTES, MAX_SNAPSHOT_HEADER_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
     SnapshotError, SnapshotFrame, SnapshotHeader,
 };
+pub use state_hash::StateHasher;
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{
     DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS, NETCODE_MAX_CLIENTS,

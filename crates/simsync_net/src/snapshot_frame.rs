@@ -4,6 +4,7 @@
 //! simulation to check a buddy's snapshot.
 
 use std::borrow::Cow;
+use std::hash::Hasher;
 
 use bevy::prelude::Entity;
 use serde::de::DeserializeOwned;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{MAX_MESSAGE_BYTES, decode_bounded_from_reader};
 use crate::session_proto::{PlayerIndex, Tick};
+use crate::state_hash::StateHasher;
 
 /// The format version this build writes and reads (of the frame, the header and the body: a
 /// change to any of them bumps it). A snapshot of another version is refused with
@@ -184,15 +186,13 @@ pub enum SnapshotError {
     },
 }
 
-/// FNV-1a 64 of `parts` in order (the payload and frame hashes; the same function as the
-/// deterministic session's `StateHasher` over these bytes).
+/// FNV-1a 64 of `parts` in order (the payload and frame hashes), with [`StateHasher`].
 fn hash_of(parts: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in parts.iter().flat_map(|part| part.iter()) {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    let mut hasher = StateHasher::default();
+    for part in parts {
+        hasher.write(part);
     }
-    hash
+    hasher.finish()
 }
 
 /// Bodies smaller than this are never compressed.
