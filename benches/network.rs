@@ -26,18 +26,19 @@ use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use criterion::{Criterion, criterion_group, criterion_main};
+use harness::PeersExt;
 use simsync::deterministic::{NetworkSessionConfig, SnapshotLimits};
 use simsync::prelude::*;
 use simsync::relay::{
     DeterministicServerPlugin, RelayLimits, RelayServer, RelayServerConfig, RelayStats,
     SnapshotServing, read_snapshot_header,
 };
-use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{
     ClientMessage, Hello, MemoryClientTransport, MemoryNetwork, MemoryServerTransport, Protocols,
     ServerMessage, SessionClientMessage, SessionServerMessage, connection_config,
 };
+use simsync_net::{LinkConditionerConfig, MatchMessage};
 use simsync_net::{NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport};
 
 const HZ: u16 = 64;
@@ -49,28 +50,20 @@ fn bytes_per_tick() {
         players: 4,
         ..common::TestGame::default()
     };
-    let mut h = harness::Harness::new(
-        game,
-        LinkConditionerConfig::PERFECT.with_latency(30, 5),
-        NetworkSessionConfig::default(),
-    );
-    h.run_until_verified(64, 400);
-    let relay0 = h.relay();
-    let up0: Vec<u64> = (0..4)
-        .map(|c| h.stats(c).network.expect("networked").input_bytes_sent)
-        .collect();
-    let frames = 640u64;
-    for _ in 0..frames {
-        h.step();
-    }
-    let relay = h.relay();
+    let link = LinkConditionerConfig::PERFECT.with_latency(30, 5);
+    let mut h = harness::peers(game, link).build().expect("peers");
+    h.verify(64, 400);
+    let relay0 = h.relay_stats();
+    let up0: Vec<u64> = (0..4).map(|c| h.net_of(c).input_bytes_sent).collect();
+    h.run_frames(640).expect("playing");
+    let relay = h.relay_stats();
     let ticks = (relay.server_tick - relay0.server_tick) as f64;
     let clients = 4.0;
     let confirmed =
         (relay.confirmed_bytes_sent - relay0.confirmed_bytes_sent) as f64 / ticks / clients;
     let clock = (relay.clock_bytes_sent - relay0.clock_bytes_sent) as f64 / ticks / clients;
     let up: f64 = (0..4)
-        .map(|c| (h.stats(c).network.expect("networked").input_bytes_sent - up0[c]) as f64)
+        .map(|c| (h.net_of(c).input_bytes_sent - up0[c]) as f64)
         .sum::<f64>()
         / ticks
         / clients;
@@ -178,12 +171,15 @@ impl Rig {
             let _ = fake.transport.update(DT, &mut fake.client);
             for received in fake.client.receive_msgs(&mut fake.stats) {
                 match received.message {
-                    Ok(ServerMessage::Session(SessionServerMessage::Start { .. })) => {
+                    Ok(ServerMessage::Session(MatchMessage {
+                        message: SessionServerMessage::Start { .. },
+                        ..
+                    })) => {
                         fake.started_at = Some(self.frame);
                     }
-                    Ok(ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-                        first_tick,
-                        sets,
+                    Ok(ServerMessage::Session(MatchMessage {
+                        message: SessionServerMessage::ConfirmedInputs { first_tick, sets },
+                        ..
                     })) => fake.acked = fake.acked.max(first_tick + sets.len() as i32 - 1),
                     Ok(ServerMessage::Ping { t }) => {
                         let _ = fake.client.send_msg(&ClientMessage::Pong { t });
@@ -202,13 +198,14 @@ impl Rig {
             }
             if let Some(start) = fake.started_at {
                 let tick = self.frame - start + 2;
-                let _ =
-                    fake.client
-                        .send_msg(&ClientMessage::Session(SessionClientMessage::Inputs {
-                            first_tick: (tick - 2).max(1),
-                            inputs: vec![fake.input.clone(); 3],
-                            ack_tick: fake.acked,
-                        }));
+                let _ = fake.client.send_msg(&ClientMessage::session(
+                    MatchId::FIRST,
+                    SessionClientMessage::Inputs {
+                        first_tick: (tick - 2).max(1),
+                        inputs: vec![fake.input.clone(); 3],
+                        ack_tick: fake.acked,
+                    },
+                ));
             }
             fake.transport.send_packets(&mut fake.client);
         }

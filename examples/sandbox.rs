@@ -83,6 +83,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             args.players,
             args.start_players.unwrap_or(args.players),
             args.bind,
+            args.matches,
         ),
         Command::Join(args) => run_join(&args),
         Command::Diff(args) => {
@@ -114,7 +115,14 @@ fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
         }),
     };
     let record = replay::Recording::from_args(args.record.as_deref(), args.snapshot_every);
-    network::run_client(&args.run, session, game, trace, args.connect, record)
+    network::run_client(
+        &args.run,
+        session,
+        game,
+        trace,
+        args.connect,
+        (record, args.matches),
+    )
 }
 
 /// `sandbox local`: one app, every player local.

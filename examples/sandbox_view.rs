@@ -72,6 +72,8 @@ mod trace;
 mod draw;
 #[path = "sandbox_view/hud.rs"]
 mod hud;
+#[path = "sandbox_view/in_process.rs"]
+mod in_process;
 #[path = "sandbox_view/keyboard.rs"]
 mod keyboard;
 #[path = "sandbox_view/ownership.rs"]

@@ -385,6 +385,30 @@ fn serve_and_join_run_the_session_or_with_ownership_the_entity_server() {
 }
 
 #[test]
+fn serve_and_join_play_one_match_unless_told_more() {
+    let Ok(Command::Serve(serve)) = parse("serve --bind 127.0.0.1:5000") else {
+        panic!("serve parses");
+    };
+    assert_eq!(serve.matches, 1);
+    let Ok(Command::Serve(serve)) = parse("serve --bind 127.0.0.1:5000 --matches 2") else {
+        panic!("serve --matches parses");
+    };
+    assert_eq!(serve.matches, 2);
+    let Ok(Command::Join(join)) = parse("join --connect 127.0.0.1:5000 --matches 3") else {
+        panic!("join --matches parses");
+    };
+    assert_eq!(join.matches, 3);
+    for args in [
+        "serve --bind 127.0.0.1:5000 --matches 0",
+        "join --connect 127.0.0.1:5000 --matches 0",
+        "join --connect 127.0.0.1:5000 --ownership --matches 2",
+    ] {
+        let error = parse(args).expect_err(args);
+        assert_eq!(error.exit_code(), 2, "{args}: {error}");
+    }
+}
+
+#[test]
 fn join_rejoin_takes_a_slot_and_a_decimal_token() {
     let Ok(Command::Join(join)) =
         parse("join --connect 127.0.0.1:5000 --rejoin 1:18446744073709551615")

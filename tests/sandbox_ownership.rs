@@ -62,7 +62,7 @@ fn run_once(args: &OwnershipArgs) -> (serde_json::Value, String) {
             Err(f) => panic!("run: {}", f.message),
         }
     };
-    let summary = finish(args, &run.apps, &setup.bodies, settled)
+    let summary = finish(args, &mut run.peers, &setup.bodies, settled)
         .unwrap_or_else(|f| panic!("summary: {}", f.message));
     let json = serde_json::to_value(&summary).expect("the summary serializes");
     (json, summary.to_text())

@@ -229,6 +229,12 @@ pub struct ServeArgs {
     /// slots are taken later by `join`s, which load a snapshot of the running session.
     #[arg(long, conflicts_with = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
     pub start_players: Option<u8>,
+    /// Relay server: matches to play on the same connections, each to --ticks: after each but
+    /// the last the relay opens the next (a lobby; every player keeps its slot, every `join`
+    /// rebuilds its session from tick 0), after the last it ends the match. Every `join` gives
+    /// the same --matches.
+    #[arg(long, default_value_t = 1, conflicts_with = "ownership", value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub matches: u32,
     /// With --ownership: participants of the session (bodies are numbered from it, so every
     /// `join --ownership` must give the same --participants).
     #[arg(long, default_value_t = 3, requires = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
@@ -275,6 +281,10 @@ pub struct JoinArgs {
     /// With --ownership: seconds to run after the script stops.
     #[arg(long, default_value_t = 2.0, requires = "ownership", value_parser = parse_settle_seconds)]
     pub settle_seconds: f64,
+    /// Matches to play on the same connection, each to --ticks (the server's --matches): the
+    /// client prints each match's summary, then waits in the relay's lobby for the next.
+    #[arg(long, default_value_t = 1, conflicts_with = "ownership", value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub matches: u32,
     /// Take player slot SLOT of a running session again with its reconnect TOKEN (printed by
     /// the `join` that held the slot).
     #[arg(long, value_name = "SLOT:TOKEN", conflicts_with = "ownership", value_parser = parse_rejoin)]

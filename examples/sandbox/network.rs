@@ -5,7 +5,8 @@
 //!   `--net-jitter-ms`, `--loss-percent`). Every client simulates both worlds; the run checks
 //!   that every client recorded the same verified checksums.
 //! - `sandbox serve --bind ADDR --players N` and `sandbox join --connect ADDR`: the same over UDP
-//!   as separate processes, paced at the tick rate in real time.
+//!   as separate processes, paced at the tick rate in real time; with `--matches N` (both) the
+//!   relay plays N matches on the same connections (lobby, match, lobby, match, ...).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,11 +17,14 @@ use serde_json::{Value, json};
 use simsync::deterministic::NetworkSessionConfig;
 use simsync::deterministic::SessionSetupError;
 use simsync::prelude::*;
-use simsync::relay::{DeterministicServerPlugin, RelayServer, SnapshotServing};
+use simsync::relay::{
+    DeterministicServerPlugin, MatchEndReason, MatchId, RelayCommand, RelayServer, SnapshotServing,
+};
+use simsync::testing::{PeersError, RelayPeers, RunLimits, RunUntilError};
 use simsync_net::prelude::*;
 use simsync_net::{
-    ClientTransport, LinkConditionerConfig, MemoryNetwork, NETCODE_PROTOCOL_ID, NetClock,
-    ReconnectToken, ServerTransport, UdpClientTransport, UdpServerConfig, UdpServerTransport,
+    ClientTransport, LinkConditionerConfig, NETCODE_PROTOCOL_ID, NetClock, ReconnectToken,
+    ServerTransport, UdpClientTransport, UdpServerConfig, UdpServerTransport,
 };
 
 use bevy::log::LogPlugin;
@@ -61,7 +65,7 @@ pub struct ClientSession {
 ///
 /// # Errors
 /// Exit code 2 when the session configuration is rejected.
-fn client_app(
+pub fn client_app(
     session: ClientSession,
     ticks: u32,
     game: SandboxGame,
@@ -82,20 +86,15 @@ fn client_app(
     Ok(app)
 }
 
-/// Adds a client of `session` to `app`, which brings Bevy's base plugins (headless or
-/// rendered): the session plugin, the network client over `transport`, the trace as its input
-/// source and the stop at verified tick `ticks`. The caller finishes the app.
-pub fn add_client(
-    app: &mut App,
-    session: ClientSession,
-    ticks: u32,
+/// The session plugin of a client of `session` simulating `game`, named `name`: stepped clock,
+/// a checksum every tick, snapshots (late join), desync dumps when asked.
+fn client_plugin(
+    session: &ClientSession,
     game: SandboxGame,
-    trace: CompiledTrace,
-    transport: ClientTransport,
     name: String,
-) {
+) -> DeterministicPlugin<PackedInput> {
     let entities = game.entity_count() + 256;
-    let mut plugin = DeterministicPlugin::<PackedInput>::new(game)
+    let plugin = DeterministicPlugin::<PackedInput>::new(game)
         .config(SessionConfig {
             checksum_interval: 1,
             clock: SessionClock::Stepped {
@@ -113,20 +112,44 @@ pub fn add_client(
             snapshots: true,
             ..NetworkSessionConfig::default()
         });
-    if let Some(dir) = &session.dump_dir {
-        plugin = plugin.debugging(simsync::deterministic::DebugConfig::with_desync_dumps(
+    match &session.dump_dir {
+        Some(dir) => plugin.debugging(simsync::deterministic::DebugConfig::with_desync_dumps(
             dir.clone(),
-        ));
+        )),
+        None => plugin,
     }
-    app.add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
-        .add_plugins(plugin)
-        .insert_net_client(transport)
-        .insert_resource(TickInputSource::<PackedInput>::new(move |player, tick| {
-            game::encode(&trace.input(player, tick))
-        }))
-        .insert_resource(StopAt(ticks as i32))
+}
+
+/// The trace as a client's input source.
+fn trace_inputs(trace: CompiledTrace) -> TickInputSource<PackedInput> {
+    TickInputSource::new(move |player, tick| game::encode(&trace.input(player, tick)))
+}
+
+/// What every client App of a run has besides its session: the stop at verified tick `ticks`
+/// and the watch on registration errors.
+fn add_stop_and_watch(app: &mut App, ticks: u32) {
+    app.insert_resource(StopAt(ticks as i32))
         .add_systems(BeforeVerification, stop_at);
     super::setup_check::watch(app);
+}
+
+/// Adds a client of `session` to `app`, which brings Bevy's base plugins (headless or
+/// rendered): the session plugin, the network client over `transport`, the trace as its input
+/// source and the stop at verified tick `ticks`. The caller finishes the app.
+pub fn add_client(
+    app: &mut App,
+    session: ClientSession,
+    ticks: u32,
+    game: SandboxGame,
+    trace: CompiledTrace,
+    transport: ClientTransport,
+    name: String,
+) {
+    app.add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
+        .add_plugins(client_plugin(&session, game, name))
+        .insert_net_client(transport)
+        .insert_resource(trace_inputs(trace));
+    add_stop_and_watch(app, ticks);
 }
 
 /// Whether the client session of `app` (finished and cleaned up) was set up.
@@ -144,7 +167,7 @@ pub fn check_client(app: &App) -> Result<(), Failure> {
 
 /// The relay of `players` slots, starting once `start_players` are taken; it serves snapshots
 /// (late joiners, rejoins after its history is gone).
-fn server_app(
+pub fn server_app(
     players: u8,
     start_players: u8,
     transport: ServerTransport,
@@ -156,16 +179,19 @@ fn server_app(
         app.add_plugins(log);
     }
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
-        .add_plugins(
-            DeterministicServerPlugin::new::<PackedInput>(players, HZ as u16)
-                .start_players(start_players)
-                .snapshots(SnapshotServing::default())
-                .header_reader(simsync::relay::read_snapshot_header),
-        )
+        .add_plugins(relay_plugin(players, start_players))
         .insert_net_server(transport);
     app.finish();
     app.cleanup();
     app
+}
+
+/// The relay of `players` slots starting once `start_players` are taken, serving snapshots.
+fn relay_plugin(players: u8, start_players: u8) -> DeterministicServerPlugin {
+    DeterministicServerPlugin::new::<PackedInput>(players, HZ as u16)
+        .start_players(start_players)
+        .snapshots(SnapshotServing::default())
+        .header_reader(simsync::relay::read_snapshot_header)
 }
 
 fn stats(app: &App) -> SessionStats {
@@ -230,96 +256,75 @@ fn write_json(path: &Path, value: &Value) -> Result<(), Failure> {
         .map_err(|e| Failure::input(format!("{}: cannot write: {e}", path.display())))
 }
 
-/// The in-process network of `sandbox network` before its clients join: the link, the relay
-/// App and the clients' session settings.
-pub struct InProcessNetwork {
-    /// The in-memory transport with the link conditioner of `--rtt-ms`, `--net-jitter-ms` and
-    /// `--loss-percent`.
-    pub network: MemoryNetwork,
-    /// The relay server (headless, finished).
-    pub server: App,
-    /// What every client's session needs besides the game and the trace.
-    pub session: ClientSession,
+/// The clients' session settings of `args`: one more slot with `--late-join-at`, dumps into
+/// `--dump-dir` (or `desync-dumps` with `--plant-desync`).
+pub fn client_session(args: &NetworkArgs) -> ClientSession {
+    let dump_dir = args.dump_dir.clone().or_else(|| {
+        args.plant_desync
+            .map(|_| std::path::PathBuf::from("desync-dumps"))
+    });
+    ClientSession {
+        players: args.session.players + u8::from(args.late_join_at.is_some()),
+        verify_predictions: !args.session.no_verify_predictions,
+        rejoin: None,
+        dump_dir,
+    }
 }
 
-impl InProcessNetwork {
-    /// The network and relay of `args` (one more slot with `--late-join-at`).
-    ///
-    /// # Errors
-    /// Exit code 2 for a bad link configuration; 1 if the transport cannot be made.
-    pub fn new(args: &NetworkArgs, log: Option<LogPlugin>) -> Result<Self, Failure> {
-        let link_args = &args.link;
-        let players = args.session.players;
-        let dump_dir = args.dump_dir.clone().or_else(|| {
-            args.plant_desync
-                .map(|_| std::path::PathBuf::from("desync-dumps"))
-        });
-        let slots = players + u8::from(args.late_join_at.is_some());
-        let session = ClientSession {
-            players: slots,
-            verify_predictions: !args.session.no_verify_predictions,
-            rejoin: None,
-            dump_dir,
+/// The link of `--rtt-ms`, `--net-jitter-ms` and `--loss-percent`, the same both ways.
+pub fn link(args: &NetworkArgs) -> LinkConditionerConfig {
+    LinkConditionerConfig::PERFECT
+        .with_latency(args.link.rtt_ms / 2, args.link.net_jitter_ms / 2)
+        .with_loss(args.link.loss_percent)
+}
+
+/// The relay and the first `--players` clients of `sandbox network` on the peer harness
+/// (`simsync::testing::RelayPeers`): the link of `--rtt-ms`, `--net-jitter-ms` and
+/// `--loss-percent`, one more slot with `--late-join-at`, client 0's game with the planted
+/// desync, the trace as every client's input.
+///
+/// # Errors
+/// Exit code 2 for a bad link or a session configuration the clients refuse.
+fn in_process_peers(
+    args: &NetworkArgs,
+    game: SandboxGame,
+    trace: CompiledTrace,
+    log: LogPlugin,
+) -> Result<RelayPeers<PackedInput>, Failure> {
+    let players = args.session.players;
+    let session = client_session(args);
+    let slots = session.players;
+    let (ticks, plant) = (args.run.ticks, args.plant_desync);
+    let link = link(args);
+    let peers = RelayPeers::builder(slots, move |id| {
+        let (game, name) = match (id, plant) {
+            (0, Some(tick)) => (
+                game.clone().with_planted_desync(tick as i32),
+                "client-0".into(),
+            ),
+            (id, _) if id >= usize::from(players) => (game.clone(), "late-joiner".into()),
+            (id, _) => (game.clone(), format!("client-{id}")),
         };
-        let link = LinkConditionerConfig::PERFECT
-            .with_latency(link_args.rtt_ms / 2, link_args.net_jitter_ms / 2)
-            .with_loss(link_args.loss_percent);
-        let network =
-            MemoryNetwork::new(0x51_u64, link).map_err(|e| Failure::input(format!("link: {e}")))?;
-        let server_transport = network
-            .server_transport()
-            .map_err(|e| Failure::run(e.to_string()))?;
-        let server = server_app(slots, players, server_transport.into(), log);
-        Ok(Self {
-            network,
-            server,
-            session,
-        })
-    }
-
-    /// The transport of client `id` (0-based; the late joiner's is the last slot).
-    ///
-    /// # Errors
-    /// Exit code 1 if the in-memory network refuses it.
-    pub fn client_transport(&self, id: u8) -> Result<ClientTransport, Failure> {
-        self.network
-            .client_transport(u64::from(id) + 1)
-            .map(Into::into)
-            .map_err(|e| Failure::run(e.to_string()))
-    }
-
-    /// Headless client `id`, simulating `game`, fed by `trace`, stopping at `ticks`.
-    ///
-    /// # Errors
-    /// As [`InProcessNetwork::client_transport`]; exit code 2 when the session configuration is
-    /// rejected.
-    pub fn client(
-        &self,
-        id: u8,
-        ticks: u32,
-        game: SandboxGame,
-        trace: CompiledTrace,
-        name: String,
-    ) -> Result<App, Failure> {
-        let transport = self.client_transport(id)?;
-        client_app(
-            self.session.clone(),
-            ticks,
-            game,
-            trace,
-            transport,
-            name,
-            None,
-        )
-    }
-}
-
-/// The game client `id` simulates: `--plant-desync` nudges client 0's simulation only.
-pub fn client_game(args: &NetworkArgs, game: &SandboxGame, id: u8) -> SandboxGame {
-    match args.plant_desync {
-        Some(tick) if id == 0 => game.clone().with_planted_desync(tick as i32),
-        _ => game.clone(),
-    }
+        client_plugin(&session, game, name)
+    })
+    .relay(relay_plugin(slots, players))
+    .customize_relay(move |app| {
+        app.add_plugins(log);
+    })
+    .customize(move |_, app| add_stop_and_watch(app, ticks))
+    .inputs(move |player, tick| game::encode(&trace.input(player, tick)))
+    .link(link)
+    .seed(0x51)
+    .clients(usize::from(players))
+    .breakdowns(0)
+    .build()
+    .map_err(|e| match e {
+        PeersError::Setup { error, .. } => {
+            Failure::input(format!("invalid session configuration: {error}"))
+        }
+        other => Failure::input(format!("link: {other}")),
+    })?;
+    Ok(peers)
 }
 
 /// Runs the relay server and every client in this process over the in-memory transport.
@@ -334,21 +339,14 @@ pub fn run_in_process(
 ) -> Result<bool, Failure> {
     let (run, link_args) = (&args.run, &args.link);
     let players = args.session.players;
-    let slots = players + u8::from(args.late_join_at.is_some());
-    let mut net = InProcessNetwork::new(args, Some(log_plugin(run.quiet)))?;
-    let mut clients = Vec::new();
-    for id in 0..players {
-        clients.push(net.client(
-            id,
-            run.ticks,
-            client_game(args, &game, id),
-            trace.clone(),
-            format!("client-{id}"),
-        )?);
-    }
+    let mut peers = in_process_peers(args, game, trace, log_plugin(run.quiet))?;
     let record = Recording::from_args(args.session.record.as_deref(), args.session.snapshot_every);
-    if let (Some(record), Some(client)) = (&record, clients.first_mut()) {
-        record.start(client)?;
+    if let Some(record) = &record {
+        record.start(
+            peers
+                .client_mut(0)
+                .map_err(|e| Failure::run(e.to_string()))?,
+        )?;
     }
     if !run.quiet {
         println!(
@@ -356,80 +354,113 @@ pub fn run_in_process(
             players, link_args.rtt_ms, link_args.net_jitter_ms, link_args.loss_percent
         );
     }
-    let target = run.ticks as i32;
-    let limit = u64::from(run.ticks) * 4 + 10_000;
-    let start = Instant::now();
-    let mut last_report = start;
-    let mut frames = 0u64;
-    let mut late_join = args.late_join_at.map(|tick| tick as i32);
+    let mut progress = Progress::new(run.quiet, u64::from(run.ticks) * 4 + 10_000);
     let mut joined_at = None;
-    while late_join.is_some() || !clients.iter().all(|c| stats(c).verified_tick >= target) {
-        if let Some(at) = late_join
-            && clients.iter().all(|c| stats(c).verified_tick >= at)
-        {
-            clients.push(net.client(
-                slots - 1,
-                run.ticks,
-                game.clone(),
-                trace.clone(),
-                "late-joiner".into(),
-            )?);
-            late_join = None;
-            joined_at = Some(stats(&clients[0]).verified_tick);
-            if !run.quiet {
-                println!("network: a client joins the running session at verified tick {at}");
-            }
-        }
-        if frames >= limit {
-            return Err(Failure::run(format!(
-                "clients at verified ticks {:?} of {target} after {frames} frames; giving up",
-                clients
-                    .iter()
-                    .map(|c| stats(c).verified_tick)
-                    .collect::<Vec<_>>()
-            )));
-        }
-        net.server.update();
-        for client in &mut clients {
-            client.update();
-            if let Some(message) = super::setup_check::failure(client) {
-                return Err(Failure::input(message));
-            }
-        }
-        frames += 1;
-        if !run.quiet && last_report.elapsed() >= Duration::from_secs(1) {
-            last_report = Instant::now();
-            let line: Vec<String> = clients
-                .iter()
-                .map(|c| {
-                    let s = stats(c);
-                    let net = s.network.unwrap_or_default();
-                    format!(
-                        "verified {} predicted {} rtt {:.0} ms",
-                        s.verified_tick, s.predicted_tick, net.rtt_ms
-                    )
-                })
-                .collect();
-            println!(
-                "[{:5.1} s] {}",
-                start.elapsed().as_secs_f64(),
-                line.join(" | ")
-            );
+    if let Some(at) = args.late_join_at {
+        progress.drive(&mut peers, at as i32)?;
+        peers.join().map_err(|e| Failure::run(e.to_string()))?;
+        joined_at = peers.stats(0).ok().map(|s| s.verified_tick);
+        if !run.quiet {
+            println!("network: a client joins the running session at verified tick {at}");
         }
     }
-    if let (Some(record), Some(client)) = (&record, clients.first_mut()) {
+    progress.drive(&mut peers, run.ticks as i32)?;
+    if let Some(record) = &record {
+        let client = peers
+            .client_mut(0)
+            .map_err(|e| Failure::run(e.to_string()))?;
         record.finish(client, run.quiet)?;
     }
-    // Every client's verified checksums, compared with every other client's.
-    let mut worlds: Vec<&mut World> = clients.iter_mut().map(App::world_mut).collect();
+    let dump_dir = client_session(args).dump_dir;
+    let (relay, clients) = peers.apps_mut();
+    let mut worlds: Vec<&mut World> = clients.into_iter().map(App::world_mut).collect();
     report(
         args,
-        net.server.world(),
+        relay.world(),
         &mut worlds,
         joined_at,
-        net.session.dump_dir.as_deref(),
-        start.elapsed(),
+        dump_dir.as_deref(),
+        progress.start.elapsed(),
     )
+}
+
+/// Steps an in-process run towards a verified tick, a second of simulated time at a time,
+/// printing every client's ticks and RTT once a wall-clock second.
+struct Progress {
+    quiet: bool,
+    start: Instant,
+    last_report: Instant,
+    frames: u64,
+    limit: u64,
+}
+
+impl Progress {
+    fn new(quiet: bool, limit: u64) -> Self {
+        let start = Instant::now();
+        Self {
+            quiet,
+            start,
+            last_report: start,
+            frames: 0,
+            limit,
+        }
+    }
+
+    /// Steps until every client verified `target`. A desync or a prediction mismatch does not
+    /// stop the run (the summary reports it, the dumps are written); a registration error or
+    /// a stopped session does.
+    ///
+    /// # Errors
+    /// Exit code 2 for a registration error; 1 when a session stops or the frame limit passes.
+    fn drive(&mut self, peers: &mut RelayPeers<PackedInput>, target: i32) -> Result<(), Failure> {
+        let chunk = RunLimits::new(HZ).without_progress(u32::MAX);
+        loop {
+            match peers.run_until_verified_with(target, chunk) {
+                Ok(_) => return Ok(()),
+                Err(PeersError::Timeout { updates, .. }) => self.frames += u64::from(updates),
+                Err(PeersError::Client {
+                    error: RunUntilError::Desync(_) | RunUntilError::PredictionMismatch(_),
+                    ..
+                }) => self.frames += 1,
+                Err(other) => return Err(Failure::run(other.to_string())),
+            }
+            for id in 0..peers.clients() {
+                if let Some(message) = peers.client(id).ok().and_then(super::setup_check::failure) {
+                    return Err(Failure::input(message));
+                }
+            }
+            if self.frames >= self.limit {
+                return Err(Failure::run(format!(
+                    "clients at verified ticks {:?} of {target} after {} frames; giving up",
+                    peers.verified_ticks(),
+                    self.frames
+                )));
+            }
+            self.print(peers);
+        }
+    }
+
+    fn print(&mut self, peers: &RelayPeers<PackedInput>) {
+        if self.quiet || self.last_report.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.last_report = Instant::now();
+        let line: Vec<String> = (0..peers.clients())
+            .filter_map(|id| peers.stats(id).ok())
+            .map(|s| {
+                let net = s.network.unwrap_or_default();
+                format!(
+                    "verified {} predicted {} rtt {:.0} ms",
+                    s.verified_tick, s.predicted_tick, net.rtt_ms
+                )
+            })
+            .collect();
+        println!(
+            "[{:5.1} s] {}",
+            self.start.elapsed().as_secs_f64(),
+            line.join(" | ")
+        );
+    }
 }
 
 /// Prints the summary of an in-process network run (and writes it with `--summary-json`):
@@ -577,24 +608,27 @@ impl Pacer {
     }
 }
 
-/// `sandbox serve --bind ADDR`: the relay server over UDP, until every player acknowledged the
-/// requested tick (or left).
+/// `sandbox serve --bind ADDR`: the relay server over UDP, for `matches` matches on the same
+/// connections: each match until every player acknowledged the requested tick (or left), then
+/// a rematch (lobby, every player in its slot) until the last, which the relay ends.
 ///
 /// # Errors
-/// Exit code 2 if the address cannot be bound; 1 if the session never completes.
+/// Exit code 2 if the address cannot be bound; 1 if a match never completes.
 pub fn run_server(
     run: &RunArgs,
     players: u8,
     start_players: u8,
     bind: SocketAddr,
+    matches: u32,
 ) -> Result<bool, Failure> {
     let transport = UdpServerTransport::bind(UdpServerConfig::unsecure(bind))
         .map_err(|e| Failure::input(format!("--bind {bind}: {e}")))?;
     if !run.quiet {
         println!(
-            "server: listening on {} for {} players",
+            "server: listening on {} for {} players, {matches} match(es) of {} ticks",
             transport.local_addr(),
-            players
+            players,
+            run.ticks
         );
     }
     let mut app = server_app(
@@ -604,27 +638,89 @@ pub fn run_server(
         Some(log_plugin(run.quiet)),
     );
     let mut pacer = Pacer::new();
+    let mut summaries = Vec::new();
+    for m in 1..=matches {
+        serve_match(&mut app, &mut pacer, run, MatchId(m))?;
+        let relay = app.world().resource::<simsync::relay::RelayStats>().clone();
+        let summary = server_summary(run, players, &relay);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).unwrap_or_default()
+        );
+        summaries.push(summary);
+        let command = if m < matches {
+            RelayCommand::Rematch {
+                reason: MatchEndReason::Completed,
+            }
+        } else {
+            RelayCommand::EndMatch {
+                reason: MatchEndReason::Completed,
+            }
+        };
+        app.world_mut().write_message(command);
+        if !run.quiet && m < matches {
+            println!("server: match {m} complete; rematch: match {} opens", m + 1);
+        }
+    }
+    let agree = summaries
+        .iter()
+        .all(|s| s["all_clients_agree"] == json!(true));
+    if let (Some(path), Some(last)) = (&run.summary_json, summaries.last()) {
+        let mut summary = last.clone();
+        summary["matches"] = json!(summaries);
+        write_json(path, &summary)?;
+    }
+    // Give the clients a moment to receive the last sets and the end before the server goes.
+    for _ in 0..HZ {
+        app.update();
+        pacer.wait();
+    }
+    Ok(agree)
+}
+
+/// Runs the relay of `app` until match `match_id` ran and every player acknowledged `--ticks`
+/// of it (or every player left).
+///
+/// # Errors
+/// Exit code 1 if that takes more than four times the match's length plus five minutes.
+fn serve_match(
+    app: &mut App,
+    pacer: &mut Pacer,
+    run: &RunArgs,
+    match_id: MatchId,
+) -> Result<(), Failure> {
     let target = run.ticks as i32;
     let limit =
         Instant::now() + Duration::from_secs(u64::from(run.ticks) / u64::from(HZ) * 4 + 300);
+    let mut announced = false;
     loop {
         app.update();
         let relay = app.world().resource::<RelayServer>();
-        if relay.started() {
+        if relay.match_id() == match_id && relay.started() {
+            if !announced && !run.quiet {
+                println!("server: {match_id} running");
+            }
+            announced = true;
             match relay.acknowledged_through() {
-                Some(ack) if ack >= target => break,
-                None => break,
+                Some(ack) if ack >= target => return Ok(()),
+                None => return Ok(()),
                 _ => {}
             }
         }
         if Instant::now() > limit {
-            return Err(Failure::run("server: the session did not complete in time"));
+            return Err(Failure::run(format!(
+                "server: {match_id} did not complete in time"
+            )));
         }
         pacer.wait();
     }
-    let relay = app.world().resource::<simsync::relay::RelayStats>().clone();
-    let summary = json!({
+}
+
+/// The summary of one match of the relay.
+fn server_summary(run: &RunArgs, players: u8, relay: &simsync::relay::RelayStats) -> Value {
+    json!({
         "mode": "server",
+        "match": relay.match_id.0,
         "ticks": run.ticks,
         "players": players,
         "confirmed_tick": relay.confirmed_tick,
@@ -635,21 +731,9 @@ pub fn run_server(
         "late_joins": relay.late_joins,
         "snapshots_served": relay.snapshots.served,
         "lying_snapshots": relay.snapshots.lying,
+        "messages_of_ended_matches_dropped": relay.match_drops.ended_match,
         "all_clients_agree": relay.desyncs == 0,
-    });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).unwrap_or_default()
-    );
-    if let Some(path) = &run.summary_json {
-        write_json(path, &summary)?;
-    }
-    // Give the clients a moment to receive the last sets before the server goes away.
-    for _ in 0..HZ {
-        app.update();
-        pacer.wait();
-    }
-    Ok(relay.desyncs == 0)
+    })
 }
 
 /// A client whose connection is lost for good (every reconnect attempt failed, or it could
@@ -672,11 +756,13 @@ fn lost_for_good(app: &App) -> Result<(), Failure> {
     )))
 }
 
-/// `sandbox join --connect ADDR`: one client over UDP, until its verified world reaches the
-/// tick.
+/// `sandbox join --connect ADDR`: one client over UDP, for `matches` matches on the same
+/// connection: each until its verified world reaches the tick, then it waits in the relay's
+/// lobby for the next (its session rebuilt from tick 0). A `--record` recording holds the
+/// first match.
 ///
 /// # Errors
-/// Exit code 2 if the socket cannot be opened; 1 if the run does not complete, or the
+/// Exit code 2 if the socket cannot be opened; 1 if a match does not complete, or the
 /// connection is lost for good (after the reconnect attempts).
 pub fn run_client(
     run: &RunArgs,
@@ -684,7 +770,7 @@ pub fn run_client(
     game: SandboxGame,
     trace: CompiledTrace,
     server: SocketAddr,
-    record: Option<Recording>,
+    (record, matches): (Option<Recording>, u32),
 ) -> Result<bool, Failure> {
     let client_id =
         std::process::id() as u64 ^ (Instant::now().elapsed().as_nanos() as u64) ^ 0x5eed;
@@ -707,71 +793,143 @@ pub fn run_client(
     if let Some(record) = &record {
         record.start(&mut app)?;
     }
+    let mut watch = ClientWatch {
+        pacer: Pacer::new(),
+        token_shown: None,
+        state_shown: None,
+        server,
+    };
+    let mut summaries = Vec::new();
+    let mut agree = true;
+    for m in 1..=matches {
+        play_match(&mut app, &mut watch, run, MatchId(m))?;
+        if let (Some(record), 1) = (&record, m) {
+            record.finish(&mut app, run.quiet)?;
+        }
+        let s = stats(&app);
+        let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs_reported) as usize;
+        let mut summary = client_summary(app.world_mut(), s.checksum_history.len(), mismatches);
+        summary["mode"] = json!("client");
+        summary["match"] = json!(m);
+        summary["ticks"] = json!(run.ticks);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).unwrap_or_default()
+        );
+        println!(
+            "client: match {m} of {matches}: verified tick {}, final checksum {}, desyncs {mismatches}",
+            s.verified_tick,
+            summary["final_checksum"].as_str().unwrap_or_default()
+        );
+        agree &= mismatches == 0 && s.resim_ticks_matching == s.resim_ticks_checked;
+        summaries.push(summary);
+    }
+    if let (Some(path), Some(last)) = (&run.summary_json, summaries.last()) {
+        let mut summary = last.clone();
+        summary["matches"] = json!(summaries);
+        write_json(path, &summary)?;
+    }
+    // Keep sending for a moment so the server sees our acknowledgement (and we its end).
+    for _ in 0..HZ / 2 {
+        app.update();
+        watch.show_state(&app, run.quiet);
+        watch.pacer.wait();
+    }
+    Ok(agree)
+}
+
+/// What a `join` shows while it runs: the reconnect token and the lifecycle state, once each
+/// time they change.
+struct ClientWatch {
+    pacer: Pacer,
+    token_shown: Option<ReconnectToken>,
+    state_shown: Option<simsync::deterministic::SessionState>,
+    server: SocketAddr,
+}
+
+impl ClientWatch {
+    /// Prints the lifecycle's state when it changed (lobby, match, end).
+    fn show_state(&mut self, app: &App, quiet: bool) {
+        let lifecycle = app
+            .world()
+            .resource::<simsync::deterministic::SessionLifecycle>();
+        if self.state_shown == Some(lifecycle.state) {
+            return;
+        }
+        self.state_shown = Some(lifecycle.state);
+        if !quiet {
+            println!(
+                "client: {:?} ({:?})",
+                lifecycle.state,
+                lifecycle.reason.as_ref()
+            );
+        }
+    }
+
+    /// Prints the reconnect token when a new one came (a rematch keeps it).
+    fn show_token(&mut self, app: &App, quiet: bool) {
+        let token = stats(app).network.and_then(|n| n.reconnect_token);
+        if token.is_none() || token == self.token_shown {
+            return;
+        }
+        self.token_shown = token;
+        if let (Some(t), false) = (token, quiet) {
+            println!(
+                "client: player {}; to take this slot again after a drop: sandbox join \
+                 --connect {} --rejoin {}:{}",
+                t.slot, self.server, t.slot, t.token
+            );
+        }
+    }
+}
+
+/// Runs the client of `app` until it plays match `match_id` and its verified world reached
+/// `--ticks` of it.
+///
+/// # Errors
+/// Exit code 2 when the session's setup failed; 1 when the relay refused the client, the
+/// connection is lost for good, or the match takes more than four times its length plus five
+/// minutes.
+fn play_match(
+    app: &mut App,
+    watch: &mut ClientWatch,
+    run: &RunArgs,
+    match_id: MatchId,
+) -> Result<(), Failure> {
     let target = run.ticks as i32;
-    let mut pacer = Pacer::new();
     let limit =
         Instant::now() + Duration::from_secs(u64::from(run.ticks) / u64::from(HZ) * 4 + 300);
     let mut last_report = Instant::now();
-    let mut token_shown = None;
-    while stats(&app).verified_tick < target {
+    let playing = |app: &App| stats(app).network.and_then(|n| n.match_id) == Some(match_id);
+    while !playing(app) || stats(app).verified_tick < target {
         if Instant::now() > limit {
             return Err(Failure::run(format!(
-                "client: verified tick {} of {target}; giving up",
-                stats(&app).verified_tick
+                "client: {match_id}: verified tick {} of {target}; giving up",
+                stats(app).verified_tick
             )));
         }
         app.update();
-        if let Some(message) = super::setup_check::failure(&app) {
+        if let Some(message) = super::setup_check::failure(app) {
             return Err(Failure::input(message));
         }
-        if let Some(reason) = stats(&app).network.and_then(|n| n.rejected) {
+        if let Some(reason) = stats(app).network.and_then(|n| n.rejected) {
             return Err(Failure::run(format!(
                 "client: rejected by the server: {reason:?}"
             )));
         }
-        lost_for_good(&app)?;
-        let token = stats(&app).network.and_then(|n| n.reconnect_token);
-        if token != token_shown {
-            token_shown = token;
-            if let (Some(t), false) = (token, run.quiet) {
-                println!(
-                    "client: player {}; to take this slot again after a drop: sandbox join \
-                     --connect {server} --rejoin {}:{}",
-                    t.slot, t.slot, t.token
-                );
-            }
-        }
-        if !run.quiet && last_report.elapsed() >= Duration::from_secs(1) {
+        lost_for_good(app)?;
+        watch.show_token(app, run.quiet);
+        watch.show_state(app, run.quiet);
+        if !run.quiet && playing(app) && last_report.elapsed() >= Duration::from_secs(1) {
             last_report = Instant::now();
-            let s = stats(&app);
+            let s = stats(app);
             let net = s.network.unwrap_or_default();
             println!(
-                "client: verified {} predicted {} rtt {:.0} ms delay {} ticks",
+                "client: {match_id}: verified {} predicted {} rtt {:.0} ms delay {} ticks",
                 s.verified_tick, s.predicted_tick, net.rtt_ms, net.input_delay_ticks
             );
         }
-        pacer.wait();
+        watch.pacer.wait();
     }
-    if let Some(record) = &record {
-        record.finish(&mut app, run.quiet)?;
-    }
-    let s = stats(&app);
-    let compared = s.checksum_history.len();
-    let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs_reported) as usize;
-    let mut summary = client_summary(app.world_mut(), compared, mismatches);
-    summary["mode"] = json!("client");
-    summary["ticks"] = json!(run.ticks);
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).unwrap_or_default()
-    );
-    if let Some(path) = &run.summary_json {
-        write_json(path, &summary)?;
-    }
-    // Keep sending for a moment so the server sees our acknowledgement.
-    for _ in 0..HZ / 2 {
-        app.update();
-        pacer.wait();
-    }
-    Ok(mismatches == 0 && s.resim_ticks_matching == s.resim_ticks_checked)
+    Ok(())
 }

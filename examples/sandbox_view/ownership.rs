@@ -88,14 +88,14 @@ fn step_run(world: &mut World) {
         return;
     };
     if world.contains_resource::<RunFinished>() {
-        view.run.apps.step();
+        view.run.peers.step();
     } else {
         match view.run.advance() {
             Ok(Phase::Settling(_)) if !world.contains_resource::<ShotReady>() => {
                 world.insert_resource(ShotReady);
             }
             Ok(Phase::Done(settled)) => {
-                let result = finish(&view.args, &view.run.apps, &view.setup.bodies, settled)
+                let result = finish(&view.args, &mut view.run.peers, &view.setup.bodies, settled)
                     .and_then(|summary| {
                         println!("{}", summary.to_text());
                         check(&summary)
@@ -121,7 +121,7 @@ fn step_run(world: &mut World) {
 /// participant 0 sees them.
 fn owned_per_participant(view: &OwnershipView) -> Vec<usize> {
     let mut owned = vec![0; usize::from(view.args.participants)];
-    let Some(me) = view.run.apps.participants.first() else {
+    let Some(me) = view.run.peers.participant(0) else {
         return owned;
     };
     let world = me.world();
@@ -153,7 +153,7 @@ fn mirror_bodies(
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
 ) {
-    let Some(participant) = view.run.apps.participants.first() else {
+    let Some(participant) = view.run.peers.participant(0) else {
         return;
     };
     let world = participant.world();
@@ -215,15 +215,15 @@ fn ownership_hud(
     if finished.is_some() {
         return;
     }
-    let apps = &view.run.apps;
-    let server = apps.server.world().resource::<EntityServer>();
+    let peers = &view.run.peers;
+    let server = peers.server().world().resource::<EntityServer>();
     let arbiter = server.arbiter();
     let owned = arbiter
         .records()
         .iter()
         .filter(|r| r.owner.is_some())
         .count();
-    let Some(me) = apps.participants.first() else {
+    let Some(me) = peers.participant(0) else {
         return;
     };
     let client = me.world().resource::<OwnershipClient>();
@@ -260,10 +260,9 @@ fn ownership_hud(
             .collect::<Vec<_>>()
             .join(" / "),
         bids = p.bids_sent,
-        all_bids = apps
-            .participants
-            .iter()
-            .map(|a| a.world().resource::<OwnershipClient>().stats().bids_sent)
+        all_bids = (0..peers.len())
+            .filter_map(|i| peers.stats(i))
+            .map(|s| s.bids_sent)
             .sum::<u64>(),
         granted = server.stats().bids_granted,
         refused = server.stats().bids_refused.total(),

@@ -25,7 +25,8 @@ use super::cli::{LocalArgs, NetworkArgs};
 use super::driver::{self, Failure};
 use super::game::SandboxGame;
 use super::hud::{HudLines, RunFinished, ShotReady};
-use super::network::{self, InProcessNetwork};
+use super::in_process::{self, InProcessNetwork};
+use super::network;
 use super::summary::Summary;
 use super::trace::CompiledTrace;
 
@@ -118,7 +119,7 @@ pub fn add_network(
         start: Instant::now(),
     };
     for id in 0..args.session.players {
-        let game = network::client_game(args, &game, id);
+        let game = in_process::client_game(args, &game, id);
         let name = format!("client-{id}");
         if id == drawn {
             let transport = net.client_transport(id)?;

@@ -7,16 +7,15 @@ use std::sync::{Arc, Mutex};
 
 use bevy::prelude::*;
 use simsync::deterministic::{
-    DesyncDumpWritten, DumpReason, ForeignPart, NetworkSessionConfig, Replay, ReplayEnd,
-    ReplayError, ReplayLimits, ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed,
-    ReplayRecorder, ReplayStatus, ReplayWriteFailed, ReplayWriter, SessionClock, SessionMode,
-    TickChecksum, read_dump_file,
+    DesyncDumpWritten, DumpReason, ForeignPart, Replay, ReplayEnd, ReplayError, ReplayLimits,
+    ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder, ReplayStatus,
+    ReplayWriteFailed, ReplayWriter, SessionClock, SessionMode, TickChecksum, read_dump_file,
 };
 use simsync::prelude::*;
 use simsync_net::LinkConditionerConfig;
 
 use crate::common::{TestGame, app_with_game, run_until_verified, stats};
-use crate::network::harness::Harness;
+use crate::network::harness::{PeersExt, peers};
 
 /// A `Write` into memory shared with the test.
 #[derive(Clone, Default)]
@@ -188,13 +187,16 @@ fn a_recorded_network_client_replays_with_every_checksum_matching() {
     let link = LinkConditionerConfig::PERFECT
         .with_latency(30, 5)
         .with_loss(5.0);
-    let mut h = Harness::new(game(), link, NetworkSessionConfig::default());
+    let mut h = peers(game(), link).build().expect("peers");
     let out = SharedBytes::default();
-    h.clients[1].insert_resource(ReplayRecorder::to_writer(out.clone(), "memory"));
-    h.run_until_verified(200, 2_000);
-    let recorded = h.stats(1).checksum_history;
+    let recorder = ReplayRecorder::to_writer(out.clone(), "memory");
+    h.client_mut(1).expect("running").insert_resource(recorder);
+    h.verify(200, 2_000);
+    let recorded = h.stats_of(1).checksum_history;
     assert!(recorded.len() >= 200);
-    let _ = h.clients[1]
+    let _ = h
+        .client_mut(1)
+        .expect("running")
         .world_mut()
         .resource_mut::<ReplayRecorder>()
         .finish();

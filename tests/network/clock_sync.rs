@@ -4,9 +4,9 @@
 use simsync::deterministic::NetworkSessionConfig;
 use simsync::relay::RelayServer;
 use simsync_net::LinkConditionerConfig;
-use simsync_net::{Direction, target_lead_ticks};
+use simsync_net::target_lead_ticks;
 
-use super::harness::Harness;
+use super::harness::{Peers, PeersExt, peers, peers_of, plugin};
 use crate::common::TestGame;
 
 fn game() -> TestGame {
@@ -31,23 +31,17 @@ const CONVERGED_FRAMES: u32 = 32;
 
 #[test]
 fn lead_reconverges_within_two_seconds_after_an_rtt_step() {
-    let mut h = Harness::new(
-        game(),
-        LinkConditionerConfig::PERFECT.with_latency(20, 0),
-        NetworkSessionConfig::default(),
-    );
-    h.run_until_verified(300, 600);
+    let mut h = twenty_ms();
+    h.verify(300, 600);
     for c in 0..2 {
         // 20 ms one way is 2 frames of 15.6 ms: ≈ 62 ms measured at frame granularity.
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert!(net.rtt_ms > 30.0 && net.rtt_ms < 80.0, "{net:?}");
     }
     // RTT 40 → 300 ms on every link, both directions.
     let slow = LinkConditionerConfig::PERFECT.with_latency(150, 0);
-    for id in [1, 2] {
-        for direction in [Direction::ToServer, Direction::ToClient] {
-            h.network.set_link(id, direction, slow).expect("link");
-        }
+    for c in 0..2 {
+        h.set_link(c, slow).expect("link");
     }
     // Settled: the RTT estimate is within 10 % of 300 ms (150 ms is 9.6 frames, so up to 10
     // frames each way: ≤ 313 ms measured).
@@ -58,7 +52,7 @@ fn lead_reconverges_within_two_seconds_after_an_rtt_step() {
     for frame in 0..1_200u32 {
         h.step();
         for c in 0..2 {
-            let net = h.stats(c).network.expect("networked");
+            let net = h.net_of(c);
             min_lead[c] = min_lead[c].min(net.input_lead_ticks);
             if settled_at[c].is_none() && (net.rtt_ms - 300.0).abs() <= 30.0 {
                 settled_at[c] = Some(frame);
@@ -84,7 +78,7 @@ fn lead_reconverges_within_two_seconds_after_an_rtt_step() {
         let converged = converged_at[c].unwrap_or_else(|| {
             panic!(
                 "client {c}: lead never converged (settled at frame {settled}): {:?}",
-                h.stats(c).network
+                h.net_of(c)
             )
         });
         eprintln!(
@@ -100,38 +94,41 @@ fn lead_reconverges_within_two_seconds_after_an_rtt_step() {
         );
     }
     // The session kept verifying through it, and agreed.
-    let verified = h.stats(0).verified_tick;
-    h.run_until_verified(verified + 64, 200);
-    assert_eq!(h.checksums_agree().1, 0);
+    let verified = h.stats_of(0).verified_tick;
+    h.verify(verified + 64, 200);
+    h.assert_all_agree();
+}
+
+/// Two clients of the game over a 20 ms link.
+fn twenty_ms() -> Peers {
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    peers(game(), link).build().expect("peers")
 }
 
 #[test]
 fn a_client_starting_two_ticks_behind_catches_up() {
-    let mut h = Harness::new(
-        game(),
-        LinkConditionerConfig::PERFECT.with_latency(20, 0),
-        NetworkSessionConfig::default(),
-    );
+    let mut h = twenty_ms();
     // Up to the server's start, everyone steps; then client 1 misses two frames (its clock
     // starts two ticks after client 0's).
+    let started = |h: &Peers| h.relay().world().resource::<RelayServer>().started();
     for _ in 0..200 {
-        if h.server.world().resource::<RelayServer>().started() {
+        if started(&h) {
             break;
         }
         h.step();
     }
-    assert!(h.server.world().resource::<RelayServer>().started());
-    for _ in 0..2 {
-        h.server.update();
-        h.clients[0].update();
-    }
+    assert!(started(&h));
+    h.pause(1).expect("pause");
+    h.step();
+    h.step();
+    h.resume(1).expect("resume");
     // Caught up: from this frame on, the server-reported lead of its inputs is never negative
     // again (it reads 0 before the first report, so the catch-up is the last negative report).
     let mut last_behind = None;
     let mut min_lead = f32::MAX;
     for frame in 0..400u32 {
         h.step();
-        let net = h.stats(1).network.expect("networked");
+        let net = h.net_of(1);
         min_lead = min_lead.min(net.input_lead_ticks);
         if net.input_lead_ticks < 0.0 {
             last_behind = Some(frame);
@@ -140,45 +137,50 @@ fn a_client_starting_two_ticks_behind_catches_up() {
     let at = last_behind.map_or(0, |f| f + 1);
     eprintln!(
         "late client: caught up at frame {at}, min lead {min_lead}, stats {:?}",
-        h.stats(1).network
+        h.net_of(1)
     );
     // It really started behind: its first inputs reached the server late.
     assert!(min_lead < 0.0, "{min_lead}");
     assert!(at <= 64, "caught up only after {at} frames");
-    assert_eq!(h.checksums_agree().1, 0);
+    h.assert_all_agree();
 }
 
 #[test]
 fn lockstep_with_three_ticks_of_latency_and_delay_three_does_not_stall() {
     // 46 ms one way is 2.94 ticks: delivered 3 frames later (47 ms would take 4 frames of
     // 15.625 ms). Window 0: nothing is predicted.
-    let mut h = Harness::with_window(
-        game(),
-        LinkConditionerConfig::PERFECT.with_latency(46, 0),
-        NetworkSessionConfig {
-            fixed_input_delay: Some(3),
-            ..NetworkSessionConfig::default()
-        },
-        0,
-    );
+    let game = game();
+    let net = NetworkSessionConfig {
+        fixed_input_delay: Some(3),
+        ..NetworkSessionConfig::default()
+    };
+    let lockstep = move |_: usize| {
+        plugin(game.clone())
+            .networked(net.clone())
+            .edit_config(|c| c.rollback_window = 0)
+    };
+    let mut h = peers_of(2, lockstep)
+        .link(LinkConditionerConfig::PERFECT.with_latency(46, 0))
+        .build()
+        .expect("peers");
     // Warm-up: join, first RTT samples, clock settles.
-    h.run_until_verified(100, 300);
-    let before: Vec<_> = (0..2).map(|c| h.stats(c)).collect();
-    let relay_before = h.relay();
+    h.verify(100, 300);
+    let before: Vec<_> = (0..2).map(|c| h.stats_of(c)).collect();
+    let relay_before = h.relay_stats();
     let mut still_frames = [0u32; 2];
     for _ in 0..500 {
-        let verified: Vec<_> = (0..2).map(|c| h.stats(c).verified_tick).collect();
+        let verified: Vec<_> = (0..2).map(|c| h.stats_of(c).verified_tick).collect();
         h.step();
         for c in 0..2 {
-            if h.stats(c).verified_tick == verified[c] {
+            if h.stats_of(c).verified_tick == verified[c] {
                 still_frames[c] += 1;
             }
         }
     }
-    let relay = h.relay();
+    let relay = h.relay_stats();
     eprintln!("lockstep: frames without verification {still_frames:?}; relay {relay:?}");
     for c in 0..2 {
-        let s = h.stats(c);
+        let s = h.stats_of(c);
         let net = s.network.clone().expect("networked");
         eprintln!(
             "client {c}: local {} verified {} stalls {} net {net:?}",
@@ -203,5 +205,5 @@ fn lockstep_with_three_ticks_of_latency_and_delay_three_does_not_stall() {
             "{relay:?}"
         );
     }
-    assert_eq!(h.checksums_agree().1, 0);
+    h.assert_all_agree();
 }

@@ -4,11 +4,11 @@
 use bevy::prelude::*;
 use simsync::deterministic::{NetworkSessionConfig, SessionRejected};
 use simsync::prelude::*;
-use simsync::relay::RelayServer;
-use simsync_net::prelude::*;
-use simsync_net::{InputFingerprint, LinkConditionerConfig, MemoryNetwork, RejectReason};
+use simsync::relay::{DeterministicServerPlugin, RelayServer};
+use simsync::time::TickRate;
+use simsync_net::{InputFingerprint, LinkConditionerConfig, RejectReason};
 
-use super::harness::{Harness, client_app_at, server_app};
+use super::harness::{PeersExt, peers, peers_of, plugin};
 use crate::common::TestGame;
 
 /// The `SessionRejected` messages a client wrote.
@@ -26,34 +26,31 @@ fn join(
     tick_rate_hz: u32,
     net: NetworkSessionConfig,
 ) -> (Vec<SessionRejected>, Option<RejectReason>, u64) {
-    let network = MemoryNetwork::new(7, LinkConditionerConfig::PERFECT).expect("valid link");
-    let mut server = server_app(2);
-    server.insert_net_server(network.server_transport().expect("server"));
-    server.finish();
-    server.cleanup();
-    let mut client = client_app_at(game, net, 60, tick_rate_hz);
-    client
-        .init_resource::<Refusals>()
-        .add_systems(Last, keep_refusals);
-    client.insert_net_client(network.client_transport(1).expect("client"));
-    client.finish();
-    client.cleanup();
+    let rate = TickRate::new(tick_rate_hz).expect("valid tick rate");
+    let mut peers = peers_of(game.players, move |_| {
+        plugin(game.clone())
+            .networked(net.clone())
+            .edit_config(|c| c.tick_rate = rate)
+    })
+    .relay(DeterministicServerPlugin::new::<PackedInput>(2, 64))
+    .clients(1)
+    .seed(7)
+    .customize(|_, client| {
+        client
+            .init_resource::<Refusals>()
+            .add_systems(Last, keep_refusals);
+    })
+    .build()
+    .expect("peers");
+    // Refused clients stop a run: step by hand, to see the relay refuse once only.
     for _ in 0..60 {
-        server.update();
-        client.update();
+        peers.step();
     }
-    let stats = client
-        .world()
-        .resource::<SessionStats>()
-        .network
-        .clone()
-        .expect("networked");
+    let stats = peers.net_of(0);
     assert_eq!(stats.slot, None, "a refused client gets no slot");
-    let refused = server
-        .world()
-        .resource::<RelayServer>()
-        .handshake_stats()
-        .rejected;
+    let relay = peers.relay().world();
+    let refused = relay.resource::<RelayServer>().handshake_stats().rejected;
+    let client = peers.client(0).expect("running");
     (
         client.world().resource::<Refusals>().0.clone(),
         stats.rejected,
@@ -118,17 +115,19 @@ fn a_client_expecting_another_input_size_cap_is_refused() {
 
 #[test]
 fn matching_clients_join_and_verify() {
-    let mut h = Harness::new(
-        TestGame::default(),
-        LinkConditionerConfig::PERFECT,
-        NetworkSessionConfig::default(),
-    );
-    h.run_until_verified(30, 400);
+    let mut h = peers(TestGame::default(), LinkConditionerConfig::PERFECT)
+        .build()
+        .expect("peers");
+    h.verify(30, 400);
     for c in 0..2 {
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert_eq!(net.rejected, None);
         assert_eq!(net.slot, Some(c as u8));
     }
-    let handshake = h.server.world().resource::<RelayServer>().handshake_stats();
+    let handshake = h
+        .relay()
+        .world()
+        .resource::<RelayServer>()
+        .handshake_stats();
     assert_eq!((handshake.joined, handshake.rejected), (2, 0));
 }

@@ -4,14 +4,13 @@
 //! dumps' diff names entity and component.
 
 use bevy::prelude::*;
-use simsync::deterministic::{DesyncDumpWritten, DesyncReport, NetworkSessionConfig};
+use simsync::deterministic::{DesyncDumpWritten, DesyncReport};
 use simsync::deterministic::{Difference, DumpReason, diff_dumps};
 use simsync::prelude::*;
-use simsync::relay::DeterministicServerPlugin;
+use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
-use simsync_net::{LinkConditionerConfig, MemoryNetwork};
 
-use super::harness::{client_app_configured, server_app_with};
+use super::harness::{Peers, PeersExt, peers_of, plugin};
 use crate::deterministic::desync_dumps::{MarbleGame, dump_dir};
 
 #[derive(Resource, Default)]
@@ -33,64 +32,49 @@ fn collect_reports(mut seen: ResMut<Seen>, mut reports: MessageReader<DesyncRepo
     seen.reports.extend(reports.read().cloned());
 }
 
-#[test]
-fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot() {
-    let players = 3;
-    let network = MemoryNetwork::new(
-        5,
-        LinkConditionerConfig::PERFECT
-            .with_latency(20, 2)
-            .with_loss(1.0),
-    )
-    .expect("link");
-    let mut server = server_app_with(DeterministicServerPlugin::new::<PackedInput>(players, 64));
-    server.insert_net_server(network.server_transport().expect("server"));
-    server
+/// Three clients, client `c` running `game(c)` with desync dumps into `dirs[c]`, over `link`
+/// (seeded `seed`); they desync on purpose, so desync reports do not stop a run. Every App
+/// keeps what it was told in [`Seen`].
+fn desyncing<G: Plugin + Clone>(
+    game: impl Fn(usize) -> G + Send + Sync + 'static,
+    dirs: &[std::path::PathBuf],
+    link: LinkConditionerConfig,
+    seed: u64,
+) -> Peers {
+    let dirs = dirs.to_vec();
+    let debug =
+        move |c: usize| simsync::deterministic::DebugConfig::with_desync_dumps(dirs[c].clone());
+    let mut peers = peers_of(3, move |c| plugin(game(c)).debugging(debug(c)))
+        .link(link)
+        .seed(seed)
+        .tolerate_desyncs()
+        .customize(|_, app| {
+            app.init_resource::<Seen>().add_systems(Update, collect);
+        })
+        .build()
+        .expect("peers");
+    peers
+        .relay_mut()
         .init_resource::<Seen>()
         .add_systems(Update, collect_reports);
-    server.finish();
-    server.cleanup();
-    let dirs: Vec<_> = (0..players)
-        .map(|i| dump_dir(&format!("net-{i}")))
-        .collect();
-    let mut clients: Vec<App> = (0..players)
-        .map(|i| {
-            // Client 0's simulation nudges the marble in slot 1 at tick 30, in both worlds.
-            let game = MarbleGame {
-                plant_at: (i == 0).then_some(30),
-                plant_in: None,
-            };
-            let dir = dirs[usize::from(i)].clone();
-            let mut app = client_app_configured(
-                game,
-                players,
-                NetworkSessionConfig::default(),
-                60,
-                64,
-                |p| p.debugging(simsync::deterministic::DebugConfig::with_desync_dumps(dir)),
-            );
-            app.insert_net_client(network.client_transport(u64::from(i) + 1).expect("client"));
-            app.init_resource::<Seen>().add_systems(Update, collect);
-            app.finish();
-            app.cleanup();
-            app
-        })
-        .collect();
-    let verified = |c: &App| c.world().resource::<SessionStats>().verified_tick;
-    for _ in 0..3_000 {
-        if clients.iter().all(|c| verified(c) >= 150) {
-            break;
-        }
-        server.update();
-        for client in &mut clients {
-            client.update();
-        }
-    }
-    assert!(
-        clients.iter().all(|c| verified(c) >= 150),
-        "clients stalled"
-    );
+    peers
+}
+
+#[test]
+fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot() {
+    let dirs: Vec<_> = (0..3).map(|i| dump_dir(&format!("net-{i}"))).collect();
+    // Client 0's simulation nudges the marble in slot 1 at tick 30, in both worlds.
+    let game = |c: usize| MarbleGame {
+        plant_at: (c == 0).then_some(30),
+        plant_in: None,
+    };
+    let link = LinkConditionerConfig::PERFECT
+        .with_latency(20, 2)
+        .with_loss(1.0);
+    let mut peers = desyncing(game, &dirs, link, 5);
+    peers.verify(150, 3_000);
     // The relay's report of the first desynced tick names the component and the slot.
+    let server = peers.relay();
     let server_seen = server.world().resource::<Seen>();
     let first = server_seen
         .reports
@@ -107,8 +91,8 @@ fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot(
     // Every client got the report and dumped the same tick (the first 32-aligned tick at least
     // 32 after the desync).
     let mut files = Vec::new();
-    for client in &clients {
-        let seen = client.world().resource::<Seen>();
+    for c in 0..3 {
+        let seen = peers.client(c).expect("running").world().resource::<Seen>();
         assert_eq!(
             seen.reports.first().map(|r| (r.tick, r.components.clone())),
             Some((first.tick, first.components.clone()))
@@ -201,94 +185,42 @@ impl Plugin for EpisodesGame {
 
 /// A `ComponentHashes` message of `tick` with `entries` component entries.
 fn breakdown(tick: i32, entries: usize) -> simsync_net::ClientMessage {
-    simsync_net::ClientMessage::Session(simsync_net::SessionClientMessage::ComponentHashes {
-        tick,
-        components: (0..entries).map(|i| (format!("game::C{i}"), 7)).collect(),
-        resources: Vec::new(),
-        slots: vec![(1, 9)],
-    })
-}
-
-/// Sends raw `bytes` on the control channel of `app`'s renet client.
-fn send_raw(app: &mut App, bytes: Vec<u8>) {
-    app.world_mut()
-        .resource_mut::<RenetClient>()
-        .send_message(NetChannel::Control, bytes);
+    simsync_net::ClientMessage::session(
+        simsync_net::MatchId::FIRST,
+        simsync_net::SessionClientMessage::ComponentHashes {
+            tick,
+            components: (0..entries).map(|i| (format!("game::C{i}"), 7)).collect(),
+            resources: Vec::new(),
+            slots: vec![(1, 9)],
+        },
+    )
 }
 
 #[test]
 fn hostile_breakdowns_are_counted_rejections_and_only_the_first_desync_gets_a_breakdown() {
-    let players = 3;
-    let network =
-        MemoryNetwork::new(7, LinkConditionerConfig::PERFECT.with_latency(20, 2)).expect("link");
-    let mut server = server_app_with(DeterministicServerPlugin::new::<PackedInput>(players, 64));
-    server.insert_net_server(network.server_transport().expect("server"));
-    server
-        .init_resource::<Seen>()
-        .add_systems(Update, collect_reports);
-    server.finish();
-    server.cleanup();
-    let dirs: Vec<_> = (0..players)
-        .map(|i| dump_dir(&format!("hostile-{i}")))
-        .collect();
-    let mut clients: Vec<App> = (0..players)
-        .map(|i| {
-            // Client 0 diverges in two episodes: ticks 30..=39 and from tick 90 on.
-            let plants = if i == 0 {
-                vec![(30, 0.5), (40, -0.5), (90, 0.5)]
-            } else {
-                Vec::new()
-            };
-            let dir = dirs[usize::from(i)].clone();
-            let mut app = client_app_configured(
-                EpisodesGame { plants },
-                players,
-                NetworkSessionConfig::default(),
-                60,
-                64,
-                |p| p.debugging(simsync::deterministic::DebugConfig::with_desync_dumps(dir)),
-            );
-            app.insert_net_client(network.client_transport(u64::from(i) + 1).expect("client"));
-            app.init_resource::<Seen>().add_systems(Update, collect);
-            app.finish();
-            app.cleanup();
-            app
-        })
-        .collect();
-    let verified = |c: &App| c.world().resource::<SessionStats>().verified_tick;
-    let (flood, mut hostile_sent) = (40, false);
-    for _ in 0..3_000 {
-        if clients.iter().all(|c| verified(c) >= 200) {
-            break;
-        }
-        // Client 2 simulates honestly but, once playing, sends the relay a malformed
-        // message, an oversized breakdown, one of a tick never desynced and a flood of them.
-        if !hostile_sent && verified(&clients[2]) >= 5 {
-            hostile_sent = true;
-            let hostile = &mut clients[2];
-            send_raw(hostile, vec![0xff; 48]);
-            let oversized = breakdown(30, simsync_net::MAX_BREAKDOWN_ENTRIES + 1);
-            send_raw(hostile, simsync_net::encode(&oversized).expect("encodes"));
-            for _ in 0..=flood {
-                let unknown = breakdown(12_345, 2);
-                send_raw(hostile, simsync_net::encode(&unknown).expect("encodes"));
-            }
-        }
-        server.update();
-        for client in &mut clients {
-            client.update();
-        }
+    let dirs: Vec<_> = (0..3).map(|i| dump_dir(&format!("hostile-{i}"))).collect();
+    // Client 0 diverges in two episodes: ticks 30..=39 and from tick 90 on.
+    let game = |c: usize| EpisodesGame {
+        plants: match c {
+            0 => vec![(30, 0.5), (40, -0.5), (90, 0.5)],
+            _ => Vec::new(),
+        },
+    };
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 2);
+    let mut peers = desyncing(game, &dirs, link, 7);
+    // Client 2 simulates honestly but, once playing, sends the relay a malformed message, an
+    // oversized breakdown, one of a tick never desynced and a flood of them.
+    let flood = 40;
+    peers.verify(5, 3_000);
+    peers.send_raw(2, NetChannel::Control, vec![0xff; 48]);
+    let oversized = breakdown(30, simsync_net::MAX_BREAKDOWN_ENTRIES + 1);
+    peers.send(2, NetChannel::Control, &oversized);
+    for _ in 0..=flood {
+        peers.send(2, NetChannel::Control, &breakdown(12_345, 2));
     }
-    assert!(hostile_sent);
-    assert!(
-        clients.iter().all(|c| verified(c) >= 200),
-        "the honest peers kept playing: {:?}",
-        clients.iter().map(verified).collect::<Vec<_>>()
-    );
-    let relay = server
-        .world()
-        .resource::<simsync::relay::RelayStats>()
-        .clone();
+    // The honest peers kept playing.
+    peers.verify(200, 3_000);
+    let relay = peers.relay_stats();
     // Every hostile message is a counted rejection: the malformed one as a rejected message,
     // the breakdowns as refused (or, past the control channel's rate, rate limited).
     assert!(relay.rejected_messages >= 1, "{relay:?}");
@@ -303,7 +235,7 @@ fn hostile_breakdowns_are_counted_rejections_and_only_the_first_desync_gets_a_br
     assert!(relay.desyncs_named[0] > 10 + 50, "{relay:?}");
     assert_eq!(relay.desyncs_named[1], 0);
     assert_eq!(relay.desync_reports, 1, "{relay:?}");
-    let reports = &server.world().resource::<Seen>().reports;
+    let reports = &peers.relay().world().resource::<Seen>().reports;
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert_eq!(reports[0].tick, 30);
     assert_eq!(reports[0].players, vec![0]);

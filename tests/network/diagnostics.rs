@@ -4,14 +4,12 @@
 use bevy::diagnostic::{DiagnosticPath, DiagnosticsStore};
 use bevy::prelude::*;
 use simsync::SessionDiagnosticsPlugin;
-use simsync::deterministic::NetworkSessionConfig;
 use simsync::prelude::*;
 use simsync::relay::RelayStats;
 use simsync_net::LinkConditionerConfig;
-use simsync_net::prelude::*;
-use simsync_net::{DecodeStats, MemoryNetwork, NetClock};
+use simsync_net::{DecodeStats, NetClock};
 
-use super::harness::{client_app, server_app};
+use super::harness::{Peers, PeersExt, peers};
 use crate::common::TestGame;
 
 fn game() -> TestGame {
@@ -23,33 +21,15 @@ fn game() -> TestGame {
 
 /// A relay and two clients with the diagnostics plugin over a 40 ms (each way) link with
 /// jitter, so that remote inputs are mispredicted and rollbacks happen.
-fn session() -> (MemoryNetwork, App, Vec<App>) {
+fn session() -> Peers {
     let link = LinkConditionerConfig::PERFECT.with_latency(40, 10);
-    let network = MemoryNetwork::new(5, link).expect("valid link");
-    let mut server = server_app(2);
-    server.insert_net_server(network.server_transport().expect("server"));
-    server.finish();
-    server.cleanup();
-    let clients = (0..2u64)
-        .map(|id| {
-            let mut client = client_app(game(), NetworkSessionConfig::default(), 60);
+    peers(game(), link)
+        .seed(5)
+        .customize(|_, client| {
             client.add_plugins(SessionDiagnosticsPlugin::default());
-            client.insert_net_client(network.client_transport(id + 1).expect("client"));
-            client.finish();
-            client.cleanup();
-            client
         })
-        .collect();
-    (network, server, clients)
-}
-
-fn step(server: &mut App, clients: &mut [App], skip: Option<usize>) {
-    server.update();
-    for (i, client) in clients.iter_mut().enumerate() {
-        if Some(i) != skip {
-            client.update();
-        }
-    }
+        .build()
+        .expect("peers")
 }
 
 /// Every value a diagnostic recorded so far.
@@ -65,10 +45,12 @@ fn history(app: &App, path: &DiagnosticPath) -> Vec<f64> {
 
 #[test]
 fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
-    let (_network, mut server, mut clients) = session();
+    let mut peers = session();
     for path in &SessionDiagnosticsPlugin::ALL {
         assert!(
-            clients[0]
+            peers
+                .client(0)
+                .expect("running")
                 .world()
                 .resource::<DiagnosticsStore>()
                 .get(path)
@@ -76,19 +58,18 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
             "{path} not registered"
         );
     }
-    for _ in 0..200 {
-        step(&mut server, &mut clients, None);
-    }
+    peers.run_frames(200).expect("playing");
     // Client 1 misses 30 frames: the relay replaces its inputs, and the ones it sends when it
     // comes back are late.
-    for _ in 0..30 {
-        step(&mut server, &mut clients, Some(1));
-    }
+    peers.pause(1).expect("pause");
+    peers.run_frames(30).expect("client 0 plays on");
+    peers.resume(1).expect("resume");
     let mut seen: Vec<Vec<Vec<f64>>> = vec![Vec::new(); 2];
     for _ in 0..100 {
-        step(&mut server, &mut clients, None);
-        for (c, client) in clients.iter().enumerate() {
-            seen[c].push(
+        peers.step();
+        for (c, frames) in seen.iter_mut().enumerate() {
+            let client = peers.client(c).expect("running");
+            frames.push(
                 SessionDiagnosticsPlugin::ALL
                     .iter()
                     .map(|p| history(client, p).last().copied().unwrap_or(f64::NAN))
@@ -96,10 +77,7 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
             );
         }
     }
-    let stats: Vec<SessionStats> = clients
-        .iter()
-        .map(|c| c.world().resource::<SessionStats>().clone())
-        .collect();
+    let stats: Vec<SessionStats> = (0..2).map(|c| peers.stats_of(c)).collect();
     for (i, path) in SessionDiagnosticsPlugin::ALL.iter().enumerate() {
         // Moves: over the recorded frames of some client, the value changed or is non-zero.
         let moved = seen.iter().any(|frames| {
@@ -110,7 +88,11 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
         assert!(moved, "{path} did not move: {:?}", seen[1].last());
     }
     // The totals are the stats' own numbers.
-    let last = |c: usize, path: &DiagnosticPath| *history(&clients[c], path).last().unwrap();
+    let last = |c: usize, path: &DiagnosticPath| {
+        *history(peers.client(c).expect("running"), path)
+            .last()
+            .unwrap()
+    };
     for (c, s) in stats.iter().enumerate() {
         let net = s.network.as_ref().expect("networked");
         assert_eq!(
@@ -145,8 +127,9 @@ fn every_session_diagnostic_is_registered_and_moves_in_a_networked_run() {
 
 #[test]
 fn stats_and_config_resources_are_reflected_and_registered() {
-    let (_network, server, clients) = session();
-    let registry = clients[0].world().resource::<AppTypeRegistry>().read();
+    let peers = session();
+    let client = peers.client(0).expect("running");
+    let registry = client.world().resource::<AppTypeRegistry>().read();
     for (name, id) in [
         ("SessionStats", std::any::TypeId::of::<SessionStats>()),
         (
@@ -173,7 +156,7 @@ fn stats_and_config_resources_are_reflected_and_registered() {
             "{name} has no #[reflect(Resource)]"
         );
     }
-    let registry = server.world().resource::<AppTypeRegistry>().read();
+    let registry = peers.relay().world().resource::<AppTypeRegistry>().read();
     let relay = registry
         .get(std::any::TypeId::of::<RelayStats>())
         .expect("RelayStats registered");

@@ -2,15 +2,11 @@
 //! sees it through `PlayerInputs::is_connected`, at the same confirmed tick.
 
 use bevy::prelude::*;
-use simsync::deterministic::{
-    NetworkSessionConfig, PlayerInputs, SimHash, SimulationWorlds, StateHasher,
-};
+use simsync::deterministic::{PlayerInputs, SimHash, SimulationWorlds, StateHasher};
 use simsync::prelude::*;
-use simsync::relay::RelayStats;
-use simsync_net::prelude::*;
-use simsync_net::{LinkConditionerConfig, MemoryNetwork};
+use simsync_net::LinkConditionerConfig;
 
-use super::harness::{client_app_of, server_app};
+use super::harness::{Peers, PeersExt, peers_of, plugin};
 use crate::common::TestGame;
 
 /// Per player: the first tick its input set said it was disconnected (rolled back and hashed,
@@ -48,7 +44,8 @@ fn record(inputs: Res<PlayerInputs<PackedInput>>, mut first: ResMut<FirstDisconn
     }
 }
 
-fn first_disconnected(client: &App, verified: bool) -> Vec<Option<i32>> {
+fn first_disconnected(peers: &Peers, client: usize, verified: bool) -> Vec<Option<i32>> {
+    let client = peers.client(client).expect("running");
     let worlds = client.world().resource::<SimulationWorlds>();
     let world = if verified {
         worlds.verified()
@@ -58,65 +55,37 @@ fn first_disconnected(client: &App, verified: bool) -> Vec<Option<i32>> {
     world.resource::<FirstDisconnected>().0.clone()
 }
 
-fn stats(client: &App) -> SessionStats {
-    client.world().resource::<SessionStats>().clone()
-}
-
-fn relay(server: &App) -> RelayStats {
-    server.world().resource::<RelayStats>().clone()
-}
-
 /// A relay and three clients of the watched game over a 20 ms link, run until every client
-/// verified tick `tick`. The network is returned to keep the transports alive.
-fn three_players_verified_through(tick: i32) -> (MemoryNetwork, App, Vec<App>) {
+/// verified tick `tick`.
+fn three_players_verified_through(tick: i32) -> Peers {
     let game = TestGame {
         boxes: 20,
         players: 3,
         ..TestGame::default()
     };
     let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
-    let network = MemoryNetwork::new(99, link).expect("valid link");
-    let mut server = server_app(3);
-    server.insert_net_server(network.server_transport().expect("server"));
-    let mut clients: Vec<App> = (0..3u64)
-        .map(|id| {
-            let net = NetworkSessionConfig::default();
-            let mut client = client_app_of(Watched(game.clone()), 3, net, 60, 64);
-            client.insert_net_client(network.client_transport(id + 1).expect("client"));
-            client.finish();
-            client.cleanup();
-            client
-        })
-        .collect();
-    server.finish();
-    server.cleanup();
-    let mut frames = 0;
-    while clients.iter().any(|c| stats(c).verified_tick < tick) {
-        server.update();
-        for client in &mut clients {
-            client.update();
-        }
-        frames += 1;
-        assert!(frames < 2_000, "not verified: {:?}", relay(&server));
-    }
-    (network, server, clients)
+    let mut peers = peers_of(3, move |_| plugin(Watched(game.clone())))
+        .link(link)
+        .build()
+        .expect("peers");
+    peers.verify(tick, 2_000);
+    peers
 }
 
 #[test]
 fn a_client_that_stops_updating_is_disconnected_within_two_seconds() {
-    let (_network, mut server, mut clients) = three_players_verified_through(100);
+    let mut peers = three_players_verified_through(100);
     // Client 2's App stops updating: the relay hears nothing from it any more.
-    let silent_from = relay(&server).server_tick;
+    peers.pause(2).expect("pause");
+    let silent_from = peers.relay_stats().server_tick;
     let mut detected_after = None;
     for frame in 1..=600u32 {
-        server.update();
-        clients[0].update();
-        clients[1].update();
-        if detected_after.is_none() && relay(&server).silent_disconnects[2] > 0 {
+        peers.step();
+        if detected_after.is_none() && peers.relay_stats().silent_disconnects[2] > 0 {
             detected_after = Some(frame);
         }
     }
-    let r = relay(&server);
+    let r = peers.relay_stats();
     let detected_after = detected_after.expect("the relay noticed the silence");
     // Measured: 130 frames of 1/64 s: the 2 s timeout (128 frames) after the last message in
     // flight (20 ms link) arrived.
@@ -126,7 +95,7 @@ fn a_client_that_stops_updating_is_disconnected_within_two_seconds() {
     assert!(at - silent_from <= 131, "{silent_from} → {at}");
     eprintln!("silent from server tick {silent_from}, disconnected at {at}");
     // The survivors see it from one confirmed tick on, the same in both worlds of both.
-    let first = first_disconnected(&clients[0], true);
+    let first = first_disconnected(&peers, 0, true);
     assert_eq!(first[..2], [None, None], "{first:?}");
     let tick = first[2].expect("player 2 seen disconnected");
     assert!(
@@ -134,60 +103,48 @@ fn a_client_that_stops_updating_is_disconnected_within_two_seconds() {
         "{tick} {silent_from} {at}"
     );
     eprintln!("player 2 disconnected from confirmed tick {tick}");
-    for (c, client) in clients.iter().enumerate().take(2) {
-        assert_eq!(first_disconnected(client, true), first, "client {c}");
-        assert_eq!(first_disconnected(client, false), first, "client {c}");
+    for c in 0..2 {
+        assert_eq!(first_disconnected(&peers, c, true), first, "client {c}");
+        assert_eq!(first_disconnected(&peers, c, false), first, "client {c}");
     }
     // Only the survivors keep verifying, and they agree on every checksum.
-    let (s0, s1) = (stats(&clients[0]), stats(&clients[1]));
+    let (s0, s1) = (peers.stats_of(0), peers.stats_of(1));
     assert!(s0.verified_tick >= 600 && s1.verified_tick >= 600, "{s0:?}");
-    assert!(stats(&clients[2]).verified_tick < 110);
-    let n = s0.checksum_history.len().min(s1.checksum_history.len());
-    assert!(n >= 600, "{n}");
-    assert_eq!(s0.checksum_history[..n], s1.checksum_history[..n]);
+    assert!(peers.stats_of(2).verified_tick < 110);
+    let agreement = peers.assert_all_agree();
+    assert!(agreement.ticks_compared >= 600, "{agreement:?}");
 }
 
 #[test]
 fn a_paused_client_counts_as_connected_again_once_heard_and_all_agree() {
-    let (_network, mut server, mut clients) = three_players_verified_through(100);
+    let mut peers = three_players_verified_through(100);
     // Client 2 pauses for 3 s (192 frames), then runs again.
-    for _ in 0..192 {
-        server.update();
-        clients[0].update();
-        clients[1].update();
-    }
-    assert_eq!(relay(&server).silent_disconnects[2], 1);
-    let target = stats(&clients[0]).verified_tick + 300;
-    let mut frames = 0;
-    while clients.iter().any(|c| stats(c).verified_tick < target) {
-        server.update();
-        for client in &mut clients {
-            client.update();
-        }
-        frames += 1;
-        assert!(frames < 2_000, "not caught up: {:?}", relay(&server));
-    }
-    let r = relay(&server);
+    peers.pause(2).expect("pause");
+    peers.run_frames(192).expect("the others play on");
+    peers.resume(2).expect("resume");
+    assert_eq!(peers.relay_stats().silent_disconnects[2], 1);
+    let target = peers.stats_of(0).verified_tick + 300;
+    peers.verify(target, 2_000);
+    let r = peers.relay_stats();
     assert_eq!(r.silent_disconnects, vec![0, 0, 1], "{r:?}");
     // Every client, the paused one too, saw player 2 leave at the same confirmed tick.
-    let first = first_disconnected(&clients[0], true);
+    let first = first_disconnected(&peers, 0, true);
     assert!(first[2].is_some(), "{first:?}");
-    for client in &clients {
-        assert_eq!(first_disconnected(client, true), first);
+    for c in 0..3 {
+        assert_eq!(first_disconnected(&peers, c, true), first);
     }
     // Heard from again: the sets confirmed now mark it connected.
-    let inputs = |c: &App| {
-        let worlds = c.world().resource::<SimulationWorlds>();
-        worlds
-            .verified()
-            .resource::<PlayerInputs<PackedInput>>()
-            .is_connected(2)
-    };
-    assert!(clients.iter().all(inputs));
-    let histories: Vec<_> = clients.iter().map(|c| stats(c).checksum_history).collect();
-    let n = histories.iter().map(Vec::len).min().unwrap_or(0);
-    assert!(n >= 400, "{n}");
-    for history in &histories[1..] {
-        assert_eq!(history[..n], histories[0][..n]);
+    for c in 0..3 {
+        let worlds = peers.client(c).expect("running").world();
+        let verified = worlds.resource::<SimulationWorlds>().verified();
+        assert!(
+            verified
+                .resource::<PlayerInputs<PackedInput>>()
+                .is_connected(2)
+        );
     }
+    let agreement = peers.assert_all_agree();
+    assert!(agreement.ticks_compared >= 400, "{agreement:?}");
+    let paused = peers.agreement_of(2).unwrap_or_else(|e| panic!("{e}"));
+    assert!(paused.ticks_compared >= 400, "{paused:?}");
 }

@@ -3,12 +3,11 @@
 //! count it for the flooder only; the honest clients keep verifying and agree.
 
 use bevy::prelude::*;
-use simsync::deterministic::NetworkSessionConfig;
 use simsync::relay::{RateLimited, RelayLimits};
 use simsync_net::prelude::*;
 use simsync_net::{ClientMessage, LinkConditionerConfig, NetChannel, SessionClientMessage};
 
-use super::harness::Harness;
+use super::harness::{PeersExt, peers};
 use crate::common::TestGame;
 
 /// Messages the flooder sends per 1/64 s frame: 10,048 a second.
@@ -30,15 +29,21 @@ fn flood(mut flood: ResMut<Flood>, mut client: ResMut<RenetClient>) {
     let base = (flood.sent / PER_FRAME) as i32;
     for i in 0..PER_FRAME {
         let message = match i % 3 {
-            0 => ClientMessage::Session(SessionClientMessage::Inputs {
-                first_tick: base + 5_000,
-                inputs: vec![vec![0; 4]; 4],
-                ack_tick: 0,
-            }),
-            1 => ClientMessage::Session(SessionClientMessage::Checksum {
-                tick: base + 5_000 + i as i32,
-                checksum: i,
-            }),
+            0 => ClientMessage::session(
+                MatchId::FIRST,
+                SessionClientMessage::Inputs {
+                    first_tick: base + 5_000,
+                    inputs: vec![vec![0; 4]; 4],
+                    ack_tick: 0,
+                },
+            ),
+            1 => ClientMessage::session(
+                MatchId::FIRST,
+                SessionClientMessage::Checksum {
+                    tick: base + 5_000 + i as i32,
+                    checksum: i,
+                },
+            ),
             _ => ClientMessage::Ping { t: i as u32 },
         };
         let bytes = simsync_net::encode(&message).expect("encodes");
@@ -54,37 +59,40 @@ fn a_flooding_peer_is_rate_limited_and_honest_clients_play_on() {
         players: 3,
         ..TestGame::default()
     };
-    let mut h = Harness::new(
-        game,
-        LinkConditionerConfig::PERFECT.with_latency(20, 0),
-        NetworkSessionConfig::default(),
-    );
     let flooder = 2;
-    h.clients[flooder]
-        .init_resource::<Flood>()
-        .add_systems(PostUpdate, flood);
-    h.run_until_verified(60, 600);
-    let before = h.relay();
-    h.clients[flooder].world_mut().resource_mut::<Flood>().on = true;
-    let verified = [h.stats(0).verified_tick, h.stats(1).verified_tick];
+    let mut h = peers(game, LinkConditionerConfig::PERFECT.with_latency(20, 0))
+        .customize(move |c, client| {
+            if c == flooder {
+                client
+                    .init_resource::<Flood>()
+                    .add_systems(PostUpdate, flood);
+            }
+        })
+        .build()
+        .expect("peers");
+    h.verify(60, 600);
+    let before = h.relay_stats();
+    let flooding = |h: &mut super::harness::Peers, on: bool| {
+        let client = h.client_mut(flooder).expect("running");
+        client.world_mut().resource_mut::<Flood>().on = on;
+        client.world().resource::<Flood>().sent
+    };
+    flooding(&mut h, true);
+    let verified = [h.stats_of(0).verified_tick, h.stats_of(1).verified_tick];
     let frames = 400u32;
-    for _ in 0..frames {
-        h.step();
-    }
-    h.clients[flooder].world_mut().resource_mut::<Flood>().on = false;
-    let sent = h.clients[flooder].world().resource::<Flood>().sent;
-    let relay = h.relay();
+    h.run_frames(frames).expect("the session goes on");
+    let sent = flooding(&mut h, false);
+    let relay = h.relay_stats();
 
     // Both honest clients kept verifying through the flood and agree.
     for (c, start) in verified.into_iter().enumerate() {
-        let progress = h.stats(c).verified_tick - start;
+        let progress = h.stats_of(c).verified_tick - start;
         assert!(progress >= 300, "client {c} verified {progress} ticks");
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert_eq!(net.desyncs_reported, 0, "{net:?}");
     }
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= 300, "{compared}");
-    assert_eq!(mismatches, 0);
+    let agreement = h.assert_all_agree();
+    assert!(agreement.ticks_compared >= 300, "{agreement:?}");
     assert_eq!(relay.desyncs, 0, "{relay:?}");
     // No honest input was replaced because of the flood.
     assert_eq!(

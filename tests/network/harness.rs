@@ -1,51 +1,113 @@
-//! A relay server App and client Apps over a `MemoryNetwork`, stepped with simulated time.
+//! The network tests' session setup: the client plugin of a game (64 Hz, a checksum every
+//! tick), [`RelayPeers`] of the test game with its scripted inputs, a few shorthands over
+//! `RelayPeers`, and client/relay Apps for the UDP tests (`RelayPeers` runs in memory only).
 
 use bevy::prelude::*;
-use simsync::deterministic::NetworkSessionConfig;
-use simsync::deterministic::SessionClock;
+use simsync::deterministic::RelayClientStats;
+use simsync::deterministic::{NetworkSessionConfig, SessionClock};
 use simsync::prelude::*;
-use simsync::relay::{DeterministicServerPlugin, RelayStats};
-use simsync::time::TickRate;
-use simsync_net::LinkConditionerConfig;
+use simsync::relay::DeterministicServerPlugin;
+use simsync::testing::{ClientIndex, RelayPeers, RelayPeersBuilder, RunLimits};
 use simsync_net::prelude::*;
-use simsync_net::{MemoryNetwork, NetClock};
+use simsync_net::{ClientMessage, LinkConditionerConfig, NetChannel, NetClock};
 
 use crate::common::{TestGame, scripted_input};
 
-/// Writes the scripted input of this client's slot for the tick the next update samples.
-fn feed(
-    session: Res<DeterministicSession<PackedInput>>,
-    stats: Res<SessionStats>,
-    mut local: ResMut<LocalInputs<PackedInput>>,
-    silent: Option<Res<Silent>>,
-) {
-    let Some(slot) = stats.network.as_ref().and_then(|n| n.slot) else {
-        return;
+/// The peers of every in-memory network test.
+pub type Peers = RelayPeers<PackedInput>;
+
+/// A client plugin of `game`: 64 Hz, rollback window 60, a checksum every tick (the relay
+/// compares each), default network settings (chain `.networked(..)`/`.edit_config(..)` to
+/// change them).
+pub fn plugin(game: impl Plugin + Clone) -> DeterministicPlugin<PackedInput> {
+    DeterministicPlugin::<PackedInput>::new(game)
+        .config(SessionConfig {
+            rollback_window: 60,
+            checksum_interval: 1,
+            ..Default::default()
+        })
+        .networked(NetworkSessionConfig::default())
+}
+
+/// [`plugin`] with snapshots on (the plugin's capture and load, and the network's).
+pub fn snapshot_plugin(
+    game: impl Plugin + Clone,
+    net: NetworkSessionConfig,
+) -> DeterministicPlugin<PackedInput> {
+    let net = NetworkSessionConfig {
+        snapshots: true,
+        ..net
     };
-    if silent.is_some() {
-        return;
+    plugin(game)
+        .networked(net)
+        .snapshots(simsync::deterministic::SnapshotLimits::default())
+}
+
+/// Peers of `players` players whose client `c` runs `make(c)`, playing the scripted inputs over
+/// a network seeded 99. No per-component breakdowns are kept: each costs about one checksum per
+/// tick, which made the network tests half again as slow; to see what differs in a failing
+/// agreement, chain `.breakdowns(256)`.
+pub fn peers_of(
+    players: u8,
+    make: impl Fn(ClientIndex) -> DeterministicPlugin<PackedInput> + Send + Sync + 'static,
+) -> RelayPeersBuilder<PackedInput> {
+    RelayPeers::builder(players, make)
+        .inputs(scripted_input)
+        .seed(99)
+        .breakdowns(0)
+}
+
+/// Peers of the test game (one client per player) over `link`.
+pub fn peers(game: TestGame, link: LinkConditionerConfig) -> RelayPeersBuilder<PackedInput> {
+    peers_of(game.players, move |_| plugin(game.clone())).link(link)
+}
+
+/// Shorthands of the tests over [`Peers`], panicking with the harness's error.
+pub trait PeersExt {
+    /// Steps until every running client verified `tick`, within `frames` frames.
+    fn verify(&mut self, tick: i32, frames: u32) -> i32;
+    /// Client `client`'s session stats (it runs).
+    fn stats_of(&self, client: ClientIndex) -> SessionStats;
+    /// Client `client`'s network stats (it runs).
+    fn net_of(&self, client: ClientIndex) -> RelayClientStats;
+    /// Sends `bytes` on `channel` straight through client `client`'s renet client.
+    fn send_raw(&mut self, client: ClientIndex, channel: NetChannel, bytes: Vec<u8>);
+    /// Sends `message`, encoded, on `channel` through client `client`'s renet client.
+    fn send(&mut self, client: ClientIndex, channel: NetChannel, message: &ClientMessage) {
+        let bytes = simsync_net::encode(message).expect("encodes");
+        self.send_raw(client, channel, bytes);
     }
-    let delay = stats.network.as_ref().map_or(0, |n| n.input_delay_ticks) as i32;
-    let tick = session.next_poll_tick() + delay;
-    let _ = local.set(slot, scripted_input(slot, tick));
 }
 
-/// Present on a client that must stop sending (the test removes its transport).
-#[derive(Resource)]
-pub struct Silent;
+impl PeersExt for Peers {
+    #[track_caller]
+    fn verify(&mut self, tick: i32, frames: u32) -> i32 {
+        self.run_until_verified_with(tick, RunLimits::new(frames))
+            .unwrap_or_else(|e| panic!("{e}; relay {:?}", self.relay_stats()))
+    }
 
-pub struct Harness {
-    #[allow(dead_code)] // kept alive for the transports; tests may change links
-    pub network: MemoryNetwork,
-    pub server: App,
-    pub clients: Vec<App>,
+    #[track_caller]
+    fn stats_of(&self, client: ClientIndex) -> SessionStats {
+        self.stats(client).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[track_caller]
+    fn net_of(&self, client: ClientIndex) -> RelayClientStats {
+        self.stats_of(client).network.expect("networked")
+    }
+
+    fn send_raw(&mut self, client: ClientIndex, channel: NetChannel, bytes: Vec<u8>) {
+        self.client_mut(client)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .world_mut()
+            .resource_mut::<RenetClient>()
+            .send_message(channel, bytes);
+    }
 }
 
-pub fn server_app(players: u8) -> App {
-    server_app_with(DeterministicServerPlugin::new::<PackedInput>(players, 64))
-}
+// --- Apps for the UDP tests and the real-time client ------------------------------------------
 
-/// A relay server App running `relay` (at 64 Hz).
+/// A relay server App running `relay` (at 64 Hz), without transport.
 pub fn server_app_with(relay: DeterministicServerPlugin) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
@@ -54,33 +116,14 @@ pub fn server_app_with(relay: DeterministicServerPlugin) -> App {
     app
 }
 
+/// A client App of `game` (stepped, one tick per update, scripted inputs), without transport.
 pub fn client_app(game: TestGame, network: NetworkSessionConfig, window: u32) -> App {
-    client_app_at(game, network, window, 64)
-}
-
-/// A client whose session runs at `tick_rate_hz` (the relay of [`server_app`] runs at 64).
-pub fn client_app_at(
-    game: TestGame,
-    network: NetworkSessionConfig,
-    window: u32,
-    tick_rate_hz: u32,
-) -> App {
     let players = game.players;
-    client_app_of(game, players, network, window, tick_rate_hz)
+    client_app_configured(game, players, network, window, 64, |p| p)
 }
 
-/// A client of `players` players running `game` (any game plugin) at `tick_rate_hz`.
-pub fn client_app_of(
-    game: impl Plugin + Clone,
-    players: u8,
-    network: NetworkSessionConfig,
-    window: u32,
-    tick_rate_hz: u32,
-) -> App {
-    client_app_configured(game, players, network, window, tick_rate_hz, |p| p)
-}
-
-/// [`client_app_of`] with `configure` applied to the plugin last.
+/// A client of `players` players running `game` at `tick_rate_hz`, `configure` applied to the
+/// plugin last.
 pub fn client_app_configured(
     game: impl Plugin + Clone,
     players: u8,
@@ -89,19 +132,26 @@ pub fn client_app_configured(
     tick_rate_hz: u32,
     configure: impl FnOnce(DeterministicPlugin<PackedInput>) -> DeterministicPlugin<PackedInput>,
 ) -> App {
-    let net_clock = NetClock::fixed_hz(64);
+    let stepped = |p: DeterministicPlugin<PackedInput>| {
+        configure(p.edit_config(|c| {
+            c.clock = SessionClock::Stepped {
+                ticks_per_update: 1,
+            }
+        }))
+    };
     client_app_clocked(
         game,
         players,
         network,
         window,
         tick_rate_hz,
-        net_clock,
-        configure,
+        NetClock::fixed_hz(64),
+        stepped,
     )
 }
 
-/// [`client_app_configured`] whose network layer advances by `net_clock` per update.
+/// A client App whose network layer advances by `net_clock` per update, `configure` applied to
+/// the plugin last (its session clock is the default real time unless `configure` sets one).
 pub fn client_app_clocked(
     game: impl Plugin + Clone,
     players: u8,
@@ -111,117 +161,14 @@ pub fn client_app_clocked(
     net_clock: NetClock,
     configure: impl FnOnce(DeterministicPlugin<PackedInput>) -> DeterministicPlugin<PackedInput>,
 ) -> App {
-    let rate = TickRate::new(tick_rate_hz).expect("valid tick rate");
+    let plugin = plugin(game).edit_config(|c| {
+        c.tick_rate = simsync::time::TickRate::new(tick_rate_hz).expect("valid tick rate");
+        c.rollback_window = window;
+    });
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(NetClientPlugin::default().with_clock(net_clock))
-        .add_plugins(configure(
-            DeterministicPlugin::<PackedInput>::new(game)
-                .config(SessionConfig {
-                    tick_rate: rate,
-                    rollback_window: window,
-                    checksum_interval: 1,
-                    clock: SessionClock::Stepped {
-                        ticks_per_update: 1,
-                    },
-                    ..Default::default()
-                })
-                .players(players)
-                .networked(network),
-        ))
-        .add_systems(PreUpdate, feed.before(DeterministicSet::SessionUpdate));
+        .add_plugins(configure(plugin.players(players).networked(network)))
+        .insert_resource(TickInputSource::<PackedInput>::new(scripted_input));
     app
-}
-
-impl Harness {
-    /// A server and `players` clients over a network conditioned by `link` in both directions.
-    pub fn new(game: TestGame, link: LinkConditionerConfig, net: NetworkSessionConfig) -> Self {
-        Self::with_window(game, link, net, 60)
-    }
-
-    pub fn with_window(
-        game: TestGame,
-        link: LinkConditionerConfig,
-        net: NetworkSessionConfig,
-        window: u32,
-    ) -> Self {
-        let relay = DeterministicServerPlugin::new::<PackedInput>(game.players, 64);
-        Self::with_relay(game, link, net, window, relay)
-    }
-
-    /// A harness whose relay server runs `relay`.
-    pub fn with_relay(
-        game: TestGame,
-        link: LinkConditionerConfig,
-        net: NetworkSessionConfig,
-        window: u32,
-        relay: DeterministicServerPlugin,
-    ) -> Self {
-        let network = MemoryNetwork::new(99, link).expect("valid link");
-        let mut server = server_app_with(relay);
-        server.insert_net_server(network.server_transport().expect("server"));
-        server.finish();
-        server.cleanup();
-        let mut clients = Vec::new();
-        for id in 0..game.players {
-            let mut client = client_app(game.clone(), net.clone(), window);
-            client.insert_net_client(network.client_transport(u64::from(id) + 1).expect("client"));
-            client.finish();
-            client.cleanup();
-            clients.push(client);
-        }
-        Self {
-            network,
-            server,
-            clients,
-        }
-    }
-
-    /// One frame of 1/64 s: the server, then every client.
-    pub fn step(&mut self) {
-        self.server.update();
-        for client in &mut self.clients {
-            client.update();
-        }
-    }
-
-    pub fn stats(&self, client: usize) -> SessionStats {
-        self.clients[client]
-            .world()
-            .resource::<SessionStats>()
-            .clone()
-    }
-
-    pub fn relay(&self) -> RelayStats {
-        self.server.world().resource::<RelayStats>().clone()
-    }
-
-    /// Steps until every client verified `tick` (at most `limit` frames).
-    pub fn run_until_verified(&mut self, tick: i32, limit: u32) {
-        for _ in 0..limit {
-            if (0..self.clients.len()).all(|c| self.stats(c).verified_tick >= tick) {
-                return;
-            }
-            self.step();
-        }
-        panic!(
-            "not all clients verified tick {tick}: {:?} / relay {:?}",
-            (0..self.clients.len())
-                .map(|c| (self.stats(c).verified_tick, self.stats(c).network))
-                .collect::<Vec<_>>(),
-            self.relay()
-        );
-    }
-
-    /// Whether every pair of clients agrees on every checksum both recorded.
-    pub fn checksums_agree(&self) -> (usize, usize) {
-        let histories: Vec<Vec<_>> = (0..self.clients.len())
-            .map(|c| self.stats(c).checksum_history)
-            .collect();
-        let n = histories.iter().map(Vec::len).min().unwrap_or(0);
-        let mismatches = (0..n)
-            .filter(|i| histories.iter().any(|h| h[*i] != histories[0][*i]))
-            .count();
-        (n, mismatches)
-    }
 }

@@ -6,15 +6,15 @@
 use std::collections::BTreeSet;
 
 use bevy::prelude::*;
-use simsync::deterministic::{DesyncDetected, NetworkSessionConfig};
+use simsync::deterministic::DesyncDetected;
 use simsync::prelude::PackedInput;
 use simsync::relay::{DeterministicServerPlugin, DroppedInputs, RelayLimits};
-use simsync_net::prelude::*;
+use simsync::testing::RelayPeersBuilder;
 use simsync_net::{
-    ClientMessage, LinkConditionerConfig, MemoryNetwork, NetChannel, SessionClientMessage,
+    ClientMessage, LinkConditionerConfig, MatchId, NetChannel, SessionClientMessage,
 };
 
-use super::harness::{Harness, client_app, server_app};
+use super::harness::{Peers, PeersExt, peers, peers_of, plugin};
 use crate::common::TestGame;
 
 fn game(players: u8) -> TestGame {
@@ -25,46 +25,38 @@ fn game(players: u8) -> TestGame {
     }
 }
 
-fn send(h: &mut Harness, client: usize, channel: NetChannel, message: &ClientMessage) {
-    let bytes = simsync_net::encode(message).expect("encodes");
-    h.clients[client]
-        .world_mut()
-        .resource_mut::<RenetClient>()
-        .send_message(channel, bytes);
-}
-
 fn inputs(first_tick: i32, inputs: Vec<Vec<u8>>) -> ClientMessage {
-    ClientMessage::Session(SessionClientMessage::Inputs {
-        first_tick,
-        inputs,
-        ack_tick: 0,
-    })
+    ClientMessage::session(
+        MatchId::FIRST,
+        SessionClientMessage::Inputs {
+            first_tick,
+            inputs,
+            ack_tick: 0,
+        },
+    )
 }
 
 #[test]
 fn undecodable_and_oversized_inputs_are_dropped_and_the_session_goes_on() {
-    let mut h = Harness::new(
-        game(2),
-        LinkConditionerConfig::PERFECT.with_latency(20, 0),
-        NetworkSessionConfig::default(),
-    );
-    h.run_until_verified(60, 300);
-    let server_tick = h.relay().server_tick;
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    let mut h = peers(game(2), link).build().expect("peers");
+    h.verify(60, 300);
+    let server_tick = h.relay_stats().server_tick;
     // Ahead of anything the clients sent: these copies arrive first and decide the ticks.
     let garbage = inputs(server_tick + 40, vec![vec![0xff; 17]; 5]);
-    send(&mut h, 0, NetChannel::Inputs, &garbage);
+    h.send(0, NetChannel::Inputs, &garbage);
     // 30,000 bytes (reliable: renet slices it).
     let huge = inputs(server_tick + 50, vec![vec![0; 30_000]]);
-    send(&mut h, 1, NetChannel::Control, &huge);
+    h.send(1, NetChannel::Control, &huge);
     for _ in 0..3 {
         // Copies sent again are not counted again.
-        send(&mut h, 0, NetChannel::Inputs, &garbage);
+        h.send(0, NetChannel::Inputs, &garbage);
         h.step();
     }
-    let verified = h.stats(0).verified_tick;
-    h.run_until_verified(verified + 300, 900);
+    let verified = h.stats_of(0).verified_tick;
+    h.verify(verified + 300, 900);
 
-    let relay = h.relay();
+    let relay = h.relay_stats();
     assert_eq!(
         relay.dropped_inputs,
         vec![
@@ -82,11 +74,10 @@ fn undecodable_and_oversized_inputs_are_dropped_and_the_session_goes_on() {
     assert!(relay.replaced_inputs[0] >= 5, "{relay:?}");
     assert!(relay.replaced_inputs[1] >= 1, "{relay:?}");
     assert_eq!(relay.desyncs, 0, "{relay:?}");
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= 300, "{compared}");
-    assert_eq!(mismatches, 0);
+    let agreement = h.assert_all_agree();
+    assert!(agreement.ticks_compared >= 300, "{agreement:?}");
     for c in 0..2 {
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert_eq!(
             net.substituted_inputs, 0,
             "the relay relayed only valid inputs"
@@ -104,33 +95,40 @@ fn record_desyncs(mut read: MessageReader<DesyncDetected>, mut seen: ResMut<Desy
     seen.0.extend(read.read().cloned());
 }
 
-fn watch_desyncs(h: &mut Harness) {
-    for client in &mut h.clients {
-        client
-            .init_resource::<Desyncs>()
-            .add_systems(Last, record_desyncs);
-    }
+/// `builder`'s peers, which desync on purpose (desync reports do not stop a run), every
+/// client keeping the [`Desyncs`] it was told of.
+fn watch_desyncs(builder: RelayPeersBuilder<PackedInput>) -> Peers {
+    builder
+        .tolerate_desyncs()
+        .customize(|_, client| {
+            client
+                .init_resource::<Desyncs>()
+                .add_systems(Last, record_desyncs);
+        })
+        .build()
+        .expect("peers")
 }
 
-fn desyncs(h: &Harness, client: usize) -> Vec<DesyncDetected> {
-    h.clients[client].world().resource::<Desyncs>().0.clone()
+fn desyncs(h: &Peers, client: usize) -> Vec<DesyncDetected> {
+    let client = h.client(client).expect("running");
+    client.world().resource::<Desyncs>().0.clone()
+}
+
+/// Three players over a 60 ms link.
+fn sixty_ms() -> RelayPeersBuilder<PackedInput> {
+    peers(game(3), LinkConditionerConfig::PERFECT.with_latency(60, 0))
 }
 
 #[test]
 fn a_liar_is_named_and_honest_clients_are_not() {
-    let mut h = Harness::new(
-        game(3),
-        LinkConditionerConfig::PERFECT.with_latency(60, 0),
-        NetworkSessionConfig::default(),
-    );
-    watch_desyncs(&mut h);
-    h.run_until_verified(60, 600);
+    let mut h = watch_desyncs(sixty_ms());
+    h.verify(60, 600);
     let liar = 2;
     let mut forged = BTreeSet::new();
     let mut future = 0;
     for _ in 0..20 {
-        let confirmed = h.relay().confirmed_tick;
-        let verified = h.stats(liar).verified_tick;
+        let confirmed = h.relay_stats().confirmed_tick;
+        let verified = h.stats_of(liar).verified_tick;
         // Ticks the relay confirmed that the liar has not reported yet, and ticks nobody can
         // have verified.
         let ticks = (verified + 1..=confirmed).chain([confirmed + 200, confirmed + 1_000]);
@@ -140,18 +138,14 @@ fn a_liar_is_named_and_honest_clients_are_not() {
             } else {
                 forged.insert(tick);
             }
-            let checksum = ClientMessage::Session(SessionClientMessage::Checksum {
-                tick,
-                checksum: 0xbad ^ tick as u64,
-            });
-            send(&mut h, liar, NetChannel::Control, &checksum);
+            send_forged_checksum(&mut h, liar, tick);
         }
         h.step();
     }
-    let verified = h.stats(0).verified_tick;
-    h.run_until_verified(verified + 300, 900);
+    let verified = h.stats_of(0).verified_tick;
+    h.verify(verified + 300, 900);
 
-    let relay = h.relay();
+    let relay = h.relay_stats();
     assert!(!forged.is_empty());
     assert_eq!(relay.refused_checksums, vec![0, 0, future], "{relay:?}");
     for slot in 0..3 {
@@ -166,11 +160,11 @@ fn a_liar_is_named_and_honest_clients_are_not() {
     assert_eq!(relay.desyncs, forged.len() as u64, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![0, 0, relay.desyncs], "{relay:?}");
     assert_eq!(relay.desync_episodes, vec![0, 0, 1], "{relay:?}");
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= 300);
-    assert_eq!(mismatches, 0, "the liar's simulation is honest");
+    // The liar's simulation is honest.
+    let agreement = h.assert_all_agree();
+    assert!(agreement.ticks_compared >= 300, "{agreement:?}");
     for c in 0..3 {
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert_eq!(net.desyncs_reported, 1, "{net:?}");
         let seen = desyncs(&h, c);
         assert_eq!(seen.len(), 1, "{seen:?}");
@@ -181,22 +175,30 @@ fn a_liar_is_named_and_honest_clients_are_not() {
     }
 }
 
+/// `liar` reports checksum `0xbad ^ tick` for `tick` (a lie: no world hashes to it).
+fn send_forged_checksum(h: &mut Peers, liar: usize, tick: i32) {
+    let checksum = ClientMessage::session(
+        MatchId::FIRST,
+        SessionClientMessage::Checksum {
+            tick,
+            checksum: 0xbad ^ tick as u64,
+        },
+    );
+    h.send(liar, NetChannel::Control, &checksum);
+}
+
 /// Makes `liar` report a forged checksum for the next `count` ticks the relay confirmed and the
 /// liar has not verified yet (so the forgery is its first report of each), stepping until
 /// done; the ticks forged.
-fn forge(h: &mut Harness, liar: usize, count: usize) -> BTreeSet<i32> {
+fn forge(h: &mut Peers, liar: usize, count: usize) -> BTreeSet<i32> {
     let mut forged: BTreeSet<i32> = BTreeSet::new();
     for _ in 0..count * 4 {
-        let confirmed = h.relay().confirmed_tick;
-        let verified = h.stats(liar).verified_tick;
+        let confirmed = h.relay_stats().confirmed_tick;
+        let verified = h.stats_of(liar).verified_tick;
         let from = forged.last().map_or(verified, |last| (*last).max(verified)) + 1;
         for tick in (from..=confirmed).take(count - forged.len()) {
             forged.insert(tick);
-            let checksum = ClientMessage::Session(SessionClientMessage::Checksum {
-                tick,
-                checksum: 0xbad ^ tick as u64,
-            });
-            send(h, liar, NetChannel::Control, &checksum);
+            send_forged_checksum(h, liar, tick);
         }
         h.step();
         if forged.len() == count {
@@ -212,21 +214,14 @@ fn a_liar_forging_200_ticks_is_reported_once_per_episode_and_knows_it_is_the_one
     // for 200 ticks: the limit is not what this test is about.
     let relay =
         DeterministicServerPlugin::new::<PackedInput>(3, 64).rate_limits(RelayLimits::UNLIMITED);
-    let mut h = Harness::with_relay(
-        game(3),
-        LinkConditionerConfig::PERFECT.with_latency(60, 0),
-        NetworkSessionConfig::default(),
-        60,
-        relay,
-    );
-    watch_desyncs(&mut h);
-    h.run_until_verified(60, 600);
+    let mut h = watch_desyncs(sixty_ms().relay(relay));
+    h.verify(60, 600);
     let liar = 2;
     let first = forge(&mut h, liar, 200);
-    let verified = h.stats(0).verified_tick;
-    h.run_until_verified(verified + 200, 900);
+    let verified = h.stats_of(0).verified_tick;
+    h.verify(verified + 200, 900);
 
-    let relay = h.relay();
+    let relay = h.relay_stats();
     // 200 desynced ticks, one episode: 200 reports a turn ago, 1 now.
     assert_eq!(relay.desyncs, 200, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![0, 0, 200], "{relay:?}");
@@ -238,16 +233,16 @@ fn a_liar_forging_200_ticks_is_reported_once_per_episode_and_knows_it_is_the_one
         assert_eq!(first.first(), Some(&seen[0].tick));
         // "You are desynced" on the liar, "player 2 is desynced" on the others.
         assert_eq!(seen[0].local_player_named, c == liar, "client {c}");
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert_eq!(net.desyncs_reported, 1, "{net:?}");
         assert_eq!(net.desyncs_naming_self, u64::from(c == liar), "{net:?}");
     }
 
     // The liar's honest checksums agreed since: the episode ended, a new lie is a new one.
     let second = forge(&mut h, liar, 10);
-    let verified = h.stats(0).verified_tick;
-    h.run_until_verified(verified + 100, 600);
-    let relay = h.relay();
+    let verified = h.stats_of(0).verified_tick;
+    h.verify(verified + 100, 600);
+    let relay = h.relay_stats();
     assert_eq!(relay.desyncs, 210, "{relay:?}");
     assert_eq!(relay.desync_episodes, vec![0, 0, 2], "{relay:?}");
     for c in 0..3 {
@@ -260,44 +255,25 @@ fn a_liar_forging_200_ticks_is_reported_once_per_episode_and_knows_it_is_the_one
 
 /// `players` clients, of which `odd` runs a different game (one more box): its checksums
 /// really differ from the others'.
-fn diverging(players: u8, odd: usize) -> Harness {
-    let network = MemoryNetwork::new(7, LinkConditionerConfig::PERFECT.with_latency(20, 0))
-        .expect("valid link");
-    let mut server = server_app(players);
-    server.insert_net_server(network.server_transport().expect("server"));
-    server.finish();
-    server.cleanup();
-    let clients = (0..players)
-        .map(|id| {
-            let mut game = game(players);
-            if usize::from(id) == odd {
-                game.boxes += 1;
-            }
-            let mut client = client_app(game, NetworkSessionConfig::default(), 60);
-            client.insert_net_client(network.client_transport(u64::from(id) + 1).expect("client"));
-            client.finish();
-            client.cleanup();
-            client
-        })
-        .collect();
-    let mut h = Harness {
-        network,
-        server,
-        clients,
+fn diverging(players: u8, odd: usize) -> Peers {
+    let make = move |c| {
+        let mut game = game(players);
+        if c == odd {
+            game.boxes += 1;
+        }
+        plugin(game)
     };
-    watch_desyncs(&mut h);
-    h
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    watch_desyncs(peers_of(players, make).link(link).seed(7))
 }
 
 #[test]
 fn a_real_disagreement_names_the_minority() {
     let mut h = diverging(3, 1);
-    h.run_until_verified(60, 600);
+    h.verify(60, 600);
     // Every judged tick differs; give the last reports time to arrive and be judged.
-    for _ in 0..30 {
-        h.step();
-    }
-    let relay = h.relay();
+    h.run_frames(30).expect("the session goes on");
+    let relay = h.relay_stats();
     assert!(relay.desyncs >= 50, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![0, relay.desyncs, 0], "{relay:?}");
     // Player 1 differs at every tick: one episode, reported once.
@@ -307,8 +283,7 @@ fn a_real_disagreement_names_the_minority() {
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!(seen[0].players, vec![1]);
         assert_eq!(seen[0].local_player_named, c == 1);
-        let stats = h.stats(c);
-        let net = stats.network.expect("networked");
+        let net = h.net_of(c);
         assert_eq!(net.last_desync.map(|d| d.players), Some(vec![1]));
     }
 }
@@ -316,8 +291,8 @@ fn a_real_disagreement_names_the_minority() {
 #[test]
 fn with_two_players_a_disagreement_names_both() {
     let mut h = diverging(2, 1);
-    h.run_until_verified(60, 600);
-    let relay = h.relay();
+    h.verify(60, 600);
+    let relay = h.relay_stats();
     assert!(relay.desyncs >= 50, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![relay.desyncs; 2], "{relay:?}");
     assert_eq!(relay.desync_episodes, vec![1, 1], "{relay:?}");
@@ -326,7 +301,7 @@ fn with_two_players_a_disagreement_names_both() {
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!(seen[0].players, vec![0, 1]);
         assert!(seen[0].local_player_named);
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert_eq!(net.desyncs_reported, 1);
         assert_eq!(net.desyncs_naming_self, 1);
     }

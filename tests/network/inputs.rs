@@ -1,13 +1,12 @@
 //! Where inputs land and how they are checked: no false desyncs, inputs on time or counted,
 //! a client's inputs only in its own slot.
 
-use simsync::deterministic::NetworkSessionConfig;
 use simsync::prelude::*;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
-use simsync_net::{ClientMessage, SessionClientMessage};
+use simsync_net::{ClientMessage, MatchId, SessionClientMessage};
 
-use super::harness::Harness;
+use super::harness::{Peers, PeersExt, peers};
 use crate::common::{TestGame, scripted_input};
 
 fn game() -> TestGame {
@@ -17,30 +16,30 @@ fn game() -> TestGame {
     }
 }
 
-/// Every client samples `scripted_input(slot, tick)` for each tick it polls (exact even when an
-/// update polls several ticks), so the test knows what each client sent for every tick.
-fn script_inputs(h: &mut Harness) {
-    for client in &mut h.clients {
-        client
-            .world_mut()
-            .insert_resource(TickInputSource::<PackedInput>::new(scripted_input));
-    }
+/// Two clients over `link`. Every client samples `scripted_input(slot, tick)` for each tick it
+/// polls (exact even when an update polls several ticks), so the test knows what each client
+/// sent for every tick.
+fn two(link: LinkConditionerConfig) -> Peers {
+    peers(game(), link).build().expect("peers")
+}
+
+/// Client `client`'s confirmed input of `slot` at `tick`, if still buffered.
+fn confirmed(h: &Peers, client: usize, slot: u8, tick: i32) -> Option<PackedInput> {
+    let app = h.client(client).expect("running");
+    let session = app.world().resource::<DeterministicSession<PackedInput>>();
+    session.buffer().confirmed(slot, tick).copied()
 }
 
 #[test]
 fn mispredicted_first_inputs_cause_rollbacks_but_no_false_desync() {
     // 60 ms each way: remote inputs arrive ~4 ticks late, so the first ones (which move the
     // balls) are predicted wrong.
-    let mut h = Harness::new(
-        game(),
-        LinkConditionerConfig::PERFECT.with_latency(60, 10),
-        NetworkSessionConfig::default(),
-    );
-    h.run_until_verified(200, 600);
-    let relay = h.relay();
+    let mut h = two(LinkConditionerConfig::PERFECT.with_latency(60, 10));
+    h.verify(200, 600);
+    let relay = h.relay_stats();
     assert_eq!(relay.desyncs, 0, "{relay:?}");
     for c in 0..2 {
-        let s = h.stats(c);
+        let s = h.stats_of(c);
         let net = s.network.clone().expect("networked");
         assert_eq!(net.desyncs_reported, 0, "{net:?}");
         assert!(s.rollbacks > 0 && s.mispredicted_inputs > 0, "{s:?}");
@@ -51,19 +50,13 @@ fn mispredicted_first_inputs_cause_rollbacks_but_no_false_desync() {
             s.checksum_history.len()
         );
     }
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= 200);
-    assert_eq!(mismatches, 0);
+    let agreement = h.assert_all_agree();
+    assert!(agreement.ticks_compared >= 200, "{agreement:?}");
 }
 
 #[test]
 fn zero_latency_inputs_arrive_before_confirmation_or_are_counted() {
-    let mut h = Harness::new(
-        game(),
-        LinkConditionerConfig::PERFECT,
-        NetworkSessionConfig::default(),
-    );
-    script_inputs(&mut h);
+    let mut h = two(LinkConditionerConfig::PERFECT);
     // For every verified tick and slot: the confirmed input is what that client sampled, or it
     // was replaced (counted). The buffer keeps recent ticks; check them as they get verified.
     let mut checked_through = 0;
@@ -71,18 +64,16 @@ fn zero_latency_inputs_arrive_before_confirmation_or_are_counted() {
     let mut checked = 0u64;
     for _ in 0..1_200 {
         h.step();
-        let verified = (0..2).map(|c| h.stats(c).verified_tick).min().unwrap_or(0);
-        let session = h.clients[0]
-            .world()
-            .resource::<DeterministicSession<PackedInput>>();
+        let verified = (0..2)
+            .map(|c| h.stats_of(c).verified_tick)
+            .min()
+            .unwrap_or(0);
         for tick in checked_through + 1..=verified {
             for slot in 0..2u8 {
-                let confirmed = session
-                    .buffer()
-                    .confirmed(slot, tick)
+                let confirmed = confirmed(&h, 0, slot, tick)
                     .unwrap_or_else(|| panic!("tick {tick} slot {slot} no longer buffered"));
                 checked += 1;
-                if *confirmed != scripted_input(slot, tick) {
+                if confirmed != scripted_input(slot, tick) {
                     stale[usize::from(slot)] += 1;
                 }
             }
@@ -94,10 +85,10 @@ fn zero_latency_inputs_arrive_before_confirmation_or_are_counted() {
     }
     assert!(checked_through >= 1_000, "{checked_through}");
     assert_eq!(checked, 2 * checked_through as u64);
-    let relay = h.relay();
+    let relay = h.relay_stats();
     eprintln!("zero latency: stale {stale:?}, relay {relay:?}");
     for slot in 0..2 {
-        let net = h.stats(slot).network.expect("networked");
+        let net = h.net_of(slot);
         // Never silently stale: each differing input was replaced at the server and the
         // owning client learnt it was late.
         assert!(
@@ -113,13 +104,8 @@ fn zero_latency_inputs_arrive_before_confirmation_or_are_counted() {
 
 #[test]
 fn a_clients_inputs_land_in_its_own_slot_only() {
-    let mut h = Harness::new(
-        game(),
-        LinkConditionerConfig::PERFECT.with_latency(20, 0),
-        NetworkSessionConfig::default(),
-    );
-    script_inputs(&mut h);
-    h.run_until_verified(100, 400);
+    let mut h = two(LinkConditionerConfig::PERFECT.with_latency(20, 0));
+    h.verify(100, 400);
     // Client 0 sends an input no script produces for 4 ticks it has not sampled yet (the first
     // copy the relay gets of a tick is the one it keeps; its own copies arrive later). Only a
     // little ahead: far-future inputs would inflate its reported lead and its clock would step
@@ -130,42 +116,43 @@ fn a_clients_inputs_land_in_its_own_slot_only() {
     }
     marker.set_axis(0, 0.5).expect("axis");
     marker.set_axis(1, -0.5).expect("axis");
-    let net = h.stats(0).network.expect("networked");
-    let first_tick = h.stats(0).local_tick + net.input_delay_ticks as i32 + 2;
-    let message = ClientMessage::Session(SessionClientMessage::Inputs {
-        first_tick,
-        inputs: vec![simsync_net::encode(&marker).expect("encodes"); 4],
-        ack_tick: 0,
-    });
-    h.clients[0]
+    let net = h.net_of(0);
+    let first_tick = h.stats_of(0).local_tick + net.input_delay_ticks as i32 + 2;
+    let message = ClientMessage::session(
+        MatchId::FIRST,
+        SessionClientMessage::Inputs {
+            first_tick,
+            inputs: vec![simsync_net::encode(&marker).expect("encodes"); 4],
+            ack_tick: 0,
+        },
+    );
+    h.client_mut(0)
+        .expect("running")
         .world_mut()
         .resource_mut::<RenetClient>()
         .send_msg(&message)
         .expect("sent");
-    h.run_until_verified(first_tick + 4, 200);
+    h.verify(first_tick + 4, 200);
     for c in 0..2 {
-        let session = h.clients[c]
-            .world()
-            .resource::<DeterministicSession<PackedInput>>();
         for tick in first_tick..first_tick + 4 {
-            let slot0 = session.buffer().confirmed(0, tick).expect("buffered");
-            let slot1 = session.buffer().confirmed(1, tick).expect("buffered");
-            assert_eq!(*slot0, marker, "client {c} tick {tick}");
-            assert_eq!(*slot1, scripted_input(1, tick), "client {c} tick {tick}");
+            let slot0 = confirmed(&h, c, 0, tick).expect("buffered");
+            let slot1 = confirmed(&h, c, 1, tick).expect("buffered");
+            assert_eq!(slot0, marker, "client {c} tick {tick}");
+            assert_eq!(slot1, scripted_input(1, tick), "client {c} tick {tick}");
         }
         // Around them, both slots carry their own client's inputs.
         for tick in [first_tick - 1, first_tick + 4] {
             for slot in 0..2u8 {
-                let input = session.buffer().confirmed(slot, tick).expect("buffered");
+                let input = confirmed(&h, c, slot, tick).expect("buffered");
                 assert_eq!(
-                    *input,
+                    input,
                     scripted_input(slot, tick),
                     "tick {tick} slot {slot} first {first_tick} relay {:?}",
-                    h.relay()
+                    h.relay_stats()
                 );
             }
         }
     }
-    assert_eq!(h.relay().desyncs, 0);
-    assert_eq!(h.checksums_agree().1, 0);
+    assert_eq!(h.relay_stats().desyncs, 0);
+    h.assert_all_agree();
 }

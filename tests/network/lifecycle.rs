@@ -5,15 +5,16 @@
 use bevy::prelude::*;
 use bevy_state::state::State;
 use simsync::deterministic::{
-    NetworkSessionConfig, SessionEnd, SessionLifecycle, SessionState, SessionStateChanged,
-    SessionStateReason, restart_session,
+    SessionEnd, SessionLifecycle, SessionState, SessionStateChanged, SessionStateReason,
+    restart_session,
 };
 use simsync::prelude::*;
+use simsync::relay::DeterministicServerPlugin;
+use simsync::time::TickRate;
 use simsync_net::bevy_renet::RenetClient;
-use simsync_net::prelude::*;
-use simsync_net::{LinkConditionerConfig, MemoryNetwork, RejectReason};
+use simsync_net::{LinkConditionerConfig, RejectReason};
 
-use super::harness::{Harness, client_app_at, server_app};
+use super::harness::{PeersExt, peers, peers_of, plugin};
 use crate::common::{TestGame, app, run_until_verified};
 
 /// The `SessionStateChanged` messages an App wrote.
@@ -51,17 +52,17 @@ fn lifecycle(app: &App) -> SessionLifecycle {
 
 #[test]
 fn a_networked_client_connects_waits_for_players_and_runs() {
-    let mut h = Harness::new(
-        TestGame::default(),
-        LinkConditionerConfig::PERFECT,
-        NetworkSessionConfig::default(),
-    );
-    for client in &mut h.clients {
-        record_changes(client);
+    let mut h = peers(TestGame::default(), LinkConditionerConfig::PERFECT)
+        .customize(|_, client| record_changes(client))
+        .build()
+        .expect("peers");
+    for c in 0..2 {
+        let client = h.client(c).expect("running");
         assert_eq!(lifecycle(client).state, SessionState::Connecting);
     }
-    h.run_until_verified(30, 400);
-    for (c, client) in h.clients.iter().enumerate() {
+    h.verify(30, 400);
+    for c in 0..2 {
+        let client = h.client(c).expect("running");
         assert_eq!(
             changes(client),
             vec![
@@ -81,50 +82,52 @@ fn a_networked_client_connects_waits_for_players_and_runs() {
 
 #[test]
 fn a_client_whose_connection_is_lost_is_disconnected() {
-    let mut h = Harness::new(
-        TestGame::default(),
-        LinkConditionerConfig::PERFECT,
-        NetworkSessionConfig::default(),
-    );
-    h.run_until_verified(10, 400);
-    record_changes(&mut h.clients[0]);
-    h.clients[0]
+    let mut h = peers(TestGame::default(), LinkConditionerConfig::PERFECT)
+        .build()
+        .expect("peers");
+    h.verify(10, 400);
+    let client = h.client_mut(0).expect("running");
+    record_changes(client);
+    client
         .world_mut()
         .resource_mut::<RenetClient>()
         .disconnect();
+    // A disconnected client stops a run: one step by hand.
     h.step();
+    let client = h.client(0).expect("running");
     assert_eq!(
-        changes(&h.clients[0]),
+        changes(client),
         vec![(SessionState::Running, SessionState::Disconnected)]
     );
     assert_eq!(
-        lifecycle(&h.clients[0]).reason,
+        lifecycle(client).reason,
         Some(SessionStateReason::ConnectionLost)
     );
 }
 
 #[test]
 fn a_60_hz_client_ends_rejected_with_the_reason() {
-    let network = MemoryNetwork::new(7, LinkConditionerConfig::PERFECT).expect("valid link");
-    let mut server = server_app(2);
-    server.insert_net_server(network.server_transport().expect("server"));
-    server.finish();
-    server.cleanup();
-    let mut client = client_app_at(TestGame::default(), NetworkSessionConfig::default(), 60, 60);
-    record_changes(&mut client);
-    client.insert_net_client(network.client_transport(1).expect("client"));
-    client.finish();
-    client.cleanup();
+    let sixty = TickRate::new(60).expect("valid tick rate");
+    let mut h = peers_of(2, move |_| {
+        plugin(TestGame::default()).edit_config(|c| c.tick_rate = sixty)
+    })
+    .relay(DeterministicServerPlugin::new::<PackedInput>(2, 64))
+    .clients(1)
+    .seed(7)
+    .customize(|_, client| record_changes(client))
+    .build()
+    .expect("peers");
+    // A refused client stops a run: step by hand.
     for _ in 0..60 {
-        server.update();
-        client.update();
+        h.step();
     }
+    let client = h.client(0).expect("running");
     assert_eq!(
-        changes(&client),
+        changes(client),
         vec![(SessionState::Connecting, SessionState::Rejected)]
     );
     assert_eq!(
-        lifecycle(&client).reason,
+        lifecycle(client).reason,
         Some(SessionStateReason::Rejected(
             RejectReason::TickRateMismatch {
                 server: 64,

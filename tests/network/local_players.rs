@@ -1,14 +1,15 @@
 //! `LocalPlayers` of a networked client: empty until the relay server's `Welcome`, then the
 //! slot it assigned, in the same update as the session's own record of it.
 
-use simsync::deterministic::{LocalPlayers, NetworkSessionConfig};
+use simsync::deterministic::LocalPlayers;
 use simsync_net::LinkConditionerConfig;
 
-use super::harness::Harness;
+use super::harness::{Peers, PeersExt, peers};
 use crate::common::TestGame;
 
-fn local_players(h: &Harness, client: usize) -> LocalPlayers {
-    h.clients[client].world().resource::<LocalPlayers>().clone()
+fn local_players(h: &Peers, client: usize) -> LocalPlayers {
+    let client = h.client(client).expect("running");
+    client.world().resource::<LocalPlayers>().clone()
 }
 
 #[test]
@@ -18,7 +19,7 @@ fn a_networked_client_controls_exactly_its_welcomed_slot() {
         ..TestGame::default()
     };
     let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
-    let mut h = Harness::new(game, link, NetworkSessionConfig::default());
+    let mut h = peers(game, link).build().expect("peers");
     for c in 0..2 {
         assert!(
             local_players(&h, c).is_empty(),
@@ -29,7 +30,7 @@ fn a_networked_client_controls_exactly_its_welcomed_slot() {
     for frame in 0..200 {
         h.step();
         for (c, welcomed) in welcomed_at.iter_mut().enumerate() {
-            let slot = h.stats(c).network.and_then(|n| n.slot);
+            let slot = h.net_of(c).slot;
             let local = local_players(&h, c);
             // The resource and the stats agree after every update.
             assert_eq!(
@@ -48,5 +49,5 @@ fn a_networked_client_controls_exactly_its_welcomed_slot() {
         .collect();
     slots.sort_unstable();
     assert_eq!(slots, [0, 1], "each client controls its own slot");
-    assert!(h.stats(0).verified_tick > 100);
+    assert!(h.stats_of(0).verified_tick > 100);
 }

@@ -2,14 +2,13 @@
 //! agrees with the others and catches up to the live tick; no gap in the confirmed inputs is
 //! permanent.
 
-use simsync::deterministic::NetworkSessionConfig;
 use simsync::deterministic::{PackedInput, StallReason};
 use simsync::relay::DeterministicServerPlugin;
 use std::time::Duration;
 
-use simsync_net::{Direction, LinkConditionerConfig, NetClock};
+use simsync_net::{LinkConditionerConfig, NetClock};
 
-use super::harness::Harness;
+use super::harness::{Peers, PeersExt, peers};
 use crate::common::TestGame;
 
 fn game() -> TestGame {
@@ -21,20 +20,19 @@ fn game() -> TestGame {
 
 /// Runs until every client verified `ticks`, then checks that every checksum agrees and that
 /// the relay replaced at most `max_replaced` inputs of each player.
-fn converges(link: LinkConditionerConfig, ticks: i32, frames: u32, max_replaced: u64) -> Harness {
-    let mut h = Harness::new(game(), link, NetworkSessionConfig::default());
-    h.run_until_verified(ticks, frames);
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= ticks as usize, "{compared}");
-    assert_eq!(mismatches, 0);
-    for c in 0..h.clients.len() {
-        let s = h.stats(c);
+fn converges(link: LinkConditionerConfig, ticks: i32, frames: u32, max_replaced: u64) -> Peers {
+    let mut h = peers(game(), link).build().expect("peers");
+    h.verify(ticks, frames);
+    let agreement = h.assert_all_agree();
+    assert!(agreement.ticks_compared >= ticks as usize, "{agreement:?}");
+    for c in 0..h.clients() {
+        let s = h.stats_of(c);
         eprintln!(
             "client {c}: verified {} net {:?}",
             s.verified_tick, s.network
         );
     }
-    let relay = h.relay();
+    let relay = h.relay_stats();
     eprintln!("relay: {relay:?}");
     assert!(
         relay.replaced_inputs.iter().all(|r| *r <= max_replaced),
@@ -59,7 +57,7 @@ fn clients_agree_at_300_ms_50_ms_jitter_and_10_percent_loss() {
         .with_loss(10.0);
     let h = converges(link, 600, 2_000, 60);
     for c in 0..2 {
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert!(net.stall.is_none(), "{net:?}");
     }
 }
@@ -69,116 +67,115 @@ fn clients_agree_at_500_ms() {
     let link = LinkConditionerConfig::PERFECT.with_latency(250, 0);
     let h = converges(link, 600, 2_000, 80);
     for c in 0..2 {
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert!(net.stall.is_none(), "{net:?}");
     }
 }
 
 /// Frames (of 1/64 s) until client `c` verified within 2 ticks of the live verified tick (the
 /// other client's), at most `limit`.
-fn frames_to_catch_up(h: &mut Harness, c: usize, limit: u32) -> u32 {
+fn frames_to_catch_up(h: &mut Peers, c: usize, limit: u32) -> u32 {
     for frame in 0..limit {
-        let live = h.stats(1 - c).verified_tick;
-        if h.stats(c).verified_tick + 2 >= live {
+        let live = h.stats_of(1 - c).verified_tick;
+        if h.stats_of(c).verified_tick + 2 >= live {
             return frame;
         }
         h.step();
     }
     panic!(
         "client {c} did not catch up: {:?} vs {:?}; relay {:?}",
-        h.stats(c).network,
-        h.stats(1 - c).verified_tick,
-        h.relay()
+        h.stats_of(c).network,
+        h.stats_of(1 - c).verified_tick,
+        h.relay_stats()
     );
 }
 
 #[test]
 fn a_client_paused_for_6_s_catches_up_within_2_s() {
     let link = LinkConditionerConfig::PERFECT.with_latency(15, 0);
-    let mut h = Harness::new(game(), link, NetworkSessionConfig::default());
-    h.run_until_verified(200, 600);
+    let mut h = peers(game(), link).build().expect("peers");
+    h.verify(200, 600);
     // Client 1 is not updated for 6 s (a laptop lid, a debugger).
-    for _ in 0..6 * 64 {
-        h.server.update();
-        h.clients[0].update();
-    }
-    let paused_at = h.stats(1).verified_tick;
-    let live = h.stats(0).verified_tick;
+    h.pause(1).expect("pause");
+    h.run_frames(6 * 64).expect("client 0 plays on");
+    let paused_at = h.stats_of(1).verified_tick;
+    let live = h.stats_of(0).verified_tick;
     assert!(live >= paused_at + 300, "{paused_at} → {live}");
-    // It resumes: its first update sees the 6 s that passed (as a real clock would).
+    // It resumes: its first update sees the 6 s that passed (as a real clock would). By hand:
+    // its clock, and it updates before client 0 in that frame.
+    h.resume(1).expect("resume");
     let frame = NetClock::fixed_hz(64);
-    h.clients[1].insert_resource(NetClock::Fixed(Duration::from_secs(6)));
-    h.server.update();
-    h.clients[1].update();
-    h.clients[0].update();
-    h.clients[1].insert_resource(frame);
+    let resumed = h.client_mut(1).expect("running");
+    resumed.insert_resource(NetClock::Fixed(Duration::from_secs(6)));
+    h.relay_mut().update();
+    h.client_mut(1).expect("running").update();
+    h.client_mut(0).expect("running").update();
+    h.client_mut(1).expect("running").insert_resource(frame);
     let frames = frames_to_catch_up(&mut h, 1, 128);
     eprintln!("paused client: {paused_at} → caught up with {live} in {frames} frames");
-    let verified = h.stats(0).verified_tick;
-    h.run_until_verified(verified + 200, 600);
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= verified as usize, "{compared}");
-    assert_eq!(mismatches, 0);
+    let verified = h.stats_of(0).verified_tick;
+    h.verify(verified + 200, 600);
+    let agreement = h.assert_all_agree();
+    assert!(
+        agreement.ticks_compared >= verified as usize,
+        "{agreement:?}"
+    );
     for c in 0..2 {
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert!(
             net.stall.is_none() && net.needs_snapshot_from.is_none(),
             "{net:?}"
         );
         eprintln!("client {c}: {net:?}");
     }
-    eprintln!("relay: {:?}", h.relay());
+    eprintln!("relay: {:?}", h.relay_stats());
 }
 
 #[test]
 fn a_3_s_outage_is_reported_and_every_client_catches_up_within_2_s() {
     let link = LinkConditionerConfig::PERFECT.with_latency(15, 0);
-    let mut h = Harness::new(game(), link, NetworkSessionConfig::default());
-    h.run_until_verified(200, 600);
-    let cut = link.with_loss(100.0);
-    let set_links = |h: &mut Harness, config| {
-        for id in [1, 2] {
-            for direction in [Direction::ToServer, Direction::ToClient] {
-                h.network.set_link(id, direction, config).expect("link");
-            }
-        }
-    };
-    set_links(&mut h, cut);
-    let before = h.stats(0).verified_tick;
-    for _ in 0..3 * 64 {
-        h.step();
-    }
+    let mut h = peers(game(), link).build().expect("peers");
+    h.verify(200, 600);
     for c in 0..2 {
-        let net = h.stats(c).network.expect("networked");
+        h.cut(c).expect("cut");
+    }
+    let before = h.stats_of(0).verified_tick;
+    h.run_frames(3 * 64).expect("an outage is a stall");
+    for c in 0..2 {
+        let net = h.net_of(c);
         let stall = net.stall.expect("the outage is reported as a stall");
         assert!(stall.since_tick >= before, "{stall:?}");
         assert_eq!(stall.reason, StallReason::NoConfirmedInputs);
         assert_eq!(net.stalls_reported, 1, "{net:?}");
     }
-    set_links(&mut h, link);
-    let server_tick = h.relay().server_tick;
+    for c in 0..2 {
+        h.restore(c).expect("restore");
+    }
+    let server_tick = h.relay_stats().server_tick;
     let mut frames = 0;
     for _ in 0..128 {
-        if (0..2).all(|c| h.stats(c).verified_tick + 10 >= server_tick) {
+        if (0..2).all(|c| h.stats_of(c).verified_tick + 10 >= server_tick) {
             break;
         }
         h.step();
         frames += 1;
     }
-    assert!(frames < 128, "{:?} {:?}", h.stats(0).network, h.relay());
+    assert!(frames < 128, "{:?} {:?}", h.net_of(0), h.relay_stats());
     eprintln!("outage: caught up with server tick {server_tick} in {frames} frames");
-    let verified = h.stats(0).verified_tick;
-    h.run_until_verified(verified + 200, 600);
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= verified as usize, "{compared}");
-    assert_eq!(mismatches, 0);
+    let verified = h.stats_of(0).verified_tick;
+    h.verify(verified + 200, 600);
+    let agreement = h.assert_all_agree();
+    assert!(
+        agreement.ticks_compared >= verified as usize,
+        "{agreement:?}"
+    );
     for c in 0..2 {
-        let net = h.stats(c).network.expect("networked");
+        let net = h.net_of(c);
         assert!(net.stall.is_none(), "{net:?}");
         eprintln!("client {c}: {net:?}");
     }
     // The inputs of the outage (192 ticks) were replaced, and few after it.
-    let relay = h.relay();
+    let relay = h.relay_stats();
     eprintln!("relay: {relay:?}");
     assert!(
         relay.replaced_inputs.iter().all(|r| *r <= 192 + 30),
@@ -191,26 +188,16 @@ fn a_client_behind_the_relay_history_is_told_it_needs_a_snapshot() {
     // The relay keeps 2 s of confirmed sets; client 1's link is down for 4 s.
     let relay = DeterministicServerPlugin::new::<PackedInput>(2, 64).input_history_ticks(128);
     let link = LinkConditionerConfig::PERFECT.with_latency(15, 0);
-    let net = NetworkSessionConfig::default();
-    let mut h = Harness::with_relay(game(), link, net, 60, relay);
-    h.run_until_verified(100, 600);
-    let set_link = |h: &mut Harness, config| {
-        for direction in [Direction::ToServer, Direction::ToClient] {
-            h.network.set_link(2, direction, config).expect("link");
-        }
-    };
-    set_link(&mut h, link.with_loss(100.0));
-    let cut_at = h.stats(1).verified_tick;
-    for _ in 0..4 * 64 {
-        h.step();
-    }
-    set_link(&mut h, link);
-    for _ in 0..2 * 64 {
-        h.step();
-    }
-    let net = h.stats(1).network.expect("networked");
+    let mut h = peers(game(), link).relay(relay).build().expect("peers");
+    h.verify(100, 600);
+    h.cut(1).expect("cut");
+    let cut_at = h.stats_of(1).verified_tick;
+    h.run_frames(4 * 64).expect("an outage is a stall");
+    h.restore(1).expect("restore");
+    h.run_frames(2 * 64).expect("falling behind is a stall");
+    let net = h.net_of(1);
     let oldest = net.needs_snapshot_from.expect("told it needs a snapshot");
-    let verified = h.stats(1).verified_tick;
+    let verified = h.stats_of(1).verified_tick;
     assert!(
         oldest > verified + 1 && verified < cut_at + 60,
         "{oldest} {verified}"
@@ -223,11 +210,9 @@ fn a_client_behind_the_relay_history_is_told_it_needs_a_snapshot() {
             oldest_available: oldest
         }
     );
-    assert!(h.relay().behind_reports >= 1, "{:?}", h.relay());
+    assert!(h.relay_stats().behind_reports >= 1, "{:?}", h.relay_stats());
     // The other client goes on.
-    let live = h.stats(0).verified_tick;
-    for _ in 0..64 {
-        h.step();
-    }
-    assert!(h.stats(0).verified_tick >= live + 60);
+    let live = h.stats_of(0).verified_tick;
+    h.run_frames(64).expect("client 0 plays on");
+    assert!(h.stats_of(0).verified_tick >= live + 60);
 }

@@ -284,7 +284,7 @@ fn a_udp_client_whose_server_is_gone_ends_disconnected_after_its_attempts() {
 fn in_memory_a_client_the_server_dropped_reconnects_by_itself_and_agrees() {
     use simsync_net::LinkConditionerConfig;
 
-    use super::harness::Harness;
+    use super::harness::{PeersExt, peers_of, plugin};
 
     let policy = ReconnectPolicy {
         attempts: 3,
@@ -294,28 +294,32 @@ fn in_memory_a_client_the_server_dropped_reconnects_by_itself_and_agrees() {
     let relay = DeterministicServerPlugin::new::<PackedInput>(2, 64).reconnect_seed(7);
     let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
     let net = NetworkSessionConfig::default().with_reconnect(policy);
-    let mut h = Harness::with_relay(game(), link, net, 60, relay);
-    h.run_until_verified(60, 600);
+    let mut h = peers_of(2, move |_| plugin(game()).networked(net.clone()))
+        .link(link)
+        .relay(relay)
+        .build()
+        .expect("peers");
+    h.verify(60, 600);
     // The relay closes client 1's connection (netcode client id 2): a loss, not a leave.
-    h.server
+    h.relay_mut()
         .world_mut()
         .resource_mut::<RenetServer>()
         .disconnect(2);
-    let end = h.stats(0).verified_tick + 120;
-    h.run_until_verified(end, 1_200);
-    let relay = h.relay();
+    let end = h.stats_of(0).verified_tick + 120;
+    h.verify(end, 1_200);
+    let relay = h.relay_stats();
     assert_eq!(relay.rejoins, vec![0, 1], "{relay:?}");
     assert_eq!(relay.desyncs, 0);
-    let back = h.stats(1).network.expect("networked");
+    let back = h.net_of(1);
     assert_eq!(
         (back.reconnects, back.reconnect_attempts, back.reconnect),
         (1, 1, ReconnectPhase::Idle)
     );
+    let client = h.client(1).expect("running");
     assert_eq!(
-        h.clients[1].world().resource::<SessionLifecycle>().state,
+        client.world().resource::<SessionLifecycle>().state,
         SessionState::Running
     );
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= end as usize, "{compared}");
-    assert_eq!(mismatches, 0);
+    let agreement = h.assert_all_agree();
+    assert!(agreement.ticks_compared >= end as usize, "{agreement:?}");
 }

@@ -2,7 +2,6 @@
 //! connection that holds no player slot. Typed errors are counted; the session goes on.
 
 use bevy::prelude::*;
-use simsync::deterministic::NetworkSessionConfig;
 use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::{
@@ -10,7 +9,7 @@ use simsync_net::{
     Protocols, ServerMessage, SessionClientMessage, SessionServerMessage, Welcome,
 };
 
-use super::harness::Harness;
+use super::harness::{Peers, PeersExt, peers};
 use crate::common::TestGame;
 
 fn game() -> TestGame {
@@ -20,13 +19,10 @@ fn game() -> TestGame {
     }
 }
 
-fn harness() -> Harness {
-    let mut h = Harness::new(
-        game(),
-        LinkConditionerConfig::PERFECT.with_latency(20, 0),
-        NetworkSessionConfig::default(),
-    );
-    h.run_until_verified(60, 300);
+fn harness() -> Peers {
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    let mut h = peers(game(), link).build().expect("peers");
+    h.verify(60, 300);
     h
 }
 
@@ -51,50 +47,47 @@ fn bad_messages(valid: Vec<u8>, wrong_version: Vec<u8>) -> Vec<(NetChannel, Vec<
 #[test]
 fn undecodable_client_messages_are_rejected_and_counted() {
     let mut h = harness();
-    let valid = simsync_net::encode(&ClientMessage::Session(SessionClientMessage::Inputs {
-        first_tick: 1,
-        inputs: vec![vec![1, 2, 3, 4]; 3],
-        ack_tick: 0,
-    }))
+    let valid = simsync_net::encode(&ClientMessage::session(
+        MatchId::FIRST,
+        SessionClientMessage::Inputs {
+            first_tick: 1,
+            inputs: vec![vec![1, 2, 3, 4]; 3],
+            ack_tick: 0,
+        },
+    ))
     .expect("encodes");
     let mut hello = Hello::new(Protocols::SESSION, "from the future");
     hello.protocol_version = simsync_net::PROTOCOL_VERSION + 1;
     let wrong_version = simsync_net::encode(&ClientMessage::Hello(hello)).expect("encodes");
     let bad = bad_messages(valid, wrong_version);
-    let before = h.relay();
+    let before = h.relay_stats();
     for (channel, bytes) in &bad {
-        h.clients[0]
-            .world_mut()
-            .resource_mut::<RenetClient>()
-            .send_message(*channel, bytes.clone());
+        h.send_raw(0, *channel, bytes.clone());
         h.step();
     }
-    let verified = h.stats(0).verified_tick;
-    h.run_until_verified(verified + 200, 400);
-    let relay = h.relay();
+    let verified = h.stats_of(0).verified_tick;
+    h.verify(verified + 200, 400);
+    let relay = h.relay_stats();
     assert_eq!(
         relay.rejected_messages,
         before.rejected_messages + bad.len() as u64,
         "{relay:?}"
     );
     // The connection survived: still connected, still in its slot, its inputs on time.
-    assert!(
-        h.clients[0]
-            .world()
-            .resource::<RenetClient>()
-            .is_connected()
-    );
+    let client = h.client(0).expect("running");
+    assert!(client.world().resource::<RenetClient>().is_connected());
     assert_eq!(relay.replaced_inputs, before.replaced_inputs, "{relay:?}");
-    let net = h.stats(0).network.expect("networked");
+    let net = h.net_of(0);
     assert_eq!(net.rejected, None);
     assert_eq!(relay.desyncs, 0);
-    assert_eq!(h.checksums_agree().1, 0);
+    h.assert_all_agree();
 }
 
 #[test]
 fn undecodable_server_messages_are_rejected_and_counted() {
     let mut h = harness();
-    let valid = simsync_net::encode(&ServerMessage::Session(
+    let valid = simsync_net::encode(&ServerMessage::session(
+        MatchId::FIRST,
         SessionServerMessage::ConfirmedInputs {
             first_tick: 1,
             sets: vec![InputSet::default(); 3],
@@ -113,18 +106,18 @@ fn undecodable_server_messages_are_rejected_and_counted() {
     }))
     .expect("encodes");
     let bad = bad_messages(valid, wrong_version);
-    let before = h.stats(1).network.expect("networked");
+    let before = h.net_of(1);
     for (channel, bytes) in &bad {
         // Client 1 is renet client id 2 on the memory network.
-        h.server
+        h.relay_mut()
             .world_mut()
             .resource_mut::<RenetServer>()
             .send_message(2, *channel, bytes.clone());
         h.step();
     }
-    let verified = h.stats(1).verified_tick;
-    h.run_until_verified(verified + 200, 400);
-    let net = h.stats(1).network.expect("networked");
+    let verified = h.stats_of(1).verified_tick;
+    h.verify(verified + 200, 400);
+    let net = h.net_of(1);
     assert_eq!(
         net.rejected_messages,
         before.rejected_messages + bad.len() as u64,
@@ -134,20 +127,21 @@ fn undecodable_server_messages_are_rejected_and_counted() {
     assert_eq!(net.slot, Some(1));
     assert_eq!(net.rejected, None);
     assert_eq!(net.rejected_inputs, 0, "{net:?}");
-    assert_eq!(h.stats(0).network.expect("networked").rejected_messages, 0);
-    assert_eq!(h.relay().desyncs, 0);
-    assert_eq!(h.checksums_agree().1, 0);
+    assert_eq!(h.net_of(0).rejected_messages, 0);
+    assert_eq!(h.relay_stats().desyncs, 0);
+    h.assert_all_agree();
 }
 
 #[test]
 fn messages_from_a_connection_without_a_slot_are_ignored_and_counted() {
     let mut h = harness();
-    // A third connection that never sends Hello: a bare client on the same network.
+    // A third connection that never sends Hello: a bare client on the same network, stepped by
+    // hand (it has no session).
     let mut stranger = App::new();
     stranger
         .add_plugins(MinimalPlugins)
         .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
-        .insert_net_client(h.network.client_transport(3).expect("transport"));
+        .insert_net_client(h.network().client_transport(3).expect("transport"));
     stranger.finish();
     stranger.cleanup();
     let mut frames = 0;
@@ -157,20 +151,26 @@ fn messages_from_a_connection_without_a_slot_are_ignored_and_counted() {
         frames += 1;
         assert!(frames < 100, "the stranger never connected");
     }
-    let before = h.relay();
+    let before = h.relay_stats();
     let sent = 20;
     for i in 0..sent {
-        let tick = h.relay().server_tick + 2;
+        let tick = h.relay_stats().server_tick + 2;
         let messages = [
-            ClientMessage::Session(SessionClientMessage::Inputs {
-                first_tick: tick,
-                inputs: vec![vec![0xff, 0x7f, 0x7f]; 3],
-                ack_tick: 0,
-            }),
-            ClientMessage::Session(SessionClientMessage::Checksum {
-                tick: tick - 10,
-                checksum: i,
-            }),
+            ClientMessage::session(
+                MatchId::FIRST,
+                SessionClientMessage::Inputs {
+                    first_tick: tick,
+                    inputs: vec![vec![0xff, 0x7f, 0x7f]; 3],
+                    ack_tick: 0,
+                },
+            ),
+            ClientMessage::session(
+                MatchId::FIRST,
+                SessionClientMessage::Checksum {
+                    tick: tick - 10,
+                    checksum: i,
+                },
+            ),
         ];
         {
             let mut client = stranger.world_mut().resource_mut::<RenetClient>();
@@ -185,7 +185,7 @@ fn messages_from_a_connection_without_a_slot_are_ignored_and_counted() {
         h.step();
         stranger.update();
     }
-    let relay = h.relay();
+    let relay = h.relay_stats();
     assert_eq!(
         relay.ignored_messages,
         before.ignored_messages + 2 * sent,
@@ -194,8 +194,8 @@ fn messages_from_a_connection_without_a_slot_are_ignored_and_counted() {
     // Nothing of it reached a slot or the desync check.
     assert_eq!(relay.replaced_inputs, before.replaced_inputs);
     assert_eq!(relay.desyncs, 0);
-    assert_eq!(h.checksums_agree().1, 0);
+    h.assert_all_agree();
     for c in 0..2 {
-        assert_eq!(h.stats(c).network.expect("networked").desyncs_reported, 0);
+        assert_eq!(h.net_of(c).desyncs_reported, 0);
     }
 }

@@ -1,9 +1,8 @@
 //! Behaviour of the networked session.
 
-use simsync::deterministic::NetworkSessionConfig;
 use simsync_net::LinkConditionerConfig;
 
-use super::harness::Harness;
+use super::harness::{PeersExt, peers};
 use crate::common::TestGame;
 
 fn game() -> TestGame {
@@ -22,23 +21,22 @@ fn two_clients_agree_on_every_checksum_under_a_bad_network() {
         .with_loss(10.0)
         .with_duplication(5.0)
         .with_reordering(5.0, 30);
-    let mut h = Harness::new(game(), link, NetworkSessionConfig::default());
-    h.run_until_verified(2_000, 4_000);
-    let (compared, mismatches) = h.checksums_agree();
-    assert!(compared >= 2_000, "{compared}");
-    assert_eq!(mismatches, 0);
+    let mut h = peers(game(), link).build().expect("peers");
+    h.verify(2_000, 4_000);
+    let agreement = h.assert_all_agree();
+    assert!(agreement.ticks_compared >= 2_000, "{agreement:?}");
     for c in 0..2 {
-        let s = h.stats(c);
+        let s = h.stats_of(c);
         let net = s.network.clone().expect("networked");
         assert!(net.rtt_ms > 100.0 && net.rtt_ms < 250.0, "{net:?}");
         assert!(s.max_prediction_depth <= 60, "{s:?}");
     }
     // No stall longer than the hard tolerance: the server confirmed ticks continuously.
-    let relay = h.relay();
+    let relay = h.relay_stats();
     assert!(relay.server_tick - relay.confirmed_tick <= 8, "{relay:?}");
     eprintln!("relay: {relay:?}");
     for c in 0..2 {
-        let s = h.stats(c);
+        let s = h.stats_of(c);
         eprintln!(
             "client {c}: rollbacks {} skipped {} mispredicted {} depth {} net {:?}",
             s.rollbacks,
@@ -57,25 +55,17 @@ fn two_clients_agree_on_every_checksum_under_a_bad_network() {
 
 #[test]
 fn a_silent_client_is_replaced_and_the_other_keeps_verifying() {
-    let mut h = Harness::new(
-        game(),
-        LinkConditionerConfig::PERFECT.with_latency(20, 0),
-        NetworkSessionConfig::default(),
-    );
-    h.run_until_verified(100, 400);
-    // Client 1 goes silent: its transport is dropped (disconnects it).
-    h.clients[1]
-        .world_mut()
-        .remove_resource::<simsync_net::ClientTransport>();
-    let before = h.stats(0).verified_tick;
-    for _ in 0..300 {
-        h.server.update();
-        h.clients[0].update();
-    }
-    let after = h.stats(0).verified_tick;
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    let mut h = peers(game(), link).build().expect("peers");
+    h.verify(100, 400);
+    // Client 1 goes silent: its App and transport are dropped (disconnects it).
+    h.kill(1).expect("kill");
+    let before = h.stats_of(0).verified_tick;
+    h.run_frames(300).expect("client 0 plays on");
+    let after = h.stats_of(0).verified_tick;
     assert!(after >= before + 250, "{before} → {after}");
-    let relay = h.relay();
+    let relay = h.relay_stats();
     assert!(relay.replaced_inputs[1] >= 250, "{relay:?}");
-    let net = h.stats(0).network.expect("networked");
+    let net = h.net_of(0);
     assert!(net.replaced_inputs >= 250, "{net:?}");
 }

@@ -3,13 +3,10 @@
 //! same events.
 
 use bevy::prelude::*;
-use simsync::deterministic::NetworkSessionConfig;
 use simsync::prelude::*;
-use simsync_net::prelude::*;
-use simsync_net::{LinkConditionerConfig, MemoryNetwork};
+use simsync_net::LinkConditionerConfig;
 
-use super::harness::{client_app_of, server_app};
-use crate::common::scripted_input;
+use super::harness::{PeersExt, peers_of, plugin};
 use crate::deterministic::sim_events::{Ev, EventGame, Fired, Received, check_run, collect};
 
 fn verified_fired(app: &App) -> Fired {
@@ -22,39 +19,20 @@ fn confirmed_events_match_the_verified_world_on_every_client_over_a_lossy_link()
     let link = LinkConditionerConfig::PERFECT
         .with_latency(60, 10)
         .with_loss(2.0);
-    let network = MemoryNetwork::new(99, link).expect("valid link");
-    let mut server = server_app(2);
-    server.insert_net_server(network.server_transport().expect("server"));
-    server.finish();
-    server.cleanup();
-    let mut clients: Vec<App> = (0..2u64)
-        .map(|id| {
-            let mut client = client_app_of(EventGame, 2, NetworkSessionConfig::default(), 60, 64);
+    let mut peers = peers_of(2, |_| plugin(EventGame))
+        .link(link)
+        .customize(|_, client| {
             client
                 .add_sim_event::<Ev>()
                 .init_resource::<Received>()
-                .insert_resource(TickInputSource::<PackedInput>::new(scripted_input))
                 .add_systems(Update, collect);
-            client.insert_net_client(network.client_transport(id + 1).expect("client"));
-            client.finish();
-            client.cleanup();
-            client
         })
-        .collect();
-    for _ in 0..900 {
-        server.update();
-        for client in &mut clients {
-            client.update();
-        }
-        if clients
-            .iter()
-            .all(|c| c.world().resource::<SessionStats>().verified_tick >= 240)
-        {
-            break;
-        }
-    }
+        .build()
+        .expect("peers");
+    peers.verify(240, 900);
     let mut confirmed = Vec::new();
-    for client in &clients {
+    for c in 0..2 {
+        let client = peers.client(c).expect("running");
         let stats = client.world().resource::<SessionStats>();
         assert!(stats.verified_tick >= 240, "{stats:?}");
         assert!(stats.rollbacks > 0, "{stats:?}");

@@ -11,6 +11,8 @@
 //! - [`ownership`]: [`OwnershipPlugin`] — distributed physics by simulation ownership (entity
 //!   server, participants, bids, state updates).
 //! - [`net`]: the wire — messages, codec, renet channels, in-memory and UDP transports.
+//! - [`testing`]: a game's netcode tests — a relay and N clients in one process
+//!   ([`testing::RelayPeers`]), stepped together and compared checksum by checksum.
 //!
 //! [`SimSyncPlugins`] adds the plugins that need no game-specific configuration; the
 //! deterministic session is added with its game plugin and input type:
@@ -48,6 +50,8 @@ pub use simsync_deterministic::{
 pub use simsync_ownership::OwnershipDiagnosticsPlugin;
 pub use simsync_ownership::OwnershipPlugin;
 pub use simsync_time::VirtualTimePlugin;
+
+pub mod testing;
 
 use bevy::app::{PluginGroup, PluginGroupBuilder};
 

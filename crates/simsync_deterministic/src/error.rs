@@ -111,6 +111,61 @@ pub enum SessionError {
         /// Why it is refused.
         reason: RelationshipRefusal,
     },
+    /// [`DeterministicSession::set_player_connected`](crate::DeterministicSession::set_player_connected)
+    /// outside a local session: a networked session's relay decides who is connected
+    /// ([`PlayerLeft`](crate::PlayerLeft) / [`PlayerRejoined`](crate::PlayerRejoined)), a
+    /// replay plays the recorded marks.
+    #[error(
+        "only a local session marks its players connected or disconnected: {}",
+        if *.replay {
+            "a replay plays the marks it recorded"
+        } else {
+            "in a networked session the relay decides (PlayerLeft / PlayerRejoined)"
+        }
+    )]
+    NotALocalSession {
+        /// The session plays a replay (else it is networked).
+        replay: bool,
+    },
+    /// A change asked for a tick the verified world has already simulated: verified ticks
+    /// never change.
+    #[error(
+        "tick {tick} is already verified (verified through {verified_tick}): give a later tick"
+    )]
+    TickAlreadyVerified {
+        /// The tick given.
+        tick: crate::tick::Tick,
+        /// The session's verified tick.
+        verified_tick: crate::tick::Tick,
+    },
+    /// A second [`DeterministicPlugin`](crate::DeterministicPlugin) was added to an App that
+    /// has one: an App holds one session (the first plugin's, which stays). Configure that one
+    /// (`config`, `edit_config`), or start a new session with
+    /// [`restart_session`](crate::restart_session).
+    #[error(
+        "DeterministicPlugin added twice ({second} after {first}): an App holds one session; \
+         configure the first plugin instead, or start a new session with restart_session"
+    )]
+    PluginAddedTwice {
+        /// The plugin installed first (its type name).
+        first: &'static str,
+        /// The plugin refused.
+        second: &'static str,
+    },
+    /// The game plugin adds a plugin the simulation worlds have already: Rapier's
+    /// `RapierPhysicsPlugin` (in [`SimulationTick`](crate::SimulationTick), with the session's
+    /// fixed timestep). Remove it from the game plugin; set gravity and integration parameters
+    /// on the Rapier context as usual
+    /// ([physics in the simulation worlds](crate::rules#physics-in-the-simulation-worlds)).
+    #[error(
+        "the game plugin adds {plugin}, but the simulation worlds already have it \
+         (DeterministicPlugin adds Rapier in SimulationTick): remove it from the game plugin (a \
+         main App that needs physics of its own adds it there)"
+    )]
+    PluginInGame {
+        /// The plugin's type name.
+        plugin: &'static str,
+    },
     /// Snapshots are enabled and a registered type has no snapshot serializer: register it with
     /// a `_serde` method, or reflect it as a component and register it for reflection first
     /// ([snapshots](crate::rules#snapshots)).

@@ -9,7 +9,8 @@
 //!   After every verified tick the session calls its [`VerifiedTickHook`]s (checksums, dumps,
 //!   replays, the game's own: [`VerifiedTickHookAppExt`]).
 //! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
-//!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App.
+//!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App, and a networked
+//!   session follows the relay's rematch by itself ([what survives a rematch](rules#what-survives-a-rematch)).
 //! - The input path: [`LocalInputs`] (latched every frame by [`InputLatch`]) /
 //!   [`TickInputSource`] → [`LocalRelay`] or the relay server ([`NetworkSessionConfig`]) →
 //!   [`InputBuffer`] → [`PlayerInputs`]; [`LeafwingInputPlugin`] and [`InputEncoder`] for
@@ -35,8 +36,11 @@
 //!   ([hierarchy and relationships](rules#hierarchy-and-relationships)).
 //! - No silent divergence: entities without [`SimEntity`] ([`UnsimulatedEntity`]) and
 //!   unregistered components ([`UnregisteredComponent`]) are reported and fail the prediction
-//!   check; [`PredictionCheck::AllRegisteredState`] compares every registered value
-//!   ([no silent divergence](rules#no-silent-divergence)).
+//!   check; [`PredictionCheck::AllRegisteredState`] compares every registered value; a failed
+//!   check ([`PredictionMismatch`]) names the first differing entity and component
+//!   ([`StateDifference`]) ([no silent divergence](rules#no-silent-divergence)).
+//! - Warnings a game must react to are also messages ([`SessionWarning`]), seen without a
+//!   `LogPlugin`; setup errors are kept as [`SessionSetupError`].
 //! - Replays: [`ReplayRecorder`] records any session's confirmed inputs and verified
 //!   checksums; [`Replay`] reads a file ([`ReplayError`]); [`ReplayPlayback`] plays it in
 //!   lockstep and stops at the first [`ReplayMismatch`] ([replays](rules#replays)).
@@ -75,6 +79,7 @@ mod source;
 mod states;
 pub mod testing;
 mod tick;
+mod warning;
 mod worlds;
 
 #[doc = include_str!("rules.md")]
@@ -107,7 +112,7 @@ pub use input::{
 };
 pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
-pub use plugin::{DeterministicPlugin, ReplayMode, SessionSetupError, VerifiedTickHookAppExt};
+pub use plugin::{DeterministicPlugin, ReplayMode, VerifiedTickHookAppExt};
 pub use replay::{
     ForeignPart, MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, Replay, ReplayEnd,
     ReplayError, ReplayFrame, ReplayHeader, ReplayLimits, ReplayMismatch, ReplayPlayback,
@@ -124,8 +129,8 @@ pub use session::{
     ChecksumRecorded, Connection, DeterministicSession, LifecycleView, MismatchCause,
     NeedsSnapshot, NetworkView, PredictionMismatch, RollbackSetupFailed, SessionEnd,
     SessionLifecycle, SessionResumed, SessionStalled, SessionState, SessionStateChanged,
-    SessionStateReason, SessionStats, SnapshotAppExt, UncheckedState, UnregisteredComponent,
-    UnsimulatedEntity, capture_snapshot, load_snapshot, session_transitions,
+    SessionStateReason, SessionStats, SnapshotAppExt, StateDifference, UncheckedState,
+    UnregisteredComponent, UnsimulatedEntity, capture_snapshot, load_snapshot, session_transitions,
 };
 pub use session::{HookFlow, VerificationStopped, VerifiedTick, VerifiedTickHook};
 pub use session::{capture_desync_dump, write_desync_dump};
@@ -156,6 +161,7 @@ pub use source::{
 pub use source::{FrameMerge, LocalPlayers};
 pub use states::RollbackStateAppExt;
 pub use tick::{PlayerIndex, SimTick, Tick};
+pub use warning::{SessionSetupError, SessionWarning};
 pub use worlds::SimulationWorlds;
 
 /// Everything a game needs.
@@ -165,8 +171,8 @@ pub mod prelude {
         DeterministicPlugin, DeterministicSession, DeterministicSet, InputEncoder, InputStatus,
         LocalInputs, LocalSessionConfig, NotSimulated, PackedInput, PlayerIndex, PlayerInputs,
         PredictionCheck, PredictionMismatch, RollbackAppExt, RollbackStateAppExt, SessionClock,
-        SessionConfig, SessionMode, SessionSetupError, SessionStats, SimCommands, SimEntity,
-        SimHash, SimInput, SimTick, SimulationSet, SimulationStartup, SimulationTick,
+        SessionConfig, SessionMode, SessionSetupError, SessionStats, SessionWarning, SimCommands,
+        SimEntity, SimHash, SimInput, SimTick, SimulationSet, SimulationStartup, SimulationTick,
         SimulationWorlds, SimulatorContext, SnapshotAppExt, StateHasher, Tick, TickInputSource,
         TryRollbackAppExt, UnsimulatedEntity, WorldSnapshot,
     };

@@ -36,6 +36,7 @@ use crate::source::{
 };
 use crate::source::{FrameMerge, LocalInputs, LocalPlayers};
 use crate::tick::PlayerIndex;
+use crate::warning::{SessionSetupError, SessionWarning, setup_failed};
 use crate::worlds::{
     GameBuilder, PredictedApp, SessionBlueprint, SimulationWorlds, VerifiedApp, WorldSpec,
     assemble_worlds, build_sub_apps,
@@ -74,7 +75,11 @@ use crate::worlds::{
 /// tick.
 ///
 /// A configuration that fails [`SessionConfig::validate`] is logged as an error and the session
-/// is not installed (the [`SessionSetupError`] resource holds the error); nothing panics.
+/// is not installed (the [`SessionSetupError`] resource holds the error, also written as a
+/// [`SessionWarning::Setup`] message); nothing panics. So is a second `DeterministicPlugin` in
+/// the same App ([`SessionError::PluginAddedTwice`]: the first one's session stays) and a game
+/// plugin that adds Rapier's `RapierPhysicsPlugin` ([`SessionError::PluginInGame`]: the
+/// simulation worlds have Rapier already).
 ///
 /// The session's lifecycle is also a Bevy state, `State<SessionState>`
 /// ([session lifecycle](crate::rules#session-lifecycle)); the plugin adds Bevy's
@@ -94,10 +99,6 @@ pub struct DeterministicPlugin<I: SimInput> {
     snapshots: Option<crate::snapshot::SnapshotLimits>,
     _input: PhantomData<fn() -> I>,
 }
-
-/// Inserted instead of the session when the plugin's configuration is invalid.
-#[derive(Resource, Debug, Clone, PartialEq)]
-pub struct SessionSetupError(pub SessionError);
 
 impl<I: SimInput> DeterministicPlugin<I> {
     /// A session simulating `game` (added to both simulation worlds) with default settings.
@@ -468,8 +469,8 @@ fn initial_local_players(config: &SessionConfig) -> LocalPlayers {
 /// The session's part of a main-app frame, the one system of [`DeterministicSet::SessionUpdate`],
 /// in order: builds the worlds if the App was not cleaned up, starts or feeds a replay, runs the
 /// session update (poll, verify, roll back, predict), records the replay frame, moves the
-/// [`SessionState`](crate::SessionState) on, exchanges join snapshots and reports determinism
-/// findings. One exclusive system rather than seven: Bevy's multi-threaded executor pays a
+/// [`SessionState`](crate::SessionState) on, rebuilds the session for the relay's next match
+/// (a rematch), exchanges join snapshots and reports determinism findings. One exclusive system rather than seven: Bevy's multi-threaded executor pays a
 /// task dispatch, and often a thread wake-up, per system, which cost more than these steps do
 /// when there is nothing to do (`docs/performance.md`).
 fn session_frame<I: SimInput>(world: &mut World) {
@@ -480,6 +481,7 @@ fn session_frame<I: SimInput>(world: &mut World) {
     if let Err(error) = world.run_system_cached(update_lifecycle) {
         warn_once!("session lifecycle not updated: {error}");
     }
+    crate::restart::follow_next_match::<I>(world);
     crate::session::net_snapshots::exchange_snapshots::<I>(world);
     crate::guard::report_findings(world);
 }
@@ -492,17 +494,36 @@ fn build_worlds_on_first_update<I: SimInput>(world: &mut World) {
         return;
     }
     if let Some(error) = build_missing_worlds::<I>(world) {
-        error!("DeterministicPlugin: {error}");
-        world.insert_resource(SessionSetupError(error));
+        setup_failed(world, error);
     }
 }
 
+/// Which [`DeterministicPlugin`] holds the App's session (main-app resource): an App holds one.
+#[derive(Resource)]
+struct InstalledPlugin(&'static str);
+
 impl<I: SimInput> Plugin for DeterministicPlugin<I> {
     fn build(&self, app: &mut App) {
-        if let Err(error) = self.install(app) {
-            error!("DeterministicPlugin not installed: {error}");
-            app.insert_resource(SessionSetupError(error));
+        app.add_message::<SessionWarning>();
+        let this = std::any::type_name::<Self>();
+        if let Some(first) = app.world().get_resource::<InstalledPlugin>() {
+            let error = SessionError::PluginAddedTwice {
+                first: first.0,
+                second: this,
+            };
+            setup_failed(app.world_mut(), error);
+            return;
         }
+        app.insert_resource(InstalledPlugin(this));
+        if let Err(error) = self.install(app) {
+            setup_failed(app.world_mut(), error);
+        }
+    }
+
+    /// Not unique for Bevy, so a second plugin is not Bevy's generic "plugin already added"
+    /// panic: its `build` refuses it with [`SessionError::PluginAddedTwice`] instead.
+    fn is_unique(&self) -> bool {
+        false
     }
 
     fn cleanup(&self, app: &mut App) {
@@ -520,8 +541,7 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
         predicted.cleanup();
         let (worlds, error) = assemble_worlds::<I>(verified, predicted);
         if let Some(error) = error {
-            error!("{error}");
-            app.insert_resource(SessionSetupError(error));
+            setup_failed(app.world_mut(), error);
         }
         app.insert_resource(worlds);
     }

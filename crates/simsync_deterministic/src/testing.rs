@@ -26,12 +26,14 @@ use thiserror::Error;
 
 use crate::error::SessionError;
 use crate::events::UnregisteredSimEvent;
-use crate::plugin::SessionSetupError;
+
 use crate::session::{
-    PredictionMismatch, SessionLifecycle, SessionStalled, SessionState, SessionStats,
+    MismatchCause, PredictionMismatch, SessionLifecycle, SessionStalled, SessionState,
+    SessionStateReason, SessionStats, UnregisteredComponent, UnsimulatedEntity,
 };
 use crate::source::{DesyncDetected, StallReason};
 use crate::tick::Tick;
+use crate::warning::SessionSetupError;
 
 /// How long [`run_until_verified_with`] may step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,18 +62,29 @@ impl RunLimits {
     }
 }
 
-/// Why [`run_until_verified`] stopped before the verified tick reached its target.
+/// Why [`run_until_verified`] stopped before the verified tick reached its target. Every
+/// variant's text (its `Display`) names the cause and, where there is one, the fix.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum RunUntilError {
     /// The App has no deterministic session: the plugin is missing or its configuration was
     /// refused (`setup_error`).
-    #[error("no deterministic session in this app (setup error: {setup_error:?})")]
+    #[error("no deterministic session in this app: {}", match .setup_error {
+        Some(error) => format!("its setup failed: {error}"),
+        None => "add a DeterministicPlugin first".to_string(),
+    })]
     NotInstalled {
         /// The [`SessionSetupError`], when there is one.
         setup_error: Option<SessionError>,
     },
+    /// The App has a session, but its setup reported an error ([`SessionSetupError`]): the
+    /// plugin was added twice, or the simulation worlds could not be built as configured.
+    #[error("the session's setup failed: {0}")]
+    SetupFailed(SessionError),
     /// `max_updates` updates ran; the session was still verifying, too slowly.
-    #[error("verified tick {verified_tick} of {target} after {updates} updates")]
+    #[error(
+        "verified tick {verified_tick} of {target} after {updates} updates: the session verifies \
+         more slowly than that (allow more updates, or more ticks per update with a stepped clock)"
+    )]
     Timeout {
         /// The tick asked for.
         target: Tick,
@@ -81,7 +94,11 @@ pub enum RunUntilError {
         updates: u32,
     },
     /// The verified tick did not move for `updates` consecutive updates of a running session.
-    #[error("the verified tick stayed at {verified_tick} for {updates} updates")]
+    #[error(
+        "the verified tick stayed at {verified_tick} for {updates} updates of a running session: \
+         no confirmed inputs arrive (a peer or relay not stepped, a hook stopping verification, \
+         or a real-time clock whose time does not advance: use SessionClock::Stepped)"
+    )]
     NoProgress {
         /// Where it stopped.
         verified_tick: Tick,
@@ -89,7 +106,7 @@ pub enum RunUntilError {
         updates: u32,
     },
     /// The session reported a stall ([`SessionStalled`]).
-    #[error("the session stalled after tick {since_tick}: {reason:?}")]
+    #[error("the session stalled after tick {since_tick}: {reason}")]
     Stalled {
         /// The last verifiable tick before the stall.
         since_tick: Tick,
@@ -98,15 +115,35 @@ pub enum RunUntilError {
     },
     /// The relay judged a tick's checksums and they disagree ([`DesyncDetected`], whoever it
     /// names).
-    #[error("desync at tick {}: players {:?} differ", .0.tick, .0.players)]
+    #[error(
+        "desync at tick {}: the relay found players {:?} with checksums other than the \
+         majority's (the simulation is not deterministic across peers)",
+        .0.tick, .0.players
+    )]
     Desync(DesyncDetected),
     /// A predicted tick with the right inputs did not give the verified state
-    /// ([`PredictionMismatch`], with `verify_predictions` on).
-    #[error(
-        "prediction check failed at tick {}: {} (hashes: predicted {:016x}, verified {:016x})",
-        .0.tick, .0.cause, .0.predicted, .0.verified
-    )]
+    /// ([`PredictionMismatch`], with `verify_predictions` on): its text names the cause, the
+    /// first differing entity and component when known, and the hashes.
+    #[error("{0}")]
     PredictionMismatch(PredictionMismatch),
+    /// A component on a simulation entity is not registered for rollback
+    /// ([`UnregisteredComponent`]): a rollback does not restore its value.
+    #[error(
+        "component `{}` on a simulation entity is not registered for rollback, so a rollback \
+         does not restore it: register it with rollback_component (or ignore_rollback_component \
+         if it never affects the simulation)",
+        .0.type_name
+    )]
+    UnregisteredComponent(UnregisteredComponent),
+    /// Entities without [`SimEntity`](crate::SimEntity) are in a simulation world
+    /// ([`UnsimulatedEntity`]): a rollback neither restores nor removes them.
+    #[error(
+        "{} entities without SimEntity in the {:?} world at tick {} (e.g. {}: {}), which a \
+         rollback neither restores nor removes: spawn simulation entities with SimCommands, or \
+         mark them NotSimulated",
+        .0.entities, .0.world, .0.tick, .0.entity, .0.components.join(", ")
+    )]
+    UnsimulatedEntity(UnsimulatedEntity),
     /// A simulation world emitted events of a type the main app did not register with
     /// [`add_sim_event`](crate::SimEventAppExt::add_sim_event); they were dropped
     /// ([`UnregisteredSimEvent`]).
@@ -116,13 +153,19 @@ pub enum RunUntilError {
         .0.type_name, .0.dropped, .0.type_name
     )]
     UnregisteredSimEvent(UnregisteredSimEvent),
-    /// The session reached a state it cannot verify from: `Rejected` or `Disconnected`.
-    #[error("the session is {state:?} at verified tick {verified_tick}")]
+    /// The session reached a state it cannot verify from: `Rejected` or `Disconnected`
+    /// (`reason`: why, as the [`SessionLifecycle`] says).
+    #[error("the session is {state:?} at verified tick {verified_tick}{}", match .reason {
+        Some(reason) => format!(" ({reason:?})"),
+        None => String::new(),
+    })]
     SessionStopped {
         /// The state.
         state: SessionState,
         /// The verified tick then.
         verified_tick: Tick,
+        /// Why the session entered the state.
+        reason: Option<SessionStateReason>,
     },
 }
 
@@ -144,22 +187,26 @@ pub fn run_until_verified(
 /// [`run_until_verified`] with explicit [`RunLimits`].
 ///
 /// # Errors
-/// After each update, in this order:
-/// - [`RunUntilError::PredictionMismatch`], [`RunUntilError::Desync`] or
-///   [`RunUntilError::UnregisteredSimEvent`] as soon as the session writes one (correctness
-///   first, even in the update that reaches the target);
+/// Before any update: [`RunUntilError::NotInstalled`] when the App has no session,
+/// [`RunUntilError::SetupFailed`] when its setup reported an error. After each update, in this
+/// order:
+/// - [`RunUntilError::SetupFailed`] (the first update may build the worlds);
+///   [`RunUntilError::PredictionMismatch`] for a state that differs, [`RunUntilError::Desync`],
+///   [`RunUntilError::UnregisteredComponent`], [`RunUntilError::UnsimulatedEntity`],
+///   [`RunUntilError::PredictionMismatch`] for uncovered state (the two before name what it
+///   is) and [`RunUntilError::UnregisteredSimEvent`], as soon as the session writes one
+///   (correctness first, even in the update that reaches the target);
 /// - then `Ok` when the verified tick reached `tick`;
 /// - [`RunUntilError::SessionStopped`] (rejected, disconnected), [`RunUntilError::Stalled`]
 ///   (a [`SessionStalled`] message);
 /// - [`RunUntilError::NoProgress`] after `max_updates_without_progress` running updates without
-///   a new verified tick, [`RunUntilError::Timeout`] after `max_updates`;
-/// - [`RunUntilError::NotInstalled`] before any update when the App has no session.
+///   a new verified tick, [`RunUntilError::Timeout`] after `max_updates`.
 pub fn run_until_verified_with(
     app: &mut App,
     tick: Tick,
     limits: RunLimits,
 ) -> Result<Tick, RunUntilError> {
-    let mut watch = Watch::new(app.world())?;
+    let mut watch = SessionWatch::new(app.world())?;
     if watch.verified_tick(app.world()) >= tick {
         return Ok(watch.verified_tick(app.world()));
     }
@@ -168,22 +215,12 @@ pub fn run_until_verified_with(
     for updates in 1..=limits.max_updates {
         app.update();
         let world = app.world();
-        watch.check_messages(world)?;
+        watch.check_correctness(world)?;
         let verified = watch.verified_tick(world);
         if verified >= tick {
             return Ok(verified);
         }
-        let state = world.get_resource::<SessionLifecycle>().map(|l| l.state);
-        if let Some(state @ (SessionState::Rejected | SessionState::Disconnected)) = state {
-            return Err(RunUntilError::SessionStopped {
-                state,
-                verified_tick: verified,
-            });
-        }
-        let waiting = matches!(
-            state,
-            Some(SessionState::Connecting | SessionState::WaitingForPlayers)
-        );
+        let waiting = watch.check_running(world, verified)?;
         if verified > last || waiting {
             last = verified;
             idle = 0;
@@ -211,46 +248,103 @@ pub fn run_until_verified_with(
     })
 }
 
-/// Cursors on the session's messages, from the moment the run starts.
-struct Watch {
+/// What [`run_until_verified`] checks after each update, for harnesses that step several Apps
+/// themselves (the facade crate's peer harness): cursors on the session's problem messages from
+/// the moment the watch is made, and its lifecycle state.
+pub struct SessionWatch {
     mismatches: MessageCursor<PredictionMismatch>,
     desyncs: MessageCursor<DesyncDetected>,
     stalls: MessageCursor<SessionStalled>,
     events: MessageCursor<UnregisteredSimEvent>,
+    components: MessageCursor<UnregisteredComponent>,
+    unsimulated: MessageCursor<UnsimulatedEntity>,
 }
 
-impl Watch {
-    fn new(world: &World) -> Result<Self, RunUntilError> {
+impl SessionWatch {
+    /// A watch on the session of `world` (an App's main world), reading only messages written
+    /// from now on.
+    ///
+    /// # Errors
+    /// [`RunUntilError::NotInstalled`] when the world has no deterministic session,
+    /// [`RunUntilError::SetupFailed`] when its setup reported an error.
+    pub fn new(world: &World) -> Result<Self, RunUntilError> {
+        let setup_error = world
+            .get_resource::<SessionSetupError>()
+            .map(|e| e.0.clone());
         if !world.contains_resource::<SessionStats>() {
-            return Err(RunUntilError::NotInstalled {
-                setup_error: world
-                    .get_resource::<SessionSetupError>()
-                    .map(|e| e.0.clone()),
-            });
+            return Err(RunUntilError::NotInstalled { setup_error });
+        }
+        if let Some(error) = setup_error {
+            return Err(RunUntilError::SetupFailed(error));
         }
         Ok(Self {
             mismatches: cursor(world),
             desyncs: cursor(world),
             stalls: cursor(world),
             events: cursor(world),
+            components: cursor(world),
+            unsimulated: cursor(world),
         })
     }
 
-    fn verified_tick(&self, world: &World) -> Tick {
+    /// The session's verified tick (0 without a session).
+    pub fn verified_tick(&self, world: &World) -> Tick {
         world
             .get_resource::<SessionStats>()
             .map_or(0, |stats| stats.verified_tick)
     }
 
-    fn check_messages(&mut self, world: &World) -> Result<(), RunUntilError> {
-        if let Some(m) = read_first(&mut self.mismatches, world) {
+    /// After an update: the first problem [`run_until_verified_with`] stops on — a setup
+    /// error, a message (in the order [`run_until_verified_with`] lists them, a stall last) or a
+    /// lifecycle state it cannot verify from (`Rejected`, `Disconnected`).
+    ///
+    /// # Errors
+    /// That problem as a [`RunUntilError`].
+    pub fn check(&mut self, world: &World) -> Result<(), RunUntilError> {
+        self.check_correctness(world)?;
+        self.check_running(world, self.verified_tick(world))
+            .map(|_| ())
+    }
+
+    /// The first problem with the simulation's correctness the session reported since the last
+    /// call, most specific first (see [`run_until_verified_with`]).
+    fn check_correctness(&mut self, world: &World) -> Result<(), RunUntilError> {
+        if let Some(error) = world.get_resource::<SessionSetupError>() {
+            return Err(RunUntilError::SetupFailed(error.0.clone()));
+        }
+        let mismatch = read_first(&mut self.mismatches, world);
+        if let Some(m) = mismatch.filter(|m| m.cause == MismatchCause::StateDiffers) {
             return Err(RunUntilError::PredictionMismatch(m));
         }
         if let Some(d) = read_first(&mut self.desyncs, world) {
             return Err(RunUntilError::Desync(d));
         }
+        if let Some(c) = read_first(&mut self.components, world) {
+            return Err(RunUntilError::UnregisteredComponent(c));
+        }
+        if let Some(u) = read_first(&mut self.unsimulated, world) {
+            return Err(RunUntilError::UnsimulatedEntity(u));
+        }
+        if let Some(m) = mismatch {
+            return Err(RunUntilError::PredictionMismatch(m));
+        }
         if let Some(e) = read_first(&mut self.events, world) {
             return Err(RunUntilError::UnregisteredSimEvent(e));
+        }
+        Ok(())
+    }
+
+    /// A session that stopped or stalled is an error; returns whether it is still connecting
+    /// or waiting for players (those updates do not count as updates without progress).
+    fn check_running(&mut self, world: &World, verified: Tick) -> Result<bool, RunUntilError> {
+        let lifecycle = world.get_resource::<SessionLifecycle>();
+        let state = lifecycle.map(|l| l.state);
+        if let Some(state @ (SessionState::Rejected | SessionState::Disconnected)) = state {
+            return Err(RunUntilError::SessionStopped {
+                state,
+                verified_tick: verified,
+                reason: lifecycle.and_then(|l| l.reason.clone()),
+            });
         }
         if let Some(s) = read_first(&mut self.stalls, world) {
             return Err(RunUntilError::Stalled {
@@ -258,7 +352,10 @@ impl Watch {
                 reason: s.reason,
             });
         }
-        Ok(())
+        Ok(matches!(
+            state,
+            Some(SessionState::Connecting | SessionState::WaitingForPlayers)
+        ))
     }
 }
 
@@ -281,7 +378,6 @@ fn read_first<M: Message + Clone>(cursor: &mut MessageCursor<M>, world: &World) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::MismatchCause;
 
     fn mismatch(cause: MismatchCause) -> String {
         RunUntilError::PredictionMismatch(PredictionMismatch {
@@ -289,6 +385,7 @@ mod tests {
             predicted: 0xab,
             verified: 0xab,
             cause,
+            first_difference: None,
         })
         .to_string()
     }
@@ -308,5 +405,109 @@ mod tests {
             differs.contains("predicted 00000000000000ab, verified 00000000000000ab"),
             "{differs}"
         );
+    }
+
+    #[test]
+    fn a_mismatch_with_a_known_difference_names_the_component_and_entity() {
+        let text = RunUntilError::PredictionMismatch(PredictionMismatch {
+            tick: 15,
+            predicted: 1,
+            verified: 2,
+            cause: MismatchCause::StateDiffers,
+            first_difference: Some(crate::StateDifference::Component {
+                type_name: "game::Score",
+                slot: 4,
+                generation: 2,
+            }),
+        })
+        .to_string();
+        assert!(
+            text.contains(
+                "; first difference: component `game::Score` differs on simulation entity slot 4 \
+                 (generation 2) (hashes: predicted 0000000000000001, verified 0000000000000002)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_run_error_names_its_cause() {
+        let cases: Vec<(RunUntilError, &[&str])> = vec![
+            (
+                RunUntilError::NotInstalled { setup_error: None },
+                &["no deterministic session", "add a DeterministicPlugin"],
+            ),
+            (
+                RunUntilError::NotInstalled {
+                    setup_error: Some(SessionError::WorldsNotBuilt),
+                },
+                &["its setup failed: the simulation worlds are not built"],
+            ),
+            (
+                RunUntilError::SetupFailed(SessionError::PluginInGame { plugin: "Rapier" }),
+                &["setup failed", "remove it from the game plugin"],
+            ),
+            (
+                RunUntilError::Timeout {
+                    target: 90,
+                    verified_tick: 40,
+                    updates: 50,
+                },
+                &[
+                    "verified tick 40 of 90 after 50 updates",
+                    "allow more updates",
+                ],
+            ),
+            (
+                RunUntilError::NoProgress {
+                    verified_tick: 7,
+                    updates: 30,
+                },
+                &["stayed at 7 for 30 updates", "SessionClock::Stepped"],
+            ),
+            (
+                RunUntilError::Stalled {
+                    since_tick: 9,
+                    reason: StallReason::NoConfirmedInputs,
+                },
+                &["stalled after tick 9", "did not arrive"],
+            ),
+            (
+                RunUntilError::Stalled {
+                    since_tick: 9,
+                    reason: StallReason::NeedsSnapshot {
+                        oldest_available: 3,
+                    },
+                },
+                &["history starts at tick 3", "needs a snapshot"],
+            ),
+            (
+                RunUntilError::UnregisteredComponent(UnregisteredComponent {
+                    type_name: "game::Hp".into(),
+                }),
+                &[
+                    "`game::Hp`",
+                    "rollback_component",
+                    "ignore_rollback_component",
+                ],
+            ),
+            (
+                RunUntilError::SessionStopped {
+                    state: SessionState::Disconnected,
+                    verified_tick: 5,
+                    reason: Some(SessionStateReason::ReconnectFailed { attempts: 3 }),
+                },
+                &[
+                    "Disconnected at verified tick 5",
+                    "ReconnectFailed { attempts: 3 }",
+                ],
+            ),
+        ];
+        for (error, phrases) in cases {
+            let text = error.to_string();
+            for phrase in phrases {
+                assert!(text.contains(phrase), "{phrase:?} not in {text:?}");
+            }
+        }
     }
 }

@@ -70,7 +70,13 @@ use crate::session_proto::SimInput;
 /// Version 8: the one-body ownership messages nothing sent any more are gone —
 /// `OwnershipClientMessage::Bid` and `StateUpdate`, `OwnershipServerMessage::StateRelay` — so
 /// the enum tags of the later variants moved.
-pub const PROTOCOL_VERSION: u16 = 8;
+///
+/// Version 9: matches ([wire rule 12](crate::rules)) — every session message travels in a
+/// [`MatchMessage`](crate::MatchMessage) naming its match; the relay ends a match
+/// (`MatchEnded`) and opens the next (`MatchOpened`), which its clients answer with `Ready`;
+/// and `OwnershipServerMessage::CountedSilent` tells a participant the entity server counted
+/// it as gone after hearing nothing from it for its silence timeout.
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

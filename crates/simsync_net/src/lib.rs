@@ -4,7 +4,8 @@
 //! - **Messages**: [`ClientMessage`] / [`ServerMessage`], one enum per direction, nesting the
 //!   session ([`SessionClientMessage`]...) and ownership ([`OwnershipClientMessage`]...) ones;
 //!   the session's shared types: [`Tick`], [`PlayerIndex`], the input bounds [`SimInput`], the
-//!   relay's [`DesyncReport`].
+//!   relay's [`DesyncReport`]; every session message names its match ([`MatchMessage`],
+//!   [`MatchId`], [`match_drop`]).
 //! - **Snapshots**: the container of an encoded snapshot ([`SnapshotFrame`]: frame,
 //!   [`SnapshotHeader`], body; [`SnapshotError`]) and its transfer in chunks
 //!   ([`SnapshotChunk`], [`SnapshotAssembly`]).
@@ -31,6 +32,7 @@ mod error;
 mod handshake;
 mod ids;
 mod io;
+mod matches;
 mod memory;
 mod messages;
 // Its docs still link its own module page, which is private now.
@@ -75,6 +77,10 @@ pub use handshake::{
 };
 pub use ids::ParticipantId;
 pub use io::{ClientNetExt, FromClient, FromServer, ServerNetExt};
+pub use matches::{
+    MAX_MATCH_END_TEXT_BYTES, MatchDrop, MatchDrops, MatchEndReason, MatchId, MatchMessage,
+    MatchPhase, match_drop,
+};
 pub use memory::{Direction, MemoryClientTransport, MemoryNetwork, MemoryServerTransport};
 pub use messages::{
     ClientMessage, ServerMessage, decode_client_message, decode_client_message_counted,
@@ -123,10 +129,10 @@ pub use {bevy_renet, renet, renet_netcode};
 pub mod prelude {
     pub use crate::{
         BodyId, ClientMessage, ClientNetExt, ClientTransport, DecodeStats, Hello, InputSet,
-        MemoryNetwork, NetAppExt, NetChannel, NetClientPlugin, NetClock, NetError, NetServerPlugin,
-        OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, ParticipantId, Protocols,
-        RttEstimator, ServerMessage, ServerNetExt, ServerTransport, SessionClientMessage,
-        SessionServerMessage, Welcome,
+        MatchId, MemoryNetwork, NetAppExt, NetChannel, NetClientPlugin, NetClock, NetError,
+        NetServerPlugin, OwnershipClientMessage, OwnershipServerMessage, PackedBodyState,
+        ParticipantId, Protocols, RttEstimator, ServerMessage, ServerNetExt, ServerTransport,
+        SessionClientMessage, SessionServerMessage, Welcome,
     };
     pub use bevy_renet::{RenetClient, RenetReceive, RenetSend, RenetServer};
     pub use renet::ClientId;

@@ -17,6 +17,7 @@ use crate::channels::NetChannel;
 use crate::codec::{self, DecodeStats};
 use crate::error::NetError;
 use crate::handshake::{Hello, PROTOCOL_VERSION, RejectReason, Welcome};
+use crate::matches::{MatchId, MatchMessage};
 use crate::ownership_proto::{OwnershipClientMessage, OwnershipServerMessage};
 use crate::session_proto::{SessionClientMessage, SessionServerMessage};
 
@@ -38,19 +39,25 @@ pub enum ClientMessage {
     },
     /// The client is leaving on purpose. Channel: control.
     Goodbye,
-    /// A deterministic-session message. Channel: see [`SessionClientMessage::channel`].
-    Session(SessionClientMessage),
+    /// A deterministic-session message of a match ([wire rule 12](crate::rules)). Channel:
+    /// see [`SessionClientMessage::channel`].
+    Session(MatchMessage<SessionClientMessage>),
     /// An ownership message. Channel: see [`OwnershipClientMessage::channel`].
     Ownership(OwnershipClientMessage),
 }
 
 impl ClientMessage {
+    /// The session message `message` of match `match_id`.
+    pub fn session(match_id: MatchId, message: SessionClientMessage) -> Self {
+        ClientMessage::Session(MatchMessage { match_id, message })
+    }
+
     /// The channel this message is meant to be sent on.
     pub fn channel(&self) -> NetChannel {
         match self {
             ClientMessage::Hello(_) | ClientMessage::Goodbye => NetChannel::Control,
             ClientMessage::Ping { .. } | ClientMessage::Pong { .. } => NetChannel::Inputs,
-            ClientMessage::Session(message) => message.channel(),
+            ClientMessage::Session(session) => session.message.channel(),
             ClientMessage::Ownership(message) => message.channel(),
         }
     }
@@ -80,19 +87,25 @@ pub enum ServerMessage {
         /// client an estimate of the server clock (`server_time_ms + rtt / 2`).
         server_time_ms: u32,
     },
-    /// A deterministic-session message. Channel: see [`SessionServerMessage::channel`].
-    Session(SessionServerMessage),
+    /// A deterministic-session message of a match ([wire rule 12](crate::rules)). Channel:
+    /// see [`SessionServerMessage::channel`].
+    Session(MatchMessage<SessionServerMessage>),
     /// An ownership message. Channel: see [`OwnershipServerMessage::channel`].
     Ownership(OwnershipServerMessage),
 }
 
 impl ServerMessage {
+    /// The session message `message` of match `match_id`.
+    pub fn session(match_id: MatchId, message: SessionServerMessage) -> Self {
+        ServerMessage::Session(MatchMessage { match_id, message })
+    }
+
     /// The channel this message is meant to be sent on.
     pub fn channel(&self) -> NetChannel {
         match self {
             ServerMessage::Welcome(_) | ServerMessage::Rejected { .. } => NetChannel::Control,
             ServerMessage::Ping { .. } | ServerMessage::Pong { .. } => NetChannel::Inputs,
-            ServerMessage::Session(message) => message.channel(),
+            ServerMessage::Session(session) => session.message.channel(),
             ServerMessage::Ownership(message) => message.channel(),
         }
     }

@@ -300,6 +300,23 @@ impl RefusalReason {
     ];
 }
 
+impl RefusalReason {
+    /// The reason's name in snake case (`"lower_priority"`), for summaries, logs and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RefusalReason::Locked => "locked",
+            RefusalReason::LowerPriority => "lower_priority",
+            RefusalReason::LockedOutEqualPriority => "locked_out_equal_priority",
+            RefusalReason::NotOwner => "not_owner",
+            RefusalReason::UnknownBody => "unknown_body",
+            RefusalReason::NotOwnable => "not_ownable",
+            RefusalReason::PriorityTooHigh => "priority_too_high",
+            RefusalReason::PriorityTooLow => "priority_too_low",
+            RefusalReason::HeldExclusively => "held_exclusively",
+        }
+    }
+}
+
 impl std::fmt::Display for RefusalReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -412,6 +429,16 @@ pub enum OwnershipServerMessage {
         body: BodyId,
         /// Where it starts again, at rest.
         state: Option<PackedBodyState>,
+    },
+    /// The entity server heard nothing from the recipient for its participant silence timeout
+    /// and counted it as gone (protocol version 9): every body it owned was cleared, as for a
+    /// closed connection (ownership rule 5). Sent once the server hears from it again; its
+    /// connection and participant id stay. Channel: control.
+    CountedSilent {
+        /// How long the server heard nothing from it, in milliseconds.
+        silent_ms: u32,
+        /// Bodies it owned that were cleared.
+        bodies_cleared: u32,
     },
 }
 
@@ -547,5 +574,19 @@ mod tests {
             OwnershipServerMessage::Snapshot(vec![]).channel(),
             NetChannel::Control
         );
+    }
+
+    #[test]
+    fn every_refusal_reason_has_its_own_snake_case_name() {
+        let names: Vec<&str> = RefusalReason::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(names[1], "lower_priority");
+        assert_eq!(names[8], "held_exclusively");
+        for (i, name) in names.iter().enumerate() {
+            assert!(
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{name}"
+            );
+            assert!(!names[..i].contains(name), "{name} twice");
+        }
     }
 }

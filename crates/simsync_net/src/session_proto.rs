@@ -1,4 +1,6 @@
-//! Messages of the networked deterministic session (relay server and clients).
+//! Messages of the networked deterministic session (relay server and clients). Each travels
+//! in a [`MatchMessage`](crate::MatchMessage) naming the match it belongs to
+//! ([wire rule 12](crate::rules)).
 //!
 //! Inputs are opaque bytes here: the game encodes its compact input type with the same codec
 //! ([`crate::encode`]) and this crate never needs to know it; [`SimInput`] names the bounds that
@@ -17,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::channels::NetChannel;
+use crate::matches::MatchEndReason;
 use crate::snapshot_chunks::SnapshotChunk;
 
 /// A simulation tick (frame number). Tick `n + 1` is simulated after tick `n`; one tick is one
@@ -150,6 +153,10 @@ pub enum SessionClientMessage {
         /// The request id.
         request: u32,
     },
+    /// This client's session is set up for the match the message names (its worlds are at
+    /// tick 0): the answer to [`SessionServerMessage::MatchOpened`]. The relay starts the match
+    /// once every seated player is ready. Channel: control.
+    Ready,
 }
 
 /// Most component (or resource) entries of one [`SessionClientMessage::ComponentHashes`].
@@ -170,7 +177,8 @@ impl SessionClientMessage {
             SessionClientMessage::Checksum { .. }
             | SessionClientMessage::ComponentHashes { .. }
             | SessionClientMessage::SnapshotUnavailable { .. }
-            | SessionClientMessage::SnapshotRefused { .. } => NetChannel::Control,
+            | SessionClientMessage::SnapshotRefused { .. }
+            | SessionClientMessage::Ready => NetChannel::Control,
             SessionClientMessage::SnapshotChunk(_) => NetChannel::Snapshot,
         }
     }
@@ -179,7 +187,8 @@ impl SessionClientMessage {
 /// Session messages from the relay server to a client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SessionServerMessage {
-    /// The session starts (or started) at `tick`. Channel: control.
+    /// The match the message names starts (or started) at `tick`: the relay's clock runs and
+    /// ticks are confirmed. Channel: control.
     Start {
         /// First tick of the session.
         tick: i32,
@@ -268,6 +277,17 @@ pub enum SessionServerMessage {
     /// missing confirmed inputs are gone), in order; the confirmed inputs from the snapshot's
     /// tick + 1 follow on the inputs channel. Channel: snapshot.
     SnapshotChunk(SnapshotChunk),
+    /// The match the message names ended: the relay's clock stopped, and nothing more of that
+    /// match is sent or taken. Channel: control.
+    MatchEnded {
+        /// Why, as the server's app said.
+        reason: MatchEndReason,
+    },
+    /// The lobby of the match the message names is open: every seated player keeps its slot,
+    /// sets its session up anew (worlds rebuilt from tick 0) and answers
+    /// [`SessionClientMessage::Ready`]; the match starts (`Start`) once every seated player is
+    /// ready. Channel: control.
+    MatchOpened,
 }
 
 impl SessionServerMessage {
@@ -283,7 +303,9 @@ impl SessionServerMessage {
             | SessionServerMessage::PlayerRejoined { .. }
             | SessionServerMessage::Behind { .. }
             | SessionServerMessage::DesyncReport { .. }
-            | SessionServerMessage::SnapshotRequest { .. } => NetChannel::Control,
+            | SessionServerMessage::SnapshotRequest { .. }
+            | SessionServerMessage::MatchEnded { .. }
+            | SessionServerMessage::MatchOpened => NetChannel::Control,
             SessionServerMessage::SnapshotChunk(_) => NetChannel::Snapshot,
         }
     }

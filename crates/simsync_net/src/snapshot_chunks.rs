@@ -386,7 +386,8 @@ mod tests {
     fn an_encoded_chunk_fits_one_codec_message() {
         let bytes = snapshot(SNAPSHOT_CHUNK_BYTES * 2);
         let chunks = split_snapshot(u32::MAX, i32::MAX, u64::MAX, &bytes, usize::MAX).expect("ok");
-        let encoded = crate::encode(&crate::ClientMessage::Session(
+        let encoded = crate::encode(&crate::ClientMessage::session(
+            crate::MatchId(u32::MAX),
             crate::SessionClientMessage::SnapshotChunk(chunks[0].clone()),
         ))
         .expect("encodes");

@@ -179,12 +179,12 @@ fn fuzz(seed: u64, packets: u64) -> FuzzReport {
     }
 }
 
-/// `04 00 00 FC FF FF FF FF`: `ClientMessage::Session(Inputs)` at tick 0 announcing
-/// 4,294,967,295 inputs in 8 bytes.
-const LONG_LIST_PACKET: [u8; 8] = [0x04, 0x00, 0x00, 0xFC, 0xFF, 0xFF, 0xFF, 0xFF];
+/// `04 01 00 00 FC FF FF FF FF`: `ClientMessage::Session` of match 1, `Inputs` at tick 0
+/// announcing 4,294,967,295 inputs in 9 bytes.
+const LONG_LIST_PACKET: [u8; 9] = [0x04, 0x01, 0x00, 0x00, 0xFC, 0xFF, 0xFF, 0xFF, 0xFF];
 
 #[test]
-fn an_eight_byte_packet_no_longer_allocates_one_mebibyte() {
+fn a_nine_byte_packet_no_longer_allocates_one_mebibyte() {
     // bincode's serde path on its own pre-allocates 1 MiB of inputs (43,690 × 24 bytes).
     let (raw, raw_largest) = largest_allocation(|| {
         bincode::serde::decode_from_slice::<ClientMessage, _>(&LONG_LIST_PACKET, wire_config())
@@ -195,7 +195,7 @@ fn an_eight_byte_packet_no_longer_allocates_one_mebibyte() {
     let (result, largest) = largest_allocation(|| decode_client_message(&LONG_LIST_PACKET));
     assert!(matches!(result, Err(NetError::Truncated)), "{result:?}");
     assert_eq!(largest, 0);
-    let (result, largest) = largest_allocation(|| decode::<Vec<Vec<u8>>>(&LONG_LIST_PACKET[3..]));
+    let (result, largest) = largest_allocation(|| decode::<Vec<Vec<u8>>>(&LONG_LIST_PACKET[4..]));
     assert!(matches!(result, Err(NetError::Truncated)), "{result:?}");
     assert_eq!(largest, 0);
 }

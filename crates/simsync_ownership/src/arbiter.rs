@@ -4,17 +4,18 @@
 //! The arbiter answers three kinds of participant message — a bid, a release, a priority change —
 //! and records owner state updates so it can expire silent owners. It never reads a clock, never
 //! sends anything and never touches physics: every method returns what happened (a [`Grant`],
-//! [`Released`], [`Expired`] list or a [`Refusal`]) and the caller broadcasts it, zeroes
-//! velocities, and so on.
+//! [`Released`], [`Expired`] list or a [`Refusal`]) and the caller broadcasts it (with the
+//! final, stopped state of a release at rest), and so on.
 //!
 //! The caller must pass the bidder's [`ParticipantId`] as taken from the connection the message
 //! arrived on, never an id written in the message ([ownership rule 4](crate::rules)).
 //!
 //! # Where High Fidelity's shipped code differs
 //! The equal-priority lockout ([rule 3](crate::rules)) is measured from the *body's* last
-//! ownership change, and a silent owner ([rule 5](crate::rules)) is cleared after 5 s with the
-//! body's velocities zeroed; the [rules](crate::rules) say where and why this differs from the
-//! shipped entity server.
+//! ownership change, and a silent owner ([rule 5](crate::rules)) is cleared after 5 s (a
+//! participant silent altogether after 2 s) while its bodies keep flying until someone takes
+//! them over; the [rules](crate::rules) say where and why this differs from the shipped entity
+//! server.
 //!
 //! # Cost
 //! A bid is one hash lookup (Bevy's fixed foldhash hasher on the `u64` body id) into a dense
@@ -130,13 +131,17 @@ pub enum ExpiryCause {
     Silent,
     /// The owner's connection closed; treated as silence without the wait (ownership rule 5).
     Disconnected,
+    /// Nothing at all came from the owner's connection for `participant_silence_timeout`: the
+    /// participant counts as gone, as if its connection had closed (ownership rule 5).
+    ParticipantSilent,
 }
 
-/// An owner the server cleared. The caller must zero the body's linear and angular velocities
-/// and broadcast "no owner" with that zero state (ownership rule 5).
+/// An owner the server cleared (ownership rule 5). The caller broadcasts "no owner" without a
+/// state: the body is an orphan and keeps moving on every participant until someone takes it
+/// over or it is stopped after `orphan_stop_delay`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Expired {
-    /// The body, now unowned; zero its velocities.
+    /// The body, now unowned.
     pub body: BodyId,
     /// Who owned it.
     pub previous_owner: ParticipantId,
@@ -147,8 +152,58 @@ pub struct Expired {
 }
 
 /// Refusals counted per [`RefusalReason`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// Prints by reason name, only the reasons that were counted: `Debug` as a map
+/// (`{"lower_priority": 3, "not_owner": 1}`), `Display` as `lower_priority 3, not_owner 1`
+/// (`none` when empty), and it serializes as that map ([`by_name`](Self::by_name)).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct RefusalCounts([u64; RefusalReason::COUNT]);
+
+impl core::fmt::Debug for RefusalCounts {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_map().entries(self.counted()).finish()
+    }
+}
+
+impl core::fmt::Display for RefusalCounts {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut any = false;
+        for (name, n) in self.counted() {
+            if any {
+                f.write_str(", ")?;
+            }
+            write!(f, "{name} {n}")?;
+            any = true;
+        }
+        if !any {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for RefusalCounts {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.counted())
+    }
+}
+
+impl core::ops::AddAssign for RefusalCounts {
+    fn add_assign(&mut self, other: Self) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
+}
+
+impl core::ops::Add for RefusalCounts {
+    type Output = Self;
+
+    fn add(mut self, other: Self) -> Self {
+        self += other;
+        self
+    }
+}
 
 impl RefusalCounts {
     /// Refusals for `reason` so far.
@@ -172,6 +227,20 @@ impl RefusalCounts {
     pub fn add(&mut self, reason: RefusalReason) {
         self.0[reason as usize] += 1;
     }
+
+    /// The reasons counted at least once, by [name](RefusalReason::name), in
+    /// [`RefusalReason::ALL`] order.
+    pub fn counted(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(reason, n)| (reason.name(), n))
+    }
+
+    /// The reasons counted at least once, by [name](RefusalReason::name): what summaries and
+    /// JSON print.
+    pub fn by_name(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.counted().collect()
+    }
 }
 
 /// What the arbiter has done since it was created.
@@ -193,6 +262,9 @@ pub struct ArbiterStats {
     pub expiries: u64,
     /// Owners cleared because they disconnected.
     pub disconnect_clears: u64,
+    /// Owners cleared because their participant went silent (nothing heard from it at all for
+    /// `participant_silence_timeout`).
+    pub participant_silence_clears: u64,
     /// Accepted owner state updates.
     pub owner_updates: u64,
     /// Refused messages, per reason.
@@ -553,8 +625,8 @@ impl OwnershipArbiter {
 
     /// Clears every owner not heard from for at least `owner_silence_expiry` before `now`
     /// (ownership rule 5): 5 s of silence expires, 4.9 s does not. Each cleared body is an
-    /// ownership change at `now`. Returns the cleared bodies, in record order; the caller must
-    /// zero their velocities and broadcast.
+    /// ownership change at `now`. Returns the cleared bodies, in record order; the caller
+    /// broadcasts them unowned (they keep moving: orphans).
     pub fn expire(&mut self, now: Duration) -> Vec<Expired> {
         let limit = self.config.owner_silence_expiry;
         self.clear_where(now, ExpiryCause::Silent, |r| {
@@ -564,9 +636,22 @@ impl OwnershipArbiter {
 
     /// Clears everything `participant` owned, as if it had gone silent (ownership rule 5, no
     /// wait). Each cleared body is an ownership change at `now`. Returns the cleared bodies, in
-    /// record order; the caller must zero their velocities and broadcast.
+    /// record order; the caller broadcasts them unowned (they keep moving: orphans).
     pub fn disconnect(&mut self, participant: ParticipantId, now: Duration) -> Vec<Expired> {
         self.clear_where(now, ExpiryCause::Disconnected, |r| {
+            r.owner == Some(participant)
+        })
+    }
+
+    /// Clears everything `participant` owned because nothing at all was heard from it for
+    /// `participant_silence_timeout` (ownership rule 5): the same as [`disconnect`](Self::disconnect),
+    /// with the cause [`ExpiryCause::ParticipantSilent`].
+    pub fn participant_silent(
+        &mut self,
+        participant: ParticipantId,
+        now: Duration,
+    ) -> Vec<Expired> {
+        self.clear_where(now, ExpiryCause::ParticipantSilent, |r| {
             r.owner == Some(participant)
         })
     }
@@ -597,6 +682,7 @@ impl OwnershipArbiter {
         match cause {
             ExpiryCause::Silent => self.stats.expiries += n,
             ExpiryCause::Disconnected => self.stats.disconnect_clears += n,
+            ExpiryCause::ParticipantSilent => self.stats.participant_silence_clears += n,
         }
         self.stats.ownership_changes += n;
         cleared
@@ -670,5 +756,31 @@ impl OwnershipArbiter {
             owner: record.owner,
             priority: record.priority,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_counts_print_by_reason_name() {
+        let mut counts = RefusalCounts::default();
+        assert_eq!(counts.to_string(), "none");
+        assert_eq!(format!("{counts:?}"), "{}");
+        counts.add(RefusalReason::NotOwner);
+        counts.add(RefusalReason::LowerPriority);
+        counts.add(RefusalReason::LowerPriority);
+        assert_eq!(counts.to_string(), "lower_priority 2, not_owner 1");
+        assert_eq!(
+            format!("{counts:?}"),
+            r#"{"lower_priority": 2, "not_owner": 1}"#
+        );
+        let both = counts + counts;
+        assert_eq!(both.get(RefusalReason::LowerPriority), 4);
+        assert_eq!(
+            both.by_name().into_iter().collect::<Vec<_>>(),
+            vec![("lower_priority", 4), ("not_owner", 2)]
+        );
     }
 }

@@ -25,7 +25,9 @@
 //!    messages (a release preceded by the body's final state with zero velocities, both on the
 //!    reliable channel) and zeroed velocities; *mirror bids* into [`OwnershipBid`]; *send
 //!    states* — one `StateBatch` with every owned body whose state drifted past the thresholds
-//!    or whose heartbeat is due ([`should_send`]).
+//!    or whose heartbeat is due ([`should_send`]); and a keepalive (`Ping`) when nothing at all
+//!    went out for [`OwnershipConfig::keepalive_interval`], so the entity server does not count
+//!    an idle participant as gone ([ownership rule 5](crate::rules)).
 //!
 //! Static and kinematic bodies are never observed, so never bid for; relayed states for them
 //! are ignored and counted.
@@ -59,7 +61,7 @@ use crate::components::{
 };
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
-use crate::messages::{BidRefused, OwnershipChanged, RefusedBy};
+use crate::messages::{BidRefused, CountedSilent, OwnershipChanged, RefusedBy};
 use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, predicted_error, should_send};
@@ -149,6 +151,12 @@ pub struct ParticipantStats {
     pub messages_ignored: u64,
     /// Messages that could not be queued (channel full, disconnected).
     pub send_errors: u64,
+    /// Keepalives (`Ping`s) sent because nothing else went out for
+    /// [`keepalive_interval`](OwnershipConfig::keepalive_interval).
+    pub keepalives_sent: u64,
+    /// Times the entity server said it had counted this participant as gone for silence
+    /// (`CountedSilent`, [`CountedSilent`](crate::CountedSilent)).
+    pub counted_silent: u64,
 }
 
 /// What a participant keeps per body besides the state machine.
@@ -207,6 +215,10 @@ pub struct OwnershipClient {
     retired: HashSet<BodyId>,
     /// Bodies respawned here, to send to the entity server as `Respawn`s.
     respawned: Vec<BodyId>,
+    /// Whether a message went out since the last keepalive check.
+    sent_since_check: bool,
+    /// When a message last went out (checked once a frame).
+    last_sent_at: Option<Duration>,
 }
 
 impl OwnershipClient {
@@ -243,6 +255,8 @@ impl OwnershipClient {
             last_batch_at: None,
             retired: HashSet::default(),
             respawned: Vec::new(),
+            sent_since_check: false,
+            last_sent_at: None,
         })
     }
 
@@ -339,7 +353,10 @@ impl OwnershipClient {
 
     fn send(&mut self, client: &mut RenetClient, channel: NetChannel, msg: &ClientMessage) -> bool {
         match client.send_msg_on(channel, msg) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.sent_since_check = true;
+                true
+            }
             Err(error) => {
                 self.stats.send_errors += 1;
                 debug!("participant: not sent: {error}");
@@ -413,10 +430,12 @@ struct Rx<'a, 'qw, 'qs, 'cw, 'cs> {
     bodies: &'a mut Query<'qw, 'qs, BodyWrite<'static>>,
     changed: Vec<OwnershipChanged>,
     refused: Vec<BidRefused>,
+    silent: Vec<CountedSilent>,
     commands: &'a mut Commands<'cw, 'cs>,
 }
 
 /// `PreUpdate`: the handshake and every message from the server.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn receive(
     clock: Res<OwnershipClock>,
     mut client: ResMut<RenetClient>,
@@ -424,6 +443,7 @@ pub(crate) fn receive(
     mut bodies: Query<BodyWrite<'static>>,
     mut changed: MessageWriter<OwnershipChanged>,
     mut refused: MessageWriter<BidRefused>,
+    mut silent: MessageWriter<CountedSilent>,
     mut commands: Commands,
 ) {
     let state = &mut *state;
@@ -446,6 +466,7 @@ pub(crate) fn receive(
         bodies: &mut bodies,
         changed: Vec::new(),
         refused: Vec::new(),
+        silent: Vec::new(),
         commands: &mut commands,
     };
     for message in received {
@@ -465,6 +486,8 @@ pub(crate) fn receive(
             ServerMessage::Ownership(msg) if state.machine.is_some() => {
                 state.on_ownership(&mut rx, msg);
             }
+            // The answer to a keepalive.
+            ServerMessage::Pong { .. } if state.machine.is_some() => {}
             ServerMessage::Ownership(_)
             | ServerMessage::Pong { .. }
             | ServerMessage::Session(_) => {
@@ -474,6 +497,7 @@ pub(crate) fn receive(
     }
     changed.write_batch(rx.changed);
     refused.write_batch(rx.refused);
+    silent.write_batch(rx.silent);
 }
 
 impl OwnershipClient {
@@ -561,6 +585,20 @@ impl OwnershipClient {
             }
             OwnershipServerMessage::StateBatch(bytes) => self.on_relay_batch(rx, &bytes),
             OwnershipServerMessage::Reset { body, state } => self.on_reset(rx, body, state),
+            OwnershipServerMessage::CountedSilent {
+                silent_ms,
+                bodies_cleared,
+            } => {
+                self.stats.counted_silent += 1;
+                warn!(
+                    "participant: the entity server heard nothing from us for {silent_ms} ms and \
+                     counted us gone; {bodies_cleared} bodies we owned were cleared"
+                );
+                rx.silent.push(CountedSilent {
+                    silent_for: Duration::from_millis(u64::from(silent_ms)),
+                    bodies_cleared,
+                });
+            }
         }
     }
 
@@ -861,9 +899,30 @@ pub(crate) fn observe_and_send(
     scene.refused.write_batch(refused);
     state.mirror_bids(&mut scene.commands, &seen);
     state.send_states(&mut client, &seen, now);
+    state.keep_alive(&mut client, now);
 }
 
 impl OwnershipClient {
+    /// Last step: a `Ping` when nothing went out for
+    /// [`keepalive_interval`](OwnershipConfig::keepalive_interval), so the entity server keeps
+    /// hearing from an idle participant ([ownership rule 5](crate::rules)).
+    fn keep_alive(&mut self, client: &mut RenetClient, now: Duration) {
+        let due = self
+            .last_sent_at
+            .is_none_or(|at| now.saturating_sub(at) >= self.config.keepalive_interval());
+        if !self.sent_since_check && due {
+            let ping = ClientMessage::Ping {
+                t: simsync_net::millis_u32(now),
+            };
+            if self.send(client, NetChannel::Inputs, &ping) {
+                self.stats.keepalives_sent += 1;
+            }
+        }
+        if std::mem::take(&mut self.sent_since_check) {
+            self.last_sent_at = Some(now);
+        }
+    }
+
     /// Step 1: what each registered, dynamic body is doing ([`classify`]).
     fn observe(
         &mut self,

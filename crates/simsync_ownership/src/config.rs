@@ -32,6 +32,7 @@ use crate::priority::Priority;
 /// | `heartbeat_interval` | 1 s | state updates, keeps 5 alive |
 /// | `exclusive_grab` | `false` | 3 (the exclusive-grab option) |
 /// | `orphan_stop_delay` | 2 s | 5 (orphans nobody takes over) |
+/// | `participant_silence_timeout` | 2 s | 5 (a participant heard from by nothing at all) |
 #[derive(Resource, Debug, Clone, PartialEq, Reflect, Serialize, Deserialize)]
 #[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub struct OwnershipConfig {
@@ -57,8 +58,9 @@ pub struct OwnershipConfig {
     /// this long (ownership rule 3). Measured from the body's last change of owner (not of
     /// priority). Default 200 ms.
     pub equal_priority_lockout: Duration,
-    /// An owner that sends no update for a body for this long loses it, and the body's
-    /// velocities are zeroed (ownership rule 5). Default 5 s.
+    /// An owner that sends no update for a body for this long loses it (ownership rule 5): the
+    /// body is announced unowned and keeps moving on every participant (an orphan, see
+    /// `orphan_stop_delay`). Default 5 s.
     pub owner_silence_expiry: Duration,
     /// A participant bids VOLUNTEER for a body that has been active and unowned for this long
     /// (ownership rule 7). Default 500 ms.
@@ -87,6 +89,13 @@ pub struct OwnershipConfig {
     /// after this long is stopped where each participant has it. Default 2 s; must be longer
     /// than `volunteer_delay`, so an interested participant always gets to volunteer first.
     pub orphan_stop_delay: Duration,
+    /// A joined participant the entity server hears nothing at all from for this long counts
+    /// as gone (ownership rule 5): every body it owns is cleared at once, as for a closed
+    /// connection, while its connection stays open; its next message makes it a participant
+    /// again, and it is told it was counted gone. A participant that has nothing else to send
+    /// sends a keepalive every [`keepalive_interval`](Self::keepalive_interval) (an eighth of
+    /// this). Default 2 s, as the relay's `silence_timeout_ms`; must be greater than zero.
+    pub participant_silence_timeout: Duration,
 }
 
 impl Default for OwnershipConfig {
@@ -107,6 +116,7 @@ impl Default for OwnershipConfig {
             heartbeat_interval: Duration::from_secs(1),
             exclusive_grab: false,
             orphan_stop_delay: Duration::from_secs(2),
+            participant_silence_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -117,7 +127,8 @@ impl OwnershipConfig {
     /// The priority levels must be strictly increasing,
     /// `0 < yield < volunteer < recruit < poke < grab`, and `max_bid_priority` at least
     /// `volunteer_priority` (or nothing could ever be owned). `owner_silence_expiry`,
-    /// `bid_resend_interval` and `heartbeat_interval` must be non-zero, the heartbeat shorter
+    /// `bid_resend_interval`, `heartbeat_interval` and `participant_silence_timeout` must be
+    /// non-zero, the heartbeat shorter
     /// than the silence expiry, `orphan_stop_delay` longer than `volunteer_delay`, and the
     /// thresholds finite and ≥ 0. A zero lockout or volunteer
     /// delay is allowed (High Fidelity's shipped client volunteers with no delay).
@@ -167,8 +178,9 @@ impl OwnershipConfig {
         Ok(())
     }
 
-    /// The timings: silence expiry, resend interval and heartbeat non-zero, the heartbeat
-    /// shorter than the silence expiry, `orphan_stop_delay` longer than `volunteer_delay`.
+    /// The timings: silence expiry, resend interval, heartbeat and participant silence timeout
+    /// non-zero, the heartbeat shorter than the silence expiry, `orphan_stop_delay` longer than
+    /// `volunteer_delay`.
     fn validate_durations(&self) -> Result<(), OwnershipError> {
         let ms = |d: Duration| format!("{} ms", d.as_millis());
         if self.owner_silence_expiry.is_zero() {
@@ -200,6 +212,13 @@ impl OwnershipConfig {
                 "longer than volunteer_delay",
             );
         }
+        if self.participant_silence_timeout.is_zero() {
+            return invalid(
+                "participant_silence_timeout",
+                ms(self.participant_silence_timeout),
+                "greater than zero",
+            );
+        }
         Ok(())
     }
 
@@ -217,6 +236,13 @@ impl OwnershipConfig {
             }
         }
         Ok(())
+    }
+
+    /// How long a participant may send nothing before it sends a keepalive: an eighth of
+    /// `participant_silence_timeout` (250 ms by default), so that eight in a row must be lost
+    /// before an idle participant is counted gone.
+    pub fn keepalive_interval(&self) -> Duration {
+        self.participant_silence_timeout / 8
     }
 
     /// The priority a granted bid or priority change at `asked` is recorded at: VOLUNTEER
@@ -253,6 +279,8 @@ mod tests {
         assert_eq!(c.volunteer_delay, Duration::from_millis(500));
         assert_eq!(c.bid_resend_interval, Duration::from_millis(200));
         assert_eq!(c.max_bid_priority, Priority::GRAB);
+        assert_eq!(c.participant_silence_timeout, Duration::from_secs(2));
+        assert_eq!(c.keepalive_interval(), Duration::from_millis(250));
     }
 
     #[test]
@@ -317,6 +345,13 @@ mod tests {
                 ..base()
             }),
             "orphan_stop_delay"
+        );
+        assert_eq!(
+            field_of(OwnershipConfig {
+                participant_silence_timeout: Duration::ZERO,
+                ..base()
+            }),
+            "participant_silence_timeout"
         );
         assert_eq!(
             field_of(OwnershipConfig {

@@ -11,6 +11,7 @@ use crate::clock::OwnershipClock;
 use crate::components::SimulationOwner;
 use crate::sets::OwnershipSet;
 use crate::traffic::StateTraffic;
+use simsync_net::RefusalReason;
 
 /// `simsync/ownership/owned_bodies`: bodies this participant owns now.
 const OWNED_BODIES: DiagnosticPath = DiagnosticPath::const_new("simsync/ownership/owned_bodies");
@@ -86,6 +87,7 @@ use crate::traffic::CounterRate;
 /// | `simsync/ownership/deferred_bodies` | bodies | last frame |
 /// | `simsync/ownership/delta_share` | fraction | over the run |
 /// | `simsync/ownership/deltas_rejected` | entries | total |
+/// | `simsync/ownership/refusals/<reason>` | refusals | total, one per [`RefusalReason`] by [name](RefusalReason::name) ([`refusals_of`](Self::refusals_of)) |
 #[derive(Debug, Clone, Default)]
 pub struct OwnershipDiagnosticsPlugin;
 
@@ -124,13 +126,22 @@ impl OwnershipDiagnosticsPlugin {
     /// `simsync/ownership/deltas_rejected`: delta entries received that could not be applied, so
     /// far.
     pub const DELTAS_REJECTED: DiagnosticPath = DELTAS_REJECTED;
-    /// Every path [`OwnershipDiagnosticsPlugin`] registers.
+    /// Every fixed path [`OwnershipDiagnosticsPlugin`] registers (the per-reason refusal paths,
+    /// [`refusals_of`](Self::refusals_of), come on top).
     pub const ALL: [DiagnosticPath; 12] = OWNERSHIP_DIAGNOSTICS;
+
+    /// `simsync/ownership/refusals/<reason>`: refusals received so far for `reason`, by its
+    /// [name](RefusalReason::name) (`simsync/ownership/refusals/lower_priority`); their sum is
+    /// [`REFUSALS`](Self::REFUSALS).
+    pub fn refusals_of(reason: RefusalReason) -> DiagnosticPath {
+        DiagnosticPath::new(format!("simsync/ownership/refusals/{}", reason.name()))
+    }
 }
 
 impl Plugin for OwnershipDiagnosticsPlugin {
     fn build(&self, app: &mut App) {
-        for path in OWNERSHIP_DIAGNOSTICS {
+        let per_reason = RefusalReason::ALL.map(Self::refusals_of);
+        for path in OWNERSHIP_DIAGNOSTICS.into_iter().chain(per_reason) {
             app.register_diagnostic(Diagnostic::new(path).with_smoothing_factor(0.0));
         }
         app.insert_resource(StateUpdateRate(
@@ -152,6 +163,7 @@ fn record_ownership_diagnostics(
     clock: Option<Res<OwnershipClock>>,
     traffic: Option<Res<StateTraffic>>,
     mut rate: ResMut<StateUpdateRate>,
+    mut per_reason: Local<Vec<DiagnosticPath>>,
     mut diagnostics: Diagnostics,
 ) {
     let Some(client) = client else {
@@ -170,6 +182,14 @@ fn record_ownership_diagnostics(
     diagnostics.add_measurement(&OWNED_BODIES, || owned as f64);
     diagnostics.add_measurement(&BIDS, || stats.bids_sent as f64);
     diagnostics.add_measurement(&REFUSALS, || stats.refusals_received.total() as f64);
+    if per_reason.is_empty() {
+        *per_reason = RefusalReason::ALL
+            .map(OwnershipDiagnosticsPlugin::refusals_of)
+            .to_vec();
+    }
+    for ((_, n), path) in stats.refusals_received.iter().zip(per_reason.iter()) {
+        diagnostics.add_measurement(path, || n as f64);
+    }
     diagnostics.add_measurement(&OWNER_CHANGES, || stats.owner_changes_received as f64);
     diagnostics.add_measurement(&STATE_UPDATES_PER_SECOND, || per_second);
     let traffic = traffic.map(|t| *t).unwrap_or_default();

@@ -10,7 +10,8 @@
 //!   [`OwnershipClock`]; bodies are matched across Apps by [`BodyNetId`].
 //! - **Game API** — the components ([`SimulationOwner`], [`Ownable`], [`Held`], ...), the
 //!   [`OwnershipEntityCommandsExt`] marks (`poke`, `grab`, `yield_ownership`) and the messages
-//!   [`OwnershipChanged`] and [`BidRefused`].
+//!   [`OwnershipChanged`], [`BidRefused`] and [`CountedSilent`] (participants),
+//!   [`ParticipantGone`] and [`ParticipantReturned`] (entity server).
 //! - **Pure core** — no clock, no network, no physics: [`OwnershipArbiter`] (the entity
 //!   server's rules 1–5 and 7), [`ParticipantOwnership`] (a participant's rules 6–14 as a state
 //!   machine over [`BodyObservation`]s → [`Action`]s), [`OwnershipConfig`] and [`Priority`],
@@ -24,6 +25,8 @@
 //!   use, a reflected resource of both roles (and [`OwnershipDiagnosticsPlugin`], whose constants are its `DiagnosticsStore` paths).
 //! - **Errors** — [`OwnershipError`]; a refused request is a [`Refusal`] with a
 //!   [`RefusalReason`], a protocol outcome rather than an error.
+//! - **Testing** — [`testing::OwnershipPeers`]: an entity server and N participants in one
+//!   process over the conditioned in-memory transport, for a game's own tests.
 //!
 //! ```
 //! use bevy::prelude::*;
@@ -88,6 +91,7 @@ mod relay;
 mod send_policy;
 mod server;
 mod sets;
+pub mod testing;
 mod traffic;
 mod wire;
 
@@ -121,7 +125,10 @@ pub use config::OwnershipConfig;
 pub use diagnostics::OwnershipDiagnosticsPlugin;
 pub use error::OwnershipError;
 pub use limits::{EntityServerLimits, RateLimitedCounts};
-pub use messages::{BidRefused, OwnershipChanged, RefusedBy};
+pub use messages::{
+    BidRefused, CountedSilent, GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned,
+    RefusedBy,
+};
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step};
 pub use priority::{BodyId, ParticipantId, Priority};
@@ -143,9 +150,10 @@ pub use wire::{MAX_STATE_MAGNITUDE, state_from_wire, state_to_wire};
 /// the crate root.
 pub mod prelude {
     pub use crate::{
-        BidRefused, BodyId, BodyNetId, EntityServer, Held, Ownable, OwnershipBid, OwnershipChanged,
-        OwnershipClient, OwnershipConfig, OwnershipEntityCommandsExt, OwnershipError,
-        OwnershipLock, OwnershipPlugin, OwnershipSet, ParticipantAvatar, ParticipantId, Priority,
+        BidRefused, BodyId, BodyNetId, CountedSilent, EntityServer, GoneCause, Held, Ownable,
+        OwnershipBid, OwnershipChanged, OwnershipClient, OwnershipConfig,
+        OwnershipEntityCommandsExt, OwnershipError, OwnershipLock, OwnershipPlugin, OwnershipSet,
+        ParticipantAvatar, ParticipantGone, ParticipantId, ParticipantReturned, Priority,
         RefusalReason, RefusedBy, SimulationOwner, StateBudgetConfig, StateTraffic,
     };
 }

@@ -130,6 +130,17 @@ pub struct RateLimitedCounts {
     pub state_updates: u64,
 }
 
+/// `bids 3, releases 0, state_updates 12`: every kind by name.
+impl core::fmt::Display for RateLimitedCounts {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "bids {}, releases {}, state_updates {}",
+            self.bids, self.releases, self.state_updates
+        )
+    }
+}
+
 impl RateLimitedCounts {
     /// All dropped messages.
     pub fn total(&self) -> u64 {
@@ -180,6 +191,7 @@ mod tests {
         counts.add(Limited::Bid(None));
         counts.add(Limited::StateUpdate(None));
         assert_eq!(counts.total(), 2);
+        assert_eq!(counts.to_string(), "bids 1, releases 0, state_updates 1");
     }
 
     #[test]

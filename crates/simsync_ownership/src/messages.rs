@@ -1,8 +1,13 @@
-//! The Bevy messages of ownership: [`OwnershipChanged`] (entity server and participants) and
-//! [`BidRefused`] with [`RefusedBy`] (participants). Game code reads them with `MessageReader`.
+//! The Bevy messages of ownership: [`OwnershipChanged`] (entity server and participants),
+//! [`BidRefused`] with [`RefusedBy`] and [`CountedSilent`] (participants),
+//! [`ParticipantGone`] with [`GoneCause`] and [`ParticipantReturned`] (entity server). Game code
+//! reads them with `MessageReader`.
+
+use core::time::Duration;
 
 use bevy::prelude::*;
 use simsync_net::RefusalReason;
+use simsync_net::renet::ClientId;
 
 use crate::priority::{BodyId, ParticipantId, Priority};
 
@@ -53,4 +58,61 @@ pub struct BidRefused {
     pub priority: Priority,
     /// Who decided.
     pub by: RefusedBy,
+}
+
+/// Why the entity server counts a participant as gone ([`ParticipantGone`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GoneCause {
+    /// It said `Goodbye` or its connection closed.
+    Left,
+    /// Nothing at all came from it for `participant_silence_timeout` while its connection
+    /// stayed open ([ownership rule 5](crate::rules#rule-5--silent-owners-expire)): lost
+    /// packets, a stalled process, a dead link without a close.
+    Silent {
+        /// How long ago the server last heard from it.
+        heard_last: Duration,
+    },
+}
+
+/// A joined participant counts as gone on the entity server: every body it owned was cleared
+/// and announced unowned, and keeps moving on the others until someone takes it over
+/// ([ownership rule 5](crate::rules#rule-5--silent-owners-expire)). Written on the entity
+/// server, once per departure (a silent participant that left before it was heard from again
+/// is not written again).
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParticipantGone {
+    /// The participant's connection.
+    pub client: ClientId,
+    /// The participant.
+    pub participant: ParticipantId,
+    /// Why.
+    pub cause: GoneCause,
+    /// Bodies it owned, now unowned.
+    pub bodies_cleared: u32,
+}
+
+/// A participant counted gone for silence was heard from again: it is a participant again,
+/// under the same id and connection, and owns nothing until it wins a bid; it was sent a
+/// `CountedSilent` ([`CountedSilent`] on its side). Written on the entity server.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParticipantReturned {
+    /// The participant's connection.
+    pub client: ClientId,
+    /// The participant.
+    pub participant: ParticipantId,
+    /// How long the server heard nothing from it.
+    pub silent_for: Duration,
+}
+
+/// The entity server counted this participant as gone after hearing nothing from it for its
+/// `participant_silence_timeout`, and says so now that it hears from it again: every body this
+/// participant owned was cleared (its `OwnershipChanged`s came before this), and it owns nothing
+/// until it wins a bid ([ownership rule 5](crate::rules#rule-5--silent-owners-expire)). Written
+/// on the participant.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountedSilent {
+    /// How long the server heard nothing from this participant.
+    pub silent_for: Duration,
+    /// Bodies this participant owned that were cleared.
+    pub bodies_cleared: u32,
 }

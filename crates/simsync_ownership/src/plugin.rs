@@ -14,7 +14,9 @@ use crate::components;
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
 use crate::limits::EntityServerLimits;
-use crate::messages::{BidRefused, OwnershipChanged};
+use crate::messages::{
+    BidRefused, CountedSilent, OwnershipChanged, ParticipantGone, ParticipantReturned,
+};
 use crate::server::{self, EntityServer};
 use crate::sets::OwnershipSet;
 use crate::traffic::{Meter, StateTraffic};
@@ -168,6 +170,9 @@ impl Plugin for OwnershipPlugin {
     fn build(&self, app: &mut App) {
         app.add_message::<OwnershipChanged>()
             .add_message::<BidRefused>()
+            .add_message::<CountedSilent>()
+            .add_message::<ParticipantGone>()
+            .add_message::<ParticipantReturned>()
             .configure_sets(PreUpdate, OwnershipSet::Receive.after(RenetReceive))
             .configure_sets(
                 PostUpdate,

@@ -18,16 +18,33 @@
 //!   one `OwnerChanged` per body whose owner or priority changed during it, the latest
 //!   ([coalescing](crate::rules#coalescing)); for a body that ended the update unowned after its
 //!   owner released it at rest (ownership rule 12), also its final state with **zero
-//!   velocities** in a `StateBatch` on the control channel. A body whose owner went silent or disconnected (ownership rule 5) is
-//!   only announced unowned: it keeps moving on every participant until someone takes it over;
+//!   velocities** in a `StateBatch` on the control channel. A body whose owner went silent or
+//!   disconnected (ownership rule 5) is only announced unowned: it keeps moving on every
+//!   participant until someone takes it over;
 //! - to a participant whose control channel overflowed: the full owner table as `Snapshot`s,
 //!   once it fits ([resync](crate::rules#resync));
+//! - to a participant that joins: the owned bodies as a `Snapshot`, then the last state of
+//!   every body that is owned or has moved since it was registered (control channel), so a late
+//!   joiner starts from the truth;
+//! - to a participant counted gone for silence, once it is heard from again: `CountedSilent`;
 //! - to every participant but the owner: the accepted owner states, in one `StateBatch` per
 //!   participant and update within its relay budget.
 //!
 //! Bids, releases and state updates over their connection's
 //! [`EntityServerLimits`](crate::EntityServerLimits) are dropped unanswered and counted
 //! ([rate limits](crate::rules#rate-limits)).
+//!
+//! # Silent participants
+//! A joined participant the server hears nothing at all from for `participant_silence_timeout`
+//! (2 s by default, as the relay's silence timeout) counts as gone: every body it owns is
+//! cleared and announced unowned, exactly as when its connection closes (ownership rule 5:
+//! orphans keep flying), [`EntityServerStats::participants_silent`] counts it and a
+//! [`ParticipantGone`] is written. Its connection stays open (renet's netcode closes it after
+//! its own 15 s timeout, over UDP) and the server keeps sending to it, so a participant whose
+//! uplink alone failed stays up to date. Its next message makes it a participant again under
+//! the same id (`participants_returned`, [`ParticipantReturned`]), which is sent a
+//! `CountedSilent` first. Participants send a keepalive when they have sent nothing for an
+//! eighth of the timeout, so only lost packets or a stalled participant are silent.
 //!
 //! Relayed batches are numbered per receiver, so a participant can drop any stale or duplicate
 //! relay of a body by the batch it came in, across owner changes. Incoming states are filtered
@@ -58,7 +75,7 @@ use crate::components::{BodyNetId, OwnershipLock, SimulationOwner};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
 use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
-use crate::messages::OwnershipChanged;
+use crate::messages::{GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned};
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::relay::RelayPass;
 use crate::relay::RelayQueue;
@@ -121,12 +138,21 @@ pub struct EntityServerStats {
     /// Zero-velocity states broadcast when a body was released at rest (rule 12).
     pub zero_states_sent: u64,
     /// Bodies left unowned by a silent or disconnected owner (rule 5), announced without a
-    /// state: they keep moving until someone takes them over.
+    /// state: they keep moving until someone takes them over. The sum of `expiries`,
+    /// `disconnect_clears` and `silence_clears`.
     pub orphaned: u64,
-    /// Owners cleared after `owner_silence_expiry` without an update (ownership rule 5).
+    /// Owners cleared after `owner_silence_expiry` without an update about their body
+    /// (ownership rule 5).
     pub expiries: u64,
     /// Owners cleared because their connection closed (ownership rule 5).
     pub disconnect_clears: u64,
+    /// Joined participants counted as gone because nothing at all came from them for
+    /// `participant_silence_timeout` (their connection still open).
+    pub participants_silent: u64,
+    /// Of those, participants heard from again (each told so with a `CountedSilent`).
+    pub participants_returned: u64,
+    /// Owners cleared because their participant went silent (ownership rule 5).
+    pub silence_clears: u64,
     /// Messages that could not be sent (channel full, client gone). A full control channel
     /// also marks the participant for resync (`resyncs_marked`).
     pub send_errors: u64,
@@ -180,15 +206,7 @@ pub struct EntityServerStats {
 impl EntityServerStats {
     /// Every refusal sent back, per reason: bids, releases and state updates together.
     pub fn refusals(&self) -> RefusalCounts {
-        let mut all = self.bids_refused;
-        for counts in [self.releases_refused, self.state_updates_refused] {
-            for (reason, n) in counts.iter() {
-                for _ in 0..n {
-                    all.add(reason);
-                }
-            }
-        }
-        all
+        self.bids_refused + self.releases_refused + self.state_updates_refused
     }
 }
 
@@ -199,6 +217,19 @@ struct RelayBody {
     last_state: Option<BodyState>,
     /// The server's relay sequence for this body.
     seq: Sequence,
+    /// Whether `last_state` came from an owner, a release or a respawn rather than the
+    /// registration: a joining participant is sent it.
+    moved: bool,
+}
+
+/// When the server last heard from a joined connection, and whether it counts as gone for
+/// silence.
+#[derive(Debug, Clone, Copy)]
+struct Heard {
+    /// The last message received.
+    last: Duration,
+    /// Counted as gone for silence since then, with the bodies cleared.
+    silent: Option<u32>,
 }
 
 /// The entity server's state: the [`OwnershipArbiter`], the connection → participant table, the
@@ -234,6 +265,8 @@ pub struct EntityServer {
     retired: HashSet<BodyId>,
     /// Bodies respawned since the last update, to announce as `Reset`s.
     respawned: Vec<BodyId>,
+    /// When each joined connection was last heard from.
+    heard: HashMap<ClientId, Heard>,
 }
 
 /// Owner records per `Snapshot` message of a resync table (a few KiB each).
@@ -263,6 +296,7 @@ impl EntityServer {
             deferred_now: 0,
             retired: HashSet::default(),
             respawned: Vec::new(),
+            heard: HashMap::default(),
         })
     }
 
@@ -370,6 +404,7 @@ impl EntityServer {
             RelayBody {
                 last_state: state,
                 seq: Sequence::default(),
+                moved: false,
             },
         );
     }
@@ -441,9 +476,13 @@ struct Io<'a, 'w, 's> {
     now: Duration,
     owners: &'a mut Query<'w, 's, &'static mut SimulationOwner>,
     changed: Vec<OwnershipChanged>,
+    gone: Vec<ParticipantGone>,
+    returned: Vec<ParticipantReturned>,
 }
 
-/// `PreUpdate`: handles every message received, then disconnects and silence expiry.
+/// `PreUpdate`: handles every message received, then disconnects, silent participants and
+/// silence expiry.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn update(
     clock: Res<OwnershipClock>,
     net_clock: Option<Res<NetClock>>,
@@ -451,6 +490,8 @@ pub(crate) fn update(
     mut state: ResMut<EntityServer>,
     mut owners: Query<&'static mut SimulationOwner>,
     mut changed: MessageWriter<OwnershipChanged>,
+    mut gone: MessageWriter<ParticipantGone>,
+    mut returned: MessageWriter<ParticipantReturned>,
 ) {
     let tick_rate_hz = match net_clock.as_deref() {
         Some(NetClock::Fixed(step)) if !step.is_zero() => {
@@ -468,10 +509,13 @@ pub(crate) fn update(
         now: clock.now(),
         owners: &mut owners,
         changed: Vec::new(),
+        gone: Vec::new(),
+        returned: Vec::new(),
     };
     state.announce_respawns(&mut io);
     for message in received {
         let client = message.client_id;
+        state.heard_from(&mut io, client);
         match message.message {
             Ok(ClientMessage::Hello(hello)) => state.on_hello(&mut io, client, &hello),
             Err(error) => state.on_undecodable(&mut io, client, &error),
@@ -479,11 +523,14 @@ pub(crate) fn update(
         }
     }
     state.drop_disconnected(&mut io);
+    state.mark_silent(&mut io);
     state.expire_silent(&mut io);
     state.broadcast_owners(&mut io);
     state.relay_states(&mut io);
     state.send_resyncs(&mut io);
     changed.write_batch(io.changed);
+    gone.write_batch(io.gone);
+    returned.write_batch(io.returned);
 }
 
 impl EntityServer {
@@ -571,6 +618,7 @@ impl EntityServer {
         };
         if state.is_some() {
             relay.last_state = state;
+            relay.moved = true;
         }
         relay.seq = relay.seq.next();
         let packed = relay
@@ -611,6 +659,77 @@ impl EntityServer {
         }
     }
 
+    /// Any message from `client`: a joined participant is heard from now; one counted gone for
+    /// silence is a participant again, told so with a `CountedSilent`.
+    fn heard_from(&mut self, io: &mut Io, client: ClientId) {
+        let Some(heard) = self.heard.get_mut(&client) else {
+            return;
+        };
+        let silent_for = io.now.saturating_sub(heard.last);
+        heard.last = io.now;
+        let Some(bodies_cleared) = heard.silent.take() else {
+            return;
+        };
+        let Some(participant) = self.handshake.participant(client) else {
+            return;
+        };
+        self.stats.participants_returned += 1;
+        info!(
+            "entity server: {participant} ({client}) is heard from again after {silent_for:?}; \
+             it was counted gone"
+        );
+        io.returned.push(ParticipantReturned {
+            client,
+            participant,
+            silent_for,
+        });
+        let notice = ServerMessage::Ownership(OwnershipServerMessage::CountedSilent {
+            silent_ms: millis_u32(silent_for),
+            bodies_cleared,
+        });
+        self.send(io.server, client, NetChannel::Control, &notice);
+    }
+
+    /// Joined participants not heard from for `participant_silence_timeout` count as gone:
+    /// their bodies are cleared as on a disconnect ([ownership rule 5](crate::rules)), their
+    /// connection stays.
+    fn mark_silent(&mut self, io: &mut Io) {
+        let timeout = self.arbiter.config().participant_silence_timeout;
+        let mut silent: Vec<(ClientId, Duration)> = self
+            .heard
+            .iter()
+            .filter(|(_, h)| h.silent.is_none() && io.now.saturating_sub(h.last) >= timeout)
+            .map(|(c, h)| (*c, io.now.saturating_sub(h.last)))
+            .collect();
+        silent.sort_unstable_by_key(|(c, _)| *c);
+        for (client, heard_last) in silent {
+            let Some(participant) = self.handshake.participant(client) else {
+                self.heard.remove(&client);
+                continue;
+            };
+            let cleared = self.arbiter.participant_silent(participant, io.now);
+            let n = cleared.len() as u32;
+            self.stats.participants_silent += 1;
+            self.stats.silence_clears += u64::from(n);
+            warn!(
+                "entity server: nothing heard from {participant} ({client}) for {heard_last:?}; \
+                 it counts as gone and its {n} bodies are cleared"
+            );
+            for e in cleared {
+                self.orphaned(io, e.body);
+            }
+            if let Some(heard) = self.heard.get_mut(&client) {
+                heard.silent = Some(n);
+            }
+            io.gone.push(ParticipantGone {
+                client,
+                participant,
+                cause: GoneCause::Silent { heard_last },
+                bodies_cleared: n,
+            });
+        }
+    }
+
     /// Silent owners are cleared ([ownership rule 5](crate::rules)).
     fn expire_silent(&mut self, io: &mut Io) {
         let expired = self.arbiter.expire(io.now);
@@ -638,6 +757,13 @@ impl EntityServer {
         };
         let participant = welcome.participant;
         self.stats.participants_joined += 1;
+        self.heard.insert(
+            client,
+            Heard {
+                last: io.now,
+                silent: None,
+            },
+        );
         self.queues.insert(
             client,
             RelayQueue::new(
@@ -664,19 +790,29 @@ impl EntityServer {
             .map(|r| record(r.body, r.owner, r.priority))
             .collect();
         if !owned.is_empty() {
-            let snapshot =
-                ServerMessage::Ownership(OwnershipServerMessage::Snapshot(owned.clone()));
+            let snapshot = ServerMessage::Ownership(OwnershipServerMessage::Snapshot(owned));
             self.send(io.server, client, NetChannel::Control, &snapshot);
-            let states: Vec<(BodyId, BodyState)> = owned
-                .iter()
-                .filter_map(|r| {
-                    let last = self.relay.get(&r.body)?.last_state?;
-                    Some((r.body, last))
-                })
-                .collect();
-            for chunk in states.chunks(TABLE_CHUNK) {
-                self.send_unbudgeted(io, client, chunk.to_vec());
-            }
+        }
+        self.send_known_states(io, client);
+    }
+
+    /// To a participant that just joined: the last state of every body that is owned or has
+    /// moved since it was registered (ids increasing, unbudgeted, on the control channel), so
+    /// it does not start from its own scene where others moved bodies.
+    fn send_known_states(&mut self, io: &mut Io, client: ClientId) {
+        let mut states: Vec<(BodyId, BodyState)> = self
+            .arbiter
+            .records()
+            .iter()
+            .filter_map(|r| {
+                let relay = self.relay.get(&r.body)?;
+                let known = relay.moved || r.owner.is_some();
+                Some((r.body, relay.last_state.filter(|_| known)?))
+            })
+            .collect();
+        states.sort_unstable_by_key(|(body, _)| *body);
+        for chunk in states.chunks(TABLE_CHUNK) {
+            self.send_unbudgeted(io, client, chunk.to_vec());
         }
     }
 
@@ -700,6 +836,10 @@ impl EntityServer {
             return;
         };
         self.stats.participants_left += 1;
+        let counted_gone = self
+            .heard
+            .remove(&client)
+            .is_some_and(|h| h.silent.is_some());
         self.buckets.remove(&client);
         self.resync.remove(&client);
         self.queues.remove(&client);
@@ -710,8 +850,17 @@ impl EntityServer {
             cleared.len()
         );
         self.stats.disconnect_clears += cleared.len() as u64;
+        let bodies_cleared = cleared.len() as u32;
         for e in cleared {
             self.orphaned(io, e.body);
+        }
+        if !counted_gone {
+            io.gone.push(ParticipantGone {
+                client,
+                participant,
+                cause: GoneCause::Left,
+                bodies_cleared,
+            });
         }
     }
 
@@ -804,6 +953,7 @@ impl EntityServer {
             return;
         };
         relay.last_state = Some(state);
+        relay.moved = true;
         relay.seq = relay.seq.next();
         self.stats.state_updates_relayed += 1;
         for (c, queue) in &mut self.queues {

@@ -67,6 +67,27 @@ pub struct StateTraffic {
     pub acks_rejected_total: u64,
 }
 
+/// One line, every number by name: `up 1444 B/s, down 2702 B/s, 22.0 B/body, budget 2.3 %,
+/// deferred 0 now (0 total), deltas 73 % (0 refused, 0 acks refused)`.
+impl core::fmt::Display for StateTraffic {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "up {:.0} B/s, down {:.0} B/s, {:.1} B/body, budget {:.1} %, deferred {} now ({} \
+             total), deltas {:.0} % ({} refused, {} acks refused)",
+            self.bytes_up_per_second,
+            self.bytes_down_per_second,
+            self.bytes_per_body,
+            self.budget_use * 100.0,
+            self.deferred_bodies,
+            self.deferred_total,
+            self.delta_share * 100.0,
+            self.deltas_rejected_total,
+            self.acks_rejected_total,
+        )
+    }
+}
+
 /// Turns [`TrafficTotals`] into [`StateTraffic`] (plain data).
 #[derive(Debug, Clone, Copy)]
 pub struct TrafficMeter {
@@ -196,5 +217,10 @@ mod tests {
         assert_eq!(t.bytes_down_per_second, 2_000.0);
         assert_eq!(t.bytes_per_body, 20.0);
         assert_eq!(t.budget_use, 0.5);
+        assert_eq!(
+            t.to_string(),
+            "up 500 B/s, down 2000 B/s, 20.0 B/body, budget 50.0 %, deferred 0 now (0 total), \
+             deltas 40 % (3 refused, 2 acks refused)"
+        );
     }
 }

@@ -86,9 +86,12 @@ impl Limited {
     /// The kind of `message`.
     pub(crate) fn of(message: &ClientMessage) -> Self {
         match message {
-            ClientMessage::Session(SessionClientMessage::Inputs { .. }) => Self::Inputs,
-            ClientMessage::Session(SessionClientMessage::Checksum { .. }) => Self::Checksums,
-            ClientMessage::Session(SessionClientMessage::SnapshotChunk(_)) => Self::SnapshotChunks,
+            ClientMessage::Session(session) => match session.message {
+                SessionClientMessage::Inputs { .. } => Self::Inputs,
+                SessionClientMessage::Checksum { .. } => Self::Checksums,
+                SessionClientMessage::SnapshotChunk(_) => Self::SnapshotChunks,
+                _ => Self::Control,
+            },
             _ => Self::Control,
         }
     }
@@ -129,6 +132,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use simsync_net::MatchId;
 
     #[test]
     fn each_kind_has_its_own_bucket_and_honest_rates_pass() {
@@ -208,15 +212,21 @@ mod tests {
 
     #[test]
     fn messages_are_sorted_by_kind() {
-        let inputs = ClientMessage::Session(SessionClientMessage::Inputs {
-            first_tick: 1,
-            inputs: vec![],
-            ack_tick: 0,
-        });
-        let checksum = ClientMessage::Session(SessionClientMessage::Checksum {
-            tick: 1,
-            checksum: 2,
-        });
+        let inputs = ClientMessage::session(
+            MatchId::FIRST,
+            SessionClientMessage::Inputs {
+                first_tick: 1,
+                inputs: vec![],
+                ack_tick: 0,
+            },
+        );
+        let checksum = ClientMessage::session(
+            MatchId::FIRST,
+            SessionClientMessage::Checksum {
+                tick: 1,
+                checksum: 2,
+            },
+        );
         assert_eq!(Limited::of(&inputs), Limited::Inputs);
         assert_eq!(Limited::of(&checksum), Limited::Checksums);
         assert_eq!(Limited::of(&ClientMessage::Goodbye), Limited::Control);

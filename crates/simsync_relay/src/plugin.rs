@@ -1,20 +1,47 @@
 //! [`DeterministicServerPlugin`]: runs a [`RelayServer`] in an app.
 
+use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 use simsync_net::bevy_renet::{RenetReceive, RenetServer};
 use simsync_net::{DEFAULT_MAX_INPUT_BYTES, DesyncReport, NetClock, SimInput, TickAccumulator};
 
 use crate::limits::RelayLimits;
+use crate::matches::{MatchChanged, RelayCommand, RelayCommandFailed};
 use crate::server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_SILENCE_TIMEOUT_MS, HeaderReader, RelayEvent, RelayServer,
-    RelayServerConfig, RelayStats,
+    RelayServerConfig,
 };
 use crate::snapshots::{LyingSnapshot, SnapshotServed, SnapshotServing};
+use crate::stats::RelayStats;
 
 /// The relay server as a Bevy plugin: inserts [`RelayServer`] and [`RelayStats`] and runs the
 /// relay after renet receives (`PreUpdate`). The app must also hold a `RenetServer` and a
 /// transport (see `simsync_net::NetServerPlugin`); the clock advances one tick per update at
 /// a fixed [`NetClock`], or by real time.
+///
+/// The app ends a match and opens the next by writing a [`RelayCommand`] Message; each is
+/// applied at the relay's next update, before it receives, and answered with [`MatchChanged`]
+/// Messages, or one [`RelayCommandFailed`] ([matches](crate::rules#matches-and-rematches)):
+///
+/// ```
+/// # use bevy::prelude::*;
+/// use simsync_relay::{MatchChanged, MatchEndReason, RelayCommand};
+///
+/// /// Plays the next match as soon as one ends (the server app's own rule decides when).
+/// fn rematch(mut commands: MessageWriter<RelayCommand>) {
+///     commands.write(RelayCommand::Rematch {
+///         reason: MatchEndReason::Completed,
+///     });
+/// }
+///
+/// fn log_matches(mut changed: MessageReader<MatchChanged>) {
+///     for change in changed.read() {
+///         if let MatchChanged::Ended { match_id, stats, .. } = change {
+///             info!("{match_id} ended at tick {}", stats.confirmed_tick);
+///         }
+///     }
+/// }
+/// ```
 pub struct DeterministicServerPlugin {
     config: RelayServerConfig,
     /// Builds the relay for the game's input type.
@@ -154,8 +181,22 @@ impl Plugin for DeterministicServerPlugin {
             .init_resource::<ServerClock>()
             .add_message::<SnapshotServed>()
             .add_message::<LyingSnapshot>()
+            .add_message::<RelayCommand>()
+            .add_message::<MatchChanged>()
+            .add_message::<RelayCommandFailed>()
             .add_systems(PreUpdate, relay_update.after(RenetReceive));
     }
+}
+
+/// The Messages the relay reads (the app's commands) and writes.
+#[derive(SystemParam)]
+struct RelayMessages<'w, 's> {
+    commands: MessageReader<'w, 's, RelayCommand>,
+    reports: MessageWriter<'w, DesyncReport>,
+    served: MessageWriter<'w, SnapshotServed>,
+    lying: MessageWriter<'w, LyingSnapshot>,
+    matches: MessageWriter<'w, MatchChanged>,
+    failed: MessageWriter<'w, RelayCommandFailed>,
 }
 
 fn relay_update(
@@ -165,15 +206,20 @@ fn relay_update(
     real: Option<Res<Time<bevy::time::Real>>>,
     mut real_clock: ResMut<ServerClock>,
     mut stats: ResMut<RelayStats>,
-    (mut reports, mut served, mut lying): (
-        MessageWriter<DesyncReport>,
-        MessageWriter<SnapshotServed>,
-        MessageWriter<LyingSnapshot>,
-    ),
+    mut messages: RelayMessages,
 ) {
     let Some(mut server) = server else {
         return;
     };
+    for command in messages.commands.read() {
+        if let Err(error) = relay.command(&mut server, command) {
+            warn!("relay: {command:?} refused: {error}");
+            messages.failed.write(RelayCommandFailed {
+                command: command.clone(),
+                error,
+            });
+        }
+    }
     let clock = clock.map(|c| *c).unwrap_or_default();
     let dt = clock.delta(real.as_deref());
     let hz = f64::from(relay.config().tick_rate_hz.max(1));
@@ -183,14 +229,17 @@ fn relay_update(
     };
     relay.update(&mut server, dt, ticks);
     stats.clone_from(relay.stats());
-    reports.write_batch(relay.take_desync_reports());
+    messages.reports.write_batch(relay.take_desync_reports());
     for event in relay.take_events() {
         match event {
             RelayEvent::Served(event) => {
-                served.write(event);
+                messages.served.write(event);
             }
             RelayEvent::Lying(event) => {
-                lying.write(event);
+                messages.lying.write(event);
+            }
+            RelayEvent::Match(event) => {
+                messages.matches.write(event);
             }
         }
     }

@@ -34,7 +34,7 @@
 //!   [`UNRELIABLE_MESSAGE_BUDGET`] bytes, at most `resend_bytes_per_update` bytes per update,
 //!   and is not repeated before a retransmission timeout.
 //! - Every input is checked before it is stored: longer than `max_input_bytes`, or not decodable
-//!   as the game's input type, it is dropped and counted ([`DroppedInputs`]); its slot is then
+//!   as the game's input type, it is dropped and counted ([`DroppedInputs`](crate::DroppedInputs)); its slot is then
 //!   missing and replaced at the hard tolerance like any missing input.
 //! - Checksums are judged per tick by [`checksums`]: once every connected player reported, or
 //!   after `checksum_timeout_ms`; the players that differ from the majority are named in the
@@ -55,6 +55,11 @@
 //!   as [`LyingSnapshot`] and another buddy is asked), forwards it to the joiner on the
 //!   snapshot channel within `bytes_per_update`, then the confirmed sets after its tick. See
 //!   [late join](crate::rules#late-join-and-rejoin-from-a-snapshot).
+//! - Matches ([`rematch`]): every session message names its match and only the current
+//!   match's, while it runs, is handled (others are dropped and counted by reason); the app's
+//!   [`RelayCommand`](crate::RelayCommand)s end the match and open the next on the same
+//!   connections, every seated player in its slot, and the next match starts once every seated
+//!   player is ready. See [matches and rematches](crate::rules#matches-and-rematches).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
@@ -64,22 +69,26 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::{Bytes, ClientId, ServerEvent};
 use simsync_net::{
     ChunkError, ClientMessage, DEFAULT_MAX_DECODED_SNAPSHOT_BYTES, DecodeStats, DesyncReport,
-    HandshakeStats, Hello, InputFingerprint, InputSet, NetChannel, Protocols, RateLimiter,
-    ReconnectTokens, ServerHandshake, ServerMessage, ServerNetExt, SessionClientMessage,
-    SessionServerMessage, SimInput, SnapshotAssembly, SnapshotChunk, SnapshotError, SnapshotFrame,
-    Tick, UNRELIABLE_MESSAGE_BUDGET, millis_u32,
+    HandshakeStats, Hello, InputFingerprint, InputSet, MatchEndReason, MatchId, MatchMessage,
+    MatchPhase, NetChannel, Protocols, RateLimiter, ReconnectTokens, ServerHandshake,
+    ServerMessage, ServerNetExt, SessionClientMessage, SessionServerMessage, SimInput,
+    SnapshotAssembly, SnapshotChunk, SnapshotError, SnapshotFrame, Tick, UNRELIABLE_MESSAGE_BUDGET,
+    match_drop, millis_u32,
 };
 
 use crate::breakdowns::{Breakdown, BreakdownVotes};
 use crate::checksums::{ChecksumRefusal, ChecksumVotes};
 use crate::episodes::DesyncEpisodes;
-use crate::limits::{Limited, RateLimited, RelayLimits, input_tick_cost};
+use crate::limits::{Limited, RelayLimits, input_tick_cost};
+use crate::matches::MatchChanged;
 use crate::seats::{Seat, SlotView, choose_seat};
 use crate::snapshots::{
-    Candidate, CaughtBy, LyingSnapshot, Phase, SnapshotServed, SnapshotServing, SnapshotStats,
-    Stall, Transfer, Verdict, check_snapshot, pick_buddy,
+    Candidate, CaughtBy, LyingSnapshot, Phase, SnapshotServed, SnapshotServing, Stall, Transfer,
+    Verdict, check_snapshot, pick_buddy,
 };
+use crate::stats::RelayStats;
 
+mod rematch;
 mod serving;
 
 /// Milliseconds the relay waits for every player's checksum of a tick before judging it with
@@ -142,15 +151,6 @@ pub struct RelayServerConfig {
     pub snapshots: Option<SnapshotServing>,
 }
 
-/// Inputs of one player the relay dropped, by reason.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
-pub struct DroppedInputs {
-    /// Inputs that did not decode as the game's input type.
-    pub undecodable: u64,
-    /// Inputs longer than `max_input_bytes`.
-    pub oversized: u64,
-}
-
 /// Why an input was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum InputFault {
@@ -185,86 +185,11 @@ fn confirmed_set(history: &VecDeque<(Tick, InputSet)>, tick: Tick) -> Option<&In
         .map(|(_, set)| set)
 }
 
-/// Counters of the relay server (a resource).
-#[derive(Resource, Debug, Clone, Default, PartialEq, Reflect)]
-#[reflect(Resource, Debug, Default, PartialEq, Clone)]
-pub struct RelayStats {
-    /// The server clock (ticks since start; 0 before start).
-    pub server_tick: Tick,
-    /// Last confirmed tick.
-    pub confirmed_tick: Tick,
-    /// Inputs replaced because they were missing at the hard tolerance, per slot.
-    pub replaced_inputs: Vec<u64>,
-    /// Inputs that arrived after their tick was confirmed replacing them, per slot (once per
-    /// tick: copies resent for redundancy are not counted again).
-    pub late_inputs: Vec<u64>,
-    /// Messages that failed to decode.
-    pub rejected_messages: u64,
-    /// Messages ignored because the sender holds no player slot (or sent a wrong protocol).
-    pub ignored_messages: u64,
-    /// RTT per slot in ms (EWMA), 0 before the first sample.
-    pub rtt_ms: Vec<f64>,
-    /// Bytes sent in `ConfirmedInputs` messages, total.
-    pub confirmed_bytes_sent: u64,
-    /// Bytes sent in `Clock` messages, total.
-    pub clock_bytes_sent: u64,
-    /// Ticks judged with a checksum disagreement (reported to the clients only when one starts
-    /// a player's desync episode, see `desync_episodes`).
-    pub desyncs: u64,
-    /// Per slot: the desynced ticks naming that player (its checksum differed from the
-    /// majority, or no majority existed).
-    pub desyncs_named: Vec<u64>,
-    /// Per slot: the player's desync episodes, each reported to every client once, when it
-    /// starts ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).
-    pub desync_episodes: Vec<u64>,
-    /// Per slot: checksum reports refused because their tick was not confirmed yet.
-    pub refused_checksums: Vec<u64>,
-    /// Per slot: inputs dropped as undecodable or oversized.
-    pub dropped_inputs: Vec<DroppedInputs>,
-    /// Confirmed sets sent again after an overdue acknowledgement, total.
-    pub resent_sets: u64,
-    /// `Behind` reports sent (a client acknowledged less than the history holds).
-    pub behind_reports: u64,
-    /// Per slot: messages dropped for going over the connection's [`RelayLimits`], per kind.
-    pub rate_limited: Vec<RateLimited>,
-    /// Messages dropped over the limits from connections that hold no player slot.
-    pub rate_limited_unseated: u64,
-    /// Per slot: messages within the limits, handled (the relay's work for that player).
-    pub admitted_messages: Vec<u64>,
-    /// Per slot: times the player was marked disconnected for silence (nothing heard for
-    /// `silence_timeout_ms`).
-    pub silent_disconnects: Vec<u64>,
-    /// Per slot: the server tick at which the player was last marked disconnected (silence or
-    /// a closed connection); `None` while it never was.
-    pub disconnected_at: Vec<Option<Tick>>,
-    /// Per slot: times a new connection took the slot again with its reconnect token.
-    pub rejoins: Vec<u64>,
-    /// Per slot: the server tick at which the player last came back (a rejoin, or a silent
-    /// player heard from again); `None` while it never did.
-    pub rejoined_at: Vec<Option<Tick>>,
-    /// `Hello`s with a reconnect token that were refused (a wrong token, or the slot's player
-    /// still connected; the reason goes back in `Rejected`).
-    pub refused_rejoins: u64,
-    /// Desync reports sent (breakdowns of a desynced tick compared; see
-    /// [`DesyncReport`]).
-    pub desync_reports: u64,
-    /// The last desync report.
-    pub last_desync_report: Option<DesyncReport>,
-    /// Per slot: component hash breakdowns refused (no desync of that tick waiting, a second
-    /// one for the tick, or over the message bounds).
-    pub refused_breakdowns: Vec<u64>,
-    /// Per slot: breakdowns that contradicted the checksum majority the player belonged to
-    /// (a lie, or a bug), ignored in the report.
-    pub contradicting_breakdowns: Vec<u64>,
-    /// Per slot: times a new player took the slot in the running session (late join).
-    pub late_joins: Vec<u64>,
-    /// Snapshot transfers (late join, rejoin after the history is gone).
-    pub snapshots: SnapshotStats,
-}
-
 /// What the relay reports to its app (written as Messages by the plugin).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum RelayEvent {
+    /// The match started, ended, or the next one opened.
+    Match(MatchChanged),
     /// A snapshot was forwarded whole.
     Served(SnapshotServed),
     /// A buddy lied.
@@ -319,6 +244,9 @@ struct Slot {
     last_heard: Duration,
     /// Nothing was heard from the client for the silence timeout (and nothing since).
     silent: bool,
+    /// The seated player is ready for the match (its session is set up for it): a new player
+    /// at once, a player of an earlier match once it answered `MatchOpened` with `Ready`.
+    ready: bool,
 }
 
 impl Slot {
@@ -334,7 +262,11 @@ pub struct RelayServer {
     config: RelayServerConfig,
     slots: Vec<Slot>,
     by_client: HashMap<ClientId, u8>,
-    started: bool,
+    /// The current match, and where it is.
+    match_id: MatchId,
+    phase: MatchPhase,
+    /// Why the current match ended, once it did.
+    end_reason: Option<MatchEndReason>,
     server_tick: Tick,
     confirmed: VecDeque<(Tick, InputSet)>,
     confirmed_tick: Tick,
@@ -392,29 +324,7 @@ impl RelayServer {
             .with_players(config.players)
             .with_input(InputFingerprint::of_input::<I>(config.max_input_bytes));
         Self {
-            stats: RelayStats {
-                replaced_inputs: vec![0; n],
-                late_inputs: vec![0; n],
-                rtt_ms: vec![0.0; n],
-                desyncs_named: vec![0; n],
-                desync_episodes: vec![0; n],
-                refused_checksums: vec![0; n],
-                refused_breakdowns: vec![0; n],
-                contradicting_breakdowns: vec![0; n],
-                dropped_inputs: vec![DroppedInputs::default(); n],
-                rate_limited: vec![RateLimited::default(); n],
-                admitted_messages: vec![0; n],
-                silent_disconnects: vec![0; n],
-                disconnected_at: vec![None; n],
-                rejoins: vec![0; n],
-                rejoined_at: vec![None; n],
-                late_joins: vec![0; n],
-                snapshots: SnapshotStats {
-                    lying: vec![0; n],
-                    ..SnapshotStats::default()
-                },
-                ..RelayStats::default()
-            },
+            stats: RelayStats::zeroed(MatchId::FIRST, n),
             tokens: ReconnectTokens::new(
                 n,
                 config
@@ -424,7 +334,9 @@ impl RelayServer {
             config,
             slots,
             by_client: HashMap::new(),
-            started: false,
+            match_id: MatchId::FIRST,
+            phase: MatchPhase::Lobby,
+            end_reason: None,
             server_tick: 0,
             confirmed: VecDeque::new(),
             confirmed_tick: 0,
@@ -460,9 +372,20 @@ impl RelayServer {
         std::mem::take(&mut self.events)
     }
 
-    /// Whether every slot was taken and the clock runs.
+    /// Whether the current match runs (its players took their slots and were ready; the
+    /// clock runs).
     pub fn started(&self) -> bool {
-        self.started
+        self.phase == MatchPhase::Running
+    }
+
+    /// The current match ([matches](crate::rules#matches-and-rematches)).
+    pub fn match_id(&self) -> MatchId {
+        self.match_id
+    }
+
+    /// Where the current match is: its lobby, running, or ended.
+    pub fn phase(&self) -> MatchPhase {
+        self.phase
     }
 
     /// The configuration.
@@ -521,7 +444,7 @@ impl RelayServer {
         let late_join = self.config.snapshots.is_some();
         let seat = choose_seat(
             &views,
-            self.started,
+            self.started(),
             late_join,
             hello.reconnect,
             &self.tokens,
@@ -548,11 +471,19 @@ impl RelayServer {
         if let Err(error) = server.send_msg(client, &reply) {
             warn!("relay: reply to {client} not sent: {error}");
         }
+        if let (Ok(seat), true) = (seat, welcomed) {
+            self.seat(server, client, seat, hello.reconnect.is_some());
+        }
+        self.try_start(server);
+    }
+
+    /// The welcomed `client` takes `seat`: a rejoin or a late join into the running match, or
+    /// a seat between matches ([`Self::seat_between_matches`]; `with_token`: the `Hello` had a
+    /// reconnect token).
+    fn seat(&mut self, server: &mut RenetServer, client: ClientId, seat: Seat, with_token: bool) {
         match seat {
-            Ok(Seat::Rejoin(slot)) if welcomed && self.started => {
-                self.rejoin(server, client, slot);
-            }
-            Ok(Seat::Late(slot)) if welcomed => {
+            Seat::Rejoin(slot) if self.started() => self.rejoin(server, client, slot),
+            Seat::Late(slot) => {
                 self.take_running_slot(server, client, slot);
                 self.stats.late_joins[usize::from(slot)] += 1;
                 info!(
@@ -562,39 +493,42 @@ impl RelayServer {
                 );
                 self.start_transfer(slot);
             }
-            Ok(seat) if welcomed => {
-                self.slots[usize::from(seat.slot())].client = Some(client);
-                self.by_client.insert(client, seat.slot());
-            }
-            _ => {}
-        }
-        let seated = self.slots.iter().filter(|s| s.client.is_some()).count();
-        if !self.started && seated >= usize::from(self.config.start_players) {
-            self.start(server);
+            seat => self.seat_between_matches(server, client, seat.slot(), with_token),
         }
     }
 
-    /// Every slot is taken: the clock starts and every client is told.
+    /// The match's players took their slots and are ready: the clock starts and every client
+    /// is told.
     fn start(&mut self, server: &mut RenetServer) {
-        self.started = true;
+        self.phase = MatchPhase::Running;
+        self.stats.phase = MatchPhase::Running;
         for slot in &mut self.slots {
             slot.last_heard = self.now;
         }
+        let players = self.slots.iter().filter(|s| s.client.is_some()).count() as u8;
         info!(
-            "relay: all {} players joined; the session starts",
-            self.slots.len()
+            "relay: {players} of {} players joined; {} starts",
+            self.slots.len(),
+            self.match_id
         );
         if let Err(error) = server.broadcast_msg(&self.start_message()) {
             warn!("relay: start not sent: {error}");
         }
+        self.events.push(RelayEvent::Match(MatchChanged::Started {
+            match_id: self.match_id,
+            players,
+        }));
     }
 
     fn start_message(&self) -> ServerMessage {
-        ServerMessage::Session(SessionServerMessage::Start {
-            tick: 0,
-            players: self.config.players,
-            tick_rate_hz: self.config.tick_rate_hz,
-        })
+        ServerMessage::session(
+            self.match_id,
+            SessionServerMessage::Start {
+                tick: 0,
+                players: self.config.players,
+                tick_rate_hz: self.config.tick_rate_hz,
+            },
+        )
     }
 
     /// `client` takes `slot` again while the session runs: a connection still bound to the slot
@@ -632,6 +566,8 @@ impl RelayServer {
         s.resend_after = self.now;
         s.last_heard = self.now;
         s.silent = false;
+        s.ready = true;
+        self.stats.ready[index] = true;
         if let Err(error) = server.send_msg(client, &self.start_message()) {
             warn!("relay: start not sent to rejoined player {slot}: {error}");
         }
@@ -708,7 +644,7 @@ impl RelayServer {
                 }
             }
         }
-        if !self.started {
+        if !self.started() {
             return;
         }
         self.server_tick += ticks as Tick;
@@ -761,8 +697,12 @@ impl RelayServer {
     /// ticks of input it adds beyond the newest its slot holds (unconfirmed or confirmed), at
     /// least one; every other message one.
     fn cost_of(&self, client: ClientId, message: &ClientMessage) -> u32 {
-        let ClientMessage::Session(SessionClientMessage::Inputs {
-            first_tick, inputs, ..
+        let ClientMessage::Session(MatchMessage {
+            message:
+                SessionClientMessage::Inputs {
+                    first_tick, inputs, ..
+                },
+            ..
         }) = message
         else {
             return 1;
@@ -794,6 +734,8 @@ impl RelayServer {
                     let s = &mut self.slots[usize::from(slot)];
                     let was_connected = s.connected();
                     s.client = None;
+                    s.ready = false;
+                    self.stats.ready[usize::from(slot)] = false;
                     if was_connected {
                         self.player_left(server, slot);
                     }
@@ -833,20 +775,26 @@ impl RelayServer {
     /// Counts `slot`'s player as gone at the current server tick and tells every client.
     fn player_left(&mut self, server: &mut RenetServer, slot: u8) {
         self.stats.disconnected_at[usize::from(slot)] = Some(self.server_tick);
-        let left = ServerMessage::Session(SessionServerMessage::PlayerLeft {
-            slot,
-            tick: self.server_tick,
-        });
+        let left = ServerMessage::session(
+            self.match_id,
+            SessionServerMessage::PlayerLeft {
+                slot,
+                tick: self.server_tick,
+            },
+        );
         let _ = server.broadcast_msg(&left);
     }
 
     /// Counts `slot`'s player as back at the current server tick and tells every client.
     fn player_rejoined(&mut self, server: &mut RenetServer, slot: u8) {
         self.stats.rejoined_at[usize::from(slot)] = Some(self.server_tick);
-        let back = ServerMessage::Session(SessionServerMessage::PlayerRejoined {
-            slot,
-            tick: self.server_tick,
-        });
+        let back = ServerMessage::session(
+            self.match_id,
+            SessionServerMessage::PlayerRejoined {
+                slot,
+                tick: self.server_tick,
+            },
+        );
         let _ = server.broadcast_msg(&back);
     }
 
@@ -868,48 +816,71 @@ impl RelayServer {
                     }
                 }
             }
-            ClientMessage::Session(SessionClientMessage::Inputs {
-                first_tick,
-                inputs,
-                ack_tick,
-            }) => match self.by_client.get(&client) {
-                Some(slot) => self.on_inputs(usize::from(*slot), first_tick, inputs, ack_tick),
-                None => self.stats.ignored_messages += 1,
-            },
-            ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum }) => {
-                match self.by_client.get(&client) {
-                    Some(slot) => self.on_checksum(usize::from(*slot), tick, checksum),
-                    None => self.stats.ignored_messages += 1,
-                }
-            }
-            ClientMessage::Session(SessionClientMessage::ComponentHashes {
-                tick,
-                components,
-                resources,
-                slots,
-            }) => match self.by_client.get(&client) {
-                Some(slot) => self.on_breakdown(
-                    usize::from(*slot),
-                    tick,
-                    Breakdown {
-                        components,
-                        resources,
-                        slots,
-                    },
-                ),
-                None => self.stats.ignored_messages += 1,
-            },
-            ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk)) => {
-                self.on_snapshot_chunk(client, chunk);
-            }
-            ClientMessage::Session(SessionClientMessage::SnapshotUnavailable { request }) => {
-                self.on_snapshot_unavailable(client, request);
-            }
-            ClientMessage::Session(SessionClientMessage::SnapshotRefused { request }) => {
-                self.on_snapshot_refused(client, request);
-            }
+            ClientMessage::Session(session) => self.on_session(server, client, session),
             ClientMessage::Goodbye => server.disconnect(client),
             ClientMessage::Ownership(_) => self.stats.ignored_messages += 1,
+        }
+    }
+
+    /// A session message of match `session.match_id`: `Ready` goes to the match rule
+    /// ([`Self::on_ready`]); any other is dropped and counted unless it belongs to the current
+    /// match while it runs ([`match_drop`]), then handled for the sender's slot.
+    fn on_session(
+        &mut self,
+        server: &mut RenetServer,
+        client: ClientId,
+        session: MatchMessage<SessionClientMessage>,
+    ) {
+        let MatchMessage { match_id, message } = session;
+        if message == SessionClientMessage::Ready {
+            self.on_ready(server, client, match_id);
+            return;
+        }
+        if let Some(drop) = match_drop(match_id, Some((self.match_id, self.phase))) {
+            self.stats.match_drops.count(drop);
+            debug!("relay: a session message of {match_id} from {client} dropped: {drop:?}");
+            return;
+        }
+        let slot = self.by_client.get(&client).map(|s| usize::from(*s));
+        match (message, slot) {
+            (
+                SessionClientMessage::Inputs {
+                    first_tick,
+                    inputs,
+                    ack_tick,
+                },
+                Some(slot),
+            ) => self.on_inputs(slot, first_tick, inputs, ack_tick),
+            (SessionClientMessage::Checksum { tick, checksum }, Some(slot)) => {
+                self.on_checksum(slot, tick, checksum);
+            }
+            (
+                SessionClientMessage::ComponentHashes {
+                    tick,
+                    components,
+                    resources,
+                    slots,
+                },
+                Some(slot),
+            ) => self.on_breakdown(
+                slot,
+                tick,
+                Breakdown {
+                    components,
+                    resources,
+                    slots,
+                },
+            ),
+            (SessionClientMessage::SnapshotChunk(chunk), _) => {
+                self.on_snapshot_chunk(client, chunk);
+            }
+            (SessionClientMessage::SnapshotUnavailable { request }, _) => {
+                self.on_snapshot_unavailable(client, request);
+            }
+            (SessionClientMessage::SnapshotRefused { request }, _) => {
+                self.on_snapshot_refused(client, request);
+            }
+            (_, _) => self.stats.ignored_messages += 1,
         }
     }
 
@@ -963,12 +934,15 @@ impl RelayServer {
                 components: found.components,
                 slots: found.slots,
             };
-            let message = ServerMessage::Session(SessionServerMessage::DesyncReport {
-                tick: report.tick,
-                players: report.players.clone(),
-                components: report.components.clone(),
-                slots: report.slots.clone(),
-            });
+            let message = ServerMessage::session(
+                self.match_id,
+                SessionServerMessage::DesyncReport {
+                    tick: report.tick,
+                    players: report.players.clone(),
+                    components: report.components.clone(),
+                    slots: report.slots.clone(),
+                },
+            );
             let _ = server.broadcast_msg(&message);
             self.stats.desync_reports += 1;
             self.stats.last_desync_report = Some(report.clone());
@@ -1015,10 +989,13 @@ impl RelayServer {
             for player in &started {
                 self.stats.desync_episodes[usize::from(*player)] += 1;
             }
-            let desync = ServerMessage::Session(SessionServerMessage::Desync {
-                tick: judgement.tick,
-                players: started,
-            });
+            let desync = ServerMessage::session(
+                self.match_id,
+                SessionServerMessage::Desync {
+                    tick: judgement.tick,
+                    players: started,
+                },
+            );
             let _ = server.broadcast_msg(&desync);
         }
     }
@@ -1070,7 +1047,7 @@ impl RelayServer {
         };
         let redundancy = self.config.input_redundancy.max(1) as Tick;
         let hz = f64::from(self.config.tick_rate_hz);
-        let mut encoded = EncodedChunks::default();
+        let mut encoded = EncodedChunks::new(self.match_id);
         for index in 0..self.slots.len() {
             let Some(client) = self.slots[index].client else {
                 continue;
@@ -1112,8 +1089,10 @@ impl RelayServer {
                      {oldest_available}: it needs a snapshot",
                     self.slots[index].ack
                 );
-                let behind =
-                    ServerMessage::Session(SessionServerMessage::Behind { oldest_available });
+                let behind = ServerMessage::session(
+                    self.match_id,
+                    SessionServerMessage::Behind { oldest_available },
+                );
                 let _ = server.send_msg(client, &behind);
             }
             self.send_clock(server, index, client);
@@ -1178,10 +1157,13 @@ impl RelayServer {
         if !due {
             return;
         }
-        let clock = ServerMessage::Session(SessionServerMessage::Clock {
-            server_tick: self.server_tick,
-            input_lead_ticks: lead,
-        });
+        let clock = ServerMessage::session(
+            self.match_id,
+            SessionServerMessage::Clock {
+                server_tick: self.server_tick,
+                input_lead_ticks: lead,
+            },
+        );
         if server.send_msg(client, &clock).is_ok() {
             slot.clock_sent = Some((lead, self.server_tick));
             if let Ok(bytes) = simsync_net::encode(&clock) {
@@ -1253,9 +1235,9 @@ fn silent_slots(slots: &[Slot], now: Duration, timeout: Duration) -> Vec<usize> 
         .collect()
 }
 
-/// Bytes of a `ConfirmedInputs` message besides its sets, at most (two enum tags, the first
-/// tick and the sequence length).
-const CONFIRMED_HEADER_BYTES: usize = 16;
+/// Bytes of a `ConfirmedInputs` message besides its sets, at most (two enum tags, the match
+/// id, the first tick and the sequence length).
+const CONFIRMED_HEADER_BYTES: usize = 24;
 
 /// Splits the held confirmed sets of ticks `first..=last` into consecutive ranges whose
 /// messages stay within [`UNRELIABLE_MESSAGE_BUDGET`] bytes (a set larger than that goes
@@ -1293,24 +1275,27 @@ fn chunk_ranges(
     chunks
 }
 
-/// The encoded messages of this update's ranges: most clients get the same ranges, so each is
-/// encoded once.
-#[derive(Default)]
-struct EncodedChunks(HashMap<(Tick, Tick), Bytes>);
+/// The encoded messages of this update's ranges, of one match: most clients get the same
+/// ranges, so each is encoded once.
+struct EncodedChunks(MatchId, HashMap<(Tick, Tick), Bytes>);
 
 impl EncodedChunks {
+    fn new(match_id: MatchId) -> Self {
+        Self(match_id, HashMap::new())
+    }
+
     fn get(
         &mut self,
         confirmed: &VecDeque<(Tick, InputSet)>,
         first: Tick,
         last: Tick,
     ) -> Option<Bytes> {
-        if let Some(bytes) = self.0.get(&(first, last)) {
+        if let Some(bytes) = self.1.get(&(first, last)) {
             return Some(bytes.clone());
         }
-        match encode_range(confirmed, first, last) {
+        match encode_range(self.0, confirmed, first, last) {
             Ok(bytes) => {
-                self.0.insert((first, last), bytes.clone());
+                self.1.insert((first, last), bytes.clone());
                 Some(bytes)
             }
             Err(error) => {
@@ -1321,8 +1306,10 @@ impl EncodedChunks {
     }
 }
 
-/// The encoded `ConfirmedInputs` message of the confirmed sets of ticks `first..=last`.
+/// The encoded `ConfirmedInputs` message of match `match_id`'s confirmed sets of ticks
+/// `first..=last`.
 fn encode_range(
+    match_id: MatchId,
     confirmed: &VecDeque<(Tick, InputSet)>,
     first: Tick,
     last: Tick,
@@ -1332,10 +1319,13 @@ fn encode_range(
         .filter(|(t, _)| (first..=last).contains(t))
         .map(|(_, s)| s.clone())
         .collect();
-    let message = ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-        first_tick: first,
-        sets,
-    });
+    let message = ServerMessage::session(
+        match_id,
+        SessionServerMessage::ConfirmedInputs {
+            first_tick: first,
+            sets,
+        },
+    );
     simsync_net::encode(&message).map(Bytes::from)
 }
 
@@ -1464,6 +1454,78 @@ mod tests {
     }
 
     #[test]
+    fn a_rematch_keeps_the_seat_and_starts_the_match_over_once_the_player_is_ready() {
+        use crate::matches::{MatchCommandError, RelayCommand};
+        let mut server = RenetServer::new(simsync_net::connection_config());
+        let mut relay = relay_with_sets(300);
+        relay.by_client.insert(1, 0);
+        relay.phase = MatchPhase::Running;
+        relay.server_tick = 305;
+        relay.slots[0].ack = 290;
+        relay.slots[0].inputs.insert(301, vec![7]);
+        relay.slots[0].last_input = vec![5];
+        relay.stats.rejected_messages = 4;
+        relay.stats.replaced_inputs = vec![9];
+        let rematch = RelayCommand::Rematch {
+            reason: MatchEndReason::Completed,
+        };
+        assert_eq!(relay.command(&mut server, &rematch), Ok(MatchId(2)));
+        // The seat stays; everything of match 1 is gone; the player is not ready yet.
+        assert_eq!(
+            (relay.match_id(), relay.phase()),
+            (MatchId(2), MatchPhase::Lobby)
+        );
+        assert_eq!(relay.slot_of(1), Some(0));
+        assert_eq!(relay.slots[0].client, Some(1));
+        assert!(relay.confirmed.is_empty() && relay.slots[0].inputs.is_empty());
+        // A missing input of the new match is replaced by the default, not match 1's last.
+        assert_eq!(relay.slots[0].last_input, vec![0]);
+        assert_eq!(
+            (relay.server_tick, relay.confirmed_tick, relay.slots[0].ack),
+            (0, 0, 0)
+        );
+        assert_eq!(relay.stats.replaced_inputs, vec![0]);
+        assert_eq!(relay.stats.rejected_messages, 4, "a connection total");
+        assert_eq!(relay.stats.ready, vec![false]);
+        assert_eq!(
+            relay.command(&mut server, &rematch),
+            Err(MatchCommandError::MatchNotStarted {
+                match_id: MatchId(2)
+            })
+        );
+        // A `Ready` of match 1 does nothing but count; one of match 2 starts the match.
+        relay.on_ready(&mut server, 1, MatchId::FIRST);
+        assert!(!relay.started());
+        assert_eq!(relay.stats.match_drops.ended_match, 1);
+        relay.on_ready(&mut server, 1, MatchId(2));
+        assert!(relay.started());
+        assert_eq!(relay.stats.ready, vec![true]);
+        // Inputs of match 1 still arriving are dropped and counted, never stored.
+        let old_inputs = MatchMessage {
+            match_id: MatchId::FIRST,
+            message: SessionClientMessage::Inputs {
+                first_tick: 1,
+                inputs: vec![vec![3]; 4],
+                ack_tick: 290,
+            },
+        };
+        relay.on_session(&mut server, 1, old_inputs);
+        assert!(relay.slots[0].inputs.is_empty());
+        assert_eq!(relay.stats.match_drops.ended_match, 2);
+        let events = relay.take_events();
+        let kinds: Vec<&str> = events
+            .iter()
+            .map(|e| match e {
+                RelayEvent::Match(MatchChanged::Ended { .. }) => "ended",
+                RelayEvent::Match(MatchChanged::Opened { .. }) => "opened",
+                RelayEvent::Match(MatchChanged::Started { .. }) => "started",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["ended", "opened", "started"]);
+    }
+
+    #[test]
     fn a_confirmed_set_is_found_by_its_position_in_the_history() {
         let mut confirmed = history(101..=110, 1);
         assert_eq!(
@@ -1505,7 +1567,8 @@ mod tests {
             assert_eq!(pair[0].1 + 1, pair[1].0);
         }
         for (first, last) in &chunks {
-            let bytes = encode_range(&confirmed, *first, *last).expect("encodes");
+            let bytes =
+                encode_range(MatchId(u32::MAX), &confirmed, *first, *last).expect("encodes");
             assert!(bytes.len() <= UNRELIABLE_MESSAGE_BUDGET, "{}", bytes.len());
         }
         assert!(
@@ -1520,7 +1583,11 @@ mod tests {
         let chunks = chunk_ranges(&confirmed, 1, 200, 3_000);
         let total: usize = chunks
             .iter()
-            .map(|(f, l)| encode_range(&confirmed, *f, *l).expect("encodes").len())
+            .map(|(f, l)| {
+                encode_range(MatchId(u32::MAX), &confirmed, *f, *l)
+                    .expect("encodes")
+                    .len()
+            })
             .sum();
         assert!(total <= 3_000 && total > 2_900, "{chunks:?} {total}");
         assert_eq!(chunks[0].0, 1);

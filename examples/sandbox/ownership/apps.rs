@@ -1,6 +1,8 @@
 //! The Apps of an ownership session: the entity server (ids, kinds and transforms, no physics)
 //! and a participant (its own Rapier world and a scripted actor), each stepping a simulated
-//! 1/64 s per update.
+//! 1/64 s per update. The game parts ([`add_server_scene`], [`add_participant_game`]) are
+//! shared by the in-process run (on `simsync_ownership::testing::OwnershipPeers`) and the UDP
+//! roles (whole Apps, [`server_app`] and [`participant_app`]).
 
 use std::sync::Arc;
 
@@ -29,7 +31,8 @@ fn headless_app(log: Option<LogPlugin>) -> App {
     app
 }
 
-/// The entity-server App, bodies registered by id and kind; `delta`: ownership rule 20.
+/// The entity-server App over `transport`, bodies registered by id and kind; `delta`:
+/// ownership rule 20.
 pub fn server_app(
     bodies: &[NetBody],
     transport: impl Into<ServerTransport>,
@@ -40,15 +43,20 @@ pub fn server_app(
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
         .add_plugins(OwnershipPlugin::entity_server().with_delta_encoding(delta))
         .insert_net_server(transport);
+    add_server_scene(&mut app, bodies);
+    app
+}
+
+/// The entity server's part of the scene: every body by id, kind and transform.
+pub fn add_server_scene(app: &mut App, bodies: &[NetBody]) {
     for body in bodies {
         app.world_mut()
             .spawn((BodyNetId(body.id), body.kind, body.transform));
     }
-    app
 }
 
-/// A participant App with its own Rapier world, playing trace participant `index`; `delta`:
-/// ownership rule 20.
+/// A participant App over `transport` with its own Rapier world, playing trace participant
+/// `index`; `delta`: ownership rule 20.
 pub fn participant_app(
     bodies: &[NetBody],
     index: u8,
@@ -58,29 +66,35 @@ pub fn participant_app(
     delta: bool,
 ) -> App {
     let mut app = headless_app(log);
-    // The physics steps the same simulated 1/64 s as the network clock, so the ownership rules'
-    // timings (rest delay, silence expiry) are in step with the bodies' motion.
     app.add_plugins((
         TransformPlugin,
         RapierPhysicsPlugin::<NoUserData>::default(),
     ))
-    .insert_resource(TimestepMode::Fixed {
-        dt: DT.as_secs_f32(),
-        substeps: 1,
-    })
     .add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(DT)))
     .add_plugins(
         OwnershipPlugin::participant()
             .with_name(format!("participant {index}"))
             .with_delta_encoding(delta),
     )
-    .insert_resource(Actor::new(index, script))
-    .add_systems(Update, act)
     .insert_net_client(transport);
+    add_participant_game(&mut app, bodies, index, script);
+    app
+}
+
+/// A participant's part of the game: the physics step, the scripted actor of trace participant
+/// `index` and its copy of every body.
+pub fn add_participant_game(app: &mut App, bodies: &[NetBody], index: u8, script: Arc<Script>) {
+    // The physics steps the same simulated 1/64 s as the network clock, so the ownership rules'
+    // timings (rest delay, silence expiry) are in step with the bodies' motion.
+    app.insert_resource(TimestepMode::Fixed {
+        dt: DT.as_secs_f32(),
+        substeps: 1,
+    })
+    .insert_resource(Actor::new(index, script))
+    .add_systems(Update, act);
     for body in bodies {
         spawn_body(app.world_mut(), body, index);
     }
-    app
 }
 
 /// Spawns `body` in participant `index`'s world.

@@ -1,5 +1,6 @@
 //! `sandbox ownership`: the entity server and every participant in this process over the
-//! in-memory transport, then a comparison of every participant's copy of every dynamic body.
+//! in-memory transport (`simsync_ownership::testing::OwnershipPeers`), then a comparison of
+//! every participant's copy of every dynamic body.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -7,15 +8,16 @@ use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::RigidBody;
-use simsync_net::{LinkConditionerConfig, MemoryNetwork};
+use simsync_net::LinkConditionerConfig;
+use simsync_ownership::testing::{Divergence, OwnershipPeers};
 use simsync_ownership::{EntityServer, OwnershipClient, StateBudgetConfig};
 
 use super::actors::{Actor, stop_script};
-use super::apps::{participant_app, server_app};
+use super::apps::{add_participant_game, add_server_scene};
 use super::bodies::NetBody;
 use super::script::Script;
-use super::summary::{Summary, by_reason, write_json};
-use super::{HZ, JOIN_STEPS, Setup, load_script, print_banner, settle_ticks};
+use super::summary::{Summary, write_json};
+use super::{DT, HZ, JOIN_STEPS, Setup, load_script, print_banner, settle_ticks};
 
 use crate::cli::{LinkArgs, OwnershipArgs};
 use crate::driver::{Failure, log_plugin};
@@ -25,41 +27,21 @@ const MAX_EXTRA_SETTLE: Duration = Duration::from_secs(20);
 /// Seed of the in-memory network's random choices (fixed, so runs are reproducible).
 const NETWORK_SEED: u64 = 0x005e_ed0f_0b1d;
 
-/// The server and participant Apps of one in-process run.
-pub struct Apps {
-    /// The entity server.
-    pub server: App,
-    /// The participants, in script order.
-    pub participants: Vec<App>,
-}
-
-impl Apps {
-    /// One step: the server, then every participant.
-    pub fn step(&mut self) {
-        self.server.update();
-        for p in &mut self.participants {
-            p.update();
-        }
-    }
-
-    /// Bodies other than the avatars (ids `0..avatars`) that have an owner on the server.
-    pub fn owned_bodies(&self, avatars: usize) -> usize {
-        self.server
-            .world()
-            .resource::<EntityServer>()
+/// Bodies other than the avatars (ids `0..avatars`) that have an owner on the server.
+pub fn owned_bodies(peers: &OwnershipPeers, avatars: usize) -> usize {
+    peers.entity_server().map_or(0, |server| {
+        server
             .arbiter()
             .records()
             .iter()
             .filter(|r| r.owner.is_some() && r.body.0 >= avatars as u64)
             .count()
-    }
+    })
+}
 
-    /// Whether every participant has joined.
-    fn joined(&self) -> bool {
-        self.participants
-            .iter()
-            .all(|p| p.world().resource::<OwnershipClient>().me().is_some())
-    }
+/// Every participant's App, in script order.
+fn participants(peers: &OwnershipPeers) -> impl Iterator<Item = &App> {
+    (0..peers.len()).filter_map(|i| peers.participant(i))
 }
 
 /// Where an in-process run is; each holds the steps taken in it.
@@ -79,7 +61,7 @@ pub enum Phase {
 /// step the same Apps in the same order.
 pub struct InProcessRun {
     /// The server and participants.
-    pub apps: Apps,
+    pub peers: OwnershipPeers,
     /// Where the run is.
     pub phase: Phase,
     ticks: u32,
@@ -101,7 +83,7 @@ impl InProcessRun {
     ) -> Result<Self, Failure> {
         let min_settle = settle_ticks(args.settle_seconds);
         Ok(Self {
-            apps: build(args, bodies, script, log)?,
+            peers: build(args, bodies, script, log)?,
             phase: Phase::Joining(0),
             ticks: args.run.ticks,
             avatars: usize::from(args.participants),
@@ -118,9 +100,11 @@ impl InProcessRun {
     pub fn advance(&mut self) -> Result<Phase, Failure> {
         loop {
             self.phase = match self.phase {
-                Phase::Joining(_) if self.apps.joined() => {
-                    for p in &mut self.apps.participants {
-                        p.world_mut().resource_mut::<Actor>().running = true;
+                Phase::Joining(_) if self.peers.all_joined() => {
+                    for i in 0..self.peers.len() {
+                        if let Some(p) = self.peers.participant_mut(i) {
+                            p.world_mut().resource_mut::<Actor>().running = true;
+                        }
                     }
                     Phase::Script(0)
                 }
@@ -128,24 +112,26 @@ impl InProcessRun {
                     return Err(Failure::run("the participants did not join in 10 s"));
                 }
                 Phase::Joining(n) => {
-                    self.apps.step();
+                    self.peers.step();
                     return Ok(self.set(Phase::Joining(n + 1)));
                 }
                 Phase::Script(t) if t >= self.ticks => {
-                    for p in &mut self.apps.participants {
-                        stop_script(p);
+                    for i in 0..self.peers.len() {
+                        if let Some(p) = self.peers.participant_mut(i) {
+                            stop_script(p);
+                        }
                     }
                     Phase::Settling(0)
                 }
                 Phase::Script(t) => {
-                    self.apps.step();
+                    self.peers.step();
                     return Ok(self.set(Phase::Script(t + 1)));
                 }
                 Phase::Settling(n)
                     if n < self.min_settle
-                        || (self.apps.owned_bodies(self.avatars) > 0 && n < self.max_settle) =>
+                        || (owned_bodies(&self.peers, self.avatars) > 0 && n < self.max_settle) =>
                 {
-                    self.apps.step();
+                    self.peers.step();
                     return Ok(self.set(Phase::Settling(n + 1)));
                 }
                 Phase::Settling(n) => return Ok(self.set(Phase::Done(n))),
@@ -186,7 +172,7 @@ pub fn run_in_process(args: &OwnershipArgs) -> Result<ExitCode, Failure> {
                 if !args.run.quiet && last_report.elapsed() >= Duration::from_secs(1) =>
             {
                 last_report = Instant::now();
-                let s = run.apps.server.world().resource::<EntityServer>();
+                let s = run.peers.server().world().resource::<EntityServer>();
                 println!(
                     "[{:5.1} s] tick {tick}/{}  ownership changes {}  relayed {}",
                     start.elapsed().as_secs_f64(),
@@ -205,7 +191,7 @@ pub fn run_in_process(args: &OwnershipArgs) -> Result<ExitCode, Failure> {
         f64::from(total) / elapsed.max(1e-9),
         args.participants
     );
-    let summary = finish(args, &run.apps, &setup.bodies, settled)?;
+    let summary = finish(args, &mut run.peers, &setup.bodies, settled)?;
     println!("{}", summary.to_text());
     check(&summary)?;
     Ok(ExitCode::SUCCESS)
@@ -217,12 +203,12 @@ pub fn run_in_process(args: &OwnershipArgs) -> Result<ExitCode, Failure> {
 /// Exit code 1 if a participant has no copy of a body; 2 if the summary file cannot be written.
 pub fn finish(
     args: &OwnershipArgs,
-    apps: &Apps,
+    peers: &mut OwnershipPeers,
     bodies: &[NetBody],
     settled: u32,
 ) -> Result<Summary, Failure> {
-    let (worst, compared) = compare_copies(apps, bodies)?;
-    let summary = summarize(args, apps, settled, worst, compared);
+    let (worst, compared) = compare_copies(peers, bodies)?;
+    let summary = summarize(args, peers, settled, worst, compared);
     if let Some(path) = &args.run.summary_json {
         write_json(&summary, path)?;
     }
@@ -256,95 +242,73 @@ fn link(args: &LinkArgs) -> Result<LinkConditionerConfig, Failure> {
     Ok(link)
 }
 
-/// The server and one participant App per participant over one in-memory network.
+/// The server and one participant App per participant over one in-memory network (not
+/// stepped yet).
 fn build(
     args: &OwnershipArgs,
     bodies: &[NetBody],
     script: Arc<Script>,
-    log: Option<bevy::log::LogPlugin>,
-) -> Result<Apps, Failure> {
-    let network = MemoryNetwork::new(NETWORK_SEED, link(&args.link)?)
-        .map_err(|e| Failure::input(format!("bad link settings: {e}")))?;
-    let transport = network
-        .server_transport()
-        .map_err(|e| Failure::run(e.to_string()))?;
-    let server = server_app(bodies, transport, log, !args.no_delta);
-    let mut participants = Vec::new();
-    for index in 0..args.participants {
-        let transport = network
-            .client_transport(u64::from(index) + 1)
-            .map_err(|e| Failure::run(e.to_string()))?;
-        participants.push(participant_app(
-            bodies,
-            index,
-            script.clone(),
-            transport,
-            None,
-            !args.no_delta,
-        ));
-    }
-    Ok(Apps {
-        server,
-        participants,
-    })
+    mut log: Option<bevy::log::LogPlugin>,
+) -> Result<OwnershipPeers, Failure> {
+    let delta = !args.no_delta;
+    let (server_bodies, participant_bodies) = (bodies.to_vec(), bodies.to_vec());
+    OwnershipPeers::builder(usize::from(args.participants))
+        .tick(DT)
+        .seed(NETWORK_SEED)
+        .link(link(&args.link)?)
+        .ownership(move |plugin| plugin.with_delta_encoding(delta))
+        .server(move |app| {
+            if let Some(log) = log.take() {
+                app.add_plugins(log);
+            }
+            add_server_scene(app, &server_bodies);
+        })
+        .participant(move |index, app| {
+            add_participant_game(app, &participant_bodies, index as u8, script.clone());
+        })
+        .build_unjoined()
+        .map_err(|e| Failure::run(e.to_string()))
 }
 
-/// The largest distance between two participants' copies of one dynamic body, with that body's
-/// id, and the number of bodies compared.
+/// The largest distance between two participants' copies of one body, with that body's id
+/// (static bodies agree everywhere), and the number of dynamic bodies compared.
 ///
 /// # Errors
 /// Exit code 1 if a participant has no copy of a body.
-fn compare_copies(apps: &Apps, bodies: &[NetBody]) -> Result<((f32, u64), usize), Failure> {
-    let mut worst = (0.0f32, 0u64);
-    let mut compared = 0;
-    for body in bodies.iter().filter(|b| b.kind == RigidBody::Dynamic) {
-        let copies: Vec<Vec3> = apps
-            .participants
-            .iter()
-            .filter_map(|p| {
-                let state = p.world().resource::<OwnershipClient>();
-                let entity = state.entity_of(body.id)?;
-                p.world().get::<Transform>(entity).map(|t| t.translation)
-            })
-            .collect();
-        if copies.len() != apps.participants.len() {
-            return Err(Failure::run(format!(
-                "{} is missing on a participant",
-                body.id
-            )));
-        }
-        compared += 1;
-        for a in &copies {
-            for b in &copies {
-                let d = a.distance(*b);
-                if d > worst.0 {
-                    worst = (d, body.id.0);
-                }
+fn compare_copies(
+    peers: &mut OwnershipPeers,
+    bodies: &[NetBody],
+) -> Result<((f32, u64), usize), Failure> {
+    let converged = peers
+        .convergence(f32::INFINITY)
+        .map_err(|divergence| match divergence {
+            Divergence::Missing { body, .. } => {
+                Failure::run(format!("{body} is missing on a participant"))
             }
-        }
-    }
-    Ok((worst, compared))
+            other => Failure::run(other.to_string()),
+        })?;
+    let worst = converged.widest.map_or((0.0, 0), |(body, d)| (d, body.0));
+    let dynamic = bodies.iter().filter(|b| b.kind == RigidBody::Dynamic);
+    Ok((worst, dynamic.count()))
 }
 
 /// The run's summary from the server's and participants' counters.
 fn summarize(
     args: &OwnershipArgs,
-    apps: &Apps,
+    peers: &OwnershipPeers,
     settle_ticks: u32,
     worst: (f32, u64),
     compared: usize,
 ) -> Summary {
-    let s = apps.server.world().resource::<EntityServer>();
+    let s = peers.server().world().resource::<EntityServer>();
     let stats = *s.stats();
     let arbiter = *s.arbiter().stats();
-    let p_stats: Vec<_> = apps
-        .participants
-        .iter()
+    let p_stats: Vec<_> = participants(peers)
         .map(|p| *p.world().resource::<OwnershipClient>().stats())
         .collect();
     let sent: u64 = p_stats.iter().map(|p| p.state_updates_sent).sum();
     let bytes: u64 = p_stats.iter().map(|p| p.state_update_bytes).sum();
-    let budget = *apps.server.world().resource::<StateBudgetConfig>();
+    let budget = *peers.server().world().resource::<StateBudgetConfig>();
     let seconds = f64::from(args.run.ticks + settle_ticks) / f64::from(HZ);
     let per_participant = |total: u64| total as f64 / seconds / p_stats.len().max(1) as f64;
     let upload = per_participant(bytes);
@@ -361,11 +325,12 @@ fn summarize(
         bids_sent: p_stats.iter().map(|p| p.bids_sent).sum(),
         bid_resends: p_stats.iter().map(|p| p.bid_resends).sum(),
         bids_granted: stats.bids_granted,
-        bids_refused: by_reason(&[stats.bids_refused]),
+        bids_refused: stats.bids_refused,
         releases: stats.releases_granted,
-        releases_refused: by_reason(&[stats.releases_refused]),
-        state_updates_refused: by_reason(&[stats.state_updates_refused]),
-        owners_expired: stats.expiries + stats.disconnect_clears,
+        releases_refused: stats.releases_refused,
+        state_updates_refused: stats.state_updates_refused,
+        owners_expired: stats.expiries + stats.disconnect_clears + stats.silence_clears,
+        participants_silent: stats.participants_silent,
         state_updates_sent: sent,
         state_updates_relayed: stats.state_updates_relayed,
         bytes_per_body: ratio(bytes, sent),
@@ -389,7 +354,7 @@ fn summarize(
         max_divergence_m: f64::from(worst.0),
         max_divergence_body: worst.1,
         bodies_compared: compared,
-        bodies_owned_at_end: apps.owned_bodies(usize::from(args.participants)),
+        bodies_owned_at_end: owned_bodies(peers, usize::from(args.participants)),
         malformed_messages: s.decode_stats().rejected(),
     }
 }

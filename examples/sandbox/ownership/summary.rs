@@ -1,11 +1,10 @@
-//! What an ownership run reports: the in-process run's summary (text and `--summary-json`) and
-//! refusal counts by reason name.
+//! What an ownership run reports: the in-process run's summary (text and `--summary-json`),
+//! refusal counts by reason name (`RefusalCounts` prints and serializes so).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
-use simsync_ownership::{RefusalCounts, RefusalReason};
+use simsync_ownership::RefusalCounts;
 
 use crate::driver::Failure;
 
@@ -30,17 +29,19 @@ pub struct Summary {
     pub bid_resends: u64,
     /// Bids and priority changes the server granted.
     pub bids_granted: u64,
-    /// Bids the server refused, per reason.
-    pub bids_refused: BTreeMap<&'static str, u64>,
+    /// Bids the server refused, per reason (by name).
+    pub bids_refused: RefusalCounts,
     /// Releases (rule 12) the server accepted.
     pub releases: u64,
     /// Releases the server refused (the sender no longer owned the body), per reason.
-    pub releases_refused: BTreeMap<&'static str, u64>,
+    pub releases_refused: RefusalCounts,
     /// State updates the server refused (sent before the sender heard it lost the body), per
     /// reason.
-    pub state_updates_refused: BTreeMap<&'static str, u64>,
-    /// Owners cleared for silence or disconnect (rule 5).
+    pub state_updates_refused: RefusalCounts,
+    /// Owners cleared for silence, a silent participant or a disconnect (rule 5).
     pub owners_expired: u64,
+    /// Participants the server counted gone because it heard nothing from them (rule 5).
+    pub participants_silent: u64,
     /// State updates the participants sent for bodies they own.
     pub state_updates_sent: u64,
     /// State updates the server relayed to the other participants.
@@ -89,42 +90,9 @@ pub struct Summary {
     pub malformed_messages: u64,
 }
 
-fn reason_name(reason: RefusalReason) -> &'static str {
-    match reason {
-        RefusalReason::Locked => "locked",
-        RefusalReason::LowerPriority => "lower_priority",
-        RefusalReason::LockedOutEqualPriority => "locked_out_equal_priority",
-        RefusalReason::NotOwner => "not_owner",
-        RefusalReason::UnknownBody => "unknown_body",
-        RefusalReason::NotOwnable => "not_ownable",
-        RefusalReason::PriorityTooHigh => "priority_too_high",
-        RefusalReason::PriorityTooLow => "priority_too_low",
-        RefusalReason::HeldExclusively => "held_exclusively",
-    }
-}
-
-pub fn by_reason(counts: &[RefusalCounts]) -> BTreeMap<&'static str, u64> {
-    let mut map = BTreeMap::new();
-    for c in counts {
-        for (reason, n) in c.iter().filter(|(_, n)| *n > 0) {
-            *map.entry(reason_name(reason)).or_default() += n;
-        }
-    }
-    map
-}
-
 impl Summary {
     /// The human-readable summary, one item per line.
     pub fn to_text(&self) -> String {
-        let list = |map: &BTreeMap<&'static str, u64>| {
-            if map.is_empty() {
-                return "none".to_string();
-            }
-            map.iter()
-                .map(|(r, n)| format!("{r} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         format!(
             "summary (ownership mode, {} participants, {} + {} settling ticks, {} ± {} ms, {} % loss)\n\
              \x20 ownership changes       {}\n\
@@ -133,7 +101,7 @@ impl Summary {
              \x20 bids refused            {}\n\
              \x20 releases                {} ({} refused: {})\n\
              \x20 state updates refused   {}\n\
-             \x20 owners expired          {}\n\
+             \x20 owners expired          {} ({} participants silent)\n\
              \x20 state updates           {} sent, {} relayed\n\
              \x20 bytes per body          {:.1} up, {:.1} relayed (deltas {}: {:.0} % up, {:.0} % relayed; {} refused, {} acks refused; {} + {} acknowledgement-only batches)\n\
              \x20 upload budget use       {:.1} % ({:.0} of {} B/s per participant, {} bodies deferred)\n\
@@ -150,12 +118,13 @@ impl Summary {
             self.bids_sent,
             self.bid_resends,
             self.bids_granted,
-            list(&self.bids_refused),
+            self.bids_refused,
             self.releases,
-            self.releases_refused.values().sum::<u64>(),
-            list(&self.releases_refused),
-            list(&self.state_updates_refused),
+            self.releases_refused.total(),
+            self.releases_refused,
+            self.state_updates_refused,
             self.owners_expired,
+            self.participants_silent,
             self.state_updates_sent,
             self.state_updates_relayed,
             self.bytes_per_body,

@@ -14,7 +14,7 @@ use simsync_ownership::{EntityServer, OwnershipClient};
 
 use super::actors::{Actor, stop_script};
 use super::apps::{participant_app, server_app};
-use super::summary::{by_reason, write_json};
+use super::summary::write_json;
 use super::{DT, HZ, JOIN_STEPS, Setup, load_script, print_banner, settle_ticks};
 use crate::cli::{JoinArgs, ServeArgs};
 use crate::driver::{Failure, log_plugin};
@@ -71,17 +71,18 @@ pub fn run_udp_server(args: &ServeArgs) -> Result<ExitCode, Failure> {
     let s = server.world().resource::<EntityServer>();
     let stats = *s.stats();
     let changes = s.arbiter().stats().ownership_changes;
+    let expired = stats.expiries + stats.disconnect_clears + stats.silence_clears;
     println!(
         "entity server: {} participants, {changes} ownership changes, {} bids granted, bids \
-         refused {:?}, {} releases, releases and state updates refused {:?}, {} state updates \
-         relayed, {} owners expired",
+         refused: {}, {} releases, releases and state updates refused: {}, {} state updates \
+         relayed, {expired} owners expired ({} participants silent)",
         stats.participants_joined,
         stats.bids_granted,
-        by_reason(&[stats.bids_refused]),
+        stats.bids_refused,
         stats.releases_granted,
-        by_reason(&[stats.releases_refused, stats.state_updates_refused]),
+        stats.releases_refused + stats.state_updates_refused,
         stats.state_updates_relayed,
-        stats.expiries + stats.disconnect_clears,
+        stats.participants_silent,
     );
     if let Some(path) = &args.run.summary_json {
         let summary = json!({
@@ -89,12 +90,13 @@ pub fn run_udp_server(args: &ServeArgs) -> Result<ExitCode, Failure> {
             "participants_joined": stats.participants_joined,
             "ownership_changes": changes,
             "bids_granted": stats.bids_granted,
-            "bids_refused": by_reason(&[stats.bids_refused]),
+            "bids_refused": stats.bids_refused,
             "releases": stats.releases_granted,
-            "releases_refused": by_reason(&[stats.releases_refused]),
-            "state_updates_refused": by_reason(&[stats.state_updates_refused]),
+            "releases_refused": stats.releases_refused,
+            "state_updates_refused": stats.state_updates_refused,
             "state_updates_relayed": stats.state_updates_relayed,
-            "owners_expired": stats.expiries + stats.disconnect_clears,
+            "owners_expired": expired,
+            "participants_silent": stats.participants_silent,
         });
         write_json(&summary, path)?;
     }
@@ -162,13 +164,13 @@ fn report_participant(args: &JoinArgs, app: &App) -> Result<(), Failure> {
         p.state_update_bytes as f64 / p.state_updates_sent as f64
     };
     println!(
-        "participant {}: {} bids sent ({} resends), {} granted, refusals {:?}, {} releases, \
+        "participant {}: {} bids sent ({} resends), {} granted, refusals: {}, {} releases, \
          {} state updates sent ({bytes_each:.1} bytes each), {} relayed states applied",
         args.participant_index,
         p.bids_sent,
         p.bid_resends,
         p.grants_received,
-        by_reason(&[p.refusals_received]),
+        p.refusals_received,
         p.releases_sent,
         p.state_updates_sent,
         p.relays_applied,
@@ -180,7 +182,8 @@ fn report_participant(args: &JoinArgs, app: &App) -> Result<(), Failure> {
             "bids_sent": p.bids_sent,
             "bid_resends": p.bid_resends,
             "grants_received": p.grants_received,
-            "refusals_received": by_reason(&[p.refusals_received]),
+            "refusals_received": p.refusals_received,
+            "counted_silent": p.counted_silent,
             "releases_sent": p.releases_sent,
             "state_updates_sent": p.state_updates_sent,
             "bytes_per_state_update": bytes_each,

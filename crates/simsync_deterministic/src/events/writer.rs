@@ -129,12 +129,19 @@ fn push_to_outbox<E: SimEvent>(world: &mut World, events: Vec<(Option<Tick>, E)>
         .collect();
     let dropped = written - tagged.len();
     if dropped > 0 {
-        warn_once!(
-            "SimEvents<{}> written outside a simulation world: dropped",
-            std::any::type_name::<E>()
-        );
-        if let Some(mut stats) = world.get_resource_mut::<SimEventStats>() {
-            stats.outside_tick += dropped as u64;
+        let warning = crate::warning::SessionWarning::SimEventsOutsideSimulation {
+            type_name: std::any::type_name::<E>(),
+            dropped: dropped as u64,
+        };
+        match world.get_resource_mut::<SimEventStats>() {
+            Some(mut stats) => {
+                let first = stats.outside_tick == 0;
+                stats.outside_tick += dropped as u64;
+                if first {
+                    crate::warning::report(world, warning);
+                }
+            }
+            None => warn_once!("{warning}"),
         }
     }
     if tagged.is_empty() {

@@ -421,6 +421,24 @@ impl<I: SimInput> InputBuffer<I> {
         Ok(())
     }
 
+    /// Sets or clears `player`'s disconnected mark at `tick` (a local session's own marks,
+    /// [`DeterministicSession::set_player_connected`](crate::DeterministicSession::set_player_connected));
+    /// read like [`mark_disconnected`](Self::mark_disconnected)'s.
+    ///
+    /// # Errors
+    /// As [`mark_disconnected`](Self::mark_disconnected).
+    pub(crate) fn set_disconnected(
+        &mut self,
+        player: PlayerIndex,
+        tick: Tick,
+        disconnected: bool,
+    ) -> Result<(), InputError> {
+        let p = self.player_index(player)?;
+        let index = self.slot_index(tick)?;
+        self.slot_mut(p, index).disconnected = disconnected;
+        Ok(())
+    }
+
     /// The players marked disconnected at confirmed tick `tick`, as a bitmask (bit `i`: player
     /// `i`; players ≥ 64 are never marked). What the verified world sees.
     pub fn disconnected(&self, tick: Tick) -> u64 {

@@ -72,7 +72,9 @@ impl<I: SimInput> PlayerInputs<I> {
 
     /// Whether `player` is connected at this tick: `false` from the first confirmed tick the
     /// relay marked it disconnected (in the predicted world: from its last confirmed state on),
-    /// and for an unknown player. Without a relay (local sessions) every player is connected.
+    /// and for an unknown player. A local session has no relay: every player is connected there
+    /// unless the game marks it otherwise
+    /// ([`DeterministicSession::set_player_connected`](crate::DeterministicSession::set_player_connected)).
     pub fn is_connected(&self, player: PlayerIndex) -> bool {
         usize::from(player) < self.inputs.len()
             && (player >= 64 || self.disconnected & (1u64 << player) == 0)

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
+use super::difference::StateBreakdown;
 use crate::checksum::StateHasher;
 use crate::input::SimInput;
 use crate::tick::Tick;
@@ -35,16 +36,19 @@ fn chain_step(chain: u64, inputs_hash: u64) -> u64 {
 }
 
 /// The state of a tick as the prediction check records it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AuditedState {
     /// The checksum or the full digest of the registered state.
     pub digest: u64,
     /// Whether the world held nothing a rollback would not restore.
     pub covered: bool,
+    /// The state hashed per simulation entity and per type, to name the first difference
+    /// (kept for predicted ticks; a verified state is broken down only on a mismatch).
+    pub breakdown: Option<Box<StateBreakdown>>,
 }
 
 /// A predicted tick waiting for its verification.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct AuditEntry {
     base: Tick,
     chain: u64,
@@ -164,6 +168,7 @@ mod tests {
         Some(AuditedState {
             digest,
             covered: true,
+            breakdown: None,
         })
     }
 

@@ -5,6 +5,7 @@
 use bevy::prelude::*;
 
 use super::audit::{AuditedState, PredictionAudit};
+use super::difference;
 use super::divergence::{MismatchCause, RollbackSetupFailed, UncheckedState, UnsimulatedEntity};
 use super::hooks::HookFlow;
 use super::state::{DeterministicSession, VerifiedTick, VerifiedTickHook};
@@ -84,7 +85,11 @@ fn audited_state(
             digest
         }
     };
-    AuditedState { digest, covered }
+    AuditedState {
+        digest,
+        covered,
+        breakdown: None,
+    }
 }
 
 /// The predicted world's state after the tick just predicted, for a later check.
@@ -95,14 +100,20 @@ pub(super) fn predicted_state<I: SimInput>(
     stats: &mut SessionStats,
 ) -> AuditedState {
     let check = session.config.prediction_check;
-    audited_state(
+    let mut state = audited_state(
         main,
         &mut worlds.predicted,
         &mut worlds.registry,
         WorldRole::Predicted,
         (check, &mut session.audit),
         stats,
-    )
+    );
+    state.breakdown = Some(Box::new(difference::breakdown(
+        &mut worlds.predicted,
+        &worlds.registry,
+        check,
+    )));
+    state
 }
 
 /// The prediction check (`verify_predictions`) as a verified-tick hook: see
@@ -153,10 +164,19 @@ fn audit_verified_tick<I: SimInput>(
         stats.resim_ticks_matching += 1;
         return;
     };
+    let first_difference = (predicted.digest != verified.digest)
+        .then_some(predicted.breakdown.as_deref())
+        .flatten()
+        .and_then(|p| {
+            let v = difference::breakdown(&mut worlds.verified, &worlds.registry, check);
+            difference::first_difference(p, &v, &worlds.registry)
+        });
     match cause {
         MismatchCause::StateDiffers => error!(
-            "desync: predicted tick {tick} ({:016x}) differs from verified ({:016x}) with the same inputs",
-            predicted.digest, verified.digest
+            "desync: predicted tick {tick} ({:016x}) differs from verified ({:016x}) with the same inputs{}",
+            predicted.digest,
+            verified.digest,
+            first_difference.map_or(String::new(), |d| format!(": {d}"))
         ),
         MismatchCause::UncoveredState => {
             stats.resim_ticks_uncovered += 1;
@@ -173,6 +193,7 @@ fn audit_verified_tick<I: SimInput>(
         predicted: predicted.digest,
         verified: verified.digest,
         cause,
+        first_difference,
     });
     super::dumps::on_prediction_mismatch(main, worlds, session, tick);
 }

@@ -4,8 +4,8 @@
 
 use bevy::prelude::*;
 use bevy_state::state::{FreelyMutableState, NextState, States};
-use simsync_net::RejectReason;
 use simsync_net::bevy_renet::RenetClient;
+use simsync_net::{MatchEndReason, MatchId, RejectReason};
 
 use super::stats::SessionStats;
 use crate::source::{DesyncDetected, ReconnectPhase};
@@ -14,8 +14,10 @@ use crate::tick::{PlayerIndex, Tick};
 /// Where a session is in its life ([session lifecycle](crate::rules#session-lifecycle)).
 ///
 /// A networked session starts in `Connecting`; a local one in `Running`. `Rejected`, `Ended`
-/// and `Disconnected` are final; `Reconnecting` goes back to `Running` once the relay welcomes
-/// the client again.
+/// and `Disconnected` are final for the session; `Reconnecting` goes back to `Running` once the
+/// relay welcomes the client again. A new session in the same App leaves them: a restart, or a
+/// networked session rebuilt for the relay's next match (`Ended` → `WaitingForPlayers` →
+/// `Running`; [what survives a rematch](crate::rules#what-survives-a-rematch)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Reflect)]
 pub enum SessionState {
     /// The relay client is connecting and saying hello.
@@ -28,7 +30,8 @@ pub enum SessionState {
     /// The relay judged a tick's checksums and named this client's player; the session goes on
     /// simulating, but its state differs from the majority.
     Desynced,
-    /// The verified world reached the end tick, or the game ended the session.
+    /// The verified world reached the end tick, the game ended the session, or the relay ended
+    /// the session's match.
     Ended,
     /// The connection to the relay was lost and the client is coming back by itself with its
     /// reconnect token: waiting out a backoff or connecting again
@@ -93,6 +96,20 @@ pub enum SessionStateReason {
     /// A new session started in the same App
     /// ([`restart_session`](crate::restart_session)).
     Restarted,
+    /// The relay ended the session's match (`Ended`).
+    MatchEnded {
+        /// The match.
+        match_id: MatchId,
+        /// Why, as the relay's app said.
+        reason: MatchEndReason,
+    },
+    /// The relay opened its next match and the session was rebuilt for it on the same
+    /// connection (`WaitingForPlayers`; `Running` when the relay's match runs already)
+    /// ([what survives a rematch](crate::rules#what-survives-a-rematch)).
+    NextMatch {
+        /// The relay's new match.
+        match_id: MatchId,
+    },
 }
 
 /// The session changed state: written once per transition, in order (a client welcomed and
@@ -164,13 +181,16 @@ pub struct NetworkView {
     pub desync_naming_self: Option<DesyncDetected>,
     /// Where the client is in coming back after a lost connection.
     pub reconnect: ReconnectPhase,
+    /// The relay ended the session's match: which, and why.
+    pub match_end: Option<(MatchId, MatchEndReason)>,
 }
 
 /// The transitions from `current` that `view` calls for, in order (empty when none). Rules, by
 /// priority: a final state stays; a refusal → `Rejected`; failed reconnect attempts →
 /// `Disconnected` (`ReconnectFailed`); a reconnect under way → `Reconnecting`
 /// (`ConnectionLost`); a lost connection → `Disconnected`; `Reconnecting` → `Running` once
-/// connected and welcomed again (`Reconnected`); an end request or the end tick reached → `Ended`; a desync naming this client →
+/// connected and welcomed again (`Reconnected`); the relay ended the match → `Ended`
+/// (`MatchEnded`); an end request or the end tick reached → `Ended`; a desync naming this client →
 /// `Desynced`; otherwise `Connecting` → `WaitingForPlayers` once welcomed, →
 /// `Running` once started (both in one update when they arrive together).
 pub fn session_transitions(
@@ -199,6 +219,14 @@ pub fn session_transitions(
             if done.0 == SessionState::Disconnected || done.0 == SessionState::Reconnecting {
                 return out;
             }
+        }
+        if let Some((match_id, reason)) = &net.match_end {
+            let reason = SessionStateReason::MatchEnded {
+                match_id: *match_id,
+                reason: reason.clone(),
+            };
+            go(&mut out, SessionState::Ended, reason);
+            return out;
         }
     }
     if let Some(reason) = end_reason(&view.end, view.verified_tick) {
@@ -296,6 +324,7 @@ fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> L
         rejected: net.rejected.clone(),
         desync_naming_self: net.last_desync.clone().filter(|d| d.local_player_named),
         reconnect: net.reconnect,
+        match_end: net.match_id.zip(net.match_end.clone()),
     });
     LifecycleView {
         network,
@@ -342,6 +371,7 @@ mod tests {
             rejected: None,
             desync_naming_self: None,
             reconnect: ReconnectPhase::Idle,
+            match_end: None,
         }
     }
 
@@ -493,6 +523,31 @@ mod tests {
                 .network
                 .is_none()
         );
+    }
+
+    #[test]
+    fn the_relay_ending_the_match_ends_a_live_session_with_its_reason() {
+        let mut n = net(Connection::Connected);
+        n.slot = Some(1);
+        n.started = true;
+        n.match_end = Some((MatchId(2), MatchEndReason::Abandoned));
+        for from in [WaitingForPlayers, Running, Desynced] {
+            let t = session_transitions(from, &networked(n.clone()));
+            assert_eq!(states(&t), vec![(from, Ended)]);
+            assert_eq!(
+                t[0].reason,
+                SessionStateReason::MatchEnded {
+                    match_id: MatchId(2),
+                    reason: MatchEndReason::Abandoned,
+                }
+            );
+        }
+        // Ended already (the game's end tick): no second transition.
+        assert!(session_transitions(Ended, &networked(n.clone())).is_empty());
+        // A lost connection still says so first.
+        n.connection = Connection::Disconnected;
+        let t = session_transitions(Running, &networked(n));
+        assert_eq!(states(&t), vec![(Running, Disconnected)]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod audit;
 mod check;
 mod checksums;
+mod difference;
 mod divergence;
 mod dumps;
 mod hooks;
@@ -21,12 +22,12 @@ mod steps;
 use bevy::prelude::*;
 
 use crate::config::SessionMode;
-use crate::error::SessionError;
 use crate::input::SimInput;
 use crate::worlds::SimulationWorlds;
 
 pub(crate) use check::PredictionCheckHook;
 pub(crate) use checksums::ChecksumReport;
+pub use difference::StateDifference;
 pub use divergence::{MismatchCause, RollbackSetupFailed, UncheckedState, UnsimulatedEntity};
 pub(crate) use dumps::DesyncDumps;
 pub use dumps::{capture_desync_dump, write_desync_dump};
@@ -49,7 +50,10 @@ pub use stats::{
 /// rollback, predict, finish.
 pub(crate) fn session_update<I: SimInput>(world: &mut World) {
     let Some(mut worlds) = world.remove_resource::<SimulationWorlds>() else {
-        warn_once!("{}", SessionError::WorldsNotBuilt);
+        if !world.contains_resource::<NoWorldsReported>() {
+            world.insert_resource(NoWorldsReported);
+            crate::warning::report(world, crate::warning::SessionWarning::WorldsNotBuilt);
+        }
         return;
     };
     let Some(mut session) = world.remove_resource::<DeterministicSession<I>>() else {
@@ -70,6 +74,7 @@ pub(crate) fn session_update<I: SimInput>(world: &mut World) {
         }
     }
     run_steps(world, &mut worlds, &mut session);
+    crate::warning::forward_pending(world, &mut worlds.verified.world);
     world.insert_resource(session);
     world.insert_resource(worlds);
 }
@@ -109,3 +114,7 @@ fn run_steps<I: SimInput>(
     );
     info_span!("simsync_finish").in_scope(|| steps::finish(world, worlds, session, stats));
 }
+
+/// The session update found no worlds and reported it (once).
+#[derive(Resource)]
+struct NoWorldsReported;

@@ -113,18 +113,16 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
             &snapshot.bytes,
             request.max_bytes,
         )
-        .unwrap_or_else(|error| {
-            warn!(
-                "session client: snapshot of tick {} not served: {error}",
-                snapshot.tick
-            );
-            Vec::new()
-        }),
-        Err(error) => {
-            warn!("session client: snapshot not captured: {error}");
-            Vec::new()
-        }
+        .map_err(|error| format!("snapshot of tick {} not split: {error}", snapshot.tick)),
+        Err(error) => Err(format!("snapshot not captured: {error}")),
     };
+    let chunks = chunks.unwrap_or_else(|reason| {
+        crate::warning::report(
+            world,
+            crate::warning::SessionWarning::SnapshotNotServed { reason },
+        );
+        Vec::new()
+    });
     if let Some(first) = chunks.first() {
         info!(
             "session client: serving a snapshot of tick {} ({} bytes) to the relay",

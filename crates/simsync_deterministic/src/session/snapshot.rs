@@ -33,8 +33,7 @@ fn game_header<I: SimInput>(
 /// update would).
 fn ensure_worlds<I: SimInput>(world: &mut World) -> Result<(), SnapshotError> {
     if let Some(error) = crate::headless::build_missing_worlds::<I>(world) {
-        error!("DeterministicPlugin: {error}");
-        world.insert_resource(crate::SessionSetupError(error));
+        crate::warning::setup_failed(world, error);
     }
     if world.contains_resource::<SimulationWorlds>()
         && world.contains_resource::<DeterministicSession<I>>()
@@ -241,6 +240,7 @@ fn resume_session<I: SimInput>(
     session
         .source
         .resume_after(tick, session.config.input_delay as Tick);
+    session.verified_tick = tick;
     session.predicted_tick = tick;
     session.highest_predicted = session.highest_predicted.max(tick);
     session.used_inputs.clear();

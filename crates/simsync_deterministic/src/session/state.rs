@@ -13,11 +13,12 @@ use bevy::prelude::*;
 use super::audit::PredictionAudit;
 use super::hooks::{HookFlow, VerificationStopped};
 use super::stats::SessionStats;
+use crate::checksum::ComponentBreakdown;
 use crate::config::SessionConfig;
 use crate::error::SessionError;
 use crate::input::{InputBuffer, InputStatus, SimInput};
 use crate::replay::ReplayFeed;
-use crate::source::{InputSource, RelayLink};
+use crate::source::{InputSource, NextMatch, RelayLink};
 use crate::tick::{PlayerIndex, Tick};
 use crate::worlds::SimulationWorlds;
 
@@ -34,6 +35,8 @@ pub struct DeterministicSession<I: SimInput> {
     pub(crate) hooks: VerifiedTickHooks<I>,
     /// Set when a hook stopped verification: no later tick is verified.
     pub(super) stopped: Option<VerificationStopped>,
+    /// The verified world's tick as the last update (or snapshot load) left it.
+    pub(super) verified_tick: Tick,
     /// The predicted world's tick as this update leaves it.
     pub(super) predicted_tick: Tick,
     /// The highest tick ever predicted (re-simulation counting).
@@ -75,6 +78,7 @@ impl<I: SimInput> DeterministicSession<I> {
             link,
             hooks: VerifiedTickHooks::default(),
             stopped: None,
+            verified_tick: 0,
             predicted_tick: 0,
             highest_predicted: 0,
             used_inputs: BTreeMap::new(),
@@ -110,9 +114,57 @@ impl<I: SimInput> DeterministicSession<I> {
         &self.buffer
     }
 
+    /// Marks local `player` connected (`true`) or disconnected (`false`) from `from_tick` on,
+    /// replacing any change set for a later tick: the simulation sees it in
+    /// [`PlayerInputs::is_connected`](crate::PlayerInputs::is_connected) from exactly that
+    /// tick, in both worlds and across rollbacks, as a networked session shows a player the
+    /// relay counts as gone ([disconnecting a local
+    /// player](crate::rules#disconnecting-a-local-player)). The player's input stays what
+    /// [`LocalInputs`](crate::LocalInputs) gives. A change of a tick already confirmed but not
+    /// verified rolls the predicted world back like a misprediction; replays record the marks.
+    ///
+    /// # Errors
+    /// [`SessionError::NotALocalSession`] in a networked session or a replay playback;
+    /// [`SessionError::UnknownPlayer`] for a player outside `0..players`;
+    /// [`SessionError::TickAlreadyVerified`] when `from_tick` is not after the verified tick.
+    /// Nothing changes on an error.
+    pub fn set_player_connected(
+        &mut self,
+        player: PlayerIndex,
+        connected: bool,
+        from_tick: Tick,
+    ) -> Result<(), SessionError> {
+        self.source.ensure_local()?;
+        let players = self.config.players;
+        if player >= players {
+            return Err(SessionError::UnknownPlayer { player, players });
+        }
+        let verified_tick = self.verified_tick.max(self.buffer.discarded_through());
+        if from_tick <= verified_tick {
+            return Err(SessionError::TickAlreadyVerified {
+                tick: from_tick,
+                verified_tick,
+            });
+        }
+        self.source
+            .set_player_connected(player, connected, from_tick, &mut self.buffer)
+    }
+
     /// Why and where verification stopped, if a [`VerifiedTickHook`] stopped it.
     pub fn verification_stopped(&self) -> Option<&VerificationStopped> {
         self.stopped.as_ref()
+    }
+
+    /// The relay's later match this networked session is to be rebuilt for, if the relay
+    /// moved on (a rematch; [what survives a rematch](crate::rules#what-survives-a-rematch)).
+    pub(crate) fn next_match(&self) -> Option<NextMatch> {
+        self.source.next_match()
+    }
+
+    /// This session, new for the relay's `next` match, takes over `old`'s connection to the
+    /// relay.
+    pub(crate) fn take_connection(&mut self, old: &DeterministicSession<I>, next: NextMatch) {
+        self.source.take_connection(&old.source, next);
     }
 
     /// Adds `hook` after the session's other verified-tick hooks.
@@ -251,6 +303,14 @@ impl<I: SimInput> VerifiedTick<'_, I> {
     /// The verified world, at this tick.
     pub fn world(&self) -> &World {
         &self.worlds.verified.world
+    }
+
+    /// The per-component hash breakdown of the verified world at this tick (what a client sends
+    /// the relay on a desync): one hash per registered component type, per live simulation
+    /// entity and per registered resource. It hashes the whole state once more, so a hook that
+    /// keeps breakdowns costs about one checksum per call.
+    pub fn breakdown(&mut self) -> ComponentBreakdown {
+        crate::dump::capture::breakdown(&mut self.worlds.verified, &self.worlds.registry)
     }
 
     /// The main App's world, e.g. to write a message or keep a result in a resource. The

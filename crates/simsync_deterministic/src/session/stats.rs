@@ -2,6 +2,7 @@
 
 use bevy::prelude::*;
 
+use super::difference::StateDifference;
 use super::divergence::MismatchCause;
 use crate::checksum::TickChecksum;
 use crate::source::{RelayClientStats, StallReason};
@@ -128,7 +129,11 @@ pub struct UnregisteredComponent {
 
 /// A predicted tick whose inputs turned out right did not produce the verified state, or could
 /// not be vouched for (debug aid: `verify_predictions`). This means the simulation is not
-/// deterministic or some state is not registered; `cause` says which the check saw.
+/// deterministic or some state is not registered; `cause` says which the check saw, and
+/// `first_difference` where the states differ.
+///
+/// Its `Display` is one line for a test failure or a log: the tick, the cause, the first
+/// difference when known and the two hashes.
 #[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PredictionMismatch {
     /// The tick.
@@ -140,6 +145,29 @@ pub struct PredictionMismatch {
     pub verified: u64,
     /// Why the check failed.
     pub cause: MismatchCause,
+    /// Where the predicted and the verified state first differ: the first simulation entity
+    /// (slot and generation) and component type, or resource, whose values differ. `None` when
+    /// the hashes are equal (an [`MismatchCause::UncoveredState`] failure) or the difference
+    /// lies outside what the per-entity and per-type hashes see.
+    pub first_difference: Option<StateDifference>,
+}
+
+impl core::fmt::Display for PredictionMismatch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "prediction check failed at tick {}: {}",
+            self.tick, self.cause
+        )?;
+        if let Some(difference) = &self.first_difference {
+            write!(f, "; first difference: {difference}")?;
+        }
+        write!(
+            f,
+            " (hashes: predicted {:016x}, verified {:016x})",
+            self.predicted, self.verified
+        )
+    }
 }
 
 /// A networked session stopped verifying: no new verifiable tick for more than

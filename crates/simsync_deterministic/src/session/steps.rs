@@ -497,6 +497,7 @@ pub(super) fn finish<I: SimInput>(
     if let Some(network) = session.source.relay_stats() {
         stats.network = Some(network);
     }
+    session.verified_tick = verified_tick;
     forget_before(session, verified_tick);
     world.insert_resource(stats);
     let _ = world.try_run_schedule(AfterPrediction);

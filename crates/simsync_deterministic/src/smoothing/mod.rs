@@ -124,7 +124,10 @@ impl VisualSmoothing {
     /// reproduces the same states is no correction); `tick_duration` is the length of one tick.
     ///
     /// With smoothing disabled it returns `simulated.transform` and forgets any correction.
-    /// Otherwise: after a rollback, the difference between the old timeline (its last pose,
+    /// A pose of an earlier tick than the last one seen starts a new timeline (a restarted
+    /// session, or a rematch: the simulation starts over from tick 0): nothing of the old one
+    /// is kept — no interpolation from its last pose, no correction. Otherwise: after a
+    /// rollback, the difference between the old timeline (its last pose,
     /// extrapolated at its last velocity to `simulated.tick`, at most 8 ticks) and `simulated`
     /// is added to the correction; a correction longer than `snap_distance` as it stands then
     /// (before this frame's decay) is dropped; what remains decays by
@@ -146,6 +149,12 @@ impl VisualSmoothing {
                 ..Self::default()
             };
             return simulated.transform;
+        }
+        if self
+            .current
+            .is_some_and(|current| simulated.tick < current.tick)
+        {
+            *self = Self::default();
         }
         if self.correction_rotation.length_squared() == 0.0 {
             self.correction_rotation = Quat::IDENTITY;
@@ -415,6 +424,25 @@ mod tests {
         };
         let shown = smoothing.present(&config, rotated, false, FRAME, TICK);
         assert_eq!(shown, rotated.transform);
+    }
+
+    #[test]
+    fn an_earlier_tick_starts_a_new_timeline_without_sliding_from_the_old_one() {
+        let config = VisualSmoothingConfig::default();
+        let mut smoothing = VisualSmoothing::default();
+        smoothing.present(&config, pose(599, 10.0), false, TICK, TICK);
+        smoothing.present(&config, pose(600, 10.1), false, TICK, TICK);
+        smoothing.add_correction(Vec3::new(0.5, 0.0, 0.0));
+        // A rematch: the simulation starts over at tick 0, far from where it ended, and the
+        // session's rollback count starting over reads as a rollback.
+        let shown = smoothing.present(&config, pose(0, -3.0), true, TICK / 2, TICK);
+        assert_eq!(shown, pose(0, -3.0).transform);
+        assert_eq!(smoothing.correction(), Vec3::ZERO);
+        // The next tick interpolates from tick 0, never from the old timeline's 10.1 m.
+        let shown = smoothing.present(&config, pose(1, -2.0), false, TICK / 2, TICK);
+        assert_eq!(shown.translation.x, -3.0);
+        let shown = smoothing.present(&config, pose(1, -2.0), false, TICK / 2, TICK);
+        assert_eq!(shown.translation.x, -2.5);
     }
 
     #[test]

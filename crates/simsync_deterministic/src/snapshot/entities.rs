@@ -322,10 +322,33 @@ impl SimCommands<'_, '_> {
     pub fn despawn(&mut self, entity: Entity) {
         self.commands.queue(move |world: &mut World| {
             if let Err(error) = despawn_simulated_now(world, entity) {
-                warn!("despawn of {entity} ignored: {error}");
+                report_ignored_despawn(world, entity, error);
             }
         });
     }
+}
+
+/// A despawn of `entity` was ignored: reported from the verified world (logged, and moved to
+/// the main app as a [`SessionWarning::DespawnIgnored`](crate::SessionWarning) after the
+/// update); the predicted world's repeats of it are only traced.
+fn report_ignored_despawn(world: &mut World, entity: Entity, error: SessionError) {
+    if world.get_resource::<WorldRole>() != Some(&WorldRole::Verified) {
+        debug!("despawn of {entity} ignored in the predicted world: {error}");
+        return;
+    }
+    let tick = world
+        .get_resource::<crate::tick::SimTick>()
+        .map_or(0, |t| t.0);
+    let warning = crate::warning::SessionWarning::DespawnIgnored {
+        entity,
+        tick,
+        error,
+    };
+    warn!("{warning}");
+    world
+        .get_resource_or_init::<crate::warning::PendingWarnings>()
+        .0
+        .push(warning);
 }
 
 /// Spawns `bundle` as a simulation entity now, returning its id.

@@ -1,7 +1,7 @@
 //! The poll of a single-process session: every player's input goes through a [`LocalRelay`]
 //! that confirms it after the configured latency and jitter.
 
-use bevy::log::warn;
+use std::collections::BTreeMap;
 
 use super::local_inputs::LocalInputProvider;
 use super::local_relay::{LocalRelay, LocalRelayConfig};
@@ -9,6 +9,7 @@ use crate::config::{SessionConfig, SessionMode};
 use crate::context::would_stall;
 use crate::input::{InputBuffer, InputError, SimInput};
 use crate::tick::{PlayerIndex, Tick};
+use crate::warning::SessionWarning;
 
 /// The local side of a single-process session: the relay stand-in and its clock.
 pub(crate) struct LocalSource<I: SimInput> {
@@ -22,6 +23,14 @@ pub(crate) struct LocalSource<I: SimInput> {
     /// `Some(rollback window)` in a predicted session: polling stops at the stall bound
     /// ([stalling](crate::rules#stalling)); `None` in lockstep.
     stall_window: Option<Tick>,
+    /// Per player, the ticks from which the game set it connected (`true`) or disconnected
+    /// (`false`); empty for a player always connected.
+    connection: Vec<BTreeMap<Tick, bool>>,
+    /// The buffer holds the disconnected marks of every tick through this one (the last tick
+    /// an input was submitted for).
+    marked_through: Tick,
+    /// Local inputs refused since the last poll ([`SessionWarning::LocalInputRejected`]).
+    warnings: Vec<SessionWarning>,
 }
 
 impl<I: SimInput> LocalSource<I> {
@@ -45,6 +54,9 @@ impl<I: SimInput> LocalSource<I> {
             known_players: config.local.known_players.clone(),
             stall_window: (config.mode == SessionMode::Predicted)
                 .then_some(config.rollback_window as Tick),
+            connection: vec![BTreeMap::new(); usize::from(players)],
+            marked_through: 0,
+            warnings: Vec::new(),
         })
     }
 
@@ -78,6 +90,7 @@ impl<I: SimInput> LocalSource<I> {
                 continue;
             }
             *local_tick = next;
+            self.mark_through(next + self.input_delay, buffer);
             self.submit_all(next + self.input_delay, local, buffer);
             // Inputs with no latency arrive at once.
             self.relay.deliver(self.relay_now, buffer);
@@ -86,6 +99,60 @@ impl<I: SimInput> LocalSource<I> {
             self.relay.deliver(self.relay_now, buffer);
         }
         stalling
+    }
+
+    /// The local inputs refused since the last call.
+    pub(crate) fn take_warnings(&mut self) -> Vec<SessionWarning> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// `player` is connected (or not) from `from_tick` on, replacing any later change: the
+    /// marks of the ticks whose inputs were already submitted (from `from_tick` on) change
+    /// now, later ticks are marked as their inputs are submitted. `player` is a session player
+    /// and `from_tick` is after the verified tick (the session checks both).
+    pub(crate) fn set_connected(
+        &mut self,
+        player: PlayerIndex,
+        connected: bool,
+        from_tick: Tick,
+        buffer: &mut InputBuffer<I>,
+    ) {
+        let Some(changes) = self.connection.get_mut(usize::from(player)) else {
+            return;
+        };
+        changes.retain(|tick, _| *tick < from_tick);
+        let before = changes.values().next_back().copied().unwrap_or(true);
+        if before != connected {
+            changes.insert(from_tick, connected);
+        }
+        let first = from_tick.max(buffer.discarded_through() + 1);
+        for tick in first..=self.marked_through {
+            let _ = buffer.set_disconnected(player, tick, !connected);
+        }
+    }
+
+    /// Whether the game set `player` connected at `tick` (connected unless set otherwise).
+    fn connected_at(&self, player: usize, tick: Tick) -> bool {
+        self.connection[player]
+            .range(..=tick)
+            .next_back()
+            .is_none_or(|(_, connected)| *connected)
+    }
+
+    /// Writes the disconnected marks of the ticks after `marked_through` through `tick` into
+    /// `buffer` (nothing to write while every player is always connected).
+    fn mark_through(&mut self, tick: Tick, buffer: &mut InputBuffer<I>) {
+        if self.connection.iter().any(|changes| !changes.is_empty()) {
+            for t in (self.marked_through + 1).max(1)..=tick {
+                for p in 0..self.connection.len() {
+                    if !self.connection[p].is_empty() {
+                        let disconnected = !self.connected_at(p, t);
+                        let _ = buffer.set_disconnected(p as PlayerIndex, t, disconnected);
+                    }
+                }
+            }
+        }
+        self.marked_through = self.marked_through.max(tick);
     }
 
     /// Submits every player's input for `for_tick`; known players' inputs also go straight into
@@ -98,13 +165,18 @@ impl<I: SimInput> LocalSource<I> {
     ) {
         for p in 0..self.players {
             let input = local.input(p, for_tick);
+            let rejected = |error| SessionWarning::LocalInputRejected {
+                player: p,
+                tick: for_tick,
+                error,
+            };
             if self.known_players.contains(&p)
                 && let Err(error) = buffer.set_local(p, for_tick, input.clone())
             {
-                warn!("local input of player {p} for tick {for_tick} rejected: {error}");
+                self.warnings.push(rejected(error));
             }
             if let Err(error) = self.relay.submit(p, self.relay_now, for_tick, input) {
-                warn!("input of player {p} for tick {for_tick} not sent: {error}");
+                self.warnings.push(rejected(error));
             }
         }
     }

@@ -33,6 +33,7 @@ use crate::error::SessionError;
 use crate::input::{InputBuffer, InputLatch, SimInput, default_frame_merge};
 use crate::replay::ReplayFeed;
 use crate::tick::Tick;
+use crate::warning::SessionWarning;
 use link::{SharedClient, lock};
 use local::LocalSource;
 use local_inputs::LocalInputProvider;
@@ -40,7 +41,7 @@ use relay_client::RelayClient;
 
 pub(crate) use link::RelayLink;
 
-pub(crate) use relay_client::NetReport;
+pub(crate) use relay_client::{NetReport, NextMatch};
 pub use stall::{STALL_AFTER, SessionStall, StallReason};
 
 pub use local_inputs::{FrameMerge, LocalInputs, TickInputSource};
@@ -159,6 +160,55 @@ impl<I: SimInput> InputSource<I> {
         }
     }
 
+    /// A local session's `player` is connected (or not) from `from_tick` on (see
+    /// [`DeterministicSession::set_player_connected`](crate::DeterministicSession::set_player_connected),
+    /// which checks the player and the tick).
+    ///
+    /// # Errors
+    /// [`SessionError::NotALocalSession`] in a networked session or a replay playback.
+    pub(crate) fn set_player_connected(
+        &mut self,
+        player: crate::tick::PlayerIndex,
+        connected: bool,
+        from_tick: Tick,
+        buffer: &mut InputBuffer<I>,
+    ) -> Result<(), SessionError> {
+        self.ensure_local()?;
+        if let Origin::Local(source) = &mut self.origin {
+            source.set_connected(player, connected, from_tick, buffer);
+        }
+        Ok(())
+    }
+
+    /// `Ok` in a local session.
+    ///
+    /// # Errors
+    /// [`SessionError::NotALocalSession`] in a networked session or a replay playback.
+    pub(crate) fn ensure_local(&self) -> Result<(), SessionError> {
+        match &self.origin {
+            Origin::Local(_) => Ok(()),
+            Origin::Remote(_) => Err(SessionError::NotALocalSession { replay: false }),
+            Origin::Replay(_) => Err(SessionError::NotALocalSession { replay: true }),
+        }
+    }
+
+    /// The relay's later match this networked session is to be rebuilt for, if the relay
+    /// moved on (a rematch).
+    pub(crate) fn next_match(&self) -> Option<NextMatch> {
+        match &self.origin {
+            Origin::Remote(client) => lock(client).next_match(),
+            Origin::Local(_) | Origin::Replay(_) => None,
+        }
+    }
+
+    /// The input path of a session rebuilt for the relay's `next` match takes over `old`'s
+    /// connection to the relay (networked sessions; nothing otherwise).
+    pub(crate) fn take_connection(&mut self, old: &InputSource<I>, next: NextMatch) {
+        if let (Origin::Remote(new), Origin::Remote(old)) = (&self.origin, &old.origin) {
+            lock(new).take_connection(&mut lock(old), next);
+        }
+    }
+
     /// The relay client's measurements (`None` in a local session or a replay).
     pub(crate) fn relay_stats(&self) -> Option<RelayClientStats> {
         match &self.origin {
@@ -181,7 +231,11 @@ impl<I: SimInput> InputSource<I> {
             }
             Origin::Local(source) => {
                 let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
-                source.poll(polls, &mut self.local_tick, &mut local, buffer)
+                let stalling = source.poll(polls, &mut self.local_tick, &mut local, buffer);
+                for warning in source.take_warnings() {
+                    crate::warning::report(world, warning);
+                }
+                stalling
             }
             Origin::Remote(client) => {
                 let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
@@ -238,7 +292,8 @@ fn poll_remote<I: SimInput>(
 /// started (a transport error is logged; the attempt counts as failed).
 fn reconnect_transport(world: &mut World) -> bool {
     let Some(mut transport) = world.get_resource_mut::<ClientTransport>() else {
-        warn!("session client: no client transport to reconnect");
+        let reason = "the app has no client transport to reconnect with".to_string();
+        crate::warning::report(world, SessionWarning::ReconnectNotStarted { reason });
         return false;
     };
     match transport.reconnect() {
@@ -247,7 +302,8 @@ fn reconnect_transport(world: &mut World) -> bool {
             true
         }
         Err(error) => {
-            warn!("session client: reconnect not started: {error}");
+            let reason = error.to_string();
+            crate::warning::report(world, SessionWarning::ReconnectNotStarted { reason });
             false
         }
     }

@@ -24,6 +24,12 @@
 //!   [rejoining](crate::rules#rejoining-a-running-session));
 //! - samples its local input for tick `now + input_delay` and sends its unconfirmed inputs with
 //!   redundancy (at least the last 3);
+//! - names its match in every session message and takes the relay's only for its match while
+//!   it runs (the rest is dropped and counted, [`RelayClientStats::match_drops`]); follows the
+//!   relay's matches: `MatchEnded` ends its match, `MatchOpened` or `Start` of a later match
+//!   makes the session rebuild itself for it on the same connection ([`NextMatch`]), and the
+//!   rebuilt session answers `Ready` (see
+//!   [what survives a rematch](crate::rules#what-survives-a-rematch));
 //! - with snapshots on ([`NetworkSessionConfig::snapshots`]), keeps the relay's snapshot request
 //!   for the capture outside the session update and sends the chunks within the snapshot
 //!   channel's room; reassembles a snapshot the relay forwards and holds the confirmed sets that
@@ -38,9 +44,10 @@ use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello,
-    InputFingerprint, JoinStatus, LeadControl, Protocols, ReconnectToken, RejectReason,
-    RttEstimator, ServerMessage, SessionClientMessage, SessionServerMessage, TickAccumulator,
-    estimated_server_tick, input_delay_ticks, millis_u32, target_lead_ticks,
+    InputFingerprint, JoinStatus, LeadControl, MatchDrops, MatchEndReason, MatchId, MatchMessage,
+    Protocols, ReconnectToken, RejectReason, RttEstimator, ServerMessage, SessionClientMessage,
+    SessionServerMessage, TickAccumulator, estimated_server_tick, input_delay_ticks, millis_u32,
+    target_lead_ticks,
 };
 
 use super::local_inputs::LocalInputProvider;
@@ -51,6 +58,8 @@ use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
 use crate::tick::{PlayerIndex, Tick};
+
+mod matches;
 
 /// Most ticks the client's clock polls in one update.
 const MAX_CLIENT_POLLS: u32 = 64;
@@ -124,6 +133,26 @@ pub struct RelayClientStats {
     pub reconnect_attempts: u64,
     /// Times this client came back into its slot by itself (welcomed on a new connection).
     pub reconnects: u64,
+    /// The relay's match this session plays, once the relay named it (`Start` or
+    /// `MatchOpened`); a rematch rebuilds the session for the next one.
+    pub match_id: Option<MatchId>,
+    /// Why the relay ended this session's match, once it did.
+    pub match_end: Option<MatchEndReason>,
+    /// The relay's session messages dropped because they belong to another match than this
+    /// session's (a message of the previous match that arrived after the rematch is
+    /// `ended_match`), or to this match after it ended.
+    pub match_drops: MatchDrops,
+}
+
+/// The relay moved on to a later match than the session's (a rematch): the session is rebuilt
+/// for it on the same connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NextMatch {
+    /// The relay's match.
+    pub match_id: MatchId,
+    /// Whether it runs already (a player that rejoined a running later match): the rebuilt
+    /// session starts `Running`, else it waits in the lobby and says it is ready.
+    pub running: bool,
 }
 
 /// What the relay client reports to the session (written as Messages).
@@ -236,13 +265,19 @@ pub(crate) struct RelayClient<I: SimInput> {
     /// Snapshot transfers, both ways.
     snapshots: SnapshotExchange,
     /// Control messages to send with the next poll (snapshot answers and refusals).
-    outbox: Vec<ClientMessage>,
+    outbox: Vec<SessionClientMessage>,
     /// The `Hello` of the first connection (a reconnect adds the current token).
     hello: Hello,
     /// When to come back after a lost connection.
     reconnect: ReconnectWatch,
     /// A new connection is to be started (taken by the input source, which owns the transport).
     reconnect_due: bool,
+    /// The relay's match this session plays (`None` until the relay names one).
+    match_id: Option<MatchId>,
+    /// The relay moved on to a later match: the session is to be rebuilt for it.
+    next_match: Option<NextMatch>,
+    /// `Ready` is to be sent for the match (a session set up for the relay's lobby).
+    ready_due: bool,
     _input: std::marker::PhantomData<fn() -> I>,
 }
 
@@ -295,6 +330,9 @@ impl<I: SimInput> RelayClient<I> {
             reports: Vec::new(),
             snapshots: SnapshotExchange::default(),
             outbox: Vec::new(),
+            match_id: None,
+            next_match: None,
+            ready_due: false,
             _input: std::marker::PhantomData,
         }
     }
@@ -389,7 +427,9 @@ impl<I: SimInput> RelayClient<I> {
         {
             self.stats.needs_snapshot_from = None;
         }
-        let running = self.stats.started && renet.is_some_and(|c| c.is_connected());
+        let running = self.stats.started
+            && self.playing().is_some()
+            && renet.is_some_and(|c| c.is_connected());
         let change = self.stall.observe(
             self.now,
             verifiable,
@@ -464,6 +504,7 @@ impl<I: SimInput> RelayClient<I> {
         // Nothing is queued on a connection still connecting (a reconnect attempt): netcode
         // would refuse every packet; the unconfirmed inputs go out once it is connected.
         let mut renet = renet.filter(|client| client.is_connected());
+        self.send_ready(renet.as_deref_mut());
         self.send_snapshot_messages(renet.as_deref_mut());
         self.send(renet, buffer);
         let cap = if self.predicted {
@@ -536,7 +577,7 @@ impl<I: SimInput> RelayClient<I> {
                 let _ = client.send_msg(&ClientMessage::Pong { t });
             }
             ServerMessage::Pong { t, .. } => self.on_pong(t),
-            ServerMessage::Session(message) => self.on_session_message(buffer, message),
+            ServerMessage::Session(session) => self.on_match_message(buffer, session),
             ServerMessage::Ownership(_) => {}
         }
     }
@@ -575,9 +616,10 @@ impl<I: SimInput> RelayClient<I> {
     /// desyncs, presence and falling behind.
     fn on_session_message(&mut self, buffer: &mut InputBuffer<I>, message: SessionServerMessage) {
         match message {
-            SessionServerMessage::Start { .. } => {
-                self.stats.started = true;
-            }
+            // They change the match: handled by `on_match_message` before.
+            SessionServerMessage::Start { .. }
+            | SessionServerMessage::MatchEnded { .. }
+            | SessionServerMessage::MatchOpened => {}
             SessionServerMessage::ConfirmedInputs { first_tick, sets } => {
                 if self.snapshots.awaiting() {
                     self.snapshots.hold(first_tick, sets);
@@ -707,9 +749,8 @@ impl<I: SimInput> RelayClient<I> {
         chunks: Vec<simsync_net::SnapshotChunk>,
     ) {
         if chunks.is_empty() {
-            self.outbox.push(ClientMessage::Session(
-                SessionClientMessage::SnapshotUnavailable { request },
-            ));
+            self.outbox
+                .push(SessionClientMessage::SnapshotUnavailable { request });
         }
         self.snapshots.answer(request, chunks);
         self.stats.snapshots = self.snapshots.stats.clone();
@@ -740,25 +781,30 @@ impl<I: SimInput> RelayClient<I> {
         self.snapshots.stats.refused += 1;
         self.stats.snapshots = self.snapshots.stats.clone();
         self.snapshots.take_held();
-        self.outbox.push(ClientMessage::Session(
-            SessionClientMessage::SnapshotRefused { request },
-        ));
+        self.outbox
+            .push(SessionClientMessage::SnapshotRefused { request });
     }
 
     /// Sends the queued control messages and the next snapshot chunks the channel has room for.
     fn send_snapshot_messages(&mut self, renet: Option<&mut RenetClient>) {
-        let Some(client) = renet else {
+        let (Some(client), Some(match_id)) = (renet, self.playing()) else {
+            // Nothing of a match that ended goes out.
+            self.outbox.clear();
             return;
         };
         for message in std::mem::take(&mut self.outbox) {
-            if let Err(error) = client.send_msg(&message) {
+            if let Err(error) = client.send_msg(&ClientMessage::session(match_id, message)) {
                 debug!("session client: snapshot message not sent: {error}");
             }
         }
         while let Some(chunk) = self.snapshots.next_chunk() {
-            let message = ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk));
+            let message =
+                ClientMessage::session(match_id, SessionClientMessage::SnapshotChunk(chunk));
             if client.send_msg(&message).is_err() {
-                if let ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk)) = message
+                if let ClientMessage::Session(MatchMessage {
+                    message: SessionClientMessage::SnapshotChunk(chunk),
+                    ..
+                }) = message
                 {
                     self.snapshots.unsend(chunk);
                 }
@@ -862,7 +908,7 @@ impl<I: SimInput> RelayClient<I> {
     /// Ticks to poll this update: `base` ticks scaled by the clock speed, plus snaps (lead
     /// control). 0 until welcomed and started.
     fn ticks_to_poll(&mut self, base: u32) -> u32 {
-        if !self.stats.started || self.stats.slot.is_none() {
+        if !self.stats.started || self.stats.slot.is_none() || self.playing().is_none() {
             return 0;
         }
         let tick_rate_hz = self.tick_rate_hz;
@@ -997,12 +1043,18 @@ impl<I: SimInput> RelayClient<I> {
         if !self.input_message_due() {
             return;
         }
+        let Some(match_id) = self.playing() else {
+            return;
+        };
         let inputs: Vec<Vec<u8>> = self.pending.iter().map(|(_, b)| b.clone()).collect();
-        let message = ClientMessage::Session(SessionClientMessage::Inputs {
-            first_tick,
-            inputs,
-            ack_tick: buffer.max_verifiable_tick(),
-        });
+        let message = ClientMessage::session(
+            match_id,
+            SessionClientMessage::Inputs {
+                first_tick,
+                inputs,
+                ack_tick: buffer.max_verifiable_tick(),
+            },
+        );
         if let Some(client) = renet {
             match client.send_msg(&message) {
                 Ok(()) => {
@@ -1044,8 +1096,9 @@ impl<I: SimInput> RelayClient<I> {
         {
             return;
         }
-        if let Some(client) = renet {
-            let message = ClientMessage::Session(SessionClientMessage::Checksum { tick, checksum });
+        if let (Some(client), Some(match_id)) = (renet, self.playing()) {
+            let message =
+                ClientMessage::session(match_id, SessionClientMessage::Checksum { tick, checksum });
             let _ = client.send_msg(&message);
         }
     }
@@ -1059,10 +1112,10 @@ impl<I: SimInput> RelayClient<I> {
         renet: Option<&mut RenetClient>,
         breakdown: &crate::dump::ComponentBreakdown,
     ) {
-        let Some(client) = renet else {
+        let (Some(client), Some(match_id)) = (renet, self.playing()) else {
             return;
         };
-        let message = ClientMessage::Session(breakdown_message(breakdown));
+        let message = ClientMessage::session(match_id, breakdown_message(breakdown));
         let _ = client.send_msg(&message);
     }
 }

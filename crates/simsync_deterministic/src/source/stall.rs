@@ -25,6 +25,22 @@ pub enum StallReason {
     NoConfirmedInputs,
 }
 
+impl core::fmt::Display for StallReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NeedsSnapshot { oldest_available } => write!(
+                f,
+                "the relay no longer holds the confirmed inputs this client misses (its \
+                 history starts at tick {oldest_available}): the client needs a snapshot"
+            ),
+            Self::NoConfirmedInputs => f.write_str(
+                "the confirmed inputs of the next tick did not arrive (a broken link, a paused \
+                 peer, or a relay that stopped confirming)",
+            ),
+        }
+    }
+}
+
 /// A stall under way: no new verifiable tick since `since_tick` for more than [`STALL_AFTER`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect)]
 pub struct SessionStall {

@@ -192,8 +192,51 @@ fn build_sub_app<I: SimInput>(
     add_physics(&mut sub);
     add_virtual_time(&mut sub, spec.tick_rate);
     sub.add_plugins(GamePlugin(game));
+    let rapier = std::any::type_name::<RapierPhysicsPlugin<NoUserData>>();
+    if sub.is_plugin_added::<RapierPhysicsPlugin<NoUserData>>() {
+        return Err(SessionError::PluginInGame { plugin: rapier });
+    }
+    sub.add_plugins(BuiltinAdded(rapier));
     set_transition_executor(&mut sub, spec.parallel);
     Ok(sub)
+}
+
+/// A plugin every simulation world has (Rapier), added under a name of its own: a game plugin
+/// that adds it again is then found after its build and refused with
+/// [`SessionError::PluginInGame`], instead of Bevy's generic "plugin already added" panic.
+/// The world is built exactly as with the plugin itself. (Transform propagation cannot be
+/// wrapped so: `TransformPlugin` adds a plugin of its own, whose second addition is Bevy's
+/// panic whatever this crate does.)
+struct Builtin<P: Plugin>(P);
+
+impl<P: Plugin> Plugin for Builtin<P> {
+    fn build(&self, app: &mut App) {
+        self.0.build(app);
+    }
+
+    fn ready(&self, app: &App) -> bool {
+        self.0.ready(app)
+    }
+
+    fn finish(&self, app: &mut App) {
+        self.0.finish(app);
+    }
+
+    fn cleanup(&self, app: &mut App) {
+        self.0.cleanup(app);
+    }
+}
+
+/// Once the game plugin is built: makes `is_plugin_added` true in the simulation world for
+/// the [`Builtin`] plugin of this type name, as it is there. Does nothing else.
+struct BuiltinAdded(&'static str);
+
+impl Plugin for BuiltinAdded {
+    fn build(&self, _app: &mut App) {}
+
+    fn name(&self) -> &str {
+        self.0
+    }
 }
 
 /// The resources every simulation world starts with: `types` as its type registry, its
@@ -286,7 +329,7 @@ fn add_simulation_schedules(sub: &mut SubApp, parallel: bool) {
 fn add_physics(sub: &mut SubApp) {
     sub.add_plugins((
         bevy::transform::TransformPlugin,
-        RapierPhysicsPlugin::<NoUserData>::default().in_schedule(SimulationTick),
+        Builtin(RapierPhysicsPlugin::<NoUserData>::default().in_schedule(SimulationTick)),
     ));
     sub.configure_sets(
         SimulationTick,

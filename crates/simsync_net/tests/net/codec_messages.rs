@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use crate::samples::{client_samples, server_samples, state, welcome};
 use simsync_net::{
     BidRequest, BodyId, ClientMessage, DecodeStats, Hello, InputFingerprint, InputSet,
-    MAX_MESSAGE_BYTES, NetChannel, NetError, OwnerRecord, OwnershipClientMessage,
+    MAX_MESSAGE_BYTES, MatchId, NetChannel, NetError, OwnerRecord, OwnershipClientMessage,
     OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState, PackedRotation, ParticipantId,
     Protocols, ReconnectToken, RejectReason, ServerMessage, SessionClientMessage,
     SessionServerMessage, Welcome, check_hello, decode, decode_client_message,
@@ -80,7 +80,7 @@ fn each_message_goes_on_the_channel_of_its_kind() {
         client,
         [
             Control, Control, Inputs, Inputs, Control, Inputs, Control, Control, Control, Control,
-            State, Control, Snapshot, Control, Control
+            State, Control, Snapshot, Control, Control, Control
         ]
     );
     let server: Vec<NetChannel> = server_samples()
@@ -92,7 +92,7 @@ fn each_message_goes_on_the_channel_of_its_kind() {
         [
             Control, Control, Control, Inputs, Inputs, Control, Inputs, Inputs, Control, Control,
             Control, Control, Control, Control, Control, Control, Control, Control, Control, State,
-            Control, Control, Snapshot
+            Control, Control, Control, Snapshot, Control, Control, Control
         ]
     );
 }
@@ -208,11 +208,14 @@ fn garbage_trailing_and_oversized_are_typed_errors_and_counted() {
     assert_eq!(stats.oversized + stats.truncated, 2);
     assert_eq!(stats.rejected(), 6);
     // And encode refuses to build a message above the limit.
-    let too_big = ClientMessage::Session(SessionClientMessage::Inputs {
-        first_tick: 0,
-        inputs: vec![vec![0; 1024]; 64],
-        ack_tick: 0,
-    });
+    let too_big = ClientMessage::session(
+        MatchId::FIRST,
+        SessionClientMessage::Inputs {
+            first_tick: 0,
+            inputs: vec![vec![0; 1024]; 64],
+            ack_tick: 0,
+        },
+    );
     assert!(matches!(
         encode(&too_big),
         Err(NetError::MessageTooLarge {
@@ -318,14 +321,16 @@ fn any_client_message() -> impl Strategy<Value = ClientMessage> {
             prop::collection::vec(prop::collection::vec(any::<u8>(), 0..16), 0..8),
             any::<i32>()
         )
-            .prop_map(|(first_tick, inputs, ack_tick)| ClientMessage::Session(
+            .prop_map(|(first_tick, inputs, ack_tick)| ClientMessage::session(
+                MatchId::FIRST,
                 SessionClientMessage::Inputs {
                     first_tick,
                     inputs,
                     ack_tick
                 }
             )),
-        (any::<i32>(), any::<u64>()).prop_map(|(tick, checksum)| ClientMessage::Session(
+        (any::<i32>(), any::<u64>()).prop_map(|(tick, checksum)| ClientMessage::session(
+            MatchId::FIRST,
             SessionClientMessage::Checksum { tick, checksum }
         )),
         (
@@ -335,7 +340,8 @@ fn any_client_message() -> impl Strategy<Value = ClientMessage> {
             prop::collection::vec((any::<u32>(), any::<u64>()), 0..8)
         )
             .prop_map(
-                |(tick, components, resources, slots)| ClientMessage::Session(
+                |(tick, components, resources, slots)| ClientMessage::session(
+                    MatchId::FIRST,
                     SessionClientMessage::ComponentHashes {
                         tick,
                         components,
@@ -367,10 +373,13 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
             .prop_map(|(t, server_time_ms)| ServerMessage::Pong { t, server_time_ms }),
         any_confirmed_inputs(),
         (any::<i32>(), any_f32()).prop_map(|(server_tick, input_lead_ticks)| {
-            ServerMessage::Session(SessionServerMessage::Clock {
-                server_tick,
-                input_lead_ticks,
-            })
+            ServerMessage::session(
+                MatchId::FIRST,
+                SessionServerMessage::Clock {
+                    server_tick,
+                    input_lead_ticks,
+                },
+            )
         }),
         any_desync_report(),
         any_owner_snapshot(),
@@ -382,6 +391,12 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
         }),
         proptest::collection::vec(any::<u8>(), 0..64)
             .prop_map(|b| ServerMessage::Ownership(OwnershipServerMessage::StateBatch(b))),
+        (any::<u32>(), any::<u32>()).prop_map(|(silent_ms, bodies_cleared)| {
+            ServerMessage::Ownership(OwnershipServerMessage::CountedSilent {
+                silent_ms,
+                bodies_cleared,
+            })
+        }),
     ]
 }
 
@@ -420,17 +435,20 @@ fn any_confirmed_inputs() -> impl Strategy<Value = ServerMessage> {
         ),
     )
         .prop_map(|(first_tick, sets)| {
-            ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-                first_tick,
-                sets: sets
-                    .into_iter()
-                    .map(|(inputs, replaced)| InputSet {
-                        inputs,
-                        replaced,
-                        disconnected: 0,
-                    })
-                    .collect(),
-            })
+            ServerMessage::session(
+                MatchId::FIRST,
+                SessionServerMessage::ConfirmedInputs {
+                    first_tick,
+                    sets: sets
+                        .into_iter()
+                        .map(|(inputs, replaced)| InputSet {
+                            inputs,
+                            replaced,
+                            disconnected: 0,
+                        })
+                        .collect(),
+                },
+            )
         })
 }
 
@@ -443,12 +461,15 @@ fn any_desync_report() -> impl Strategy<Value = ServerMessage> {
         prop::collection::vec(any::<u32>(), 0..8),
     )
         .prop_map(|(tick, players, components, slots)| {
-            ServerMessage::Session(SessionServerMessage::DesyncReport {
-                tick,
-                players,
-                components,
-                slots,
-            })
+            ServerMessage::session(
+                MatchId::FIRST,
+                SessionServerMessage::DesyncReport {
+                    tick,
+                    players,
+                    components,
+                    slots,
+                },
+            )
         })
 }
 

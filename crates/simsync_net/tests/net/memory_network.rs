@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use bevy::prelude::*;
+use simsync_net::MatchMessage;
 use simsync_net::prelude::*;
 
 use crate::{batch_number, numbered_batch};
@@ -119,10 +120,14 @@ fn serve_message(
                 .unwrap();
             return None;
         }
-        ClientMessage::Session(SessionClientMessage::Checksum { tick, .. }) => i64::from(tick),
-        ClientMessage::Session(SessionClientMessage::Inputs { first_tick, .. }) => {
-            i64::from(first_tick)
-        }
+        ClientMessage::Session(MatchMessage {
+            message: SessionClientMessage::Checksum { tick, .. },
+            ..
+        }) => i64::from(tick),
+        ClientMessage::Session(MatchMessage {
+            message: SessionClientMessage::Inputs { first_tick, .. },
+            ..
+        }) => i64::from(first_tick),
         ClientMessage::Ownership(OwnershipClientMessage::StateBatch(bytes)) => {
             i64::from(batch_number(&bytes))
         }
@@ -147,14 +152,17 @@ fn send_server_data(server: &mut RenetServer, state: &mut ServerState) {
                 owner: Some(ParticipantId(1)),
                 priority: 3,
             })),
-            ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-                first_tick: n as i32,
-                sets: vec![InputSet {
-                    inputs: vec![vec![1, 2], vec![3]],
-                    replaced: 0b10,
-                    disconnected: 0,
-                }],
-            }),
+            ServerMessage::session(
+                MatchId::FIRST,
+                SessionServerMessage::ConfirmedInputs {
+                    first_tick: n as i32,
+                    sets: vec![InputSet {
+                        inputs: vec![vec![1, 2], vec![3]],
+                        replaced: 0b10,
+                        disconnected: 0,
+                    }],
+                },
+            ),
             ServerMessage::Ownership(OwnershipServerMessage::StateBatch(numbered_batch(n, 47))),
         ];
         for message in &messages {
@@ -186,8 +194,9 @@ fn client_system(
                 state.first_control_was_welcome.get_or_insert(false);
                 record.body.0 as i64
             }
-            ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-                first_tick, ..
+            ServerMessage::Session(MatchMessage {
+                message: SessionServerMessage::ConfirmedInputs { first_tick, .. },
+                ..
             }) => i64::from(first_tick),
             ServerMessage::Ownership(OwnershipServerMessage::StateBatch(bytes)) => {
                 i64::from(batch_number(&bytes))
@@ -218,15 +227,21 @@ fn client_system(
         let n = state.sent;
         state.sent += 1;
         let messages = [
-            ClientMessage::Session(SessionClientMessage::Checksum {
-                tick: n as i32,
-                checksum: 0xABCD,
-            }),
-            ClientMessage::Session(SessionClientMessage::Inputs {
-                first_tick: n as i32,
-                inputs: vec![vec![n as u8]; 3],
-                ack_tick: n as i32 - 5,
-            }),
+            ClientMessage::session(
+                MatchId::FIRST,
+                SessionClientMessage::Checksum {
+                    tick: n as i32,
+                    checksum: 0xABCD,
+                },
+            ),
+            ClientMessage::session(
+                MatchId::FIRST,
+                SessionClientMessage::Inputs {
+                    first_tick: n as i32,
+                    inputs: vec![vec![n as u8]; 3],
+                    ack_tick: n as i32 - 5,
+                },
+            ),
             ClientMessage::Ownership(OwnershipClientMessage::StateBatch(numbered_batch(n, 46))),
         ];
         for message in &messages {

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bevy::prelude::*;
+use simsync_net::MatchMessage;
 use simsync_net::prelude::*;
 
 use crate::{batch_number, numbered_batch};
@@ -60,18 +61,27 @@ fn server_system(mut server: ResMut<RenetServer>, mut log: ResMut<ServerLog>) {
                     .send_msg(id, &ServerMessage::Welcome(welcome))
                     .unwrap();
             }
-            ClientMessage::Session(SessionClientMessage::Checksum { tick, .. }) => {
+            ClientMessage::Session(MatchMessage {
+                message: SessionClientMessage::Checksum { tick, .. },
+                ..
+            }) => {
                 log.control.push((id, tick));
             }
-            ClientMessage::Session(SessionClientMessage::Inputs { first_tick, .. }) => {
+            ClientMessage::Session(MatchMessage {
+                message: SessionClientMessage::Inputs { first_tick, .. },
+                ..
+            }) => {
                 log.inputs.push((id, first_tick));
                 server
                     .send_msg(
                         id,
-                        &ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-                            first_tick,
-                            sets: vec![InputSet::default()],
-                        }),
+                        &ServerMessage::session(
+                            MatchId::FIRST,
+                            SessionServerMessage::ConfirmedInputs {
+                                first_tick,
+                                sets: vec![InputSet::default()],
+                            },
+                        ),
                     )
                     .unwrap();
             }
@@ -94,8 +104,9 @@ fn client_system(mut client: ResMut<RenetClient>, mut log: ResMut<ClientLog>) {
     for received in client.receive_msgs(&mut stats) {
         match received.message.expect("decodes") {
             ServerMessage::Welcome(welcome) => log.welcome = Some(welcome),
-            ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-                first_tick, ..
+            ServerMessage::Session(MatchMessage {
+                message: SessionServerMessage::ConfirmedInputs { first_tick, .. },
+                ..
             }) => {
                 log.confirmed.push(first_tick);
             }
@@ -119,15 +130,21 @@ fn client_system(mut client: ResMut<RenetClient>, mut log: ResMut<ClientLog>) {
         let n = log.sent;
         log.sent += 1;
         for message in [
-            ClientMessage::Session(SessionClientMessage::Checksum {
-                tick: n as i32,
-                checksum: 1,
-            }),
-            ClientMessage::Session(SessionClientMessage::Inputs {
-                first_tick: n as i32,
-                inputs: vec![vec![7]],
-                ack_tick: -1,
-            }),
+            ClientMessage::session(
+                MatchId::FIRST,
+                SessionClientMessage::Checksum {
+                    tick: n as i32,
+                    checksum: 1,
+                },
+            ),
+            ClientMessage::session(
+                MatchId::FIRST,
+                SessionClientMessage::Inputs {
+                    first_tick: n as i32,
+                    inputs: vec![vec![7]],
+                    ack_tick: -1,
+                },
+            ),
             ClientMessage::Ownership(OwnershipClientMessage::StateBatch(numbered_batch(n, 44))),
         ] {
             client.send_msg(&message).unwrap();

@@ -4,10 +4,10 @@
 
 use bevy::math::{Quat, Vec3};
 use simsync_net::{
-    BidRequest, BodyId, ClientMessage, Hello, InputSet, OwnerRecord, OwnershipClientMessage,
-    OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState, ParticipantId, Protocols,
-    RefusalReason, RejectReason, ServerMessage, SessionClientMessage, SessionServerMessage,
-    SnapshotChunk, Welcome,
+    BidRequest, BodyId, ClientMessage, Hello, InputSet, MatchEndReason, MatchId, OwnerRecord,
+    OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState,
+    ParticipantId, Protocols, RefusalReason, RejectReason, ServerMessage, SessionClientMessage,
+    SessionServerMessage, SnapshotChunk, Welcome,
 };
 
 /// A snapshot chunk with every field set.
@@ -59,24 +59,33 @@ pub fn client_samples() -> Vec<ClientMessage> {
         ClientMessage::Ping { t: u32::MAX },
         ClientMessage::Pong { t: 7 },
         ClientMessage::Goodbye,
-        ClientMessage::Session(SessionClientMessage::Inputs {
-            first_tick: -3,
-            inputs: vec![vec![], vec![1, 2, 3], vec![255; 40]],
-            ack_tick: i32::MIN,
-        }),
-        ClientMessage::Session(SessionClientMessage::Checksum {
-            tick: 600,
-            checksum: u64::MAX,
-        }),
-        ClientMessage::Session(SessionClientMessage::ComponentHashes {
-            tick: 600,
-            components: vec![
-                ("bevy_transform::components::transform::Transform".into(), 7),
-                ("game::Health".into(), u64::MAX),
-            ],
-            resources: vec![("game::Score".into(), 0)],
-            slots: vec![(0, 1), (1_023, u64::MAX)],
-        }),
+        ClientMessage::session(
+            MatchId::FIRST,
+            SessionClientMessage::Inputs {
+                first_tick: -3,
+                inputs: vec![vec![], vec![1, 2, 3], vec![255; 40]],
+                ack_tick: i32::MIN,
+            },
+        ),
+        ClientMessage::session(
+            MatchId::FIRST,
+            SessionClientMessage::Checksum {
+                tick: 600,
+                checksum: u64::MAX,
+            },
+        ),
+        ClientMessage::session(
+            MatchId::FIRST,
+            SessionClientMessage::ComponentHashes {
+                tick: 600,
+                components: vec![
+                    ("bevy_transform::components::transform::Transform".into(), 7),
+                    ("game::Health".into(), u64::MAX),
+                ],
+                resources: vec![("game::Score".into(), 0)],
+                slots: vec![(0, 1), (1_023, u64::MAX)],
+            },
+        ),
         ClientMessage::Ownership(OwnershipClientMessage::Bids(vec![
             BidRequest {
                 body: BodyId(u64::MAX),
@@ -90,9 +99,16 @@ pub fn client_samples() -> Vec<ClientMessage> {
         ClientMessage::Ownership(OwnershipClientMessage::Release { body: BodyId(0) }),
         ClientMessage::Ownership(OwnershipClientMessage::StateBatch(vec![9; 300])),
         ClientMessage::Ownership(OwnershipClientMessage::Respawn(state(42, 70_000))),
-        ClientMessage::Session(SessionClientMessage::SnapshotChunk(chunk())),
-        ClientMessage::Session(SessionClientMessage::SnapshotUnavailable { request: 3 }),
-        ClientMessage::Session(SessionClientMessage::SnapshotRefused { request: u32::MAX }),
+        ClientMessage::session(MatchId::FIRST, SessionClientMessage::SnapshotChunk(chunk())),
+        ClientMessage::session(
+            MatchId::FIRST,
+            SessionClientMessage::SnapshotUnavailable { request: 3 },
+        ),
+        ClientMessage::session(
+            MatchId::FIRST,
+            SessionClientMessage::SnapshotRefused { request: u32::MAX },
+        ),
+        ClientMessage::session(MatchId(u32::MAX), SessionClientMessage::Ready),
     ]
 }
 
@@ -130,42 +146,63 @@ fn connection_server_samples() -> Vec<ServerMessage> {
 /// The lockstep session's server messages, up to a player rejoining.
 fn session_server_samples() -> Vec<ServerMessage> {
     vec![
-        ServerMessage::Session(SessionServerMessage::Start {
-            tick: 0,
-            players: 4,
-            tick_rate_hz: 60,
-        }),
-        ServerMessage::Session(SessionServerMessage::ConfirmedInputs {
-            first_tick: 100,
-            sets: vec![
-                InputSet {
-                    inputs: vec![vec![1], vec![2, 2]],
-                    replaced: 0,
-                    disconnected: 0,
-                },
-                InputSet {
-                    inputs: vec![vec![1], vec![2, 2]],
-                    replaced: 0b10,
-                    disconnected: 0,
-                },
-            ],
-        }),
-        ServerMessage::Session(SessionServerMessage::Clock {
-            server_tick: 77,
-            input_lead_ticks: -1.5,
-        }),
-        ServerMessage::Session(SessionServerMessage::Desync {
-            tick: 60,
-            players: vec![0, 2],
-        }),
-        ServerMessage::Session(SessionServerMessage::DesyncReport {
-            tick: 60,
-            players: vec![2],
-            components: vec!["game::Health".into(), "resource game::Score".into()],
-            slots: vec![3, 1_000],
-        }),
-        ServerMessage::Session(SessionServerMessage::PlayerLeft { slot: 2, tick: 640 }),
-        ServerMessage::Session(SessionServerMessage::PlayerRejoined { slot: 2, tick: 900 }),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::Start {
+                tick: 0,
+                players: 4,
+                tick_rate_hz: 60,
+            },
+        ),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::ConfirmedInputs {
+                first_tick: 100,
+                sets: vec![
+                    InputSet {
+                        inputs: vec![vec![1], vec![2, 2]],
+                        replaced: 0,
+                        disconnected: 0,
+                    },
+                    InputSet {
+                        inputs: vec![vec![1], vec![2, 2]],
+                        replaced: 0b10,
+                        disconnected: 0,
+                    },
+                ],
+            },
+        ),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::Clock {
+                server_tick: 77,
+                input_lead_ticks: -1.5,
+            },
+        ),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::Desync {
+                tick: 60,
+                players: vec![0, 2],
+            },
+        ),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::DesyncReport {
+                tick: 60,
+                players: vec![2],
+                components: vec!["game::Health".into(), "resource game::Score".into()],
+                slots: vec![3, 1_000],
+            },
+        ),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::PlayerLeft { slot: 2, tick: 640 },
+        ),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::PlayerRejoined { slot: 2, tick: 900 },
+        ),
     ]
 }
 
@@ -215,17 +252,37 @@ fn ownership_server_samples() -> Vec<ServerMessage> {
             body: BodyId(1),
             state: Some(state(1, 1)),
         }),
+        ServerMessage::Ownership(OwnershipServerMessage::CountedSilent {
+            silent_ms: 2_016,
+            bodies_cleared: 3,
+        }),
     ]
 }
 
 /// The snapshot-transfer server messages: a request and a chunk.
 fn snapshot_server_samples() -> Vec<ServerMessage> {
     vec![
-        ServerMessage::Session(SessionServerMessage::SnapshotRequest {
-            request: 9,
-            min_tick: 180,
-            max_bytes: 32 << 20,
-        }),
-        ServerMessage::Session(SessionServerMessage::SnapshotChunk(chunk())),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::SnapshotRequest {
+                request: 9,
+                min_tick: 180,
+                max_bytes: 32 << 20,
+            },
+        ),
+        ServerMessage::session(MatchId::FIRST, SessionServerMessage::SnapshotChunk(chunk())),
+        ServerMessage::session(MatchId(2), SessionServerMessage::MatchOpened),
+        ServerMessage::session(
+            MatchId::FIRST,
+            SessionServerMessage::MatchEnded {
+                reason: MatchEndReason::Completed,
+            },
+        ),
+        ServerMessage::session(
+            MatchId(u32::MAX),
+            SessionServerMessage::MatchEnded {
+                reason: MatchEndReason::Other("the host left".into()),
+            },
+        ),
     ]
 }

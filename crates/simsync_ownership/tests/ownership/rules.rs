@@ -102,7 +102,7 @@ fn rule_04_only_the_owner_clears_or_changes_priority() {
 }
 
 #[test]
-fn rule_05_silent_owner_is_cleared_after_5s_and_its_body_zeroed() {
+fn rule_05_silent_owner_is_cleared_after_5s() {
     let mut a = arbiter_with(2);
     a.bid(p(1), b(0), Priority::POKE, ms(0)).unwrap();
     a.bid(p(1), b(1), Priority::POKE, ms(0)).unwrap();
@@ -120,6 +120,28 @@ fn rule_05_silent_owner_is_cleared_after_5s_and_its_body_zeroed() {
     assert_eq!(a.expire(ms(8_000)).len(), 1);
     assert_eq!(a.owner(b(1)), None);
     assert_eq!(a.stats().expiries, 2);
+}
+
+#[test]
+fn rule_05_a_silent_participant_loses_every_body_at_once() {
+    let mut a = arbiter_with(3);
+    a.bid(p(1), b(0), Priority::POKE, ms(0)).unwrap();
+    a.bid(p(1), b(1), Priority::GRAB, ms(0)).unwrap();
+    a.bid(p(2), b(2), Priority::POKE, ms(0)).unwrap();
+    let cleared = a.participant_silent(p(1), ms(2_000));
+    assert_eq!(cleared.len(), 2);
+    assert!(
+        cleared
+            .iter()
+            .all(|e| e.cause == ExpiryCause::ParticipantSilent && e.previous_owner == p(1))
+    );
+    assert_eq!((a.owner(b(0)), a.owner(b(1))), (None, None));
+    assert_eq!(a.owner(b(2)), Some((p(2), Priority::POKE)));
+    assert_eq!(a.stats().participant_silence_clears, 2);
+    assert_eq!((a.stats().expiries, a.stats().disconnect_clears), (0, 0));
+    assert_eq!(a.stats().ownership_changes, 5);
+    // A cleared body is an ownership change: the equal-priority lockout runs from it.
+    assert!(a.bid(p(2), b(0), Priority::POKE, ms(2_100)).is_ok());
 }
 
 #[test]

@@ -107,11 +107,14 @@ impl RelayServer {
         let request = self.next_request;
         self.next_request = self.next_request.wrapping_add(1).max(1);
         let min_tick = self.confirmed.front().map_or(1, |(t, _)| *t).max(1);
-        let message = ServerMessage::Session(SessionServerMessage::SnapshotRequest {
-            request,
-            min_tick,
-            max_bytes: u32::try_from(max_bytes).unwrap_or(u32::MAX),
-        });
+        let message = ServerMessage::session(
+            self.match_id,
+            SessionServerMessage::SnapshotRequest {
+                request,
+                min_tick,
+                max_bytes: u32::try_from(max_bytes).unwrap_or(u32::MAX),
+            },
+        );
         if let Err(error) = server.send_msg(client, &message) {
             debug!("relay: snapshot request to player {buddy} not sent: {error}");
             return;
@@ -215,8 +218,10 @@ impl RelayServer {
         };
         let mut sent = 0usize;
         while *next < chunks.len() && sent < budget {
-            let message =
-                ServerMessage::Session(SessionServerMessage::SnapshotChunk(chunks[*next].clone()));
+            let message = ServerMessage::session(
+                self.match_id,
+                SessionServerMessage::SnapshotChunk(chunks[*next].clone()),
+            );
             if server.send_msg(client, &message).is_err() {
                 break; // the channel is full: the rest goes in a later update
             }

@@ -41,8 +41,15 @@ fn resting_scene(n: u64, delta: bool) -> (f64, f64, Session) {
         },
         ..Setup::default()
     };
-    let network = MemoryNetwork::new(31, link).expect("valid link");
-    let mut s = Session::with_setup(network, 2, &resting(n), &setup);
+    let mut s = Session::with_setup(
+        2,
+        &resting(n),
+        &Setup {
+            seed: 31,
+            link,
+            ..setup
+        },
+    );
     for id in 1..=n {
         s.command(0, id, |e| {
             e.grab();
@@ -101,7 +108,7 @@ fn deltas_cut_the_bytes_of_a_resting_scene_over_a_lossy_link() {
         assert_eq!((stats.deltas_rejected, stats.acks_rejected), (0, 0));
     }
     assert_eq!((server.deltas_rejected, server.acks_rejected), (0, 0));
-    let traffic = *on.participants[0].world().resource::<StateTraffic>();
+    let traffic = *on.app(0).world().resource::<StateTraffic>();
     assert_eq!(traffic.delta_entries_total, p0.delta_entries_sent);
     assert!(traffic.delta_share > 0.5, "{}", traffic.delta_share);
     for id in 1..=40 {
@@ -115,7 +122,11 @@ fn deltas_cut_the_bytes_of_a_resting_scene_over_a_lossy_link() {
 #[test]
 fn hostile_acknowledgements_and_baselines_are_counted_by_the_server() {
     let bodies = resting(5);
-    let mut s = Session::with_setup(MemoryNetwork::perfect(41), 3, &bodies, &Setup::default());
+    let setup = Setup {
+        seed: 41,
+        ..Setup::default()
+    };
+    let mut s = Session::with_setup(3, &bodies, &setup);
     for (i, id) in [(0, 1), (0, 2), (2, 5)] {
         s.command(i, id, |e| {
             e.grab();
@@ -128,7 +139,7 @@ fn hostile_acknowledgements_and_baselines_are_counted_by_the_server() {
     s.run(steps(500));
     let before = s.server_stats();
     let last = |s: &Session| {
-        s.server
+        s.server()
             .world()
             .resource::<EntityServer>()
             .last_state(BodyId(5))
@@ -173,7 +184,7 @@ fn hostile_acknowledgements_and_baselines_are_counted_by_the_server() {
     );
     // Body 5 is where its owner has it, not 2 m up.
     assert!(last(&s).position.distance(body5.position) < 0.01);
-    let traffic = *s.server.world().resource::<StateTraffic>();
+    let traffic = *s.server().world().resource::<StateTraffic>();
     assert!(traffic.acks_rejected_total >= 2 && traffic.deltas_rejected_total >= 1);
     // Honest traffic flows on: the next heartbeats are relayed as deltas.
     s.run(steps(1_500));

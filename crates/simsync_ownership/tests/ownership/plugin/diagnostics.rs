@@ -54,6 +54,22 @@ fn every_ownership_diagnostic_is_registered_and_moves_when_participants_bid() {
         .map(|i| latest(s.p(i), &OwnershipDiagnosticsPlugin::REFUSALS))
         .sum();
     assert!(refused >= 2.0, "the two losers were refused");
+    // The same refusals by reason name, and nothing under another name.
+    for i in 0..3 {
+        let by_reason: f64 = simsync_ownership::RefusalReason::ALL
+            .iter()
+            .map(|r| latest(s.p(i), &OwnershipDiagnosticsPlugin::refusals_of(*r)))
+            .sum();
+        assert_eq!(
+            by_reason,
+            latest(s.p(i), &OwnershipDiagnosticsPlugin::REFUSALS)
+        );
+        for (name, n) in s.stats(i).refusals_received.counted() {
+            let path =
+                bevy::diagnostic::DiagnosticPath::new(format!("simsync/ownership/refusals/{name}"));
+            assert_eq!(latest(s.p(i), &path), n as f64);
+        }
+    }
     assert!(
         latest(
             s.p(owner),

@@ -1,6 +1,7 @@
-//! A headless session for the plugin tests: an entity-server App and N participant Apps, each
-//! with its own Rapier world, over a `MemoryNetwork`, stepped by hand with a simulated 1/64 s
-//! (`NetClock::Fixed`) — no sleeps, no wall clock.
+//! The plugin tests' scene on `simsync_ownership::testing::OwnershipPeers`: an entity server
+//! and N participants, each with its own Rapier world, over a `MemoryNetwork`, stepped by hand
+//! with a simulated 1/64 s — plus the test bodies, a log of the messages each App saw, and raw
+//! Apps for tests that play a server or a client by hand.
 #![allow(dead_code)]
 
 use std::time::Duration;
@@ -11,6 +12,7 @@ use simsync_net::LinkConditionerConfig;
 use simsync_net::prelude::*;
 use simsync_net::renet::ConnectionConfig;
 use simsync_ownership::prelude::*;
+use simsync_ownership::testing::OwnershipPeers;
 use simsync_ownership::{BodyId, EntityServerLimits, ParticipantId};
 use simsync_ownership::{EntityServerStats, OwnershipClock, ParticipantStats};
 
@@ -71,22 +73,34 @@ impl Body {
     }
 }
 
-/// What a participant's systems saw, collected each frame.
+/// What an App's systems saw, collected each frame.
 #[derive(Resource, Debug, Default)]
 pub struct Log {
     /// `BidRefused` messages.
     pub refused: Vec<BidRefused>,
     /// `OwnershipChanged` messages.
     pub changed: Vec<OwnershipChanged>,
+    /// `ParticipantGone` messages (entity server).
+    pub gone: Vec<ParticipantGone>,
+    /// `ParticipantReturned` messages (entity server).
+    pub returned: Vec<ParticipantReturned>,
+    /// `CountedSilent` messages (participants).
+    pub counted_silent: Vec<CountedSilent>,
 }
 
 fn collect(
     mut refused: MessageReader<BidRefused>,
     mut changed: MessageReader<OwnershipChanged>,
+    mut gone: MessageReader<ParticipantGone>,
+    mut returned: MessageReader<ParticipantReturned>,
+    mut counted_silent: MessageReader<CountedSilent>,
     mut log: ResMut<Log>,
 ) {
     log.refused.extend(refused.read().copied());
     log.changed.extend(changed.read().copied());
+    log.gone.extend(gone.read().copied());
+    log.returned.extend(returned.read().copied());
+    log.counted_silent.extend(counted_silent.read().copied());
 }
 
 fn collider(body: &Body) -> Collider {
@@ -97,23 +111,41 @@ fn collider(body: &Body) -> Collider {
     }
 }
 
-/// The session.
-pub struct Session {
-    /// The network.
-    pub network: MemoryNetwork,
-    /// The entity server.
-    pub server: App,
-    /// The participants, client ids 1, 2, 3, ...
-    pub participants: Vec<App>,
-    /// Participants not updated any more (silent), by index.
-    pub frozen: Vec<bool>,
-    /// Steps taken.
-    pub step_count: u32,
+/// The server's bodies: ids, kinds and transforms, no physics.
+fn spawn_server_bodies(app: &mut App, bodies: &[Body]) {
+    for body in bodies {
+        app.world_mut().spawn((
+            BodyNetId(BodyId(body.id)),
+            body.kind,
+            Transform::from_translation(body.at),
+        ));
+    }
 }
 
-/// How a session's server and connections are set up, when not by default.
+/// A participant's bodies, each `Ownable` (static ones are never observed; they test
+/// `NotOwnable`).
+fn spawn_participant_bodies(app: &mut App, bodies: &[Body]) {
+    for body in bodies {
+        app.world_mut().spawn((
+            BodyNetId(BodyId(body.id)),
+            Ownable,
+            body.kind,
+            collider(body),
+            GravityScale(body.gravity),
+            Transform::from_translation(body.at),
+            Velocity::zero(),
+            Sleeping::default(),
+        ));
+    }
+}
+
+/// How a session's network, server and connections are set up, when not by default.
 #[derive(Debug, Clone, Default)]
 pub struct Setup {
+    /// The network's seed.
+    pub seed: u64,
+    /// Every participant's link, both ways (default perfect).
+    pub link: LinkConditionerConfig,
     /// The entity server's rate limits (default: the crate's defaults).
     pub limits: EntityServerLimits,
     /// The renet connection config of the server and every participant (default:
@@ -125,40 +157,253 @@ pub struct Setup {
     pub budget: StateBudgetConfig,
 }
 
-/// A server App with the bodies (ids and kinds only, no physics).
-pub fn server_app(network: &MemoryNetwork, bodies: &[Body]) -> App {
-    server_app_with(network, bodies, &Setup::default())
+/// The session: [`OwnershipPeers`] with the test bodies and a [`Log`] in every App; the
+/// harness's methods (`step`, `run`, `server`, `network`, `kill`, `pause`, ...) through `Deref`,
+/// with a few of their own taking body ids as `u64`.
+pub struct Session {
+    /// The entity server and the participants.
+    pub peers: OwnershipPeers,
 }
 
-/// [`server_app`] with `setup`.
-pub fn server_app_with(network: &MemoryNetwork, bodies: &[Body], setup: &Setup) -> App {
+impl std::ops::Deref for Session {
+    type Target = OwnershipPeers;
+
+    fn deref(&self) -> &OwnershipPeers {
+        &self.peers
+    }
+}
+
+impl std::ops::DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut OwnershipPeers {
+        &mut self.peers
+    }
+}
+
+impl Session {
+    /// A server and `n` participants, all holding `bodies`, over a perfect network (seed 7);
+    /// stepped until every participant has joined.
+    pub fn perfect(n: usize, bodies: &[Body]) -> Self {
+        Self::with_setup(
+            n,
+            bodies,
+            &Setup {
+                seed: 7,
+                ..Setup::default()
+            },
+        )
+    }
+
+    /// A conditioned network (same conditioner both ways).
+    pub fn conditioned(seed: u64, link: LinkConditionerConfig, n: usize, bodies: &[Body]) -> Self {
+        Self::with_setup(
+            n,
+            bodies,
+            &Setup {
+                seed,
+                link,
+                ..Setup::default()
+            },
+        )
+    }
+
+    /// [`Session::perfect`] with `setup`.
+    pub fn with_setup(n: usize, bodies: &[Body], setup: &Setup) -> Self {
+        let (server_bodies, participant_bodies) = (bodies.to_vec(), bodies.to_vec());
+        let (server_connection, participant_connection) =
+            (setup.connection.clone(), setup.connection.clone());
+        let (limits, config, budget) = (setup.limits, setup.config.clone(), setup.budget);
+        let peers = OwnershipPeers::builder(n)
+            .seed(setup.seed)
+            .link(setup.link)
+            .ownership(move |plugin| {
+                plugin
+                    .with_limits(limits)
+                    .with_config(config.clone())
+                    .with_state_budget(budget)
+            })
+            .scene(|app| {
+                app.init_resource::<Log>().add_systems(Last, collect);
+            })
+            .server(move |app| {
+                if let Some(connection) = &server_connection {
+                    app.insert_resource(RenetServer::new(connection.clone()));
+                }
+                spawn_server_bodies(app, &server_bodies);
+            })
+            .participant(move |_, app| {
+                if let Some(connection) = &participant_connection {
+                    app.insert_resource(RenetClient::new(connection.clone()));
+                }
+                spawn_participant_bodies(app, &participant_bodies);
+            })
+            .join_within(200)
+            .build()
+            .expect("participants join");
+        Self { peers }
+    }
+
+    /// Steps until `done` holds (checked after each step), at most `limit` steps; returns the
+    /// steps taken, or `None` if it never held.
+    pub fn run_until(&mut self, limit: u32, mut done: impl FnMut(&Session) -> bool) -> Option<u32> {
+        (1..=limit).find(|_| {
+            self.step();
+            done(self)
+        })
+    }
+
+    /// Participant `i` (0-based; client id `i + 1` until it rejoins).
+    pub fn p(&mut self, i: usize) -> &mut App {
+        self.peers.participant_mut(i).expect("a live participant")
+    }
+
+    /// Participant `i`, to read.
+    pub fn app(&self, i: usize) -> &App {
+        self.peers.participant(i).expect("a live participant")
+    }
+
+    /// Participants alive and not paused.
+    fn running(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.len()).filter(|&i| self.peers.participant(i).is_some() && !self.peers.is_paused(i))
+    }
+
+    /// Participant `i`'s id as the server assigned it.
+    pub fn id_of(&self, i: usize) -> ParticipantId {
+        self.peers.id_of(i).expect("joined")
+    }
+
+    /// The server's ownership of `body`.
+    pub fn server_owner(&self, body: u64) -> Option<(ParticipantId, Priority)> {
+        self.peers.server_owner(BodyId(body))
+    }
+
+    /// The server's state.
+    pub fn entity_server(&self) -> &EntityServer {
+        self.peers.entity_server().expect("the entity server runs")
+    }
+
+    /// The server's counters.
+    pub fn server_stats(&self) -> EntityServerStats {
+        *self.entity_server().stats()
+    }
+
+    /// The server's ownership changes so far.
+    pub fn ownership_changes(&self) -> u64 {
+        self.entity_server().arbiter().stats().ownership_changes
+    }
+
+    /// The server's clock.
+    pub fn server_now(&self) -> Duration {
+        self.server().world().resource::<OwnershipClock>().now()
+    }
+
+    /// Participant `i`'s counters.
+    pub fn stats(&self, i: usize) -> ParticipantStats {
+        self.peers.stats(i).expect("a live participant")
+    }
+
+    /// Participant `i`'s log.
+    pub fn log(&self, i: usize) -> &Log {
+        self.app(i).world().resource::<Log>()
+    }
+
+    /// The entity server's log.
+    pub fn server_log(&self) -> &Log {
+        self.server().world().resource::<Log>()
+    }
+
+    /// The entity of `body` in `app`.
+    pub fn entity(app: &App, body: u64) -> Entity {
+        app.world()
+            .resource::<OwnershipClient>()
+            .entity_of(BodyId(body))
+            .expect("registered body")
+    }
+
+    /// `SimulationOwner` of `body` on participant `i`.
+    pub fn owner_on(&self, i: usize, body: u64) -> SimulationOwner {
+        self.peers
+            .owner_on(i, BodyId(body))
+            .expect("SimulationOwner")
+    }
+
+    /// Whether the server and every running participant agree on `body`'s owner.
+    pub fn owners_agree(&self, body: u64) -> bool {
+        self.peers.owners_agree(BodyId(body))
+    }
+
+    /// Position and velocity of `body` on participant `i`.
+    pub fn body_on(&self, i: usize, body: u64) -> (Vec3, Velocity) {
+        let app = self.app(i);
+        let e = Self::entity(app, body);
+        (
+            app.world()
+                .get::<Transform>(e)
+                .expect("Transform")
+                .translation,
+            *app.world().get::<Velocity>(e).expect("Velocity"),
+        )
+    }
+
+    /// Runs `f` on participant `i`'s `Commands` for `body`'s entity (the user API), applied at
+    /// once.
+    pub fn command(&mut self, i: usize, body: u64, f: impl FnOnce(&mut EntityCommands)) {
+        self.peers
+            .command(i, BodyId(body), f)
+            .expect("a live participant with the body");
+    }
+
+    /// Sets `body`'s velocity on participant `i` (a script moving it).
+    pub fn set_velocity(&mut self, i: usize, body: u64, linear: Vec3) {
+        let app = self.p(i);
+        let e = Self::entity(app, body);
+        app.world_mut()
+            .get_mut::<Velocity>(e)
+            .expect("Velocity")
+            .linear = linear;
+    }
+
+    /// Sends a raw message from participant `i`'s connection (what a misbehaving client could
+    /// send).
+    pub fn send_raw(&mut self, i: usize, message: ClientMessage) {
+        self.p(i)
+            .world_mut()
+            .resource_mut::<RenetClient>()
+            .send_msg(&message)
+            .expect("queued");
+    }
+
+    /// Largest distance between any two running participants' copies of `body`.
+    pub fn spread(&self, body: u64) -> f32 {
+        let positions: Vec<Vec3> = self.running().map(|i| self.body_on(i, body).0).collect();
+        let mut worst = 0.0f32;
+        for a in &positions {
+            for b in &positions {
+                worst = worst.max(a.distance(*b));
+            }
+        }
+        worst
+    }
+}
+
+/// A participant App alone (no session): participant `client_id` holding `bodies`, over
+/// `network`, for tests that play the server by hand.
+pub fn participant_app(network: &MemoryNetwork, client_id: u64, bodies: &[Body]) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
-        .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
-        .add_plugins(
-            OwnershipPlugin::entity_server()
-                .with_limits(setup.limits)
-                .with_config(setup.config.clone())
-                .with_state_budget(setup.budget),
-        )
+        .add_plugins((
+            TransformPlugin,
+            RapierPhysicsPlugin::<NoUserData>::default(),
+        ))
+        // No `TimestepMode`: the participant plugin puts Rapier on the network tick.
+        .add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(DT)))
+        .add_plugins(OwnershipPlugin::participant().with_name(format!("p{client_id}")))
         .init_resource::<Log>()
         .add_systems(Last, collect)
-        .insert_net_server(network.server_transport().expect("one server"));
-    if let Some(connection) = &setup.connection {
-        app.insert_resource(RenetServer::new(connection.clone()));
-    }
-    for body in bodies {
-        app.world_mut().spawn((
-            BodyNetId(BodyId(body.id)),
-            body.kind,
-            Transform::from_translation(body.at),
-        ));
-    }
+        .insert_net_client(network.client_transport(client_id).expect("fresh id"));
+    spawn_participant_bodies(&mut app, bodies);
     app
 }
 
-/// A participant App with its own Rapier world holding the bodies. Every body carries
-/// `Ownable` (static ones are never observed; they test `NotOwnable`).
 /// A bare net server (no entity server: the test writes its messages by hand) and participant
 /// 1 holding body 1 at the origin, connected (three updates each).
 pub fn raw_server_and_participant(network: &MemoryNetwork) -> (App, App) {
@@ -199,298 +444,6 @@ pub fn send_raw(server: &mut App, participant: &mut App, messages: &[ServerMessa
     for _ in 0..3 {
         server.update();
         participant.update();
-    }
-}
-
-pub fn participant_app(network: &MemoryNetwork, client_id: u64, bodies: &[Body]) -> App {
-    participant_app_with(network, client_id, bodies, &OwnershipConfig::default())
-}
-
-/// [`participant_app`] with `config`.
-pub fn participant_app_with(
-    network: &MemoryNetwork,
-    client_id: u64,
-    bodies: &[Body],
-    config: &OwnershipConfig,
-) -> App {
-    participant_app_budget(
-        network,
-        client_id,
-        bodies,
-        config,
-        StateBudgetConfig::default(),
-    )
-}
-
-/// [`participant_app_with`] with the state budgets `budget`.
-pub fn participant_app_budget(
-    network: &MemoryNetwork,
-    client_id: u64,
-    bodies: &[Body],
-    config: &OwnershipConfig,
-    budget: StateBudgetConfig,
-) -> App {
-    let mut app = App::new();
-    app.add_plugins(MinimalPlugins)
-        .add_plugins((
-            TransformPlugin,
-            RapierPhysicsPlugin::<NoUserData>::default(),
-        ))
-        // No `TimestepMode`: the participant plugin puts Rapier on the network tick.
-        .add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(DT)))
-        .add_plugins(
-            OwnershipPlugin::participant()
-                .with_name(format!("p{client_id}"))
-                .with_config(config.clone())
-                .with_state_budget(budget),
-        )
-        .init_resource::<Log>()
-        .add_systems(Last, collect)
-        .insert_net_client(network.client_transport(client_id).expect("fresh id"));
-    for body in bodies {
-        app.world_mut().spawn((
-            BodyNetId(BodyId(body.id)),
-            Ownable,
-            body.kind,
-            collider(body),
-            GravityScale(body.gravity),
-            Transform::from_translation(body.at),
-            Velocity::zero(),
-            Sleeping::default(),
-        ));
-    }
-    app
-}
-
-impl Session {
-    /// A server and `n` participants over `network`, all holding `bodies`; stepped until every
-    /// participant has joined.
-    pub fn new(network: MemoryNetwork, n: usize, bodies: &[Body]) -> Self {
-        Self::with_setup(network, n, bodies, &Setup::default())
-    }
-
-    /// [`Session::new`] with `setup`.
-    pub fn with_setup(network: MemoryNetwork, n: usize, bodies: &[Body], setup: &Setup) -> Self {
-        let server = server_app_with(&network, bodies, setup);
-        let participants = (1..=n as u64)
-            .map(|id| {
-                let mut app =
-                    participant_app_budget(&network, id, bodies, &setup.config, setup.budget);
-                if let Some(connection) = &setup.connection {
-                    app.insert_resource(RenetClient::new(connection.clone()));
-                }
-                app
-            })
-            .collect();
-        let mut session = Self {
-            network,
-            server,
-            participants,
-            frozen: vec![false; n],
-            step_count: 0,
-        };
-        for _ in 0..200 {
-            if session.all_joined() {
-                return session;
-            }
-            session.step();
-        }
-        panic!("participants did not join");
-    }
-
-    /// A perfect network.
-    pub fn perfect(n: usize, bodies: &[Body]) -> Self {
-        Self::new(MemoryNetwork::perfect(7), n, bodies)
-    }
-
-    /// A conditioned network (same conditioner both ways).
-    pub fn conditioned(seed: u64, link: LinkConditionerConfig, n: usize, bodies: &[Body]) -> Self {
-        Self::new(
-            MemoryNetwork::new(seed, link).expect("valid link"),
-            n,
-            bodies,
-        )
-    }
-
-    /// Whether every participant got its `Welcome`.
-    pub fn all_joined(&self) -> bool {
-        self.participants
-            .iter()
-            .all(|p| p.world().resource::<OwnershipClient>().me().is_some())
-    }
-
-    /// One step: the server, then every participant that is not frozen.
-    pub fn step(&mut self) {
-        self.server.update();
-        for (app, frozen) in self.participants.iter_mut().zip(&self.frozen) {
-            if !frozen {
-                app.update();
-            }
-        }
-        self.step_count += 1;
-    }
-
-    /// `n` steps.
-    pub fn run(&mut self, n: u32) {
-        for _ in 0..n {
-            self.step();
-        }
-    }
-
-    /// Steps until `done` holds (checked after each step), at most `limit` steps; returns the
-    /// steps taken, or `None` if it never held.
-    pub fn run_until(&mut self, limit: u32, mut done: impl FnMut(&Session) -> bool) -> Option<u32> {
-        for i in 1..=limit {
-            self.step();
-            if done(self) {
-                return Some(i);
-            }
-        }
-        None
-    }
-
-    /// Participant `i` (0-based; client id `i + 1`).
-    pub fn p(&mut self, i: usize) -> &mut App {
-        &mut self.participants[i]
-    }
-
-    /// Participant `i`'s id as the server assigned it.
-    pub fn id_of(&self, i: usize) -> ParticipantId {
-        self.participants[i]
-            .world()
-            .resource::<OwnershipClient>()
-            .me()
-            .expect("joined")
-    }
-
-    /// The server's ownership of `body`.
-    pub fn server_owner(&self, body: u64) -> Option<(ParticipantId, Priority)> {
-        self.server
-            .world()
-            .resource::<EntityServer>()
-            .arbiter()
-            .owner(BodyId(body))
-    }
-
-    /// The server's counters.
-    pub fn server_stats(&self) -> EntityServerStats {
-        *self.server.world().resource::<EntityServer>().stats()
-    }
-
-    /// The server's ownership changes so far.
-    pub fn ownership_changes(&self) -> u64 {
-        self.server
-            .world()
-            .resource::<EntityServer>()
-            .arbiter()
-            .stats()
-            .ownership_changes
-    }
-
-    /// The server's clock.
-    pub fn server_now(&self) -> Duration {
-        self.server.world().resource::<OwnershipClock>().now()
-    }
-
-    /// Participant `i`'s counters.
-    pub fn stats(&self, i: usize) -> ParticipantStats {
-        *self.participants[i]
-            .world()
-            .resource::<OwnershipClient>()
-            .stats()
-    }
-
-    /// Participant `i`'s log.
-    pub fn log(&self, i: usize) -> &Log {
-        self.participants[i].world().resource::<Log>()
-    }
-
-    /// The entity of `body` in `app`.
-    pub fn entity(app: &App, body: u64) -> Entity {
-        app.world()
-            .resource::<OwnershipClient>()
-            .entity_of(BodyId(body))
-            .expect("registered body")
-    }
-
-    /// `SimulationOwner` of `body` on participant `i`.
-    pub fn owner_on(&self, i: usize, body: u64) -> SimulationOwner {
-        let app = &self.participants[i];
-        *app.world()
-            .get::<SimulationOwner>(Self::entity(app, body))
-            .expect("SimulationOwner")
-    }
-
-    /// Whether the server and every participant that is not frozen agree on `body`'s owner.
-    pub fn owners_agree(&self, body: u64) -> bool {
-        let server = self.server_owner(body);
-        (0..self.participants.len())
-            .filter(|&i| !self.frozen[i])
-            .all(|i| {
-                let o = self.owner_on(i, body);
-                o.owner.map(|p| (p, o.priority)) == server
-            })
-    }
-
-    /// Position and velocity of `body` on participant `i`.
-    pub fn body_on(&self, i: usize, body: u64) -> (Vec3, Velocity) {
-        let app = &self.participants[i];
-        let e = Self::entity(app, body);
-        (
-            app.world()
-                .get::<Transform>(e)
-                .expect("Transform")
-                .translation,
-            *app.world().get::<Velocity>(e).expect("Velocity"),
-        )
-    }
-
-    /// Runs `f` on participant `i`'s `Commands` for `body`'s entity (the user API), applied at
-    /// once.
-    pub fn command(&mut self, i: usize, body: u64, f: impl FnOnce(&mut EntityCommands)) {
-        let app = &mut self.participants[i];
-        let e = Self::entity(app, body);
-        let world = app.world_mut();
-        {
-            let mut commands = world.commands();
-            f(&mut commands.entity(e));
-        }
-        world.flush();
-    }
-
-    /// Sets `body`'s velocity on participant `i` (a script moving it).
-    pub fn set_velocity(&mut self, i: usize, body: u64, linear: Vec3) {
-        let app = &mut self.participants[i];
-        let e = Self::entity(app, body);
-        app.world_mut()
-            .get_mut::<Velocity>(e)
-            .expect("Velocity")
-            .linear = linear;
-    }
-
-    /// Sends a raw message from participant `i`'s connection (what a misbehaving client could
-    /// send).
-    pub fn send_raw(&mut self, i: usize, message: ClientMessage) {
-        self.participants[i]
-            .world_mut()
-            .resource_mut::<RenetClient>()
-            .send_msg(&message)
-            .expect("queued");
-    }
-
-    /// Largest distance between any two participants' copies of `body`.
-    pub fn spread(&self, body: u64) -> f32 {
-        let positions: Vec<Vec3> = (0..self.participants.len())
-            .filter(|&i| !self.frozen[i])
-            .map(|i| self.body_on(i, body).0)
-            .collect();
-        let mut worst = 0.0f32;
-        for a in &positions {
-            for b in &positions {
-                worst = worst.max(a.distance(*b));
-            }
-        }
-        worst
     }
 }
 

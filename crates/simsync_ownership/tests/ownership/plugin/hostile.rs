@@ -122,7 +122,7 @@ fn ownership_churn_is_coalesced_to_one_record_per_body_per_update() {
         limits: EntityServerLimits::UNLIMITED,
         ..Setup::default()
     };
-    let mut s = Session::with_setup(simsync_net::MemoryNetwork::perfect(3), 3, &bodies, &setup);
+    let mut s = Session::with_setup(3, &bodies, &Setup { seed: 3, ..setup });
     let frames = 128u32;
     let changes_before = s.ownership_changes();
     let mut worst_broadcast = 0u64;
@@ -205,7 +205,7 @@ fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
         s.server_stats()
     );
     let wrong_while_cut = grab_half_while_cut_off(&mut s, &ids);
-    s.network
+    s.network()
         .set_link(3, Direction::ToClient, LinkConditionerConfig::PERFECT)
         .expect("client 3");
     let resynced = s.run_until(steps(2_000), |s| ids.iter().all(|&b| s.owners_agree(b)));
@@ -227,7 +227,7 @@ fn an_observer_whose_control_channel_overflowed_gets_the_full_owner_table() {
     assert!(stats.resyncs_sent >= 1);
     assert!(s.stats(2).owner_tables_received >= 1);
     assert_eq!(
-        s.server
+        s.server()
             .world()
             .resource::<EntityServer>()
             .awaiting_resync()
@@ -248,12 +248,12 @@ fn session_with_observer_cut_off(ids: &[u64]) -> Session {
         connection: Some(small_control_channel(4 * 1024)),
         ..Setup::default()
     };
-    let s = Session::with_setup(simsync_net::MemoryNetwork::perfect(5), 3, &bodies, &setup);
+    let s = Session::with_setup(3, &bodies, &Setup { seed: 5, ..setup });
     let cut = LinkConditionerConfig {
         loss_percent: 100.0,
         ..LinkConditionerConfig::PERFECT
     };
-    s.network
+    s.network()
         .set_link(3, Direction::ToClient, cut)
         .expect("client 3");
     s

@@ -125,7 +125,7 @@ fn raw_client(s: &Session, id: u64) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(DT)))
-        .insert_net_client(s.network.client_transport(id).expect("fresh id"));
+        .insert_net_client(s.network().client_transport(id).expect("fresh id"));
     app
 }
 
@@ -213,7 +213,7 @@ fn handshake_misuse_and_garbage_are_rejected_and_counted() {
             .iter()
             .any(|m| matches!(m, ServerMessage::Welcome(w) if w.participant.0 == 2))
     );
-    let server = s.server.world().resource::<EntityServer>();
+    let server = s.server().world().resource::<EntityServer>();
     assert_eq!(server.stats().hellos_rejected, 3);
     assert!(
         server.decode_stats().rejected() >= 3,
@@ -422,12 +422,12 @@ fn wire_sequence_is_16_bit() {
 fn a_locked_body_refuses_bids_until_unlocked() {
     let mut s = Session::perfect(2, &[Body::floating(1, Vec3::ZERO)]);
     let entity = s
-        .server
+        .server()
         .world()
         .resource::<EntityServer>()
         .entity_of(BodyId(1))
         .unwrap();
-    s.server
+    s.server_mut()
         .world_mut()
         .entity_mut(entity)
         .insert(simsync_ownership::OwnershipLock);
@@ -439,7 +439,7 @@ fn a_locked_body_refuses_bids_until_unlocked() {
     assert_eq!(s.server_owner(1), None);
     assert_eq!(reasons(&s, 0), vec![RefusalReason::Locked]);
     assert_eq!(s.server_stats().bids_refused.get(RefusalReason::Locked), 1);
-    s.server
+    s.server_mut()
         .world_mut()
         .entity_mut(entity)
         .remove::<simsync_ownership::OwnershipLock>();

@@ -1,6 +1,7 @@
 //! Plugin-level tests of `OwnershipPlugin`: an entity server and three participants, each its
 //! own App with its own Rapier world, over the in-memory transport, time driven by hand with
-//! `NetClock::Fixed(1/64 s)`.
+//! `NetClock::Fixed(1/64 s)` — on `simsync_ownership::testing::OwnershipPeers` (`harness`,
+//! and `peers`, which tests the harness itself).
 
 mod bulk;
 mod deltas;
@@ -9,8 +10,10 @@ mod harness;
 mod hostile;
 mod misuse;
 mod orphans;
+mod peers;
 mod refusals;
 mod reproducible;
 mod respawn;
 mod sessions;
+mod silence;
 mod traffic;

@@ -5,9 +5,8 @@
 
 use bevy::prelude::*;
 use simsync_net::LinkConditionerConfig;
-use simsync_net::prelude::*;
-use simsync_ownership::BodyId;
 use simsync_ownership::prelude::*;
+use simsync_ownership::{BodyId, ParticipantId};
 
 use super::harness::{Body, DT, Session, respawn, steps};
 
@@ -22,7 +21,7 @@ fn owned_moving_body(s: &mut Session, owner: usize) {
     s.set_velocity(owner, 1, Vec3::new(SPEED, 0.0, 0.0));
     s.run(steps(300));
     assert_eq!(s.server_owner(1), Some((s.id_of(owner), Priority::POKE)));
-    for i in 0..s.participants.len() {
+    for i in 0..s.len() {
         let (_, v) = s.body_on(i, 1);
         assert!((v.linear.x - SPEED).abs() < 1e-3, "participant {i}: {v:?}");
     }
@@ -33,8 +32,12 @@ fn owned_moving_body(s: &mut Session, owner: usize) {
 /// centimetres other than forward at its speed (a relayed state is a step or two old, so it may
 /// set a copy back by that much, but never by the metres a stale state would). Returns the
 /// steps taken.
-fn watch_until_taken_over(s: &mut Session, watch: &[usize], gone: usize, limit: u32) -> u32 {
-    let gone = s.id_of(gone);
+fn watch_until_taken_over(
+    s: &mut Session,
+    watch: &[usize],
+    gone: ParticipantId,
+    limit: u32,
+) -> u32 {
     let mut last: Vec<f32> = watch.iter().map(|&i| s.body_on(i, 1).0.x).collect();
     let max_step = SPEED * DT.as_secs_f32() + 0.05;
     for n in 1..=limit {
@@ -64,18 +67,16 @@ fn a_moving_body_whose_owner_disconnects_keeps_moving_and_is_taken_over() {
     let mut s = Session::perfect(3, &[Body::floating(1, Vec3::ZERO)]);
     owned_moving_body(&mut s, 1);
     let x0 = s.body_on(0, 1).0.x;
-    s.p(1)
-        .world_mut()
-        .resource_mut::<ClientTransport>()
-        .disconnect();
-    s.frozen[1] = true;
-    let took = watch_until_taken_over(&mut s, &[0, 2], 1, steps(2_000));
+    let gone = s.id_of(1);
+    s.kill(1).unwrap();
+    let took = watch_until_taken_over(&mut s, &[0, 2], gone, steps(2_000));
     // Rule 7: volunteered after 0.5 s of moving unowned, granted as RECRUIT.
     assert!(took <= steps(800), "taken over after {took} steps");
     let (owner, priority) = s.server_owner(1).unwrap();
     assert!([s.id_of(0), s.id_of(2)].contains(&owner));
     assert_eq!(priority, Priority::RECRUIT);
     assert_eq!(s.server_stats().orphaned, 1);
+    assert_eq!(s.server_stats().disconnect_clears, 1);
     assert_eq!(s.server_stats().zero_states_sent, 0);
     // It flew on as if nothing happened: where 1 m/s takes it, on both.
     s.run(steps(500));
@@ -88,19 +89,24 @@ fn a_moving_body_whose_owner_disconnects_keeps_moving_and_is_taken_over() {
 }
 
 #[test]
-fn a_silent_owners_expiry_never_teleports_the_body_back() {
+fn a_silent_owners_body_never_teleports_back() {
     let mut s = Session::perfect(3, &[Body::floating(1, Vec3::ZERO)]);
     owned_moving_body(&mut s, 0);
-    s.network
-        .set_link(
-            1,
+    s.peers
+        .set_link_direction(
+            0,
             simsync_net::Direction::ToServer,
             LinkConditionerConfig::PERFECT.with_loss(100.0),
         )
         .unwrap();
-    // 5 s of silence, the expiry, the takeover: every step moves on by one step's worth.
-    watch_until_taken_over(&mut s, &[1, 2], 0, steps(7_000));
-    assert_eq!(s.server_stats().expiries, 1);
+    // 2 s of silence, the participant counted gone, the takeover: every step moves on by one
+    // step's worth.
+    let gone = s.id_of(0);
+    let took = watch_until_taken_over(&mut s, &[1, 2], gone, steps(7_000));
+    assert!(took <= steps(3_000), "taken over after {took} steps");
+    let stats = s.server_stats();
+    assert_eq!((stats.participants_silent, stats.silence_clears), (1, 1));
+    assert_eq!((stats.expiries, stats.zero_states_sent), (0, 0));
     let (owner, _) = s.server_owner(1).unwrap();
     assert_ne!(owner, s.id_of(0));
 }
@@ -114,11 +120,7 @@ fn an_orphan_nobody_takes_over_stops_where_it_is() {
             e.yield_ownership();
         });
     }
-    s.p(1)
-        .world_mut()
-        .resource_mut::<ClientTransport>()
-        .disconnect();
-    s.frozen[1] = true;
+    s.kill(1).unwrap();
     s.run(2);
     let x_left = s.body_on(0, 1).0.x;
     // Still flying for `orphan_stop_delay` (2 s), then stopped, where it got to.
@@ -144,15 +146,15 @@ fn a_body_despawned_and_respawned_under_the_same_id_starts_with_fresh_ownership(
     owned_moving_body(&mut s, 0);
     let at = Vec3::new(-10.0, 0.0, 0.0);
     let old = s
-        .server
+        .server()
         .world()
         .resource::<EntityServer>()
         .entity_of(BodyId(1))
         .unwrap();
-    respawn(&mut s.server, old, 1, at, false);
+    respawn(s.server_mut(), old, 1, at, false);
     for i in 0..2 {
-        let old = Session::entity(&s.participants[i], 1);
-        respawn(&mut s.participants[i], old, 1, at, true);
+        let old = Session::entity(s.app(i), 1);
+        respawn(s.p(i), old, 1, at, true);
     }
     // The old owner's client no longer owns it either; nothing it sent before restores it.
     s.run(3);
@@ -165,6 +167,6 @@ fn a_body_despawned_and_respawned_under_the_same_id_starts_with_fresh_ownership(
         assert!(pos.distance(at) < 1e-3, "participant {i} at {pos}");
         assert_eq!(v.linear, Vec3::ZERO);
     }
-    let server = s.server.world().resource::<EntityServer>();
+    let server = s.server().world().resource::<EntityServer>();
     assert_eq!(server.last_state(BodyId(1)).map(|st| st.position), Some(at));
 }

@@ -4,7 +4,6 @@
 //! of its trigger, without a message to the server (ownership rule 6).
 
 use bevy::prelude::*;
-use simsync_net::prelude::*;
 use simsync_ownership::prelude::*;
 use simsync_ownership::{BodyId, OwnershipLock, ParticipantId};
 
@@ -26,7 +25,7 @@ fn assert_refused(
 ) {
     let r = last_refusal(s, i);
     assert_eq!(r.body, BodyId(body));
-    assert_eq!(r.entity, Session::entity(&s.participants[i], body));
+    assert_eq!(r.entity, Session::entity(s.app(i), body));
     assert_eq!(r.reason, reason);
     assert_eq!(r.by, RefusedBy::EntityServer);
     assert_eq!(r.owner.map(|o| (o, r.priority)), owner);
@@ -58,12 +57,12 @@ fn p0_grabs(s: &mut Session) -> (ParticipantId, Priority) {
 fn locked_reaches_the_participant() {
     let mut s = two_floating();
     let entity = s
-        .server
+        .server()
         .world()
         .resource::<EntityServer>()
         .entity_of(BodyId(1))
         .unwrap();
-    s.server
+    s.server_mut()
         .world_mut()
         .entity_mut(entity)
         .insert(OwnershipLock);
@@ -152,10 +151,9 @@ fn exclusive_session() -> Session {
         ..Setup::default()
     };
     Session::with_setup(
-        MemoryNetwork::perfect(3),
         2,
         &[Body::floating(1, Vec3::ZERO)],
-        &setup,
+        &Setup { seed: 3, ..setup },
     )
 }
 

@@ -29,23 +29,23 @@ fn owned_moving(owner: usize) -> Session {
 /// Respawns body 7 at rest at [`AT`] on the entity server.
 fn respawn_on_server(s: &mut Session) {
     let old = s
-        .server
+        .server()
         .world()
         .resource::<EntityServer>()
         .entity_of(BodyId(BODY))
         .expect("registered");
-    respawn(&mut s.server, old, BODY, AT, false);
+    respawn(s.server_mut(), old, BODY, AT, false);
 }
 
 /// Respawns body 7 at rest at [`AT`] on participant `i`.
 fn respawn_on(s: &mut Session, i: usize) {
-    let old = Session::entity(&s.participants[i], BODY);
-    respawn(&mut s.participants[i], old, BODY, AT, true);
+    let old = Session::entity(s.app(i), BODY);
+    respawn(s.p(i), old, BODY, AT, true);
 }
 
 /// Every participant shows body 7 unowned, at rest within 1 cm of [`AT`].
 fn everyone_has_the_new_body(s: &Session) -> bool {
-    (0..s.participants.len()).all(|i| {
+    (0..s.len()).all(|i| {
         let (at, v) = s.body_on(i, BODY);
         s.owner_on(i, BODY) == SimulationOwner::UNOWNED
             && at.distance(AT) < 0.01

@@ -23,7 +23,7 @@ fn three_volunteers_in_one_tick_give_one_owner_at_recruit() {
             s.server_stats().bids_received > 0 && s.server_owner(1).is_some()
         })
         .expect("somebody volunteered");
-    bids_at.push((s.step_count, s.server_stats().bids_received));
+    bids_at.push((s.steps(), s.server_stats().bids_received));
     // All three bids arrived in the one update that granted the first.
     assert_eq!(s.server_stats().bids_received, 3, "bids: {bids_at:?}");
     // The wait was the volunteer delay (0.5 s = 32 steps), give or take a step each way.
@@ -200,7 +200,7 @@ fn bids_are_resent_under_loss_and_ownership_converges() {
         assert!(s.owners_agree(body), "body {body}: owners disagree");
     }
     let lost = s
-        .network
+        .network()
         .link_stats(1, simsync_net::Direction::ToServer)
         .unwrap();
     assert!(lost.dropped > 0, "{lost:?}");

@@ -64,10 +64,12 @@ fn setup(upload: u32, relay: u32) -> Setup {
 fn a_moving_scene_costs_at_most_24_bytes_a_body() {
     let bodies = falling(40);
     let mut s = Session::with_setup(
-        MemoryNetwork::perfect(3),
         2,
         &bodies,
-        &setup(64_000, 128_000),
+        &Setup {
+            seed: 3,
+            ..setup(64_000, 128_000)
+        },
     );
     grab_all(&mut s, 0, 1..=40);
     let before = s.stats(0);
@@ -95,7 +97,11 @@ fn a_moving_scene_costs_at_most_24_bytes_a_body() {
 fn the_upload_and_relay_budgets_are_never_exceeded() {
     let (upload, relay) = (4_000u32, 2_000u32);
     let bodies = falling(48);
-    let mut s = Session::with_setup(MemoryNetwork::perfect(5), 2, &bodies, &setup(upload, relay));
+    let setup = Setup {
+        seed: 5,
+        ..setup(upload, relay)
+    };
+    let mut s = Session::with_setup(2, &bodies, &setup);
     grab_all(&mut s, 0, 1..=48);
     // The relay to participant 1, as it received it (the network is perfect): the server also
     // sends participant 0 batches acknowledging its uploads (rule 20), under participant 0's
@@ -144,10 +150,12 @@ fn no_body_starves_under_a_tight_budget() {
     let mut bodies = falling(40);
     bodies.push(Body::floating(99, Vec3::new(0.0, 5.0, 0.0)));
     let mut s = Session::with_setup(
-        MemoryNetwork::perfect(9),
         2,
         &bodies,
-        &setup(2_000, 128_000),
+        &Setup {
+            seed: 9,
+            ..setup(2_000, 128_000)
+        },
     );
     grab_all(&mut s, 0, (1..=40).chain([99]));
     s.set_velocity(0, 99, Vec3::X);
@@ -155,7 +163,7 @@ fn no_body_starves_under_a_tight_budget() {
     let mut worst = vec![std::time::Duration::ZERO; 100];
     for _ in 0..steps(6_000) {
         s.step();
-        let world = s.participants[0].world();
+        let world = s.app(0).world();
         let now = world.resource::<OwnershipClock>().now();
         let c = world.resource::<simsync_ownership::OwnershipClient>();
         for id in (1..=40).chain([99]) {
@@ -199,7 +207,7 @@ fn the_interest_radius_filters_relays() {
     ];
     let mut setup = setup(64_000, 128_000);
     setup.budget.interest_radius = Some(6.0);
-    let mut s = Session::with_setup(MemoryNetwork::perfect(11), 2, &bodies, &setup);
+    let mut s = Session::with_setup(2, &bodies, &Setup { seed: 11, ..setup });
     // Body 1 is participant 1's avatar (always held, rule 10): its batches carry the focus.
     let e = Session::entity(s.p(1), 1);
     s.p(1).world_mut().entity_mut(e).insert(ParticipantAvatar);
@@ -229,7 +237,7 @@ fn the_interest_radius_filters_relays() {
         "the far body moved on participant 1: {far1}"
     );
     assert!(s.server_stats().relay_out_of_interest > 0);
-    let server = s.server.world().resource::<EntityServer>();
+    let server = s.server().world().resource::<EntityServer>();
     let focus = server
         .participants()
         .find(|(_, p)| *p == p1)
@@ -243,7 +251,11 @@ fn the_interest_radius_filters_relays() {
 #[test]
 fn hostile_batches_are_counted_and_honest_traffic_flows() {
     let bodies = falling(4);
-    let mut s = Session::with_setup(MemoryNetwork::perfect(13), 3, &bodies, &Setup::default());
+    let setup = Setup {
+        seed: 13,
+        ..Setup::default()
+    };
+    let mut s = Session::with_setup(3, &bodies, &setup);
     grab_all(&mut s, 0, 1..=4);
     let good = StateBatch {
         seq: 1,
@@ -313,10 +325,13 @@ fn resting_bodies_agree_within_a_centimetre_over_a_lossy_link() {
         ..LinkConditionerConfig::PERFECT
     };
     let mut s = Session::with_setup(
-        MemoryNetwork::new(21, link).expect("valid link"),
         2,
         &bodies,
-        &setup(16_000, 32_000),
+        &Setup {
+            seed: 21,
+            link,
+            ..setup(16_000, 32_000)
+        },
     );
     for id in 1..=16 {
         s.command(0, id, |e| {

@@ -1,0 +1,58 @@
+//! Test helpers for a game's own netcode tests, headless and in one process.
+//!
+//! - [`RelayPeers`]: a relay server and N clients of a deterministic game over the in-memory
+//!   transport with a seeded link conditioner. Each client App runs the plugin the game's
+//!   closure returns; [`run_until_verified`](RelayPeers::run_until_verified) steps them all
+//!   until every client verified a tick (stopping at the first desync, prediction mismatch,
+//!   stall or refusal a session reports), [`assert_all_agree`](RelayPeers::assert_all_agree)
+//!   compares every verified checksum the clients share and names the first differing tick and
+//!   what differs ([`Disagreement`]); [`agreement_of`](RelayPeers::agreement_of) checks one
+//!   client (a late joiner, a rejoined one) against the others. Tests of desync detection
+//!   itself build with [`tolerate_desyncs`](RelayPeersBuilder::tolerate_desyncs). Links change
+//!   mid-run ([`set_link`](RelayPeers::set_link), [`cut`](RelayPeers::cut),
+//!   [`restore`](RelayPeers::restore)), a client can be paused
+//!   ([`pause`](RelayPeers::pause)), killed and rejoined with its reconnect token
+//!   ([`kill`](RelayPeers::kill), [`rejoin`](RelayPeers::rejoin)), or join late
+//!   ([`join`](RelayPeers::join)).
+//!
+//! Clients checksum every `checksum_interval` verified ticks (`SessionConfig`, 60 by default),
+//! and only those ticks are compared: a test that wants a desync caught at its tick sets it to
+//! 1 (`plugin.edit_config(|c| c.checksum_interval = 1)`). Seats are the harness's players: 0
+//! players, or more clients than seats, is a typed error ([`PeersError::NoPlayers`],
+//! [`PeersError::NoFreeSeat`]), as is a run with every client paused or killed
+//! ([`PeersError::NoClientRunning`]).
+//! - The one-App helpers of the deterministic crate, re-exported:
+//!   [`run_until_verified`](fn@run_until_verified), [`RunLimits`], [`RunUntilError`].
+//!
+//! A two-player agreement test of a game (here an empty one, with scripted inputs):
+//!
+//! ```no_run
+//! use bevy::prelude::*;
+//! use simsync::prelude::*;
+//! use simsync::testing::RelayPeers;
+//!
+//! #[derive(Clone)]
+//! struct MyGame;
+//! impl Plugin for MyGame {
+//!     fn build(&self, _app: &mut App) {}
+//! }
+//!
+//! let mut peers = RelayPeers::builder(2, |_client| DeterministicPlugin::<PackedInput>::new(MyGame))
+//!     .inputs(|player, tick| PackedInput { buttons: (tick as u16) ^ u16::from(player), axes: [0; 2] })
+//!     .build()
+//!     .unwrap();
+//! peers.run_until_verified(300).unwrap();
+//! peers.assert_all_agree();
+//! ```
+
+mod agreement;
+mod peers;
+
+pub use agreement::{
+    Agreement, BreakdownDifference, Disagreement, breakdown_difference, compare_histories,
+    differing_pair,
+};
+pub use peers::{ClientIndex, DEFAULT_KEPT_BREAKDOWNS, PeersError, RelayPeers, RelayPeersBuilder};
+pub use simsync_deterministic::testing::{
+    RunLimits, RunUntilError, SessionWatch, run_until_verified, run_until_verified_with,
+};

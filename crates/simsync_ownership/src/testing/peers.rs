@@ -1,0 +1,693 @@
+//! [`OwnershipPeers`] and its builder.
+
+use core::time::Duration;
+
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::{NoUserData, RapierPhysicsPlugin};
+use simsync_net::{
+    Direction, LinkConditionerConfig, MemoryNetwork, NetAppExt, NetClientPlugin, NetClock,
+    NetError, NetServerPlugin,
+};
+use thiserror::Error;
+
+use super::convergence::{self, Converged, Divergence};
+use super::{DEFAULT_JOIN_STEPS, DEFAULT_TICK};
+use crate::client::{OwnershipClient, ParticipantStats};
+use crate::components::SimulationOwner;
+use crate::error::OwnershipError;
+use crate::plugin::{OwnershipPlugin, OwnershipSetupError};
+use crate::priority::{BodyId, ParticipantId, Priority};
+use crate::server::EntityServer;
+
+/// A closure run on every App, or on the entity server.
+type AppSetup = Box<dyn FnMut(&mut App)>;
+/// A closure run on each participant App, with its index.
+type ParticipantSetup = Box<dyn FnMut(usize, &mut App)>;
+/// A closure adjusting the [`OwnershipPlugin`] of every App.
+type PluginSetup = Box<dyn Fn(OwnershipPlugin) -> OwnershipPlugin>;
+
+/// Why the harness could not do what it was asked.
+#[derive(Debug, Error)]
+pub enum PeersError {
+    /// The in-memory transport refused an endpoint.
+    #[error("in-memory transport: {0}")]
+    Transport(#[from] NetError),
+    /// An App's [`OwnershipPlugin`] did not start ([`OwnershipSetupError`]).
+    #[error("the {app}'s ownership plugin did not start: {error}")]
+    Setup {
+        /// `entity server` or `participant N`.
+        app: String,
+        /// Why.
+        error: OwnershipError,
+    },
+    /// Participants still without a `Welcome` after `steps` steps.
+    #[error("participants {waiting:?} did not join within {steps} steps")]
+    NotJoined {
+        /// Their indices.
+        waiting: Vec<usize>,
+        /// Steps run.
+        steps: u32,
+    },
+    /// No participant with this index.
+    #[error("no participant {index} (there are {len})")]
+    NoSuchParticipant {
+        /// The index asked for.
+        index: usize,
+        /// Participants (alive or killed).
+        len: usize,
+    },
+    /// The participant was killed; rejoin it first.
+    #[error("participant {0} was killed; rejoin it first")]
+    Killed(usize),
+    /// The participant is alive; kill it before rejoining.
+    #[error("participant {0} is alive; kill it before it rejoins")]
+    Alive(usize),
+    /// The participant has no body with this id.
+    #[error("participant {participant} has no {body}")]
+    NoSuchBody {
+        /// The participant.
+        participant: usize,
+        /// The body.
+        body: BodyId,
+    },
+    /// The copies still disagreed after `steps` steps.
+    #[error("not converged after {steps} steps: {divergence}")]
+    NotConverged {
+        /// Steps run.
+        steps: u32,
+        /// The first body whose copies disagree.
+        divergence: Divergence,
+    },
+}
+
+/// How to build an [`OwnershipPeers`] ([`OwnershipPeers::builder`]).
+pub struct OwnershipPeersBuilder {
+    participants: usize,
+    tick: Duration,
+    seed: u64,
+    up: LinkConditionerConfig,
+    down: LinkConditionerConfig,
+    rapier: bool,
+    join_steps: u32,
+    plugin: PluginSetup,
+    scene: AppSetup,
+    server: AppSetup,
+    participant: ParticipantSetup,
+}
+
+impl OwnershipPeersBuilder {
+    /// The tick every App steps per update (`NetClock::Fixed`); default 1/64 s.
+    #[must_use]
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// The seed of the network's random choices (loss, jitter); default 0.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Every participant's link, both ways; default perfect. Also what
+    /// [`OwnershipPeers::restore_link`] goes back to.
+    #[must_use]
+    pub fn link(self, link: LinkConditionerConfig) -> Self {
+        self.links(link, link)
+    }
+
+    /// Every participant's link, `up` to the server and `down` from it.
+    #[must_use]
+    pub fn links(mut self, up: LinkConditionerConfig, down: LinkConditionerConfig) -> Self {
+        self.up = up;
+        self.down = down;
+        self
+    }
+
+    /// Adjusts the [`OwnershipPlugin`] of every App (the server and the participants must use
+    /// the same config), e.g. `|p| p.with_delta_encoding(false)`. Participants are named
+    /// `participant N` before it runs.
+    #[must_use]
+    pub fn ownership(mut self, f: impl Fn(OwnershipPlugin) -> OwnershipPlugin + 'static) -> Self {
+        self.plugin = Box::new(f);
+        self
+    }
+
+    /// Runs on every App, the entity server's and each participant's, after the harness's
+    /// plugins: typically the bodies (the server keeps a body's `BodyNetId`, `RigidBody` and
+    /// `Transform`; colliders and the rest only matter to participants).
+    #[must_use]
+    pub fn scene(mut self, f: impl FnMut(&mut App) + 'static) -> Self {
+        self.scene = Box::new(f);
+        self
+    }
+
+    /// Runs on the entity server's App, after [`scene`](Self::scene).
+    #[must_use]
+    pub fn server(mut self, f: impl FnMut(&mut App) + 'static) -> Self {
+        self.server = Box::new(f);
+        self
+    }
+
+    /// Runs on each participant's App with its index (0-based), after [`scene`](Self::scene);
+    /// again on the new App of a participant that [rejoins](OwnershipPeers::rejoin).
+    #[must_use]
+    pub fn participant(mut self, f: impl FnMut(usize, &mut App) + 'static) -> Self {
+        self.participant = Box::new(f);
+        self
+    }
+
+    /// Participants get no `TransformPlugin` and Rapier from the harness: the
+    /// [`participant`](Self::participant) closure adds its own.
+    #[must_use]
+    pub fn without_rapier(mut self) -> Self {
+        self.rapier = false;
+        self
+    }
+
+    /// Steps [`build`](Self::build) allows for every participant to join; default
+    /// [`DEFAULT_JOIN_STEPS`].
+    #[must_use]
+    pub fn join_within(mut self, steps: u32) -> Self {
+        self.join_steps = steps;
+        self
+    }
+
+    /// The Apps, stepped until every participant has joined.
+    ///
+    /// # Errors
+    /// [`PeersError::Transport`] or [`PeersError::Setup`] if an App cannot be made,
+    /// [`PeersError::NotJoined`] if a participant does not join in time.
+    pub fn build(self) -> Result<OwnershipPeers, PeersError> {
+        let join_steps = self.join_steps;
+        let mut peers = self.build_unjoined()?;
+        peers.run_until_joined(join_steps)?;
+        Ok(peers)
+    }
+
+    /// The Apps, not stepped yet: nobody has joined.
+    ///
+    /// # Errors
+    /// [`PeersError::Transport`] or [`PeersError::Setup`] if an App cannot be made.
+    pub fn build_unjoined(mut self) -> Result<OwnershipPeers, PeersError> {
+        let network = MemoryNetwork::with_directions(self.seed, self.up, self.down)?;
+        let mut server = App::new();
+        server
+            .add_plugins(MinimalPlugins)
+            .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(self.tick)))
+            .add_plugins((self.plugin)(OwnershipPlugin::entity_server()))
+            .insert_net_server(network.server_transport()?);
+        (self.scene)(&mut server);
+        (self.server)(&mut server);
+        setup_error(&server, "entity server")?;
+        let mut peers = OwnershipPeers {
+            network,
+            server,
+            peers: Vec::with_capacity(self.participants),
+            next_client: 1,
+            steps: 0,
+            up: self.up,
+            down: self.down,
+            setup: self,
+        };
+        for index in 0..peers.setup.participants {
+            let peer = peers.new_peer(index)?;
+            peers.peers.push(peer);
+        }
+        Ok(peers)
+    }
+}
+
+/// `Err(Setup)` if `app`'s ownership plugin did not start.
+fn setup_error(app: &App, name: &str) -> Result<(), PeersError> {
+    match app.world().get_resource::<OwnershipSetupError>() {
+        Some(OwnershipSetupError(error)) => Err(PeersError::Setup {
+            app: name.to_string(),
+            error: error.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// One participant: its App (`None` once killed), its connection id, and the steps it missed
+/// while paused.
+struct Peer {
+    app: Option<App>,
+    client_id: u64,
+    paused: Option<u32>,
+}
+
+/// An entity server and N participants in one process ([module docs](super)), stepped by
+/// hand. Participant `i` (0-based) is connection `i + 1` at first; one that rejoins gets a new
+/// connection id.
+///
+/// Each [`step`](Self::step) updates the entity server, then every participant that is alive
+/// and not paused, in index order, one tick each: the same calls in the same order on the same
+/// seed give the same run.
+pub struct OwnershipPeers {
+    network: MemoryNetwork,
+    server: App,
+    peers: Vec<Peer>,
+    next_client: u64,
+    steps: u64,
+    up: LinkConditionerConfig,
+    down: LinkConditionerConfig,
+    setup: OwnershipPeersBuilder,
+}
+
+impl OwnershipPeers {
+    /// A builder for `participants` participants, default tick (1/64 s), perfect links, no
+    /// scene.
+    pub fn builder(participants: usize) -> OwnershipPeersBuilder {
+        OwnershipPeersBuilder {
+            participants,
+            tick: DEFAULT_TICK,
+            seed: 0,
+            up: LinkConditionerConfig::PERFECT,
+            down: LinkConditionerConfig::PERFECT,
+            rapier: true,
+            join_steps: DEFAULT_JOIN_STEPS,
+            plugin: Box::new(|plugin| plugin),
+            scene: Box::new(|_| {}),
+            server: Box::new(|_| {}),
+            participant: Box::new(|_, _| {}),
+        }
+    }
+
+    /// A new participant App for `index` on the next connection id.
+    fn new_peer(&mut self, index: usize) -> Result<Peer, PeersError> {
+        let client_id = self.next_client;
+        let transport = self.network.client_transport(client_id)?;
+        self.next_client += 1;
+        let setup = &mut self.setup;
+        let mut app = App::new();
+        app.add_plugins(MinimalPlugins);
+        if setup.rapier {
+            app.add_plugins((
+                TransformPlugin,
+                RapierPhysicsPlugin::<NoUserData>::default(),
+            ));
+        }
+        let plugin = (setup.plugin)(
+            OwnershipPlugin::participant().with_name(format!("participant {index}")),
+        );
+        app.add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(setup.tick)))
+            .add_plugins(plugin)
+            .insert_net_client(transport);
+        (setup.scene)(&mut app);
+        (setup.participant)(index, &mut app);
+        setup_error(&app, &format!("participant {index}"))?;
+        Ok(Peer {
+            app: Some(app),
+            client_id,
+            paused: None,
+        })
+    }
+
+    /// One tick: the entity server, then every participant alive and not paused.
+    pub fn step(&mut self) {
+        self.server.update();
+        for peer in &mut self.peers {
+            match (&mut peer.app, &mut peer.paused) {
+                (Some(_), Some(missed)) => *missed += 1,
+                (Some(app), None) => app.update(),
+                (None, _) => {}
+            }
+        }
+        self.steps += 1;
+    }
+
+    /// `n` ticks.
+    pub fn run(&mut self, n: u32) {
+        for _ in 0..n {
+            self.step();
+        }
+    }
+
+    /// Steps until `done` holds (checked after each step), at most `limit` steps; the steps
+    /// taken, or `None` if it never held.
+    pub fn run_until(&mut self, limit: u32, mut done: impl FnMut(&Self) -> bool) -> Option<u32> {
+        (1..=limit).find(|_| {
+            self.step();
+            done(self)
+        })
+    }
+
+    /// Steps until every participant alive has joined (none if they all have); the steps
+    /// taken.
+    ///
+    /// # Errors
+    /// [`PeersError::NotJoined`] naming the participants still waiting after `limit` steps.
+    pub fn run_until_joined(&mut self, limit: u32) -> Result<u32, PeersError> {
+        if self.all_joined() {
+            return Ok(0);
+        }
+        self.run_until(limit, Self::all_joined)
+            .ok_or_else(|| PeersError::NotJoined {
+                waiting: self.waiting(),
+                steps: limit,
+            })
+    }
+
+    /// Whether every participant alive has its participant id.
+    pub fn all_joined(&self) -> bool {
+        self.waiting().is_empty()
+    }
+
+    /// Participants alive without a participant id yet.
+    fn waiting(&self) -> Vec<usize> {
+        (0..self.peers.len())
+            .filter(|&i| self.peers[i].app.is_some() && self.id_of(i).is_none())
+            .collect()
+    }
+
+    /// Whether every copy of every body is within `tolerance_m` of the others, over the
+    /// participants alive (paused ones included): how far the widest body spreads, or the first
+    /// body (by id) that is apart or missing somewhere.
+    ///
+    /// # Errors
+    /// The first [`Divergence`].
+    pub fn convergence(&mut self, tolerance_m: f32) -> Result<Converged, Divergence> {
+        let copies: Vec<_> = self
+            .peers
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, p)| Some((i, convergence::positions(p.app.as_mut()?.world_mut()))))
+            .collect();
+        convergence::compare(&copies, tolerance_m)
+    }
+
+    /// Panics, naming the first body whose copies are more than `tolerance_m` apart (or missing
+    /// on a participant), the two participants and their positions, unless every copy agrees.
+    #[track_caller]
+    pub fn assert_converged(&mut self, tolerance_m: f32) -> Converged {
+        match self.convergence(tolerance_m) {
+            Ok(converged) => converged,
+            Err(divergence) => panic!("participants' copies disagree: {divergence}"),
+        }
+    }
+
+    /// Steps until every copy of every body is within `tolerance_m` (checked before the first
+    /// step and after each), at most `limit` steps; the steps taken.
+    ///
+    /// # Errors
+    /// [`PeersError::NotConverged`] with the first divergence after `limit` steps.
+    pub fn run_until_converged(&mut self, tolerance_m: f32, limit: u32) -> Result<u32, PeersError> {
+        let mut last = match self.convergence(tolerance_m) {
+            Ok(_) => return Ok(0),
+            Err(divergence) => divergence,
+        };
+        for n in 1..=limit {
+            self.step();
+            match self.convergence(tolerance_m) {
+                Ok(_) => return Ok(n),
+                Err(divergence) => last = divergence,
+            }
+        }
+        Err(PeersError::NotConverged {
+            steps: limit,
+            divergence: last,
+        })
+    }
+}
+
+impl OwnershipPeers {
+    fn peer(&self, index: usize) -> Result<&Peer, PeersError> {
+        self.peers.get(index).ok_or(PeersError::NoSuchParticipant {
+            index,
+            len: self.peers.len(),
+        })
+    }
+
+    fn peer_mut(&mut self, index: usize) -> Result<&mut Peer, PeersError> {
+        let len = self.peers.len();
+        self.peers
+            .get_mut(index)
+            .ok_or(PeersError::NoSuchParticipant { index, len })
+    }
+
+    /// Stops updating participant `index`: it sends and receives nothing, as a stalled process
+    /// (the entity server counts it gone after `participant_silence_timeout`).
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`], [`PeersError::Killed`].
+    pub fn pause(&mut self, index: usize) -> Result<(), PeersError> {
+        let peer = self.peer_mut(index)?;
+        if peer.app.is_none() {
+            return Err(PeersError::Killed(index));
+        }
+        peer.paused.get_or_insert(0);
+        Ok(())
+    }
+
+    /// Resumes a paused participant: it runs the updates it missed back to back, as a stalled
+    /// process catching up, so its clock is the others' again. Nothing if it was not paused.
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`], [`PeersError::Killed`].
+    pub fn resume(&mut self, index: usize) -> Result<(), PeersError> {
+        let peer = self.peer_mut(index)?;
+        let Some(app) = peer.app.as_mut() else {
+            return Err(PeersError::Killed(index));
+        };
+        for _ in 0..peer.paused.take().unwrap_or(0) {
+            app.update();
+        }
+        Ok(())
+    }
+
+    /// Whether participant `index` is paused.
+    pub fn is_paused(&self, index: usize) -> bool {
+        self.peers.get(index).is_some_and(|p| p.paused.is_some())
+    }
+
+    /// Kills participant `index`: its App is dropped, its connection closed (the entity server
+    /// sees it leave at its next update).
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`], [`PeersError::Killed`].
+    pub fn kill(&mut self, index: usize) -> Result<(), PeersError> {
+        let peer = self.peer_mut(index)?;
+        match peer.app.take() {
+            Some(_) => Ok(()),
+            None => Err(PeersError::Killed(index)),
+        }
+    }
+
+    /// A killed participant starts again: a new App (built by the same closures) on a new
+    /// connection; it joins in the next steps ([`run_until_joined`](Self::run_until_joined)).
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`], [`PeersError::Alive`] if it was not killed;
+    /// [`PeersError::Transport`] or [`PeersError::Setup`] if its App cannot be made.
+    pub fn rejoin(&mut self, index: usize) -> Result<(), PeersError> {
+        if self.peer(index)?.app.is_some() {
+            return Err(PeersError::Alive(index));
+        }
+        let peer = self.new_peer(index)?;
+        self.peers[index] = peer;
+        Ok(())
+    }
+
+    /// Adds a participant (a late joiner) with the next index, built by the same closures; it
+    /// joins in the next steps. Returns its index.
+    ///
+    /// # Errors
+    /// [`PeersError::Transport`] or [`PeersError::Setup`] if its App cannot be made.
+    pub fn add_participant(&mut self) -> Result<usize, PeersError> {
+        let index = self.peers.len();
+        let peer = self.new_peer(index)?;
+        self.peers.push(peer);
+        Ok(index)
+    }
+}
+
+impl OwnershipPeers {
+    /// Sets participant `index`'s link in both directions, for packets sent from now on.
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`]; [`PeersError::Transport`] for a link that does not
+    /// validate.
+    pub fn set_link(
+        &mut self,
+        index: usize,
+        link: LinkConditionerConfig,
+    ) -> Result<(), PeersError> {
+        self.set_link_direction(index, Direction::ToServer, link)?;
+        self.set_link_direction(index, Direction::ToClient, link)
+    }
+
+    /// Sets one direction of participant `index`'s link.
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`]; [`PeersError::Transport`] for a link that does not
+    /// validate.
+    pub fn set_link_direction(
+        &mut self,
+        index: usize,
+        direction: Direction,
+        link: LinkConditionerConfig,
+    ) -> Result<(), PeersError> {
+        let client = self.peer(index)?.client_id;
+        Ok(self.network.set_link(client, direction, link)?)
+    }
+
+    /// Every packet to and from participant `index` is lost from now on (a dead link that does
+    /// not close); [`restore_link`](Self::restore_link) ends it.
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`].
+    pub fn outage(&mut self, index: usize) -> Result<(), PeersError> {
+        self.set_link(index, LinkConditionerConfig::PERFECT.with_loss(100.0))
+    }
+
+    /// Participant `index`'s link is the builder's again.
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`].
+    pub fn restore_link(&mut self, index: usize) -> Result<(), PeersError> {
+        let (up, down) = (self.up, self.down);
+        self.set_link_direction(index, Direction::ToServer, up)?;
+        self.set_link_direction(index, Direction::ToClient, down)
+    }
+}
+
+impl OwnershipPeers {
+    /// The network (link stats, raw links).
+    pub fn network(&self) -> &MemoryNetwork {
+        &self.network
+    }
+
+    /// The tick every App steps.
+    pub fn tick(&self) -> Duration {
+        self.setup.tick
+    }
+
+    /// Steps taken.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Participants, alive or killed.
+    pub fn len(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Whether there are no participants.
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// The entity server's App.
+    pub fn server(&self) -> &App {
+        &self.server
+    }
+
+    /// The entity server's App, to change.
+    pub fn server_mut(&mut self) -> &mut App {
+        &mut self.server
+    }
+
+    /// The entity server's state (`None` only if its plugin did not start).
+    pub fn entity_server(&self) -> Option<&EntityServer> {
+        self.server.world().get_resource::<EntityServer>()
+    }
+
+    /// Participant `index`'s App, unless it was killed.
+    pub fn participant(&self, index: usize) -> Option<&App> {
+        self.peers.get(index)?.app.as_ref()
+    }
+
+    /// Participant `index`'s App, to change, unless it was killed.
+    pub fn participant_mut(&mut self, index: usize) -> Option<&mut App> {
+        self.peers.get_mut(index)?.app.as_mut()
+    }
+
+    /// Participant `index`'s connection id.
+    pub fn client_id(&self, index: usize) -> Option<u64> {
+        self.peers.get(index).map(|p| p.client_id)
+    }
+
+    /// Participant `index`'s [`OwnershipClient`].
+    pub fn client(&self, index: usize) -> Option<&OwnershipClient> {
+        self.participant(index)?
+            .world()
+            .get_resource::<OwnershipClient>()
+    }
+
+    /// Participant `index`'s counters.
+    pub fn stats(&self, index: usize) -> Option<ParticipantStats> {
+        self.client(index).map(|c| *c.stats())
+    }
+
+    /// Participant `index`'s id, once it joined.
+    pub fn id_of(&self, index: usize) -> Option<ParticipantId> {
+        self.client(index)?.me()
+    }
+
+    /// The entity of `body` on participant `index`.
+    pub fn entity(&self, index: usize, body: BodyId) -> Option<Entity> {
+        self.client(index)?.entity_of(body)
+    }
+
+    /// Where participant `index` has `body`.
+    pub fn body_position(&self, index: usize, body: BodyId) -> Option<Vec3> {
+        let entity = self.entity(index, body)?;
+        let app = self.participant(index)?;
+        Some(app.world().get::<Transform>(entity)?.translation)
+    }
+
+    /// `body`'s [`SimulationOwner`] on participant `index`.
+    pub fn owner_on(&self, index: usize, body: BodyId) -> Option<SimulationOwner> {
+        let entity = self.entity(index, body)?;
+        self.participant(index)?
+            .world()
+            .get::<SimulationOwner>(entity)
+            .copied()
+    }
+
+    /// `body`'s owner on the entity server.
+    pub fn server_owner(&self, body: BodyId) -> Option<(ParticipantId, Priority)> {
+        self.entity_server()?.arbiter().owner(body)
+    }
+
+    /// Whether every participant alive and not paused shows the entity server's owner and
+    /// priority of `body`.
+    pub fn owners_agree(&self, body: BodyId) -> bool {
+        let server = self.server_owner(body);
+        (0..self.peers.len())
+            .filter(|&i| self.participant(i).is_some() && !self.is_paused(i))
+            .all(|i| {
+                self.owner_on(i, body)
+                    .is_some_and(|o| o.owner.map(|p| (p, o.priority)) == server)
+            })
+    }
+
+    /// Runs `f` on participant `index`'s `Commands` for `body`'s entity (the game's API:
+    /// `poke`, `grab`, inserting a `Velocity`), applied at once.
+    ///
+    /// # Errors
+    /// [`PeersError::NoSuchParticipant`], [`PeersError::Killed`], [`PeersError::NoSuchBody`].
+    pub fn command(
+        &mut self,
+        index: usize,
+        body: BodyId,
+        f: impl FnOnce(&mut EntityCommands),
+    ) -> Result<(), PeersError> {
+        if self.peer(index)?.app.is_none() {
+            return Err(PeersError::Killed(index));
+        }
+        let entity = self.entity(index, body).ok_or(PeersError::NoSuchBody {
+            participant: index,
+            body,
+        })?;
+        let Some(app) = self.participant_mut(index) else {
+            return Err(PeersError::Killed(index));
+        };
+        let world = app.world_mut();
+        f(&mut world.commands().entity(entity));
+        world.flush();
+        Ok(())
+    }
+}
