@@ -1,0 +1,3 @@
+//! `simsync-server`: the dedicated server binary.
+
+fn main() {}
