@@ -76,7 +76,12 @@ use crate::session_proto::SimInput;
 /// (`MatchEnded`) and opens the next (`MatchOpened`), which its clients answer with `Ready`;
 /// and `OwnershipServerMessage::CountedSilent` tells a participant the entity server counted
 /// it as gone after hearing nothing from it for its silence timeout.
-pub const PROTOCOL_VERSION: u16 = 9;
+///
+/// Version 10: a dedicated server hosts rooms — `RejectReason` names an unknown room, a
+/// draining server and a slot out of range, `MatchEndReason::ServerShutdown` ends a match when
+/// its server shuts down, and `OwnershipServerMessage::Closing` tells a participant its room
+/// ends.
+pub const PROTOCOL_VERSION: u16 = 10;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].
@@ -314,6 +319,21 @@ pub enum RejectReason {
         /// The slot asked for.
         slot: u8,
     },
+    /// The slot assigned to this connection (by its connect token, on a dedicated server) is
+    /// not one of the session's.
+    SlotOutOfRange {
+        /// The slot assigned.
+        slot: u8,
+        /// The session's player slots.
+        players: u8,
+    },
+    /// The connect token names a room this server does not host (never created, or ended).
+    UnknownRoom {
+        /// The room named.
+        room: u64,
+    },
+    /// The server is shutting down (draining) and takes no new clients.
+    ServerDraining,
 }
 
 /// Applies the version rule of the handshake ([wire rule 2](crate::rules)): a client is accepted

@@ -116,9 +116,9 @@ pub use snapshot_frame::{
 pub use state_hash::StateHasher;
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{
-    DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS, NETCODE_MAX_CLIENTS,
-    NETCODE_PROTOCOL_ID, UdpAuth, UdpClientTransport, UdpServerConfig, UdpServerTransport,
-    generate_connect_token, generate_private_key, unix_time_now,
+    ConnectionSink, DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS,
+    NETCODE_MAX_CLIENTS, NETCODE_PROTOCOL_ID, UdpAuth, UdpClientTransport, UdpServerConfig,
+    UdpServerTransport, generate_connect_token, generate_private_key, unix_time_now,
 };
 
 /// The crates this one builds on, re-exported so users need no extra dependencies (and get the

@@ -70,6 +70,9 @@ pub enum MatchEndReason {
     Abandoned,
     /// The server app's own reason (at most [`MAX_MATCH_END_TEXT_BYTES`] bytes).
     Other(String),
+    /// The server shut down (it drained: its rooms were given until its drain timeout to
+    /// finish) or the room was ended by its operator.
+    ServerShutdown,
 }
 
 impl MatchEndReason {
@@ -96,6 +99,7 @@ impl fmt::Display for MatchEndReason {
             MatchEndReason::Completed => f.write_str("completed"),
             MatchEndReason::Abandoned => f.write_str("abandoned"),
             MatchEndReason::Other(text) => write!(f, "{text}"),
+            MatchEndReason::ServerShutdown => f.write_str("server shut down"),
         }
     }
 }

@@ -440,6 +440,12 @@ pub enum OwnershipServerMessage {
         /// Bodies it owned that were cleared.
         bodies_cleared: u32,
     },
+    /// The room ends (protocol version 10): its server drains or its operator ended it. The
+    /// server closes the connection shortly after. Channel: control.
+    Closing {
+        /// Why.
+        reason: crate::MatchEndReason,
+    },
 }
 
 impl OwnershipServerMessage {

@@ -46,11 +46,14 @@ pub enum RemoteErrorKind {
     BadPayload,
     /// A datagram to a peer that the socket could not send (the peer's address is gone).
     SendFailed,
+    /// A connection request whose token was used before from another address: a copied
+    /// token (netcode lets a token connect from one address only).
+    ReplayedToken,
 }
 
 impl RemoteErrorKind {
     /// Every kind, in order.
-    pub const ALL: [RemoteErrorKind; 8] = [
+    pub const ALL: [RemoteErrorKind; 9] = [
         Self::TooSmall,
         Self::Malformed,
         Self::WrongProtocol,
@@ -59,6 +62,7 @@ impl RemoteErrorKind {
         Self::UnknownSender,
         Self::BadPayload,
         Self::SendFailed,
+        Self::ReplayedToken,
     ];
 
     fn index(self) -> usize {

@@ -141,6 +141,8 @@ pub struct UdpServerTransport {
     errors: RemoteErrors,
     /// The key connect tokens are sealed with (netcode's: all zeros when unsecure).
     token_key: [u8; NETCODE_KEY_BYTES],
+    /// Connect tokens seen in requests, by their seal, with the address that used them.
+    tokens_seen: TokensSeen,
 }
 
 impl std::fmt::Debug for UdpServerTransport {
@@ -194,6 +196,7 @@ impl UdpServerTransport {
             connecting: PendingAddresses::default(),
             errors: RemoteErrors::default(),
             token_key,
+            tokens_seen: TokensSeen::default(),
         })
     }
 
@@ -223,7 +226,11 @@ impl UdpServerTransport {
     /// # Errors
     ///
     /// [`NetError::Transport`] if the socket fails.
-    pub fn update(&mut self, dt: Duration, server: &mut RenetServer) -> Result<(), NetError> {
+    pub fn update<S: ConnectionSink + ?Sized>(
+        &mut self,
+        dt: Duration,
+        server: &mut S,
+    ) -> Result<(), NetError> {
         self.netcode.update(dt);
         self.elapsed += dt;
         self.connecting.forget_before(self.elapsed);
@@ -240,7 +247,7 @@ impl UdpServerTransport {
             let result = self.netcode.update_client(client_id);
             handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
         }
-        for client_id in server.disconnections_id() {
+        for client_id in server.take_disconnections() {
             let result = self.netcode.disconnect(client_id);
             handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
         }
@@ -252,7 +259,12 @@ impl UdpServerTransport {
     }
 
     /// One datagram of `len` bytes from `addr`: screened, then handed to netcode.
-    fn receive(&mut self, len: usize, addr: SocketAddr, server: &mut RenetServer) {
+    fn receive<S: ConnectionSink + ?Sized>(
+        &mut self,
+        len: usize,
+        addr: SocketAddr,
+        server: &mut S,
+    ) {
         let datagram = &mut self.buffer[..len];
         let known = self.connecting.contains(addr)
             || self
@@ -264,7 +276,8 @@ impl UdpServerTransport {
         let screened =
             screen_datagram(datagram, known, self.protocol_id, now_secs).and_then(|()| {
                 if request {
-                    open_connect_token(datagram, self.protocol_id, &self.token_key)
+                    open_connect_token(datagram, self.protocol_id, &self.token_key)?;
+                    self.tokens_seen.check(datagram, addr, now_secs)
                 } else {
                     Ok(())
                 }
@@ -284,31 +297,34 @@ impl UdpServerTransport {
 
     /// Sends renet's outgoing packets of every client; a failed send is counted as
     /// [`RemoteErrorKind::SendFailed`] and ends that client's sending for this update.
-    pub fn send_packets(&mut self, server: &mut RenetServer) {
-        'clients: for client_id in server.clients_id() {
-            let Ok(packets) = server.get_packets_to_send(client_id) else {
-                continue;
+    pub fn send_packets<S: ConnectionSink + ?Sized>(&mut self, server: &mut S) {
+        let (netcode, socket, errors, now) = (
+            &mut self.netcode,
+            &self.socket,
+            &mut self.errors,
+            self.elapsed,
+        );
+        server.drain_packets(&mut |client_id, packet| {
+            let sent = match netcode.generate_payload_packet(client_id, packet) {
+                Ok((addr, payload)) => socket.send_to(payload, addr).is_ok(),
+                Err(_) => false,
             };
-            for packet in packets {
-                let sent = match self.netcode.generate_payload_packet(client_id, &packet) {
-                    Ok((addr, payload)) => self.socket.send_to(payload, addr).is_ok(),
-                    Err(_) => false,
-                };
-                if !sent {
-                    if let Some(line) = self
-                        .errors
-                        .record(RemoteErrorKind::SendFailed, self.elapsed)
-                    {
-                        log_line(line);
-                    }
-                    continue 'clients;
-                }
+            if !sent && let Some(line) = errors.record(RemoteErrorKind::SendFailed, now) {
+                log_line(line);
             }
-        }
+            sent
+        });
+    }
+
+    /// Closes `client_id`'s connection from the server's side (netcode tells the client) and
+    /// hands the end to `server`. Unknown ids are ignored.
+    pub fn disconnect<S: ConnectionSink + ?Sized>(&mut self, client_id: ClientId, server: &mut S) {
+        let result = self.netcode.disconnect(client_id);
+        handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
     }
 
     /// Sends a disconnect packet to every client and removes them from `server`.
-    pub fn disconnect_all(&mut self, server: &mut RenetServer) {
+    pub fn disconnect_all<S: ConnectionSink + ?Sized>(&mut self, server: &mut S) {
         for client_id in self.netcode.clients_id() {
             let result = self.netcode.disconnect(client_id);
             handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
@@ -318,10 +334,10 @@ impl UdpServerTransport {
 
 /// Carries out what netcode answered: sends its packet, adds or removes a connection, hands a
 /// payload to renet. Failures are counted in `errors` (and logged, throttled).
-fn handle_result(
+fn handle_result<S: ConnectionSink + ?Sized>(
     result: ServerResult<'_, '_>,
     socket: &UdpSocket,
-    server: &mut RenetServer,
+    server: &mut S,
     errors: &mut RemoteErrors,
     now: Duration,
 ) {
@@ -339,17 +355,17 @@ fn handle_result(
         ServerResult::None => {}
         ServerResult::PacketToSend { payload, addr } => send(payload, addr),
         ServerResult::Payload { client_id, payload } => {
-            if server.process_packet_from(payload, client_id).is_err() {
+            if !server.receive(client_id, payload) {
                 failed(RemoteErrorKind::BadPayload);
             }
         }
         ServerResult::ClientConnected {
             client_id,
             addr,
+            user_data,
             payload,
-            ..
         } => {
-            server.add_connection(client_id);
+            server.connect(client_id, &user_data);
             send(payload, addr);
         }
         ServerResult::ClientDisconnected {
@@ -357,9 +373,115 @@ fn handle_result(
             addr,
             payload,
         } => {
-            server.remove_connection(client_id);
+            server.disconnect(client_id);
             if let Some(payload) = payload {
                 send(payload, addr);
+            }
+        }
+    }
+}
+
+/// Where a [`UdpServerTransport`] hands what netcode accepted — connections with their
+/// token's user data, payloads, ends — and where it takes the packets to send from.
+/// `RenetServer` is one (every connection in one server); a dedicated server that hosts rooms
+/// routes each connection to its room's `RenetServer` by the room its token names.
+pub trait ConnectionSink {
+    /// `client_id` completed netcode's handshake; `user_data` is its connect token's (zeros in
+    /// unsecure mode).
+    fn connect(&mut self, client_id: ClientId, user_data: &[u8; NETCODE_USER_DATA_BYTES]);
+    /// A payload from `client_id`; `false` when it is refused (counted as
+    /// [`RemoteErrorKind::BadPayload`]).
+    fn receive(&mut self, client_id: ClientId, payload: &[u8]) -> bool;
+    /// `client_id`'s connection ended (timed out, closed by the client or by the server).
+    fn disconnect(&mut self, client_id: ClientId);
+    /// The connections the sink closed since the last call: netcode tells their clients.
+    fn take_disconnections(&mut self) -> Vec<ClientId>;
+    /// Hands every connection's queued packets to `send`, in order; when `send` returns
+    /// `false` (the packet could not be sent), that connection's remaining packets of this
+    /// update are dropped (renet resends what must arrive).
+    fn drain_packets(&mut self, send: &mut dyn FnMut(ClientId, &[u8]) -> bool);
+}
+
+impl ConnectionSink for RenetServer {
+    fn connect(&mut self, client_id: ClientId, _user_data: &[u8; NETCODE_USER_DATA_BYTES]) {
+        self.add_connection(client_id);
+    }
+
+    fn receive(&mut self, client_id: ClientId, payload: &[u8]) -> bool {
+        self.process_packet_from(payload, client_id).is_ok()
+    }
+
+    fn disconnect(&mut self, client_id: ClientId) {
+        self.remove_connection(client_id);
+    }
+
+    fn take_disconnections(&mut self) -> Vec<ClientId> {
+        self.disconnections_id()
+    }
+
+    fn drain_packets(&mut self, send: &mut dyn FnMut(ClientId, &[u8]) -> bool) {
+        for client_id in self.clients_id() {
+            let Ok(packets) = self.get_packets_to_send(client_id) else {
+                continue;
+            };
+            for packet in packets {
+                if !send(client_id, &packet) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Connect tokens seen in connection requests, keyed by their seal (the token's last 16
+/// bytes, unique per token), with the address that first used each and the token's expiry: a
+/// token used from a second address is a replay ([`RemoteErrorKind::ReplayedToken`]; netcode
+/// would ignore it silently). Bounded: at most [`TokensSeen::MAX`], expired ones forgotten
+/// first, then the soonest to expire.
+#[derive(Debug, Default)]
+struct TokensSeen {
+    by_seal: std::collections::HashMap<[u8; 16], (SocketAddr, u64)>,
+}
+
+impl TokensSeen {
+    const MAX: usize = 4 * NETCODE_MAX_CLIENTS;
+
+    /// Checks a connection request (already opened with the key) from `addr` at `now_secs`
+    /// (Unix seconds).
+    fn check(
+        &mut self,
+        request: &[u8],
+        addr: SocketAddr,
+        now_secs: u64,
+    ) -> Result<(), RemoteErrorKind> {
+        let (Some(expiry), Some(seal)) = (
+            request.get(22..30).and_then(|b| b.try_into().ok()),
+            request
+                .len()
+                .checked_sub(16)
+                .and_then(|at| request[at..].try_into().ok()),
+        ) else {
+            return Err(RemoteErrorKind::Malformed);
+        };
+        let expiry = u64::from_le_bytes(expiry);
+        match self.by_seal.get(&seal) {
+            Some((first, _)) if *first != addr => Err(RemoteErrorKind::ReplayedToken),
+            Some(_) => Ok(()),
+            None => {
+                if self.by_seal.len() >= Self::MAX {
+                    self.by_seal.retain(|_, (_, expires)| *expires > now_secs);
+                }
+                if self.by_seal.len() >= Self::MAX
+                    && let Some(soonest) = self
+                        .by_seal
+                        .iter()
+                        .min_by_key(|(_, (_, expires))| *expires)
+                        .map(|(seal, _)| *seal)
+                {
+                    self.by_seal.remove(&soonest);
+                }
+                self.by_seal.insert(seal, (addr, expiry));
+                Ok(())
             }
         }
     }
@@ -788,5 +910,50 @@ mod tests {
             errors.total(),
             errors.lines()
         );
+    }
+
+    fn request_with(seal: u8, expiry: u64) -> Vec<u8> {
+        let mut request = vec![0u8; crate::NETCODE_CONNECTION_REQUEST_BYTES];
+        request[22..30].copy_from_slice(&expiry.to_le_bytes());
+        let len = request.len();
+        request[len - 16..].fill(seal);
+        request
+    }
+
+    #[test]
+    fn a_token_used_from_a_second_address_is_a_replay_but_the_first_may_retry() {
+        let mut seen = TokensSeen::default();
+        let (a, b): (SocketAddr, SocketAddr) = (
+            "10.0.0.1:4000".parse().unwrap(),
+            "10.0.0.2:4000".parse().unwrap(),
+        );
+        let token = request_with(7, 1_000);
+        assert_eq!(seen.check(&token, a, 10), Ok(()));
+        assert_eq!(
+            seen.check(&token, a, 11),
+            Ok(()),
+            "netcode resends requests"
+        );
+        assert_eq!(
+            seen.check(&token, b, 12),
+            Err(RemoteErrorKind::ReplayedToken)
+        );
+        assert_eq!(seen.check(&request_with(8, 1_000), b, 12), Ok(()));
+    }
+
+    #[test]
+    fn tokens_seen_stay_bounded_forgetting_expired_tokens_first() {
+        let mut seen = TokensSeen::default();
+        let addr: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+        for i in 0..TokensSeen::MAX {
+            let mut request = request_with(0, 50);
+            let len = request.len();
+            request[len - 8..].copy_from_slice(&(i as u64).to_le_bytes());
+            assert_eq!(seen.check(&request, addr, 10), Ok(()));
+        }
+        assert_eq!(seen.by_seal.len(), TokensSeen::MAX);
+        // At second 60 every token has expired: one new token clears them all.
+        assert_eq!(seen.check(&request_with(9, 500), addr, 60), Ok(()));
+        assert_eq!(seen.by_seal.len(), 1);
     }
 }

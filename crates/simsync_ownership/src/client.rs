@@ -42,9 +42,9 @@ use bevy_rapier3d::prelude::{RapierContext, ReadRapierContext, RigidBody, Sleepi
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
     BidRequest, ClientHandshake, ClientMessage, ClientNetExt, DecodeStats, Hello, JoinStatus,
-    MAX_BIDS_PER_MESSAGE, NetChannel, NetError, OwnerRecord, OwnershipClientMessage,
-    OwnershipServerMessage, PackedBodyState, Protocols, RefusalReason, RejectReason, ServerMessage,
-    Welcome,
+    MAX_BIDS_PER_MESSAGE, MatchEndReason, NetChannel, NetError, OwnerRecord,
+    OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, Protocols, RefusalReason,
+    RejectReason, ServerMessage, Welcome,
 };
 
 use crate::activity::{ActivityConfig, RestMemory, classify};
@@ -61,7 +61,7 @@ use crate::components::{
 };
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
-use crate::messages::{BidRefused, CountedSilent, OwnershipChanged, RefusedBy};
+use crate::messages::{BidRefused, CountedSilent, OwnershipChanged, RefusedBy, RoomClosing};
 use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, predicted_error, should_send};
@@ -219,6 +219,8 @@ pub struct OwnershipClient {
     sent_since_check: bool,
     /// When a message last went out (checked once a frame).
     last_sent_at: Option<Duration>,
+    /// Why the entity server's room ends, once it said so.
+    closing: Option<MatchEndReason>,
 }
 
 impl OwnershipClient {
@@ -257,6 +259,7 @@ impl OwnershipClient {
             respawned: Vec::new(),
             sent_since_check: false,
             last_sent_at: None,
+            closing: None,
         })
     }
 
@@ -294,6 +297,13 @@ impl OwnershipClient {
     /// Where the handshake is.
     pub fn status(&self) -> &JoinStatus {
         self.join.status()
+    }
+
+    /// Why the entity server's room ends, once the server said so (`Closing`, also written
+    /// as a [`RoomClosing`] Message): it drains or its operator ended the room, and closes the
+    /// connection shortly after.
+    pub fn closing(&self) -> Option<&MatchEndReason> {
+        self.closing.as_ref()
     }
 
     /// This participant's id, once joined.
@@ -431,6 +441,7 @@ struct Rx<'a, 'qw, 'qs, 'cw, 'cs> {
     changed: Vec<OwnershipChanged>,
     refused: Vec<BidRefused>,
     silent: Vec<CountedSilent>,
+    closing: Vec<RoomClosing>,
     commands: &'a mut Commands<'cw, 'cs>,
 }
 
@@ -444,6 +455,7 @@ pub(crate) fn receive(
     mut changed: MessageWriter<OwnershipChanged>,
     mut refused: MessageWriter<BidRefused>,
     mut silent: MessageWriter<CountedSilent>,
+    mut closing: MessageWriter<RoomClosing>,
     mut commands: Commands,
 ) {
     let state = &mut *state;
@@ -467,6 +479,7 @@ pub(crate) fn receive(
         changed: Vec::new(),
         refused: Vec::new(),
         silent: Vec::new(),
+        closing: Vec::new(),
         commands: &mut commands,
     };
     for message in received {
@@ -498,6 +511,7 @@ pub(crate) fn receive(
     changed.write_batch(rx.changed);
     refused.write_batch(rx.refused);
     silent.write_batch(rx.silent);
+    closing.write_batch(rx.closing);
 }
 
 impl OwnershipClient {
@@ -598,6 +612,11 @@ impl OwnershipClient {
                     silent_for: Duration::from_millis(u64::from(silent_ms)),
                     bodies_cleared,
                 });
+            }
+            OwnershipServerMessage::Closing { reason } => {
+                warn!("participant: the entity server's room ends ({reason})");
+                self.closing = Some(reason.clone());
+                rx.closing.push(RoomClosing { reason });
             }
         }
     }

@@ -127,7 +127,7 @@ pub use error::OwnershipError;
 pub use limits::{EntityServerLimits, RateLimitedCounts};
 pub use messages::{
     BidRefused, CountedSilent, GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned,
-    RefusedBy,
+    RefusedBy, RoomClosing,
 };
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step};

@@ -116,3 +116,12 @@ pub struct CountedSilent {
     /// Bodies this participant owned that were cleared.
     pub bodies_cleared: u32,
 }
+
+/// The entity server's room ends: its server drains (shuts down) or its operator ended the
+/// room, and it closes the connection shortly after. Written on the participant, once; also
+/// kept in [`OwnershipClient::closing`](crate::OwnershipClient::closing).
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct RoomClosing {
+    /// Why, as the server said.
+    pub reason: simsync_net::MatchEndReason,
+}

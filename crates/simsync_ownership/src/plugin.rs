@@ -15,7 +15,7 @@ use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
 use crate::limits::EntityServerLimits;
 use crate::messages::{
-    BidRefused, CountedSilent, OwnershipChanged, ParticipantGone, ParticipantReturned,
+    BidRefused, CountedSilent, OwnershipChanged, ParticipantGone, ParticipantReturned, RoomClosing,
 };
 use crate::server::{self, EntityServer};
 use crate::sets::OwnershipSet;
@@ -171,6 +171,7 @@ impl Plugin for OwnershipPlugin {
         app.add_message::<OwnershipChanged>()
             .add_message::<BidRefused>()
             .add_message::<CountedSilent>()
+            .add_message::<RoomClosing>()
             .add_message::<ParticipantGone>()
             .add_message::<ParticipantReturned>()
             .configure_sets(PreUpdate, OwnershipSet::Receive.after(RenetReceive))

@@ -39,7 +39,7 @@ pub use limits::{RateLimited, RelayLimits};
 pub use matches::{MatchChanged, MatchCommandError, RelayCommand, RelayCommandFailed};
 pub use plugin::DeterministicServerPlugin;
 pub use server::{
-    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_SILENCE_TIMEOUT_MS, HeaderReader, RelayServer,
+    DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_SILENCE_TIMEOUT_MS, HeaderReader, RelayEvent, RelayServer,
     RelayServerConfig, read_snapshot_header,
 };
 /// The match types of the wire, re-exported for the relay's app.

@@ -88,6 +88,45 @@ pub(crate) fn choose_seat(
         .ok_or(RejectReason::ServerFull)
 }
 
+/// The seat of a `Hello` from a connection whose slot was assigned before it said hello (a
+/// dedicated server reads it from the client's connect token, which authenticates it):
+///
+/// - a slot that does not exist: [`RejectReason::SlotOutOfRange`];
+/// - the slot's player still connected: [`RejectReason::SlotStillConnected`];
+/// - before the start (or between matches): the slot, as a new seat;
+/// - after the start: a rejoin when the slot had a player, a late join when it never had one
+///   and `late_join` (the relay serves snapshots), else [`RejectReason::SessionStarted`].
+///
+/// # Errors
+///
+/// The reason to refuse the `Hello`.
+pub(crate) fn choose_assigned_seat(
+    slots: &[SlotView],
+    slot: u8,
+    started: bool,
+    late_join: bool,
+) -> Result<Seat, RejectReason> {
+    let Some(view) = slots.get(usize::from(slot)) else {
+        return Err(RejectReason::SlotOutOfRange {
+            slot,
+            players: u8::try_from(slots.len()).unwrap_or(u8::MAX),
+        });
+    };
+    if view.connected {
+        return Err(RejectReason::SlotStillConnected { slot });
+    }
+    if !started {
+        return Ok(Seat::New(slot));
+    }
+    if view.seated || view.claimed {
+        Ok(Seat::Rejoin(slot))
+    } else if late_join {
+        Ok(Seat::Late(slot))
+    } else {
+        Err(RejectReason::SessionStarted)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +253,45 @@ mod tests {
         assert_eq!(
             choose_seat(&slots, true, false, missing, &tokens),
             Err(RejectReason::BadReconnectToken { slot: 9 })
+        );
+    }
+
+    #[test]
+    fn an_assigned_slot_is_taken_before_the_start_and_taken_again_after_it() {
+        assert_eq!(
+            choose_assigned_seat(&[LIVE, FREE, FREE], 2, false, false),
+            Ok(Seat::New(2))
+        );
+        assert_eq!(
+            choose_assigned_seat(&[LIVE, LEFT, SILENT], 1, true, false),
+            Ok(Seat::Rejoin(1))
+        );
+        assert_eq!(
+            choose_assigned_seat(&[LIVE, LEFT, SILENT], 2, true, false),
+            Ok(Seat::Rejoin(2))
+        );
+        assert_eq!(
+            choose_assigned_seat(&[LIVE, FREE], 1, true, true),
+            Ok(Seat::Late(1))
+        );
+    }
+
+    #[test]
+    fn an_assigned_slot_is_refused_while_its_player_is_connected_or_when_it_does_not_exist() {
+        assert_eq!(
+            choose_assigned_seat(&[LIVE, FREE], 0, false, false),
+            Err(RejectReason::SlotStillConnected { slot: 0 })
+        );
+        assert_eq!(
+            choose_assigned_seat(&[LIVE, FREE], 2, false, false),
+            Err(RejectReason::SlotOutOfRange {
+                slot: 2,
+                players: 2
+            })
+        );
+        assert_eq!(
+            choose_assigned_seat(&[LIVE, FREE], 1, true, false),
+            Err(RejectReason::SessionStarted)
         );
     }
 }

@@ -81,7 +81,7 @@ use crate::checksums::{ChecksumRefusal, ChecksumVotes};
 use crate::episodes::DesyncEpisodes;
 use crate::limits::{Limited, RelayLimits, input_tick_cost};
 use crate::matches::MatchChanged;
-use crate::seats::{Seat, SlotView, choose_seat};
+use crate::seats::{Seat, SlotView, choose_assigned_seat, choose_seat};
 use crate::snapshots::{
     Candidate, CaughtBy, LyingSnapshot, Phase, SnapshotServed, SnapshotServing, Stall, Transfer,
     Verdict, check_snapshot, pick_buddy,
@@ -185,9 +185,11 @@ fn confirmed_set(history: &VecDeque<(Tick, InputSet)>, tick: Tick) -> Option<&In
         .map(|(_, set)| set)
 }
 
-/// What the relay reports to its app (written as Messages by the plugin).
+/// What the relay reports to its app (written as Messages by
+/// [`DeterministicServerPlugin`](crate::DeterministicServerPlugin); an app that drives the
+/// relay itself takes them with [`RelayServer::take_events`]).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum RelayEvent {
+pub enum RelayEvent {
     /// The match started, ended, or the next one opened.
     Match(MatchChanged),
     /// A snapshot was forwarded whole.
@@ -300,12 +302,37 @@ pub struct RelayServer {
     /// Reads the tick and checksum a snapshot's header states (`None`: the relay takes the
     /// buddy's word in the chunks and relies on the joiner's check).
     read_header: Option<HeaderReader>,
+    /// Slots assigned to connections before their `Hello` ([`Self::assign_slot`]).
+    assigned: HashMap<ClientId, u8>,
 }
+
+/// Most slot assignments kept for connections that have not said hello (netcode's limit on
+/// clients per server).
+const MAX_ASSIGNED: usize = simsync_net::NETCODE_MAX_CLIENTS;
 
 impl RelayServer {
     /// A relay for `config.players` players of input type `I` (each input is decoded as `I`
     /// before it is relayed).
-    pub fn new<I: SimInput>(mut config: RelayServerConfig) -> Self {
+    pub fn new<I: SimInput>(config: RelayServerConfig) -> Self {
+        let fingerprint =
+            InputFingerprint::of_input::<I>(config.max_input_bytes.max(config.default_input.len()));
+        Self::build(config, fingerprint, decodes_as::<I>)
+    }
+
+    /// A relay that knows its game's inputs only by `fingerprint` (a dedicated server built
+    /// without the game's code): an input is checked against `config.max_input_bytes` alone,
+    /// and a client is welcomed only when it states the same fingerprint (its input type's
+    /// name and size bound, see [`InputFingerprint::of_input`]). A server built with the
+    /// game's input type uses [`Self::new`], which also decodes every input.
+    pub fn with_fingerprint(config: RelayServerConfig, fingerprint: InputFingerprint) -> Self {
+        Self::build(config, fingerprint, |_| true)
+    }
+
+    fn build(
+        mut config: RelayServerConfig,
+        fingerprint: InputFingerprint,
+        decodes: fn(&[u8]) -> bool,
+    ) -> Self {
         config.max_input_bytes = config.max_input_bytes.max(config.default_input.len());
         config.start_players = if config.snapshots.is_some() {
             config.start_players.clamp(1, config.players.max(1))
@@ -322,7 +349,7 @@ impl RelayServer {
         let handshake = ServerHandshake::new(Protocols::SESSION)
             .with_tick_rate_hz(config.tick_rate_hz)
             .with_players(config.players)
-            .with_input(InputFingerprint::of_input::<I>(config.max_input_bytes));
+            .with_input(fingerprint);
         Self {
             stats: RelayStats::zeroed(MatchId::FIRST, n),
             tokens: ReconnectTokens::new(
@@ -348,7 +375,7 @@ impl RelayServer {
             disagreement_run: false,
             episodes: DesyncEpisodes::new(n),
             reports: VecDeque::new(),
-            decodes: decodes_as::<I>,
+            decodes,
             handshake,
             buckets: HashMap::new(),
             transfers: Vec::new(),
@@ -356,6 +383,7 @@ impl RelayServer {
             served: VecDeque::new(),
             events: Vec::new(),
             read_header: None,
+            assigned: HashMap::new(),
         }
     }
 
@@ -368,7 +396,7 @@ impl RelayServer {
     }
 
     /// The events since the last call, oldest first.
-    pub(crate) fn take_events(&mut self) -> Vec<RelayEvent> {
+    pub fn take_events(&mut self) -> Vec<RelayEvent> {
         std::mem::take(&mut self.events)
     }
 
@@ -422,6 +450,18 @@ impl RelayServer {
             .is_some_and(Slot::connected)
     }
 
+    /// Seats `client` in `slot` when it says hello, instead of the first free slot (a
+    /// dedicated server reads the slot from the client's connect token, which authenticates
+    /// it, so the token also takes the slot again after its player left; see
+    /// [seats](crate::rules#seats-named-by-the-connect-token)). Call before the connection's
+    /// first message; the assignment is used by its `Hello` and forgotten when it disconnects.
+    /// A `Hello` with a reconnect token follows the token's rule instead.
+    pub fn assign_slot(&mut self, client: ClientId, slot: u8) {
+        if self.assigned.len() < MAX_ASSIGNED || self.assigned.contains_key(&client) {
+            self.assigned.insert(client, slot);
+        }
+    }
+
     /// The slot of a connected client.
     pub fn slot_of(&self, client: ClientId) -> Option<u8> {
         self.by_client.get(&client).copied()
@@ -442,13 +482,18 @@ impl RelayServer {
             })
             .collect();
         let late_join = self.config.snapshots.is_some();
-        let seat = choose_seat(
-            &views,
-            self.started(),
-            late_join,
-            hello.reconnect,
-            &self.tokens,
-        );
+        let seat = match self.assigned.remove(&client) {
+            Some(slot) if hello.reconnect.is_none() => {
+                choose_assigned_seat(&views, slot, self.started(), late_join)
+            }
+            _ => choose_seat(
+                &views,
+                self.started(),
+                late_join,
+                hello.reconnect,
+                &self.tokens,
+            ),
+        };
         let reply = match self
             .handshake
             .on_hello(client, hello, self.server_tick, || {
@@ -725,6 +770,7 @@ impl RelayServer {
             }
             ServerEvent::ClientDisconnected { client_id, reason } => {
                 self.handshake.on_left(client_id);
+                self.assigned.remove(&client_id);
                 self.buckets.remove(&client_id);
                 if let Some(slot) = self.by_client.remove(&client_id) {
                     self.transfers.retain(|t| t.joiner != slot);
