@@ -5,20 +5,58 @@
 //! and the admin API (rooms created, listed, read and ended with an admin token). SIGTERM or
 //! SIGINT drains it. The `simsync-server` binary runs it from a config file, environment
 //! variables and flags; this library is for studios that build their own server (with their
-//! game's input type) and for matchmakers that mint tokens.
+//! game's input type, [`DedicatedServer::bind_with`]) and for matchmakers that mint tokens
+//! ([`TokenMinter`]).
 //!
 //! The parts:
+//! - [`DedicatedServer`]: the main loop's turn ([`DedicatedServer::turn`]) and real-time loop
+//!   ([`DedicatedServer::run`]); [`DrainSignal`] starts the drain ([`Drain`]).
+//! - Rooms: [`Rooms`] (the transport's connection sink: routing by token), [`Room`],
+//!   [`RoomConfig`] ([`RelayRoomConfig`], [`OwnershipRoomConfig`]), [`RoomSummary`].
 //! - Tokens: [`TokenClaims`] (room and slot in a token's user data), [`TokenMinter`].
-//! - Health: [`Heartbeat`] (the main loop's), [`Readiness`].
+//! - Operations: [`Heartbeat`], [`Readiness`], [`ServerMetrics`], the admin API
+//!   ([`AdminCommand`], [`AdminError`]).
+//! - Configuration: [`ServeArgs`] (flags and environment), [`FileConfig`], [`ServerConfig`].
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod admin;
+mod config;
+mod drain;
 mod health;
+mod http;
+mod metrics;
+mod room;
+mod room_config;
+mod rooms;
+mod server;
 mod token;
 
 /// The server's rules, in prose: rooms, tokens, operations, drain, fleets.
 #[doc = include_str!("rules.md")]
 pub mod rules {}
 
+pub use admin::{AdminCommand, AdminError, AdminRequest, AdminResponse, MAX_BODY_BYTES};
+pub use config::{
+    ConfigError, DEFAULT_AGONES_URL, DEFAULT_BIND, DEFAULT_DRAIN_TIMEOUT_SECS,
+    DEFAULT_EMPTY_ROOM_TIMEOUT_SECS, DEFAULT_LOOP_HZ, DEFAULT_OPS_BIND, FileConfig, FileRoom,
+    LogFormat, ServeArgs, ServerConfig,
+};
+pub use drain::{Drain, DrainAction, DrainPhase, ENDING_WAIT};
 pub use health::{Heartbeat, LIVENESS_TIMEOUT, NotReady, Readiness};
+pub use http::ADMIN_ANSWER_TIMEOUT;
+pub use metrics::{METRIC_NAMES, ServerMetrics, remote_error_label, render};
+pub use room::{
+    END_GRACE, OwnershipSummary, RelayBuilder, RelaySummary, Room, RoomState, RoomSummary,
+    RoomTotals, RoomTurn, fingerprint_relay,
+};
+pub use room_config::{
+    BodySpec, InputSpec, MAX_BODIES, MAX_INPUT_BYTES, MAX_PARTICIPANTS, MAX_PLAYERS,
+    OwnershipRoomConfig, RelayRoomConfig, RoomConfig, RoomConfigError,
+};
+pub use rooms::{
+    CreateRoomError, ENDED_KEPT, MAX_ROOMS, REFUSAL_LABELS, REFUSED_LINGER, Rooms, SinkCounters,
+    UnknownRoom, refusal_label,
+};
+pub use server::{DedicatedServer, DrainSignal, ServerError};
 pub use token::{ClaimsError, RoomId, TokenClaims, TokenError, TokenMinter, key_to_hex, parse_key};

@@ -1,3 +1,137 @@
-//! `simsync-server`: the dedicated server binary.
+//! `simsync-server`: the dedicated server binary. `simsync-server --help` lists every setting;
+//! `docs/deploy.md` says how to run it from one machine to a fleet.
 
-fn main() {}
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use simsync_server::{
+    DedicatedServer, FileConfig, LogFormat, RoomId, ServeArgs, ServerConfig, TokenClaims,
+    TokenMinter, key_to_hex, parse_key,
+};
+
+/// The simsync dedicated server: relay and ownership rooms on one UDP port, clients admitted
+/// by connect tokens, an HTTP port for /healthz, /readyz, /metrics and the admin API
+/// (`Authorization: Bearer <admin token>`: POST /rooms, GET /rooms, GET /rooms/{id},
+/// DELETE /rooms/{id}). SIGTERM or SIGINT drains it: not ready, no new rooms or clients,
+/// running rooms finish within --drain-timeout, then every client is told and it exits 0.
+/// Settings come from flags, then environment variables, then the config file.
+#[derive(Debug, Parser)]
+#[command(
+    name = "simsync-server",
+    version,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve rooms (the default).
+    Serve(ServeArgs),
+    /// Print a new private key (64 hexadecimal digits) for --private-key-file.
+    Keygen,
+    /// Mint a connect token for one client of one room (what a matchmaker does with the
+    /// library's `TokenMinter`), written to --out (2,048 bytes).
+    Token(TokenArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct TokenArgs {
+    /// File holding the server's private key.
+    #[arg(long, env = "SIMSYNC_PRIVATE_KEY_FILE", value_name = "FILE")]
+    private_key_file: PathBuf,
+    /// The server's address as the client reaches it (its --public-addr); repeat for more.
+    #[arg(long = "server", value_name = "ADDR", required = true)]
+    servers: Vec<SocketAddr>,
+    /// The room the token opens.
+    #[arg(long, value_name = "ID")]
+    room: u64,
+    /// The slot in the room (player slot or participant seat, from 0).
+    #[arg(long, value_name = "N")]
+    slot: u8,
+    /// The client's id: unique among the server's connections.
+    #[arg(long, value_name = "N")]
+    client_id: u64,
+    /// Seconds until the token expires (the client must connect before).
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    expire: u64,
+    /// Where to write the token.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+fn serve(args: &ServeArgs) -> Result<(), String> {
+    let file = match &args.config {
+        Some(path) => FileConfig::read(path).map_err(|e| e.to_string())?,
+        None => FileConfig::default(),
+    };
+    let config = ServerConfig::resolve(args, file).map_err(|e| e.to_string())?;
+    init_logs(config.log_format);
+    let server = DedicatedServer::bind(config).map_err(|e| e.to_string())?;
+    let signal = server.drain_signal();
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, signal.flag()).map_err(|e| e.to_string())?;
+    }
+    server.run(|_| {}).map_err(|e| e.to_string())
+}
+
+fn token(args: &TokenArgs) -> Result<(), String> {
+    let hex = std::fs::read_to_string(&args.private_key_file)
+        .map_err(|e| format!("{}: {e}", args.private_key_file.display()))?;
+    let key = parse_key(&hex).map_err(|e| e.to_string())?;
+    let minter = TokenMinter::new(key, args.servers.clone())
+        .map_err(|e| e.to_string())?
+        .expire_seconds(args.expire);
+    let claims = TokenClaims {
+        room: RoomId(args.room),
+        slot: args.slot,
+    };
+    let bytes = minter
+        .mint_bytes(args.client_id, claims)
+        .map_err(|e| e.to_string())?;
+    std::fs::write(&args.out, bytes).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    println!(
+        "token for client {} in room {} slot {} written to {}",
+        args.client_id,
+        args.room,
+        args.slot,
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        None => serve(&cli.serve),
+        Some(Command::Serve(args)) => serve(args),
+        Some(Command::Keygen) => {
+            println!("{}", key_to_hex(&simsync_net::generate_private_key()));
+            Ok(())
+        }
+        Some(Command::Token(args)) => token(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("simsync-server: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

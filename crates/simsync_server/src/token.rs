@@ -12,7 +12,17 @@ use simsync_net::{NETCODE_PROTOCOL_ID, generate_connect_token};
 /// A room's id on one server: chosen by whoever creates the room (the admin API, the config
 /// file) or given by the server; never reused while the server runs.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, bevy::reflect::Reflect,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    bevy::reflect::Reflect,
 )]
 #[serde(transparent)]
 pub struct RoomId(pub u64);
@@ -234,7 +244,10 @@ mod tests {
         let bytes = minter.mint_bytes(42, claims).unwrap();
         let token = ConnectToken::read(&mut bytes.as_slice()).unwrap();
         assert_eq!(token.client_id, 42);
-        assert_eq!(token.server_addresses[0], Some("127.0.0.1:5000".parse().unwrap()));
+        assert_eq!(
+            token.server_addresses[0],
+            Some("127.0.0.1:5000".parse().unwrap())
+        );
     }
 
     #[test]

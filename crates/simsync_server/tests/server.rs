@@ -1,1 +1,13 @@
-//! Integration tests of the dedicated server (one binary).
+//! Integration tests of the dedicated server (one test binary): rooms over real UDP on
+//! 127.0.0.1, refusals, the HTTP port, the drain.
+
+#[path = "server/common.rs"]
+mod common;
+#[path = "server/drain.rs"]
+mod drain;
+#[path = "server/http.rs"]
+mod http;
+#[path = "server/refusals.rs"]
+mod refusals;
+#[path = "server/rooms_udp.rs"]
+mod rooms_udp;

@@ -1,0 +1,535 @@
+//! The server's configuration ([configuration](crate::rules#configuration)): a TOML file,
+//! environment variables and flags, in that order of precedence from lowest to highest
+//! (a flag beats its variable, which beats the file, which beats the default).
+//! [`ServeArgs`] is the flags and variables (clap); [`FileConfig`] the file;
+//! [`ServerConfig::resolve`] merges them and checks the result.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+use simsync_net::NETCODE_MAX_CLIENTS;
+use simsync_net::renet_netcode::NETCODE_KEY_BYTES;
+
+use crate::room_config::RoomConfig;
+use crate::token::{RoomId, parse_key};
+
+/// Default UDP address.
+pub const DEFAULT_BIND: &str = "0.0.0.0:7777";
+/// Default HTTP address (operations and admin API).
+pub const DEFAULT_OPS_BIND: &str = "0.0.0.0:8080";
+/// Default drain timeout, in seconds.
+pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 30.0;
+/// Default time an empty room lives, in seconds.
+pub const DEFAULT_EMPTY_ROOM_TIMEOUT_SECS: f64 = 30.0;
+/// Default main-loop rate, in turns per second.
+pub const DEFAULT_LOOP_HZ: u32 = 250;
+/// The Agones SDK sidecar's default HTTP address.
+pub const DEFAULT_AGONES_URL: &str = "http://127.0.0.1:9358";
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line (for log collectors).
+    Json,
+}
+
+/// `simsync-server serve`'s flags; each also reads an environment variable.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Config file (TOML): every setting below by its snake_case name, plus `[[rooms]]` to
+    /// make at start.
+    #[arg(long, env = "SIMSYNC_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// UDP address of the rooms (one port for every room) [default: 0.0.0.0:7777].
+    #[arg(long, env = "SIMSYNC_BIND", value_name = "ADDR")]
+    pub bind: Option<SocketAddr>,
+    /// Address clients reach the UDP port at (what tokens name) [default: the bound address;
+    /// with --agones, the GameServer's].
+    #[arg(long, env = "SIMSYNC_PUBLIC_ADDR", value_name = "ADDR")]
+    pub public_addr: Option<SocketAddr>,
+    /// HTTP address of /healthz, /readyz, /metrics and the admin API [default: 0.0.0.0:8080].
+    /// Keep it off the public network.
+    #[arg(long, env = "SIMSYNC_OPS_BIND", value_name = "ADDR")]
+    pub ops_bind: Option<SocketAddr>,
+    /// The private key connect tokens are sealed with: 64 hexadecimal digits
+    /// (`simsync-server keygen`). Prefer --private-key-file.
+    #[arg(
+        long,
+        env = "SIMSYNC_PRIVATE_KEY",
+        value_name = "HEX",
+        hide_env_values = true
+    )]
+    pub private_key: Option<String>,
+    /// File holding the private key (64 hexadecimal digits).
+    #[arg(long, env = "SIMSYNC_PRIVATE_KEY_FILE", value_name = "FILE")]
+    pub private_key_file: Option<PathBuf>,
+    /// The admin API's bearer token. Prefer --admin-token-file.
+    #[arg(
+        long,
+        env = "SIMSYNC_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+    /// File holding the admin token.
+    #[arg(long, env = "SIMSYNC_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Most connections at once, over all rooms (at most 1024) [default: 1024].
+    #[arg(long, env = "SIMSYNC_MAX_CLIENTS", value_name = "N")]
+    pub max_clients: Option<usize>,
+    /// Seconds running rooms may go on after SIGTERM/SIGINT before they are ended
+    /// [default: 30].
+    #[arg(long, env = "SIMSYNC_DRAIN_TIMEOUT", value_name = "SECS")]
+    pub drain_timeout: Option<f64>,
+    /// Seconds a room with no connection lives before it ends [default: 30].
+    #[arg(long, env = "SIMSYNC_EMPTY_ROOM_TIMEOUT", value_name = "SECS")]
+    pub empty_room_timeout: Option<f64>,
+    /// Main-loop turns per second (each turn reads the socket and runs the rooms)
+    /// [default: 250].
+    #[arg(long, env = "SIMSYNC_LOOP_HZ", value_name = "HZ")]
+    pub loop_hz: Option<u32>,
+    /// Log format [default: text].
+    #[arg(long, env = "SIMSYNC_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Speak to the Agones SDK sidecar: Ready once bound, Health from the main loop, room and
+    /// player counts, Shutdown after the drain.
+    #[arg(long, env = "SIMSYNC_AGONES")]
+    pub agones: bool,
+    /// The Agones SDK sidecar's HTTP address [default: http://127.0.0.1:$AGONES_SDK_HTTP_PORT,
+    /// else http://127.0.0.1:9358].
+    #[arg(long, env = "SIMSYNC_AGONES_URL", value_name = "URL")]
+    pub agones_url: Option<String>,
+}
+
+/// A room listed in the config file, made at start.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FileRoom {
+    /// Its id (default: the next free one).
+    #[serde(default)]
+    pub id: Option<u64>,
+    /// The room.
+    #[serde(flatten)]
+    pub config: RoomConfig,
+}
+
+/// The config file: every [`ServeArgs`] setting by its snake_case name, and rooms.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// See [`ServeArgs::bind`].
+    pub bind: Option<SocketAddr>,
+    /// See [`ServeArgs::public_addr`].
+    pub public_addr: Option<SocketAddr>,
+    /// See [`ServeArgs::ops_bind`].
+    pub ops_bind: Option<SocketAddr>,
+    /// See [`ServeArgs::private_key`].
+    pub private_key: Option<String>,
+    /// See [`ServeArgs::private_key_file`].
+    pub private_key_file: Option<PathBuf>,
+    /// See [`ServeArgs::admin_token`].
+    pub admin_token: Option<String>,
+    /// See [`ServeArgs::admin_token_file`].
+    pub admin_token_file: Option<PathBuf>,
+    /// See [`ServeArgs::max_clients`].
+    pub max_clients: Option<usize>,
+    /// See [`ServeArgs::drain_timeout`].
+    pub drain_timeout: Option<f64>,
+    /// See [`ServeArgs::empty_room_timeout`].
+    pub empty_room_timeout: Option<f64>,
+    /// See [`ServeArgs::loop_hz`].
+    pub loop_hz: Option<u32>,
+    /// See [`ServeArgs::log_format`].
+    pub log_format: Option<LogFormat>,
+    /// See [`ServeArgs::agones`].
+    pub agones: Option<bool>,
+    /// See [`ServeArgs::agones_url`].
+    pub agones_url: Option<String>,
+    /// Rooms to make at start.
+    #[serde(default)]
+    pub rooms: Vec<FileRoom>,
+}
+
+/// Why the configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("config file {path}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// No private key: the server admits clients by connect token only.
+    #[error(
+        "no private key: give --private-key-file (or SIMSYNC_PRIVATE_KEY_FILE, or private_key_file in the config); `simsync-server keygen` makes one"
+    )]
+    NoPrivateKey,
+    /// The private key is not 64 hexadecimal digits.
+    #[error("the private key must be 64 hexadecimal digits")]
+    BadPrivateKey,
+    /// No admin token (the admin API would be open).
+    #[error(
+        "no admin token: give --admin-token-file (or SIMSYNC_ADMIN_TOKEN_FILE, or admin_token_file in the config)"
+    )]
+    NoAdminToken,
+    /// A value out of its range.
+    #[error("{name} must be {range}, not {value}")]
+    OutOfRange {
+        /// The setting.
+        name: &'static str,
+        /// Its range.
+        range: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// A room of the config file does not validate.
+    #[error("room {index} of the config file: {message}")]
+    Room {
+        /// Its position in the file.
+        index: usize,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The resolved configuration.
+#[derive(Clone, PartialEq)]
+pub struct ServerConfig {
+    /// UDP address.
+    pub bind: SocketAddr,
+    /// Address clients reach (`None`: the bound address).
+    pub public_addr: Option<SocketAddr>,
+    /// HTTP address.
+    pub ops_bind: SocketAddr,
+    /// The key tokens are sealed with.
+    pub private_key: [u8; NETCODE_KEY_BYTES],
+    /// The admin API's token.
+    pub admin_token: String,
+    /// Most connections at once.
+    pub max_clients: usize,
+    /// Drain timeout.
+    pub drain_timeout: Duration,
+    /// How long an empty room lives.
+    pub empty_room_timeout: Duration,
+    /// Main-loop turns per second.
+    pub loop_hz: u32,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Agones mode.
+    pub agones: bool,
+    /// The Agones sidecar's URL, if given.
+    pub agones_url: Option<String>,
+    /// Rooms made at start.
+    pub rooms: Vec<(Option<RoomId>, RoomConfig)>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("bind", &self.bind)
+            .field("public_addr", &self.public_addr)
+            .field("ops_bind", &self.ops_bind)
+            .field("max_clients", &self.max_clients)
+            .field("drain_timeout", &self.drain_timeout)
+            .field("empty_room_timeout", &self.empty_room_timeout)
+            .field("loop_hz", &self.loop_hz)
+            .field("agones", &self.agones)
+            .field("rooms", &self.rooms.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads a secret from a file (trimmed).
+fn read_secret(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+/// Seconds as a duration, in `range` (0 to a day).
+fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
+    if value.is_finite() && (0.0..=86_400.0).contains(&value) {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(ConfigError::OutOfRange {
+            name,
+            range: "0 to 86400 seconds",
+            value: value.to_string(),
+        })
+    }
+}
+
+impl FileConfig {
+    /// Reads a TOML config file.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::File`] when it cannot be read or parsed.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Self::parse(&text).map_err(|message| ConfigError::File {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses TOML text.
+    ///
+    /// # Errors
+    ///
+    /// The parser's message.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+impl ServerConfig {
+    /// Merges `args` (flags and environment) over `file` over the defaults, reads the secret
+    /// files, and checks every value.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`].
+    pub fn resolve(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
+        let key_hex = match (
+            &args.private_key,
+            &args.private_key_file,
+            &file.private_key,
+            &file.private_key_file,
+        ) {
+            (Some(hex), ..) => hex.clone(),
+            (None, Some(path), ..) => read_secret(path)?,
+            (None, None, Some(hex), _) => hex.clone(),
+            (None, None, None, Some(path)) => read_secret(path)?,
+            (None, None, None, None) => return Err(ConfigError::NoPrivateKey),
+        };
+        let private_key = parse_key(&key_hex).map_err(|_| ConfigError::BadPrivateKey)?;
+        let admin_token = match (
+            &args.admin_token,
+            &args.admin_token_file,
+            &file.admin_token,
+            &file.admin_token_file,
+        ) {
+            (Some(token), ..) => token.clone(),
+            (None, Some(path), ..) => read_secret(path)?,
+            (None, None, Some(token), _) => token.clone(),
+            (None, None, None, Some(path)) => read_secret(path)?,
+            (None, None, None, None) => String::new(),
+        };
+        if admin_token.is_empty() {
+            return Err(ConfigError::NoAdminToken);
+        }
+        let max_clients = args
+            .max_clients
+            .or(file.max_clients)
+            .unwrap_or(NETCODE_MAX_CLIENTS);
+        if max_clients == 0 || max_clients > NETCODE_MAX_CLIENTS {
+            return Err(ConfigError::OutOfRange {
+                name: "max_clients",
+                range: "1 to 1024",
+                value: max_clients.to_string(),
+            });
+        }
+        let loop_hz = args.loop_hz.or(file.loop_hz).unwrap_or(DEFAULT_LOOP_HZ);
+        if !(10..=2_000).contains(&loop_hz) {
+            return Err(ConfigError::OutOfRange {
+                name: "loop_hz",
+                range: "10 to 2000",
+                value: loop_hz.to_string(),
+            });
+        }
+        let rooms = file
+            .rooms
+            .into_iter()
+            .enumerate()
+            .map(|(index, room)| {
+                room.config
+                    .validate()
+                    .map(|()| (room.id.map(RoomId), room.config))
+                    .map_err(|e| ConfigError::Room {
+                        index,
+                        message: e.to_string(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let default_addr = |s: &str| s.parse().expect("the default addresses parse");
+        Ok(Self {
+            bind: args
+                .bind
+                .or(file.bind)
+                .unwrap_or_else(|| default_addr(DEFAULT_BIND)),
+            public_addr: args.public_addr.or(file.public_addr),
+            ops_bind: args
+                .ops_bind
+                .or(file.ops_bind)
+                .unwrap_or_else(|| default_addr(DEFAULT_OPS_BIND)),
+            private_key,
+            admin_token,
+            max_clients,
+            drain_timeout: seconds(
+                "drain_timeout",
+                args.drain_timeout
+                    .or(file.drain_timeout)
+                    .unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECS),
+            )?,
+            empty_room_timeout: seconds(
+                "empty_room_timeout",
+                args.empty_room_timeout
+                    .or(file.empty_room_timeout)
+                    .unwrap_or(DEFAULT_EMPTY_ROOM_TIMEOUT_SECS),
+            )?,
+            loop_hz,
+            log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+            agones: args.agones || file.agones.unwrap_or(false),
+            agones_url: args.agones_url.clone().or(file.agones_url),
+            rooms,
+        })
+    }
+
+    /// A config for tests and embedding: `bind` and `ops_bind` (port 0 picks free ports),
+    /// `private_key`, `admin_token`, every other setting at its default.
+    pub fn local(
+        bind: SocketAddr,
+        ops_bind: SocketAddr,
+        private_key: [u8; NETCODE_KEY_BYTES],
+        admin_token: &str,
+    ) -> Self {
+        Self {
+            bind,
+            public_addr: None,
+            ops_bind,
+            private_key,
+            admin_token: admin_token.to_string(),
+            max_clients: NETCODE_MAX_CLIENTS,
+            drain_timeout: Duration::from_secs_f64(DEFAULT_DRAIN_TIMEOUT_SECS),
+            empty_room_timeout: Duration::from_secs_f64(DEFAULT_EMPTY_ROOM_TIMEOUT_SECS),
+            loop_hz: DEFAULT_LOOP_HZ,
+            log_format: LogFormat::Text,
+            agones: false,
+            agones_url: None,
+            rooms: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "0101010101010101010101010101010101010101010101010101010101010101";
+
+    fn args() -> ServeArgs {
+        ServeArgs {
+            private_key: Some(KEY.into()),
+            admin_token: Some("t".into()),
+            ..ServeArgs::default()
+        }
+    }
+
+    #[test]
+    fn defaults_fill_what_nothing_sets() {
+        let config = ServerConfig::resolve(&args(), FileConfig::default()).unwrap();
+        assert_eq!(config.bind, DEFAULT_BIND.parse().unwrap());
+        assert_eq!(config.ops_bind, DEFAULT_OPS_BIND.parse().unwrap());
+        assert_eq!(config.drain_timeout, Duration::from_secs(30));
+        assert_eq!(config.loop_hz, 250);
+        assert_eq!(config.max_clients, 1024);
+        assert_eq!(config.private_key, [1; 32]);
+    }
+
+    #[test]
+    fn flags_beat_the_file_which_beats_the_defaults() {
+        let file =
+            FileConfig::parse("bind = \"127.0.0.1:9000\"\nloop_hz = 100\ndrain_timeout = 5.0\n")
+                .unwrap();
+        let mut flags = args();
+        flags.loop_hz = Some(500);
+        let config = ServerConfig::resolve(&flags, file).unwrap();
+        assert_eq!(config.bind, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(config.loop_hz, 500);
+        assert_eq!(config.drain_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn secrets_are_required_and_checked() {
+        let mut no_key = args();
+        no_key.private_key = None;
+        assert_eq!(
+            ServerConfig::resolve(&no_key, FileConfig::default()).unwrap_err(),
+            ConfigError::NoPrivateKey
+        );
+        let mut bad_key = args();
+        bad_key.private_key = Some("12".into());
+        assert_eq!(
+            ServerConfig::resolve(&bad_key, FileConfig::default()).unwrap_err(),
+            ConfigError::BadPrivateKey
+        );
+        let mut no_token = args();
+        no_token.admin_token = Some(String::new());
+        assert_eq!(
+            ServerConfig::resolve(&no_token, FileConfig::default()).unwrap_err(),
+            ConfigError::NoAdminToken
+        );
+    }
+
+    #[test]
+    fn out_of_range_values_and_unknown_keys_are_refused() {
+        let mut flags = args();
+        flags.max_clients = Some(5_000);
+        assert!(matches!(
+            ServerConfig::resolve(&flags, FileConfig::default()),
+            Err(ConfigError::OutOfRange {
+                name: "max_clients",
+                ..
+            })
+        ));
+        let mut flags = args();
+        flags.drain_timeout = Some(-1.0);
+        assert!(matches!(
+            ServerConfig::resolve(&flags, FileConfig::default()),
+            Err(ConfigError::OutOfRange {
+                name: "drain_timeout",
+                ..
+            })
+        ));
+        assert!(FileConfig::parse("bnid = \"127.0.0.1:1\"").is_err());
+    }
+
+    #[test]
+    fn rooms_of_the_file_are_read_and_checked() {
+        let text = r#"
+[[rooms]]
+id = 4
+kind = "relay"
+players = 2
+input = { name = "game::Input", max_bytes = 8, default = [0] }
+
+[[rooms]]
+kind = "ownership"
+participants = 0
+bodies = []
+"#;
+        let file = FileConfig::parse(text).unwrap();
+        assert_eq!(file.rooms.len(), 2);
+        assert_eq!(file.rooms[0].id, Some(4));
+        let error = ServerConfig::resolve(&args(), file).unwrap_err();
+        assert!(
+            matches!(error, ConfigError::Room { index: 1, .. }),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,573 @@
+//! One room ([rooms](crate::rules#rooms)): a relay ([`RelayServer`] over its own
+//! `RenetServer`) or an entity server (a headless Bevy App with `OwnershipPlugin`), the
+//! connections in it by slot, and where it is in its life ([`RoomState`]).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bevy::app::App;
+use bevy::ecs::schedule::ScheduleLabel;
+use bevy::ecs::schedule::SingleThreadedExecutor;
+use bevy::prelude::{Transform, Vec3};
+use bevy_rapier3d::prelude::RigidBody;
+use serde::Serialize;
+use simsync_net::bevy_renet::RenetServer;
+use simsync_net::renet::ClientId;
+use simsync_net::{
+    MatchEndReason, MatchPhase, NetClock, OwnershipServerMessage, RejectReason, ServerMessage,
+    ServerNetExt, SessionServerMessage, TickAccumulator, connection_config,
+};
+use simsync_ownership::{BodyId, BodyNetId, EntityServer, OwnershipPlugin};
+use simsync_relay::{
+    RelayLimits, RelayServer, RelayServerConfig, SnapshotServing, read_snapshot_header,
+};
+
+use crate::room_config::{OwnershipRoomConfig, RelayRoomConfig, RoomConfig};
+use crate::token::RoomId;
+
+/// Builds a relay room's [`RelayServer`] from its config: the stock server checks inputs by
+/// the room's input fingerprint ([`RelayServer::with_fingerprint`]); a server built with the
+/// game's input type passes `RelayServer::new::<Input>` (every input decoded too).
+pub type RelayBuilder = fn(RelayServerConfig, &RelayRoomConfig) -> RelayServer;
+
+/// The stock [`RelayBuilder`]: inputs checked by size, clients by the fingerprint.
+pub fn fingerprint_relay(config: RelayServerConfig, room: &RelayRoomConfig) -> RelayServer {
+    let relay = RelayServer::with_fingerprint(config, room.input.fingerprint());
+    if room.snapshots {
+        relay.with_header_reader(read_snapshot_header)
+    } else {
+        relay
+    }
+}
+
+/// Where a room is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoomState {
+    /// Made; its players are joining (a relay room's match has not started, an ownership
+    /// room has no participant yet).
+    Open,
+    /// Its match runs (relay) or a participant joined (ownership).
+    Running,
+    /// Ended by its operator or the drain: its clients were told why and are closed shortly.
+    Ending,
+    /// Over: every connection closed.
+    Ended,
+}
+
+impl RoomState {
+    /// The metrics' `state` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            RoomState::Open => "open",
+            RoomState::Running => "running",
+            RoomState::Ending => "ending",
+            RoomState::Ended => "ended",
+        }
+    }
+
+    /// Every state, in order.
+    pub const ALL: [RoomState; 4] = [
+        RoomState::Open,
+        RoomState::Running,
+        RoomState::Ending,
+        RoomState::Ended,
+    ];
+}
+
+/// A room as the admin API shows it (JSON).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoomSummary {
+    /// The room.
+    pub id: RoomId,
+    /// `"relay"` or `"ownership"`.
+    pub kind: &'static str,
+    /// Where it is.
+    pub state: RoomState,
+    /// Slots: players or participant seats.
+    pub slots: u8,
+    /// Connections in the room now.
+    pub clients: usize,
+    /// Seconds since it was made.
+    pub age_seconds: f64,
+    /// Why it ended, once ending.
+    pub end_reason: Option<String>,
+    /// Relay rooms: the relay's numbers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relay: Option<RelaySummary>,
+    /// Ownership rooms: the entity server's numbers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<OwnershipSummary>,
+}
+
+/// A relay room's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RelaySummary {
+    /// The current match's number.
+    pub match_id: u32,
+    /// Where the match is.
+    pub phase: String,
+    /// The relay's clock, in ticks.
+    pub server_tick: i64,
+    /// The newest tick confirmed for every player.
+    pub confirmed_tick: i64,
+    /// Ticks between the clock and the lowest tick every connected player acknowledged.
+    pub tick_lag: i64,
+    /// Desyncs judged this match.
+    pub desyncs: u64,
+    /// Slots taken again by a new connection this match.
+    pub rejoins: u64,
+}
+
+/// An ownership room's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OwnershipSummary {
+    /// Participants joined now.
+    pub participants: usize,
+    /// Bodies the entity server knows.
+    pub bodies: usize,
+    /// Owner states relayed.
+    pub state_updates_relayed: u64,
+}
+
+/// The relay host of a room.
+struct RelayHost {
+    relay: RelayServer,
+    server: RenetServer,
+    clock: TickAccumulator,
+}
+
+/// The host of a room.
+enum Host {
+    Relay(Box<RelayHost>),
+    Ownership(Box<App>),
+}
+
+/// Counters a room adds to the server's metrics, as totals since the room was made (kept
+/// across the relay's per-match resets).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoomTotals {
+    /// Desyncs judged.
+    pub desyncs: u64,
+    /// Slots taken again by a new connection.
+    pub rejoins: u64,
+    /// Messages dropped by the connections' rate limits.
+    pub rate_limited: u64,
+    /// Snapshot bytes forwarded to joiners.
+    pub snapshot_bytes: u64,
+    /// Confirmed sets resent.
+    pub resent_sets: u64,
+}
+
+/// What one room update measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RoomTurn {
+    /// Relay rooms that ticked: how long the relay's update took.
+    pub relay_tick: Option<Duration>,
+}
+
+/// How long an ending room's clients have to receive why before their connections close.
+pub const END_GRACE: Duration = Duration::from_secs(1);
+
+/// One room.
+pub struct Room {
+    id: RoomId,
+    config: RoomConfig,
+    host: Host,
+    state: RoomState,
+    /// The connections in the room, with their slots.
+    clients: BTreeMap<ClientId, u8>,
+    created: Duration,
+    /// Since when the room has had no connection (from its creation until the first).
+    empty_since: Option<Duration>,
+    ending_since: Option<Duration>,
+    end_reason: Option<MatchEndReason>,
+    totals: RoomTotals,
+    /// The relay's per-match counters at the last update (for `totals`).
+    last_relay: RoomTotals,
+}
+
+impl std::fmt::Debug for Room {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Room")
+            .field("id", &self.id)
+            .field("state", &self.state)
+            .field("clients", &self.clients)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Room {
+    /// A room made at `now` (server time) from a validated `config`.
+    pub fn new(id: RoomId, config: RoomConfig, now: Duration, relay: RelayBuilder) -> Self {
+        let host = match &config {
+            RoomConfig::Relay(room) => Host::Relay(Box::new(RelayHost {
+                relay: relay(relay_config(room), room),
+                server: RenetServer::new(connection_config()),
+                clock: TickAccumulator::new().with_max_ticks_per_advance(8),
+            })),
+            RoomConfig::Ownership(room) => Host::Ownership(Box::new(ownership_app(room))),
+        };
+        Self {
+            id,
+            config,
+            host,
+            state: RoomState::Open,
+            clients: BTreeMap::new(),
+            created: now,
+            empty_since: Some(now),
+            ending_since: None,
+            end_reason: None,
+            totals: RoomTotals::default(),
+            last_relay: RoomTotals::default(),
+        }
+    }
+
+    /// The room's id.
+    pub fn id(&self) -> RoomId {
+        self.id
+    }
+
+    /// The room's config.
+    pub fn config(&self) -> &RoomConfig {
+        &self.config
+    }
+
+    /// Where the room is.
+    pub fn state(&self) -> RoomState {
+        self.state
+    }
+
+    /// The connections in the room, with their slots.
+    pub fn clients(&self) -> &BTreeMap<ClientId, u8> {
+        &self.clients
+    }
+
+    /// The counters since the room was made.
+    pub fn totals(&self) -> RoomTotals {
+        self.totals
+    }
+
+    /// How long the room has had no connection at `now` (`None` while it has one).
+    pub fn empty_for(&self, now: Duration) -> Option<Duration> {
+        self.empty_since.map(|since| now.saturating_sub(since))
+    }
+
+    /// How long the room has been ending at `now`.
+    pub fn ending_for(&self, now: Duration) -> Option<Duration> {
+        self.ending_since.map(|since| now.saturating_sub(since))
+    }
+
+    /// The relay, for a relay room.
+    pub fn relay(&self) -> Option<&RelayServer> {
+        match &self.host {
+            Host::Relay(host) => Some(&host.relay),
+            Host::Ownership(_) => None,
+        }
+    }
+
+    /// The entity server, for an ownership room.
+    pub fn entity_server(&self) -> Option<&EntityServer> {
+        match &self.host {
+            Host::Relay(_) => None,
+            Host::Ownership(app) => app.world().get_resource::<EntityServer>(),
+        }
+    }
+
+    /// The room's renet server.
+    pub fn server_mut(&mut self) -> &mut RenetServer {
+        match &mut self.host {
+            Host::Relay(host) => &mut host.server,
+            Host::Ownership(app) => app
+                .world_mut()
+                .get_resource_mut::<RenetServer>()
+                .expect("an ownership room's app holds its RenetServer from its creation")
+                .into_inner(),
+        }
+    }
+
+    /// Takes connection `client` into `slot`, or says why not: a room that is ending or
+    /// ended is [`RejectReason::UnknownRoom`], a slot it does not have
+    /// [`RejectReason::SlotOutOfRange`]. A relay room's relay seats the client in its slot
+    /// when it says hello ([`RelayServer::assign_slot`]); in an ownership room, a seat's
+    /// older connection still open is closed (the token is the seat's credential).
+    ///
+    /// # Errors
+    ///
+    /// The reason the client is refused.
+    pub fn admit(&mut self, client: ClientId, slot: u8) -> Result<(), RejectReason> {
+        if matches!(self.state, RoomState::Ending | RoomState::Ended) {
+            return Err(RejectReason::UnknownRoom { room: self.id.0 });
+        }
+        if slot >= self.config.slots() {
+            return Err(RejectReason::SlotOutOfRange {
+                slot,
+                players: self.config.slots(),
+            });
+        }
+        match &mut self.host {
+            Host::Relay(host) => host.relay.assign_slot(client, slot),
+            Host::Ownership(_) => {
+                let older: Vec<ClientId> = self
+                    .clients
+                    .iter()
+                    .filter(|(_, s)| **s == slot)
+                    .map(|(c, _)| *c)
+                    .collect();
+                for old in older {
+                    self.server_mut().disconnect(old);
+                }
+            }
+        }
+        self.server_mut().add_connection(client);
+        self.clients.insert(client, slot);
+        self.empty_since = None;
+        Ok(())
+    }
+
+    /// Connection `client` is gone (closed by either side, or timed out).
+    pub fn remove(&mut self, client: ClientId, now: Duration) {
+        self.server_mut().remove_connection(client);
+        if self.clients.remove(&client).is_some() && self.clients.is_empty() {
+            self.empty_since = Some(now);
+        }
+    }
+
+    /// Advances the room's network by `dt` (renet's resend and timeout clocks). Call before
+    /// the transport hands packets in.
+    pub fn update_network(&mut self, dt: Duration) {
+        self.server_mut().update(dt);
+    }
+
+    /// Runs the room for `dt`: the relay's ticks that fell due, or one update of the entity
+    /// server's App.
+    pub fn step(&mut self, dt: Duration) -> RoomTurn {
+        if self.state == RoomState::Ended {
+            return RoomTurn::default();
+        }
+        let turn = match &mut self.host {
+            Host::Relay(host) => step_relay(host, dt),
+            Host::Ownership(app) => {
+                app.world_mut().insert_resource(NetClock::Fixed(dt));
+                app.update();
+                RoomTurn::default()
+            }
+        };
+        self.refresh_totals();
+        if self.state == RoomState::Open && self.running() {
+            self.state = RoomState::Running;
+        }
+        turn
+    }
+
+    fn running(&self) -> bool {
+        match &self.host {
+            Host::Relay(host) => host.relay.phase() != MatchPhase::Lobby,
+            Host::Ownership(app) => app
+                .world()
+                .get_resource::<EntityServer>()
+                .is_some_and(|s| s.participants().next().is_some()),
+        }
+    }
+
+    fn refresh_totals(&mut self) {
+        let Host::Relay(host) = &self.host else {
+            if let Some(server) = self.entity_server() {
+                let stats = server.stats();
+                self.totals.rate_limited = stats.rate_limited.total();
+            }
+            return;
+        };
+        let stats = host.relay.stats();
+        let now = RoomTotals {
+            desyncs: stats.desyncs,
+            rejoins: stats.rejoins.iter().sum(),
+            rate_limited: stats.rate_limited.iter().map(|r| r.total()).sum::<u64>()
+                + stats.rate_limited_unseated,
+            snapshot_bytes: stats.snapshots.bytes_forwarded,
+            resent_sets: stats.resent_sets,
+        };
+        // The relay's counters start over with each match: a smaller count is a new match.
+        let grow = |total: &mut u64, now: u64, last: u64| {
+            *total += if now >= last { now - last } else { now };
+        };
+        grow(
+            &mut self.totals.desyncs,
+            now.desyncs,
+            self.last_relay.desyncs,
+        );
+        grow(
+            &mut self.totals.rejoins,
+            now.rejoins,
+            self.last_relay.rejoins,
+        );
+        grow(
+            &mut self.totals.rate_limited,
+            now.rate_limited,
+            self.last_relay.rate_limited,
+        );
+        grow(
+            &mut self.totals.snapshot_bytes,
+            now.snapshot_bytes,
+            self.last_relay.snapshot_bytes,
+        );
+        grow(
+            &mut self.totals.resent_sets,
+            now.resent_sets,
+            self.last_relay.resent_sets,
+        );
+        self.last_relay = now;
+    }
+
+    /// Ends the room at `now`: every client is told `reason` — a relay room's match ends with
+    /// it (`MatchEnded`), an ownership room's participants get `Closing` — and the
+    /// connections close after [`END_GRACE`]. A room with no client ends at once. Ending an
+    /// ending or ended room does nothing.
+    pub fn end(&mut self, reason: MatchEndReason, now: Duration) {
+        if matches!(self.state, RoomState::Ending | RoomState::Ended) {
+            return;
+        }
+        self.end_reason = Some(reason.clone());
+        if self.clients.is_empty() {
+            self.state = RoomState::Ended;
+            return;
+        }
+        self.state = RoomState::Ending;
+        self.ending_since = Some(now);
+        let message = match &mut self.host {
+            Host::Relay(host) => ServerMessage::session(
+                host.relay.match_id(),
+                SessionServerMessage::MatchEnded { reason },
+            ),
+            Host::Ownership(_) => {
+                ServerMessage::Ownership(OwnershipServerMessage::Closing { reason })
+            }
+        };
+        if let Err(error) = self.server_mut().broadcast_msg(&message) {
+            tracing::warn!("{}: the end was not sent: {error}", self.id);
+        }
+    }
+
+    /// Closes every connection of an ending room once [`END_GRACE`] has passed at `now`; the
+    /// room is then [`RoomState::Ended`].
+    pub fn close_if_due(&mut self, now: Duration) {
+        if self
+            .ending_for(now)
+            .is_some_and(|ending| ending >= END_GRACE)
+        {
+            self.server_mut().disconnect_all();
+            self.state = RoomState::Ended;
+        }
+    }
+
+    /// The room as the admin API shows it, at `now`.
+    pub fn summary(&self, now: Duration) -> RoomSummary {
+        let relay = self.relay().map(|relay| {
+            let stats = relay.stats();
+            let server_tick = i64::from(stats.server_tick);
+            RelaySummary {
+                match_id: relay.match_id().0,
+                phase: format!("{:?}", relay.phase()).to_lowercase(),
+                server_tick,
+                confirmed_tick: i64::from(stats.confirmed_tick),
+                tick_lag: relay
+                    .acknowledged_through()
+                    .map_or(0, |ack| server_tick - i64::from(ack)),
+                desyncs: stats.desyncs,
+                rejoins: stats.rejoins.iter().sum(),
+            }
+        });
+        let ownership = self.entity_server().map(|server| OwnershipSummary {
+            participants: server.participants().count(),
+            bodies: match &self.config {
+                RoomConfig::Ownership(config) => config.bodies.len(),
+                RoomConfig::Relay(_) => 0,
+            },
+            state_updates_relayed: server.stats().state_updates_relayed,
+        });
+        RoomSummary {
+            id: self.id,
+            kind: self.config.kind_name(),
+            state: self.state,
+            slots: self.config.slots(),
+            clients: self.clients.len(),
+            age_seconds: now.saturating_sub(self.created).as_secs_f64(),
+            end_reason: self.end_reason.as_ref().map(ToString::to_string),
+            relay,
+            ownership,
+        }
+    }
+}
+
+/// One relay update: the ticks due at the room's rate, timed when there are any.
+fn step_relay(host: &mut RelayHost, dt: Duration) -> RoomTurn {
+    let hz = f64::from(host.relay.config().tick_rate_hz.max(1));
+    let ticks = host.clock.advance_secs(dt.as_secs_f64(), hz);
+    let started = Instant::now();
+    host.relay.update(&mut host.server, dt, ticks);
+    let relay_tick = (ticks > 0).then(|| started.elapsed());
+    for report in host.relay.take_desync_reports() {
+        tracing::warn!(tick = report.tick, "relay room: desync: {report:?}");
+    }
+    for event in host.relay.take_events() {
+        tracing::info!("relay room: {event:?}");
+    }
+    RoomTurn { relay_tick }
+}
+
+/// The relay's config for a room, with the relay's defaults for everything the room does not
+/// say.
+fn relay_config(room: &RelayRoomConfig) -> RelayServerConfig {
+    let hz = room.tick_rate_hz;
+    RelayServerConfig {
+        players: room.players,
+        tick_rate_hz: hz,
+        input_hard_tolerance: 8,
+        input_redundancy: 3,
+        default_input: room.input.default.clone(),
+        ping_interval_ms: 250,
+        max_input_bytes: usize::try_from(room.input.max_bytes).unwrap_or(usize::MAX),
+        checksum_timeout_ms: simsync_relay::DEFAULT_CHECKSUM_TIMEOUT_MS,
+        input_history_ticks: 10 * u32::from(hz),
+        resend_bytes_per_update: 24_000,
+        limits: RelayLimits::for_tick_rate(hz),
+        silence_timeout_ms: simsync_relay::DEFAULT_SILENCE_TIMEOUT_MS,
+        reconnect_seed: None,
+        start_players: room.start_players.unwrap_or(room.players),
+        snapshots: room.snapshots.then(SnapshotServing::default),
+    }
+}
+
+/// An entity server's App: headless, single-threaded (a server runs many rooms), with the
+/// room's bodies; its `RenetServer` fed by the server's transport.
+fn ownership_app(room: &OwnershipRoomConfig) -> App {
+    let mut app = App::new();
+    app.add_plugins(bevy::app::TaskPoolPlugin::default())
+        .add_plugins(OwnershipPlugin::entity_server())
+        .insert_resource(RenetServer::new(connection_config()))
+        .insert_resource(NetClock::Fixed(Duration::from_secs_f64(
+            1.0 / f64::from(room.tick_rate_hz.max(1)),
+        )));
+    for label in [
+        bevy::app::PreUpdate.intern(),
+        bevy::app::Update.intern(),
+        bevy::app::PostUpdate.intern(),
+    ] {
+        app.edit_schedule(label, |schedule| {
+            schedule.set_executor(SingleThreadedExecutor::new());
+        });
+    }
+    for body in &room.bodies {
+        let kind = if body.fixed {
+            RigidBody::Fixed
+        } else {
+            RigidBody::Dynamic
+        };
+        let at = Transform::from_translation(Vec3::from_array(body.position));
+        app.world_mut()
+            .spawn((BodyNetId(BodyId(body.id)), kind, at));
+    }
+    app.finish();
+    app.cleanup();
+    app
+}
