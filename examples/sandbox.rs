@@ -32,6 +32,8 @@ mod driver;
 mod error;
 #[path = "sandbox/game.rs"]
 mod game;
+#[path = "sandbox/link.rs"]
+mod link;
 #[path = "sandbox/network.rs"]
 mod network;
 #[path = "sandbox/ownership/mod.rs"]
@@ -93,6 +95,10 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             };
         }
         Command::Replay(args) => return replay::run_replay(&args),
+        Command::RoomConfig(args) => {
+            link::print_room_config(&args)?;
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     match networked? {
         true => Ok(ExitCode::SUCCESS),
@@ -115,12 +121,13 @@ fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
         }),
     };
     let record = replay::Recording::from_args(args.record.as_deref(), args.snapshot_every);
+    let link = link::ServerLink::from_args(args.connect, args.token.as_deref())?;
     network::run_client(
         &args.run,
         session,
         game,
         trace,
-        args.connect,
+        &link,
         (record, args.matches),
     )
 }

@@ -77,6 +77,30 @@ pub enum Command {
     /// mismatch (its tick printed), 2 for a bad, foreign or cut replay file.
     #[command(after_help = AFTER_HELP)]
     Replay(ReplayArgs),
+    /// Prints the room config (JSON) of this game for `simsync-server`'s admin API
+    /// (`POST /rooms`) or its config file: a relay room of --players for the sandbox's input
+    /// type, or with --ownership an ownership room of the scene's bodies.
+    RoomConfig(RoomConfigArgs),
+}
+
+/// `sandbox room-config`.
+#[derive(Debug, Clone, Args)]
+pub struct RoomConfigArgs {
+    /// The room's id on the server [default: the server picks one].
+    #[arg(long, value_name = "ID")]
+    pub id: Option<u64>,
+    /// An ownership room (the entity server of the scene's bodies) instead of a relay room.
+    #[arg(long)]
+    pub ownership: bool,
+    /// Relay room: player slots (every `join` gives the same --players).
+    #[arg(long, default_value_t = 2, conflicts_with = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
+    pub players: u8,
+    /// Ownership room: participants (every `join --ownership` gives the same --participants).
+    #[arg(long, default_value_t = 3, requires = "ownership", value_parser = clap::value_parser!(u8).range(1..))]
+    pub participants: u8,
+    /// Ownership room: scene file (RON) [default: assets/scenes/sandbox.ron].
+    #[arg(long, value_name = "PATH", requires = "ownership", value_hint = ValueHint::FilePath)]
+    pub scene: Option<PathBuf>,
 }
 
 /// Flags of every mode.
@@ -250,9 +274,15 @@ pub struct ServeArgs {
 /// `sandbox join`.
 #[derive(Debug, Clone, Args)]
 pub struct JoinArgs {
-    /// Address of the server started with `serve`.
-    #[arg(long, value_name = "ADDR")]
-    pub connect: SocketAddr,
+    /// Address of the server started with `serve` [default with --token: the token's first
+    /// server address].
+    #[arg(long, value_name = "ADDR", required_unless_present = "token")]
+    pub connect: Option<SocketAddr>,
+    /// Connect with this connect token file (`simsync-server token ... --out FILE`, or a
+    /// matchmaker's): the dedicated server's room and slot it names. Without it, `join`
+    /// connects unsecured (what `sandbox serve` takes).
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub token: Option<PathBuf>,
     /// Join an ownership entity server (`serve --ownership`) as one participant.
     #[arg(long)]
     pub ownership: bool,

@@ -23,8 +23,8 @@ use simsync::relay::{
 use simsync::testing::{PeersError, RelayPeers, RunLimits, RunUntilError};
 use simsync_net::prelude::*;
 use simsync_net::{
-    ClientTransport, LinkConditionerConfig, NETCODE_PROTOCOL_ID, NetClock, ReconnectToken,
-    ServerTransport, UdpClientTransport, UdpServerConfig, UdpServerTransport,
+    ClientTransport, LinkConditionerConfig, NetClock, ReconnectToken, ServerTransport,
+    UdpServerConfig, UdpServerTransport,
 };
 
 use bevy::log::LogPlugin;
@@ -32,6 +32,7 @@ use bevy::log::LogPlugin;
 use super::cli::{NetworkArgs, RunArgs};
 use super::driver::{Failure, log_plugin};
 use super::game::{self, SandboxGame};
+use super::link::ServerLink;
 use super::replay::Recording;
 use super::trace::CompiledTrace;
 
@@ -769,18 +770,14 @@ pub fn run_client(
     session: ClientSession,
     game: SandboxGame,
     trace: CompiledTrace,
-    server: SocketAddr,
+    link: &ServerLink,
     (record, matches): (Option<Recording>, u32),
 ) -> Result<bool, Failure> {
     let client_id =
         std::process::id() as u64 ^ (Instant::now().elapsed().as_nanos() as u64) ^ 0x5eed;
-    let bind: SocketAddr = if server.is_ipv4() {
-        "0.0.0.0:0".parse().expect("valid")
-    } else {
-        "[::]:0".parse().expect("valid")
-    };
-    let transport = UdpClientTransport::unsecure(server, client_id, NETCODE_PROTOCOL_ID, bind)
-        .map_err(|e| Failure::input(format!("--connect {server}: {e}")))?;
+    let server = link.server;
+    let transport = link.transport(client_id)?;
+    let client_id = transport.client_id();
     let mut app = client_app(
         session,
         run.ticks,

@@ -1,4 +1,4 @@
-//! `simsync_server`: the dedicated server of simsync ([rules](rules)). One process hosts any
+//! `simsync_server`: the dedicated server of simsync ([its rules](rules)). One process hosts any
 //! number of **rooms** — deterministic relay rooms and ownership entity-server rooms — on one
 //! UDP port, admits clients by netcode's secure connect tokens whose user data names the room
 //! and the slot, and serves an HTTP port for operations (`/healthz`, `/readyz`, `/metrics`)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bevy::app::App;
 use bevy::ecs::schedule::ScheduleLabel;
 use bevy::ecs::schedule::SingleThreadedExecutor;
-use bevy::prelude::{Transform, Vec3};
+use bevy::prelude::{Quat, Transform, Vec3};
 use bevy_rapier3d::prelude::RigidBody;
 use serde::Serialize;
 use simsync_net::bevy_renet::RenetServer;
@@ -563,7 +563,8 @@ fn ownership_app(room: &OwnershipRoomConfig) -> App {
         } else {
             RigidBody::Dynamic
         };
-        let at = Transform::from_translation(Vec3::from_array(body.position));
+        let at = Transform::from_translation(Vec3::from_array(body.position))
+            .with_rotation(Quat::from_array(body.rotation).normalize());
         app.world_mut()
             .spawn((BodyNetId(BodyId(body.id)), kind, at));
     }

@@ -100,6 +100,13 @@ pub struct BodySpec {
     pub fixed: bool,
     /// Where it starts, in metres.
     pub position: [f32; 3],
+    /// How it is turned at the start: a unit quaternion `[x, y, z, w]` (default: not turned).
+    #[serde(default = "no_rotation")]
+    pub rotation: [f32; 4],
+}
+
+fn no_rotation() -> [f32; 4] {
+    [0.0, 0.0, 0.0, 1.0]
 }
 
 /// An ownership room: the entity server of one scene of `participants`.
@@ -161,6 +168,9 @@ pub enum RoomConfigError {
     /// A body position that is not finite or beyond 1e6 m.
     #[error("body {0}'s position must be finite and within 1e6 m")]
     BodyPosition(u64),
+    /// A body rotation that is not a unit quaternion.
+    #[error("body {0}'s rotation must be a unit quaternion [x, y, z, w]")]
+    BodyRotation(u64),
 }
 
 impl RoomConfig {
@@ -369,6 +379,7 @@ mod tests {
             id,
             fixed: false,
             position: [x, 0.0, 0.0],
+            rotation: no_rotation(),
         };
         let room = |bodies| {
             RoomConfig::Ownership(OwnershipRoomConfig {
@@ -385,6 +396,12 @@ mod tests {
         assert_eq!(
             room(vec![body(4, f32::NAN)]).validate(),
             Err(RoomConfigError::BodyPosition(4))
+        );
+        let mut turned = body(5, 0.0);
+        turned.rotation = [0.0, 0.0, 0.0, 2.0];
+        assert_eq!(
+            room(vec![turned]).validate(),
+            Err(RoomConfigError::BodyRotation(5))
         );
     }
 

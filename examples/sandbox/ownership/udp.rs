@@ -1,15 +1,12 @@
 //! `sandbox serve --ownership` and `sandbox join --ownership`: the entity server and one
 //! participant as separate processes over UDP, paced to real time (64 steps per second).
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use bevy::prelude::*;
 use serde_json::json;
-use simsync_net::{
-    ClientTransport, NETCODE_PROTOCOL_ID, UdpClientTransport, UdpServerConfig, UdpServerTransport,
-};
+use simsync_net::{ClientTransport, UdpServerConfig, UdpServerTransport};
 use simsync_ownership::{EntityServer, OwnershipClient};
 
 use super::actors::{Actor, stop_script};
@@ -18,6 +15,7 @@ use super::summary::write_json;
 use super::{DT, HZ, JOIN_STEPS, Setup, load_script, print_banner, settle_ticks};
 use crate::cli::{JoinArgs, ServeArgs};
 use crate::driver::{Failure, log_plugin};
+use crate::link::ServerLink;
 
 /// Steps `app` in real time (64 Hz) until `done` or `ticks` steps.
 fn paced(app: &mut App, ticks: u32, mut done: impl FnMut(&App) -> bool) -> u32 {
@@ -110,7 +108,9 @@ pub fn run_udp_server(args: &ServeArgs) -> Result<ExitCode, Failure> {
 /// Exit code 2 for bad files, an index not below `--participants` or a socket that cannot be
 /// opened; 1 if the entity server does not answer.
 pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
-    let (index, connect) = (args.participant_index, args.connect);
+    let index = args.participant_index;
+    let link = ServerLink::from_args(args.connect, args.token.as_deref())?;
+    let connect = link.server;
     if index >= args.participants {
         return Err(Failure::input(format!(
             "--participant-index {index} but the session has {} participants (--participants)",
@@ -126,15 +126,9 @@ pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
             Some(&script),
         );
     }
-    let bind: SocketAddr = if connect.is_ipv4() {
-        ([0, 0, 0, 0], 0).into()
-    } else {
-        ([0u16; 8], 0).into()
-    };
     // Unique enough among the clients of one server: process id and index.
     let client_id = u64::from(std::process::id()) << 8 | u64::from(index);
-    let transport = UdpClientTransport::unsecure(connect, client_id, NETCODE_PROTOCOL_ID, bind)
-        .map_err(|e| Failure::input(format!("cannot connect to {connect}: {e}")))?;
+    let transport = link.transport(client_id)?;
     let log = Some(log_plugin(args.run.quiet));
     let mut app = participant_app(&setup.bodies, index, script.script, transport, log, true);
     let joined = |app: &App| app.world().resource::<OwnershipClient>().me().is_some();
