@@ -10,9 +10,12 @@
 //! The parts:
 //! - Tokens: [`TokenClaims`] (room and slot in a token's user data), [`TokenMinter`].
 //! - Health: [`Heartbeat`] (the main loop's), [`Readiness`].
+//! - Agones: [`AgonesAdapter`] (the `--agones` mode's thread), [`AgonesSdk`] (single calls to
+//!   the sidecar).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod agones;
 mod health;
 mod token;
 
@@ -20,5 +23,10 @@ mod token;
 #[doc = include_str!("rules.md")]
 pub mod rules {}
 
+pub use agones::{
+    AGONES_PORT_ENV, AGONES_REQUEST_TIMEOUT, AgonesAdapter, AgonesConfig, AgonesError,
+    AgonesReport, AgonesSdk, AgonesStats, DEFAULT_AGONES_URL, DEFAULT_HEALTH_INTERVAL,
+    GameServerInfo, PLAYERS_COUNTER, ROOMS_COUNTER, ROOMS_LIST,
+};
 pub use health::{Heartbeat, LIVENESS_TIMEOUT, NotReady, Readiness};
 pub use token::{ClaimsError, RoomId, TokenClaims, TokenError, TokenMinter, key_to_hex, parse_key};
