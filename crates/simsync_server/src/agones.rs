@@ -37,8 +37,8 @@ use serde::Deserialize;
 use crate::{Heartbeat, LIVENESS_TIMEOUT};
 
 /// The sidecar's HTTP address when nothing says otherwise (Agones' default HTTP port, 9358, on
-/// the pod's loopback).
-pub const DEFAULT_AGONES_URL: &str = "http://127.0.0.1:9358";
+/// the pod's loopback). Private: the config module exports the same default.
+const DEFAULT_AGONES_URL: &str = "http://127.0.0.1:9358";
 
 /// How often the adapter pings `/health` by default.
 pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
@@ -62,7 +62,8 @@ pub struct AgonesConfig {
 }
 
 impl Default for AgonesConfig {
-    /// [`DEFAULT_AGONES_URL`], pinged every [`DEFAULT_HEALTH_INTERVAL`].
+    /// `http://127.0.0.1:9358` (the sidecar's default HTTP port on loopback), pinged every
+    /// [`DEFAULT_HEALTH_INTERVAL`].
     fn default() -> Self {
         Self {
             url: DEFAULT_AGONES_URL.to_owned(),
@@ -73,7 +74,7 @@ impl Default for AgonesConfig {
 
 impl AgonesConfig {
     /// The config for `url` (the `--agones-url` flag) or, when it is `None`, for the port in
-    /// [`AGONES_PORT_ENV`] on `127.0.0.1`, or else [`DEFAULT_AGONES_URL`]; health every
+    /// [`AGONES_PORT_ENV`] on `127.0.0.1`, or else `http://127.0.0.1:9358`; health every
     /// [`DEFAULT_HEALTH_INTERVAL`].
     pub fn from_env(url: Option<String>) -> AgonesConfig {
         let port = std::env::var(AGONES_PORT_ENV).ok();

@@ -25,8 +25,8 @@ pub mod rules {}
 
 pub use agones::{
     AGONES_PORT_ENV, AGONES_REQUEST_TIMEOUT, AgonesAdapter, AgonesConfig, AgonesError,
-    AgonesReport, AgonesSdk, AgonesStats, DEFAULT_AGONES_URL, DEFAULT_HEALTH_INTERVAL,
-    GameServerInfo, PLAYERS_COUNTER, ROOMS_COUNTER, ROOMS_LIST,
+    AgonesReport, AgonesSdk, AgonesStats, DEFAULT_HEALTH_INTERVAL, GameServerInfo, PLAYERS_COUNTER,
+    ROOMS_COUNTER, ROOMS_LIST,
 };
 pub use health::{Heartbeat, LIVENESS_TIMEOUT, NotReady, Readiness};
 pub use token::{ClaimsError, RoomId, TokenClaims, TokenError, TokenMinter, key_to_hex, parse_key};
