@@ -16,11 +16,14 @@
 //! - Tokens: [`TokenClaims`] (room and slot in a token's user data), [`TokenMinter`].
 //! - Operations: [`Heartbeat`], [`Readiness`], [`ServerMetrics`], the admin API
 //!   ([`AdminCommand`], [`AdminError`]).
+//! - Agones: [`AgonesAdapter`] (the `--agones` mode's thread), [`AgonesSdk`] (single calls to
+//!   the sidecar).
 //! - Configuration: [`ServeArgs`] (flags and environment), [`FileConfig`], [`ServerConfig`].
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod admin;
+mod agones;
 mod config;
 mod drain;
 mod health;
@@ -37,6 +40,11 @@ mod token;
 pub mod rules {}
 
 pub use admin::{AdminCommand, AdminError, AdminRequest, AdminResponse, MAX_BODY_BYTES};
+pub use agones::{
+    AGONES_PORT_ENV, AGONES_REQUEST_TIMEOUT, AgonesAdapter, AgonesConfig, AgonesError,
+    AgonesReport, AgonesSdk, AgonesStats, DEFAULT_HEALTH_INTERVAL, GameServerInfo, PLAYERS_COUNTER,
+    ROOMS_COUNTER, ROOMS_LIST,
+};
 pub use config::{
     ConfigError, DEFAULT_AGONES_URL, DEFAULT_BIND, DEFAULT_DRAIN_TIMEOUT_SECS,
     DEFAULT_EMPTY_ROOM_TIMEOUT_SECS, DEFAULT_LOOP_HZ, DEFAULT_OPS_BIND, FileConfig, FileRoom,

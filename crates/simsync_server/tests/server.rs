@@ -1,6 +1,8 @@
 //! Integration tests of the dedicated server (one test binary): rooms over real UDP on
-//! 127.0.0.1, refusals, the HTTP port, the drain.
+//! 127.0.0.1, refusals, the HTTP port, the drain, the Agones adapter against a local recorder.
 
+#[path = "server/agones.rs"]
+mod agones;
 #[path = "server/common.rs"]
 mod common;
 #[path = "server/drain.rs"]
