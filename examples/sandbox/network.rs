@@ -757,6 +757,25 @@ fn lost_for_good(app: &App) -> Result<(), Failure> {
     )))
 }
 
+/// A match the server ended before the client's verified world reached `target` (the
+/// dedicated server drains, or its operator ended the room) fails the run (exit code 1) with
+/// the server's reason.
+fn ended_by_server(app: &App, target: i32) -> Result<(), Failure> {
+    use simsync::deterministic::{SessionLifecycle, SessionState, SessionStateReason};
+    let lifecycle = app.world().resource::<SessionLifecycle>();
+    match (&lifecycle.state, &lifecycle.reason) {
+        (SessionState::Ended, Some(SessionStateReason::MatchEnded { match_id, reason }))
+            if stats(app).verified_tick < target =>
+        {
+            Err(Failure::run(format!(
+                "client: the server ended {match_id} at verified tick {}: {reason}",
+                stats(app).verified_tick
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `sandbox join --connect ADDR`: one client over UDP, for `matches` matches on the same
 /// connection: each until its verified world reaches the tick, then it waits in the relay's
 /// lobby for the next (its session rebuilt from tick 0). A `--record` recording holds the
@@ -915,6 +934,7 @@ fn play_match(
             )));
         }
         lost_for_good(app)?;
+        ended_by_server(app, target)?;
         watch.show_token(app, run.quiet);
         watch.show_state(app, run.quiet);
         if !run.quiet && playing(app) && last_report.elapsed() >= Duration::from_secs(1) {

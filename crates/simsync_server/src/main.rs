@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use simsync_server::{
-    DedicatedServer, FileConfig, LogFormat, RoomId, ServeArgs, ServerConfig, TokenClaims,
-    TokenMinter, key_to_hex, parse_key,
+    AgonesAdapter, AgonesConfig, AgonesReport, AgonesSdk, DedicatedServer, FileConfig, LogFormat,
+    RoomId, ServeArgs, ServerConfig, TokenClaims, TokenMinter, key_to_hex, parse_key,
 };
 
 /// The simsync dedicated server: relay and ownership rooms on one UDP port, clients admitted
@@ -81,14 +81,61 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         Some(path) => FileConfig::read(path).map_err(|e| e.to_string())?,
         None => FileConfig::default(),
     };
-    let config = ServerConfig::resolve(args, file).map_err(|e| e.to_string())?;
+    let mut config = ServerConfig::resolve(args, file).map_err(|e| e.to_string())?;
     init_logs(config.log_format);
+    let agones = config
+        .agones
+        .then(|| AgonesConfig::from_env(config.agones_url.clone()));
+    if let (Some(agones), None) = (&agones, config.public_addr) {
+        config.public_addr = agones_public_addr(agones);
+    }
     let server = DedicatedServer::bind(config).map_err(|e| e.to_string())?;
     let signal = server.drain_signal();
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, signal.flag()).map_err(|e| e.to_string())?;
     }
-    server.run(|_| {}).map_err(|e| e.to_string())
+    let Some(agones) = agones else {
+        return server.run(|_| {}).map_err(|e| e.to_string());
+    };
+    let adapter = AgonesAdapter::spawn(agones, server.heartbeat());
+    adapter.ready();
+    let mut last = (usize::MAX, usize::MAX);
+    let result = server.run(|server| {
+        let rooms = server.rooms();
+        let counts = (rooms.rooms().count(), rooms.clients());
+        if counts != last {
+            last = counts;
+            adapter.report(AgonesReport {
+                rooms: counts.0 as u64,
+                clients: counts.1 as u64,
+                room_ids: rooms.rooms().map(|r| r.id().0.to_string()).collect(),
+            });
+        }
+    });
+    let stats = adapter.shutdown();
+    tracing::info!(?stats, "agones: shutdown sent");
+    result.map_err(|e| e.to_string())
+}
+
+/// The GameServer's address as the Agones sidecar tells it (its `game` port), asked for up to
+/// 5 s while the GameServer is being scheduled; `None` (the bound address is used) if it never
+/// says.
+fn agones_public_addr(agones: &AgonesConfig) -> Option<SocketAddr> {
+    let sdk = AgonesSdk::new(agones);
+    for _ in 0..10 {
+        match sdk.game_server() {
+            Ok(info) => {
+                if let Some(addr) = info.public_addr("game") {
+                    tracing::info!(%addr, "agones: public address from the GameServer");
+                    return Some(addr);
+                }
+            }
+            Err(error) => tracing::warn!("agones: GameServer not read: {error}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    tracing::warn!("agones: no GameServer address; tokens must name the bound address");
+    None
 }
 
 fn token(args: &TokenArgs) -> Result<(), String> {

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use bevy::prelude::*;
+use bevy_rapier3d::prelude::RigidBody;
 use serde_json::json;
 use simsync_net::{ClientTransport, UdpServerConfig, UdpServerTransport};
-use simsync_ownership::{EntityServer, OwnershipClient};
+use simsync_ownership::{BodyNetId, EntityServer, OwnershipClient};
 
 use super::actors::{Actor, stop_script};
 use super::apps::{participant_app, server_app};
@@ -182,8 +183,30 @@ fn report_participant(args: &JoinArgs, app: &App) -> Result<(), Failure> {
             "state_updates_sent": p.state_updates_sent,
             "bytes_per_state_update": bytes_each,
             "relays_applied": p.relays_applied,
+            "bodies": body_positions(app),
         });
         write_json(&summary, path)?;
     }
     Ok(())
+}
+
+/// Every dynamic body's position on this participant, by body id (metres), for comparing the
+/// participants' copies across processes.
+fn body_positions(app: &App) -> serde_json::Map<String, serde_json::Value> {
+    let world = app.world();
+    let mut positions: Vec<(u64, [f32; 3])> = world
+        .try_query::<(&BodyNetId, &Transform, &RigidBody)>()
+        .map(|mut query| {
+            query
+                .iter(world)
+                .filter(|(_, _, kind)| **kind == RigidBody::Dynamic)
+                .map(|(id, at, _)| (id.0.0, at.translation.to_array()))
+                .collect()
+        })
+        .unwrap_or_default();
+    positions.sort_by_key(|(id, _)| *id);
+    positions
+        .into_iter()
+        .map(|(id, at)| (id.to_string(), json!(at)))
+        .collect()
 }
