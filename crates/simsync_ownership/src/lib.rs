@@ -154,6 +154,6 @@ pub mod prelude {
         OwnershipBid, OwnershipChanged, OwnershipClient, OwnershipConfig,
         OwnershipEntityCommandsExt, OwnershipError, OwnershipLock, OwnershipPlugin, OwnershipSet,
         ParticipantAvatar, ParticipantGone, ParticipantId, ParticipantReturned, Priority,
-        RefusalReason, RefusedBy, SimulationOwner, StateBudgetConfig, StateTraffic,
+        RefusalReason, RefusedBy, RoomClosing, SimulationOwner, StateBudgetConfig, StateTraffic,
     };
 }

@@ -98,3 +98,50 @@ fn a_room_left_empty_ends_by_itself_after_the_empty_room_timeout() {
         RoomState::Ended
     );
 }
+
+#[test]
+fn clients_of_a_server_that_vanished_reach_a_final_state_within_the_token_timeout() {
+    let mut server = server();
+    server
+        .rooms_mut()
+        .create(Some(RoomId(1)), relay_room(2))
+        .unwrap();
+    let minter = server.minter().timeout_seconds(2);
+    let mut clients: Vec<_> = (0..2u8)
+        .map(|slot| {
+            let claims = simsync_server::TokenClaims {
+                room: RoomId(1),
+                slot,
+            };
+            client(2, minter.mint(u64::from(slot) + 1, claims).unwrap(), 6)
+        })
+        .collect();
+    run_until_verified(&mut server, &mut clients, 30, 2_000);
+    // The server process is gone without a word.
+    drop(server);
+    let mut frames = 0;
+    while clients
+        .iter()
+        .any(|c| lifecycle(c).state == SessionState::Running)
+    {
+        clients.iter_mut().for_each(bevy::prelude::App::update);
+        frames += 1;
+        assert!(
+            frames < 64 * 4,
+            "still running {frames} frames after the server vanished"
+        );
+    }
+    // Netcode's 2 s timeout (128 frames of 1/64 s), then the session says why.
+    assert!(frames >= 100, "{frames}");
+    for client in &clients {
+        let seen = lifecycle(client);
+        assert!(
+            matches!(
+                seen.state,
+                SessionState::Reconnecting | SessionState::Disconnected
+            ),
+            "{seen:?}"
+        );
+        assert_eq!(seen.reason, Some(SessionStateReason::ConnectionLost));
+    }
+}
