@@ -270,6 +270,58 @@ fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
     }
 }
 
+/// A secret given directly or as a file, by flag or environment (`given`) before the config
+/// file (`in_file`); `None` when neither says.
+fn secret(
+    given: (&Option<String>, &Option<PathBuf>),
+    in_file: (&Option<String>, &Option<PathBuf>),
+) -> Result<Option<String>, ConfigError> {
+    for (value, path) in [given, in_file] {
+        if let Some(value) = value {
+            return Ok(Some(value.clone()));
+        }
+        if let Some(path) = path {
+            return read_secret(path).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// `value` when in `range`, else [`ConfigError::OutOfRange`].
+fn in_range<T: PartialOrd + ToString>(
+    name: &'static str,
+    text: &'static str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            name,
+            range: text,
+            value: value.to_string(),
+        })
+    }
+}
+
+/// The config file's rooms, each validated.
+fn file_rooms(rooms: Vec<FileRoom>) -> Result<Vec<(Option<RoomId>, RoomConfig)>, ConfigError> {
+    rooms
+        .into_iter()
+        .enumerate()
+        .map(|(index, room)| {
+            room.config
+                .validate()
+                .map(|()| (room.id.map(RoomId), room.config))
+                .map_err(|e| ConfigError::Room {
+                    index,
+                    message: e.to_string(),
+                })
+        })
+        .collect()
+}
+
 impl FileConfig {
     /// Reads a TOML config file.
     ///
@@ -305,67 +357,32 @@ impl ServerConfig {
     ///
     /// The first [`ConfigError`].
     pub fn resolve(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
-        let key_hex = match (
-            &args.private_key,
-            &args.private_key_file,
-            &file.private_key,
-            &file.private_key_file,
-        ) {
-            (Some(hex), ..) => hex.clone(),
-            (None, Some(path), ..) => read_secret(path)?,
-            (None, None, Some(hex), _) => hex.clone(),
-            (None, None, None, Some(path)) => read_secret(path)?,
-            (None, None, None, None) => return Err(ConfigError::NoPrivateKey),
-        };
+        let key_hex = secret(
+            (&args.private_key, &args.private_key_file),
+            (&file.private_key, &file.private_key_file),
+        )?
+        .ok_or(ConfigError::NoPrivateKey)?;
         let private_key = parse_key(&key_hex).map_err(|_| ConfigError::BadPrivateKey)?;
-        let admin_token = match (
-            &args.admin_token,
-            &args.admin_token_file,
-            &file.admin_token,
-            &file.admin_token_file,
-        ) {
-            (Some(token), ..) => token.clone(),
-            (None, Some(path), ..) => read_secret(path)?,
-            (None, None, Some(token), _) => token.clone(),
-            (None, None, None, Some(path)) => read_secret(path)?,
-            (None, None, None, None) => String::new(),
-        };
-        if admin_token.is_empty() {
-            return Err(ConfigError::NoAdminToken);
-        }
+        let admin_token = secret(
+            (&args.admin_token, &args.admin_token_file),
+            (&file.admin_token, &file.admin_token_file),
+        )?
+        .filter(|token| !token.is_empty())
+        .ok_or(ConfigError::NoAdminToken)?;
         let max_clients = args
             .max_clients
             .or(file.max_clients)
             .unwrap_or(NETCODE_MAX_CLIENTS);
-        if max_clients == 0 || max_clients > NETCODE_MAX_CLIENTS {
-            return Err(ConfigError::OutOfRange {
-                name: "max_clients",
-                range: "1 to 1024",
-                value: max_clients.to_string(),
-            });
-        }
+        in_range(
+            "max_clients",
+            "1 to 1024",
+            max_clients,
+            1..=NETCODE_MAX_CLIENTS,
+        )?;
         let loop_hz = args.loop_hz.or(file.loop_hz).unwrap_or(DEFAULT_LOOP_HZ);
-        if !(10..=2_000).contains(&loop_hz) {
-            return Err(ConfigError::OutOfRange {
-                name: "loop_hz",
-                range: "10 to 2000",
-                value: loop_hz.to_string(),
-            });
-        }
-        let rooms = file
-            .rooms
-            .into_iter()
-            .enumerate()
-            .map(|(index, room)| {
-                room.config
-                    .validate()
-                    .map(|()| (room.id.map(RoomId), room.config))
-                    .map_err(|e| ConfigError::Room {
-                        index,
-                        message: e.to_string(),
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        in_range("loop_hz", "10 to 2000", loop_hz, 10..=2_000)?;
+        let drain_timeout = args.drain_timeout.or(file.drain_timeout);
+        let empty_room_timeout = args.empty_room_timeout.or(file.empty_room_timeout);
         let default_addr = |s: &str| s.parse().expect("the default addresses parse");
         Ok(Self {
             bind: args
@@ -382,21 +399,17 @@ impl ServerConfig {
             max_clients,
             drain_timeout: seconds(
                 "drain_timeout",
-                args.drain_timeout
-                    .or(file.drain_timeout)
-                    .unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECS),
+                drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECS),
             )?,
             empty_room_timeout: seconds(
                 "empty_room_timeout",
-                args.empty_room_timeout
-                    .or(file.empty_room_timeout)
-                    .unwrap_or(DEFAULT_EMPTY_ROOM_TIMEOUT_SECS),
+                empty_room_timeout.unwrap_or(DEFAULT_EMPTY_ROOM_TIMEOUT_SECS),
             )?,
             loop_hz,
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             agones: args.agones || file.agones.unwrap_or(false),
             agones_url: args.agones_url.clone().or(file.agones_url),
-            rooms,
+            rooms: file_rooms(file.rooms)?,
         })
     }
 

@@ -21,6 +21,10 @@ use crate::token::RoomId;
 
 /// A metric's labels.
 type Labels = Vec<(&'static str, String)>;
+/// A family of gauges by labels.
+type Gauges = Family<Labels, Gauge>;
+/// A family of counters by labels.
+type Counters = Family<Labels, Counter>;
 
 /// Every metric name the server exports (without the `_total` the text format adds to
 /// counters), for the docs and the tests.
@@ -119,62 +123,12 @@ impl ServerMetrics {
         // 50 µs to ~100 ms.
         let relay_tick = Histogram::new(exponential_buckets(0.000_05, 2.0, 12));
         let tick_lag = Family::<Labels, Gauge>::default();
-        let r = &mut registry;
-        r.register("simsync_rooms", "Rooms by kind and state", rooms.clone());
-        r.register(
-            "simsync_clients",
-            "Connections in rooms, by room kind",
-            clients.clone(),
-        );
-        r.register(
-            "simsync_packets",
-            "Payloads by direction (in, out)",
-            packets.clone(),
-        );
-        r.register(
-            "simsync_bytes",
-            "Payload bytes by direction (in, out)",
-            bytes.clone(),
-        );
-        r.register(
-            "simsync_refused",
-            "Connections and datagrams refused, by reason",
-            refused.clone(),
-        );
-        r.register(
-            "simsync_rate_limited",
-            "Messages dropped by a connection's rate limit, by room kind",
-            rate_limited.clone(),
-        );
-        r.register(
-            "simsync_desyncs",
-            "Desyncs judged by relay rooms",
-            desyncs.clone(),
-        );
-        r.register(
-            "simsync_rejoins",
-            "Player slots taken again by a new connection",
-            rejoins.clone(),
-        );
-        r.register(
-            "simsync_snapshot_bytes",
-            "Snapshot bytes forwarded to late joiners",
-            snapshot_bytes.clone(),
-        );
-        r.register(
-            "simsync_resent_sets",
-            "Confirmed input sets resent by relay rooms",
-            resent_sets.clone(),
-        );
-        r.register(
-            "simsync_relay_tick_seconds",
-            "Duration of a relay room's update that ran ticks",
-            relay_tick.clone(),
-        );
-        r.register(
-            "simsync_room_tick_lag_ticks",
-            "Per relay room: ticks between its clock and what every connected player acknowledged",
-            tick_lag.clone(),
+        register_all(
+            &mut registry,
+            [&rooms, &clients, &tick_lag],
+            [&packets, &bytes, &refused, &rate_limited],
+            [&desyncs, &rejoins, &snapshot_bytes, &resent_sets],
+            &relay_tick,
         );
         for kind in ["relay", "ownership"] {
             drop(rate_limited.get_or_create(&label("kind", kind)));
@@ -315,6 +269,72 @@ impl ServerMetrics {
     pub fn observe_relay_tick(&self, duration: Duration) {
         self.relay_tick.observe(duration.as_secs_f64());
     }
+}
+
+/// Registers every metric under its name and help text.
+fn register_all(
+    r: &mut Registry,
+    [rooms, clients, tick_lag]: [&Gauges; 3],
+    [packets, bytes, refused, rate_limited]: [&Counters; 4],
+    [desyncs, rejoins, snapshot_bytes, resent_sets]: [&Counter; 4],
+    relay_tick: &Histogram,
+) {
+    r.register("simsync_rooms", "Rooms by kind and state", rooms.clone());
+    r.register(
+        "simsync_clients",
+        "Connections in rooms, by room kind",
+        clients.clone(),
+    );
+    r.register(
+        "simsync_packets",
+        "Payloads by direction (in, out)",
+        packets.clone(),
+    );
+    r.register(
+        "simsync_bytes",
+        "Payload bytes by direction (in, out)",
+        bytes.clone(),
+    );
+    r.register(
+        "simsync_refused",
+        "Connections and datagrams refused, by reason",
+        refused.clone(),
+    );
+    r.register(
+        "simsync_rate_limited",
+        "Messages dropped by a connection's rate limit, by room kind",
+        rate_limited.clone(),
+    );
+    r.register(
+        "simsync_desyncs",
+        "Desyncs judged by relay rooms",
+        desyncs.clone(),
+    );
+    r.register(
+        "simsync_rejoins",
+        "Player slots taken again by a new connection",
+        rejoins.clone(),
+    );
+    r.register(
+        "simsync_snapshot_bytes",
+        "Snapshot bytes forwarded to late joiners",
+        snapshot_bytes.clone(),
+    );
+    r.register(
+        "simsync_resent_sets",
+        "Confirmed input sets resent by relay rooms",
+        resent_sets.clone(),
+    );
+    r.register(
+        "simsync_relay_tick_seconds",
+        "Duration of a relay room's update that ran ticks",
+        relay_tick.clone(),
+    );
+    r.register(
+        "simsync_room_tick_lag_ticks",
+        "Per relay room: ticks between its clock and what every connected player acknowledged",
+        tick_lag.clone(),
+    );
 }
 
 /// The registry in the text format (what `/metrics` answers).

@@ -284,6 +284,10 @@ impl OwnershipRoomConfig {
             {
                 return Err(RoomConfigError::BodyPosition(body.id));
             }
+            let length = body.rotation.iter().map(|c| c * c).sum::<f32>().sqrt();
+            if !length.is_finite() || (length - 1.0).abs() > 1e-3 {
+                return Err(RoomConfigError::BodyRotation(body.id));
+            }
         }
         Ok(())
     }
