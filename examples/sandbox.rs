@@ -40,6 +40,8 @@ mod network;
 mod ownership;
 #[path = "sandbox/replay.rs"]
 mod replay;
+#[path = "sandbox/room_config.rs"]
+mod room_config;
 #[path = "sandbox/scene.rs"]
 mod scene;
 #[path = "sandbox/setup_check.rs"]
@@ -96,7 +98,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         }
         Command::Replay(args) => return replay::run_replay(&args),
         Command::RoomConfig(args) => {
-            link::print_room_config(&args)?;
+            room_config::print_room_config(&args)?;
             return Ok(ExitCode::SUCCESS);
         }
     };

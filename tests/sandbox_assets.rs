@@ -17,6 +17,10 @@ pub(crate) mod error;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/game.rs"]
 pub(crate) mod game;
+// How `join` reaches its server (for the ownership mode's UDP role).
+#[allow(dead_code)]
+#[path = "../examples/sandbox/link.rs"]
+pub(crate) mod link;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/scene.rs"]
 pub(crate) mod scene;

@@ -19,4 +19,4 @@ mod sandbox_ownership;
 
 // The sandbox's modules name each other `crate::cli`, `crate::error`, ... (the example's root
 // modules); in this binary they live under `sandbox_assets`.
-use sandbox_assets::{cli, driver, error, game, scene};
+use sandbox_assets::{cli, driver, error, game, link, scene};

@@ -1,6 +1,7 @@
 //! Networked deterministic sessions: a relay server and clients as separate Apps in one
 //! process, over the in-memory transport with a seeded link conditioner (and once over UDP).
 
+mod authority;
 mod clock_sync;
 mod config_check;
 mod desync_report;

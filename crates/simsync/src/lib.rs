@@ -51,6 +51,7 @@ pub use simsync_ownership::OwnershipDiagnosticsPlugin;
 pub use simsync_ownership::OwnershipPlugin;
 pub use simsync_time::VirtualTimePlugin;
 
+pub mod authority;
 pub mod testing;
 
 use bevy::app::{PluginGroup, PluginGroupBuilder};

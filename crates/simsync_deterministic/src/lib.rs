@@ -152,7 +152,7 @@ pub use snapshot::{
     RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
     TryRollbackAppExt, WORLD_OWN_INDICES, WorldRole, despawn_simulated_now, spawn_simulated_now,
 };
-pub use source::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
+pub use source::{ClientSnapshotStats, Resynced, SnapshotReceived, SnapshotRejected};
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerLeft,
     PlayerRejoined, ReconnectPhase, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER,

@@ -454,6 +454,7 @@ fn add_session_messages(app: &mut App) {
         .add_message::<crate::dump::DesyncDumpFailed>()
         .add_message::<simsync_net::DesyncReport>()
         .add_message::<crate::source::SnapshotReceived>()
+        .add_message::<crate::source::Resynced>()
         .add_message::<crate::source::SnapshotRejected>();
 }
 

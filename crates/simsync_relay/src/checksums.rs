@@ -46,12 +46,29 @@ pub(crate) struct ChecksumVotes {
     /// The reports of the most recently judged ticks (at most [`KEPT_REPORTS`]), for
     /// [`ChecksumVotes::reference`].
     kept: BTreeMap<Tick, Vec<Option<u64>>>,
+    /// The authority's checksum per tick (an authoritative room; at most [`KEPT_REPORTS`]).
+    authority: BTreeMap<Tick, u64>,
+    /// Whether ticks are judged against the authority's checksum.
+    authoritative: bool,
 }
 
 /// Judged ticks whose reports are kept to verify snapshots against.
 const KEPT_REPORTS: usize = 1_024;
 
 impl ChecksumVotes {
+    /// Judges against the authority's checksums from now on (`on`), or by majority.
+    pub(crate) fn set_authoritative(&mut self, on: bool) {
+        self.authoritative = on;
+    }
+
+    /// The authority's checksum of `tick` ([authoritative rooms](crate::rules#authoritative-rooms)).
+    pub(crate) fn set_authority(&mut self, tick: Tick, checksum: u64) {
+        self.authority.insert(tick, checksum);
+        while self.authority.len() > KEPT_REPORTS {
+            self.authority.pop_first();
+        }
+    }
+
     /// Records `slot`'s checksum for `tick` (of `players` slots) at time `now`.
     ///
     /// # Errors
@@ -96,12 +113,15 @@ impl ChecksumVotes {
         let ready: Vec<Tick> = self
             .pending
             .iter()
-            .filter(|(_, p)| {
+            .filter(|(tick, p)| {
                 let complete = connected
                     .iter()
                     .zip(&p.reports)
                     .all(|(on, report)| !on || report.is_some());
-                complete || now.saturating_sub(p.first_at) >= timeout
+                let timed_out = now.saturating_sub(p.first_at) >= timeout;
+                // An authoritative room waits for the authority's checksum too.
+                let judge_known = !self.authoritative || self.authority.contains_key(tick);
+                (complete && judge_known) || timed_out
             })
             .map(|(tick, _)| *tick)
             .collect();
@@ -111,10 +131,22 @@ impl ChecksumVotes {
                 continue;
             };
             self.judged.insert(tick);
-            judgements.push(Judgement {
-                tick,
-                players: minority(&pending.reports),
-                agreeing: agreeing(&pending.reports),
+            let truth = self
+                .authority
+                .get(&tick)
+                .copied()
+                .filter(|_| self.authoritative);
+            judgements.push(match truth {
+                Some(truth) => Judgement {
+                    tick,
+                    players: differing_from(&pending.reports, truth),
+                    agreeing: agreeing_with(&pending.reports, truth),
+                },
+                None => Judgement {
+                    tick,
+                    players: minority(&pending.reports),
+                    agreeing: agreeing(&pending.reports),
+                },
             });
             self.kept.insert(tick, pending.reports);
         }
@@ -140,6 +172,9 @@ impl ChecksumVotes {
         joiner: usize,
         buddy_alone: bool,
     ) -> Option<u64> {
+        if let Some(truth) = self.authority.get(&tick).filter(|_| self.authoritative) {
+            return Some(*truth);
+        }
         let reports = self
             .pending
             .get(&tick)
@@ -165,6 +200,27 @@ impl ChecksumVotes {
         }
         majority(&others)
     }
+}
+
+/// The slots whose report differs from the authority's `truth` (an authoritative room: the
+/// authority's checksum is the truth, so a lone player, or one of two, is judged alone).
+pub(crate) fn differing_from(reports: &[Option<u64>], truth: u64) -> Vec<u8> {
+    reports
+        .iter()
+        .enumerate()
+        .filter(|(_, report)| report.is_some_and(|c| c != truth))
+        .filter_map(|(slot, _)| u8::try_from(slot).ok())
+        .collect()
+}
+
+/// The slots whose report is the authority's `truth`.
+pub(crate) fn agreeing_with(reports: &[Option<u64>], truth: u64) -> Vec<u8> {
+    reports
+        .iter()
+        .enumerate()
+        .filter(|(_, report)| **report == Some(truth))
+        .filter_map(|(slot, _)| u8::try_from(slot).ok())
+        .collect()
 }
 
 /// The value reported more often than every other one in `reports` (`None`: no report, or a
@@ -323,5 +379,54 @@ mod tests {
         votes.report(2, 6, 1, 9, 3, T).unwrap();
         assert!(votes.judge(&[true, true, true], T + T / 2, T).is_empty());
         assert_eq!(votes.judge(&[true, true, true], T + T, T).len(), 1);
+    }
+
+    #[test]
+    fn with_an_authority_only_the_players_that_differ_from_it_are_named() {
+        let mut votes = ChecksumVotes::default();
+        votes.set_authoritative(true);
+        // Two players disagree: without an authority both would be named.
+        votes.report(0, 5, 0xAA, 10, 2, T).unwrap();
+        votes.report(1, 5, 0xBB, 10, 2, T).unwrap();
+        // Complete, but the authority's checksum is not known yet: no judgement.
+        assert!(votes.judge(&[true, true], T, 10 * T).is_empty());
+        votes.set_authority(5, 0xAA);
+        let judged = votes.judge(&[true, true], T, 10 * T);
+        assert_eq!(judged[0].players, vec![1]);
+        assert_eq!(judged[0].agreeing, vec![0]);
+    }
+
+    #[test]
+    fn with_an_authority_a_lone_player_is_judged() {
+        let mut votes = ChecksumVotes::default();
+        votes.set_authoritative(true);
+        votes.set_authority(3, 7);
+        votes.report(0, 3, 8, 10, 1, T).unwrap();
+        let judged = votes.judge(&[true], T, 10 * T);
+        assert_eq!(judged[0].players, vec![0]);
+        votes.set_authority(4, 9);
+        votes.report(0, 4, 9, 10, 1, T).unwrap();
+        let judged = votes.judge(&[true], T, 10 * T);
+        assert!(judged[0].players.is_empty());
+    }
+
+    #[test]
+    fn a_late_authority_falls_back_to_the_majority_at_the_timeout() {
+        let mut votes = ChecksumVotes::default();
+        votes.set_authoritative(true);
+        votes.report(0, 2, 1, 10, 3, T).unwrap();
+        votes.report(1, 2, 1, 10, 3, T).unwrap();
+        votes.report(2, 2, 5, 10, 3, T).unwrap();
+        assert!(votes.judge(&[true; 3], T, T).is_empty());
+        let judged = votes.judge(&[true; 3], 2 * T, T);
+        assert_eq!(judged[0].players, vec![2]);
+    }
+
+    #[test]
+    fn with_an_authority_a_snapshot_is_checked_against_it() {
+        let mut votes = ChecksumVotes::default();
+        votes.set_authoritative(true);
+        votes.set_authority(6, 42);
+        assert_eq!(votes.reference(6, 0, 1, false), Some(42));
     }
 }

@@ -21,6 +21,7 @@
 //!   ([`SnapshotServed`], [`SnapshotStats`]).
 #![warn(missing_docs)]
 
+mod authority;
 mod breakdowns;
 mod checksums;
 mod episodes;
@@ -35,9 +36,10 @@ mod stats;
 #[doc = include_str!("rules.md")]
 pub mod rules {}
 
+pub use authority::{Authority, AuthoritySnapshot, AuthorityStats, Resync, SERVER_BUDDY};
 pub use limits::{RateLimited, RelayLimits};
 pub use matches::{MatchChanged, MatchCommandError, RelayCommand, RelayCommandFailed};
-pub use plugin::DeterministicServerPlugin;
+pub use plugin::{AuthorityFactory, DeterministicServerPlugin};
 pub use server::{
     DEFAULT_CHECKSUM_TIMEOUT_MS, DEFAULT_SILENCE_TIMEOUT_MS, HeaderReader, RelayEvent, RelayServer,
     RelayServerConfig, read_snapshot_header,

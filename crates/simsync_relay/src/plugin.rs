@@ -5,6 +5,7 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::{RenetReceive, RenetServer};
 use simsync_net::{DEFAULT_MAX_INPUT_BYTES, DesyncReport, NetClock, SimInput, TickAccumulator};
 
+use crate::authority::{Authority, Resync};
 use crate::limits::RelayLimits;
 use crate::matches::{MatchChanged, RelayCommand, RelayCommandFailed};
 use crate::server::{
@@ -48,7 +49,13 @@ pub struct DeterministicServerPlugin {
     relay: fn(RelayServerConfig) -> RelayServer,
     /// How the relay reads a snapshot's header (`None`: it takes the buddy's word).
     read_header: Option<HeaderReader>,
+    /// Makes the room's authority, if it has one.
+    authority: Option<(AuthorityFactory, Resync)>,
 }
+
+/// Makes an authoritative room's [`Authority`] when the plugin is built (each relay app gets
+/// its own world).
+pub type AuthorityFactory = std::sync::Arc<dyn Fn() -> Box<dyn Authority> + Send + Sync>;
 
 impl DeterministicServerPlugin {
     /// A relay for `players` players of input type `I`, at `tick_rate_hz`, with
@@ -76,6 +83,7 @@ impl DeterministicServerPlugin {
             },
             relay: RelayServer::new::<I>,
             read_header: None,
+            authority: None,
         }
     }
 
@@ -150,6 +158,19 @@ impl DeterministicServerPlugin {
         self
     }
 
+    /// Makes the room authoritative ([`RelayServer::with_authority`]): the relay runs the
+    /// verified world `make` builds from the confirmed sets, judges every checksum against it,
+    /// serves its snapshots, and with [`Resync::On`] resyncs a desynced client
+    /// ([authoritative rooms](crate::rules#authoritative-rooms)).
+    pub fn authority(mut self, make: AuthorityFactory, resync: Resync) -> Self {
+        // The authority serves snapshots: late joiners may take free slots.
+        if self.config.snapshots.is_none() {
+            self.config.snapshots = Some(SnapshotServing::default());
+        }
+        self.authority = Some((make, resync));
+        self
+    }
+
     /// Seeds the reconnect tokens with `seed` instead of the entropy of the moment (tests that
     /// want the same tokens on every run).
     pub fn reconnect_seed(mut self, seed: u64) -> Self {
@@ -173,6 +194,9 @@ impl Plugin for DeterministicServerPlugin {
         let mut relay = (self.relay)(self.config.clone());
         if let Some(read) = self.read_header {
             relay = relay.with_header_reader(read);
+        }
+        if let Some((make, resync)) = &self.authority {
+            relay = relay.with_authority(make(), *resync);
         }
         app.insert_resource(relay)
             .init_resource::<RelayStats>()

@@ -88,6 +88,7 @@ use crate::snapshots::{
 };
 use crate::stats::RelayStats;
 
+mod authority_feed;
 mod rematch;
 mod serving;
 
@@ -304,6 +305,8 @@ pub struct RelayServer {
     read_header: Option<HeaderReader>,
     /// Slots assigned to connections before their `Hello` ([`Self::assign_slot`]).
     assigned: HashMap<ClientId, u8>,
+    /// The verified world of an authoritative room ([`Self::with_authority`]).
+    authority: Option<crate::authority::AuthorityHost>,
 }
 
 /// Most slot assignments kept for connections that have not said hello (netcode's limit on
@@ -384,6 +387,7 @@ impl RelayServer {
             events: Vec::new(),
             read_header: None,
             assigned: HashMap::new(),
+            authority: None,
         }
     }
 
@@ -696,6 +700,7 @@ impl RelayServer {
         self.stats.server_tick = self.server_tick;
         self.mark_silent(server);
         self.confirm_ready();
+        self.feed_authority();
         self.judge_checksums(server);
         self.judge_breakdowns(server);
         self.drive_transfers(server);
@@ -1002,9 +1007,10 @@ impl RelayServer {
     /// Judges every tick all connected players reported, or whose timeout passed; a
     /// disagreement is counted, and sent to every client with the players whose desync episode
     /// it starts ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).
-    fn judge_checksums(&mut self, server: &mut RenetServer) {
+    fn judge_checksum_votes(&mut self, server: &mut RenetServer) -> Vec<(Tick, Vec<u8>)> {
         let connected: Vec<bool> = self.slots.iter().map(Slot::connected).collect();
         let timeout = Duration::from_millis(u64::from(self.config.checksum_timeout_ms));
+        let mut episodes = Vec::new();
         for judgement in self.checksums.judge(&connected, self.now, timeout) {
             let started = self.episodes.judge(&judgement);
             if judgement.players.is_empty() {
@@ -1035,6 +1041,7 @@ impl RelayServer {
             for player in &started {
                 self.stats.desync_episodes[usize::from(*player)] += 1;
             }
+            episodes.push((judgement.tick, started.clone()));
             let desync = ServerMessage::session(
                 self.match_id,
                 SessionServerMessage::Desync {
@@ -1043,6 +1050,15 @@ impl RelayServer {
                 },
             );
             let _ = server.broadcast_msg(&desync);
+        }
+        episodes
+    }
+
+    /// Judges the checksums, then sends every client whose desync episode against the
+    /// authority starts a snapshot of it (with [`Resync::On`](crate::Resync::On)).
+    fn judge_checksums(&mut self, server: &mut RenetServer) {
+        for (tick, started) in self.judge_checksum_votes(server) {
+            self.resync(tick, &started);
         }
     }
 

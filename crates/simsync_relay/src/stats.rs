@@ -110,6 +110,8 @@ pub struct RelayStats {
     pub late_joins: Vec<u64>,
     /// Snapshot transfers (late join, rejoin after the history is gone).
     pub snapshots: SnapshotStats,
+    /// The authority of an authoritative room (zero otherwise).
+    pub authority: crate::authority::AuthorityStats,
 }
 
 impl RelayStats {

@@ -103,6 +103,14 @@ pub enum SessionStateReason {
         /// Why, as the relay's app said.
         reason: MatchEndReason,
     },
+    /// An authoritative relay resynced this client from its snapshot (`Desynced` → `Running`):
+    /// the verified tick it had reached and the authority's tick it loaded.
+    Resynced {
+        /// This client's verified tick before the resync.
+        from_tick: Tick,
+        /// The authority's verified tick loaded.
+        to_tick: Tick,
+    },
     /// The relay opened its next match and the session was rebuilt for it on the same
     /// connection (`WaitingForPlayers`; `Running` when the relay's match runs already)
     /// ([what survives a rematch](crate::rules#what-survives-a-rematch)).
@@ -183,6 +191,8 @@ pub struct NetworkView {
     pub reconnect: ReconnectPhase,
     /// The relay ended the session's match: which, and why.
     pub match_end: Option<(MatchId, MatchEndReason)>,
+    /// The last resync `(from_tick, to_tick)` since the last desync naming this client.
+    pub resynced: Option<(Tick, Tick)>,
 }
 
 /// The transitions from `current` that `view` calls for, in order (empty when none). Rules, by
@@ -250,6 +260,17 @@ pub fn session_transitions(
         go(&mut out, SessionState::Running, SessionStateReason::Started);
     }
     let now = out.last().map_or(current, |c| c.to);
+    if now == SessionState::Desynced
+        && net.desync_naming_self.is_none()
+        && let Some((from_tick, to_tick)) = net.resynced
+    {
+        go(
+            &mut out,
+            SessionState::Running,
+            SessionStateReason::Resynced { from_tick, to_tick },
+        );
+        return out;
+    }
     if now == SessionState::Running
         && let Some(desync) = &net.desync_naming_self
     {
@@ -322,7 +343,11 @@ fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> L
         slot: net.slot,
         started: net.started,
         rejected: net.rejected.clone(),
-        desync_naming_self: net.last_desync.clone().filter(|d| d.local_player_named),
+        desync_naming_self: net
+            .last_desync
+            .clone()
+            .filter(|d| d.local_player_named && net.resynced.is_none()),
+        resynced: net.resynced,
         reconnect: net.reconnect,
         match_end: net.match_id.zip(net.match_end.clone()),
     });
@@ -372,6 +397,7 @@ mod tests {
             desync_naming_self: None,
             reconnect: ReconnectPhase::Idle,
             match_end: None,
+            resynced: None,
         }
     }
 
@@ -572,5 +598,30 @@ mod tests {
         };
         let t = session_transitions(Running, &view);
         assert_eq!(t[0].reason, SessionStateReason::EndRequested);
+    }
+
+    #[test]
+    fn a_resync_after_a_desync_naming_this_client_returns_it_to_running() {
+        let mut n = net(Connection::Connected);
+        n.slot = Some(0);
+        n.started = true;
+        n.resynced = Some((90, 120));
+        let view = LifecycleView {
+            network: Some(n),
+            verified_tick: 120,
+            end: SessionEnd::default(),
+        };
+        let seen = session_transitions(SessionState::Desynced, &view);
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].to, SessionState::Running);
+        assert_eq!(
+            seen[0].reason,
+            SessionStateReason::Resynced {
+                from_tick: 90,
+                to_tick: 120
+            }
+        );
+        // Running stays Running: the resync is not a desync.
+        assert!(session_transitions(SessionState::Running, &view).is_empty());
     }
 }

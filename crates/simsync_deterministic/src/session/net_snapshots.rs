@@ -158,6 +158,16 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
         return;
     };
     let size = snapshot.bytes.len();
+    let before = world
+        .get_resource::<DeterministicSession<I>>()
+        .map_or(0, |s| s.verified_tick);
+    let resync = world
+        .get_resource::<DeterministicSession<I>>()
+        .and_then(|s| s.link.as_ref())
+        .is_some_and(|link| link.awaiting_resync());
+    if resync {
+        world.insert_resource(super::snapshot::SnapshotRewind);
+    }
     let reason = match (hooks.load)(world, &snapshot.bytes, hooks.max_bytes) {
         Ok((tick, checksum)) if (tick, checksum) == (snapshot.tick, snapshot.checksum) => None,
         Ok((tick, checksum)) => Some(format!(
@@ -167,6 +177,7 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
         )),
         Err(error) => Some(error),
     };
+    world.remove_resource::<super::snapshot::SnapshotRewind>();
     let Some(mut session) = world.get_resource_mut::<DeterministicSession<I>>() else {
         return;
     };
@@ -176,8 +187,22 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
     };
     match reason {
         None => {
+            if resync {
+                link.resynced(before, snapshot.tick);
+            }
             session.source.resume_after(snapshot.tick, 0);
             link.snapshot_loaded(snapshot.tick, &mut session.buffer);
+            if resync {
+                info!(
+                    "session client: resynced from the authority's snapshot of tick {} (this \
+                     client was at verified tick {before})",
+                    snapshot.tick
+                );
+                world.write_message(crate::source::Resynced {
+                    from_tick: before,
+                    to_tick: snapshot.tick,
+                });
+            }
             info!(
                 "session client: loaded the relay's snapshot of tick {} ({size} bytes)",
                 snapshot.tick

@@ -187,7 +187,10 @@ fn load_into<I: SimInput>(
     check_header(header, session, worlds)?;
     let tick = header.tick;
     let verified = worlds.verified.tick();
-    if verified > tick {
+    // A resync (an authoritative relay's snapshot for a desynced client) may take the session
+    // back: the ticks after it are verified again from the confirmed sets the relay resends.
+    let rewind = world.remove_resource::<SnapshotRewind>().is_some();
+    if verified > tick && !rewind {
         return Err(SnapshotError::SessionAhead { tick, verified });
     }
     if snapshot.body.continue_from != tick + 1 || snapshot.body.events_settled_through != tick {
@@ -222,6 +225,11 @@ fn load_into<I: SimInput>(
     resume_session(world, worlds, session, tick);
     Ok(tick)
 }
+
+/// Marks the next [`load_snapshot`] as a resync: it may take a session that verified past the
+/// snapshot's tick back to it (the relay resends the confirmed sets after it).
+#[derive(Resource, Debug, Clone, Copy, Default)]
+pub(crate) struct SnapshotRewind;
 
 /// Moves the session's own state to continue from `tick + 1`.
 fn resume_session<I: SimInput>(

@@ -63,6 +63,16 @@ impl<I: SimInput> RelayLink<I> {
         lock(&self.client).snapshot_loaded(tick, buffer);
     }
 
+    /// Whether a snapshot loaded now is a resync (this client was named desynced).
+    pub(crate) fn awaiting_resync(&self) -> bool {
+        lock(&self.client).awaiting_resync()
+    }
+
+    /// A resync from `from_tick` to `to_tick` happened.
+    pub(crate) fn resynced(&mut self, from_tick: Tick, to_tick: Tick) {
+        lock(&self.client).resynced(from_tick, to_tick);
+    }
+
     /// The snapshot forwarded with `request` was refused.
     pub(crate) fn snapshot_refused(&mut self, request: u32) {
         lock(&self.client).snapshot_refused(request);

@@ -50,7 +50,7 @@ pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejectio
 pub use presence::{PlayerLeft, PlayerRejoined};
 pub use reconnect::ReconnectPhase;
 pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
-pub use snapshot_exchange::{ClientSnapshotStats, SnapshotReceived, SnapshotRejected};
+pub use snapshot_exchange::{ClientSnapshotStats, Resynced, SnapshotReceived, SnapshotRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
 /// time owed, so a long hitch does not turn into a burst of polls.

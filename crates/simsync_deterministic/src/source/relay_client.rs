@@ -98,6 +98,10 @@ pub struct RelayClientStats {
     pub desyncs_naming_self: u64,
     /// The last desync the server reported.
     pub last_desync: Option<DesyncDetected>,
+    /// Times this client was resynced from an authoritative room's snapshot ([`Resynced`](crate::Resynced)).
+    pub resyncs: u64,
+    /// The last resync `(from_tick, to_tick)`, while no desync was reported after it.
+    pub resynced: Option<(Tick, Tick)>,
     /// The last desync report (the components that differ) the server sent.
     pub last_desync_report: Option<simsync_net::DesyncReport>,
     /// Confirmed inputs that did not decode and were substituted ([`InputSubstituted`]).
@@ -776,6 +780,24 @@ impl<I: SimInput> RelayClient<I> {
         }
     }
 
+    /// Whether a snapshot loaded now is a resync: this client was named desynced and has not
+    /// been resynced since.
+    pub(crate) fn awaiting_resync(&self) -> bool {
+        self.stats.resynced.is_none()
+            && self
+                .stats
+                .last_desync
+                .as_ref()
+                .is_some_and(|d| d.local_player_named)
+    }
+
+    /// A snapshot loaded after this client was named desynced: a resync from `from_tick` (its
+    /// own verified tick) to `to_tick`.
+    pub(crate) fn resynced(&mut self, from_tick: Tick, to_tick: Tick) {
+        self.stats.resyncs += 1;
+        self.stats.resynced = Some((from_tick, to_tick));
+    }
+
     /// The snapshot forwarded with `request` was refused: the relay is told.
     pub(crate) fn snapshot_refused(&mut self, request: u32) {
         self.snapshots.stats.refused += 1;
@@ -837,6 +859,7 @@ impl<I: SimInput> RelayClient<I> {
             );
         }
         self.stats.last_desync = Some(desync.clone());
+        self.stats.resynced = None;
         self.reports.push(NetReport::Desync(desync));
     }
 

@@ -38,6 +38,18 @@ pub struct SnapshotReceived {
     pub bytes: usize,
 }
 
+/// This client was resynced: the relay named it desynced against its authority (an
+/// authoritative room) and sent it a snapshot of the authority's verified world, which it
+/// loaded and goes on from (written on the client's app; the session goes from `Desynced` back
+/// to `Running`). Its desync dump, if it writes dumps, was written before.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq, Reflect)]
+pub struct Resynced {
+    /// The verified tick this client had reached on its own, diverged, world.
+    pub from_tick: Tick,
+    /// The authority's verified tick it loaded: the session goes on from the next one.
+    pub to_tick: Tick,
+}
+
 /// A snapshot from the relay was refused (written on the joiner's app); the relay is told and
 /// serves one from another client.
 #[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]

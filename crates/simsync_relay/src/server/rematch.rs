@@ -91,6 +91,7 @@ impl RelayServer {
         self.confirmed.clear();
         self.confirmed_tick = 0;
         self.checksums = Default::default();
+        self.restart_authority();
         self.breakdowns = Default::default();
         self.disagreement_run = false;
         self.episodes = DesyncEpisodes::new(self.slots.len());

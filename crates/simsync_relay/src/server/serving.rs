@@ -33,9 +33,11 @@ impl RelayServer {
         let mut transfers = std::mem::take(&mut self.transfers);
         let joining: Vec<u8> = transfers.iter().map(|t| t.joiner).collect();
         for transfer in &mut transfers {
-            let buddy_gone = transfer
-                .buddy()
-                .is_some_and(|b| !self.slots[usize::from(b)].connected());
+            let buddy_gone = transfer.buddy().is_some_and(|b| {
+                self.slots
+                    .get(usize::from(b))
+                    .is_some_and(|slot| !slot.connected())
+            });
             let stall = transfer.stall(self.now, timeout);
             if stall == Some(Stall::Forwarding) {
                 self.stats.snapshots.forwarding_stalls += 1;
@@ -56,7 +58,9 @@ impl RelayServer {
             }
             match transfer.phase {
                 Phase::NoBuddy if self.now >= transfer.retry_at => {
-                    self.ask_buddy(server, transfer, &joining, serving.max_bytes);
+                    if !self.serve_authority_snapshot(transfer) {
+                        self.ask_buddy(server, transfer, &joining, serving.max_bytes);
+                    }
                 }
                 Phase::NoBuddy => {}
                 Phase::Receiving { .. } => {}
@@ -185,9 +189,15 @@ impl RelayServer {
         }
     }
 
-    /// Counts and reports a lying buddy.
+    /// Counts and reports a lying buddy (the authority's snapshot refused by a joiner is
+    /// counted apart: its build computes another state).
     fn lying(&mut self, buddy: u8, tick: Tick, caught_by: CaughtBy) {
-        self.stats.snapshots.lying[usize::from(buddy)] += 1;
+        let Some(count) = self.stats.snapshots.lying.get_mut(usize::from(buddy)) else {
+            self.stats.authority.snapshots_refused += 1;
+            warn!("relay: a joiner refused the authority's snapshot of tick {tick}");
+            return;
+        };
+        *count += 1;
         warn!(
             "relay: player {buddy}'s snapshot of tick {tick} is not the verified world ({caught_by:?})"
         );
