@@ -188,6 +188,11 @@ pub struct NetworkArgs {
     /// write desync dumps, the relay names the component; compare the dumps with `diff`.
     #[arg(long, value_name = "TICK", value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
     pub plant_desync: Option<u32>,
+    /// An authoritative relay: it runs the verified world itself (the same game, from the
+    /// confirmed inputs), judges every client's checksum against it (with --plant-desync only
+    /// client 0 is named) and resyncs a desynced client from its snapshot.
+    #[arg(long)]
+    pub authoritative: bool,
     /// Write desync dumps into this directory [default with --plant-desync: desync-dumps].
     #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
     pub dump_dir: Option<PathBuf>,

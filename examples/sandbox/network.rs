@@ -10,6 +10,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
@@ -180,19 +181,28 @@ pub fn server_app(
         app.add_plugins(log);
     }
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
-        .add_plugins(relay_plugin(players, start_players))
+        .add_plugins(relay_plugin(players, start_players, None))
         .insert_net_server(transport);
     app.finish();
     app.cleanup();
     app
 }
 
-/// The relay of `players` slots starting once `start_players` are taken, serving snapshots.
-fn relay_plugin(players: u8, start_players: u8) -> DeterministicServerPlugin {
-    DeterministicServerPlugin::new::<PackedInput>(players, HZ as u16)
+/// The relay of `players` slots starting once `start_players` are taken, serving snapshots;
+/// authoritative (resyncing desynced clients) with `authority`.
+fn relay_plugin(
+    players: u8,
+    start_players: u8,
+    authority: Option<simsync::relay::AuthorityFactory>,
+) -> DeterministicServerPlugin {
+    let relay = DeterministicServerPlugin::new::<PackedInput>(players, HZ as u16)
         .start_players(start_players)
         .snapshots(SnapshotServing::default())
-        .header_reader(simsync::relay::read_snapshot_header)
+        .header_reader(simsync::relay::read_snapshot_header);
+    match authority {
+        Some(make) => relay.authority(make, simsync::relay::Resync::On),
+        None => relay,
+    }
 }
 
 fn stats(app: &App) -> SessionStats {
@@ -221,6 +231,8 @@ fn client_summary(world: &mut World, compared: usize, mismatches: usize) -> Valu
         "checksums_compared": compared,
         "checksum_mismatches": mismatches,
         "desyncs_reported": net.desyncs_reported,
+        "resyncs": net.resyncs,
+        "resynced": net.resynced.map(|(from, to)| json!({"from_tick": from, "to_tick": to})),
         "resim_ticks_checked": s.resim_ticks_checked,
         "resim_ticks_matching": s.resim_ticks_matching,
         "first_verified_tick": s.checksum_history.first().map(|c| c.tick),
@@ -297,6 +309,11 @@ fn in_process_peers(
     let slots = session.players;
     let (ticks, plant) = (args.run.ticks, args.plant_desync);
     let link = link(args);
+    let authority = args.authoritative.then(|| {
+        let (session, game) = (session.clone(), game.clone());
+        let make = move || client_plugin(&session, game.clone(), "authority".into());
+        simsync::authority::LockstepAuthority::factory::<PackedInput>(slots, Arc::new(make))
+    });
     let peers = RelayPeers::builder(slots, move |id| {
         let (game, name) = match (id, plant) {
             (0, Some(tick)) => (
@@ -308,7 +325,7 @@ fn in_process_peers(
         };
         client_plugin(&session, game, name)
     })
-    .relay(relay_plugin(slots, players))
+    .relay(relay_plugin(slots, players, authority))
     .customize_relay(move |app| {
         app.add_plugins(log);
     })
@@ -481,9 +498,22 @@ pub fn report(
 ) -> Result<bool, Failure> {
     let (run, link_args) = (&args.run, &args.link);
     let players = args.session.players;
+    // After a resync, what counts is each client's world from its last resync on (a tick
+    // verified again is in the history twice: the last entry is the world's now).
+    let resynced_to = clients
+        .iter()
+        .filter_map(|c| c.resource::<SessionStats>().network.as_ref()?.resynced)
+        .map(|(_, to)| to)
+        .max();
     let histories: Vec<_> = clients
         .iter()
-        .map(|c| c.resource::<SessionStats>().checksum_history.clone())
+        .map(|c| {
+            let history = &c.resource::<SessionStats>().checksum_history;
+            match resynced_to {
+                Some(to) => settled_after(history, to),
+                None => history.clone(),
+            }
+        })
         .collect();
     let mut summaries = Vec::new();
     let mut agree = true;
@@ -524,6 +554,15 @@ pub fn report(
             "snapshots_served": relay.snapshots.served,
             "snapshot_bytes_forwarded": relay.snapshots.bytes_forwarded,
             "lying_snapshots": relay.snapshots.lying,
+            "authority": args.authoritative.then(|| json!({
+                "ticks": relay.authority.ticks,
+                "tick": relay.authority.tick,
+                "max_lag_ticks": relay.authority.max_lag_ticks,
+                "snapshots_served": relay.authority.snapshots_served,
+                "resyncs": relay.authority.resyncs,
+                "relay_ms": relay.authority.relay_us as f64 / 1000.0,
+            })),
+            "desyncs_named": relay.desyncs_named,
         },
         "desync_dumps": dump_files(dump_dir),
         "elapsed_s": (elapsed.as_secs_f64() * 100.0).round() / 100.0,
@@ -551,6 +590,18 @@ pub fn report(
         write_json(path, &summary)?;
     }
     Ok(agree && predictions_ok)
+}
+
+/// The last checksum of every tick after `tick` in `history`, in tick order.
+fn settled_after(
+    history: &[simsync::deterministic::TickChecksum],
+    tick: i32,
+) -> Vec<simsync::deterministic::TickChecksum> {
+    let mut last = std::collections::BTreeMap::new();
+    for entry in history.iter().filter(|c| c.tick > tick) {
+        last.insert(entry.tick, *entry);
+    }
+    last.into_values().collect()
 }
 
 /// The dump files in `dir`, sorted (none without a directory).
