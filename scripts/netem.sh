@@ -20,9 +20,9 @@
 # (`cargo build --release`, under $CARGO_TARGET_DIR or target/). Run as root, from anywhere (the
 # sandbox is started from the repository root: it reads assets/).
 # Installs iproute2, curl, python3, kmod or iptables from Debian's packages with apt-get when
-# missing. Exit 0 every scenario passed, 1 one failed (its logs are printed), 2 skipped: the
-# machine cannot do it (not root, no network namespaces, no way to shape a link); the reason is
-# printed as `netem: skipped: <reason>`.
+# missing. Exit 0: every scenario passed; 1: one failed (its logs are printed), a build failed
+# or an argument is wrong; 2: skipped, the machine cannot do it (not root, no network
+# namespaces, no way to shape a link), with the reason as `netem: skipped: <reason>`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -38,13 +38,13 @@ while [ $# -gt 0 ]; do
         --only) only="${2//,/ }"; shift ;;
         --no-install) install=0 ;;
         --keep-logs) keep_logs=1 ;;
-        *) sed -n '7,17p' "$0" >&2; exit 2 ;;
+        *) sed -n '7,25p' "$0" >&2; exit 1 ;;
     esac
     shift
 done
-case "$shaper_mode" in auto | netem | nfqueue) ;; *) echo "netem: --shaper auto|netem|nfqueue" >&2; exit 2 ;; esac
+case "$shaper_mode" in auto | netem | nfqueue) ;; *) echo "netem: --shaper auto|netem|nfqueue" >&2; exit 1 ;; esac
 for name in $only; do
-    [[ " $SCENARIOS " == *" $name "* ]] || { echo "netem: no scenario $name (of: $SCENARIOS)" >&2; exit 2; }
+    [[ " $SCENARIOS " == *" $name "* ]] || { echo "netem: no scenario $name (of: $SCENARIOS)" >&2; exit 1; }
 done
 
 say() { echo "netem: $*"; }
@@ -199,16 +199,22 @@ if [ -z "${SANDBOX_BIN:-}" ]; then
     cargo build --release --example sandbox || { say "FAIL: cargo build --example sandbox"; exit 1; }
     SANDBOX_BIN=$target/release/examples/sandbox
 fi
-SERVER=$(realpath "$SIMSYNC_SERVER_BIN")
-SANDBOX=$(realpath "$SANDBOX_BIN")
-[ -x "$SERVER" ] || { say "FAIL: no server binary at $SERVER"; exit 1; }
-[ -x "$SANDBOX" ] || { say "FAIL: no sandbox binary at $SANDBOX"; exit 1; }
+[ -x "$SIMSYNC_SERVER_BIN" ] || { say "FAIL: no server binary at $SIMSYNC_SERVER_BIN"; exit 1; }
+[ -x "$SANDBOX_BIN" ] || { say "FAIL: no sandbox binary at $SANDBOX_BIN"; exit 1; }
 
 # ---------------------------------------------------------------------------------------------
 # Processes: every one in the background, each with a deadline; the trap ends what is left.
 # ---------------------------------------------------------------------------------------------
 
 LOGS=$(mktemp -d /tmp/simsync-netem.XXXXXX)
+# Copies, so that a build during the run cannot swap the binaries under it.
+mkdir -p "$LOGS/bin"
+if ! { cp "$SIMSYNC_SERVER_BIN" "$LOGS/bin/simsync-server" && cp "$SANDBOX_BIN" "$LOGS/bin/sandbox"; }; then
+    say "FAIL: cannot copy the binaries to $LOGS/bin"
+    exit 1
+fi
+SERVER=$LOGS/bin/simsync-server
+SANDBOX=$LOGS/bin/sandbox
 export NO_COLOR=1 # plain log lines (tracing-subscriber honours it)
 declare -A PID=() RC=()
 SHAPER_PID=""
@@ -257,6 +263,7 @@ stop_all() {
 cleanup() {
     stop_all 2>/dev/null
     remove_namespaces
+    [ -n "${LOGS:-}" ] && rm -rf "${LOGS:?}/bin"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -508,6 +515,13 @@ server_numbers() {
     echo "server bytes in/out $(metric simsync_bytes_total 'direction="in"')/$(metric simsync_bytes_total 'direction="out"'), resent sets $(metric simsync_resent_sets_total), desyncs $(metric simsync_desyncs_total)"
 }
 
+# Fails (with DETAIL) when the relay judged a desync: simsync_desyncs_total of the saved metrics.
+no_server_desync() {
+    local desyncs
+    desyncs=$(metric simsync_desyncs_total)
+    [ "$desyncs" = 0 ] || { DETAIL="the server judged $desyncs desyncs; $DETAIL"; return 1; }
+}
+
 # stop_server: SIGTERM, then the drain; RC[server] is its exit status.
 stop_server() {
     kill -TERM "${PID[server]}" 2>/dev/null
@@ -603,6 +617,7 @@ relay_under() { # RTT JITTER LOSS TICKS
     stop_shaper
     DETAIL="probe rtt median/p5/p95 ${rtt% *} ms lost ${rtt##* }/100; $DETAIL; $numbers; $(link_drops)"
     [ "${RC[server]}" = 0 ] || { DETAIL="server exit ${RC[server]}; $DETAIL"; return 1; }
+    no_server_desync || return 1
 }
 
 scenario_150ms_5pct() { relay_under 150 20 5 600; }
@@ -625,6 +640,7 @@ scenario_cut_3s() {
     stop_shaper
     DETAIL="$DETAIL; $numbers; $(link_drops)"
     [ "${RC[server]}" = 0 ] || { DETAIL="server exit ${RC[server]}; $DETAIL"; return 1; }
+    no_server_desync || return 1
 }
 
 scenario_kill_9_rejoin() {
@@ -633,7 +649,7 @@ scenario_kill_9_rejoin() {
     # Client 2 is killed after 11 s of the match, when the relay's 10 s of input history no
     # longer reaches tick 1: the restarted client needs a snapshot. The match lasts long
     # enough that the killed connection times out on the server (netcode's 15 s) while it runs.
-    local ticks=2000
+    local ticks=2100
     start_relay_match "$ticks" || return 1
     wait_verified c2 704 40 || { DETAIL="client 2 never verified tick 704"; return 1; }
     kill -9 "${PID[c2]}"
@@ -647,7 +663,7 @@ scenario_kill_9_rejoin() {
     start c2b ssync-c2 "$SANDBOX" join --token "$DIR/c2b.token" --players 2 --ticks "$ticks" \
         --summary-json "$DIR/c2b.json"
     # Once the killed connection has timed out: the room holds client 1 and the new client.
-    while [ $((SECONDS - killed_at)) -lt 18 ] && kill -0 "${PID[c1]}" 2>/dev/null; do sleep 0.2; done
+    while [ $((SECONDS - killed_at)) -lt 17 ] && kill -0 "${PID[c1]}" 2>/dev/null; do sleep 0.2; done
     admin "$OPS/rooms/1" >"$DIR/room-after-timeout.json" 2>>"$DIR/admin.log"
     local ok=0
     await c1 $((ticks / 64 + 60)) || ok=1
@@ -664,9 +680,12 @@ scenario_kill_9_rejoin() {
         "$DIR/room-after-timeout.json" 2>/dev/null)
     stop_server
     stop_shaper
-    DETAIL="killed at verified tick $(grep -o 'verified [0-9]*' "$DIR/c2-killed.log" | tail -1 | awk '{print $2}'), restarted 3 s later; rejoins $rejoins, snapshot bytes $(metric simsync_snapshot_bytes_total), room clients 18 s after the kill ${clients:-?}; $DETAIL; $numbers; $(link_drops)"
+    DETAIL="killed at verified tick $(grep -o 'verified [0-9]*' "$DIR/c2-killed.log" | tail -1 | awk '{print $2}'), restarted 3 s later; rejoins $rejoins, snapshot bytes $(metric simsync_snapshot_bytes_total), room clients 17 s after the kill ${clients:-?}; $DETAIL; $numbers; $(link_drops)"
     [ "${RC[server]}" = 0 ] || { DETAIL="server exit ${RC[server]}; $DETAIL"; return 1; }
+    no_server_desync || return 1
     [ "$rejoins" -ge 1 ] || { DETAIL="the server counted no rejoin; $DETAIL"; return 1; }
+    # netcode drops a connection silent for 15 s: by now only client 1 and the new client.
+    [ "${clients:-}" = 2 ] || { DETAIL="the room held ${clients:-?} connections 17 s after the kill, not 2; $DETAIL"; return 1; }
 }
 
 scenario_sigterm_drain() {
@@ -751,6 +770,7 @@ EOF
     stop_shaper
     DETAIL="$DETAIL; ${numbers%, resent*}; $(link_drops)"
     [ "${RC[server]}" = 0 ] || { DETAIL="server exit ${RC[server]}; $DETAIL"; return 1; }
+    no_server_desync || return 1
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -797,6 +817,6 @@ done
 
 say "summary: $passed passed, $failed failed${failed_names:+ (}${failed_names# }${failed_names:+)}; shaper $SHAPER; $((SECONDS - total_start)) s; logs in $LOGS"
 if [ "$failed" = 0 ] && [ "$keep_logs" = 0 ]; then
-    rm -rf "$LOGS"
+    rm -rf "${LOGS:?}"
 fi
 [ "$failed" = 0 ]
