@@ -15,7 +15,7 @@ use simsync_net::Tick;
 /// | kind | default | an honest client sends |
 /// |---|---|---|
 /// | inputs, in ticks of input (the ticks a message adds, at least one) | 4 per tick (`RateLimit::per_tick(hz, 4)`), a second's worth at once | one message per tick, adding one tick |
-/// | checksums | 1 per tick, two seconds' worth at once | at most one per verified tick |
+/// | checksums | 1 per tick, ten seconds' worth at once (the default input history: a client catching up after a stall sends one per tick it verifies again) | at most one per verified tick |
 /// | control (ping, pong, hello, goodbye, anything else) | [`RateLimit::CONTROL`]: 10/s, burst 20 | a ping and a pong every 250 ms |
 /// | snapshot chunks | 256/s (4 MiB/s), burst 2,048 (32 MiB, the default snapshot limit) | one snapshot when asked |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Reflect)]
@@ -46,7 +46,9 @@ impl RelayLimits {
         let per_tick = RateLimit::per_tick(tick_rate_hz, 1);
         Self {
             inputs: RateLimit::per_tick(tick_rate_hz, 4),
-            checksums: RateLimit::new(per_tick.per_second, per_tick.burst.saturating_mul(2)),
+            // A client back from a stall (up to the relay's 10 s input history) verifies the
+            // ticks it missed at once and reports each: that burst must pass.
+            checksums: RateLimit::new(per_tick.per_second, per_tick.burst.saturating_mul(10)),
             control: RateLimit::CONTROL,
             snapshot_chunks: RateLimit::new(256, 2_048),
         }
