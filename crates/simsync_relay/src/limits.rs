@@ -169,12 +169,12 @@ mod tests {
             dropped,
             RateLimited {
                 inputs: 1_000 - 256,
-                checksums: 1_000 - 128,
+                checksums: 1_000 - 640,
                 control: 1_000 - 20,
                 snapshot_chunks: 0,
             }
         );
-        assert_eq!(dropped.total(), 744 + 872 + 980);
+        assert_eq!(dropped.total(), 744 + 360 + 980);
     }
 
     #[test]
@@ -233,5 +233,19 @@ mod tests {
         assert_eq!(Limited::of(&checksum), Limited::Checksums);
         assert_eq!(Limited::of(&ClientMessage::Goodbye), Limited::Control);
         assert_eq!(Limited::of(&ClientMessage::Ping { t: 3 }), Limited::Control);
+    }
+
+    #[test]
+    fn an_honest_client_back_from_a_stall_of_the_whole_history_reports_every_tick() {
+        let mut limiter = RelayLimits::for_tick_rate(64).limiter();
+        let mut dropped = 0;
+        // Ten seconds of ticks verified again at once, one checksum each.
+        for _ in 0..640 {
+            if !limiter.try_take(Limited::Checksums, Duration::from_secs(30)) {
+                dropped += 1;
+            }
+        }
+        assert_eq!(dropped, 0);
+        assert!(!limiter.try_take(Limited::Checksums, Duration::from_secs(30)));
     }
 }
