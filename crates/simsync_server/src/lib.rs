@@ -17,6 +17,8 @@
 //! - Operations: [`Heartbeat`], [`Readiness`], [`ServerMetrics`], the admin API
 //!   ([`AdminCommand`], [`AdminError`]).
 //! - Configuration: [`ServeArgs`] (flags and environment), [`FileConfig`], [`ServerConfig`].
+//! - [`loadgen`]: fake relay players and ownership participants for load tests (a measuring
+//!   tool, not for games).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -25,6 +27,7 @@ mod config;
 mod drain;
 mod health;
 mod http;
+pub mod loadgen;
 mod metrics;
 mod room;
 mod room_config;
