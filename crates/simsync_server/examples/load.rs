@@ -26,7 +26,7 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use simsync_net::renet_netcode::ConnectToken;
 use simsync_server::loadgen::report::{
-    Metrics, Spread, UdpCounters, read_cpu_ticks, read_thread_ticks,
+    Metrics, Spread, UdpCounters, read_cpu_ticks, read_machine_ticks, read_thread_ticks,
 };
 use simsync_server::loadgen::{
     ClientPhase, OwnershipCounters, OwnershipLoadClient, OwnershipLoadSpec, RelayCounters,
@@ -83,6 +83,14 @@ struct LoadArgs {
     /// Client frames per second (each frame: receive, answer, send).
     #[arg(long, default_value_t = 64.0)]
     client_hz: f64,
+    /// Steps per client frame: each step frames one slice of the clients, so their datagrams
+    /// spread over the frame as independent clients' would, not in one burst.
+    #[arg(long, default_value_t = 8)]
+    slices: u32,
+    /// A relay checksum every this many verified ticks (60: the deterministic client's
+    /// default `checksum_interval`; 1: every tick).
+    #[arg(long, default_value_t = 60)]
+    checksum_every: u32,
     /// New connections per second while connecting.
     #[arg(long, default_value_t = 250.0)]
     connect_rate: f64,
@@ -396,9 +404,10 @@ fn plan_jobs(
             };
             let token = minter.mint(client_id, claims).map_err(|e| e.to_string())?;
             let kind = match &room.config {
-                RoomConfig::Relay(relay) => {
-                    JobKind::Relay(RelayLoadSpec::for_room(relay, room.id.0 as u32))
-                }
+                RoomConfig::Relay(relay) => JobKind::Relay(RelayLoadSpec {
+                    checksum_every: load.checksum_every.max(1),
+                    ..RelayLoadSpec::for_room(relay, room.id.0 as u32)
+                }),
                 RoomConfig::Ownership(ownership) => {
                     JobKind::Ownership(OwnershipLoadSpec::for_seat(ownership, slot))
                 }
@@ -498,7 +507,9 @@ struct ThreadReport {
     clients: Vec<ClientReport>,
     /// When the thread saw each mark: `(mark, instant)`.
     mark_times: Vec<(u32, Instant)>,
+    /// Steps run (a slice of the clients each).
     frames: u64,
+    /// Steps that took longer than a step's time.
     late_frames: u64,
     max_frame: Duration,
 }
@@ -510,6 +521,8 @@ struct Live {
     relay: bool,
     client: Result<Fake, String>,
     marks: Vec<(u32, Counters)>,
+    /// When it last took its frame.
+    last: Instant,
 }
 
 impl Live {
@@ -531,7 +544,8 @@ fn spawn_workers(
     for (i, job) in jobs.into_iter().enumerate() {
         parts[i % threads].push(job);
     }
-    let period = Duration::from_secs_f64(1.0 / load.client_hz.max(1.0));
+    let slices = load.slices.max(1);
+    let step = Duration::from_secs_f64(1.0 / load.client_hz.max(1.0) / f64::from(slices));
     let start = Instant::now();
     parts
         .into_iter()
@@ -540,17 +554,43 @@ fn spawn_workers(
             let shared = Arc::clone(shared);
             thread::Builder::new()
                 .name(format!("load-{index}"))
-                .spawn(move || worker(index, part, &shared, period, start))
+                .spawn(move || worker(index, part, &shared, (step, slices), start))
                 .expect("a driver thread starts")
         })
         .collect()
 }
 
+/// Starts the jobs due at `now`.
+fn connect_due(
+    waiting: &mut std::collections::VecDeque<Job>,
+    live: &mut Vec<Live>,
+    now: Instant,
+    start: Instant,
+) {
+    while waiting
+        .front()
+        .is_some_and(|job| job.connect_at <= now - start)
+    {
+        let job = waiting.pop_front().expect("a job is waiting");
+        let (room, slot) = (job.room, job.slot);
+        let relay = matches!(job.kind, JobKind::Relay(_));
+        live.push(Live {
+            room,
+            slot,
+            relay,
+            client: Fake::start(job),
+            marks: Vec::new(),
+            last: now,
+        });
+    }
+}
+
+/// Runs this thread's clients: every `step`, one of `slices` slices of them takes its frame.
 fn worker(
     index: usize,
     jobs: Vec<Job>,
     shared: &Shared,
-    period: Duration,
+    (step, slices): (Duration, u32),
     start: Instant,
 ) -> ThreadReport {
     let mut waiting: std::collections::VecDeque<Job> = jobs.into();
@@ -562,31 +602,24 @@ fn worker(
         late_frames: 0,
         max_frame: Duration::ZERO,
     };
-    let (mut last, mut next, mut seen_mark) = (Instant::now(), Instant::now(), 0);
+    let (mut next, mut seen_mark, mut turn) = (Instant::now(), 0, 0u32);
     while !shared.stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        let dt = now - last;
-        last = now;
-        while waiting
-            .front()
-            .is_some_and(|job| job.connect_at <= now - start)
+        connect_due(&mut waiting, &mut live, now, start);
+        let slice = turn % slices;
+        for l in live
+            .iter_mut()
+            .skip(slice as usize)
+            .step_by(slices as usize)
         {
-            let job = waiting.pop_front().expect("a job is waiting");
-            let (room, slot) = (job.room, job.slot);
-            let relay = matches!(job.kind, JobKind::Relay(_));
-            let client = Fake::start(job);
-            live.push(Live {
-                room,
-                slot,
-                relay,
-                client,
-                marks: Vec::new(),
-            });
+            if let Ok(client) = &mut l.client {
+                client.frame(now - l.last);
+            }
+            l.last = now;
         }
-        for client in live.iter_mut().filter_map(|l| l.client.as_mut().ok()) {
-            client.frame(dt);
+        if slice == 0 {
+            publish(shared, index, &live);
         }
-        publish(shared, index, &live);
         let mark = shared.mark.load(Ordering::Relaxed);
         if mark > seen_mark {
             seen_mark = mark;
@@ -597,7 +630,8 @@ fn worker(
                 }
             }
         }
-        pace(&mut report, now, &mut next, period);
+        turn = turn.wrapping_add(1);
+        pace(&mut report, now, &mut next, step);
     }
     finish(report, live)
 }
@@ -653,6 +687,8 @@ struct Probe {
     server_ticks: Option<u64>,
     server_threads: Vec<(u32, String, u64)>,
     driver_ticks: Option<u64>,
+    /// The machine's `(busy, all)` CPU ticks.
+    machine: Option<(u64, u64)>,
     udp: Option<UdpCounters>,
 }
 
@@ -666,7 +702,9 @@ impl Probe {
             .and_then(|pid| read_thread_ticks(pid).ok())
             .unwrap_or_default();
         let udp = UdpCounters::read().ok();
+        let machine = read_machine_ticks().ok();
         Ok(Self {
+            machine,
             metrics: scrape(target.ops)?,
             at,
             server_ticks,
@@ -810,6 +848,8 @@ fn summarize(
             "tick_rate_hz": load.tick_rate,
             "clients": rooms.iter().map(|r| u64::from(r.config.slots())).sum::<u64>(),
             "client_hz": load.client_hz,
+            "slices": load.slices.max(1),
+            "checksum_every": load.checksum_every.max(1),
             "threads": load.threads.max(1),
             "warmup_seconds": load.warmup,
         },
@@ -935,12 +975,20 @@ fn driver_json(
         (Some(x), Some(y)) => Some(round(y.saturating_sub(x) as f64 / clk / window, 4)),
         _ => None,
     };
+    let machine = match (first.machine, second.machine) {
+        (Some((b1, _)), Some((b2, _))) => {
+            Some(round(b2.saturating_sub(b1) as f64 / clk / window, 3))
+        }
+        _ => None,
+    };
     json!({
         "cpu_share_of_one_core": cpu,
+        "machine_busy_cores": machine,
+        "machine_cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "threads": reports.len(),
-        "frames": reports.iter().map(|r| r.frames).sum::<u64>(),
-        "late_frames": reports.iter().map(|r| r.late_frames).sum::<u64>(),
-        "longest_frame_ms": reports
+        "steps": reports.iter().map(|r| r.frames).sum::<u64>(),
+        "late_steps": reports.iter().map(|r| r.late_frames).sum::<u64>(),
+        "longest_step_ms": reports
             .iter()
             .map(|r| round(r.max_frame.as_secs_f64() * 1_000.0, 2))
             .fold(0.0, f64::max),

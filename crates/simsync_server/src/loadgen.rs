@@ -8,7 +8,8 @@
 //!   config (tick rate, players, the input fingerprint of [`load_input_spec`]), answers
 //!   `MatchOpened` with `Ready`, sends one small input per tick with redundancy and the
 //!   acknowledgement of the confirmed sets it holds (as the deterministic client does), answers
-//!   pings and pings, and sends a checksum for every tick it verified: a rolling hash of the
+//!   pings and pings the relay, and sends a checksum of every `checksum_every`-th tick it verified (the
+//!   deterministic client's default interval, 60, or every tick): a rolling hash of the
 //!   confirmed input sets ([`set_hash`], [`rolling_checksum`]), the same on every honest client
 //!   of a room, so a desync means the relay confirmed different sets to different clients.
 //! - [`OwnershipLoadClient`]: a participant of an ownership room. It joins with the ownership
@@ -36,8 +37,8 @@ pub use ownership::{
     ownership_room_config,
 };
 pub use relay::{
-    RelayCounters, RelayLoadClient, RelayLoadSpec, load_input, load_input_spec, relay_room_config,
-    rolling_checksum, set_hash,
+    CHECKSUM_HISTORY, DEFAULT_CHECKSUM_EVERY, RelayCounters, RelayLoadClient, RelayLoadSpec,
+    load_input, load_input_spec, relay_room_config, rolling_checksum, set_hash,
 };
 
 use serde::Serialize;

@@ -7,6 +7,8 @@ mod common;
 mod drain;
 #[path = "server/http.rs"]
 mod http;
+#[path = "server/load_smoke.rs"]
+mod load_smoke;
 #[path = "server/refusals.rs"]
 mod refusals;
 #[path = "server/rooms_udp.rs"]

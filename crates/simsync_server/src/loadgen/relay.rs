@@ -29,6 +29,10 @@ pub const LOAD_INPUT_MAX_BYTES: u32 = 8;
 /// arrive before the relay needs them (its hard tolerance is 8 ticks after).
 pub const DEFAULT_LEAD_TICKS: Tick = 3;
 
+/// Verified ticks between two checksums of a load client: the deterministic client's default
+/// `checksum_interval`.
+pub const DEFAULT_CHECKSUM_EVERY: u32 = 60;
+
 /// Most ticks a load client samples in one frame (catching up after a stall).
 const MAX_SAMPLES_PER_FRAME: Tick = 16;
 
@@ -38,6 +42,9 @@ const INPUT_REDUNDANCY: usize = 3;
 
 /// Most unconfirmed inputs a load client keeps (and sends).
 const MAX_PENDING_INPUTS: usize = 64;
+
+/// Checksums a load client remembers (the newest), for tests to compare.
+pub const CHECKSUM_HISTORY: usize = 256;
 
 /// Most confirmed sets held beyond the newest verified tick (waiting for a missing one).
 const MAX_HELD_SETS: usize = 8_192;
@@ -118,6 +125,9 @@ pub struct RelayLoadSpec {
     pub lead_ticks: Tick,
     /// Time between pings (the deterministic client's default is 250 ms).
     pub ping_interval: Duration,
+    /// A checksum every this many verified ticks (the deterministic client's default
+    /// `checksum_interval` is [`DEFAULT_CHECKSUM_EVERY`]; 1 checks every tick).
+    pub checksum_every: u32,
     /// The display name in the `Hello`.
     pub name: String,
 }
@@ -132,6 +142,7 @@ impl RelayLoadSpec {
             salt,
             lead_ticks: DEFAULT_LEAD_TICKS,
             ping_interval: Duration::from_millis(250),
+            checksum_every: DEFAULT_CHECKSUM_EVERY,
             name: "load".into(),
         }
     }
@@ -142,7 +153,7 @@ impl RelayLoadSpec {
 pub struct RelayCounters {
     /// The connection's datagrams and bytes.
     pub traffic: Traffic,
-    /// The newest tick up to which every confirmed set arrived (and was checksummed).
+    /// The newest tick up to which every confirmed set arrived (and was hashed).
     pub verified_tick: Tick,
     /// Confirmed sets received, repeats (the relay's redundancy) included.
     pub sets_received: u64,
@@ -204,6 +215,8 @@ pub struct RelayLoadClient {
     held: BTreeMap<Tick, u64>,
     verified: Tick,
     rolling: u64,
+    /// The newest checksums reported, oldest first.
+    history: VecDeque<(Tick, u64)>,
     last_inputs_at: Duration,
     last_ping: Option<Duration>,
     rtt_ms: f64,
@@ -237,6 +250,7 @@ impl RelayLoadClient {
             held: BTreeMap::new(),
             verified: 0,
             rolling: 0,
+            history: VecDeque::with_capacity(CHECKSUM_HISTORY),
             last_inputs_at: Duration::ZERO,
             last_ping: None,
             rtt_ms: 0.0,
@@ -264,6 +278,12 @@ impl RelayLoadClient {
     /// The newest verified tick and the checksum reported for it.
     pub fn checksum(&self) -> (Tick, u64) {
         (self.verified, self.rolling)
+    }
+
+    /// The newest checksums it reported (at most [`CHECKSUM_HISTORY`]), `(tick, checksum)`,
+    /// oldest first.
+    pub fn checksum_history(&self) -> impl Iterator<Item = (Tick, u64)> + '_ {
+        self.history.iter().copied()
     }
 
     /// What it counted so far.
@@ -425,6 +445,7 @@ impl RelayLoadClient {
         self.held.clear();
         self.verified = 0;
         self.rolling = 0;
+        self.history.clear();
         self.phase = ClientPhase::Joined;
     }
 
@@ -458,12 +479,19 @@ impl RelayLoadClient {
         while let Some(hash) = self.held.remove(&(self.verified + 1)) {
             self.verified += 1;
             self.rolling = rolling_checksum(self.rolling, self.verified, hash);
+            if self.verified % self.spec.checksum_every.max(1) as Tick != 0 {
+                continue;
+            }
             let checksum = SessionClientMessage::Checksum {
                 tick: self.verified,
                 checksum: self.rolling,
             };
             if self.send(&ClientMessage::session(match_id, checksum)) {
                 self.counters.checksums_sent += 1;
+                if self.history.len() == CHECKSUM_HISTORY {
+                    self.history.pop_front();
+                }
+                self.history.push_back((self.verified, self.rolling));
             }
         }
     }

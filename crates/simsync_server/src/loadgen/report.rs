@@ -259,6 +259,31 @@ pub fn read_thread_ticks(pid: u32) -> io::Result<Vec<(u32, String, u64)>> {
     Ok(threads)
 }
 
+/// The whole machine's CPU time so far, in clock ticks, from the `cpu` line of `/proc/stat`:
+/// `(busy, all)` — busy is everything but idle and iowait.
+pub fn parse_machine_ticks(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let values: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let all: u64 = values.iter().sum();
+    let idle = values.get(3)? + values.get(4).copied().unwrap_or(0);
+    Some((all - idle, all))
+}
+
+/// [`parse_machine_ticks`] of `/proc/stat`.
+///
+/// # Errors
+///
+/// When `/proc/stat` cannot be read or parsed.
+pub fn read_machine_ticks() -> io::Result<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat")?;
+    parse_machine_ticks(&text).ok_or_else(|| io::Error::other("no cpu line in /proc/stat"))
+}
+
 /// The kernel's UDP counters (`Udp:` of `/proc/net/snmp`; for the whole network namespace).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct UdpCounters {
@@ -440,6 +465,14 @@ not a sample
         let me = read_cpu_ticks(std::process::id());
         assert!(me.is_ok(), "{me:?}");
         assert!(!read_thread_ticks(std::process::id()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_machine_cpu_line_gives_busy_and_all_ticks() {
+        let stat = "cpu  100 5 30 800 20 0 7 0 0 0\ncpu0 50 2 15 400 10 0 3 0 0 0\n";
+        assert_eq!(parse_machine_ticks(stat), Some((142, 962)));
+        assert_eq!(parse_machine_ticks("intr 1 2"), None);
+        assert!(read_machine_ticks().is_ok());
     }
 
     #[test]
