@@ -1,5 +1,6 @@
 //! The UDP transport ([`UdpServerTransport`], [`UdpClientTransport`]) over renet_netcode.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -143,6 +144,10 @@ pub struct UdpServerTransport {
     token_key: [u8; NETCODE_KEY_BYTES],
     /// Connect tokens seen in requests, by their seal, with the address that used them.
     tokens_seen: TokensSeen,
+    /// The addresses of the connected clients (kept from netcode's connect and disconnect
+    /// results), so screening a datagram's sender costs one lookup: netcode only finds a
+    /// client's address by scanning its slots.
+    connected: HashMap<SocketAddr, ClientId>,
 }
 
 impl std::fmt::Debug for UdpServerTransport {
@@ -197,6 +202,7 @@ impl UdpServerTransport {
             errors: RemoteErrors::default(),
             token_key,
             tokens_seen: TokensSeen::default(),
+            connected: HashMap::new(),
         })
     }
 
@@ -245,11 +251,13 @@ impl UdpServerTransport {
         }
         for client_id in self.netcode.clients_id() {
             let result = self.netcode.update_client(client_id);
-            handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+            let counts = (&mut self.errors, &mut self.connected);
+            handle_result(result, &self.socket, server, counts, self.elapsed);
         }
         for client_id in server.take_disconnections() {
             let result = self.netcode.disconnect(client_id);
-            handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+            let counts = (&mut self.errors, &mut self.connected);
+            handle_result(result, &self.socket, server, counts, self.elapsed);
         }
         self.errors
             .flush(self.elapsed)
@@ -266,11 +274,7 @@ impl UdpServerTransport {
         server: &mut S,
     ) {
         let datagram = &mut self.buffer[..len];
-        let known = self.connecting.contains(addr)
-            || self
-                .netcode
-                .clients_id_iter()
-                .any(|id| self.netcode.client_addr(id) == Some(addr));
+        let known = self.connecting.contains(addr) || self.connected.contains_key(&addr);
         let now_secs = self.netcode.current_time().as_secs();
         let request = datagram.first().is_some_and(|b| b & 0x0F == 0);
         let screened =
@@ -292,7 +296,13 @@ impl UdpServerTransport {
         if request && matches!(result, ServerResult::PacketToSend { .. }) {
             self.connecting.insert(addr, self.elapsed);
         }
-        handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+        handle_result(
+            result,
+            &self.socket,
+            server,
+            (&mut self.errors, &mut self.connected),
+            self.elapsed,
+        );
     }
 
     /// Sends renet's outgoing packets of every client; a failed send is counted as
@@ -320,25 +330,28 @@ impl UdpServerTransport {
     /// hands the end to `server`. Unknown ids are ignored.
     pub fn disconnect<S: ConnectionSink + ?Sized>(&mut self, client_id: ClientId, server: &mut S) {
         let result = self.netcode.disconnect(client_id);
-        handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+        let counts = (&mut self.errors, &mut self.connected);
+        handle_result(result, &self.socket, server, counts, self.elapsed);
     }
 
     /// Sends a disconnect packet to every client and removes them from `server`.
     pub fn disconnect_all<S: ConnectionSink + ?Sized>(&mut self, server: &mut S) {
         for client_id in self.netcode.clients_id() {
             let result = self.netcode.disconnect(client_id);
-            handle_result(result, &self.socket, server, &mut self.errors, self.elapsed);
+            let counts = (&mut self.errors, &mut self.connected);
+            handle_result(result, &self.socket, server, counts, self.elapsed);
         }
     }
 }
 
-/// Carries out what netcode answered: sends its packet, adds or removes a connection, hands a
-/// payload to renet. Failures are counted in `errors` (and logged, throttled).
+/// Carries out what netcode answered: sends its packet, adds or removes a connection (and its
+/// address in `connected`), hands a payload to renet. Failures are counted in `errors` (and
+/// logged, throttled).
 fn handle_result<S: ConnectionSink + ?Sized>(
     result: ServerResult<'_, '_>,
     socket: &UdpSocket,
     server: &mut S,
-    errors: &mut RemoteErrors,
+    (errors, connected): (&mut RemoteErrors, &mut HashMap<SocketAddr, ClientId>),
     now: Duration,
 ) {
     let mut failed = |kind| {
@@ -365,6 +378,7 @@ fn handle_result<S: ConnectionSink + ?Sized>(
             user_data,
             payload,
         } => {
+            connected.insert(addr, client_id);
             server.connect(client_id, &user_data);
             send(payload, addr);
         }
@@ -373,6 +387,9 @@ fn handle_result<S: ConnectionSink + ?Sized>(
             addr,
             payload,
         } => {
+            if connected.get(&addr) == Some(&client_id) {
+                connected.remove(&addr);
+            }
             server.disconnect(client_id);
             if let Some(payload) = payload {
                 send(payload, addr);
@@ -704,6 +721,7 @@ pub fn generate_connect_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NetChannel;
 
     #[test]
     fn protocol_id_carries_the_version() {
@@ -852,6 +870,47 @@ mod tests {
             client_transport.disconnect_reason()
         );
         assert_eq!(server.clients_id(), [7]);
+    }
+
+    #[test]
+    fn a_client_connected_longer_than_the_connecting_window_is_still_a_known_sender() {
+        let (mut server, mut transport, mut client, mut client_transport) =
+            secure_server_and_client_7();
+        connect(
+            &mut server,
+            &mut transport,
+            &mut client,
+            &mut client_transport,
+        );
+        let client_addr = client_transport.local_addr().unwrap();
+        assert_eq!(transport.connected.get(&client_addr), Some(&7));
+        // 31 s of half-second steps: its connection request is forgotten after 30 s, and its
+        // datagrams are screened by the connected addresses alone.
+        let half = Duration::from_millis(500);
+        let mut received = 0;
+        for _ in 0..62 {
+            client.send_message(NetChannel::Control, vec![1, 2, 3]);
+            client.update(half);
+            client_transport.update(half, &mut client).unwrap();
+            client_transport.send_packets(&mut client).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+            server.update(half);
+            transport.update(half, &mut server).unwrap();
+            transport.send_packets(&mut server);
+            while server.receive_message(7, NetChannel::Control).is_some() {
+                received += 1;
+            }
+        }
+        assert!(!transport.connecting.contains(client_addr));
+        assert_eq!(received, 62);
+        assert_eq!(
+            transport
+                .remote_errors()
+                .count(RemoteErrorKind::UnknownSender),
+            0
+        );
+        transport.disconnect(7, &mut server);
+        assert!(transport.connected.is_empty());
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! - Agones: [`AgonesAdapter`] (the `--agones` mode's thread), [`AgonesSdk`] (single calls to
 //!   the sidecar).
 //! - Configuration: [`ServeArgs`] (flags and environment), [`FileConfig`], [`ServerConfig`].
+//! - [`loadgen`]: fake relay players and ownership participants for load tests (a measuring
+//!   tool, not for games).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -28,6 +30,7 @@ mod config;
 mod drain;
 mod health;
 mod http;
+pub mod loadgen;
 mod metrics;
 mod room;
 mod room_config;
