@@ -46,7 +46,7 @@ pub fn body_start(id: u64) -> Vec3 {
 }
 
 /// An ownership room for load participants: `participants` seats at `tick_rate_hz` and
-/// `bodies` dynamic bodies, ids 1 to `bodies`, starting at [`body_start`].
+/// `bodies` dynamic bodies, ids 1 to `bodies`, starting at `body_start`.
 pub fn ownership_room_config(participants: u8, bodies: u64, tick_rate_hz: u16) -> RoomConfig {
     RoomConfig::Ownership(OwnershipRoomConfig {
         participants,
@@ -56,6 +56,7 @@ pub fn ownership_room_config(participants: u8, bodies: u64, tick_rate_hz: u16) -
                 id,
                 fixed: false,
                 position: body_start(id).to_array(),
+                rotation: [0.0, 0.0, 0.0, 1.0],
             })
             .collect(),
     })

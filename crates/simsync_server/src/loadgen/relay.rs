@@ -49,8 +49,8 @@ pub const CHECKSUM_HISTORY: usize = 256;
 /// Most confirmed sets held beyond the newest verified tick (waiting for a missing one).
 const MAX_HELD_SETS: usize = 8_192;
 
-/// The input of load rooms: [`LOAD_INPUT_BYTES`] opaque bytes, bounded by
-/// [`LOAD_INPUT_MAX_BYTES`]; the default is zeros.
+/// The input of load rooms: `LOAD_INPUT_BYTES` opaque bytes, bounded by
+/// `LOAD_INPUT_MAX_BYTES`; the default is zeros.
 pub fn load_input_spec() -> InputSpec {
     InputSpec {
         name: LOAD_INPUT_NAME.into(),
@@ -71,7 +71,7 @@ pub fn relay_room_config(players: u8, tick_rate_hz: u16) -> RoomConfig {
     })
 }
 
-/// The input slot `slot` of a room with `salt` plays at `tick`: [`LOAD_INPUT_BYTES`] bytes
+/// The input slot `slot` of a room with `salt` plays at `tick`: `LOAD_INPUT_BYTES` bytes
 /// mixed from the three (so rooms and players send different inputs).
 pub fn load_input(salt: u32, slot: u8, tick: Tick) -> Vec<u8> {
     let mixed = (tick as u32)
@@ -121,7 +121,7 @@ pub struct RelayLoadSpec {
     pub fingerprint: InputFingerprint,
     /// Mixed into the inputs ([`load_input`]).
     pub salt: u32,
-    /// Ticks sampled ahead of the relay's clock ([`DEFAULT_LEAD_TICKS`]).
+    /// Ticks sampled ahead of the relay's clock (`DEFAULT_LEAD_TICKS`).
     pub lead_ticks: Tick,
     /// Time between pings (the deterministic client's default is 250 ms).
     pub ping_interval: Duration,
