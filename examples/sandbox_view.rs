@@ -33,6 +33,11 @@
 //!
 //! [`VisualSmoothingPlugin`]: simsync::VisualSmoothingPlugin
 
+// How `join` reaches its server (the network and ownership modules name it).
+#[allow(dead_code)]
+#[path = "sandbox/link.rs"]
+mod link;
+
 // The headless sandbox's modules, shared; this binary uses only part of them.
 #[allow(dead_code)]
 #[path = "sandbox/cli.rs"]
