@@ -238,6 +238,15 @@ pub struct OwnershipArgs {
     /// the bytes with deltas against acknowledged states.
     #[arg(long)]
     pub no_delta: bool,
+    /// The entity server runs its physics host (ownership rule 21): a Rapier world of the
+    /// scene simulating the bodies nobody owns, for everyone, and refusing impossible owner
+    /// states (rule 22).
+    #[arg(long)]
+    pub physics_host: bool,
+    /// The last participant leaves at this scripted tick (its connection dropped), leaving
+    /// what it owns as orphans: with --physics-host the server flies them for everyone.
+    #[arg(long, value_name = "TICK")]
+    pub leave_at: Option<u32>,
 }
 
 /// `sandbox serve`.

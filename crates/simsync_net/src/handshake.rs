@@ -81,7 +81,11 @@ use crate::session_proto::SimInput;
 /// draining server and a slot out of range, `MatchEndReason::ServerShutdown` ends a match when
 /// its server shuts down, and `OwnershipServerMessage::Closing` tells a participant its room
 /// ends.
-pub const PROTOCOL_VERSION: u16 = 10;
+///
+/// Version 11: the entity server may hold bodies itself (its physics host, as
+/// [`ParticipantId::ENTITY_SERVER`](crate::ParticipantId::ENTITY_SERVER) in owner records), and
+/// refuses implausible state updates with `RefusalReason::TooFast` and `Teleported`.
+pub const PROTOCOL_VERSION: u16 = 11;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

@@ -26,8 +26,19 @@ use serde::{Deserialize, Serialize};
 #[reflect(Debug, Default, PartialEq, Hash, Clone)]
 pub struct ParticipantId(pub u16);
 
+impl ParticipantId {
+    /// The entity server itself as the owner of a body: its physics host simulating a body no
+    /// participant owns (`simsync_ownership`'s `PhysicsHostConfig`). Id 0, which the handshake
+    /// never gives a participant.
+    pub const ENTITY_SERVER: ParticipantId = ParticipantId(0);
+}
+
 impl std::fmt::Display for ParticipantId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "participant {}", self.0)
+        if *self == Self::ENTITY_SERVER {
+            f.write_str("the entity server")
+        } else {
+            write!(f, "participant {}", self.0)
+        }
     }
 }

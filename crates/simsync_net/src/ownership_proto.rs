@@ -281,11 +281,18 @@ pub enum RefusalReason {
     /// A GRAB bid for a body another participant holds at GRAB, with the exclusive-grab option
     /// on (`OwnershipConfig::exclusive_grab`; ownership rule 3's exception).
     HeldExclusively,
+    /// A state update whose linear speed is above the entity server's speed limit
+    /// (`simsync_ownership`'s `StateLimits`): physically impossible for the game, refused, and
+    /// the sender loses the body.
+    TooFast,
+    /// A state update farther from the server's state of the body than its speed limit allows
+    /// plus the teleport limit (`StateLimits`): refused, and the sender loses the body.
+    Teleported,
 }
 
 impl RefusalReason {
     /// Number of reasons.
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 11;
     /// Every reason, in declaration order (`reason as usize` is its index here).
     pub const ALL: [RefusalReason; Self::COUNT] = [
         RefusalReason::Locked,
@@ -297,6 +304,8 @@ impl RefusalReason {
         RefusalReason::PriorityTooHigh,
         RefusalReason::PriorityTooLow,
         RefusalReason::HeldExclusively,
+        RefusalReason::TooFast,
+        RefusalReason::Teleported,
     ];
 }
 
@@ -313,6 +322,8 @@ impl RefusalReason {
             RefusalReason::PriorityTooHigh => "priority_too_high",
             RefusalReason::PriorityTooLow => "priority_too_low",
             RefusalReason::HeldExclusively => "held_exclusively",
+            RefusalReason::TooFast => "too_fast",
+            RefusalReason::Teleported => "teleported",
         }
     }
 }
@@ -333,6 +344,10 @@ impl std::fmt::Display for RefusalReason {
             }
             RefusalReason::PriorityTooLow => "the priority is below the minimum for this message",
             RefusalReason::HeldExclusively => "another participant holds the body exclusively",
+            RefusalReason::TooFast => "the state's speed is above the server's speed limit",
+            RefusalReason::Teleported => {
+                "the state is farther from the server's state than the body could have moved"
+            }
         })
     }
 }
@@ -587,6 +602,8 @@ mod tests {
         let names: Vec<&str> = RefusalReason::ALL.iter().map(|r| r.name()).collect();
         assert_eq!(names[1], "lower_priority");
         assert_eq!(names[8], "held_exclusively");
+        assert_eq!(names[9], "too_fast");
+        assert_eq!(names[10], "teleported");
         for (i, name) in names.iter().enumerate() {
             assert!(
                 name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),

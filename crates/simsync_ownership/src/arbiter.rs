@@ -134,6 +134,10 @@ pub enum ExpiryCause {
     /// Nothing at all came from the owner's connection for `participant_silence_timeout`: the
     /// participant counts as gone, as if its connection had closed (ownership rule 5).
     ParticipantSilent,
+    /// The server refused the owner's state update as physically impossible (too fast, or a
+    /// teleport: [ownership rule 22](crate::rules#rule-22--impossible-states)) and took the body
+    /// from it.
+    Implausible,
 }
 
 /// An owner the server cleared (ownership rule 5). The caller broadcasts "no owner" without a
@@ -267,6 +271,12 @@ pub struct ArbiterStats {
     pub participant_silence_clears: u64,
     /// Accepted owner state updates.
     pub owner_updates: u64,
+    /// Bodies the entity server's physics host took ([`OwnershipArbiter::host_take`],
+    /// ownership rule 21).
+    pub host_takes: u64,
+    /// Owners cleared because their state update was impossible ([`OwnershipArbiter::revoke`],
+    /// ownership rule 22).
+    pub revocations: u64,
     /// Refused messages, per reason.
     pub refusals: RefusalCounts,
 }
@@ -623,6 +633,63 @@ impl OwnershipArbiter {
         Ok(())
     }
 
+    /// The entity server's physics host takes `body` ([ownership rule
+    /// 21](crate::rules#rule-21--the-physics-host)): it becomes owned by
+    /// [`ParticipantId::ENTITY_SERVER`] at `yield_priority`, the lowest a holder can have, so
+    /// any participant's bid wins it back. Taken when the body is dynamic, not locked, and
+    /// unowned — or, for the far-owner option, owned by a participant at `take_from_at_most`
+    /// or less (pass [`Priority::NONE`] to take only unowned bodies). An ownership change at
+    /// `now`, counted in `host_takes`; the previous owner, if any, is in the grant.
+    ///
+    /// Returns `None` (nothing counted: the host's own choice, not a participant's request)
+    /// when the body is unknown, not ownable, locked, already the host's, or owned above
+    /// `take_from_at_most`.
+    pub fn host_take(
+        &mut self,
+        body: BodyId,
+        take_from_at_most: Priority,
+        now: Duration,
+    ) -> Option<Grant> {
+        let i = self.slot(body)?;
+        let record = &self.records[i];
+        let host = ParticipantId::ENTITY_SERVER;
+        let takeable = match record.owner {
+            None => true,
+            Some(owner) => owner != host && record.priority <= take_from_at_most,
+        };
+        if !record.kind.is_ownable() || record.locked || !takeable {
+            return None;
+        }
+        let previous_owner = record.owner;
+        let priority = self.config.yield_priority;
+        self.records[i].last_change = Some(now);
+        self.stats.ownership_changes += 1;
+        self.stats.host_takes += 1;
+        Some(self.grant(i, host, priority, now, previous_owner))
+    }
+
+    /// Clears the owner of `body` because the server refused its state update as impossible
+    /// ([ownership rule 22](crate::rules#rule-22--impossible-states)): an ownership change at
+    /// `now`, cause [`ExpiryCause::Implausible`], counted in `revocations`. `None` when the body
+    /// is unknown or unowned.
+    pub fn revoke(&mut self, body: BodyId, now: Duration) -> Option<Expired> {
+        let i = self.slot(body)?;
+        let record = &mut self.records[i];
+        let previous_owner = record.owner?;
+        let expired = Expired {
+            body,
+            previous_owner,
+            previous_priority: record.priority,
+            cause: ExpiryCause::Implausible,
+        };
+        record.owner = None;
+        record.priority = Priority::NONE;
+        record.last_change = Some(now);
+        self.stats.revocations += 1;
+        self.stats.ownership_changes += 1;
+        Some(expired)
+    }
+
     /// Clears every owner not heard from for at least `owner_silence_expiry` before `now`
     /// (ownership rule 5): 5 s of silence expires, 4.9 s does not. Each cleared body is an
     /// ownership change at `now`. Returns the cleared bodies, in record order; the caller
@@ -683,6 +750,7 @@ impl OwnershipArbiter {
             ExpiryCause::Silent => self.stats.expiries += n,
             ExpiryCause::Disconnected => self.stats.disconnect_clears += n,
             ExpiryCause::ParticipantSilent => self.stats.participant_silence_clears += n,
+            ExpiryCause::Implausible => self.stats.revocations += n,
         }
         self.stats.ownership_changes += n;
         cleared
@@ -782,5 +850,107 @@ mod tests {
             both.by_name().into_iter().collect::<Vec<_>>(),
             vec![("lower_priority", 4), ("not_owner", 2)]
         );
+    }
+
+    fn arbiter_with(body: BodyId) -> OwnershipArbiter {
+        let mut arbiter = OwnershipArbiter::default();
+        arbiter.register_body(body, BodyKind::Dynamic).unwrap();
+        arbiter
+    }
+
+    #[test]
+    fn the_host_takes_an_unowned_body_at_yield_and_any_bid_wins_it_back() {
+        let body = BodyId(4);
+        let mut arbiter = arbiter_with(body);
+        let grant = arbiter
+            .host_take(body, Priority::NONE, Duration::ZERO)
+            .unwrap();
+        assert_eq!(grant.owner, ParticipantId::ENTITY_SERVER);
+        assert_eq!(grant.priority, Priority::YIELD);
+        assert_eq!(grant.previous_owner, None);
+        assert!(
+            arbiter
+                .host_take(body, Priority::GRAB, Duration::ZERO)
+                .is_none()
+        );
+        let won = arbiter
+            .bid(
+                ParticipantId(3),
+                body,
+                Priority::VOLUNTEER,
+                Duration::from_millis(1),
+            )
+            .unwrap();
+        assert_eq!(
+            (won.owner, won.priority),
+            (ParticipantId(3), Priority::RECRUIT)
+        );
+        assert_eq!(arbiter.stats().host_takes, 1);
+        assert_eq!(arbiter.stats().ownership_changes, 2);
+    }
+
+    #[test]
+    fn the_host_takes_from_an_owner_only_at_or_below_the_given_priority() {
+        let body = BodyId(4);
+        let mut arbiter = arbiter_with(body);
+        arbiter
+            .bid(ParticipantId(1), body, Priority::POKE, Duration::ZERO)
+            .unwrap();
+        assert!(
+            arbiter
+                .host_take(body, Priority::NONE, Duration::ZERO)
+                .is_none()
+        );
+        assert!(
+            arbiter
+                .host_take(body, Priority::RECRUIT, Duration::ZERO)
+                .is_none()
+        );
+        let taken = arbiter
+            .host_take(body, Priority::POKE, Duration::ZERO)
+            .unwrap();
+        assert_eq!(taken.previous_owner, Some(ParticipantId(1)));
+        assert_eq!(
+            arbiter.owner(body),
+            Some((ParticipantId::ENTITY_SERVER, Priority::YIELD))
+        );
+        arbiter.set_locked(body, true).unwrap();
+        arbiter.revoke(body, Duration::ZERO).unwrap();
+        assert!(
+            arbiter
+                .host_take(body, Priority::GRAB, Duration::ZERO)
+                .is_none(),
+            "locked"
+        );
+        assert!(
+            arbiter
+                .host_take(BodyId(99), Priority::GRAB, Duration::ZERO)
+                .is_none()
+        );
+        assert_eq!(
+            arbiter.stats().refusals.total(),
+            0,
+            "the host's choices are not refusals"
+        );
+    }
+
+    #[test]
+    fn a_revoked_owner_loses_the_body_with_the_implausible_cause() {
+        let body = BodyId(4);
+        let mut arbiter = arbiter_with(body);
+        assert!(arbiter.revoke(body, Duration::ZERO).is_none(), "unowned");
+        arbiter
+            .bid(ParticipantId(2), body, Priority::GRAB, Duration::ZERO)
+            .unwrap();
+        let expired = arbiter.revoke(body, Duration::from_millis(5)).unwrap();
+        assert_eq!(expired.previous_owner, ParticipantId(2));
+        assert_eq!(expired.previous_priority, Priority::GRAB);
+        assert_eq!(expired.cause, ExpiryCause::Implausible);
+        assert_eq!(arbiter.owner(body), None);
+        assert_eq!(
+            arbiter.record(body).unwrap().last_change,
+            Some(Duration::from_millis(5))
+        );
+        assert_eq!(arbiter.stats().revocations, 1);
     }
 }

@@ -20,7 +20,9 @@
 //!   absolute entries and deltas against acknowledged states, [`DeltaLink`]; [`state_to_wire`],
 //!   one body), the
 //!   byte budgets ([`StateBudgetConfig`], [`UploadBudget`], [`PriorityAccumulator`]),
-//!   [`ActivityConfig`], the entity server's [`EntityServerLimits`].
+//!   [`ActivityConfig`], the entity server's [`EntityServerLimits`], and its physics host's
+//!   decisions ([`PhysicsHost`], [`PhysicsHostConfig`], [`StateLimits`]: [rules 21,
+//!   22](rules#rule-21--the-physics-host)).
 //! - **Traffic** — [`StateTraffic`], bytes per second up and down, bytes per body and budget
 //!   use, a reflected resource of both roles (and [`OwnershipDiagnosticsPlugin`], whose constants are its `DiagnosticsStore` paths).
 //! - **Errors** — [`OwnershipError`]; a refused request is a [`Refusal`] with a
@@ -82,6 +84,7 @@ mod components;
 mod config;
 mod diagnostics;
 mod error;
+mod host;
 mod limits;
 mod messages;
 mod participant;
@@ -124,6 +127,7 @@ pub use components::{
 pub use config::OwnershipConfig;
 pub use diagnostics::OwnershipDiagnosticsPlugin;
 pub use error::OwnershipError;
+pub use host::{HostAction, HostObservation, PhysicsHost, PhysicsHostConfig, StateLimits};
 pub use limits::{EntityServerLimits, RateLimitedCounts};
 pub use messages::{
     BidRefused, CountedSilent, GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned,
@@ -153,7 +157,8 @@ pub mod prelude {
         BidRefused, BodyId, BodyNetId, CountedSilent, EntityServer, GoneCause, Held, Ownable,
         OwnershipBid, OwnershipChanged, OwnershipClient, OwnershipConfig,
         OwnershipEntityCommandsExt, OwnershipError, OwnershipLock, OwnershipPlugin, OwnershipSet,
-        ParticipantAvatar, ParticipantGone, ParticipantId, ParticipantReturned, Priority,
-        RefusalReason, RefusedBy, RoomClosing, SimulationOwner, StateBudgetConfig, StateTraffic,
+        ParticipantAvatar, ParticipantGone, ParticipantId, ParticipantReturned, PhysicsHostConfig,
+        Priority, RefusalReason, RefusedBy, RoomClosing, SimulationOwner, StateBudgetConfig,
+        StateLimits, StateTraffic,
     };
 }

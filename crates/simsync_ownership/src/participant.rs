@@ -500,8 +500,12 @@ fn wanted_bid(
     now: Duration,
     config: &OwnershipConfig,
 ) -> Option<Priority> {
+    let hosted = t.owner == Some(ParticipantId::ENTITY_SERVER);
     let volunteer = obs.interested && obs.active && {
         match t.owner {
+            // Rule 21: the entity server's physics host simulates it for everyone; it is taken
+            // back by an event (rules 8–10) or a knock-on (rule 11), not by volunteering.
+            Some(_) if hosted => false,
             // Rule 14: the owner yielded; no delay.
             Some(_) => t.priority <= config.yield_priority,
             // Rule 7: active and unowned for the volunteer delay.
@@ -510,10 +514,11 @@ fn wanted_bid(
                 .is_some_and(|since| now.saturating_sub(since) >= config.volunteer_delay),
         }
     };
-    // Rule 11: hit by a body we own at N → max(N − 1, VOLUNTEER), unowned bodies only.
+    // Rule 11: hit by a body we own at N → max(N − 1, VOLUNTEER), unowned bodies (and the
+    // physics host's, rule 21) only.
     let knock_on = obs
         .hit_by_owned
-        .filter(|_| t.owner.is_none())
+        .filter(|_| t.owner.is_none() || hosted)
         .map(|n| n.saturating_sub(1).max(config.volunteer_priority));
     [
         event_trigger(obs, config),

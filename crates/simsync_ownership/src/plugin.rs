@@ -2,7 +2,7 @@
 //! ([`crate::OwnershipClient`]) into an App.
 
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::{PhysicsSet, TimestepMode};
+use bevy_rapier3d::prelude::{CollisionEvent, PhysicsSet, TimestepMode};
 use simsync_net::NetClock;
 use simsync_net::bevy_renet::{RenetClient, RenetReceive, RenetSend, RenetServer};
 
@@ -13,6 +13,7 @@ use crate::clock::{OwnershipClock, advance_clock};
 use crate::components;
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
+use crate::host::{PhysicsHostConfig, StateLimits};
 use crate::limits::EntityServerLimits;
 use crate::messages::{
     BidRefused, CountedSilent, OwnershipChanged, ParticipantGone, ParticipantReturned, RoomClosing,
@@ -54,6 +55,8 @@ pub struct OwnershipPlugin {
     name: String,
     limits: EntityServerLimits,
     budget: StateBudgetConfig,
+    host: Option<PhysicsHostConfig>,
+    state_limits: Option<StateLimits>,
 }
 
 impl OwnershipPlugin {
@@ -77,7 +80,37 @@ impl OwnershipPlugin {
             name: String::from("participant"),
             limits: EntityServerLimits::default(),
             budget: StateBudgetConfig::default(),
+            host: None,
+            state_limits: None,
         }
+    }
+
+    /// The entity server's physics host ([ownership rule 21](crate::rules#rule-21--the-physics-host)):
+    /// the server simulates the bodies nobody simulates — moving and unowned, or (with
+    /// `interest_radius`) volunteered by a far owner — for everyone, as
+    /// [`ParticipantId::ENTITY_SERVER`](crate::ParticipantId::ENTITY_SERVER) at `yield_priority`,
+    /// and refuses owners' impossible states with `host.limits` (rule 22). Entity server only
+    /// (ignored by a participant).
+    ///
+    /// The server's App then needs Rapier (`RapierPhysicsPlugin`, put on the ownership tick as
+    /// a participant's is, [`fixed_physics_step`]), a fixed `NetClock`, and the same bodies as
+    /// the participants: colliders, masses and the static scene, since the host simulates them.
+    /// Without Rapier the host stays off and an [`OwnershipSetupError`] says why; a config
+    /// that does not validate stops the plugin with one.
+    #[must_use]
+    pub fn with_physics_host(mut self, host: PhysicsHostConfig) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// The entity server refuses owners' impossible states ([ownership rule
+    /// 22](crate::rules#rule-22--impossible-states)), with or without the physics host
+    /// (without it, the server's state of a body is the last one it accepted). Default: off,
+    /// unless the physics host's config sets them. Entity server only.
+    #[must_use]
+    pub fn with_state_limits(mut self, limits: StateLimits) -> Self {
+        self.state_limits = Some(limits);
+        self
     }
 
     /// The byte budgets and interest radius of state traffic ([rules 17–19](crate::rules#rule-17--byte-budgets));
@@ -167,6 +200,26 @@ impl OwnershipPlugin {
 }
 
 impl Plugin for OwnershipPlugin {
+    fn finish(&self, app: &mut App) {
+        // Every plugin is built by now: the host's Rapier may be added after this plugin.
+        let hosting = app
+            .world()
+            .get_resource::<EntityServer>()
+            .is_some_and(|s| s.physics_host().is_some());
+        if hosting && !app.world().contains_resource::<Messages<CollisionEvent>>() {
+            let error = OwnershipError::PhysicsTimestep {
+                found: String::from("a physics host in an entity server App without Rapier"),
+                fix: "add `RapierPhysicsPlugin::<NoUserData>::default()` (and the bodies' \
+                      colliders) to the entity server's App, or drop `with_physics_host`",
+            };
+            error!("OwnershipPlugin: physics host off: {error}");
+            if let Some(mut server) = app.world_mut().get_resource_mut::<EntityServer>() {
+                server.stop_host();
+            }
+            app.insert_resource(OwnershipSetupError(error));
+        }
+    }
+
     fn build(&self, app: &mut App) {
         app.add_message::<OwnershipChanged>()
             .add_message::<BidRefused>()
@@ -253,6 +306,7 @@ pub fn fixed_physics_step(
 fn keep_physics_on_the_tick(
     clock: Option<Res<NetClock>>,
     mode: Option<Res<TimestepMode>>,
+    server: Option<ResMut<EntityServer>>,
     mut commands: Commands,
 ) {
     match fixed_physics_step(clock.as_deref(), mode.as_deref()) {
@@ -261,6 +315,10 @@ fn keep_physics_on_the_tick(
         Err(error) => {
             error!("OwnershipPlugin stopped: {error}");
             commands.remove_resource::<OwnershipClient>();
+            if let Some(mut server) = server {
+                // The entity server goes on arbitrating and relaying, without its host.
+                server.stop_host();
+            }
             commands.insert_resource(OwnershipSetupError(error));
         }
     }
@@ -270,9 +328,15 @@ impl OwnershipPlugin {
     fn start_entity_server(&self, app: &mut App) -> Result<(), OwnershipError> {
         self.config.validate()?;
         self.activity.validate()?;
-        let state = EntityServer::new(self.config.clone())?
+        let mut state = EntityServer::new(self.config.clone())?
             .with_limits(self.limits)?
             .with_state_budget(self.budget)?;
+        if let Some(host) = self.host {
+            state = state.with_physics_host(host, self.activity)?;
+        }
+        if let Some(limits) = self.state_limits {
+            state = state.with_state_limits(limits)?;
+        }
         let update = server::update.run_if(resource_exists::<RenetServer>);
         app.insert_resource(state).add_systems(
             PreUpdate,
@@ -281,6 +345,23 @@ impl OwnershipPlugin {
                 .after(advance_clock)
                 .in_set(OwnershipSet::Receive),
         );
+        if self.host.is_some() {
+            let hosting = resource_exists::<RenetServer>;
+            app.add_systems(
+                PreUpdate,
+                (keep_physics_on_the_tick, server::sync_host_world)
+                    .chain()
+                    .after(server::update)
+                    .in_set(OwnershipSet::Receive),
+            )
+            .add_systems(
+                PostUpdate,
+                server::host_tick
+                    .run_if(hosting)
+                    .after(PhysicsSet::Writeback)
+                    .before(RenetSend),
+            );
+        }
         Ok(())
     }
 

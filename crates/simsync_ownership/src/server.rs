@@ -56,15 +56,17 @@ use std::collections::BTreeSet;
 
 use bevy::platform::collections::{HashMap, HashSet};
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::RigidBody;
+use bevy_rapier3d::prelude::{RigidBody, Sleeping, Velocity};
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
     BidRequest, ClientMessage, DecodeStats, MAX_BIDS_PER_MESSAGE, NetChannel, NetClock, NetError,
     OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, Protocols,
-    RateLimiter, RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
+    RateLimiter, RefusalReason, RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode,
+    millis_u32,
 };
 
+use crate::activity::ActivityConfig;
 use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
 use crate::batch::{StateBatch, is_newer_batch, varint_len};
 use crate::body::{BodyKind, BodyState};
@@ -74,6 +76,7 @@ use crate::coalesce::PendingOwners;
 use crate::components::{BodyNetId, OwnershipLock, SimulationOwner};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
+use crate::host::{HostAction, HostObservation, PhysicsHost, PhysicsHostConfig, StateLimits};
 use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::{GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned};
 use crate::priority::{BodyId, ParticipantId, Priority};
@@ -201,6 +204,19 @@ pub struct EntityServerStats {
     /// Bodies not relayed to a receiver because they were outside its interest radius
     /// ([rule 19](crate::rules#rule-19--interest-radius)).
     pub relay_out_of_interest: u64,
+    /// Owners that lost a body because the server refused their state as impossible
+    /// ([rule 22](crate::rules#rule-22--impossible-states)); the refusals themselves are in
+    /// `state_updates_refused` as `TooFast` and `Teleported`.
+    pub owners_revoked: u64,
+    /// Bodies the physics host took ([rule 21](crate::rules#rule-21--the-physics-host)).
+    pub host_takes: u64,
+    /// Of those, taken from a far owner (the far-owner option).
+    pub host_takes_from_far_owners: u64,
+    /// Bodies the physics host released at rest, with their final state.
+    pub host_releases: u64,
+    /// States the physics host published (one per hosted, moving body and tick; the relay
+    /// budget decides what reaches each participant).
+    pub host_states_published: u64,
 }
 
 impl EntityServerStats {
@@ -267,6 +283,15 @@ pub struct EntityServer {
     respawned: Vec<BodyId>,
     /// When each joined connection was last heard from.
     heard: HashMap<ClientId, Heard>,
+    /// The physics host ([rule 21](crate::rules#rule-21--the-physics-host)), when on.
+    host: Option<PhysicsHost>,
+    /// Limits on owners' states ([rule 22](crate::rules#rule-22--impossible-states)), when on.
+    state_limits: Option<StateLimits>,
+    /// The server's own state of each body and when it was taken: the last accepted state,
+    /// or — with the physics host — its world's state of this tick.
+    view: HashMap<BodyId, (BodyState, Duration)>,
+    /// States accepted from participants since the host's world last took them.
+    to_world: Vec<(BodyId, BodyState)>,
 }
 
 /// Owner records per `Snapshot` message of a resync table (a few KiB each).
@@ -297,7 +322,74 @@ impl EntityServer {
             retired: HashSet::default(),
             respawned: Vec::new(),
             heard: HashMap::default(),
+            host: None,
+            state_limits: None,
+            view: HashMap::default(),
+            to_world: Vec::new(),
         })
+    }
+
+    /// The server with the physics host ([rule 21](crate::rules#rule-21--the-physics-host)),
+    /// judging rest by `activity`, and `host.limits` as its [`StateLimits`] when set. The App
+    /// needs Rapier and the bodies' colliders
+    /// ([`OwnershipPlugin::with_physics_host`](crate::OwnershipPlugin::with_physics_host)
+    /// wires it).
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] if `host` or `activity` does not validate.
+    pub fn with_physics_host(
+        mut self,
+        host: PhysicsHostConfig,
+        activity: ActivityConfig,
+    ) -> Result<Self, OwnershipError> {
+        let recruit = self.arbiter.config().granted_priority(Priority::VOLUNTEER);
+        self.host = Some(PhysicsHost::new(host, activity, recruit)?);
+        if host.limits.is_some() {
+            self.state_limits = host.limits;
+        }
+        Ok(self)
+    }
+
+    /// The server refusing owners' impossible states ([rule 22](crate::rules#rule-22--impossible-states)),
+    /// with or without the physics host.
+    ///
+    /// # Errors
+    /// [`OwnershipError::InvalidConfig`] if `limits` does not validate.
+    pub fn with_state_limits(mut self, limits: StateLimits) -> Result<Self, OwnershipError> {
+        limits.validate()?;
+        self.state_limits = Some(limits);
+        Ok(self)
+    }
+
+    /// The physics host's config, when the host is on.
+    pub fn physics_host(&self) -> Option<&PhysicsHostConfig> {
+        self.host.as_ref().map(PhysicsHost::config)
+    }
+
+    /// The limits on owners' states, when on.
+    pub fn state_limits(&self) -> Option<&StateLimits> {
+        self.state_limits.as_ref()
+    }
+
+    /// Turns the physics host off (its App has no Rapier); bodies it holds stay held until a
+    /// participant bids or the owner expires.
+    pub(crate) fn stop_host(&mut self) {
+        self.host = None;
+    }
+
+    /// Bodies the physics host holds now.
+    pub fn bodies_hosted(&self) -> usize {
+        self.arbiter
+            .records()
+            .iter()
+            .filter(|r| r.owner == Some(ParticipantId::ENTITY_SERVER))
+            .count()
+    }
+
+    /// The server's own state of `body` and when it was taken: the last accepted state, or,
+    /// with the physics host, its world's state of the last tick.
+    pub fn server_state(&self, body: BodyId) -> Option<(BodyState, Duration)> {
+        self.view.get(&body).copied()
     }
 
     /// The server with `budget`'s relay budget per participant and interest radius
@@ -389,7 +481,14 @@ impl EntityServer {
         self.relay.get(&body).and_then(|r| r.last_state)
     }
 
-    fn register(&mut self, entity: Entity, body: BodyId, kind: BodyKind, state: Option<BodyState>) {
+    fn register(
+        &mut self,
+        entity: Entity,
+        body: BodyId,
+        kind: BodyKind,
+        state: Option<BodyState>,
+        now: Duration,
+    ) {
         if let Err(error) = self.arbiter.register_body(body, kind) {
             warn!("entity server: {error}; entity {entity} ignored");
             return;
@@ -407,6 +506,9 @@ impl EntityServer {
                 moved: false,
             },
         );
+        if let Some(state) = state {
+            self.view.insert(body, (state, now));
+        }
     }
 
     fn unregister(&mut self, entity: Entity) {
@@ -415,6 +517,10 @@ impl EntityServer {
         };
         self.entity_of.remove(&body);
         self.relay.remove(&body);
+        self.view.remove(&body);
+        if let Some(host) = self.host.as_mut() {
+            host.forget(body);
+        }
         self.batch_filters.retain(|(b, _), _| *b != body);
         for queue in self.queues.values_mut() {
             queue.unregister(body);
@@ -427,8 +533,9 @@ impl EntityServer {
 /// `PreUpdate`: registers bodies (entities with a [`BodyNetId`]; the kind from their
 /// `RigidBody`, dynamic if none; the last state from their `Transform`), unregisters removed
 /// ones and applies [`OwnershipLock`] (ownership rule 1).
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub(crate) fn register_bodies(
+    clock: Res<OwnershipClock>,
     mut state: ResMut<EntityServer>,
     added: Query<
         (
@@ -452,13 +559,17 @@ pub(crate) fn register_bodies(
     for (entity, id, rigid_body, transform, lock) in &added {
         let kind = rigid_body.map_or(BodyKind::Dynamic, |rb| BodyKind::from(*rb));
         let at_rest = transform.map(|t| BodyState::resting(t.translation, t.rotation));
-        state.register(entity, id.0, kind, at_rest);
+        state.register(entity, id.0, kind, at_rest, clock.now());
         if lock {
             let _ = state.arbiter.set_locked(id.0, true);
         }
         commands
             .entity(entity)
             .insert_if_new(SimulationOwner::UNOWNED);
+        if state.host.is_some() && kind.is_ownable() {
+            // The host reads and writes the body's velocities in its world.
+            commands.entity(entity).insert_if_new(Velocity::zero());
+        }
     }
     for id in &locked {
         let _ = state.arbiter.set_locked(id.0, true);
@@ -624,6 +735,13 @@ impl EntityServer {
         let packed = relay
             .last_state
             .map(|s| wire::state_to_wire(body, relay.seq, &s));
+        if let Some(last) = relay.last_state {
+            self.view.insert(body, (last, io.now));
+            if let Some(host) = self.host.as_mut() {
+                host.forget(body);
+                self.to_world.push((body, last));
+            }
+        }
         if let Some(entity) = self.entity_of.get(&body).copied() {
             if let Ok(mut component) = io.owners.get_mut(entity) {
                 *component = SimulationOwner::UNOWNED;
@@ -946,19 +1064,73 @@ impl EntityServer {
         }
     }
 
-    /// The owner's new state of `body`: kept as the body's last state and queued for every
-    /// other participant's next relay batch.
-    fn accept_state(&mut self, client: ClientId, body: BodyId, state: BodyState) {
+    /// The owner's new state of `body`: kept as the body's last state (and the server's
+    /// state of it, taken `now`) and queued for every participant's next relay batch but the
+    /// owner's (`from`; `None`: the physics host, every participant gets it). A participant's
+    /// state also goes to the host's world.
+    fn accept_state(
+        &mut self,
+        from: Option<ClientId>,
+        body: BodyId,
+        state: BodyState,
+        now: Duration,
+    ) {
         let Some(relay) = self.relay.get_mut(&body) else {
             return;
         };
         relay.last_state = Some(state);
         relay.moved = true;
         relay.seq = relay.seq.next();
-        self.stats.state_updates_relayed += 1;
+        self.view.insert(body, (state, now));
+        if from.is_some() {
+            self.stats.state_updates_relayed += 1;
+            if self.host.is_some() {
+                self.to_world.push((body, state));
+            }
+        }
         for (c, queue) in &mut self.queues {
-            if *c != client {
+            if Some(*c) != from {
                 queue.mark(body);
+            }
+        }
+    }
+
+    /// An owner's state the [`StateLimits`] refuse ([rule 22](crate::rules#rule-22--impossible-states)):
+    /// counted, the owner loses the body (the physics host takes it if it moves), every
+    /// participant — the sender included — is sent the server's state of it, and the sender
+    /// gets the refusal.
+    fn on_impossible(
+        &mut self,
+        io: &mut Io,
+        client: ClientId,
+        from: ParticipantId,
+        body: BodyId,
+        reason: RefusalReason,
+    ) {
+        self.stats.state_updates_refused.add(reason);
+        warn!("entity server: {from}'s state of {body} refused ({reason}); it loses the body");
+        if self.arbiter.revoke(body, io.now).is_some() {
+            self.stats.owners_revoked += 1;
+            self.orphaned(io, body);
+        }
+        // The refusal first (the control channel is ordered): the sender then knows it lost the
+        // body and applies the server's state that follows.
+        let refusal = Refusal {
+            body,
+            reason,
+            owner: None,
+            priority: Priority::NONE,
+        };
+        self.refuse(io, client, &refusal);
+        if let Some((server_state, _)) = self.view.get(&body).copied()
+            && let Some(relay) = self.relay.get_mut(&body)
+        {
+            relay.last_state = Some(server_state);
+            relay.moved = true;
+            relay.seq = relay.seq.next();
+            let clients: Vec<ClientId> = self.handshake.participants().map(|(c, _)| c).collect();
+            for c in clients {
+                self.send_unbudgeted(io, c, vec![(body, server_state)]);
             }
         }
     }
@@ -1015,7 +1187,15 @@ impl EntityServer {
                 continue;
             }
             *last = batch.seq;
-            self.accept_state(client, body, state);
+            let reference = self.view.get(&body).copied();
+            if let Some(Err(reason)) = self
+                .state_limits
+                .map(|limits| limits.check(reference, &state, io.now))
+            {
+                self.on_impossible(io, client, from, body, reason);
+                continue;
+            }
+            self.accept_state(Some(client), body, state, io.now);
         }
     }
 
@@ -1177,6 +1357,9 @@ impl EntityServer {
     /// `orphan_stop_delay`.
     fn orphaned(&mut self, io: &mut Io, body: BodyId) {
         self.stats.orphaned += 1;
+        if let Some(host) = self.host.as_mut() {
+            host.orphaned(body);
+        }
         self.announce(io, body, None, Priority::NONE, None);
     }
 
@@ -1337,5 +1520,174 @@ fn record(body: BodyId, owner: Option<ParticipantId>, priority: Priority) -> Own
         body,
         owner,
         priority: priority.0,
+    }
+}
+
+/// The server's world bodies, as the physics host reads and writes them.
+type HostBodies<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static BodyNetId,
+        &'static mut Transform,
+        Option<&'static mut Velocity>,
+        Option<&'static Sleeping>,
+    ),
+>;
+
+/// `PreUpdate`, after [`update`], with the physics host: the states accepted from participants
+/// this update go to the bodies of the server's Rapier world (position, rotation, velocities),
+/// which coasts them until the next.
+pub(crate) fn sync_host_world(mut state: ResMut<EntityServer>, mut bodies: HostBodies) {
+    let state = &mut *state;
+    for (body, accepted) in std::mem::take(&mut state.to_world) {
+        let Some(entity) = state.entity_of.get(&body).copied() else {
+            continue;
+        };
+        let Ok((_, mut transform, velocity, _)) = bodies.get_mut(entity) else {
+            continue;
+        };
+        transform.translation = accepted.position;
+        transform.rotation = accepted.rotation;
+        if let Some(mut velocity) = velocity {
+            velocity.linear = accepted.linear_velocity;
+            velocity.angular = accepted.angular_velocity;
+        }
+    }
+}
+
+/// `PostUpdate`, after Rapier's writeback, with the physics host ([rule
+/// 21](crate::rules#rule-21--the-physics-host)): the server's state of every body becomes its
+/// world's, and the host takes, publishes or releases bodies as [`PhysicsHost::step`] decides.
+pub(crate) fn host_tick(
+    clock: Res<OwnershipClock>,
+    mut server: ResMut<RenetServer>,
+    mut state: ResMut<EntityServer>,
+    mut owners: Query<&'static mut SimulationOwner>,
+    mut bodies: HostBodies,
+    mut changed: MessageWriter<OwnershipChanged>,
+) {
+    let state = &mut *state;
+    if state.host.is_none() {
+        return;
+    }
+    let mut io = Io {
+        server: &mut server,
+        now: clock.now(),
+        owners: &mut owners,
+        changed: Vec::new(),
+        gone: Vec::new(),
+        returned: Vec::new(),
+    };
+    let focus = state.owner_focus();
+    for (id, transform, mut velocity, sleeping) in &mut bodies {
+        let body = id.0;
+        if !state.relay.contains_key(&body) {
+            continue;
+        }
+        let (linear_velocity, angular_velocity) = velocity
+            .as_deref()
+            .map_or((Vec3::ZERO, Vec3::ZERO), |v| (v.linear, v.angular));
+        let world = BodyState {
+            position: transform.translation,
+            rotation: transform.rotation,
+            linear_velocity,
+            angular_velocity,
+        };
+        if state.host_step(
+            &mut io,
+            body,
+            world,
+            sleeping.is_some_and(|s| s.sleeping),
+            &focus,
+        ) && let Some(velocity) = velocity.as_deref_mut()
+        {
+            *velocity = Velocity::zero();
+        }
+    }
+    changed.write_batch(io.changed);
+}
+
+impl EntityServer {
+    /// Each joined participant's interest centre, by participant (for the far-owner option).
+    fn owner_focus(&self) -> HashMap<ParticipantId, Vec3> {
+        self.handshake
+            .participants()
+            .filter_map(|(client, participant)| Some((participant, self.focus(client)?)))
+            .collect()
+    }
+
+    /// One body's host tick: the server's state of it becomes `world`, and the host acts.
+    /// Returns whether the host released it (its world velocities must be zeroed).
+    fn host_step(
+        &mut self,
+        io: &mut Io,
+        body: BodyId,
+        world: BodyState,
+        sleeping: bool,
+        focus: &HashMap<ParticipantId, Vec3>,
+    ) -> bool {
+        self.view.insert(body, (world, io.now));
+        let owner = self.arbiter.owner(body);
+        let observation = HostObservation {
+            body,
+            owner,
+            linear_speed: world.linear_velocity.length(),
+            angular_speed: world.angular_velocity.length(),
+            sleeping,
+            owner_distance: owner
+                .and_then(|(o, _)| focus.get(&o))
+                .map(|f| f.distance(world.position)),
+        };
+        let Some(action) = self
+            .host
+            .as_mut()
+            .and_then(|h| h.step(&observation, io.now))
+        else {
+            return false;
+        };
+        match action {
+            HostAction::Take { from_at_most, .. } => {
+                let Some(grant) = self.arbiter.host_take(body, from_at_most, io.now) else {
+                    return false;
+                };
+                self.stats.host_takes += 1;
+                debug!(
+                    "entity server: the physics host takes {body} at {:?} ({:.2} m/s)",
+                    io.now,
+                    world.linear_velocity.length()
+                );
+                if let Some(previous) = grant.previous_owner {
+                    self.stats.host_takes_from_far_owners += 1;
+                    info!("entity server: the physics host takes {body} from far {previous}");
+                }
+                self.announce(io, body, Some(grant.owner), grant.priority, None);
+                self.host_publish(body, world, io.now);
+                false
+            }
+            HostAction::Publish(_) => {
+                self.host_publish(body, world, io.now);
+                false
+            }
+            HostAction::Release(_) => {
+                self.accept_state(None, body, world.stopped(), io.now);
+                let host = ParticipantId::ENTITY_SERVER;
+                let Ok(released) = self.arbiter.release(host, body, io.now) else {
+                    return false;
+                };
+                self.stats.host_releases += 1;
+                self.released(io, body, released.previous_owner);
+                true
+            }
+        }
+    }
+
+    /// The host's state of a body it holds, to every participant.
+    fn host_publish(&mut self, body: BodyId, world: BodyState, now: Duration) {
+        let _ = self
+            .arbiter
+            .owner_update(ParticipantId::ENTITY_SERVER, body, now);
+        self.stats.host_states_published += 1;
+        self.accept_state(None, body, world, now);
     }
 }

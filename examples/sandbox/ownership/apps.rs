@@ -43,15 +43,30 @@ pub fn server_app(
     app.add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(DT)))
         .add_plugins(OwnershipPlugin::entity_server().with_delta_encoding(delta))
         .insert_net_server(transport);
-    add_server_scene(&mut app, bodies);
+    add_server_scene(&mut app, bodies, false);
     app
 }
 
-/// The entity server's part of the scene: every body by id, kind and transform.
-pub fn add_server_scene(app: &mut App, bodies: &[NetBody]) {
+/// The entity server's part of the scene: every body by id, kind and transform — and, for the
+/// physics host (`physics`), the participants' colliders, friction, density and damping too.
+pub fn add_server_scene(app: &mut App, bodies: &[NetBody], physics: bool) {
     for body in bodies {
-        app.world_mut()
+        let mut entity = app
+            .world_mut()
             .spawn((BodyNetId(body.id), body.kind, body.transform));
+        if physics {
+            entity.insert((body.collider.clone(), Friction::coefficient(body.friction)));
+            if body.kind == RigidBody::Dynamic {
+                entity.insert((
+                    ColliderMassProperties::Density(body.density),
+                    Velocity::zero(),
+                    Sleeping::default(),
+                ));
+            }
+            if let Some(damping) = body.damping {
+                entity.insert(damping);
+            }
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use bevy::prelude::*;
 use bevy_rapier3d::prelude::RigidBody;
 use simsync_net::LinkConditionerConfig;
 use simsync_ownership::testing::{Divergence, OwnershipPeers};
-use simsync_ownership::{EntityServer, OwnershipClient, StateBudgetConfig};
+use simsync_ownership::{EntityServer, OwnershipClient, PhysicsHostConfig, StateBudgetConfig};
 
 use super::actors::{Actor, stop_script};
 use super::apps::{add_participant_game, add_server_scene};
@@ -66,6 +66,8 @@ pub struct InProcessRun {
     pub phase: Phase,
     ticks: u32,
     avatars: usize,
+    /// The scripted tick the last participant leaves at.
+    leave_at: Option<u32>,
     min_settle: u32,
     max_settle: u32,
 }
@@ -87,6 +89,7 @@ impl InProcessRun {
             phase: Phase::Joining(0),
             ticks: args.run.ticks,
             avatars: usize::from(args.participants),
+            leave_at: args.leave_at,
             min_settle,
             max_settle: min_settle + MAX_EXTRA_SETTLE.as_secs() as u32 * HZ,
         })
@@ -124,6 +127,9 @@ impl InProcessRun {
                     Phase::Settling(0)
                 }
                 Phase::Script(t) => {
+                    if self.leave_at == Some(t) {
+                        self.leave();
+                    }
                     self.peers.step();
                     return Ok(self.set(Phase::Script(t + 1)));
                 }
@@ -137,6 +143,14 @@ impl InProcessRun {
                 Phase::Settling(n) => return Ok(self.set(Phase::Done(n))),
                 Phase::Done(_) => return Ok(self.phase),
             };
+        }
+    }
+
+    /// The last participant leaves: its App is dropped, its connection closed.
+    fn leave(&mut self) {
+        let last = self.peers.len() - 1;
+        if self.peers.kill(last).is_ok() {
+            info!("sandbox: participant {last} leaves; what it owns is orphaned");
         }
     }
 
@@ -251,8 +265,13 @@ fn build(
     mut log: Option<bevy::log::LogPlugin>,
 ) -> Result<OwnershipPeers, Failure> {
     let delta = !args.no_delta;
+    let physics = args.physics_host;
     let (server_bodies, participant_bodies) = (bodies.to_vec(), bodies.to_vec());
-    OwnershipPeers::builder(usize::from(args.participants))
+    let mut builder = OwnershipPeers::builder(usize::from(args.participants));
+    if physics {
+        builder = builder.physics_host(PhysicsHostConfig::default());
+    }
+    builder
         .tick(DT)
         .seed(NETWORK_SEED)
         .link(link(&args.link)?)
@@ -261,7 +280,7 @@ fn build(
             if let Some(log) = log.take() {
                 app.add_plugins(log);
             }
-            add_server_scene(app, &server_bodies);
+            add_server_scene(app, &server_bodies, physics);
         })
         .participant(move |index, app| {
             add_participant_game(app, &participant_bodies, index as u8, script.clone());
@@ -355,6 +374,13 @@ fn summarize(
         max_divergence_body: worst.1,
         bodies_compared: compared,
         bodies_owned_at_end: owned_bodies(peers, usize::from(args.participants)),
+        physics_host: args.physics_host,
+        host_takes: stats.host_takes,
+        host_releases: stats.host_releases,
+        host_states_published: stats.host_states_published,
+        bodies_hosted_at_end: s.bodies_hosted(),
+        owners_revoked: stats.owners_revoked,
+        participants_left: stats.participants_left,
         malformed_messages: s.decode_stats().rejected(),
     }
 }

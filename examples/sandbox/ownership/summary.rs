@@ -88,6 +88,19 @@ pub struct Summary {
     pub bodies_owned_at_end: usize,
     /// Messages the server could not decode.
     pub malformed_messages: u64,
+    /// Whether the entity server ran its physics host (ownership rule 21).
+    pub physics_host: bool,
+    /// Bodies the host took (orphans, bodies moving unowned), released at rest, and the states
+    /// it published.
+    pub host_takes: u64,
+    pub host_releases: u64,
+    pub host_states_published: u64,
+    /// Bodies the host still held at the end.
+    pub bodies_hosted_at_end: usize,
+    /// Owners that lost a body for an impossible state (rule 22).
+    pub owners_revoked: u64,
+    /// Participants that left (`--leave-at`).
+    pub participants_left: u64,
 }
 
 impl Summary {
@@ -107,6 +120,7 @@ impl Summary {
              \x20 upload budget use       {:.1} % ({:.0} of {} B/s per participant, {} bodies deferred)\n\
              \x20 relay budget use        {:.1} % ({:.0} of {} B/s per participant, {} bodies deferred)\n\
              \x20 bodies owned at end     {} (avatars not counted)\n\
+             \x20 physics host            {}\n\
              max divergence {:.6} m (body {}) over {} dynamic bodies",
             self.participants,
             self.ticks,
@@ -145,9 +159,29 @@ impl Summary {
             self.relay_budget,
             self.relay_bodies_deferred,
             self.bodies_owned_at_end,
+            self.host_text(),
             self.max_divergence_m,
             self.max_divergence_body,
             self.bodies_compared,
+        )
+    }
+}
+
+impl Summary {
+    /// The physics host's line: off, or what it did.
+    fn host_text(&self) -> String {
+        if !self.physics_host {
+            return String::from("off");
+        }
+        format!(
+            "on: {} bodies taken, {} released at rest, {} states published, {} held at end; \
+             {} owners refused an impossible state; {} participants left",
+            self.host_takes,
+            self.host_releases,
+            self.host_states_published,
+            self.bodies_hosted_at_end,
+            self.owners_revoked,
+            self.participants_left,
         )
     }
 }

@@ -15,6 +15,7 @@ use super::{DEFAULT_JOIN_STEPS, DEFAULT_TICK};
 use crate::client::{OwnershipClient, ParticipantStats};
 use crate::components::SimulationOwner;
 use crate::error::OwnershipError;
+use crate::host::PhysicsHostConfig;
 use crate::plugin::{OwnershipPlugin, OwnershipSetupError};
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::server::EntityServer;
@@ -88,6 +89,7 @@ pub struct OwnershipPeersBuilder {
     up: LinkConditionerConfig,
     down: LinkConditionerConfig,
     rapier: bool,
+    host: Option<PhysicsHostConfig>,
     join_steps: u32,
     plugin: PluginSetup,
     scene: AppSetup,
@@ -166,6 +168,16 @@ impl OwnershipPeersBuilder {
         self
     }
 
+    /// The entity server runs the physics host ([ownership rule
+    /// 21](crate::rules#rule-21--the-physics-host)) with `host`: its App gets `TransformPlugin`
+    /// and Rapier from the harness, and [`scene`](Self::scene) must give its bodies the same
+    /// colliders as the participants'.
+    #[must_use]
+    pub fn physics_host(mut self, host: PhysicsHostConfig) -> Self {
+        self.host = Some(host);
+        self
+    }
+
     /// Steps [`build`](Self::build) allows for every participant to join; default
     /// [`DEFAULT_JOIN_STEPS`].
     #[must_use]
@@ -193,10 +205,18 @@ impl OwnershipPeersBuilder {
     pub fn build_unjoined(mut self) -> Result<OwnershipPeers, PeersError> {
         let network = MemoryNetwork::with_directions(self.seed, self.up, self.down)?;
         let mut server = App::new();
+        server.add_plugins(MinimalPlugins);
+        let mut plugin = (self.plugin)(OwnershipPlugin::entity_server());
+        if let Some(host) = self.host {
+            server.add_plugins((
+                TransformPlugin,
+                RapierPhysicsPlugin::<NoUserData>::default(),
+            ));
+            plugin = plugin.with_physics_host(host);
+        }
         server
-            .add_plugins(MinimalPlugins)
             .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(self.tick)))
-            .add_plugins((self.plugin)(OwnershipPlugin::entity_server()))
+            .add_plugins(plugin)
             .insert_net_server(network.server_transport()?);
         (self.scene)(&mut server);
         (self.server)(&mut server);
@@ -267,6 +287,7 @@ impl OwnershipPeers {
             up: LinkConditionerConfig::PERFECT,
             down: LinkConditionerConfig::PERFECT,
             rapier: true,
+            host: None,
             join_steps: DEFAULT_JOIN_STEPS,
             plugin: Box::new(|plugin| plugin),
             scene: Box::new(|_| {}),

@@ -1,4 +1,5 @@
-//! One test per ownership rule (the crate's `rules` module, rules 1–14), time driven by hand.
+//! One test per ownership rule (the crate's `rules` module, rules 1–14 and the physics host's
+//! rule 21), time driven by hand.
 
 use crate::common::*;
 use simsync_ownership::{
@@ -483,4 +484,58 @@ fn rule_14_others_bid_volunteer_at_once_when_the_owner_yields() {
     s.deliver(1, &bid, ms(30));
     assert_eq!(s.server.owner(b(0)), Some((p(1), Priority::RECRUIT)));
     assert_eq!(s.clients[0].owner(b(0)), Some((p(1), Priority::RECRUIT)));
+}
+
+#[test]
+fn rule_21_a_body_the_physics_host_holds_is_not_volunteered_for_but_any_bid_takes_it() {
+    // Participant 1: id 0 is the host's.
+    let mut s = Session::new(2, 1);
+    let moving = BodyObservation::moving(b(0));
+    let host = simsync_ownership::ParticipantId::ENTITY_SERVER;
+    let grant = s.server.host_take(b(0), Priority::NONE, ms(0)).unwrap();
+    assert_eq!((grant.owner, grant.priority), (host, Priority::YIELD));
+    s.clients[1].on_owner_changed(b(0), Some(host), Priority::YIELD);
+    // Interested and moving, held at YIELD: rule 14 would bid at once, rule 7 after 0.5 s;
+    // neither does for the host's body.
+    assert!(s.clients[1].tick(ms(10), [moving]).is_empty());
+    assert!(s.clients[1].tick(ms(1_000), [moving]).is_empty());
+    // A poke (rule 8) does, and wins: any bid beats the host's YIELD.
+    let poked = BodyObservation {
+        script_edited: true,
+        ..moving
+    };
+    let bid = s.clients[1].tick(ms(1_010), [poked]);
+    assert_eq!(
+        bid,
+        [Action::SendBid {
+            body: b(0),
+            priority: Priority::POKE
+        }]
+    );
+    s.deliver(1, &bid, ms(1_010));
+    assert_eq!(s.server.owner(b(0)), Some((p(1), Priority::POKE)));
+}
+
+#[test]
+fn rule_21_a_body_the_physics_host_holds_is_knocked_on() {
+    let mut s = Session::new(2, 2);
+    let host = simsync_ownership::ParticipantId::ENTITY_SERVER;
+    s.clients[1].created_moving(b(0), Priority::POKE);
+    s.server.bid(p(1), b(0), Priority::POKE, ms(0)).unwrap();
+    s.server.host_take(b(1), Priority::NONE, ms(0)).unwrap();
+    s.clients[1].on_owner_changed(b(1), Some(host), Priority::YIELD);
+    let hit = BodyObservation {
+        hit_by_owned: Some(Priority::POKE),
+        ..BodyObservation::moving(b(1))
+    };
+    let bids = s.clients[1].tick(ms(10), [hit]);
+    assert_eq!(
+        bids,
+        [Action::SendBid {
+            body: b(1),
+            priority: Priority(126)
+        }]
+    );
+    s.deliver(1, &bids, ms(10));
+    assert_eq!(s.server.owner(b(1)), Some((p(1), Priority(126))));
 }

@@ -13,9 +13,10 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Participant `i`'s id.
+/// Participant `i`'s id: `i + 1`, as the handshake numbers them (id 0 is the entity server's
+/// physics host, `ParticipantId::ENTITY_SERVER`).
 pub fn p(i: u16) -> ParticipantId {
-    ParticipantId(i)
+    ParticipantId(i + 1)
 }
 
 /// Body `i`'s id.

@@ -13,7 +13,9 @@ use simsync_net::prelude::*;
 use simsync_net::renet::ConnectionConfig;
 use simsync_ownership::prelude::*;
 use simsync_ownership::testing::OwnershipPeers;
-use simsync_ownership::{BodyId, EntityServerLimits, ParticipantId};
+use simsync_ownership::{
+    BodyId, EntityServerLimits, ParticipantId, PhysicsHostConfig, StateLimits,
+};
 use simsync_ownership::{EntityServerStats, OwnershipClock, ParticipantStats};
 
 /// One step of simulated time.
@@ -111,9 +113,22 @@ fn collider(body: &Body) -> Collider {
     }
 }
 
-/// The server's bodies: ids, kinds and transforms, no physics.
-fn spawn_server_bodies(app: &mut App, bodies: &[Body]) {
+/// The server's bodies: ids, kinds and transforms, no physics — or, with the physics host,
+/// the participants' colliders and gravity too.
+fn spawn_server_bodies(app: &mut App, bodies: &[Body], physics: bool) {
     for body in bodies {
+        if physics {
+            app.world_mut().spawn((
+                BodyNetId(BodyId(body.id)),
+                body.kind,
+                collider(body),
+                GravityScale(body.gravity),
+                Transform::from_translation(body.at),
+                Velocity::zero(),
+                Sleeping::default(),
+            ));
+            continue;
+        }
         app.world_mut().spawn((
             BodyNetId(BodyId(body.id)),
             body.kind,
@@ -155,6 +170,11 @@ pub struct Setup {
     pub config: OwnershipConfig,
     /// The state budgets of the server and every participant (default: the crate's).
     pub budget: StateBudgetConfig,
+    /// The entity server's physics host (default: off): its App then gets Rapier and the
+    /// bodies' colliders.
+    pub host: Option<PhysicsHostConfig>,
+    /// The entity server's limits on owners' states without the host (default: off).
+    pub state_limits: Option<StateLimits>,
 }
 
 /// The session: [`OwnershipPeers`] with the test bodies and a [`Log`] in every App; the
@@ -212,14 +232,23 @@ impl Session {
         let (server_connection, participant_connection) =
             (setup.connection.clone(), setup.connection.clone());
         let (limits, config, budget) = (setup.limits, setup.config.clone(), setup.budget);
-        let peers = OwnershipPeers::builder(n)
+        let (host, state_limits) = (setup.host, setup.state_limits);
+        let mut builder = OwnershipPeers::builder(n);
+        if let Some(host) = host {
+            builder = builder.physics_host(host);
+        }
+        let peers = builder
             .seed(setup.seed)
             .link(setup.link)
             .ownership(move |plugin| {
-                plugin
+                let plugin = plugin
                     .with_limits(limits)
                     .with_config(config.clone())
-                    .with_state_budget(budget)
+                    .with_state_budget(budget);
+                match state_limits {
+                    Some(l) => plugin.with_state_limits(l),
+                    None => plugin,
+                }
             })
             .scene(|app| {
                 app.init_resource::<Log>().add_systems(Last, collect);
@@ -228,7 +257,7 @@ impl Session {
                 if let Some(connection) = &server_connection {
                     app.insert_resource(RenetServer::new(connection.clone()));
                 }
-                spawn_server_bodies(app, &server_bodies);
+                spawn_server_bodies(app, &server_bodies, host.is_some());
             })
             .participant(move |_, app| {
                 if let Some(connection) = &participant_connection {

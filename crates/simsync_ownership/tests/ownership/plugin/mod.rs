@@ -7,6 +7,7 @@ mod bulk;
 mod deltas;
 mod diagnostics;
 mod harness;
+mod host;
 mod hostile;
 mod misuse;
 mod orphans;
