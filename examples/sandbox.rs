@@ -32,6 +32,8 @@ mod driver;
 mod error;
 #[path = "sandbox/game.rs"]
 mod game;
+#[path = "sandbox/host.rs"]
+mod host;
 #[path = "sandbox/link.rs"]
 mod link;
 #[path = "sandbox/network.rs"]
@@ -90,6 +92,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             args.matches,
         ),
         Command::Join(args) => run_join(&args),
+        Command::Host(args) => return host::run_host(&args),
         Command::Diff(args) => {
             return match network::run_diff(&args.a, &args.b)? {
                 true => Ok(ExitCode::SUCCESS),
@@ -113,8 +116,14 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 /// `sandbox join` without `--ownership`: one deterministic session client over UDP.
 fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
     let (game, trace) = load_session(args.scene.as_deref(), args.trace.as_deref(), args.players)?;
+    let game = match args.plant_desync {
+        Some(tick) => game.with_planted_desync(tick as i32),
+        None => game,
+    };
     let session = network::ClientSession {
-        dump_dir: None,
+        dump_dir: args
+            .plant_desync
+            .map(|_| std::path::PathBuf::from("desync-dumps")),
         players: args.players,
         verify_predictions: !args.no_verify_predictions,
         rejoin: args.rejoin.map(|r| simsync_net::ReconnectToken {

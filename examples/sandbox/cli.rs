@@ -77,6 +77,12 @@ pub enum Command {
     /// mismatch (its tick printed), 2 for a bad, foreign or cut replay file.
     #[command(after_help = AFTER_HELP)]
     Replay(ReplayArgs),
+    /// A dedicated server (`simsync_server`'s library, as `simsync-server` but with this game)
+    /// with one relay room of --players: with --authoritative the room runs the game's verified
+    /// world itself (desync judge, snapshot source, resync). Writes a connect token per slot for
+    /// `join --token`; drains and exits once the room has ended (or on Ctrl-C).
+    #[command(after_help = AFTER_HELP)]
+    Host(HostArgs),
     /// Prints the room config (JSON) of this game for `simsync-server`'s admin API
     /// (`POST /rooms`) or its config file: a relay room of --players for the sandbox's input
     /// type, or with --ownership an ownership room of the scene's bodies.
@@ -336,9 +342,44 @@ pub struct JoinArgs {
     /// Record this client's verified ticks to this replay file.
     #[arg(long, value_name = "FILE", conflicts_with = "ownership", value_hint = ValueHint::FilePath)]
     pub record: Option<PathBuf>,
+    /// Plant a desync at this tick in this client's game (a wrong physics step): the relay
+    /// names it; an authoritative room (`host --authoritative`) resyncs it, and the join then
+    /// counts as agreeing. Desync dumps go to desync-dumps/.
+    #[arg(long, value_name = "TICK", conflicts_with = "ownership")]
+    pub plant_desync: Option<u32>,
     /// With --record: also record a world snapshot every N verified ticks; 0 = none.
     #[arg(long, value_name = "N", default_value_t = 0, requires = "record")]
     pub snapshot_every: u32,
+}
+
+/// `sandbox host`.
+#[derive(Debug, Clone, Args)]
+pub struct HostArgs {
+    /// UDP address of the rooms (what `join --token` connects to).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7000")]
+    pub bind: SocketAddr,
+    /// HTTP address of the probes, metrics and admin API (bearer token `sandbox`).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7080")]
+    pub ops: SocketAddr,
+    /// Players of the room (every `join` gives the same --players).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..))]
+    pub players: u8,
+    /// The room runs the sandbox's verified world itself: its checksum judges desyncs, its
+    /// snapshot serves joiners, and a desynced client is resynced from it.
+    #[arg(long)]
+    pub authoritative: bool,
+    /// Directory the connect tokens are written to (`slot0.token`, `slot1.token`, ...).
+    #[arg(long, value_name = "DIR", default_value = "tokens", value_hint = ValueHint::DirPath)]
+    pub tokens: PathBuf,
+    /// Scene file (RON) of the authoritative world [default: assets/scenes/sandbox.ron].
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub scene: Option<PathBuf>,
+    /// Seconds a token stays valid.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub token_seconds: u64,
+    /// Print only results and errors.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `sandbox replay FILE`.

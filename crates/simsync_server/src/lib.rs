@@ -58,7 +58,7 @@ pub use health::{Heartbeat, LIVENESS_TIMEOUT, NotReady, Readiness};
 pub use http::ADMIN_ANSWER_TIMEOUT;
 pub use metrics::{METRIC_NAMES, ServerMetrics, remote_error_label, render};
 pub use room::{
-    END_GRACE, OwnershipSummary, RelayBuilder, RelaySummary, Room, RoomState, RoomSummary,
+    AuthoritySummary, END_GRACE, OwnershipSummary, RelayBuilder, RelaySummary, Room, RoomState, RoomSummary,
     RoomTotals, RoomTurn, fingerprint_relay,
 };
 pub use room_config::{

@@ -27,8 +27,11 @@ use crate::token::RoomId;
 
 /// Builds a relay room's [`RelayServer`] from its config: the stock server checks inputs by
 /// the room's input fingerprint ([`RelayServer::with_fingerprint`]); a server built with the
-/// game's input type passes `RelayServer::new::<Input>` (every input decoded too).
-pub type RelayBuilder = fn(RelayServerConfig, &RelayRoomConfig) -> RelayServer;
+/// game's input type passes `RelayServer::new::<Input>` (every input decoded too); an
+/// authoritative room adds its game's world (`RelayServer::with_authority`), which is why a
+/// builder may capture (the game's factory).
+pub type RelayBuilder =
+    std::sync::Arc<dyn Fn(RelayServerConfig, &RelayRoomConfig) -> RelayServer + Send + Sync>;
 
 /// The stock [`RelayBuilder`]: inputs checked by size, clients by the fingerprint.
 pub fn fingerprint_relay(config: RelayServerConfig, room: &RelayRoomConfig) -> RelayServer {
@@ -117,6 +120,26 @@ pub struct RelaySummary {
     pub desyncs: u64,
     /// Slots taken again by a new connection this match.
     pub rejoins: u64,
+    /// The room's world, when the room is authoritative (built with
+    /// `RelayServer::with_authority`); `None` otherwise.
+    pub authority: Option<AuthoritySummary>,
+}
+
+/// An authoritative relay room's world: where it is and what it did this match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AuthoritySummary {
+    /// Its newest simulated tick.
+    pub tick: i64,
+    /// The newest confirmed tick minus its tick, in ticks.
+    pub lag_ticks: i64,
+    /// The largest `lag_ticks` seen.
+    pub max_lag_ticks: i64,
+    /// Desynced clients sent its snapshot to resync.
+    pub resyncs: u64,
+    /// Its snapshots forwarded (late join, rejoin, resync).
+    pub snapshots_served: u64,
+    /// Ticks or snapshots that failed (the first stops it; the room goes on by majority).
+    pub failures: u64,
 }
 
 /// An ownership room's numbers.
@@ -199,7 +222,7 @@ impl std::fmt::Debug for Room {
 
 impl Room {
     /// A room made at `now` (server time) from a validated `config`.
-    pub fn new(id: RoomId, config: RoomConfig, now: Duration, relay: RelayBuilder) -> Self {
+    pub fn new(id: RoomId, config: RoomConfig, now: Duration, relay: &RelayBuilder) -> Self {
         let host = match &config {
             RoomConfig::Relay(room) => Host::Relay(Box::new(RelayHost {
                 relay: relay(relay_config(room), room),
@@ -475,6 +498,17 @@ impl Room {
                     .map_or(0, |ack| server_tick - i64::from(ack)),
                 desyncs: stats.desyncs,
                 rejoins: stats.rejoins.iter().sum(),
+                authority: relay.is_authoritative().then(|| {
+                    let a = &stats.authority;
+                    AuthoritySummary {
+                        tick: i64::from(a.tick),
+                        lag_ticks: i64::from(a.lag_ticks),
+                        max_lag_ticks: i64::from(a.max_lag_ticks),
+                        resyncs: a.resyncs,
+                        snapshots_served: a.snapshots_served,
+                        failures: a.failures,
+                    }
+                }),
             }
         });
         let ownership = self.entity_server().map(|server| OwnershipSummary {

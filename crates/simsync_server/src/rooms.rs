@@ -129,7 +129,7 @@ impl Rooms {
             accepting: true,
             now: Duration::ZERO,
             next_id: 1,
-            relay: fingerprint_relay,
+            relay: std::sync::Arc::new(fingerprint_relay),
             empty_timeout,
         }
     }
@@ -206,7 +206,7 @@ impl Rooms {
             "room made"
         );
         self.rooms
-            .insert(id, Room::new(id, config, self.now, self.relay));
+            .insert(id, Room::new(id, config, self.now, &self.relay));
         Ok(id)
     }
 

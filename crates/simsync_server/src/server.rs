@@ -16,6 +16,8 @@ use crate::health::{Heartbeat, Readiness};
 use crate::http::{AdminTicket, OpsServer, OpsShared};
 use crate::metrics::ServerMetrics;
 use crate::room::RelayBuilder;
+use crate::room_config::RelayRoomConfig;
+use simsync_relay::{RelayServer, RelayServerConfig};
 use crate::rooms::Rooms;
 use crate::{admin, token::TokenMinter};
 
@@ -104,12 +106,17 @@ impl DedicatedServer {
     }
 
     /// [`Self::bind`], building relay rooms with `relay` (a server with the game's input type
-    /// passes `|config, _| RelayServer::new::<Input>(config)`).
+    /// passes `|config, _| RelayServer::new::<Input>(config)`; an authoritative one adds
+    /// `.with_authority(make(), Resync::On)` with its game's authority factory).
     ///
     /// # Errors
     ///
     /// As [`Self::bind`].
-    pub fn bind_with(config: ServerConfig, relay: RelayBuilder) -> Result<Self, ServerError> {
+    pub fn bind_with(
+        config: ServerConfig,
+        relay: impl Fn(RelayServerConfig, &RelayRoomConfig) -> RelayServer + Send + Sync + 'static,
+    ) -> Result<Self, ServerError> {
+        let relay: RelayBuilder = std::sync::Arc::new(relay);
         let readiness = Readiness::default();
         let heartbeat = Heartbeat::new();
         let mut udp = UdpServerConfig::secure(config.bind, config.private_key);

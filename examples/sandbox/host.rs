@@ -1,0 +1,132 @@
+//! `sandbox host`: a dedicated server built from `simsync_server`'s library with this game —
+//! one relay room of `--players`, authoritative with `--authoritative` (the room runs the
+//! sandbox's verified world: `simsync::authority::LockstepAuthority`), a connect token file per
+//! slot for `sandbox join --token`. It drains and exits once the room has ended (every player
+//! gone for the empty-room timeout) or on Ctrl-C / SIGTERM, and prints the room's numbers.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use simsync::prelude::PackedInput;
+use simsync::relay::Resync;
+use simsync_server::{
+    DedicatedServer, RoomConfig, RoomId, RoomState, ServerConfig, TokenClaims, TokenMinter,
+    fingerprint_relay,
+};
+
+use crate::cli::HostArgs;
+use crate::driver::{Failure, load_session, log_plugin};
+use crate::network::{ClientSession, client_plugin};
+
+/// The room's id.
+const ROOM: RoomId = RoomId(1);
+/// Connect tokens' client ids start here (one per slot).
+const FIRST_CLIENT_ID: u64 = 0x5a4d_0000;
+
+/// Runs `sandbox host` (module docs).
+///
+/// # Errors
+/// Exit code 2 for a bad scene or token directory, 1 when a port cannot be bound.
+pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
+    // Bevy's log plugin installs the process's log output (the server logs through `tracing`).
+    bevy::app::App::new().add_plugins(log_plugin(args.quiet));
+    let mut config = ServerConfig::local(
+        args.bind,
+        args.ops,
+        simsync_net::generate_private_key(),
+        "sandbox",
+    );
+    config.rooms = vec![(Some(ROOM), relay_room(args.players)?)];
+    let server = if args.authoritative {
+        let (game, _) = load_session(args.scene.as_deref(), None, args.players)?;
+        let session = ClientSession {
+            dump_dir: None,
+            players: args.players,
+            verify_predictions: false,
+            rejoin: None,
+        };
+        let make = move || client_plugin(&session, game.clone(), "authority".into());
+        let world = simsync::authority::LockstepAuthority::factory::<PackedInput>(
+            args.players,
+            Arc::new(make),
+        );
+        DedicatedServer::bind_with(config, move |relay, room| {
+            fingerprint_relay(relay, room).with_authority(world(), Resync::On)
+        })
+    } else {
+        DedicatedServer::bind(config)
+    }
+    .map_err(|e| Failure::run(e.to_string()))?;
+    let minter = server.minter().expire_seconds(args.token_seconds);
+    write_tokens(&minter, args.players, &args.tokens)?;
+    let signal = server.drain_signal();
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, signal.flag())
+            .map_err(|e| Failure::run(format!("cannot watch signals: {e}")))?;
+    }
+    if !args.quiet {
+        println!(
+            "sandbox: host on udp {}, http {} ({} room of {} players); tokens in {}; \
+             `sandbox join --token {}/slot0.token` ...",
+            server.udp_addr(),
+            args.ops,
+            if args.authoritative {
+                "an authoritative"
+            } else {
+                "a"
+            },
+            args.players,
+            args.tokens.display(),
+            args.tokens.display(),
+        );
+    }
+    let mut last = None;
+    let mut shown = Instant::now();
+    server
+        .run(|server| {
+            let Some(summary) = server.rooms().summary(ROOM) else {
+                return;
+            };
+            if summary.state == RoomState::Ended && !signal.raised() {
+                signal.raise();
+            }
+            if !args.quiet && shown.elapsed() >= Duration::from_secs(2) {
+                shown = Instant::now();
+                println!("{}", serde_json::to_string(&summary).unwrap_or_default());
+            }
+            last = Some(summary);
+        })
+        .map_err(|e| Failure::run(e.to_string()))?;
+    let summary = serde_json::to_string_pretty(&last).unwrap_or_default();
+    println!("room {}: {summary}", ROOM.0);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The sandbox's relay room of `players` (as `sandbox room-config` prints it).
+fn relay_room(players: u8) -> Result<RoomConfig, Failure> {
+    let mut room =
+        RoomConfig::relay_for::<PackedInput>(players, 64, simsync_net::DEFAULT_MAX_INPUT_BYTES)
+            .map_err(|e| Failure::input(e.to_string()))?;
+    if let RoomConfig::Relay(relay) = &mut room {
+        relay.snapshots = true;
+    }
+    Ok(room)
+}
+
+/// One connect token per slot, `dir/slotN.token`.
+fn write_tokens(minter: &TokenMinter, players: u8, dir: &Path) -> Result<(), Failure> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Failure::input(format!("cannot make {}: {e}", dir.display())))?;
+    for slot in 0..players {
+        let claims = TokenClaims { room: ROOM, slot };
+        let bytes = minter
+            .mint_bytes(FIRST_CLIENT_ID + u64::from(slot), claims)
+            .map_err(|e| Failure::run(e.to_string()))?;
+        let path = dir.join(format!("slot{slot}.token"));
+        std::fs::write(&path, bytes)
+            .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
