@@ -888,10 +888,13 @@ pub fn run_client(
             s.verified_tick,
             summary["final_checksum"].as_str().unwrap_or_default()
         );
-        // A desync an authoritative room resynced counts as healed.
-        let resyncs = s.network.as_ref().map_or(0, |n| n.resyncs) as usize;
-        agree &= (mismatches == 0 || resyncs >= mismatches)
-            && s.resim_ticks_matching == s.resim_ticks_checked;
+        // This client agreed unless a desync named it and no authoritative room resynced it.
+        let (named, resyncs) = s
+            .network
+            .as_ref()
+            .map_or((0, 0), |n| (n.desyncs_naming_self, n.resyncs));
+        agree &=
+            (named == 0 || resyncs >= named) && s.resim_ticks_matching == s.resim_ticks_checked;
         summaries.push(summary);
     }
     if let (Some(path), Some(last)) = (&run.summary_json, summaries.last()) {

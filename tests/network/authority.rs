@@ -156,6 +156,45 @@ fn a_desynced_client_is_resynced_from_the_authority_and_agrees_again() {
 }
 
 #[test]
+fn a_resynced_client_compares_only_what_it_predicted_from_the_new_world() {
+    // Both clients check every prediction against verification; client 0's predictions made
+    // before the resync came from the desynced world and must not be compared.
+    let mut peers = peers_of(2, |c| {
+        let game = MarbleGame {
+            plant_at: (c == 0).then_some(30),
+            plant_in: None,
+        };
+        DeterministicPlugin::<PackedInput>::new(game)
+            .config(simsync::deterministic::SessionConfig {
+                rollback_window: 60,
+                checksum_interval: 1,
+                verify_predictions: true,
+                ..Default::default()
+            })
+            .networked(NetworkSessionConfig {
+                snapshots: true,
+                ..NetworkSessionConfig::default()
+            })
+            .snapshots(simsync::deterministic::SnapshotLimits::default())
+    })
+    .link(LinkConditionerConfig::PERFECT.with_latency(20, 2))
+    .relay(authoritative(2, Resync::On))
+    .tolerate_desyncs()
+    .build()
+    .expect("peers");
+    peers.verify(300, 8_000);
+    assert!(peers.net_of(0).resyncs >= 1, "{:?}", peers.net_of(0));
+    for c in 0..2 {
+        let stats = peers.stats_of(c);
+        assert!(stats.resim_ticks_checked > 100, "client {c}: {stats:?}");
+        assert_eq!(
+            stats.resim_ticks_matching, stats.resim_ticks_checked,
+            "client {c}"
+        );
+    }
+}
+
+#[test]
 fn a_late_joiner_with_no_other_client_connected_takes_the_authoritys_snapshot() {
     let relay = authoritative(2, Resync::Off).start_players(1);
     let mut peers = peers_of(2, |_| {

@@ -591,6 +591,23 @@ struct Io<'a, 'w, 's> {
     returned: Vec<ParticipantReturned>,
 }
 
+impl<'a, 'w, 's> Io<'a, 'w, 's> {
+    fn new(
+        server: &'a mut RenetServer,
+        now: Duration,
+        owners: &'a mut Query<'w, 's, &'static mut SimulationOwner>,
+    ) -> Self {
+        Self {
+            server,
+            now,
+            owners,
+            changed: Vec::new(),
+            gone: Vec::new(),
+            returned: Vec::new(),
+        }
+    }
+}
+
 /// `PreUpdate`: handles every message received, then disconnects, silent participants and
 /// silence expiry.
 #[allow(clippy::too_many_arguments)]
@@ -615,14 +632,7 @@ pub(crate) fn update(
     let mut decode = state.decode;
     let received = server.receive_msgs(&mut decode);
     state.decode = decode;
-    let mut io = Io {
-        server: &mut server,
-        now: clock.now(),
-        owners: &mut owners,
-        changed: Vec::new(),
-        gone: Vec::new(),
-        returned: Vec::new(),
-    };
+    let mut io = Io::new(&mut server, clock.now(), &mut owners);
     state.announce_respawns(&mut io);
     for message in received {
         let client = message.client_id;
@@ -1571,14 +1581,7 @@ pub(crate) fn host_tick(
     if state.host.is_none() {
         return;
     }
-    let mut io = Io {
-        server: &mut server,
-        now: clock.now(),
-        owners: &mut owners,
-        changed: Vec::new(),
-        gone: Vec::new(),
-        returned: Vec::new(),
-    };
+    let mut io = Io::new(&mut server, clock.now(), &mut owners);
     let focus = state.owner_focus();
     for (id, transform, mut velocity, sleeping) in &mut bodies {
         let body = id.0;

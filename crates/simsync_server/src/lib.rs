@@ -58,8 +58,8 @@ pub use health::{Heartbeat, LIVENESS_TIMEOUT, NotReady, Readiness};
 pub use http::ADMIN_ANSWER_TIMEOUT;
 pub use metrics::{METRIC_NAMES, ServerMetrics, remote_error_label, render};
 pub use room::{
-    AuthoritySummary, END_GRACE, OwnershipSummary, RelayBuilder, RelaySummary, Room, RoomState, RoomSummary,
-    RoomTotals, RoomTurn, fingerprint_relay,
+    AuthoritySummary, END_GRACE, OwnershipSummary, RelayBuilder, RelaySummary, Room, RoomState,
+    RoomSummary, RoomTotals, RoomTurn, fingerprint_relay,
 };
 pub use room_config::{
     BodySpec, InputSpec, MAX_BODIES, MAX_INPUT_BYTES, MAX_INPUT_NAME_BYTES, MAX_PARTICIPANTS,

@@ -17,9 +17,9 @@ use crate::http::{AdminTicket, OpsServer, OpsShared};
 use crate::metrics::ServerMetrics;
 use crate::room::RelayBuilder;
 use crate::room_config::RelayRoomConfig;
-use simsync_relay::{RelayServer, RelayServerConfig};
 use crate::rooms::Rooms;
 use crate::{admin, token::TokenMinter};
+use simsync_relay::{RelayServer, RelayServerConfig};
 
 /// Why the server could not start or stopped.
 #[derive(Debug, thiserror::Error)]

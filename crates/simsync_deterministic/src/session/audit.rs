@@ -91,6 +91,15 @@ impl PredictionAudit {
         self.chain = chain_seed(base);
     }
 
+    /// The verified world was replaced (a snapshot loaded, a resync included): every predicted
+    /// state recorded so far came from a world that is gone, so none is compared; the predicted
+    /// timeline restarts at `base`.
+    pub(crate) fn reset(&mut self, base: Tick) {
+        self.entries.clear();
+        self.confirmed.clear();
+        self.restart(base);
+    }
+
     /// Tick `tick` was verified with an input set hashing to `inputs_hash`.
     pub(crate) fn record_confirmed(&mut self, tick: Tick, inputs_hash: u64) {
         self.confirmed.push_back((tick, inputs_hash));
@@ -251,5 +260,24 @@ mod tests {
         assert_eq!(audit.confirmed.len(), 1);
         assert_eq!(hash_inputs(&[1u8, 2]), hash_inputs(&[1u8, 2]));
         assert_ne!(hash_inputs(&[1u8, 2]), hash_inputs(&[2u8, 1]));
+    }
+
+    #[test]
+    fn a_reset_forgets_every_prediction_of_the_replaced_world() {
+        let mut audit = PredictionAudit::default();
+        audit.record_predicted(1, 11, st(7));
+        audit.record_predicted(2, 12, st(8));
+        audit.reset(1);
+        assert_eq!(audit.held(), (0, 0));
+        audit.record_confirmed(2, 12);
+        assert!(
+            audit.take_comparable(2).is_none(),
+            "predicted from the old world"
+        );
+        // Predicted again from the new world (after tick 2), it is compared.
+        audit.record_predicted(2, 12, st(8));
+        audit.record_predicted(3, 13, st(9));
+        audit.record_confirmed(3, 13);
+        assert_eq!(audit.take_comparable(3).map(|s| s.digest), Some(9));
     }
 }

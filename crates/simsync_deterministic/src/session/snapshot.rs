@@ -253,7 +253,8 @@ fn resume_session<I: SimInput>(
     session.highest_predicted = session.highest_predicted.max(tick);
     session.used_inputs.clear();
     session.predicted_diverged = false;
-    session.audit.restart(tick);
+    // The verified world was replaced: predictions recorded before are not comparable.
+    session.audit.reset(tick);
     world.insert_resource(SimulatorContext::new(tick));
     let mut stats = world.get_resource_or_init::<SessionStats>();
     stats.verified_tick = tick;

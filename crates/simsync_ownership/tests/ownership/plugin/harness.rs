@@ -113,27 +113,28 @@ fn collider(body: &Body) -> Collider {
     }
 }
 
+/// A body's physics, the same on a participant and a hosting server.
+fn physics(body: &Body) -> impl Bundle {
+    (
+        collider(body),
+        GravityScale(body.gravity),
+        Velocity::zero(),
+        Sleeping::default(),
+    )
+}
+
 /// The server's bodies: ids, kinds and transforms, no physics — or, with the physics host,
 /// the participants' colliders and gravity too.
-fn spawn_server_bodies(app: &mut App, bodies: &[Body], physics: bool) {
+fn spawn_server_bodies(app: &mut App, bodies: &[Body], with_physics: bool) {
     for body in bodies {
-        if physics {
-            app.world_mut().spawn((
-                BodyNetId(BodyId(body.id)),
-                body.kind,
-                collider(body),
-                GravityScale(body.gravity),
-                Transform::from_translation(body.at),
-                Velocity::zero(),
-                Sleeping::default(),
-            ));
-            continue;
-        }
-        app.world_mut().spawn((
+        let mut entity = app.world_mut().spawn((
             BodyNetId(BodyId(body.id)),
             body.kind,
             Transform::from_translation(body.at),
         ));
+        if with_physics {
+            entity.insert(physics(body));
+        }
     }
 }
 
@@ -145,11 +146,8 @@ fn spawn_participant_bodies(app: &mut App, bodies: &[Body]) {
             BodyNetId(BodyId(body.id)),
             Ownable,
             body.kind,
-            collider(body),
-            GravityScale(body.gravity),
             Transform::from_translation(body.at),
-            Velocity::zero(),
-            Sleeping::default(),
+            physics(body),
         ));
     }
 }
