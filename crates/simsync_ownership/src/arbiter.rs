@@ -429,8 +429,9 @@ impl OwnershipArbiter {
 
     /// A participant respawned `body` under its id ([respawns](crate::rules#respawns)): the body
     /// starts again unowned, its equal-priority lockout running from `now`. Accepted from the
-    /// body's owner, or from anyone while it is unowned and unlocked; returns the owner it had.
-    /// Counts as an ownership change when it had one.
+    /// body's owner, or from anyone while it is unowned — or held by the physics host, which
+    /// holds a body for nobody in particular (rule 21) — and unlocked; returns the owner it
+    /// had. Counts as an ownership change when it had one.
     ///
     /// # Errors
     /// [`RefusalReason::UnknownBody`]; [`RefusalReason::NotOwnable`] for a static or kinematic
@@ -446,11 +447,12 @@ impl OwnershipArbiter {
             return Err(self.refuse_unknown(body));
         };
         let record = &self.records[i];
+        let participant = record.owner.filter(|o| *o != ParticipantId::ENTITY_SERVER);
         let refused = if !record.kind.is_ownable() {
             Some(RefusalReason::NotOwnable)
-        } else if record.owner.is_some_and(|o| o != from) {
+        } else if participant.is_some_and(|o| o != from) {
             Some(RefusalReason::NotOwner)
-        } else if record.owner.is_none() && record.locked {
+        } else if participant.is_none() && record.locked {
             Some(RefusalReason::Locked)
         } else {
             None
@@ -932,6 +934,18 @@ mod tests {
             0,
             "the host's choices are not refusals"
         );
+    }
+
+    #[test]
+    fn anyone_may_respawn_a_body_the_host_holds() {
+        let body = BodyId(4);
+        let mut arbiter = arbiter_with(body);
+        arbiter
+            .host_take(body, Priority::NONE, Duration::ZERO)
+            .unwrap();
+        let previous = arbiter.respawn(ParticipantId(5), body, Duration::from_millis(3));
+        assert_eq!(previous, Ok(Some(ParticipantId::ENTITY_SERVER)));
+        assert_eq!(arbiter.owner(body), None);
     }
 
     #[test]
