@@ -22,9 +22,13 @@ use crate::priority::{BodyId, ParticipantId, Priority};
 ///
 /// A state is refused as [`RefusalReason::TooFast`] when its linear speed is above
 /// `max_speed`, and as [`RefusalReason::Teleported`] when its position is farther from the
-/// server's state of the body than `max_teleport + max_speed × t` (`t`: seconds since the
-/// server's state was taken) — farther than the body could have got at the speed limit. A
-/// game's real teleports go through a respawn ([respawns](crate::rules#respawns)).
+/// server's state of the body — moved on by its own velocity to the state's time — than the
+/// body's [`Reach`]: a bucket of `max_teleport` metres that refills at `max_speed` metres per
+/// second and that every accepted state spends by its distance. One jump of up to
+/// `max_teleport` passes (extrapolation error, a late update), but a run of small jumps drains
+/// the bucket: over any time `t` a body is moved at most `max_teleport + max_speed × t` beyond
+/// its own motion. A game's real teleports go through a respawn
+/// ([respawns](crate::rules#respawns)).
 #[derive(Debug, Clone, Copy, PartialEq, Reflect)]
 #[reflect(Debug, Default, PartialEq, Clone)]
 pub struct StateLimits {
@@ -66,28 +70,48 @@ impl StateLimits {
 
     /// Whether `state`, claimed at `now`, is possible given the server's state `reference`
     /// (taken at its `Duration`, in the same epoch as `now`; `None`: nothing to compare with,
-    /// only the speed is checked).
+    /// only the speed is checked) and the body's `reach` left (`None`: a full bucket). Returns
+    /// the reach left after the state, to keep for the body's next check.
     ///
     /// # Errors
-    /// [`RefusalReason::TooFast`] or [`RefusalReason::Teleported`], as the type says.
+    /// [`RefusalReason::TooFast`] or [`RefusalReason::Teleported`], as the type says; the reach
+    /// is then unchanged.
     pub fn check(
         &self,
         reference: Option<(BodyState, Duration)>,
+        reach: Option<Reach>,
         state: &BodyState,
         now: Duration,
-    ) -> Result<(), RefusalReason> {
+    ) -> Result<Reach, RefusalReason> {
         if state.linear_velocity.length() > self.max_speed {
             return Err(RefusalReason::TooFast);
         }
-        let Some((server, at)) = reference else {
-            return Ok(());
-        };
-        let reach = self.max_teleport + self.max_speed * now.saturating_sub(at).as_secs_f32();
-        if state.position.distance(server.position) > reach {
+        let available = reach.map_or(self.max_teleport, |r| {
+            let refill = self.max_speed * now.saturating_sub(r.at).as_secs_f32();
+            (r.meters + refill).min(self.max_teleport)
+        });
+        let distance = reference.map_or(0.0, |(server, at)| {
+            let expected = server.extrapolate(now.saturating_sub(at)).position;
+            state.position.distance(expected)
+        });
+        if distance > available {
             return Err(RefusalReason::Teleported);
         }
-        Ok(())
+        Ok(Reach {
+            meters: available - distance,
+            at: now,
+        })
     }
+}
+
+/// How far an owner may still move a body beyond its own motion ([`StateLimits::check`]): a
+/// bucket of metres, as of a time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reach {
+    /// Metres left.
+    pub meters: f32,
+    /// When.
+    pub at: Duration,
 }
 
 /// The entity server's physics host ([ownership rule 21](crate::rules#rule-21--the-physics-host)):
@@ -433,31 +457,65 @@ mod tests {
     fn a_state_above_the_speed_limit_is_too_fast() {
         let limits = StateLimits::default();
         let ok = moving_state(Vec3::ZERO, 49.9);
-        assert_eq!(limits.check(None, &ok, MS(0)), Ok(()));
+        assert!(limits.check(None, None, &ok, MS(0)).is_ok());
         let fast = moving_state(Vec3::ZERO, 50.1);
         assert_eq!(
-            limits.check(None, &fast, MS(0)),
+            limits.check(None, None, &fast, MS(0)),
             Err(RefusalReason::TooFast)
         );
     }
 
     #[test]
-    fn a_state_beyond_the_reach_of_the_speed_limit_is_a_teleport() {
+    fn a_state_farther_than_the_reach_from_the_servers_extrapolated_state_is_a_teleport() {
         let limits = StateLimits::default();
-        let server = (moving_state(Vec3::ZERO, 1.0), MS(1_000));
-        // 100 ms later: 10 m + 50 m/s × 0.1 s = 15 m of reach.
-        let near = moving_state(Vec3::new(14.9, 0.0, 0.0), 1.0);
-        assert_eq!(limits.check(Some(server), &near, MS(1_100)), Ok(()));
-        let jump = moving_state(Vec3::new(0.0, 15.1, 0.0), 1.0);
+        // The server's state moves at 2 m/s along x: 1 s later it is at x = 2.
+        let server = (moving_state(Vec3::ZERO, 2.0), MS(1_000));
+        let on_course = moving_state(Vec3::new(2.0 + 9.9, 0.0, 0.0), 2.0);
+        let left = limits
+            .check(Some(server), None, &on_course, MS(2_000))
+            .unwrap();
+        assert!((left.meters - 0.1).abs() < 1e-4, "{left:?}");
+        let jump = moving_state(Vec3::new(2.0, 10.1, 0.0), 2.0);
         assert_eq!(
-            limits.check(Some(server), &jump, MS(1_100)),
+            limits.check(Some(server), None, &jump, MS(2_000)),
             Err(RefusalReason::Teleported)
         );
         let fifty = moving_state(Vec3::new(50.0, 0.0, 0.0), 1.0);
         assert_eq!(
-            limits.check(Some(server), &fifty, MS(1_016)),
+            limits.check(Some(server), None, &fifty, MS(1_016)),
             Err(RefusalReason::Teleported)
         );
+    }
+
+    #[test]
+    fn small_jumps_drain_the_reach_and_it_refills_at_the_speed_limit() {
+        let limits = StateLimits::default();
+        let mut server = (moving_state(Vec3::ZERO, 0.0), MS(0));
+        let mut reach = None;
+        let mut x = 0.0;
+        let mut refused_at = None;
+        // A 9.9 m hop every 15.625 ms (64 Hz), each from the last accepted state.
+        for step in 1..=20u64 {
+            let now = Duration::from_micros(15_625 * step);
+            let hop = moving_state(Vec3::new(x + 9.9, 0.0, 0.0), 0.0);
+            match limits.check(Some(server), reach, &hop, now) {
+                Ok(left) => {
+                    reach = Some(left);
+                    x += 9.9;
+                    server = (hop, now);
+                }
+                Err(reason) => {
+                    assert_eq!(reason, RefusalReason::Teleported);
+                    refused_at.get_or_insert(step);
+                }
+            }
+        }
+        assert_eq!(refused_at, Some(2), "the second hop is refused");
+        // 20 steps = 0.3125 s: at most 10 m + 50 m/s × 0.3125 s.
+        assert!(x <= 10.0 + 50.0 * 0.3125, "moved {x} m");
+        // After a quiet second the bucket is full again.
+        let hop = moving_state(Vec3::new(x + 9.9, 0.0, 0.0), 0.0);
+        assert!(limits.check(Some(server), reach, &hop, MS(1_400)).is_ok());
     }
 
     #[test]

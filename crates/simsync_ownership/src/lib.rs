@@ -127,7 +127,7 @@ pub use components::{
 pub use config::OwnershipConfig;
 pub use diagnostics::OwnershipDiagnosticsPlugin;
 pub use error::OwnershipError;
-pub use host::{HostAction, HostObservation, PhysicsHost, PhysicsHostConfig, StateLimits};
+pub use host::{HostAction, HostObservation, PhysicsHost, PhysicsHostConfig, Reach, StateLimits};
 pub use limits::{EntityServerLimits, RateLimitedCounts};
 pub use messages::{
     BidRefused, CountedSilent, GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned,

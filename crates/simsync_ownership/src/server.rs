@@ -76,7 +76,9 @@ use crate::coalesce::PendingOwners;
 use crate::components::{BodyNetId, OwnershipLock, SimulationOwner};
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
-use crate::host::{HostAction, HostObservation, PhysicsHost, PhysicsHostConfig, StateLimits};
+use crate::host::{
+    HostAction, HostObservation, PhysicsHost, PhysicsHostConfig, Reach, StateLimits,
+};
 use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::{GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned};
 use crate::priority::{BodyId, ParticipantId, Priority};
@@ -292,6 +294,10 @@ pub struct EntityServer {
     view: HashMap<BodyId, (BodyState, Duration)>,
     /// States accepted from participants since the host's world last took them.
     to_world: Vec<(BodyId, BodyState)>,
+    /// Each body's reach left under the [`StateLimits`] ([rule 22](crate::rules#rule-22--impossible-states)).
+    reach: HashMap<BodyId, Reach>,
+    /// Participants already warned of an impossible state (later ones are logged at debug).
+    warned_impossible: HashSet<ParticipantId>,
 }
 
 /// Owner records per `Snapshot` message of a resync table (a few KiB each).
@@ -326,6 +332,8 @@ impl EntityServer {
             state_limits: None,
             view: HashMap::default(),
             to_world: Vec::new(),
+            reach: HashMap::default(),
+            warned_impossible: HashSet::default(),
         })
     }
 
@@ -518,6 +526,7 @@ impl EntityServer {
         self.entity_of.remove(&body);
         self.relay.remove(&body);
         self.view.remove(&body);
+        self.reach.remove(&body);
         if let Some(host) = self.host.as_mut() {
             host.forget(body);
         }
@@ -1106,9 +1115,9 @@ impl EntityServer {
     }
 
     /// An owner's state the [`StateLimits`] refuse ([rule 22](crate::rules#rule-22--impossible-states)):
-    /// counted, the owner loses the body (the physics host takes it if it moves), every
-    /// participant — the sender included — is sent the server's state of it, and the sender
-    /// gets the refusal.
+    /// counted, the owner loses the body (the physics host takes it if it moves) and gets the
+    /// refusal, then the server's state of the body. Nobody else is sent anything beyond the
+    /// owner change: the refused state never reached them, so they already have the server's.
     fn on_impossible(
         &mut self,
         io: &mut Io,
@@ -1118,7 +1127,14 @@ impl EntityServer {
         reason: RefusalReason,
     ) {
         self.stats.state_updates_refused.add(reason);
-        warn!("entity server: {from}'s state of {body} refused ({reason}); it loses the body");
+        if self.warned_impossible.insert(from) {
+            warn!(
+                "entity server: {from}'s state of {body} refused ({reason}); it loses the body \
+                 (later refusals of {from} are logged at debug level and counted)"
+            );
+        } else {
+            debug!("entity server: {from}'s state of {body} refused ({reason})");
+        }
         if self.arbiter.revoke(body, io.now).is_some() {
             self.stats.owners_revoked += 1;
             self.orphaned(io, body);
@@ -1132,16 +1148,8 @@ impl EntityServer {
             priority: Priority::NONE,
         };
         self.refuse(io, client, &refusal);
-        if let Some((server_state, _)) = self.view.get(&body).copied()
-            && let Some(relay) = self.relay.get_mut(&body)
-        {
-            relay.last_state = Some(server_state);
-            relay.moved = true;
-            relay.seq = relay.seq.next();
-            let clients: Vec<ClientId> = self.handshake.participants().map(|(c, _)| c).collect();
-            for c in clients {
-                self.send_unbudgeted(io, c, vec![(body, server_state)]);
-            }
+        if let Some((server_state, _)) = self.view.get(&body).copied() {
+            self.send_unbudgeted(io, client, vec![(body, server_state)]);
         }
     }
 
@@ -1197,13 +1205,18 @@ impl EntityServer {
                 continue;
             }
             *last = batch.seq;
-            let reference = self.view.get(&body).copied();
-            if let Some(Err(reason)) = self
-                .state_limits
-                .map(|limits| limits.check(reference, &state, io.now))
-            {
-                self.on_impossible(io, client, from, body, reason);
-                continue;
+            if let Some(limits) = self.state_limits {
+                let reference = self.view.get(&body).copied();
+                let reach = self.reach.get(&body).copied();
+                match limits.check(reference, reach, &state, io.now) {
+                    Ok(left) => {
+                        self.reach.insert(body, left);
+                    }
+                    Err(reason) => {
+                        self.on_impossible(io, client, from, body, reason);
+                        continue;
+                    }
+                }
             }
             self.accept_state(Some(client), body, state, io.now);
         }

@@ -166,6 +166,15 @@ impl InProcessRun {
 /// Exit code 2 for bad arguments or input files, 1 when the run fails or the copies diverge by
 /// 1 cm or more.
 pub fn run_in_process(args: &OwnershipArgs) -> Result<ExitCode, Failure> {
+    if let Some(tick) = args.leave_at
+        && (args.participants < 2 || tick >= args.run.ticks)
+    {
+        return Err(Failure::input(format!(
+            "--leave-at {tick} needs at least 2 participants (one stays to compare) and a tick \
+             below --ticks {}",
+            args.run.ticks
+        )));
+    }
     let setup = Setup::load(args.scene.as_deref(), args.participants)?;
     let script = load_script(args.trace.as_deref())?;
     if !args.run.quiet {

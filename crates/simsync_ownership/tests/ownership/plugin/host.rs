@@ -162,6 +162,34 @@ fn a_50_m_teleport_is_refused_and_every_participant_keeps_the_servers_state() {
 }
 
 #[test]
+fn a_run_of_small_jumps_is_refused_once_the_reach_is_spent() {
+    let floating = [Body::floating(1, Vec3::ZERO)];
+    let mut s = Session::with_setup(
+        3,
+        &floating,
+        &setup(Some(PhysicsHostConfig::default()), None),
+    );
+    owned_floating_body(&mut s, 0);
+    // 5 m further every tick: 320 m/s.
+    for _ in 0..steps(200) {
+        teleport(&mut s, 0, Vec3::new(5.0, 0.0, 0.0));
+        s.step();
+    }
+    s.run(steps(100));
+    let stats = s.server_stats();
+    assert!(
+        stats.state_updates_refused.get(RefusalReason::Teleported) >= 1,
+        "{stats:?}"
+    );
+    assert!(stats.owners_revoked >= 1);
+    for i in 1..3 {
+        let at = s.body_on(i, 1).0;
+        // At most the 10 m reach and the 1 m/s it moved at, never the 64 m of jumps.
+        assert!(at.x < 15.0, "participant {i} at {at}");
+    }
+}
+
+#[test]
 fn a_state_beyond_the_speed_limit_is_refused_and_the_body_keeps_its_speed() {
     let floating = [Body::floating(1, Vec3::ZERO)];
     let mut s = Session::with_setup(
