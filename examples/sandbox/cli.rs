@@ -368,7 +368,8 @@ pub struct HostArgs {
     /// snapshot serves joiners, and a desynced client is resynced from it.
     #[arg(long)]
     pub authoritative: bool,
-    /// Directory the connect tokens are written to (`slot0.token`, `slot1.token`, ...).
+    /// Directory the connect tokens are written to (`slot0.token`, `slot1.token`, ...; and two
+    /// spares a slot, `slot0-rejoin1.token`, for a client that dropped to take its slot again).
     #[arg(long, value_name = "DIR", default_value = "tokens", value_hint = ValueHint::DirPath)]
     pub tokens: PathBuf,
     /// Scene file (RON) of the authoritative world [default: assets/scenes/sandbox.ron].

@@ -115,18 +115,29 @@ fn relay_room(players: u8) -> Result<RoomConfig, Failure> {
     Ok(room)
 }
 
-/// One connect token per slot, `dir/slotN.token`.
+/// Tokens per slot besides the first, for a client that dropped to take its slot again (a
+/// token is bound to the first address that uses it).
+const SPARE_TOKENS: u64 = 2;
+
+/// One connect token per slot, `dir/slotN.token`, and spares `dir/slotN-rejoinK.token`.
 fn write_tokens(minter: &TokenMinter, players: u8, dir: &Path) -> Result<(), Failure> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::input(format!("cannot make {}: {e}", dir.display())))?;
     for slot in 0..players {
-        let claims = TokenClaims { room: ROOM, slot };
-        let bytes = minter
-            .mint_bytes(FIRST_CLIENT_ID + u64::from(slot), claims)
-            .map_err(|e| Failure::run(e.to_string()))?;
-        let path = dir.join(format!("slot{slot}.token"));
-        std::fs::write(&path, bytes)
-            .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+        for k in 0..=SPARE_TOKENS {
+            let claims = TokenClaims { room: ROOM, slot };
+            let client_id = FIRST_CLIENT_ID + 0x100 * k + u64::from(slot);
+            let bytes = minter
+                .mint_bytes(client_id, claims)
+                .map_err(|e| Failure::run(e.to_string()))?;
+            let name = match k {
+                0 => format!("slot{slot}.token"),
+                k => format!("slot{slot}-rejoin{k}.token"),
+            };
+            let path = dir.join(name);
+            std::fs::write(&path, bytes)
+                .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+        }
     }
     Ok(())
 }

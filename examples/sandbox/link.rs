@@ -45,6 +45,11 @@ impl ServerLink {
         Ok(Self { server, token })
     }
 
+    /// Whether the client connects with a connect token (a dedicated server).
+    pub fn is_secure(&self) -> bool {
+        self.token.is_some()
+    }
+
     /// A UDP transport to the server: secure with the token (its client id), else unsecured as
     /// `client_id`.
     ///

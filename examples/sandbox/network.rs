@@ -865,6 +865,7 @@ pub fn run_client(
         token_shown: None,
         state_shown: None,
         server,
+        secure: link.is_secure(),
     };
     let mut summaries = Vec::new();
     let mut agree = true;
@@ -918,6 +919,8 @@ struct ClientWatch {
     token_shown: Option<ReconnectToken>,
     state_shown: Option<simsync::deterministic::SessionState>,
     server: SocketAddr,
+    /// Joined with a connect token: a dropped client comes back with a new token for its slot.
+    secure: bool,
 }
 
 impl ClientWatch {
@@ -946,7 +949,14 @@ impl ClientWatch {
             return;
         }
         self.token_shown = token;
-        if let (Some(t), false) = (token, quiet) {
+        if let (Some(t), false, true) = (token, quiet, self.secure) {
+            println!(
+                "client: player {}; to take this slot again after a drop, join with a new \
+                 connect token for slot {} (the server's `token` command or its matchmaker; \
+                 `sandbox host` writes spares, slot{}-rejoin1.token ...)",
+                t.slot, t.slot, t.slot
+            );
+        } else if let (Some(t), false) = (token, quiet) {
             println!(
                 "client: player {}; to take this slot again after a drop: sandbox join \
                  --connect {} --rejoin {}:{}",
