@@ -84,7 +84,8 @@ use crate::session_proto::SimInput;
 ///
 /// Version 11: the entity server may hold bodies itself (its physics host, as
 /// [`ParticipantId::ENTITY_SERVER`](crate::ParticipantId::ENTITY_SERVER) in owner records), and
-/// refuses implausible state updates with `RefusalReason::TooFast` and `Teleported`.
+/// refuses implausible state updates with `RefusalReason::TooFast` and `Teleported` (and, for a
+/// while after, that sender's bids for the body with `Penalized`).
 pub const PROTOCOL_VERSION: u16 = 11;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset

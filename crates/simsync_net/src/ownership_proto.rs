@@ -288,11 +288,14 @@ pub enum RefusalReason {
     /// A state update farther from the server's state of the body than its speed limit allows
     /// plus the teleport limit (`StateLimits`): refused, and the sender loses the body.
     Teleported,
+    /// A bid for a body whose impossible state (`TooFast`, `Teleported`) the server refused from
+    /// this participant less than `StateLimits::penalty` ago: it cannot take the body back yet.
+    Penalized,
 }
 
 impl RefusalReason {
     /// Number of reasons.
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 12;
     /// Every reason, in declaration order (`reason as usize` is its index here).
     pub const ALL: [RefusalReason; Self::COUNT] = [
         RefusalReason::Locked,
@@ -306,6 +309,7 @@ impl RefusalReason {
         RefusalReason::HeldExclusively,
         RefusalReason::TooFast,
         RefusalReason::Teleported,
+        RefusalReason::Penalized,
     ];
 }
 
@@ -324,6 +328,7 @@ impl RefusalReason {
             RefusalReason::HeldExclusively => "held_exclusively",
             RefusalReason::TooFast => "too_fast",
             RefusalReason::Teleported => "teleported",
+            RefusalReason::Penalized => "penalized",
         }
     }
 }
@@ -347,6 +352,9 @@ impl std::fmt::Display for RefusalReason {
             RefusalReason::TooFast => "the state's speed is above the server's speed limit",
             RefusalReason::Teleported => {
                 "the state is farther from the server's state than the body could have moved"
+            }
+            RefusalReason::Penalized => {
+                "the sender's impossible state for this body was refused too recently"
             }
         })
     }
@@ -604,6 +612,7 @@ mod tests {
         assert_eq!(names[8], "held_exclusively");
         assert_eq!(names[9], "too_fast");
         assert_eq!(names[10], "teleported");
+        assert_eq!(names[11], "penalized");
         for (i, name) in names.iter().enumerate() {
             assert!(
                 name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),

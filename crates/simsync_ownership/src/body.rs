@@ -10,7 +10,7 @@ use core::time::Duration;
 
 use bevy::math::{Quat, Vec3};
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::RigidBody;
+use bevy_rapier3d::prelude::{RigidBody, Velocity};
 use serde::{Deserialize, Serialize};
 
 /// How a body moves, which decides whether it can have a simulation owner.
@@ -75,6 +75,17 @@ impl BodyState {
     /// ([ownership rules 5 and 12](crate::rules)).
     pub fn stopped(&self) -> BodyState {
         BodyState::resting(self.position, self.rotation)
+    }
+
+    /// Puts the body at this state: its `Transform`'s translation and rotation and, when it has
+    /// one, its Rapier `Velocity`.
+    pub fn write_to(&self, transform: &mut Transform, velocity: Option<&mut Velocity>) {
+        transform.translation = self.position;
+        transform.rotation = self.rotation;
+        if let Some(velocity) = velocity {
+            velocity.linear = self.linear_velocity;
+            velocity.angular = self.angular_velocity;
+        }
     }
 
     /// Where receivers extrapolate this state `elapsed` later: position moved by the linear

@@ -776,16 +776,11 @@ impl OwnershipClient {
         let Some(local) = self.bodies.get_mut(&body) else {
             return;
         };
-        let Ok((mut transform, velocity, _)) = rx.bodies.get_mut(local.entity) else {
+        let Ok((mut transform, mut velocity, _)) = rx.bodies.get_mut(local.entity) else {
             self.stats.unknown_bodies += 1;
             return;
         };
-        transform.translation = state.position;
-        transform.rotation = state.rotation;
-        if let Some(mut velocity) = velocity {
-            velocity.linear = state.linear_velocity;
-            velocity.angular = state.angular_velocity;
-        }
+        state.write_to(&mut transform, velocity.as_deref_mut());
         local.rest.anchor = Some((state.position, state.rotation));
         self.stats.relays_applied += 1;
     }

@@ -36,6 +36,9 @@ pub struct StateLimits {
     pub max_speed: f32,
     /// How far beyond what the speed limit allows a state may be, m. Default 10 m.
     pub max_teleport: f32,
+    /// How long a participant whose state of a body was refused may not bid for that body
+    /// ([`RefusalReason::Penalized`]). Default 2 s.
+    pub penalty: Duration,
 }
 
 impl Default for StateLimits {
@@ -43,6 +46,7 @@ impl Default for StateLimits {
         Self {
             max_speed: 50.0,
             max_teleport: 10.0,
+            penalty: Duration::from_secs(2),
         }
     }
 }

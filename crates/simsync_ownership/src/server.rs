@@ -298,6 +298,8 @@ pub struct EntityServer {
     reach: HashMap<BodyId, Reach>,
     /// Participants already warned of an impossible state (later ones are logged at debug).
     warned_impossible: HashSet<ParticipantId>,
+    /// Until when a participant may not bid for a body whose impossible state it sent.
+    penalties: HashMap<(BodyId, ParticipantId), Duration>,
 }
 
 /// Owner records per `Snapshot` message of a resync table (a few KiB each).
@@ -334,6 +336,7 @@ impl EntityServer {
             to_world: Vec::new(),
             reach: HashMap::default(),
             warned_impossible: HashSet::default(),
+            penalties: HashMap::default(),
         })
     }
 
@@ -527,6 +530,7 @@ impl EntityServer {
         self.relay.remove(&body);
         self.view.remove(&body);
         self.reach.remove(&body);
+        self.penalties.retain(|(b, _), _| *b != body);
         if let Some(host) = self.host.as_mut() {
             host.forget(body);
         }
@@ -981,6 +985,7 @@ impl EntityServer {
         self.resync.remove(&client);
         self.queues.remove(&client);
         self.batch_filters.retain(|(_, p), _| *p != participant);
+        self.penalties.retain(|(_, p), _| *p != participant);
         let cleared = self.arbiter.disconnect(participant, io.now);
         info!(
             "entity server: {participant} left; {} bodies cleared",
@@ -1138,6 +1143,9 @@ impl EntityServer {
         if self.arbiter.revoke(body, io.now).is_some() {
             self.stats.owners_revoked += 1;
             self.orphaned(io, body);
+        }
+        if let Some(limits) = self.state_limits {
+            self.penalties.insert((body, from), io.now + limits.penalty);
         }
         // The refusal first (the control channel is ordered): the sender then knows it lost the
         // body and applies the server's state that follows.
@@ -1335,6 +1343,18 @@ impl EntityServer {
     ) {
         self.stats.bids_received += 1;
         let before = self.arbiter.owner(body);
+        if self.penalized(body, from, io.now) {
+            let (owner, held) = before.map_or((None, Priority::NONE), |(o, p)| (Some(o), p));
+            let refusal = Refusal {
+                body,
+                reason: RefusalReason::Penalized,
+                owner,
+                priority: held,
+            };
+            self.stats.bids_refused.add(refusal.reason);
+            self.refuse(io, client, &refusal);
+            return;
+        }
         // An owner asking for less than it holds is a priority change (ownership rules 4, 13);
         // everything else is a bid (an owner raising its priority included).
         let result = match before {
@@ -1359,6 +1379,19 @@ impl EntityServer {
                 self.stats.bids_refused.add(refusal.reason);
                 self.refuse(io, client, &refusal);
             }
+        }
+    }
+
+    /// Whether `from` may not bid for `body` now (rule 22's penalty); an expired penalty is
+    /// forgotten.
+    fn penalized(&mut self, body: BodyId, from: ParticipantId, now: Duration) -> bool {
+        match self.penalties.get(&(body, from)) {
+            Some(until) if now < *until => true,
+            Some(_) => {
+                self.penalties.remove(&(body, from));
+                false
+            }
+            None => false,
         }
     }
 
@@ -1567,15 +1600,10 @@ pub(crate) fn sync_host_world(mut state: ResMut<EntityServer>, mut bodies: HostB
         let Some(entity) = state.entity_of.get(&body).copied() else {
             continue;
         };
-        let Ok((_, mut transform, velocity, _)) = bodies.get_mut(entity) else {
+        let Ok((_, mut transform, mut velocity, _)) = bodies.get_mut(entity) else {
             continue;
         };
-        transform.translation = accepted.position;
-        transform.rotation = accepted.rotation;
-        if let Some(mut velocity) = velocity {
-            velocity.linear = accepted.linear_velocity;
-            velocity.angular = accepted.angular_velocity;
-        }
+        accepted.write_to(&mut transform, velocity.as_deref_mut());
     }
 }
 

@@ -160,11 +160,20 @@ pub(super) fn on_server_desync<I: SimInput>(
         session.dumps.scheduled = Some((target, reason));
         return;
     }
+    let inputs = confirmed_inputs(session, now);
+    dump_verified(main, worlds, session, reason, inputs);
+}
+
+/// The confirmed inputs of `tick` as a dump records them (missing ones marked).
+fn confirmed_inputs<I: SimInput>(
+    session: &DeterministicSession<I>,
+    tick: Tick,
+) -> Vec<crate::dump::DumpedInput> {
     let players = session.config.players;
     let mut inputs = Vec::with_capacity(usize::from(players));
     let mut status = Vec::with_capacity(usize::from(players));
     for p in 0..players {
-        let input = session.buffer.confirmed(p, now).cloned();
+        let input = session.buffer.confirmed(p, tick).cloned();
         status.push(if input.is_some() {
             InputStatus::Confirmed
         } else {
@@ -172,8 +181,30 @@ pub(super) fn on_server_desync<I: SimInput>(
         });
         inputs.push(input.unwrap_or_default());
     }
-    let inputs = dumped_inputs(&inputs, &status);
-    dump_verified(main, worlds, session, reason, inputs);
+    dumped_inputs(&inputs, &status)
+}
+
+/// A resync is about to replace the verified world: a server-desync dump still scheduled for a
+/// later tick is written now, of the desynced world at its current tick — at the scheduled
+/// tick the world would be the resynced one, and the dump is what a developer needs to find the
+/// cause.
+pub(super) fn write_scheduled_before_resync<I: SimInput>(main: &mut World) {
+    if !main.contains_resource::<SimulationWorlds>()
+        || !main.contains_resource::<DeterministicSession<I>>()
+    {
+        return;
+    }
+    main.resource_scope(|main, mut worlds: Mut<SimulationWorlds>| {
+        main.resource_scope(|main, mut session: Mut<DeterministicSession<I>>| {
+            let session = &mut *session;
+            let Some((_, reason)) = session.dumps.scheduled.take() else {
+                return;
+            };
+            let now = worlds.verified.tick();
+            let inputs = confirmed_inputs(session, now);
+            dump_verified(main, &mut worlds, session, reason, inputs);
+        });
+    });
 }
 
 /// After verifying `tick` (its inputs in the session's scratch set): writes the scheduled

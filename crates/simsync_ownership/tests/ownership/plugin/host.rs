@@ -162,6 +162,52 @@ fn a_50_m_teleport_is_refused_and_every_participant_keeps_the_servers_state() {
 }
 
 #[test]
+fn a_refused_owner_cannot_take_the_body_back_until_its_penalty_ends() {
+    let floating = [Body::floating(1, Vec3::ZERO)];
+    let mut s = Session::with_setup(
+        3,
+        &floating,
+        &setup(Some(PhysicsHostConfig::default()), None),
+    );
+    owned_floating_body(&mut s, 0);
+    teleport(&mut s, 0, Vec3::new(50.0, 0.0, 0.0));
+    s.run(steps(100));
+    assert_eq!(s.server_owner(1), Some((HOST, Priority::YIELD)));
+    let changes = s.ownership_changes();
+    // Poked again at once: refused, the body stays the host's, no owner change is broadcast.
+    s.command(0, 1, |e| {
+        e.poke();
+    });
+    s.run(steps(100));
+    assert_eq!(s.server_owner(1), Some((HOST, Priority::YIELD)));
+    assert_eq!(s.ownership_changes(), changes);
+    let stats = s.server_stats();
+    assert!(
+        stats.bids_refused.get(RefusalReason::Penalized) >= 1,
+        "{stats:?}"
+    );
+    // Another participant's bid wins as ever.
+    s.command(1, 1, |e| {
+        e.poke();
+    });
+    s.run(steps(100));
+    assert_eq!(s.server_owner(1), Some((s.id_of(1), Priority::POKE)));
+    // After the 2 s penalty the first may bid again (and outbid nobody at equal POKE within
+    // the lockout, but the bid is heard).
+    s.run(steps(2_000));
+    let before = s.server_stats().bids_refused.get(RefusalReason::Penalized);
+    s.command(0, 1, |e| {
+        e.grab();
+    });
+    s.run(steps(100));
+    assert_eq!(
+        s.server_stats().bids_refused.get(RefusalReason::Penalized),
+        before
+    );
+    assert_eq!(s.server_owner(1), Some((s.id_of(0), Priority::GRAB)));
+}
+
+#[test]
 fn a_run_of_small_jumps_is_refused_once_the_reach_is_spent() {
     let floating = [Body::floating(1, Vec3::ZERO)];
     let mut s = Session::with_setup(
