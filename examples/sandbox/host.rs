@@ -6,19 +6,16 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use simsync::prelude::PackedInput;
 use simsync::relay::Resync;
 use simsync_server::{
-    DedicatedServer, RoomConfig, RoomId, RoomState, ServerConfig, TokenClaims, TokenMinter,
-    fingerprint_relay,
+    DedicatedServer, RoomId, RoomState, ServerConfig, TokenClaims, TokenMinter, fingerprint_relay,
 };
 
 use crate::cli::HostArgs;
 use crate::driver::{Failure, load_session, log_plugin};
-use crate::network::{ClientSession, client_plugin};
+use crate::network::{ClientSession, authority_factory};
 
 /// The room's id.
 const ROOM: RoomId = RoomId(1);
@@ -38,7 +35,7 @@ pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
         simsync_net::generate_private_key(),
         "sandbox",
     );
-    config.rooms = vec![(Some(ROOM), relay_room(args.players)?)];
+    config.rooms = vec![(Some(ROOM), crate::room_config::relay_room(args.players)?)];
     let server = if args.authoritative {
         let (game, _) = load_session(args.scene.as_deref(), None, args.players)?;
         let session = ClientSession {
@@ -47,11 +44,7 @@ pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
             verify_predictions: false,
             rejoin: None,
         };
-        let make = move || client_plugin(&session, game.clone(), "authority".into());
-        let world = simsync::authority::LockstepAuthority::factory::<PackedInput>(
-            args.players,
-            Arc::new(make),
-        );
+        let world = authority_factory(session, game);
         DedicatedServer::bind_with(config, move |relay, room| {
             fingerprint_relay(relay, room).with_authority(world(), Resync::On)
         })
@@ -102,17 +95,6 @@ pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
     let summary = serde_json::to_string_pretty(&last).unwrap_or_default();
     println!("room {}: {summary}", ROOM.0);
     Ok(ExitCode::SUCCESS)
-}
-
-/// The sandbox's relay room of `players` (as `sandbox room-config` prints it).
-fn relay_room(players: u8) -> Result<RoomConfig, Failure> {
-    let mut room =
-        RoomConfig::relay_for::<PackedInput>(players, 64, simsync_net::DEFAULT_MAX_INPUT_BYTES)
-            .map_err(|e| Failure::input(e.to_string()))?;
-    if let RoomConfig::Relay(relay) = &mut room {
-        relay.snapshots = true;
-    }
-    Ok(room)
 }
 
 /// Tokens per slot besides the first, for a client that dropped to take its slot again (a

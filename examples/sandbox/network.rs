@@ -88,9 +88,20 @@ pub fn client_app(
     Ok(app)
 }
 
+/// An authoritative relay's world: the client plugin of `session` (every slot) simulating
+/// `game`, run in lockstep by `simsync::authority::LockstepAuthority`.
+pub fn authority_factory(
+    session: ClientSession,
+    game: SandboxGame,
+) -> simsync::relay::AuthorityFactory {
+    let slots = session.players;
+    let make = move || client_plugin(&session, game.clone(), "authority".into());
+    simsync::authority::LockstepAuthority::factory::<PackedInput>(slots, Arc::new(make))
+}
+
 /// The session plugin of a client of `session` simulating `game`, named `name`: stepped clock,
 /// a checksum every tick, snapshots (late join), desync dumps when asked.
-pub fn client_plugin(
+fn client_plugin(
     session: &ClientSession,
     game: SandboxGame,
     name: String,
@@ -309,11 +320,9 @@ fn in_process_peers(
     let slots = session.players;
     let (ticks, plant) = (args.run.ticks, args.plant_desync);
     let link = link(args);
-    let authority = args.authoritative.then(|| {
-        let (session, game) = (session.clone(), game.clone());
-        let make = move || client_plugin(&session, game.clone(), "authority".into());
-        simsync::authority::LockstepAuthority::factory::<PackedInput>(slots, Arc::new(make))
-    });
+    let authority = args
+        .authoritative
+        .then(|| authority_factory(session.clone(), game.clone()));
     let peers = RelayPeers::builder(slots, move |id| {
         let (game, name) = match (id, plant) {
             (0, Some(tick)) => (

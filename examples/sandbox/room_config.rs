@@ -30,17 +30,7 @@ pub fn print_room_config(args: &RoomConfigArgs) -> Result<(), Failure> {
                 .collect(),
         })
     } else {
-        let mut room = RoomConfig::relay_for::<PackedInput>(
-            args.players,
-            64,
-            simsync_net::DEFAULT_MAX_INPUT_BYTES,
-        )
-        .map_err(|e| Failure::input(e.to_string()))?;
-        if let RoomConfig::Relay(relay) = &mut room {
-            // The sandbox's clients serve snapshots: a room can take late joiners.
-            relay.snapshots = true;
-        }
-        room
+        relay_room(args.players)?
     };
     let mut value = json!(room);
     if let Some(id) = args.id {
@@ -51,4 +41,19 @@ pub fn print_room_config(args: &RoomConfigArgs) -> Result<(), Failure> {
         serde_json::to_string_pretty(&value).unwrap_or_default()
     );
     Ok(())
+}
+
+/// The sandbox's relay room of `players`: its input type, 64 ticks a second, snapshots on.
+///
+/// # Errors
+/// Exit code 2 for a player count the room config refuses.
+pub fn relay_room(players: u8) -> Result<RoomConfig, Failure> {
+    let mut room =
+        RoomConfig::relay_for::<PackedInput>(players, 64, simsync_net::DEFAULT_MAX_INPUT_BYTES)
+            .map_err(|e| Failure::input(e.to_string()))?;
+    if let RoomConfig::Relay(relay) = &mut room {
+        // The sandbox's clients serve snapshots: a room can take late joiners.
+        relay.snapshots = true;
+    }
+    Ok(room)
 }

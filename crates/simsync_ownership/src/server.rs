@@ -1624,28 +1624,24 @@ pub(crate) fn host_tick(
     }
     let mut io = Io::new(&mut server, clock.now(), &mut owners);
     let focus = state.owner_focus();
-    for (id, transform, mut velocity, sleeping) in &mut bodies {
+    // Only bodies with a velocity move: every ownable one has one (registration inserts it),
+    // static ones are left out of the host's per-tick work.
+    for (id, transform, velocity, sleeping) in &mut bodies {
+        let Some(mut velocity) = velocity else {
+            continue;
+        };
         let body = id.0;
         if !state.relay.contains_key(&body) {
             continue;
         }
-        let (linear_velocity, angular_velocity) = velocity
-            .as_deref()
-            .map_or((Vec3::ZERO, Vec3::ZERO), |v| (v.linear, v.angular));
         let world = BodyState {
             position: transform.translation,
             rotation: transform.rotation,
-            linear_velocity,
-            angular_velocity,
+            linear_velocity: velocity.linear,
+            angular_velocity: velocity.angular,
         };
-        if state.host_step(
-            &mut io,
-            body,
-            world,
-            sleeping.is_some_and(|s| s.sleeping),
-            &focus,
-        ) && let Some(velocity) = velocity.as_deref_mut()
-        {
+        let asleep = sleeping.is_some_and(|s| s.sleeping);
+        if state.host_step(&mut io, body, world, asleep, &focus) {
             *velocity = Velocity::zero();
         }
     }
@@ -1653,8 +1649,16 @@ pub(crate) fn host_tick(
 }
 
 impl EntityServer {
-    /// Each joined participant's interest centre, by participant (for the far-owner option).
+    /// Each joined participant's interest centre, by participant, for the far-owner option
+    /// (empty when the option is off: nothing reads it).
     fn owner_focus(&self) -> HashMap<ParticipantId, Vec3> {
+        let far_owners = self
+            .host
+            .as_ref()
+            .is_some_and(|h| h.config().interest_radius.is_some());
+        if !far_owners {
+            return HashMap::default();
+        }
         self.handshake
             .participants()
             .filter_map(|(client, participant)| Some((participant, self.focus(client)?)))

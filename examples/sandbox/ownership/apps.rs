@@ -9,8 +9,8 @@ use std::sync::Arc;
 use bevy::log::LogPlugin;
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{
-    ColliderMassProperties, Friction, NoUserData, RapierPhysicsPlugin, RigidBody, Sleeping,
-    TimestepMode, Velocity,
+    Collider, ColliderMassProperties, Friction, NoUserData, RapierPhysicsPlugin, RigidBody,
+    Sleeping, TimestepMode, Velocity,
 };
 use simsync_net::ServerTransport;
 use simsync_net::{ClientTransport, NetAppExt, NetClientPlugin, NetClock, NetServerPlugin};
@@ -55,19 +55,30 @@ pub fn add_server_scene(app: &mut App, bodies: &[NetBody], physics: bool) {
             .world_mut()
             .spawn((BodyNetId(body.id), body.kind, body.transform));
         if physics {
-            entity.insert((body.collider.clone(), Friction::coefficient(body.friction)));
+            entity.insert(shape(body));
             if body.kind == RigidBody::Dynamic {
-                entity.insert((
-                    ColliderMassProperties::Density(body.density),
-                    Velocity::zero(),
-                    Sleeping::default(),
-                ));
+                entity.insert(motion(body));
             }
             if let Some(damping) = body.damping {
                 entity.insert(damping);
             }
         }
     }
+}
+
+/// `body`'s shape, the same in every world that simulates it: collider and friction.
+fn shape(body: &NetBody) -> (Collider, Friction) {
+    (body.collider.clone(), Friction::coefficient(body.friction))
+}
+
+/// A dynamic body's motion, the same in every world that simulates it: density, velocity and
+/// sleep state.
+fn motion(body: &NetBody) -> (ColliderMassProperties, Velocity, Sleeping) {
+    (
+        ColliderMassProperties::Density(body.density),
+        Velocity::zero(),
+        Sleeping::default(),
+    )
 }
 
 /// A participant App over `transport` with its own Rapier world, playing trace participant
@@ -114,20 +125,9 @@ pub fn add_participant_game(app: &mut App, bodies: &[NetBody], index: u8, script
 
 /// Spawns `body` in participant `index`'s world.
 fn spawn_body(world: &mut World, body: &NetBody, index: u8) {
-    let mut entity = world.spawn((
-        BodyNetId(body.id),
-        body.kind,
-        body.transform,
-        body.collider.clone(),
-        Friction::coefficient(body.friction),
-    ));
+    let mut entity = world.spawn((BodyNetId(body.id), body.kind, body.transform, shape(body)));
     if body.kind == RigidBody::Dynamic {
-        entity.insert((
-            Ownable,
-            ColliderMassProperties::Density(body.density),
-            Velocity::zero(),
-            Sleeping::default(),
-        ));
+        entity.insert((Ownable, motion(body)));
     }
     if let Some(damping) = body.damping {
         entity.insert(damping);

@@ -33,6 +33,16 @@ fn hosted_ground_and_cube(n: usize) -> Session {
     )
 }
 
+/// A floating cube (body 1) at the origin, the server hosting.
+fn hosted_floating(n: usize) -> Session {
+    let floating = [Body::floating(1, Vec3::ZERO)];
+    Session::with_setup(
+        n,
+        &floating,
+        &setup(Some(PhysicsHostConfig::default()), None),
+    )
+}
+
 /// Participant `owner` pokes floating body 1 and sets it moving along +x at 1 m/s.
 fn owned_floating_body(s: &mut Session, owner: usize) {
     s.command(owner, 1, |e| {
@@ -125,12 +135,7 @@ fn a_body_the_host_holds_is_taken_back_by_a_poke() {
 
 #[test]
 fn a_50_m_teleport_is_refused_and_every_participant_keeps_the_servers_state() {
-    let floating = [Body::floating(1, Vec3::ZERO)];
-    let mut s = Session::with_setup(
-        3,
-        &floating,
-        &setup(Some(PhysicsHostConfig::default()), None),
-    );
+    let mut s = hosted_floating(3);
     owned_floating_body(&mut s, 0);
     teleport(&mut s, 0, Vec3::new(50.0, 0.0, 0.0));
     s.run(steps(200));
@@ -163,12 +168,7 @@ fn a_50_m_teleport_is_refused_and_every_participant_keeps_the_servers_state() {
 
 #[test]
 fn a_refused_owner_cannot_take_the_body_back_until_its_penalty_ends() {
-    let floating = [Body::floating(1, Vec3::ZERO)];
-    let mut s = Session::with_setup(
-        3,
-        &floating,
-        &setup(Some(PhysicsHostConfig::default()), None),
-    );
+    let mut s = hosted_floating(3);
     owned_floating_body(&mut s, 0);
     teleport(&mut s, 0, Vec3::new(50.0, 0.0, 0.0));
     s.run(steps(100));
@@ -209,12 +209,7 @@ fn a_refused_owner_cannot_take_the_body_back_until_its_penalty_ends() {
 
 #[test]
 fn a_run_of_small_jumps_is_refused_once_the_reach_is_spent() {
-    let floating = [Body::floating(1, Vec3::ZERO)];
-    let mut s = Session::with_setup(
-        3,
-        &floating,
-        &setup(Some(PhysicsHostConfig::default()), None),
-    );
+    let mut s = hosted_floating(3);
     owned_floating_body(&mut s, 0);
     // 5 m further every tick: 320 m/s.
     for _ in 0..steps(200) {
@@ -237,12 +232,7 @@ fn a_run_of_small_jumps_is_refused_once_the_reach_is_spent() {
 
 #[test]
 fn a_state_beyond_the_speed_limit_is_refused_and_the_body_keeps_its_speed() {
-    let floating = [Body::floating(1, Vec3::ZERO)];
-    let mut s = Session::with_setup(
-        3,
-        &floating,
-        &setup(Some(PhysicsHostConfig::default()), None),
-    );
+    let mut s = hosted_floating(3);
     owned_floating_body(&mut s, 0);
     s.set_velocity(0, 1, Vec3::new(80.0, 0.0, 0.0));
     s.run(steps(200));
