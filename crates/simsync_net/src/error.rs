@@ -110,6 +110,10 @@ pub enum NetError {
     /// Generating a connect token failed.
     #[error("connect token generation failed: {0}")]
     TokenGeneration(#[from] renet_netcode::TokenGenerationError),
+    /// A UDP client never connected: what it can tell of why (a server refuses a connection
+    /// request without a word).
+    #[error("{0}")]
+    ConnectFailed(#[from] crate::udp::ConnectFailure),
 }
 
 impl NetError {

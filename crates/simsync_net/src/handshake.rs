@@ -341,6 +341,83 @@ pub enum RejectReason {
     ServerDraining,
 }
 
+impl RejectReason {
+    /// Every reason's label (snake_case), in the order of the variants: metric labels and
+    /// [`RejectCounts`]'s order.
+    pub const LABELS: [&'static str; 14] = [
+        "version_mismatch",
+        "server_full",
+        "session_started",
+        "unsupported_protocols",
+        "already_joined",
+        "other",
+        "tick_rate_mismatch",
+        "player_count_mismatch",
+        "input_type_mismatch",
+        "bad_reconnect_token",
+        "slot_still_connected",
+        "slot_out_of_range",
+        "unknown_room",
+        "server_draining",
+    ];
+
+    /// The reason's position in [`Self::LABELS`].
+    pub fn index(&self) -> usize {
+        match self {
+            Self::VersionMismatch { .. } => 0,
+            Self::ServerFull => 1,
+            Self::SessionStarted => 2,
+            Self::UnsupportedProtocols(_) => 3,
+            Self::AlreadyJoined => 4,
+            Self::Other(_) => 5,
+            Self::TickRateMismatch { .. } => 6,
+            Self::PlayerCountMismatch { .. } => 7,
+            Self::InputTypeMismatch { .. } => 8,
+            Self::BadReconnectToken { .. } => 9,
+            Self::SlotStillConnected { .. } => 10,
+            Self::SlotOutOfRange { .. } => 11,
+            Self::UnknownRoom { .. } => 12,
+            Self::ServerDraining => 13,
+        }
+    }
+
+    /// The reason's label (snake_case), an entry of [`Self::LABELS`].
+    pub fn label(&self) -> &'static str {
+        Self::LABELS[self.index()]
+    }
+}
+
+/// Refused [`Hello`]s counted by reason ([`RejectReason::LABELS`] order).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bevy::reflect::Reflect)]
+pub struct RejectCounts {
+    counts: [u64; RejectReason::LABELS.len()],
+}
+
+impl RejectCounts {
+    /// Counts one refusal.
+    pub fn record(&mut self, reason: &RejectReason) {
+        self.counts[reason.index()] += 1;
+    }
+
+    /// Refusals with the label `label` (0 for a label that is none).
+    pub fn count(&self, label: &str) -> u64 {
+        RejectReason::LABELS
+            .iter()
+            .position(|l| *l == label)
+            .map_or(0, |i| self.counts[i])
+    }
+
+    /// Every label with its count, in [`RejectReason::LABELS`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        RejectReason::LABELS.iter().copied().zip(self.counts)
+    }
+
+    /// Refusals of every reason.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
 /// Applies the version rule of the handshake ([wire rule 2](crate::rules)): a client is accepted
 /// only with exactly this build's [`PROTOCOL_VERSION`].
 ///
@@ -1285,5 +1362,50 @@ mod tests {
             default_len
         );
         assert_ne!(InputFingerprint::of_input::<u32>(300), fingerprint);
+    }
+
+    #[test]
+    fn every_reject_reason_has_its_own_label_and_count() {
+        let reasons = [
+            RejectReason::VersionMismatch {
+                server: 1,
+                client: 2,
+            },
+            RejectReason::ServerFull,
+            RejectReason::SessionStarted,
+            RejectReason::UnsupportedProtocols(Protocols::default()),
+            RejectReason::AlreadyJoined,
+            RejectReason::Other("x".into()),
+            RejectReason::TickRateMismatch {
+                server: 1,
+                client: 2,
+            },
+            RejectReason::PlayerCountMismatch {
+                server: 1,
+                client: 2,
+            },
+            RejectReason::InputTypeMismatch {
+                server: InputFingerprint::new("a", 1),
+                client: InputFingerprint::new("b", 1),
+            },
+            RejectReason::BadReconnectToken { slot: 0 },
+            RejectReason::SlotStillConnected { slot: 0 },
+            RejectReason::SlotOutOfRange {
+                slot: 3,
+                players: 2,
+            },
+            RejectReason::UnknownRoom { room: 9 },
+            RejectReason::ServerDraining,
+        ];
+        let mut counts = RejectCounts::default();
+        for (i, reason) in reasons.iter().enumerate() {
+            assert_eq!(reason.index(), i);
+            counts.record(reason);
+        }
+        counts.record(&RejectReason::SlotStillConnected { slot: 1 });
+        assert_eq!(counts.count("slot_still_connected"), 2);
+        assert_eq!(counts.count("server_full"), 1);
+        assert_eq!(counts.count("no_such_label"), 0);
+        assert_eq!(counts.total(), 15);
     }
 }

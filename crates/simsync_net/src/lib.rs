@@ -73,7 +73,7 @@ pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_
 pub use error::NetError;
 pub use handshake::{
     ClientHandshake, HandshakeStats, Hello, InputFingerprint, JoinStatus, PROTOCOL_VERSION,
-    Protocols, ReconnectToken, RejectReason, ServerHandshake, Welcome, check_hello,
+    Protocols, ReconnectToken, RejectCounts, RejectReason, ServerHandshake, Welcome, check_hello,
 };
 pub use ids::ParticipantId;
 pub use io::{ClientNetExt, FromClient, FromServer, ServerNetExt};
@@ -96,7 +96,8 @@ pub use rate::{RateLimit, RateLimiter, TokenBucket};
 pub use rejoin::{ReconnectPolicy, ReconnectTokens, entropy_seed, siphash24};
 pub use remote_errors::{
     NETCODE_CONNECTION_REQUEST_BYTES, REMOTE_ERROR_LOG_INTERVAL, REMOTE_ERROR_LOG_TARGET,
-    RemoteErrorKind, RemoteErrors, ThrottledLine, open_connect_token, screen_datagram,
+    RemoteErrorKind, RemoteErrors, ThrottledLine, open_connect_token, open_connect_token_addresses,
+    screen_datagram, token_server_addresses,
 };
 pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{
@@ -116,7 +117,7 @@ pub use snapshot_frame::{
 pub use state_hash::StateHasher;
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{
-    ConnectionSink, DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS,
+    ConnectFailure, ConnectionSink, DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS,
     NETCODE_MAX_CLIENTS, NETCODE_PROTOCOL_ID, UdpAuth, UdpClientTransport, UdpServerConfig,
     UdpServerTransport, generate_connect_token, generate_private_key, unix_time_now,
 };

@@ -3,6 +3,7 @@
 //! [`screen_datagram`] and [`open_connect_token`], the checks a UDP server runs on every
 //! datagram before netcode sees it.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use bevy::reflect::Reflect;
@@ -49,11 +50,15 @@ pub enum RemoteErrorKind {
     /// A connection request whose token was used before from another address: a copied
     /// token (netcode lets a token connect from one address only).
     ReplayedToken,
+    /// A connection request whose token (opened with the server's key) does not name the
+    /// server's public address: minted for another address of this server (a public address
+    /// set wrong on the server or in the matchmaker) or for another server sharing the key.
+    WrongServerAddress,
 }
 
 impl RemoteErrorKind {
     /// Every kind, in order.
-    pub const ALL: [RemoteErrorKind; 9] = [
+    pub const ALL: [RemoteErrorKind; 10] = [
         Self::TooSmall,
         Self::Malformed,
         Self::WrongProtocol,
@@ -63,6 +68,7 @@ impl RemoteErrorKind {
         Self::BadPayload,
         Self::SendFailed,
         Self::ReplayedToken,
+        Self::WrongServerAddress,
     ];
 
     fn index(self) -> usize {
@@ -227,6 +233,20 @@ pub fn open_connect_token(
     protocol_id: u64,
     key: &[u8; 32],
 ) -> Result<(), RemoteErrorKind> {
+    open_connect_token_addresses(request, protocol_id, key).map(|_| ())
+}
+
+/// [`open_connect_token`], then the server addresses the opened token names (1 to 32).
+///
+/// # Errors
+///
+/// As [`open_connect_token`], and [`RemoteErrorKind::Malformed`] when the opened token's
+/// address list does not read ([`token_server_addresses`]).
+pub fn open_connect_token_addresses(
+    request: &[u8],
+    protocol_id: u64,
+    key: &[u8; 32],
+) -> Result<Vec<SocketAddr>, RemoteErrorKind> {
     use chacha20poly1305::{AeadInPlace, Key, KeyInit, Tag, XChaCha20Poly1305, XNonce};
     if request.len() != NETCODE_CONNECTION_REQUEST_BYTES {
         return Err(RemoteErrorKind::Malformed);
@@ -242,7 +262,46 @@ pub fn open_connect_token(
     let tag = Tag::clone_from_slice(tag);
     XChaCha20Poly1305::new(Key::from_slice(key))
         .decrypt_in_place_detached(nonce, &aad, data, &tag)
-        .map_err(|_| RemoteErrorKind::BadToken)
+        .map_err(|_| RemoteErrorKind::BadToken)?;
+    token_server_addresses(data)
+}
+
+/// The server addresses in an opened private connect token, as netcode lays it out: client
+/// id (8 bytes), timeout (4), the number of addresses (4, at most 32), then each address as a
+/// type byte (1: IPv4 and 4 bytes, 2: IPv6 and 16 bytes) and its port (2, little-endian).
+///
+/// # Errors
+///
+/// [`RemoteErrorKind::Malformed`] for a list that is empty, longer than 32, of an unknown
+/// address type, or cut short.
+pub fn token_server_addresses(private: &[u8]) -> Result<Vec<SocketAddr>, RemoteErrorKind> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let bad = RemoteErrorKind::Malformed;
+    let mut at = 12;
+    let mut take = move |n: usize| {
+        let bytes = private.get(at..at + n).ok_or(bad)?;
+        at += n;
+        Ok::<&[u8], RemoteErrorKind>(bytes)
+    };
+    let count = u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad)?) as usize;
+    if count == 0 || count > 32 {
+        return Err(bad);
+    }
+    let mut addresses = Vec::with_capacity(count);
+    for _ in 0..count {
+        let ip = match take(1)?[0] {
+            1 => IpAddr::V4(Ipv4Addr::from(
+                <[u8; 4]>::try_from(take(4)?).map_err(|_| bad)?,
+            )),
+            2 => IpAddr::V6(Ipv6Addr::from(
+                <[u8; 16]>::try_from(take(16)?).map_err(|_| bad)?,
+            )),
+            _ => return Err(bad),
+        };
+        let port = u16::from_le_bytes(take(2)?.try_into().map_err(|_| bad)?);
+        addresses.push(SocketAddr::new(ip, port));
+    }
+    Ok(addresses)
 }
 
 #[cfg(test)]
@@ -381,8 +440,63 @@ mod tests {
         // A request of zeros (what a flood of well-formed requests looks like), wrong sizes.
         assert_eq!(open_connect_token(&request(7, 200), 7, &key), Err(BadToken));
         assert_eq!(open_connect_token(&good[..1_077], 7, &key), Err(Malformed));
+        // What a token names is read once opened (the test seals bytes of 3: no address list).
+        assert_eq!(open_connect_token_addresses(&good, 7, &key), Err(Malformed));
         // An unsecure server opens tokens sealed with the zero key.
         let unsecure = sealed_request(7, 200, &[0u8; 32], 1);
         assert_eq!(open_connect_token(&unsecure, 7, &[0u8; 32]), Ok(()));
+    }
+
+    #[test]
+    fn a_token_names_its_server_addresses_as_netcode_wrote_them() {
+        let addrs: Vec<SocketAddr> = vec![
+            "203.0.113.10:7777".parse().unwrap(),
+            "[2001:db8::1]:7000".parse().unwrap(),
+        ];
+        let token = renetcode::ConnectToken::generate(
+            std::time::Duration::from_secs(1_000),
+            7,
+            300,
+            42,
+            15,
+            addrs.clone(),
+            None,
+            &[5u8; 32],
+        )
+        .unwrap();
+        // The request a client sends: prefix, version, protocol, expiry, nonce, sealed token.
+        let mut request = vec![0u8];
+        request.extend_from_slice(&token.version_info);
+        request.extend_from_slice(&token.protocol_id.to_le_bytes());
+        request.extend_from_slice(&token.expire_timestamp.to_le_bytes());
+        request.extend_from_slice(&token.xnonce);
+        request.extend_from_slice(&token.private_data);
+        assert_eq!(request.len(), NETCODE_CONNECTION_REQUEST_BYTES);
+        assert_eq!(
+            open_connect_token_addresses(&request, 7, &[5u8; 32]),
+            Ok(addrs)
+        );
+        assert_eq!(
+            open_connect_token_addresses(&request, 7, &[6u8; 32]),
+            Err(RemoteErrorKind::BadToken)
+        );
+        // Cut short, an unknown address type, no address.
+        let mut private = vec![0u8; 12];
+        private.extend_from_slice(&1u32.to_le_bytes());
+        assert_eq!(
+            token_server_addresses(&private),
+            Err(RemoteErrorKind::Malformed)
+        );
+        private.push(9);
+        assert_eq!(
+            token_server_addresses(&private),
+            Err(RemoteErrorKind::Malformed)
+        );
+        let mut none = vec![0u8; 12];
+        none.extend_from_slice(&0u32.to_le_bytes());
+        assert_eq!(
+            token_server_addresses(&none),
+            Err(RemoteErrorKind::Malformed)
+        );
     }
 }

@@ -15,7 +15,7 @@ use renetcode::{NETCODE_MAX_PACKET_BYTES, NetcodeServer, ServerResult};
 use crate::error::NetError;
 use crate::handshake::PROTOCOL_VERSION;
 use crate::remote_errors::{
-    RemoteErrorKind, RemoteErrors, log_line, open_connect_token, screen_datagram,
+    RemoteErrorKind, RemoteErrors, log_line, open_connect_token_addresses, screen_datagram,
 };
 
 /// netcode's protocol id for simsync: `"SIMSYN"` in the high six bytes and
@@ -114,8 +114,9 @@ impl UdpServerConfig {
 /// It runs netcode's receive and send loop itself (as renet_netcode's `NetcodeServerTransport`
 /// does) so that what remote peers cause is counted, not logged per packet ([wire rule
 /// 11](crate::rules)): every datagram is first checked by [`screen_datagram`], and a connection
-/// request's token is opened with the server's key by [`open_connect_token`] (a datagram
-/// netcode would refuse never reaches it), payloads renet refuses and sends that fail are
+/// request's token is opened with the server's key by [`open_connect_token`](crate::open_connect_token)
+/// and must name the server's public address ([`RemoteErrorKind::WrongServerAddress`]) (a
+/// datagram netcode would refuse never reaches it), payloads renet refuses and sends that fail are
 /// counted too, all in [`remote_errors`](Self::remote_errors), and logged at WARN at most once
 /// a second per kind.
 ///
@@ -133,6 +134,10 @@ pub struct UdpServerTransport {
     netcode: NetcodeServer,
     buffer: Box<[u8; NETCODE_MAX_PACKET_BYTES]>,
     local_addr: SocketAddr,
+    /// The address connect tokens must name (the public address, or the bound one).
+    public_addr: SocketAddr,
+    /// Secure mode: tokens are checked for the public address (netcode skips it unsecure).
+    secure: bool,
     protocol_id: u64,
     /// Time since creation (the throttle's clock).
     elapsed: Duration,
@@ -178,17 +183,19 @@ impl UdpServerTransport {
         let socket = UdpSocket::bind(config.bind_addr)?;
         socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
+        let secure = matches!(config.auth, UdpAuth::Secure { .. });
         let (authentication, token_key) = match config.auth {
             UdpAuth::Unsecure => (ServerAuthentication::Unsecure, [0; NETCODE_KEY_BYTES]),
             UdpAuth::Secure { private_key } => {
                 (ServerAuthentication::Secure { private_key }, private_key)
             }
         };
+        let public_addr = config.public_addr.unwrap_or(local_addr);
         let server_config = ServerConfig {
             current_time: unix_time_now(),
             max_clients: config.max_clients,
             protocol_id: config.protocol_id,
-            public_addresses: vec![config.public_addr.unwrap_or(local_addr)],
+            public_addresses: vec![public_addr],
             authentication,
         };
         Ok(Self {
@@ -196,6 +203,8 @@ impl UdpServerTransport {
             netcode: NetcodeServer::new(server_config),
             buffer: Box::new([0; NETCODE_MAX_PACKET_BYTES]),
             local_addr,
+            public_addr,
+            secure,
             protocol_id: config.protocol_id,
             elapsed: Duration::ZERO,
             connecting: PendingAddresses::default(),
@@ -209,6 +218,11 @@ impl UdpServerTransport {
     /// The bound address (with the real port if 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address connect tokens must name: the configured public address, or the bound one.
+    pub fn public_addr(&self) -> SocketAddr {
+        self.public_addr
     }
 
     /// The netcode server, for what this wrapper does not expose.
@@ -280,7 +294,11 @@ impl UdpServerTransport {
         let screened =
             screen_datagram(datagram, known, self.protocol_id, now_secs).and_then(|()| {
                 if request {
-                    open_connect_token(datagram, self.protocol_id, &self.token_key)?;
+                    let named =
+                        open_connect_token_addresses(datagram, self.protocol_id, &self.token_key)?;
+                    if self.secure && !named.contains(&self.public_addr) {
+                        return Err(RemoteErrorKind::WrongServerAddress);
+                    }
                     self.tokens_seen.check(datagram, addr, now_secs)
                 } else {
                     Ok(())
@@ -538,12 +556,41 @@ impl PendingAddresses {
     }
 }
 
+/// Why a UDP client never connected, as far as the client can tell: a server ignores a
+/// connection request it refuses (an expired, replayed or foreign token) without a word, so
+/// the client names the possible causes once netcode gives up
+/// ([`UdpClientTransport::connect_failure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectFailure {
+    /// The connect token expired before the connection was made (the client reads the expiry
+    /// in the token itself).
+    #[error(
+        "the connect token expired (at Unix time {expired_at} s) before the server took it: ask for a new token"
+    )]
+    TokenExpired {
+        /// When it expired, in Unix seconds.
+        expired_at: u64,
+    },
+    /// No server of the token answered within the token's timeout.
+    #[error(
+        "no answer from {server} within {timeout_secs} s: the token may have been used already from another address (the server counts `replayed_token`), be for another server, key or address (`bad_token`, `wrong_server_address`: a server's public address set wrong), or the server is down or unreachable"
+    )]
+    NoAnswer {
+        /// The (first) server address of the token.
+        server: SocketAddr,
+        /// The token's timeout, in seconds.
+        timeout_secs: i32,
+    },
+}
+
 /// The client end of the UDP transport. It keeps how it connected, so a client whose
 /// connection was lost can connect again ([`reconnect`](Self::reconnect)).
 #[derive(Debug)]
 pub struct UdpClientTransport {
     inner: NetcodeClientTransport,
     authentication: ClientAuthentication,
+    /// Whether the current connection was ever made.
+    connected: bool,
 }
 
 impl UdpClientTransport {
@@ -570,6 +617,7 @@ impl UdpClientTransport {
         Ok(Self {
             inner,
             authentication,
+            connected: false,
         })
     }
 
@@ -597,6 +645,7 @@ impl UdpClientTransport {
         Ok(Self {
             inner,
             authentication,
+            connected: false,
         })
     }
 
@@ -624,6 +673,7 @@ impl UdpClientTransport {
         let socket = UdpSocket::bind(local)?;
         self.inner =
             NetcodeClientTransport::new(unix_time_now(), self.authentication.clone(), socket)?;
+        self.connected = false;
         Ok(())
     }
 
@@ -658,9 +708,51 @@ impl UdpClientTransport {
     ///
     /// [`NetError::Transport`] if netcode disconnected (timeout, denied, ...), renet dropped the
     /// connection, or the socket fails.
+    ///
+    /// A connection that was never made ends with [`NetError::ConnectFailed`] and the
+    /// possible causes ([`connect_failure`](Self::connect_failure)).
     pub fn update(&mut self, dt: Duration, client: &mut RenetClient) -> Result<(), NetError> {
-        self.inner.update(dt, client)?;
-        Ok(())
+        let result = self.inner.update(dt, client);
+        self.connected |= client.is_connected();
+        match (result, self.connect_failure()) {
+            (Ok(()), _) => Ok(()),
+            (Err(_), Some(failure)) => Err(NetError::ConnectFailed(failure)),
+            (Err(error), None) => Err(error.into()),
+        }
+    }
+
+    /// Why this connection was never made, once netcode gave up on it before connecting:
+    /// [`ConnectFailure::TokenExpired`] when the token's expiry (read from the token) has
+    /// passed, [`ConnectFailure::NoAnswer`] when no server answered in the token's timeout;
+    /// `None` while connecting, once connected, or for another end.
+    pub fn connect_failure(&self) -> Option<ConnectFailure> {
+        use renet_netcode::NetcodeDisconnectReason as Reason;
+        if self.connected {
+            return None;
+        }
+        let reason = self.inner.disconnect_reason()?;
+        let (token, server) = match &self.authentication {
+            ClientAuthentication::Secure { connect_token } => {
+                (Some(connect_token), connect_token.server_addresses[0]?)
+            }
+            ClientAuthentication::Unsecure { server_addr, .. } => (None, *server_addr),
+        };
+        let expired_at = token.map(|t| t.expire_timestamp);
+        match reason {
+            Reason::ConnectTokenExpired => Some(ConnectFailure::TokenExpired {
+                expired_at: expired_at.unwrap_or(0),
+            }),
+            Reason::ConnectionRequestTimedOut | Reason::ConnectionResponseTimedOut => {
+                if let Some(at) = expired_at.filter(|at| unix_time_now().as_secs() >= *at) {
+                    return Some(ConnectFailure::TokenExpired { expired_at: at });
+                }
+                Some(ConnectFailure::NoAnswer {
+                    server,
+                    timeout_secs: token.map_or(0, |t| t.timeout_seconds),
+                })
+            }
+            _ => None,
+        }
     }
 
     /// Sends renet's outgoing packets to the server.

@@ -513,6 +513,7 @@ impl RelayServer {
                 if hello.reconnect.is_some() {
                     self.stats.refused_rejoins += 1;
                 }
+                self.stats.refused_hellos.record(&reason);
                 ServerMessage::Rejected { reason }
             }
         };
@@ -688,6 +689,7 @@ impl RelayServer {
                     self.stats.rejected_messages += 1;
                     debug!("relay: bad message from {client}: {error}");
                     if let Some(reason) = self.handshake.on_decode_error(&error) {
+                        self.stats.refused_hellos.record(&reason);
                         let _ = server.send_msg(client, &ServerMessage::Rejected { reason });
                     }
                 }

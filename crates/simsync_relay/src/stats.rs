@@ -1,7 +1,7 @@
 //! [`RelayStats`]: the relay's counters, per match, and how a new match starts them over.
 
 use bevy::prelude::*;
-use simsync_net::{DesyncReport, MatchDrops, MatchId, MatchPhase, Tick};
+use simsync_net::{DesyncReport, MatchDrops, MatchId, MatchPhase, RejectCounts, Tick};
 
 use crate::limits::RateLimited;
 use crate::snapshots::SnapshotStats;
@@ -18,7 +18,7 @@ pub struct DroppedInputs {
 /// Counters of the relay server (a resource), per match: a new match starts them from zero
 /// ([`RelayStats::for_next_match`]), except the counters of connections, which are totals
 /// since the relay started — `rejected_messages`, `ignored_messages`, `rate_limited_unseated`,
-/// `refused_rejoins` — and the round-trip times `rtt_ms`, which are the connections'
+/// `refused_rejoins`, `refused_hellos` — and the round-trip times `rtt_ms`, which are the connections'
 /// measurements ([what survives a rematch](crate::rules#what-survives-a-rematch)). The
 /// counters of an ended match are in its [`MatchChanged::Ended`](crate::MatchChanged).
 #[derive(Resource, Debug, Clone, Default, PartialEq, Reflect)]
@@ -95,6 +95,9 @@ pub struct RelayStats {
     /// `Hello`s with a reconnect token that were refused (a wrong token, or the slot's player
     /// still connected; the reason goes back in `Rejected`; total since the relay started).
     pub refused_rejoins: u64,
+    /// `Hello`s refused, by reason (`SlotStillConnected`, `ServerFull`, `InputTypeMismatch`...;
+    /// total since the relay started).
+    pub refused_hellos: RejectCounts,
     /// Desync reports sent (breakdowns of a desynced tick compared; see
     /// [`DesyncReport`]).
     pub desync_reports: u64,
@@ -147,13 +150,15 @@ impl RelayStats {
 
     /// The counters match `match_id` starts with, after these: [zeroed](Self::zeroed) for the
     /// same slots, keeping the connections' totals (`rejected_messages`, `ignored_messages`,
-    /// `rate_limited_unseated`, `refused_rejoins`) and round-trip times (`rtt_ms`).
+    /// `rate_limited_unseated`, `refused_rejoins`, `refused_hellos`) and round-trip times
+    /// (`rtt_ms`).
     pub fn for_next_match(&self, match_id: MatchId) -> Self {
         Self {
             rejected_messages: self.rejected_messages,
             ignored_messages: self.ignored_messages,
             rate_limited_unseated: self.rate_limited_unseated,
             refused_rejoins: self.refused_rejoins,
+            refused_hellos: self.refused_hellos,
             rtt_ms: self.rtt_ms.clone(),
             ..Self::zeroed(match_id, self.replaced_inputs.len())
         }
@@ -180,6 +185,9 @@ mod tests {
         played.ignored_messages = 8;
         played.rate_limited_unseated = 9;
         played.refused_rejoins = 10;
+        played
+            .refused_hellos
+            .record(&simsync_net::RejectReason::SlotStillConnected { slot: 1 });
         played.rtt_ms = vec![40.0, 250.0];
         let next = played.for_next_match(MatchId(2));
         let mut expected = RelayStats::zeroed(MatchId(2), 2);
@@ -187,6 +195,7 @@ mod tests {
         expected.ignored_messages = 8;
         expected.rate_limited_unseated = 9;
         expected.refused_rejoins = 10;
+        expected.refused_hellos = played.refused_hellos;
         expected.rtt_ms = vec![40.0, 250.0];
         assert_eq!(next, expected);
         assert_eq!(next.phase, MatchPhase::Lobby);

@@ -148,6 +148,29 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Checks an `Authorization` header: the `Bearer` scheme (in any case, as HTTP schemes are)
+/// and the admin token, compared in constant time. The HTTP thread checks it as soon as a
+/// request's head is read, before any body.
+///
+/// # Errors
+///
+/// [`AdminError::Unauthorized`] without the header, with another scheme or token, or when
+/// `admin_token` is empty.
+pub fn authorize(authorization: Option<&str>, admin_token: &str) -> Result<(), AdminError> {
+    let presented = authorization.map(str::trim).and_then(|h| {
+        let (scheme, token) = h.split_once(' ')?;
+        scheme.eq_ignore_ascii_case("Bearer").then(|| token.trim())
+    });
+    match presented {
+        Some(token)
+            if !admin_token.is_empty() && same_secret(token.as_bytes(), admin_token.as_bytes()) =>
+        {
+            Ok(())
+        }
+        _ => Err(AdminError::Unauthorized),
+    }
+}
+
 /// Reads a request: the admin token first (whatever the path under `/rooms`), then the route
 /// and its body.
 ///
@@ -155,17 +178,7 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 ///
 /// The [`AdminError`] to answer with.
 pub fn parse(request: &AdminRequest, admin_token: &str) -> Result<AdminCommand, AdminError> {
-    let presented = request
-        .authorization
-        .as_deref()
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        Some(token)
-            if !admin_token.is_empty() && same_secret(token.as_bytes(), admin_token.as_bytes()) => {
-        }
-        _ => return Err(AdminError::Unauthorized),
-    }
+    authorize(request.authorization.as_deref(), admin_token)?;
     let method = request.method.to_ascii_uppercase();
     let not_allowed = || AdminError::MethodNotAllowed {
         method: method.clone(),
@@ -283,6 +296,17 @@ mod tests {
                 assert_eq!(error.status(), 401);
             }
         }
+        // The scheme in any case (RFC 7235), the token exactly.
+        assert_eq!(authorize(Some("bearer s3cret"), TOKEN), Ok(()));
+        assert_eq!(authorize(Some("BEARER  s3cret "), TOKEN), Ok(()));
+        assert_eq!(
+            authorize(Some("Basic s3cret"), TOKEN),
+            Err(AdminError::Unauthorized)
+        );
+        assert_eq!(
+            authorize(Some("Bearer S3CRET"), TOKEN),
+            Err(AdminError::Unauthorized)
+        );
         // An empty admin token opens nothing.
         assert_eq!(
             parse(&request("GET", "/rooms", Some(""), ""), "").unwrap_err(),

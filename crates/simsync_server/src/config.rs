@@ -13,6 +13,7 @@ use serde::Deserialize;
 use simsync_net::NETCODE_MAX_CLIENTS;
 use simsync_net::renet_netcode::NETCODE_KEY_BYTES;
 
+use crate::http::OpsLimits;
 use crate::room_config::RoomConfig;
 use crate::token::{RoomId, parse_key};
 
@@ -190,6 +191,24 @@ pub enum ConfigError {
         /// The value given.
         value: String,
     },
+    /// The UDP port is bound to an unspecified address (`0.0.0.0`, `::`) and no public
+    /// address is given: tokens must name an address clients reach, which the server cannot
+    /// guess (behind a load balancer or NAT it is not even its own).
+    #[error(
+        "no public address: the UDP port is bound to {bind}, which clients cannot reach; give the address clients reach it at with --public-addr (or SIMSYNC_PUBLIC_ADDR, or public_addr in the config; with --agones the GameServer's address is used): connect tokens must name it"
+    )]
+    NoPublicAddress {
+        /// The bind address.
+        bind: SocketAddr,
+    },
+    /// The public address given is unspecified (`0.0.0.0`, `::`) or has port 0.
+    #[error(
+        "public address {addr} is not an address clients can reach (unspecified address or port 0)"
+    )]
+    UnreachablePublicAddress {
+        /// The address given.
+        addr: SocketAddr,
+    },
     /// A room of the config file does not validate.
     #[error("room {index} of the config file: {message}")]
     Room {
@@ -229,6 +248,9 @@ pub struct ServerConfig {
     pub agones_url: Option<String>,
     /// Rooms made at start.
     pub rooms: Vec<(Option<RoomId>, RoomConfig)>,
+    /// The operations port's bounds (connections, timeouts; not a flag: the defaults suit
+    /// every deployment, tests shorten them).
+    pub ops_limits: OpsLimits,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -384,7 +406,7 @@ impl ServerConfig {
         let drain_timeout = args.drain_timeout.or(file.drain_timeout);
         let empty_room_timeout = args.empty_room_timeout.or(file.empty_room_timeout);
         let default_addr = |s: &str| s.parse().expect("the default addresses parse");
-        Ok(Self {
+        Self {
             bind: args
                 .bind
                 .or(file.bind)
@@ -410,7 +432,39 @@ impl ServerConfig {
             agones: args.agones || file.agones.unwrap_or(false),
             agones_url: args.agones_url.clone().or(file.agones_url),
             rooms: file_rooms(file.rooms)?,
-        })
+            ops_limits: OpsLimits::default(),
+        }
+        .checked_public_address()
+    }
+
+    /// `self` when it has an address for tokens to name ([`Self::check_public_addr`]); in
+    /// Agones mode an unset one waits for the GameServer's.
+    fn checked_public_address(self) -> Result<Self, ConfigError> {
+        match (self.agones, self.public_addr) {
+            (true, None) => Ok(self),
+            _ => self.check_public_addr().map(|()| self),
+        }
+    }
+
+    /// Checks that connect tokens have an address to name: the public address when given
+    /// (neither unspecified nor port 0), else the bind address, which must then not be
+    /// unspecified. `0.0.0.0:7777` is a fine bind address but no address a client can reach,
+    /// and a token naming another address than the server's is refused.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::UnreachablePublicAddress`] or [`ConfigError::NoPublicAddress`].
+    pub fn check_public_addr(&self) -> Result<(), ConfigError> {
+        match self.public_addr {
+            Some(addr) if addr.ip().is_unspecified() || addr.port() == 0 => {
+                Err(ConfigError::UnreachablePublicAddress { addr })
+            }
+            Some(_) => Ok(()),
+            None if self.bind.ip().is_unspecified() => {
+                Err(ConfigError::NoPublicAddress { bind: self.bind })
+            }
+            None => Ok(()),
+        }
     }
 
     /// A config for tests and embedding: `bind` and `ops_bind` (port 0 picks free ports),
@@ -435,6 +489,7 @@ impl ServerConfig {
             agones: false,
             agones_url: None,
             rooms: Vec::new(),
+            ops_limits: OpsLimits::default(),
         }
     }
 }
@@ -449,8 +504,55 @@ mod tests {
         ServeArgs {
             private_key: Some(KEY.into()),
             admin_token: Some("t".into()),
+            public_addr: Some("203.0.113.10:7777".parse().expect("address")),
             ..ServeArgs::default()
         }
+    }
+
+    #[test]
+    fn an_unspecified_bind_needs_a_public_address_except_under_agones() {
+        let unset = ServerConfig::resolve(
+            &ServeArgs {
+                public_addr: None,
+                ..args()
+            },
+            FileConfig::default(),
+        );
+        let bind: SocketAddr = DEFAULT_BIND.parse().unwrap();
+        assert_eq!(unset.unwrap_err(), ConfigError::NoPublicAddress { bind });
+        let mut v6 = args();
+        v6.public_addr = None;
+        v6.bind = Some("[::]:7777".parse().unwrap());
+        assert!(matches!(
+            ServerConfig::resolve(&v6, FileConfig::default()),
+            Err(ConfigError::NoPublicAddress { .. })
+        ));
+        for bad in ["0.0.0.0:7777", "203.0.113.10:0"] {
+            let mut flags = args();
+            flags.public_addr = Some(bad.parse().unwrap());
+            assert_eq!(
+                ServerConfig::resolve(&flags, FileConfig::default()).unwrap_err(),
+                ConfigError::UnreachablePublicAddress {
+                    addr: bad.parse().unwrap()
+                }
+            );
+        }
+        // A specific bind address is its own public address; Agones gives one later.
+        let mut local = args();
+        local.public_addr = None;
+        local.bind = Some("127.0.0.1:7777".parse().unwrap());
+        assert!(ServerConfig::resolve(&local, FileConfig::default()).is_ok());
+        let mut agones = args();
+        agones.public_addr = None;
+        agones.agones = true;
+        assert!(ServerConfig::resolve(&agones, FileConfig::default()).is_ok());
+        // The file's public address counts too.
+        let file = FileConfig::parse("public_addr = \"203.0.113.10:7777\"").unwrap();
+        let no_flag = ServeArgs {
+            public_addr: None,
+            ..args()
+        };
+        assert!(ServerConfig::resolve(&no_flag, file).is_ok());
     }
 
     #[test]

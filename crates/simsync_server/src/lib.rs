@@ -32,6 +32,7 @@ mod health;
 mod http;
 pub mod loadgen;
 mod metrics;
+mod process;
 mod room;
 mod room_config;
 mod rooms;
@@ -55,8 +56,12 @@ pub use config::{
 };
 pub use drain::{Drain, DrainAction, DrainPhase, ENDING_WAIT};
 pub use health::{Heartbeat, LIVENESS_TIMEOUT, NotReady, Readiness};
-pub use http::ADMIN_ANSWER_TIMEOUT;
-pub use metrics::{METRIC_NAMES, ServerMetrics, remote_error_label, render};
+pub use http::{ADMIN_ANSWER_TIMEOUT, MetricsFormat, OPS_THREADS, OpsConnections, OpsLimits};
+pub use metrics::{
+    HttpMetrics, METRIC_NAMES, ServerMetrics, hello_refusal_label, remote_error_label, render,
+    to_prometheus_text,
+};
+pub use process::{ProcFiles, ProcessSample, USER_HZ};
 pub use room::{
     AuthoritySummary, END_GRACE, OwnershipSummary, RelayBuilder, RelaySummary, Room, RoomState,
     RoomSummary, RoomTotals, RoomTurn, fingerprint_relay,

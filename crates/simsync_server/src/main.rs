@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use simsync_server::{
-    AgonesAdapter, AgonesConfig, AgonesReport, AgonesSdk, DedicatedServer, FileConfig, LogFormat,
-    RoomId, ServeArgs, ServerConfig, TokenClaims, TokenMinter, key_to_hex, parse_key,
+    AgonesAdapter, AgonesConfig, AgonesReport, AgonesSdk, DedicatedServer, DrainSignal, FileConfig,
+    LogFormat, RoomId, ServeArgs, ServerConfig, TokenClaims, TokenMinter, key_to_hex, parse_key,
 };
 
 /// The simsync dedicated server: relay and ownership rooms on one UDP port, clients admitted
@@ -66,10 +66,23 @@ struct TokenArgs {
     out: PathBuf,
 }
 
+/// Whether text logs are coloured: only on a terminal, and never with `NO_COLOR` set to
+/// anything but the empty string (<https://no-color.org>).
+fn colour_logs(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|value| value.is_empty())
+}
+
 fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let ansi = colour_logs(
+        std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR"),
+    );
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -86,14 +99,22 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
     let agones = config
         .agones
         .then(|| AgonesConfig::from_env(config.agones_url.clone()));
-    if let (Some(agones), None) = (&agones, config.public_addr) {
-        config.public_addr = agones_public_addr(agones);
-    }
-    let server = DedicatedServer::bind(config).map_err(|e| e.to_string())?;
-    let signal = server.drain_signal();
+    let signal = DrainSignal::default();
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, signal.flag()).map_err(|e| e.to_string())?;
     }
+    if let (Some(agones), None) = (&agones, config.public_addr) {
+        match agones_public_addr(agones, &signal) {
+            Some(addr) => config.public_addr = Some(addr),
+            None => {
+                tracing::info!("agones: stopped before the GameServer had an address");
+                return Ok(());
+            }
+        }
+    }
+    let server = DedicatedServer::bind(config)
+        .map_err(|e| e.to_string())?
+        .with_drain_signal(signal);
     let Some(agones) = agones else {
         return server.run(|_| {}).map_err(|e| e.to_string());
     };
@@ -117,24 +138,35 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
     result.map_err(|e| e.to_string())
 }
 
-/// The GameServer's address as the Agones sidecar tells it (its `game` port), asked for up to
-/// 5 s while the GameServer is being scheduled; `None` (the bound address is used) if it never
-/// says.
-fn agones_public_addr(agones: &AgonesConfig) -> Option<SocketAddr> {
+/// The GameServer's address as the Agones sidecar tells it (its `game` port), asked for every
+/// 500 ms until it says, while the server is not bound (so not ready) and says Health to the
+/// sidecar (the GameServer stays healthy while it is being scheduled); a warning every 10 s
+/// says what it waits for. `None` when `stop` (SIGTERM) comes first.
+fn agones_public_addr(agones: &AgonesConfig, stop: &DrainSignal) -> Option<SocketAddr> {
     let sdk = AgonesSdk::new(agones);
-    for _ in 0..10 {
-        match sdk.game_server() {
-            Ok(info) => {
-                if let Some(addr) = info.public_addr("game") {
+    let started = std::time::Instant::now();
+    let mut warned: Option<std::time::Instant> = None;
+    while !stop.raised() {
+        let why = match sdk.game_server() {
+            Ok(info) => match info.public_addr("game") {
+                Some(addr) => {
                     tracing::info!(%addr, "agones: public address from the GameServer");
                     return Some(addr);
                 }
-            }
-            Err(error) => tracing::warn!("agones: GameServer not read: {error}"),
+                None => "the GameServer has no address or `game` port yet".to_string(),
+            },
+            Err(error) => format!("GameServer not read: {error}"),
+        };
+        if warned.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(10)) {
+            warned = Some(std::time::Instant::now());
+            tracing::warn!(
+                waited_secs = started.elapsed().as_secs(),
+                "agones: waiting for the public address (not ready; tokens must name it): {why}"
+            );
         }
+        let _ = sdk.health();
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
-    tracing::warn!("agones: no GameServer address; tokens must name the bound address");
     None
 }
 
@@ -180,5 +212,19 @@ fn main() -> ExitCode {
             eprintln!("simsync-server: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour_logs;
+
+    #[test]
+    fn logs_are_coloured_on_a_terminal_without_no_color_only() {
+        assert!(colour_logs(true, None));
+        assert!(!colour_logs(false, None));
+        assert!(!colour_logs(true, Some("1".into())));
+        // An empty NO_COLOR is as if unset.
+        assert!(colour_logs(true, Some("".into())));
     }
 }

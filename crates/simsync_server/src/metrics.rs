@@ -1,10 +1,13 @@
 //! The server's metrics ([operations](crate::rules#operations)), kept with the Prometheus
-//! project's client (`prometheus-client`) and rendered in the text format for `/metrics`.
+//! project's client (`prometheus-client`) and rendered for `/metrics` in OpenMetrics 1.0 or in
+//! the Prometheus text format 0.0.4 ([`render`], [`to_prometheus_text`]).
 //! [`ServerMetrics`] is updated by the main loop after each turn from what the rooms and the
-//! transport counted; the HTTP thread only renders the shared registry.
+//! transport counted; the HTTP thread reads the process's numbers ([`ProcessSample`]) and
+//! renders the shared registry at each scrape ([`HttpMetrics`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
@@ -12,8 +15,12 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
-use simsync_net::{RemoteErrorKind, RemoteErrors};
+use simsync_net::{RejectReason, RemoteErrorKind, RemoteErrors};
+
+use crate::http::{MetricsFormat, OPS_THREADS, OpsConnections};
+use crate::process::ProcessSample;
 
 use crate::room::{RoomState, RoomTotals, RoomTurn};
 use crate::rooms::{REFUSAL_LABELS, Rooms};
@@ -25,10 +32,19 @@ type Labels = Vec<(&'static str, String)>;
 type Gauges = Family<Labels, Gauge>;
 /// A family of counters by labels.
 type Counters = Family<Labels, Counter>;
+/// A family of histograms by labels.
+type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+/// A gauge of seconds or other fractions.
+type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// Every metric name the server exports (without the `_total` the text format adds to
-/// counters), for the docs and the tests.
-pub const METRIC_NAMES: [&str; 12] = [
+/// Buckets of the turn and update histograms, in seconds: 50 µs to ~0.4 s.
+fn duration_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 14))
+}
+
+/// Every metric name the server exports (without the `_total` the text formats add to
+/// counters and the `_info` of `simsync_build`), for the docs and the tests.
+pub const METRIC_NAMES: [&str; 25] = [
     "simsync_rooms",
     "simsync_clients",
     "simsync_packets",
@@ -41,6 +57,19 @@ pub const METRIC_NAMES: [&str; 12] = [
     "simsync_resent_sets",
     "simsync_relay_tick_seconds",
     "simsync_room_tick_lag_ticks",
+    "simsync_loop_turn_seconds",
+    "simsync_room_update_seconds",
+    "simsync_build",
+    "simsync_ops_connections",
+    "simsync_ops_connections_accepted",
+    "simsync_ops_connections_closed",
+    "process_cpu_seconds",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_threads",
+    "process_start_time_seconds",
 ];
 
 /// The server's metrics and the registry that renders them.
@@ -59,6 +88,9 @@ pub struct ServerMetrics {
     resent_sets: Counter,
     relay_tick: Histogram,
     tick_lag: Family<Labels, Gauge>,
+    loop_turn: Histogram,
+    room_update: Histograms,
+    http: HttpMetrics,
     /// What was already added to the counters, to add only what is new.
     seen: Seen,
 }
@@ -72,6 +104,19 @@ struct Seen {
     refused: [u64; REFUSAL_LABELS.len()],
     remote: [u64; RemoteErrorKind::ALL.len()],
     rooms: HashMap<RoomId, RoomTotals>,
+    /// Per room: its relay's refused hellos already added, in `RejectReason::LABELS` order.
+    hellos: HashMap<RoomId, [u64; RejectReason::LABELS.len()]>,
+}
+
+/// The `simsync_refused_total` reason of a hello a relay room refused: the reason's own label,
+/// with the names the routing refusals use where they mean the same (`room_full`,
+/// `draining`).
+pub fn hello_refusal_label(reason_label: &'static str) -> &'static str {
+    match reason_label {
+        "server_full" => "room_full",
+        "server_draining" => "draining",
+        other => other,
+    }
 }
 
 /// Adds `now - *seen` to `counter` and remembers `now`.
@@ -99,6 +144,7 @@ pub fn remote_error_label(kind: RemoteErrorKind) -> &'static str {
         RemoteErrorKind::BadPayload => "bad_payload",
         RemoteErrorKind::SendFailed => "send_failed",
         RemoteErrorKind::ReplayedToken => "replayed_token",
+        RemoteErrorKind::WrongServerAddress => "wrong_server_address",
     }
 }
 
@@ -130,11 +176,35 @@ impl ServerMetrics {
             [&desyncs, &rejoins, &snapshot_bytes, &resent_sets],
             &relay_tick,
         );
+        let loop_turn = duration_buckets();
+        registry.register(
+            "simsync_loop_turn_seconds",
+            "Work of one main-loop turn (socket, admin commands, every room, metrics), sleep excluded",
+            loop_turn.clone(),
+        );
+        let room_update = Histograms::new_with_constructor(duration_buckets);
+        registry.register(
+            "simsync_room_update_seconds",
+            "One room's update in a main-loop turn, by room kind (relay, ownership)",
+            room_update.clone(),
+        );
+        registry.register(
+            "simsync_build",
+            "The server's build: its version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_string())]),
+        );
+        let mut http = HttpMetrics::register(&mut registry);
+        let registry = Arc::new(registry);
+        http.registry = Arc::clone(&registry);
+        for reason in RejectReason::LABELS {
+            drop(refused.get_or_create(&label("reason", hello_refusal_label(reason))));
+        }
         for kind in ["relay", "ownership"] {
             drop(rate_limited.get_or_create(&label("kind", kind)));
+            drop(room_update.get_or_create(&label("kind", kind)));
         }
         Self {
-            registry: Arc::new(registry),
+            registry,
             rooms,
             clients,
             packets,
@@ -147,8 +217,22 @@ impl ServerMetrics {
             resent_sets,
             relay_tick,
             tick_lag,
+            loop_turn,
+            room_update,
+            http,
             seen: Seen::default(),
         }
+    }
+
+    /// The HTTP threads' handle: the registry to render, the process metrics to read at each
+    /// scrape and the operations port's own.
+    pub fn http(&self) -> HttpMetrics {
+        self.http.clone()
+    }
+
+    /// One main-loop turn's work took `duration` (`simsync_loop_turn_seconds`).
+    pub fn observe_turn(&self, duration: Duration) {
+        self.loop_turn.observe(duration.as_secs_f64());
     }
 
     /// The registry, for the HTTP thread ([`render`]).
@@ -162,6 +246,11 @@ impl ServerMetrics {
         for (_, turn) in turns {
             if let Some(tick) = turn.relay_tick {
                 self.relay_tick.observe(tick.as_secs_f64());
+            }
+            if !turn.kind.is_empty() {
+                self.room_update
+                    .get_or_create(&label("kind", turn.kind))
+                    .observe(turn.update.as_secs_f64());
             }
         }
         self.record_traffic(rooms, remote);
@@ -244,6 +333,7 @@ impl ServerMetrics {
             .collect();
         for id in gone {
             self.seen.rooms.remove(&id);
+            self.seen.hellos.remove(&id);
             self.tick_lag.remove(&label("room", id.0.to_string()));
         }
     }
@@ -263,6 +353,13 @@ impl ServerMetrics {
             &mut seen.rate_limited,
             now.rate_limited,
         );
+        let hellos = self.seen.hellos.entry(id).or_default();
+        for (i, (reason, count)) in now.refused_hellos.iter().enumerate() {
+            let counter = self
+                .refused
+                .get_or_create(&label("reason", hello_refusal_label(reason)));
+            add_new(&counter, &mut hellos[i], count);
+        }
     }
 
     /// A relay update that ran ticks took `duration` (also recorded by [`Self::record`]).
@@ -337,13 +434,196 @@ fn register_all(
     );
 }
 
-/// The registry in the text format (what `/metrics` answers).
-pub fn render(registry: &Registry) -> String {
+/// The registry in `format` (what `/metrics` answers).
+pub fn render(registry: &Registry, format: MetricsFormat) -> String {
     let mut out = String::new();
     if encode(&mut out, registry).is_err() {
         out.clear();
     }
+    match format {
+        MetricsFormat::OpenMetrics => out,
+        MetricsFormat::PrometheusText => to_prometheus_text(&out),
+    }
+}
+
+/// OpenMetrics 1.0 text (as `prometheus-client` writes it) in the Prometheus text format
+/// 0.0.4: a counter family is named by its samples (`x_total`), an info family becomes the
+/// gauge `x_info`, `unknown` becomes `untyped`; `# UNIT` and `# EOF` lines go. Samples are
+/// the same in both formats.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest.split_once(' ').map_or("", |(_, text)| text));
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "unknown"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{name}_total"), "counter"),
+                "info" => (format!("{name}_info"), "gauge"),
+                "gauge" | "histogram" | "summary" => (name.to_string(), kind),
+                _ => (name.to_string(), "untyped"),
+            };
+            if let Some(text) = help.take() {
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+        } else if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
     out
+}
+
+/// What the HTTP threads update and read: the shared registry, the process's numbers (read
+/// from `/proc` at each scrape) and the operations port's connections. Cloning shares them.
+#[derive(Debug, Clone)]
+pub struct HttpMetrics {
+    registry: Arc<Registry>,
+    cpu_seconds: Counter<f64, AtomicU64>,
+    resident_bytes: Gauge,
+    virtual_bytes: Gauge,
+    open_fds: Gauge,
+    max_fds: Gauge,
+    threads: Gauge,
+    start_time: FloatGauge,
+    ops_open: Gauge,
+    ops_accepted: Counter,
+    ops_closed: Counters,
+}
+
+impl HttpMetrics {
+    /// Registers the process and operations-port metrics in `registry`; the handle's
+    /// registry is set by [`ServerMetrics::new`] once every metric is in.
+    fn register(registry: &mut Registry) -> Self {
+        let this = Self {
+            registry: Arc::new(Registry::default()),
+            cpu_seconds: Counter::default(),
+            resident_bytes: Gauge::default(),
+            virtual_bytes: Gauge::default(),
+            open_fds: Gauge::default(),
+            max_fds: Gauge::default(),
+            threads: Gauge::default(),
+            start_time: FloatGauge::default(),
+            ops_open: Gauge::default(),
+            ops_accepted: Counter::default(),
+            ops_closed: Counters::default(),
+        };
+        let r = registry;
+        r.register(
+            "process_cpu_seconds",
+            "User and system CPU time of the process, in seconds",
+            this.cpu_seconds.clone(),
+        );
+        r.register(
+            "process_resident_memory_bytes",
+            "Resident memory of the process, in bytes",
+            this.resident_bytes.clone(),
+        );
+        r.register(
+            "process_virtual_memory_bytes",
+            "Virtual memory of the process, in bytes",
+            this.virtual_bytes.clone(),
+        );
+        r.register(
+            "process_open_fds",
+            "Open file descriptors of the process (sockets included)",
+            this.open_fds.clone(),
+        );
+        r.register(
+            "process_max_fds",
+            "The process's limit of open file descriptors",
+            this.max_fds.clone(),
+        );
+        r.register(
+            "process_threads",
+            "Threads of the process",
+            this.threads.clone(),
+        );
+        r.register(
+            "process_start_time_seconds",
+            "When the process started, in seconds since the Unix epoch",
+            this.start_time.clone(),
+        );
+        r.register(
+            "simsync_ops_connections",
+            "Open connections of the operations HTTP port",
+            this.ops_open.clone(),
+        );
+        r.register(
+            "simsync_ops_connections_accepted",
+            "Connections the operations HTTP port accepted",
+            this.ops_accepted.clone(),
+        );
+        r.register(
+            "simsync_ops_connections_closed",
+            "Connections the operations HTTP port closed early, by reason (evicted for a new one over the cap, timed_out)",
+            this.ops_closed.clone(),
+        );
+        for reason in ["evicted", "timed_out"] {
+            drop(this.ops_closed.get_or_create(&label("reason", reason)));
+        }
+        this
+    }
+
+    /// Reads the process's numbers (where there is a `/proc`), then renders every metric in
+    /// `format`.
+    pub fn scrape(&self, format: MetricsFormat) -> String {
+        if let Some(sample) = ProcessSample::read() {
+            self.set_process(&sample);
+        }
+        render(&self.registry, format)
+    }
+
+    fn set_process(&self, sample: &ProcessSample) {
+        let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let more = sample.cpu_seconds - self.cpu_seconds.get();
+        if more > 0.0 {
+            self.cpu_seconds.inc_by(more);
+        }
+        self.resident_bytes.set(as_i64(sample.resident_bytes));
+        self.virtual_bytes.set(as_i64(sample.virtual_bytes));
+        self.open_fds.set(as_i64(sample.open_fds));
+        self.max_fds.set(sample.max_fds.map_or(-1, as_i64));
+        self.threads.set(as_i64(sample.threads));
+        self.start_time.set(sample.start_time_seconds);
+    }
+
+    /// The port has `open` connections.
+    pub(crate) fn set_ops_open(&self, open: usize) {
+        self.ops_open.set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    /// The port accepted a connection.
+    pub(crate) fn ops_accepted(&self) {
+        self.ops_accepted.inc();
+    }
+
+    /// The port closed a connection early for `reason` (`evicted`, `timed_out`).
+    pub(crate) fn ops_closed(&self, reason: &'static str) {
+        self.ops_closed
+            .get_or_create(&label("reason", reason))
+            .inc();
+    }
+
+    /// What the port counted so far.
+    pub fn ops_connections(&self) -> OpsConnections {
+        let closed = |reason| {
+            self.ops_closed
+                .get_or_create(&label("reason", reason))
+                .get()
+        };
+        OpsConnections {
+            open: u64::try_from(self.ops_open.get()).unwrap_or(0),
+            accepted: self.ops_accepted.get(),
+            evicted: closed("evicted"),
+            timed_out: closed("timed_out"),
+            threads: OPS_THREADS,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -358,7 +638,7 @@ mod tests {
         rooms.create(Some(RoomId(5)), config).unwrap();
         metrics.record(&rooms, &[], &RemoteErrors::default());
         metrics.observe_relay_tick(Duration::from_micros(300));
-        let text = render(&metrics.registry());
+        let text = render(&metrics.registry(), MetricsFormat::OpenMetrics);
         for name in METRIC_NAMES {
             assert!(text.contains(name), "{name} missing from\n{text}");
         }
@@ -378,6 +658,53 @@ mod tests {
             text.contains("simsync_relay_tick_seconds_count 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_prometheus_text_names_counter_and_info_families_by_their_samples() {
+        let open = "# HELP a_requests Requests.\n# TYPE a_requests counter\na_requests_total{x=\"1\"} 3\n\
+# HELP a_build The build.\n# TYPE a_build info\na_build_info{version=\"1\"} 1\n\
+# HELP a_wait_seconds Waits.\n# TYPE a_wait_seconds histogram\n# UNIT a_wait_seconds seconds\na_wait_seconds_count 2\n\
+# HELP a_thing Things.\n# TYPE a_thing unknown\na_thing 1\n# EOF\n";
+        let text = to_prometheus_text(open);
+        assert_eq!(
+            text,
+            "# HELP a_requests_total Requests.\n# TYPE a_requests_total counter\na_requests_total{x=\"1\"} 3\n\
+# HELP a_build_info The build.\n# TYPE a_build_info gauge\na_build_info{version=\"1\"} 1\n\
+# HELP a_wait_seconds Waits.\n# TYPE a_wait_seconds histogram\na_wait_seconds_count 2\n\
+# HELP a_thing Things.\n# TYPE a_thing untyped\na_thing 1\n"
+        );
+    }
+
+    #[test]
+    fn process_numbers_and_the_loop_turn_reach_the_metrics() {
+        let metrics = ServerMetrics::new();
+        let http = metrics.http();
+        http.set_process(&ProcessSample {
+            cpu_seconds: 2.5,
+            resident_bytes: 4096,
+            threads: 3,
+            open_fds: 9,
+            max_fds: None,
+            start_time_seconds: 1_700_000_000.5,
+            ..ProcessSample::default()
+        });
+        // CPU time only grows: a lower reading adds nothing.
+        http.set_process(&ProcessSample {
+            cpu_seconds: 2.0,
+            ..ProcessSample::default()
+        });
+        metrics.observe_turn(Duration::from_micros(120));
+        let text = render(&metrics.registry(), MetricsFormat::PrometheusText);
+        for line in [
+            "process_cpu_seconds_total 2.5",
+            "process_max_fds -1",
+            "simsync_loop_turn_seconds_count 1",
+            "simsync_build_info{version=",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        assert!(!text.contains("# EOF"), "{text}");
     }
 
     #[test]

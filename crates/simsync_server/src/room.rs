@@ -14,8 +14,8 @@ use serde::Serialize;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
-    MatchEndReason, MatchPhase, NetClock, OwnershipServerMessage, RejectReason, ServerMessage,
-    ServerNetExt, SessionServerMessage, TickAccumulator, connection_config,
+    MatchEndReason, MatchPhase, NetClock, OwnershipServerMessage, RejectCounts, RejectReason,
+    ServerMessage, ServerNetExt, SessionServerMessage, TickAccumulator, connection_config,
 };
 use simsync_ownership::{BodyId, BodyNetId, EntityServer, OwnershipPlugin};
 use simsync_relay::{
@@ -180,6 +180,8 @@ pub struct RoomTotals {
     pub snapshot_bytes: u64,
     /// Confirmed sets resent.
     pub resent_sets: u64,
+    /// A relay room's refused `Hello`s, by reason (`SlotStillConnected`...).
+    pub refused_hellos: RejectCounts,
 }
 
 /// What one room update measured.
@@ -187,6 +189,10 @@ pub struct RoomTotals {
 pub struct RoomTurn {
     /// Relay rooms that ticked: how long the relay's update took.
     pub relay_tick: Option<Duration>,
+    /// The room's kind (`relay`, `ownership`; set by `Rooms::step`).
+    pub kind: &'static str,
+    /// How long the room's whole update took (set by `Rooms::step`).
+    pub update: Duration,
 }
 
 /// How long an ending room's clients have to receive why before their connections close.
@@ -409,6 +415,7 @@ impl Room {
                 + stats.rate_limited_unseated,
             snapshot_bytes: stats.snapshots.bytes_forwarded,
             resent_sets: stats.resent_sets,
+            refused_hellos: stats.refused_hellos,
         };
         // The relay's counters start over with each match: a smaller count is a new match.
         let grow = |total: &mut u64, now: u64, last: u64| {
@@ -439,6 +446,8 @@ impl Room {
             now.resent_sets,
             self.last_relay.resent_sets,
         );
+        // Kept across matches by the relay: its total is the room's.
+        self.totals.refused_hellos = now.refused_hellos;
         self.last_relay = now;
     }
 
@@ -546,7 +555,10 @@ fn step_relay(host: &mut RelayHost, dt: Duration) -> RoomTurn {
     for event in host.relay.take_events() {
         tracing::info!("relay room: {event:?}");
     }
-    RoomTurn { relay_tick }
+    RoomTurn {
+        relay_tick,
+        ..RoomTurn::default()
+    }
 }
 
 /// The relay's config for a room, with the relay's defaults for everything the room does not

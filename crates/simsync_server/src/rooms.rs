@@ -5,7 +5,7 @@
 //! client of one room can never act in another.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
@@ -270,7 +270,11 @@ impl Rooms {
         };
         let mut turns = Vec::with_capacity(self.rooms.len());
         for room in self.rooms.values_mut() {
-            turns.push((room.id(), room.step(dt)));
+            let started = Instant::now();
+            let mut turn = room.step(dt);
+            turn.kind = room.config().kind_name();
+            turn.update = started.elapsed();
+            turns.push((room.id(), turn));
             if room.empty_for(now).is_some_and(|empty| empty >= timeout)
                 && room.state() != RoomState::Ending
             {

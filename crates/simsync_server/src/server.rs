@@ -13,7 +13,7 @@ use simsync_net::{MatchEndReason, UdpServerConfig, UdpServerTransport};
 use crate::config::ServerConfig;
 use crate::drain::{Drain, DrainAction, DrainPhase};
 use crate::health::{Heartbeat, Readiness};
-use crate::http::{AdminTicket, OpsServer, OpsShared};
+use crate::http::{AdminTicket, OpsConnections, OpsServer, OpsShared};
 use crate::metrics::ServerMetrics;
 use crate::room::RelayBuilder;
 use crate::room_config::RelayRoomConfig;
@@ -40,6 +40,10 @@ pub enum ServerError {
         /// Why.
         message: String,
     },
+    /// The config has no address for tokens to name
+    /// ([`ServerConfig::check_public_addr`]).
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
     /// A room of the config could not be made.
     #[error("room of the config: {0}")]
     Room(String),
@@ -100,7 +104,9 @@ impl DedicatedServer {
     ///
     /// # Errors
     ///
-    /// [`ServerError`] when a port cannot be bound or a room made.
+    /// [`ServerError`] when a port cannot be bound or a room made, or
+    /// [`ServerError::Config`] when the UDP port is bound to an unspecified address
+    /// (`0.0.0.0`, `::`) without a public address.
     pub fn bind(config: ServerConfig) -> Result<Self, ServerError> {
         Self::bind_with(config, crate::room::fingerprint_relay)
     }
@@ -116,6 +122,7 @@ impl DedicatedServer {
         config: ServerConfig,
         relay: impl Fn(RelayServerConfig, &RelayRoomConfig) -> RelayServer + Send + Sync + 'static,
     ) -> Result<Self, ServerError> {
+        config.check_public_addr()?;
         let relay: RelayBuilder = std::sync::Arc::new(relay);
         let readiness = Readiness::default();
         let heartbeat = Heartbeat::new();
@@ -132,9 +139,10 @@ impl DedicatedServer {
         let (ops, admin) = OpsServer::start(config.ops_bind, |tx| OpsShared {
             heartbeat: heartbeat.clone(),
             readiness: readiness.clone(),
-            registry: metrics.registry(),
+            metrics: metrics.http(),
             admin_token: config.admin_token.clone(),
             admin: tx,
+            limits: config.ops_limits,
         })
         .map_err(|message| ServerError::Http {
             addr: config.ops_bind,
@@ -184,6 +192,11 @@ impl DedicatedServer {
         self.ops.as_ref().map(OpsServer::addr)
     }
 
+    /// What the operations port counted so far (its open connections, threads...).
+    pub fn ops_connections(&self) -> Option<OpsConnections> {
+        self.ops.as_ref().map(OpsServer::connections)
+    }
+
     /// A minter for this server's tokens (its key and public address).
     pub fn minter(&self) -> TokenMinter {
         TokenMinter::new(self.config.private_key, vec![self.public_addr])
@@ -203,6 +216,13 @@ impl DedicatedServer {
     /// The transport's counters of what remote peers caused.
     pub fn remote_errors(&self) -> &simsync_net::RemoteErrors {
         self.transport.remote_errors()
+    }
+
+    /// `self` drained by `signal` instead of its own (the binary registers SIGTERM and SIGINT
+    /// before it binds, while it waits for an Agones address).
+    pub fn with_drain_signal(mut self, signal: DrainSignal) -> Self {
+        self.signal = signal;
+        self
     }
 
     /// The signal that starts the drain.
@@ -227,6 +247,7 @@ impl DedicatedServer {
     ///
     /// [`ServerError::Socket`] when the socket fails.
     pub fn turn(&mut self, dt: Duration) -> Result<DrainAction, ServerError> {
+        let started = Instant::now();
         self.heartbeat.beat();
         if self.signal.raised() && self.drain.serving() {
             tracing::info!(
@@ -255,6 +276,7 @@ impl DedicatedServer {
             tracing::info!("drain: timeout reached; ending every room");
             self.rooms.end_all(MatchEndReason::ServerShutdown);
         }
+        self.metrics.observe_turn(started.elapsed());
         Ok(action)
     }
 

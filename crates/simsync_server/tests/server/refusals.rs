@@ -145,3 +145,49 @@ fn an_expired_token_never_connects_and_the_client_says_why() {
     assert_eq!(lifecycle(&clients[0]).state, SessionState::Disconnected);
     assert!(server.rooms().room(RoomId(1)).unwrap().clients().is_empty());
 }
+
+#[test]
+fn a_token_naming_another_address_is_counted_and_its_client_names_the_possible_causes() {
+    // The server believes it is reached at port 9; the matchmaker minted the address it
+    // really has (a public address set wrong).
+    let mut server = server_with(|c| c.public_addr = Some("127.0.0.1:9".parse().unwrap()));
+    server
+        .rooms_mut()
+        .create(Some(RoomId(1)), relay_room(2))
+        .unwrap();
+    let claims = TokenClaims {
+        room: RoomId(1),
+        slot: 0,
+    };
+    let token = simsync_server::TokenMinter::new([9; 32], vec![server.udp_addr()])
+        .unwrap()
+        .timeout_seconds(1)
+        .mint(1, claims)
+        .unwrap();
+    let mut clients = vec![client(2, token, 0)];
+    run_until(&mut server, &mut clients, 400, |_, c| {
+        lifecycle(&c[0]).state.is_final()
+    });
+    let wrong = server
+        .remote_errors()
+        .count(RemoteErrorKind::WrongServerAddress);
+    // netcode resends its request 4 times a second until the 1 s timeout.
+    assert!((2..=8).contains(&wrong), "{wrong}");
+    assert_eq!(server.remote_errors().count(RemoteErrorKind::BadToken), 0);
+    assert!(server.rooms().room(RoomId(1)).unwrap().clients().is_empty());
+    let failure = match clients[0].world().resource::<ClientTransport>() {
+        ClientTransport::Udp(udp) => udp.connect_failure(),
+        ClientTransport::Memory(_) => None,
+    };
+    assert_eq!(
+        failure,
+        Some(simsync::net::ConnectFailure::NoAnswer {
+            server: server.udp_addr(),
+            timeout_secs: 1
+        })
+    );
+    let text = failure.unwrap().to_string();
+    for cause in ["replayed_token", "wrong_server_address", "bad_token"] {
+        assert!(text.contains(cause), "{text}");
+    }
+}
