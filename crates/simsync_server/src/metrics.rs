@@ -199,6 +199,7 @@ impl ServerMetrics {
         for reason in RejectReason::LABELS {
             drop(refused.get_or_create(&label("reason", hello_refusal_label(reason))));
         }
+        drop(refused.get_or_create(&label("reason", "participant_refused")));
         for kind in ["relay", "ownership"] {
             drop(rate_limited.get_or_create(&label("kind", kind)));
             drop(room_update.get_or_create(&label("kind", kind)));
@@ -352,6 +353,13 @@ impl ServerMetrics {
             &self.rate_limited.get_or_create(&label("kind", kind)),
             &mut seen.rate_limited,
             now.rate_limited,
+        );
+        add_new(
+            &self
+                .refused
+                .get_or_create(&label("reason", "participant_refused")),
+            &mut seen.refused_participants,
+            now.refused_participants,
         );
         let hellos = self.seen.hellos.entry(id).or_default();
         for (i, (reason, count)) in now.refused_hellos.iter().enumerate() {

@@ -182,6 +182,8 @@ pub struct RoomTotals {
     pub resent_sets: u64,
     /// A relay room's refused `Hello`s, by reason (`SlotStillConnected`...).
     pub refused_hellos: RejectCounts,
+    /// An ownership room's refused `Hello`s (version, protocols, joined twice, ids used up).
+    pub refused_participants: u64,
 }
 
 /// What one room update measured.
@@ -403,7 +405,9 @@ impl Room {
         let Host::Relay(host) = &self.host else {
             if let Some(server) = self.entity_server() {
                 let stats = server.stats();
-                self.totals.rate_limited = stats.rate_limited.total();
+                let (rate_limited, refused) = (stats.rate_limited.total(), stats.hellos_rejected);
+                self.totals.rate_limited = rate_limited;
+                self.totals.refused_participants = refused;
             }
             return;
         };
@@ -416,6 +420,7 @@ impl Room {
             snapshot_bytes: stats.snapshots.bytes_forwarded,
             resent_sets: stats.resent_sets,
             refused_hellos: stats.refused_hellos,
+            refused_participants: 0,
         };
         // The relay's counters start over with each match: a smaller count is a new match.
         let grow = |total: &mut u64, now: u64, last: u64| {

@@ -191,3 +191,41 @@ fn a_token_naming_another_address_is_counted_and_its_client_names_the_possible_c
         assert!(text.contains(cause), "{text}");
     }
 }
+
+#[test]
+fn a_second_token_for_a_held_slot_is_refused_and_counted_as_slot_still_connected() {
+    let mut server = server();
+    server
+        .rooms_mut()
+        .create(Some(RoomId(1)), relay_room(2))
+        .unwrap();
+    let mut clients = vec![client(2, token(&server, RoomId(1), 0, 1), 0)];
+    run_until(&mut server, &mut clients, 400, |_, c| {
+        lifecycle(&c[0]).state == SessionState::WaitingForPlayers
+    });
+    // Another client id with a token for the same slot, while its player is connected.
+    clients.push(client(2, token(&server, RoomId(1), 0, 2), 0));
+    run_until(&mut server, &mut clients, 400, |_, c| {
+        lifecycle(&c[1]).state == SessionState::Rejected
+    });
+    assert_eq!(
+        lifecycle(&clients[1]).reason,
+        Some(SessionStateReason::Rejected(
+            RejectReason::SlotStillConnected { slot: 0 }
+        ))
+    );
+    let totals = server.rooms().room(RoomId(1)).unwrap().totals();
+    assert_eq!(totals.refused_hellos.count("slot_still_connected"), 1);
+    assert_eq!(totals.refused_hellos.total(), 1);
+    let url = format!("http://{}/metrics", server.ops_addr().unwrap());
+    let text = ureq::get(&url)
+        .call()
+        .expect("metrics answer")
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        text.contains(r#"simsync_refused_total{reason="slot_still_connected"} 1"#),
+        "{text}"
+    );
+}
