@@ -110,14 +110,14 @@ impl Rng {
     pub(crate) fn new(seed: u64) -> Self {
         Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub(crate) fn next(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
     pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 }
 
@@ -150,7 +150,7 @@ pub(crate) fn mutate(body: &mut Body, blocks: &[usize], rng: &mut Rng) -> String
             1 => old ^ 1,
             2 => (old as usize + 1 + rng.below(3)).min(250) as u8,
             3 => [0, 250][rng.below(2)],
-            _ => (old + 1 + rng.below(7) as u8) % 8,
+            _ => ((old as usize + 1 + rng.below(7)) % 8) as u8,
         };
         what.push_str(&format!(" [{at}] {old}->{}", bytes[at]));
     }

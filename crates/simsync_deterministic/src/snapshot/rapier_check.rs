@@ -162,6 +162,7 @@ fn handles(node: &Node) -> Result<Vec<Handle>, String> {
 }
 
 /// A checked arena: the generation of each occupied slot, and its value.
+#[derive(Debug)]
 struct Arena<'a> {
     slots: Vec<Option<(u32, &'a Node)>>,
 }
@@ -541,10 +542,10 @@ fn check_persistent(
             }
         }
     }
-    if let Some(id) = persistent.field("split_island")?.option()? {
-        if slots.get(id.uint()? as usize).is_none_or(|s| s.is_none()) {
-            return Err("the split island does not exist".into());
-        }
+    if let Some(id) = persistent.field("split_island")?.option()?
+        && slots.get(id.uint()? as usize).is_none_or(|s| s.is_none())
+    {
+        return Err("the split island does not exist".into());
     }
     for removal in persistent.field("removal_journal")?.seq()? {
         handle(removal.field("body1")?)?;
@@ -776,8 +777,7 @@ fn check_narrow_phase(
         }
     }
     for graph in [&contacts, &intersections] {
-        for e in 0..graph.edges.len() {
-            let pair = graph.edges[e].0;
+        for (e, (pair, _)) in graph.edges.iter().enumerate() {
             let mut found = [
                 handle(pair.field("collider1")?)?,
                 handle(pair.field("collider2")?)?,
@@ -860,8 +860,7 @@ fn check_solver_graph(set: &Sets, np: &Node, contacts: &Graph, awake: u64) -> Re
         ));
     }
     let mut positioned = 0usize;
-    for e in 0..edges {
-        let pair = contacts.edges[e].0;
+    for (pair, _) in &contacts.edges {
         check_pair_color(pair, masks)?;
         for list in [
             pair.field("manifolds")?.seq()?,
@@ -1122,10 +1121,10 @@ fn check_parameters(params: &Node) -> Result<(), String> {
         return Err("a negative value".into());
     }
     for (name, value) in fields {
-        if let Node::Uint(v) = unwrap_newtype(value) {
-            if *v > MAX_ITERATIONS {
-                return Err(format!("`{name}` is {v}, above {MAX_ITERATIONS}"));
-            }
+        if let Node::Uint(v) = unwrap_newtype(value)
+            && *v > MAX_ITERATIONS
+        {
+            return Err(format!("`{name}` is {v}, above {MAX_ITERATIONS}"));
         }
     }
     Ok(())
@@ -1288,8 +1287,7 @@ fn check_joints(set: &Sets, impulse: &Node, multibody: &Node) -> Result<(), Stri
         |h| set.body_arena.contains(h),
         |h| coarena_get(&ids, h).and_then(|i| unwrap_newtype(i).uint().ok()),
     )?;
-    for e in 0..graph.edges.len() {
-        let joint = graph.edges[e].0;
+    for (e, (joint, _)) in graph.edges.iter().enumerate() {
         let mut found = [
             handle(joint.field("body1")?)?,
             handle(joint.field("body2")?)?,
@@ -1546,7 +1544,8 @@ mod tests {
     #[test]
     fn a_graph_with_well_linked_edge_lists_is_read() {
         let m = NONE;
-        let read = Graph::read(&graph([[0, m], [m, 0]], [m, m], [m, m])).expect("sound");
+        let node = graph([[0, m], [m, 0]], [m, m], [m, m]);
+        let read = Graph::read(&node).expect("sound");
         assert_eq!(read.edges[0].1, [0, 1]);
     }
 
