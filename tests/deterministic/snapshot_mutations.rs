@@ -28,9 +28,12 @@ struct WorldState {
     slots: Vec<(u32, bool)>,
     contexts: Vec<Entity>,
     components: Vec<Vec<(Entity, Stored)>>,
-    relationships: Vec<Vec<(Entity, (i32, i32), Vec<(Entity, (i32, i32))>)>>,
+    relationships: Vec<Vec<SavedTarget>>,
     resources: Vec<Option<Stored>>,
 }
+
+/// A relationship target, the change ticks of its collection, and its sources with theirs.
+type SavedTarget = (Entity, (i32, i32), Vec<(Entity, (i32, i32))>);
 
 #[derive(Serialize, Deserialize, Clone)]
 struct Stored {
@@ -397,8 +400,7 @@ fn replay_seek_on_mutated_replay_copies() {
         .unwrap_or(200);
     let (kind, range) = replay_records(&file)
         .into_iter()
-        .filter(|(kind, _)| *kind == 3)
-        .last()
+        .rfind(|(kind, _)| *kind == 3)
         .expect("the replay has a snapshot");
     let payload = &file[range.clone()];
     let tick = i32::from_le_bytes(payload[..4].try_into().expect("4 bytes"));
