@@ -21,4 +21,5 @@ mod rollback_exactness;
 mod silent_divergence;
 pub(crate) mod sim_events;
 mod smoothing;
+mod snapshot_mutations;
 mod snapshots;

@@ -160,6 +160,17 @@ pub enum SnapshotError {
         /// The serializer's error.
         reason: String,
     },
+    /// The snapshot's physics state is not consistent: an index or count inside Rapier's sets
+    /// (islands, contact graph, solver or body indices, joints, broad phase, collider parents)
+    /// does not point into the set it names. Such a snapshot passed its hashes (they are no
+    /// MAC) but was written wrong or forged; it is refused before any system runs on it.
+    #[error("inconsistent physics state in the snapshot: {structure}: {reason}")]
+    InconsistentPhysics {
+        /// The structure found wrong (such as "island manager" or "narrow phase").
+        structure: String,
+        /// The first broken rule.
+        reason: String,
+    },
     /// The loaded world's checksum differs from the snapshot's.
     #[error(
         "checksum mismatch at tick {tick}: the snapshot says {expected:#018x}, the loaded world has {found:#018x}"

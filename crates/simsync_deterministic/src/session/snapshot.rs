@@ -158,7 +158,9 @@ fn check_header<I: SimInput>(
 /// [`SnapshotError::NoSession`], [`SnapshotError::WrongVersion`],
 /// [`SnapshotError::ForeignGame`], [`SnapshotError::SessionAhead`] (nothing changed);
 /// [`SnapshotError::Corrupt`], [`SnapshotError::Value`], [`SnapshotError::NotSerializable`],
-/// [`SnapshotError::ChecksumMismatch`] (the worlds may be partly loaded: build a new App).
+/// [`SnapshotError::InconsistentPhysics`] (Rapier's loaded state does not hold together: a
+/// snapshot is untrusted input), [`SnapshotError::ChecksumMismatch`] (the worlds may be partly
+/// loaded: build a new App).
 pub fn load_snapshot<I: SimInput>(
     world: &mut World,
     snapshot: &WorldSnapshot,

@@ -253,7 +253,9 @@ fn corrupt(what: String) -> SnapshotError {
 /// [`SnapshotError::ForeignGame`] if the state does not fit this world (more slots than
 /// reserved, other Rapier context entities, other block counts); [`SnapshotError::Corrupt`]
 /// for a value on an entity the state does not hold; [`SnapshotError::NotSerializable`] /
-/// [`SnapshotError::Value`] if a value cannot be loaded. The world may be partly loaded after
+/// [`SnapshotError::Value`] if a value cannot be loaded;
+/// [`SnapshotError::InconsistentPhysics`] if the loaded Rapier state's indices do not hold
+/// together ([`rapier_check`](super::rapier_check)). The world may be partly loaded after
 /// an error: build a new App to try again.
 pub(crate) fn load_world(
     sw: &mut SimulationWorld,
@@ -318,6 +320,8 @@ pub(crate) fn load_world(
         )?;
     }
     drop(types);
+    // Before any system (bevy_rapier's writeback below is one) reads the loaded sets.
+    super::rapier_check::check_physics(&mut sw.world)?;
     rapier_serial::restore_last_written_transforms(&mut sw.world).map_err(|reason| {
         SnapshotError::Value {
             type_name: "bevy_rapier3d writeback".into(),

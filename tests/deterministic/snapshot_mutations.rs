@@ -1,0 +1,452 @@
+//! Snapshots whose Rapier state was changed under valid hashes (the FNV hashes of a snapshot
+//! are no MAC: any sender can frame changed bytes again): every such snapshot is refused with a
+//! typed error or loads and simulates; none panics, at load or in the ticks after
+//! ([snapshots are untrusted input] in the crate's rules).
+
+use std::sync::{Arc, Mutex};
+
+use bevy::prelude::*;
+use serde::{Deserialize, Serialize};
+use simsync::deterministic::{
+    DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SessionMode, SnapshotError, StateHasher,
+};
+use simsync::prelude::*;
+
+use crate::common::{self, TestGame};
+
+// --- The snapshot body's serde shape (the test's mirror of the crate's own format) -------------
+
+#[derive(Serialize, Deserialize, Clone)]
+pub(crate) struct Body {
+    world: WorldState,
+    continue_from: i32,
+    events_settled_through: i32,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct WorldState {
+    slots: Vec<(u32, bool)>,
+    contexts: Vec<Entity>,
+    components: Vec<Vec<(Entity, Stored)>>,
+    relationships: Vec<Vec<SavedTarget>>,
+    resources: Vec<Option<Stored>>,
+}
+
+/// A relationship target, the change ticks of its collection, and its sources with theirs.
+type SavedTarget = (Entity, (i32, i32), Vec<(Entity, (i32, i32))>);
+
+#[derive(Serialize, Deserialize, Clone)]
+struct Stored {
+    changed: i32,
+    added: i32,
+    bytes: Vec<u8>,
+}
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+/// The header length an encoded snapshot's frame states (bytes 9..13).
+fn header_len(bytes: &[u8]) -> usize {
+    u32::from_le_bytes(bytes[9..13].try_into().expect("4 bytes")) as usize
+}
+
+/// The decoded body of encoded snapshot `bytes`.
+pub(crate) fn body_of(bytes: &[u8]) -> Body {
+    let stored = &bytes[FRAME_BYTES + header_len(bytes)..];
+    let raw = if bytes[8] & 1 == 0 {
+        stored.to_vec()
+    } else {
+        let raw_len = u64::from_le_bytes(bytes[21..29].try_into().expect("8 bytes"));
+        lz4_flex::block::decompress(stored, raw_len as usize).expect("our own LZ4 payload")
+    };
+    bincode::serde::decode_from_slice(&raw, config())
+        .expect("our own body")
+        .0
+}
+
+/// `bytes` with its body replaced by `body` (uncompressed) under a valid frame: lengths and
+/// both FNV-1a hashes recomputed, the header kept.
+pub(crate) fn reframed(bytes: &[u8], body: &Body) -> Vec<u8> {
+    use std::hash::Hasher;
+    let body = bincode::serde::encode_to_vec(body, config()).expect("encode");
+    let header = &bytes[FRAME_BYTES..FRAME_BYTES + header_len(bytes)];
+    let mut hasher = StateHasher::default();
+    hasher.write(header);
+    hasher.write(&body);
+    let mut out = bytes[..13].to_vec();
+    out[8] = 0;
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&hasher.finish().to_le_bytes());
+    let mut frame_hasher = StateHasher::default();
+    frame_hasher.write(&out);
+    out.extend_from_slice(&frame_hasher.finish().to_le_bytes());
+    out.extend_from_slice(header);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The component blocks of Rapier's state on the context entity: the rigid-body, collider and
+/// joint sets and the simulation (islands, broad and narrow phase, CCD).
+pub(crate) fn physics_blocks(registered_types: &[String]) -> Vec<usize> {
+    const SETS: [&str; 4] = [
+        "RapierRigidBodySet",
+        "RapierContextColliders",
+        "RapierContextJoints",
+        "RapierContextSimulation",
+    ];
+    let blocks: Vec<usize> = registered_types
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| SETS.iter().any(|set| name.ends_with(set)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(blocks.len(), SETS.len(), "{registered_types:?}");
+    blocks
+}
+
+/// A xorshift generator: mutations are reproducible from their seed.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// Changes one to three bytes of one of the Rapier values of `body`: a flipped bit, a
+/// single-byte integer set to another small value (a varint below 251 is one byte), or a byte
+/// set to 0 or 250. Returns what it did.
+pub(crate) fn mutate(body: &mut Body, blocks: &[usize], rng: &mut Rng) -> String {
+    let block = blocks[rng.below(blocks.len())];
+    let values = &mut body.world.components[block];
+    let value = rng.below(values.len());
+    let bytes = &mut values[value].1.bytes;
+    let changes = 1 + rng.below(3);
+    let mut what = format!("block {block}:");
+    for _ in 0..changes {
+        let mut at = rng.below(bytes.len());
+        let mode = rng.below(5);
+        if mode == 4 {
+            // An index-like byte: a small value (short varint, enum tag, bool) made another.
+            for _ in 0..64 {
+                if bytes[at] < 8 {
+                    break;
+                }
+                at = rng.below(bytes.len());
+            }
+        }
+        let old = bytes[at];
+        bytes[at] = match mode {
+            0 => old ^ (1 << rng.below(8)),
+            1 if old < 251 => rng.below(251) as u8,
+            1 => old ^ 1,
+            2 => (old as usize + 1 + rng.below(3)).min(250) as u8,
+            3 => [0, 250][rng.below(2)],
+            _ => ((old as usize + 1 + rng.below(7)) % 8) as u8,
+        };
+        what.push_str(&format!(" [{at}] {old}->{}", bytes[at]));
+    }
+    what
+}
+
+/// What happened to one mutated snapshot.
+#[derive(Debug, Default)]
+pub(crate) struct Outcomes {
+    pub tried: u32,
+    pub refused_decode: u32,
+    pub refused_load: u32,
+    pub loaded_and_stepped: u32,
+    pub panics: Vec<String>,
+    pub reasons: std::collections::BTreeMap<String, u32>,
+}
+
+/// The scene: 2 balls and 50 boxes in piles (contacts, islands, sleeping).
+fn scene() -> TestGame {
+    TestGame {
+        boxes: 50,
+        players: 2,
+        ..TestGame::default()
+    }
+}
+
+/// A snapshot of [`scene`] at tick 40, some boxes asleep.
+fn scene_snapshot() -> Vec<u8> {
+    let mut app = common::app(scene(), 0, SessionMode::Lockstep, false);
+    common::run_until_verified(&mut app, 40);
+    app.capture_snapshot::<PackedInput>()
+        .expect("capture")
+        .encode()
+}
+
+/// An error's kind (and the structure or type it names), for counting.
+fn reason(error: &SnapshotError) -> String {
+    match error {
+        SnapshotError::InconsistentPhysics { structure, .. } => {
+            format!("inconsistent physics: {structure}")
+        }
+        SnapshotError::Value { type_name, .. } => format!("value of {type_name} does not decode"),
+        SnapshotError::ChecksumMismatch { .. } => "checksum mismatch".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Loads `bytes` into a fresh App and steps it `ticks` ticks.
+fn load_and_step(bytes: &[u8], ticks: i32, out: &mut Outcomes) {
+    let snapshot = match WorldSnapshot::decode(bytes, DEFAULT_MAX_SNAPSHOT_BYTES) {
+        Ok(s) => s,
+        Err(e) => {
+            out.refused_decode += 1;
+            *out.reasons.entry(reason(&e)).or_default() += 1;
+            return;
+        }
+    };
+    let mut app = common::app(scene(), 0, SessionMode::Lockstep, false);
+    match app.load_snapshot::<PackedInput>(&snapshot) {
+        Ok(tick) => {
+            common::run_until_verified(&mut app, tick + ticks);
+            out.loaded_and_stepped += 1;
+        }
+        Err(e) => {
+            out.refused_load += 1;
+            *out.reasons.entry(reason(&e)).or_default() += 1;
+        }
+    }
+}
+
+/// Tries `count` mutations (seeds `first..first + count`) of the scene's snapshot, each loaded
+/// and stepped `ticks` ticks. A panic is caught only to be counted (the test asserts none).
+pub(crate) fn run_mutations(first: u64, count: u64, ticks: i32) -> Outcomes {
+    let bytes = scene_snapshot();
+    let header = WorldSnapshot::decode_header(&bytes, DEFAULT_MAX_SNAPSHOT_BYTES).expect("header");
+    let blocks = physics_blocks(&header.registered_types);
+    let honest = body_of(&bytes);
+    let messages = Arc::new(Mutex::new(Vec::<String>::new()));
+    let previous = std::panic::take_hook();
+    {
+        let messages = messages.clone();
+        std::panic::set_hook(Box::new(move |info| {
+            let location = info
+                .location()
+                .map(|l| format!("{}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            let payload = info
+                .payload()
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            messages
+                .lock()
+                .expect("lock")
+                .push(format!("{location}: {payload}"));
+        }));
+    }
+    let mut out = Outcomes::default();
+    for seed in first..first + count {
+        let mut rng = Rng::new(seed);
+        let mut body = honest.clone();
+        let what = mutate(&mut body, &blocks, &mut rng);
+        let framed = reframed(&bytes, &body);
+        out.tried += 1;
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut partial = Outcomes::default();
+            load_and_step(&framed, ticks, &mut partial);
+            partial
+        }));
+        match run {
+            Ok(partial) => {
+                out.refused_decode += partial.refused_decode;
+                out.refused_load += partial.refused_load;
+                out.loaded_and_stepped += partial.loaded_and_stepped;
+                for (k, v) in partial.reasons {
+                    *out.reasons.entry(k).or_default() += v;
+                }
+            }
+            Err(_) => {
+                let message = messages.lock().expect("lock").pop().unwrap_or_default();
+                out.panics.push(format!("seed {seed} ({what}): {message}"));
+            }
+        }
+    }
+    std::panic::set_hook(previous);
+    out
+}
+
+#[test]
+fn the_honest_snapshot_reframed_by_the_mutation_harness_loads_and_simulates() {
+    let bytes = scene_snapshot();
+    let framed = reframed(&bytes, &body_of(&bytes));
+    let mut out = Outcomes::default();
+    load_and_step(&framed, 5, &mut out);
+    assert_eq!(out.loaded_and_stepped, 1, "{out:?}");
+}
+
+#[test]
+fn mutated_rapier_state_under_valid_hashes_is_refused_or_simulates_never_panics() {
+    let out = run_mutations(1, 40, 3);
+    assert!(out.panics.is_empty(), "{:#?}", out.panics);
+    assert_eq!(
+        out.tried,
+        out.refused_decode + out.refused_load + out.loaded_and_stepped
+    );
+    assert!(
+        out.reasons
+            .keys()
+            .any(|r| r.starts_with("inconsistent physics")),
+        "{out:?}"
+    );
+}
+
+/// The long run: `SIMSYNC_SNAPSHOT_MUTATIONS` mutations (default 600), printed.
+#[test]
+#[ignore = "the long run of the mutation test: run it by name with --ignored --nocapture"]
+fn many_mutated_snapshots_report() {
+    let count = std::env::var("SIMSYNC_SNAPSHOT_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let first = std::env::var("SIMSYNC_SNAPSHOT_MUTATION_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let out = run_mutations(first, count, 10);
+    println!(
+        "tried {}, refused at decode {}, refused at load {}, loaded and stepped {}, panics {}",
+        out.tried,
+        out.refused_decode,
+        out.refused_load,
+        out.loaded_and_stepped,
+        out.panics.len()
+    );
+    for (reason, n) in &out.reasons {
+        println!("  {n:5}  {reason}");
+    }
+    for panic in &out.panics {
+        println!("PANIC {panic}");
+    }
+    assert!(out.panics.is_empty());
+}
+
+// --- Through `sandbox replay --seek` -----------------------------------------------------------
+
+/// CRC-32 (IEEE, reflected) of `parts`: the replay format's record checksum.
+fn crc32(parts: &[&[u8]]) -> u32 {
+    let mut crc = !0u32;
+    for byte in parts.iter().flat_map(|p| p.iter()) {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                0xEDB8_8320 ^ (crc >> 1)
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// The records of a replay file: (offset, kind, payload range).
+fn replay_records(file: &[u8]) -> Vec<(u8, std::ops::Range<usize>)> {
+    let mut at = 10;
+    let mut out = Vec::new();
+    while at + 13 <= file.len() {
+        let kind = file[at];
+        let len = u32::from_le_bytes(file[at + 1..at + 5].try_into().expect("4 bytes")) as usize;
+        out.push((kind, at + 13..at + 13 + len));
+        at += 13 + len;
+    }
+    out
+}
+
+/// `file` with the record at `range` (of `kind`) replaced by `payload`, CRCs recomputed.
+fn replace_record(file: &[u8], kind: u8, range: std::ops::Range<usize>, payload: &[u8]) -> Vec<u8> {
+    let head = range.start - 13;
+    let len = (payload.len() as u32).to_le_bytes();
+    let mut out = file[..head].to_vec();
+    out.push(kind);
+    out.extend_from_slice(&len);
+    out.extend_from_slice(&crc32(&[&[kind], &len]).to_le_bytes());
+    out.extend_from_slice(&crc32(&[&[kind], &len, payload]).to_le_bytes());
+    out.extend_from_slice(payload);
+    out.extend_from_slice(&file[range.end..]);
+    out
+}
+
+/// The long run through the sandbox: `SIMSYNC_REPLAY_FILE` (recorded with `sandbox local
+/// --record FILE --snapshot-every N`), `SIMSYNC_SANDBOX_BIN` (the built `sandbox` example),
+/// `SIMSYNC_SNAPSHOT_MUTATIONS` copies (default 200) whose last snapshot's Rapier state is
+/// mutated under valid hashes and CRCs, each played with `replay --seek` at that snapshot's
+/// tick. Prints the exit codes; asserts no exit 101 (a panic).
+#[test]
+#[ignore = "needs a recorded replay and the built sandbox: see the docstring"]
+fn replay_seek_on_mutated_replay_copies() {
+    let file = std::fs::read(std::env::var("SIMSYNC_REPLAY_FILE").expect("SIMSYNC_REPLAY_FILE"))
+        .expect("read the replay");
+    let bin = std::env::var("SIMSYNC_SANDBOX_BIN").expect("SIMSYNC_SANDBOX_BIN");
+    let count: u64 = std::env::var("SIMSYNC_SNAPSHOT_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let (kind, range) = replay_records(&file)
+        .into_iter()
+        .rfind(|(kind, _)| *kind == 3)
+        .expect("the replay has a snapshot");
+    let payload = &file[range.clone()];
+    let tick = i32::from_le_bytes(payload[..4].try_into().expect("4 bytes"));
+    let bytes = &payload[4..];
+    let header = WorldSnapshot::decode_header(bytes, DEFAULT_MAX_SNAPSHOT_BYTES).expect("header");
+    let blocks = physics_blocks(&header.registered_types);
+    let honest = body_of(bytes);
+    let dir = std::env::temp_dir().join(format!("simsync-mutations-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut codes = std::collections::BTreeMap::<i32, u32>::new();
+    let mut crashes = Vec::new();
+    for seed in 0..count {
+        let mut rng = Rng::new(seed + 5_000);
+        let mut body = honest.clone();
+        let what = mutate(&mut body, &blocks, &mut rng);
+        let mut new_payload = tick.to_le_bytes().to_vec();
+        new_payload.extend_from_slice(&reframed(bytes, &body));
+        let copy = dir.join(format!("copy-{seed}.replay"));
+        std::fs::write(
+            &copy,
+            replace_record(&file, kind, range.clone(), &new_payload),
+        )
+        .expect("write the copy");
+        let status = std::process::Command::new(&bin)
+            .args([
+                "replay",
+                copy.to_str().expect("utf-8"),
+                "--seek",
+                &tick.to_string(),
+                "--quiet",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("run the sandbox");
+        let code = status.code().unwrap_or(-1);
+        *codes.entry(code).or_default() += 1;
+        if code == 101 || code < 0 {
+            crashes.push(format!("seed {seed} ({what}): exit {code}"));
+        } else {
+            let _ = std::fs::remove_file(&copy);
+        }
+    }
+    println!("{count} mutated copies of {tick}'s snapshot, exit codes: {codes:?}");
+    for crash in &crashes {
+        println!("CRASH {crash} (copy kept in {})", dir.display());
+    }
+    assert!(crashes.is_empty());
+}
