@@ -241,3 +241,36 @@ fn jittery_app(jitter: u32, seed: u64, ticks_per_update: u32) -> bevy::prelude::
         })
     })
 }
+
+#[test]
+fn rollbacks_count_discarded_predictions_none_at_zero_latency_some_with_latency() {
+    // The default configuration (rollbacks skipped when predictions hold), inputs that change
+    // every few ticks, 300 updates at zero latency and at four ticks of input latency.
+    let game = TestGame {
+        boxes: 20,
+        projectiles: true,
+        ..TestGame::default()
+    };
+    let mut zero = common::app_with_skip(game.clone(), 0, SessionMode::Predicted, false, true);
+    let mut late = common::app_with_skip(game, 4, SessionMode::Predicted, false, true);
+    for _ in 0..300 {
+        zero.update();
+        late.update();
+    }
+    let (z, l) = (common::stats(&zero), common::stats(&late));
+    // Zero latency: every update takes the verified timeline; nothing predicted is discarded.
+    assert!(z.ticks_verified >= 290, "{z:?}");
+    assert!(z.shared_advances >= 290, "{z:?}");
+    assert_eq!(
+        (z.rollbacks, z.corrective_rollbacks, z.resimulated_ticks),
+        (0, 0, 0),
+        "{z:?}"
+    );
+    // Four ticks late with changing inputs: some predictions were wrong, and each rollback
+    // replaced a timeline a confirmed input contradicted and re-simulated its ticks.
+    assert!(l.mispredicted_inputs > 5, "{l:?}");
+    assert!(l.rollbacks > 5, "{l:?}");
+    assert_eq!(l.rollbacks, l.corrective_rollbacks, "{l:?}");
+    assert!(l.rollbacks < l.ticks_verified, "{l:?}");
+    assert!(l.resimulated_ticks >= l.rollbacks, "{l:?}");
+}

@@ -56,6 +56,8 @@ extern crate self as simsync_deterministic;
 #[cfg(test)]
 mod alloc_bound;
 mod checksum;
+#[cfg(test)]
+mod churn_bound;
 mod config;
 mod context;
 mod diagnostics;
