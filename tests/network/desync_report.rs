@@ -1,5 +1,5 @@
-//! A desync the relay detects between networked clients: every client dumps the same verified
-//! tick, sends the relay its per-component hash breakdown of the desynced tick, and the relay's
+//! A desync the relay detects between networked clients: every client dumps its verified world
+//! at the desynced tick and the tick before it, sends the relay its per-component hash breakdown of the desynced tick, and the relay's
 //! report (to the server App and to every client) names the component and the slot; the
 //! dumps' diff names entity and component.
 
@@ -88,39 +88,57 @@ fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot(
     let relay = server.world().resource::<simsync::relay::RelayStats>();
     assert!(relay.desync_reports >= 1);
     assert_eq!(relay.contradicting_breakdowns, vec![0; 3]);
-    // Every client got the report and dumped the same tick (the first 32-aligned tick at least
-    // 32 after the desync).
+    // Every client got the report and dumped the desynced tick and the tick before it.
     let mut files = Vec::new();
+    let mut before = Vec::new();
     for c in 0..3 {
         let seen = peers.client(c).expect("running").world().resource::<Seen>();
         assert_eq!(
             seen.reports.first().map(|r| (r.tick, r.components.clone())),
             Some((first.tick, first.components.clone()))
         );
-        assert_eq!(seen.dumps.len(), 1, "one dump per client: {:?}", seen.dumps);
-        let written = &seen.dumps[0];
-        assert_eq!(written.tick, 64);
-        assert!(matches!(
-            &written.reason,
-            DumpReason::ServerDesync { tick: 30, players } if players == &vec![0]
-        ));
-        files.push(
-            simsync::deterministic::read_dump_file(&written.path, 1 << 24).expect("valid dump"),
+        let ticks: Vec<_> = seen.dumps.iter().map(|d| d.tick).collect();
+        assert_eq!(
+            ticks,
+            vec![29, 30],
+            "two dumps per client: {:?}",
+            seen.dumps
         );
+        for written in &seen.dumps {
+            assert!(matches!(
+                &written.reason,
+                DumpReason::ServerDesync { tick: 30, players } if players == &vec![0]
+            ));
+        }
+        let read = |w: &DesyncDumpWritten| {
+            simsync::deterministic::read_dump_file(&w.path, 1 << 24).expect("valid dump")
+        };
+        before.push(read(&seen.dumps[0]));
+        files.push(read(&seen.dumps[1]));
     }
-    // The desynced tick's breakdown is in each dump.
+    // The desynced tick's breakdown is in each dump of it.
     assert!(
         files
             .iter()
-            .all(|f| f.breakdowns.iter().any(|b| b.tick == 30))
+            .all(|f| f.breakdowns.last().is_some_and(|b| b.tick == 30))
     );
-    // Honest clients' dumps agree; the planted one differs in slot 1's Marble, field y.
+    // The tick before, every client agreed on; at the desynced tick the honest clients' dumps
+    // agree and the planted one differs in slot 1's Marble, field y, and nothing else.
+    for other in 1..3 {
+        assert!(
+            diff_dumps(&before[0], &before[other])
+                .expect("same game")
+                .is_empty()
+        );
+    }
     assert!(
         diff_dumps(&files[1], &files[2])
             .expect("same game")
             .is_empty()
     );
     let diff = diff_dumps(&files[0], &files[1]).expect("same game");
+    assert_eq!(diff.differences, 1, "{diff}");
+    assert_eq!(diff.root.as_ref().map(|r| r.tick), Some(30), "{diff}");
     let Some(Difference::Component {
         slot,
         type_name,
@@ -134,9 +152,9 @@ fn a_desync_between_networked_clients_is_dumped_and_named_by_component_and_slot(
     assert!(type_name.ends_with("Marble"));
     assert_eq!(fields.len(), 1);
     assert_eq!(fields[0].path, "y");
-    // Startup plus ticks 1..=64: 65 climbs, and client 0's planted half unit.
-    assert_eq!(fields[0].a.as_deref(), Some("65.5"));
-    assert_eq!(fields[0].b.as_deref(), Some("65.0"));
+    // Startup plus ticks 1..=30: 31 climbs, and client 0's planted half unit.
+    assert_eq!(fields[0].a.as_deref(), Some("31.5"));
+    assert_eq!(fields[0].b.as_deref(), Some("31.0"));
     for dir in dirs {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -246,6 +264,88 @@ fn hostile_breakdowns_are_counted_rejections_and_only_the_first_desync_gets_a_br
         reports[0]
     );
     assert_eq!(reports[0].slots, vec![1]);
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+// --- The sandbox's planted desync ---------------------------------------------------------------
+
+/// A small sandbox scene: a 2×1×2 pile beside player 0, player 1 further away.
+const PLANTED_SCENE: &str = r#"(
+    ground: (center: (0.0, -0.5, 0.0), size: (20.0, 1.0, 20.0)),
+    piles: [
+        (origin: (1.5, 0.5, 0.0), count: (2, 1, 2), spacing: (1.0, 1.0, 1.0),
+         shape: Box(size: (1.0, 1.0, 1.0))),
+    ],
+    players: [
+        (spawn: (0.0, 0.5, 0.0), shape: Ball(radius: 0.5)),
+        (spawn: (6.0, 0.5, 0.0), shape: Ball(radius: 0.5)),
+    ],
+)"#;
+
+#[test]
+fn a_desync_planted_at_tick_120_is_dumped_at_tick_120_and_diff_names_player_0s_body_first() {
+    use crate::sandbox_assets::{game::SandboxGame, scene::parse_scene};
+    let dirs: Vec<_> = (0..2).map(|i| dump_dir(&format!("planted-{i}"))).collect();
+    let scene = parse_scene(PLANTED_SCENE, std::path::Path::new("planted.ron")).expect("scene");
+    let game = SandboxGame::new(std::sync::Arc::new(scene), 2);
+    // The sandbox's `network --plant-desync 120`: client 0's simulation adds 0.5 m/s upwards to
+    // player 0's body at tick 120; a checksum every tick.
+    let client_dirs = dirs.clone();
+    let mut peers = peers_of(2, move |c| {
+        let game = match c {
+            0 => game.clone().with_planted_desync(120),
+            _ => game.clone(),
+        };
+        plugin(game).debugging(simsync::deterministic::DebugConfig::with_desync_dumps(
+            client_dirs[c].clone(),
+        ))
+    })
+    .link(LinkConditionerConfig::PERFECT.with_latency(20, 2))
+    .seed(3)
+    .tolerate_desyncs()
+    .customize(|_, app| {
+        app.init_resource::<Seen>().add_systems(Update, collect);
+    })
+    .build()
+    .expect("peers");
+    peers.verify(170, 3_000);
+    let mut dumps = Vec::new();
+    for c in 0..2 {
+        let seen = peers.client(c).expect("running").world().resource::<Seen>();
+        let ticks: Vec<_> = seen.dumps.iter().map(|d| d.tick).collect();
+        assert_eq!(ticks, vec![119, 120], "client {c}: {:?}", seen.dumps);
+        let read = |w: &DesyncDumpWritten| {
+            simsync::deterministic::read_dump_file(&w.path, 1 << 24).expect("valid dump")
+        };
+        dumps.push((read(&seen.dumps[0]), read(&seen.dumps[1])));
+    }
+    // Tick 119 was the same on both clients; at tick 120 player 0's body differs first.
+    let before = diff_dumps(&dumps[0].0, &dumps[1].0).expect("same game");
+    assert!(before.is_empty(), "{before}");
+    let diff = diff_dumps(&dumps[0].1, &dumps[1].1).expect("same game");
+    let player_0 = dumps[0]
+        .1
+        .entities
+        .iter()
+        .filter(|e| {
+            e.components
+                .iter()
+                .any(|v| v.type_name.ends_with("PlayerBody"))
+        })
+        .map(|e| e.slot)
+        .min()
+        .expect("player bodies are dumped");
+    let Some(Difference::Component { slot, .. }) = &diff.first else {
+        panic!("expected a component difference: {diff}");
+    };
+    assert_eq!(*slot, player_0, "{diff}");
+    assert!(
+        (1..=5).contains(&diff.differences),
+        "a handful of differences: {diff}"
+    );
+    println!("planted desync: {diff}");
     for dir in dirs {
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -30,7 +30,7 @@ use crate::{
 
 // The counting allocator is shared with `simsync_net`'s decoder test (one file, included by path).
 #[path = "../../simsync_net/tests/support/counting_alloc.rs"]
-mod counting_alloc;
+pub(crate) mod counting_alloc;
 
 use counting_alloc::largest_allocation;
 

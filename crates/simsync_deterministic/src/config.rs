@@ -334,6 +334,13 @@ pub struct DesyncDumpConfig {
     /// 4 s at 64 Hz with a checksum every tick), so a desync the relay reports after the tick
     /// is past can still be named.
     pub recent_breakdowns: usize,
+    /// In a networked session, dumps of the verified world at this many recent ticks are kept
+    /// in memory (default 128: 2 s at 64 Hz with a checksum every tick): every checksum tick
+    /// and the tick before it, so a desync the relay reports after the tick is past is dumped
+    /// as the world was at the desynced tick ([desync dumps](crate::rules#desync-dumps)). A
+    /// debug cost: one capture per kept tick, until the first desync is dumped. 0 keeps none
+    /// (a desync is then dumped at the tick the report arrives).
+    pub recent_dumps: usize,
 }
 
 impl DesyncDumpConfig {
@@ -343,6 +350,7 @@ impl DesyncDumpConfig {
             dir: dir.into(),
             max_bytes: DEFAULT_MAX_DUMP_BYTES,
             recent_breakdowns: 256,
+            recent_dumps: 128,
         }
     }
 }
@@ -353,8 +361,9 @@ pub struct DebugConfig {
     /// Write desync dumps ([desync dumps](crate::rules#desync-dumps)): on the first failed
     /// prediction check (`verify_predictions`; the predicted and the verified world of the
     /// tick — this captures the predicted world after every predicted tick, a debug cost) and
-    /// on the first desync the relay reports (the verified world, with per-component hash
-    /// breakdowns of the recent checksum ticks). Each file is reported as a
+    /// on the first desync the relay reports (the verified world at the desynced tick and the
+    /// tick before it, with per-component hash breakdowns of the recent checksum ticks; this
+    /// keeps a capture of every recent checksum tick until then, a debug cost). Each file is reported as a
     /// [`DesyncDumpWritten`](crate::DesyncDumpWritten) message, a failure as
     /// [`DesyncDumpFailed`](crate::DesyncDumpFailed).
     pub desync_dumps: Option<DesyncDumpConfig>,

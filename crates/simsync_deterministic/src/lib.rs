@@ -56,6 +56,8 @@ extern crate self as simsync_deterministic;
 #[cfg(test)]
 mod alloc_bound;
 mod checksum;
+#[cfg(test)]
+mod churn_bound;
 mod config;
 mod context;
 mod diagnostics;
@@ -98,7 +100,7 @@ pub use dump::{
     ComponentBreakdown, DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DesyncDumpConfig,
     DesyncDumpFailed, DesyncDumpWritten, Difference, DumpDiff, DumpError, DumpHeader, DumpReason,
     DumpSide, DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld, FieldDifference,
-    GameFingerprint, diff_dumps, flatten, read_dump_file,
+    GameFingerprint, RootDifference, diff_dumps, flatten, read_dump_file,
 };
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{

@@ -1,9 +1,11 @@
 //! Comparing two desync dumps: [`diff_dumps`] names the first differing entity (slot and
-//! generation), component type and field values, and the inputs of the tick.
+//! generation), component type and field values — the root difference first: what already
+//! differed at the earliest tick whose kept breakdowns differ — and the inputs of the tick.
 
 use std::fmt;
 
 use super::format::{DesyncDump, DumpError, DumpedInput, DumpedValue};
+use crate::checksum::ComponentBreakdown;
 use crate::tick::Tick;
 
 /// Which side of a diff.
@@ -68,14 +70,33 @@ pub enum Difference {
     },
 }
 
+/// The earliest tick at which two dumps' kept per-component breakdowns differ, and what
+/// differs at it: where a divergence started, when the dumps are of a later tick.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RootDifference {
+    /// The tick (a checksum tick kept in both dumps' breakdowns).
+    pub tick: Tick,
+    /// The slots whose components hash differently at `tick` (or live on one side only), in
+    /// slot order.
+    pub slots: Vec<u32>,
+    /// The component types whose values hash differently at `tick`, in registration order.
+    pub components: Vec<String>,
+    /// The resource types that hash differently at `tick`, in registration order.
+    pub resources: Vec<String>,
+}
+
 /// What [`diff_dumps`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DumpDiff {
     /// The ticks of the two dumps.
     pub ticks: (Tick, Tick),
-    /// The first difference (entities in slot order, components in registration order, then
-    /// resources); `None`: the dumps hold the same state.
+    /// The first difference, the root first: a difference of a slot and a type named by
+    /// [`root`](Self::root), then one of a slot or a type named there, then the others; within
+    /// each, entities in slot order, components in registration order, then resources.
+    /// `None`: the dumps hold the same state.
     pub first: Option<Difference>,
+    /// Where the dumps' kept breakdowns first differ (`None`: no tick kept in both differs).
+    pub root: Option<RootDifference>,
     /// How many entity, component and resource differences there are in all.
     pub differences: usize,
     /// The inputs of the tick in each dump.
@@ -145,12 +166,82 @@ pub fn diff_dumps(a: &DesyncDump, b: &DesyncDump) -> Result<DumpDiff, DumpError>
             fields,
         },
     );
+    let root = root_difference(&a.breakdowns, &b.breakdowns);
+    if let Some(root) = &root {
+        all.sort_by_key(|d| root_rank(d, root));
+    }
     Ok(DumpDiff {
         ticks: (a.header.tick, b.header.tick),
         differences: all.len(),
         first: all.into_iter().next(),
+        root,
         inputs: (a.inputs.clone(), b.inputs.clone()),
     })
+}
+
+/// The earliest tick kept in both `a` and `b` whose breakdowns differ, and what differs there.
+pub(crate) fn root_difference(
+    a: &[ComponentBreakdown],
+    b: &[ComponentBreakdown],
+) -> Option<RootDifference> {
+    let mut ticks: Vec<Tick> = a
+        .iter()
+        .map(|x| x.tick)
+        .filter(|t| b.iter().any(|y| y.tick == *t))
+        .collect();
+    ticks.sort_unstable();
+    ticks.into_iter().find_map(|tick| {
+        let x = a.iter().find(|x| x.tick == tick)?;
+        let y = b.iter().find(|y| y.tick == tick)?;
+        let root = RootDifference {
+            tick,
+            slots: differing_keys(&x.slots, &y.slots),
+            components: differing_keys(&x.components, &y.components),
+            resources: differing_keys(&x.resources, &y.resources),
+        };
+        let differs =
+            !(root.slots.is_empty() && root.components.is_empty() && root.resources.is_empty());
+        differs.then_some(root)
+    })
+}
+
+/// The keys whose hashes differ between `a` and `b` or that one side lacks, in `a`'s order
+/// then `b`'s.
+fn differing_keys<K: Clone + PartialEq>(a: &[(K, u64)], b: &[(K, u64)]) -> Vec<K> {
+    let hash_of = |list: &[(K, u64)], key: &K| list.iter().find(|(k, _)| k == key).map(|(_, h)| *h);
+    let mut out: Vec<K> = Vec::new();
+    for (key, _) in a.iter().chain(b) {
+        if hash_of(a, key) != hash_of(b, key) && !out.contains(key) {
+            out.push(key.clone());
+        }
+    }
+    out
+}
+
+/// 0: the difference is of a slot and a type that differ at the root tick; 1: of either; 2:
+/// neither.
+fn root_rank(difference: &Difference, root: &RootDifference) -> u8 {
+    let slot_named = |slot: &u32| root.slots.contains(slot);
+    let type_named = |list: &[String], name: &String| list.contains(name);
+    match difference {
+        Difference::EntityOnlyIn { slot, .. } => {
+            if slot_named(slot) {
+                0
+            } else {
+                2
+            }
+        }
+        Difference::Component {
+            slot, type_name, ..
+        } => 2 - u8::from(slot_named(slot)) - u8::from(type_named(&root.components, type_name)),
+        Difference::Resource { type_name, .. } => {
+            if type_named(&root.resources, type_name) {
+                0
+            } else {
+                2
+            }
+        }
+    }
 }
 
 fn entity_differences(a: &DesyncDump, b: &DesyncDump, out: &mut Vec<Difference>) {
@@ -282,6 +373,14 @@ impl fmt::Display for DumpDiff {
             "{} difference(s) between tick {ta} (a) and tick {tb} (b); the first:",
             self.differences
         )?;
+        if let Some(root) = &self.root {
+            writeln!(
+                f,
+                "  (the kept hashes first differ at tick {}: slots {:?}, components {:?}, \
+                 resources {:?}; differences there come first)",
+                root.tick, root.slots, root.components, root.resources
+            )?;
+        }
         match first {
             Difference::EntityOnlyIn {
                 side,
@@ -359,4 +458,101 @@ fn write_values(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dump::format::{DumpHeader, DumpReason, DumpedEntity, DumpedWorld, GameFingerprint};
+
+    fn value(type_name: &str, hash: u64) -> DumpedValue {
+        DumpedValue {
+            type_name: type_name.into(),
+            hash: Some(hash),
+            fields: None,
+        }
+    }
+
+    /// Slots 0 and 3, each with a Transform and a Velocity of the given hashes.
+    fn dump(
+        slot0: (u64, u64),
+        slot3: (u64, u64),
+        breakdowns: Vec<ComponentBreakdown>,
+    ) -> DesyncDump {
+        let entity = |slot, (t, v)| DumpedEntity {
+            slot,
+            generation: 0,
+            components: vec![value("Transform", t), value("Velocity", v)],
+        };
+        DesyncDump {
+            header: DumpHeader {
+                tick: 12,
+                world: DumpedWorld::Verified,
+                reason: DumpReason::Requested,
+                fingerprint: GameFingerprint::default(),
+                checksum: 0,
+                writer: None,
+            },
+            entities: vec![entity(0, slot0), entity(3, slot3)],
+            resources: Vec::new(),
+            inputs: Vec::new(),
+            breakdowns,
+        }
+    }
+
+    fn breakdown(tick: Tick, slot3: u64, velocity: u64) -> ComponentBreakdown {
+        ComponentBreakdown {
+            tick,
+            components: vec![("Transform".into(), 1), ("Velocity".into(), velocity)],
+            slots: vec![(0, 1), (3, slot3)],
+            resources: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_difference_at_the_earliest_differing_kept_tick_comes_first() {
+        // By tick 12 slot 0's Transform differs too, but at tick 10 only slot 3's Velocity did.
+        let a = dump(
+            (1, 1),
+            (1, 1),
+            vec![breakdown(9, 5, 5), breakdown(10, 5, 5)],
+        );
+        let b = dump(
+            (2, 1),
+            (2, 2),
+            vec![breakdown(9, 5, 5), breakdown(10, 6, 7)],
+        );
+        let diff = diff_dumps(&a, &b).expect("same game");
+        assert_eq!(diff.differences, 3);
+        let root = diff.root.as_ref().expect("the breakdowns differ");
+        assert_eq!(root.tick, 10);
+        assert_eq!(root.slots, vec![3]);
+        assert_eq!(root.components, vec!["Velocity".to_string()]);
+        let Some(Difference::Component {
+            slot, type_name, ..
+        }) = &diff.first
+        else {
+            panic!("{diff}");
+        };
+        assert_eq!((*slot, type_name.as_str()), (3, "Velocity"));
+        assert!(
+            diff.to_string().contains("first differ at tick 10"),
+            "{diff}"
+        );
+    }
+
+    #[test]
+    fn without_differing_breakdowns_the_first_difference_is_in_slot_order() {
+        let a = dump((1, 1), (1, 1), vec![breakdown(9, 5, 5)]);
+        let b = dump((2, 1), (2, 2), vec![breakdown(9, 5, 5)]);
+        let diff = diff_dumps(&a, &b).expect("same game");
+        assert_eq!(diff.root, None);
+        let Some(Difference::Component {
+            slot, type_name, ..
+        }) = &diff.first
+        else {
+            panic!("{diff}");
+        };
+        assert_eq!((*slot, type_name.as_str()), (0, "Transform"));
+    }
 }

@@ -50,8 +50,9 @@ pub enum DumpReason {
     /// to the verified state with the same inputs.
     PredictionMismatch,
     /// The relay judged the checksums of `tick` unequal and named `players`. The dump holds the
-    /// verified world of the dump's tick, which may be later than `tick` (see
-    /// [`DesyncDump::breakdowns`] for the state of `tick` itself).
+    /// verified world of `tick` or of the tick before it (a pair is written); of a later tick
+    /// only when `tick` was no longer kept when the report arrived (see
+    /// [`DesyncDump::breakdowns`] for the state of `tick` itself then).
     ServerDesync {
         /// The desynced tick.
         tick: Tick,

@@ -25,7 +25,7 @@ use bevy::prelude::*;
 pub use crate::checksum::ComponentBreakdown;
 pub use crate::config::DesyncDumpConfig;
 pub use capture::flatten;
-pub use diff::{Difference, DumpDiff, DumpSide, FieldDifference, diff_dumps};
+pub use diff::{Difference, DumpDiff, DumpSide, FieldDifference, RootDifference, diff_dumps};
 pub use format::{
     DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DumpError, DumpHeader, DumpReason,
     DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld, GameFingerprint,
@@ -67,14 +67,15 @@ pub(crate) struct DumpState {
     pub predicted: BTreeMap<Tick, DesyncDump>,
     /// Breakdowns of recent checksum ticks, oldest first.
     pub breakdowns: VecDeque<ComponentBreakdown>,
+    /// Dumps of the verified world at recent checksum ticks and the tick before each (without
+    /// breakdowns), by tick: the world a desync the relay reports later was judged on.
+    pub recent: BTreeMap<Tick, DesyncDump>,
     /// The prediction-mismatch dumps were written (only the first mismatch is dumped).
     pub prediction_written: bool,
-    /// The server-desync dump was written.
+    /// The server-desync dumps were written.
     pub desync_written: bool,
     /// The breakdown of the first desynced tick was sent to the relay.
     pub breakdown_sent: bool,
-    /// The server-desync dump waiting for its tick, and its reason.
-    pub scheduled: Option<(Tick, DumpReason)>,
     /// Desyncs reported by the relay in this update's poll, handled before verification.
     pub pending_desyncs: Vec<crate::source::DesyncDetected>,
 }
@@ -91,6 +92,38 @@ impl DumpState {
     /// The breakdown of `tick`, if kept.
     pub(crate) fn breakdown_of(&self, tick: Tick) -> Option<&ComponentBreakdown> {
         self.breakdowns.iter().find(|b| b.tick == tick)
+    }
+
+    /// Keeps `dump` (of the verified world at its tick), replacing a dump of the same tick (a
+    /// tick verified again after a snapshot load) and forgetting the oldest beyond `keep`.
+    pub(crate) fn keep_recent(&mut self, dump: DesyncDump, keep: usize) {
+        self.recent.insert(dump.header.tick, dump);
+        while self.recent.len() > keep {
+            self.recent.pop_first();
+        }
+    }
+
+    /// The kept dumps of a desync judged at `tick`: the dumps of `tick − 1` (when kept) and of
+    /// `tick`, oldest first, each with `reason` and the kept breakdowns of ticks up to its own;
+    /// empty when `tick` itself was not kept.
+    pub(crate) fn recent_for(&self, tick: Tick, reason: &DumpReason) -> Vec<DesyncDump> {
+        if !self.recent.contains_key(&tick) {
+            return Vec::new();
+        }
+        self.recent
+            .range(tick.saturating_sub(1)..=tick)
+            .map(|(t, dump)| {
+                let mut dump = dump.clone();
+                dump.header.reason = reason.clone();
+                dump.breakdowns = self
+                    .breakdowns
+                    .iter()
+                    .filter(|b| b.tick <= *t)
+                    .cloned()
+                    .collect();
+                dump
+            })
+            .collect()
     }
 }
 

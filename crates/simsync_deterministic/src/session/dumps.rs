@@ -1,8 +1,8 @@
 //! The session's desync dump triggers ([desync dumps](crate::rules#desync-dumps)): the first
 //! failed prediction check dumps the predicted and the verified world of the tick; the first
-//! desync the relay reports dumps the verified world with the breakdowns of recent checksum
-//! ticks, and sends the relay the breakdown of the desynced tick (the per-verified-tick part is
-//! the [`DesyncDumps`] hook). A replay's first checksum mismatch dumps the verified world of the
+//! desync the relay reports dumps the verified world of the desynced tick and the tick before
+//! it, with the breakdowns of recent checksum ticks, and sends the relay the breakdown of the
+//! desynced tick (what is kept per verified tick for this is the [`DesyncDumps`] hook). A replay's first checksum mismatch dumps the verified world of the
 //! mismatching tick (the replay check hook does).
 
 use bevy::prelude::*;
@@ -84,8 +84,9 @@ pub(super) fn on_prediction_mismatch<I: SimInput>(
 }
 
 /// Desync dumps as a verified-tick hook (installed with a dump directory): keeps the
-/// per-component breakdown of every checksum tick, and writes the scheduled server-desync dump
-/// when its tick is verified.
+/// per-component breakdown of every checksum tick and, in a networked session until the first
+/// server desync is dumped, a dump of the verified world at every checksum tick and the tick
+/// before it.
 pub(crate) struct DesyncDumps;
 
 impl<I: SimInput> VerifiedTickHook<I> for DesyncDumps {
@@ -93,12 +94,11 @@ impl<I: SimInput> VerifiedTickHook<I> for DesyncDumps {
         if verified.checksum.is_some() {
             keep_breakdown(verified.worlds, verified.session);
         }
-        dump_if_due(
-            verified.main,
-            verified.worlds,
-            verified.session,
-            verified.tick,
-        );
+        let interval = Tick::try_from(verified.session.config.checksum_interval).unwrap_or(1);
+        let next_is_checksum = (verified.tick + 1) % interval.max(1) == 0;
+        if verified.checksum.is_some() || next_is_checksum {
+            keep_recent(verified.main, verified.worlds, verified.session);
+        }
         HookFlow::Continue
     }
 }
@@ -116,29 +116,48 @@ fn keep_breakdown<I: SimInput>(
     session.dumps.keep_breakdown(breakdown, keep);
 }
 
-/// Ticks a server-desync dump is aligned to: every client dumps the first multiple of this at
-/// least this far after the desynced tick, so the dumps of all clients are of the same tick.
-pub(crate) const DESYNC_DUMP_ALIGN: Tick = 32;
-
-/// The tick every client dumps for a desync of `tick`: the first multiple of
-/// [`DESYNC_DUMP_ALIGN`] at least [`DESYNC_DUMP_ALIGN`] ticks after it.
-pub(crate) fn desync_dump_tick(tick: Tick) -> Tick {
-    let after = tick.saturating_add(DESYNC_DUMP_ALIGN);
-    after.saturating_add(DESYNC_DUMP_ALIGN - 1) / DESYNC_DUMP_ALIGN * DESYNC_DUMP_ALIGN
+/// After verifying a tick a desync may be judged on (its inputs in the session's scratch set):
+/// keeps a dump of the verified world, in a networked session that has not dumped a server
+/// desync yet.
+fn keep_recent<I: SimInput>(
+    main: &World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+) {
+    let keep = match &session.dumps.config {
+        Some(config) if config.recent_dumps > 0 => config.recent_dumps,
+        _ => return,
+    };
+    if session.link.is_none() || session.dumps.desync_written {
+        return;
+    }
+    let dump = capture::capture(
+        &mut worlds.verified,
+        &worlds.registry,
+        DumpContext {
+            world: DumpedWorld::Verified,
+            reason: DumpReason::Requested,
+            inputs: dumped_inputs(&session.inputs, &session.status),
+            breakdowns: Vec::new(),
+            writer: writer_of(main),
+        },
+    );
+    session.dumps.keep_recent(dump, keep);
 }
 
 /// The relay reported `desync`: sends the relay this client's breakdown of the tick (when
-/// kept; for the first desync of the session only, the one the relay compares) and, the first time, schedules a dump of the verified world at
-/// [`desync_dump_tick`] (or dumps its current tick when already past it).
+/// kept; for the first desync of the session only, the one the relay compares) and, the first
+/// time, writes the dumps of the verified world at the desynced tick and the tick before it
+/// (kept by [`DesyncDumps`]), or of its current tick when the desynced tick is no longer kept.
 pub(super) fn on_server_desync<I: SimInput>(
     main: &mut World,
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
     desync: &DesyncDetected,
 ) {
-    if session.dumps.config.is_none() {
+    let Some(config) = session.dumps.config.clone() else {
         return;
-    }
+    };
     if !session.dumps.breakdown_sent
         && let Some(breakdown) = session.dumps.breakdown_of(desync.tick).cloned()
     {
@@ -147,21 +166,25 @@ pub(super) fn on_server_desync<I: SimInput>(
             link.send_breakdown(main, &breakdown);
         }
     }
-    if session.dumps.desync_written || session.dumps.scheduled.is_some() {
+    if session.dumps.desync_written {
         return;
     }
+    session.dumps.desync_written = true;
     let reason = DumpReason::ServerDesync {
         tick: desync.tick,
         players: desync.players.clone(),
     };
-    let target = desync_dump_tick(desync.tick);
-    let now = worlds.verified.tick();
-    if now < target {
-        session.dumps.scheduled = Some((target, reason));
+    let kept = session.dumps.recent_for(desync.tick, &reason);
+    session.dumps.recent.clear();
+    if kept.is_empty() {
+        let now = worlds.verified.tick();
+        let inputs = confirmed_inputs(session, now);
+        dump_verified(main, worlds, session, reason, inputs);
         return;
     }
-    let inputs = confirmed_inputs(session, now);
-    dump_verified(main, worlds, session, reason, inputs);
+    for dump in &kept {
+        write_and_report(main, &config, dump);
+    }
 }
 
 /// The confirmed inputs of `tick` as a dump records them (missing ones marked).
@@ -182,52 +205,6 @@ fn confirmed_inputs<I: SimInput>(
         inputs.push(input.unwrap_or_default());
     }
     dumped_inputs(&inputs, &status)
-}
-
-/// A resync is about to replace the verified world: a server-desync dump still scheduled for a
-/// later tick is written now, of the desynced world at its current tick — at the scheduled
-/// tick the world would be the resynced one, and the dump is what a developer needs to find the
-/// cause.
-pub(super) fn write_scheduled_before_resync<I: SimInput>(main: &mut World) {
-    if !main.contains_resource::<SimulationWorlds>()
-        || !main.contains_resource::<DeterministicSession<I>>()
-    {
-        return;
-    }
-    main.resource_scope(|main, mut worlds: Mut<SimulationWorlds>| {
-        main.resource_scope(|main, mut session: Mut<DeterministicSession<I>>| {
-            let session = &mut *session;
-            let Some((_, reason)) = session.dumps.scheduled.take() else {
-                return;
-            };
-            let now = worlds.verified.tick();
-            let inputs = confirmed_inputs(session, now);
-            dump_verified(main, &mut worlds, session, reason, inputs);
-        });
-    });
-}
-
-/// After verifying `tick` (its inputs in the session's scratch set): writes the scheduled
-/// server-desync dump if it is due.
-fn dump_if_due<I: SimInput>(
-    main: &mut World,
-    worlds: &mut SimulationWorlds,
-    session: &mut DeterministicSession<I>,
-    tick: Tick,
-) {
-    if session
-        .dumps
-        .scheduled
-        .as_ref()
-        .is_none_or(|(t, _)| *t != tick)
-    {
-        return;
-    }
-    let Some((_, reason)) = session.dumps.scheduled.take() else {
-        return;
-    };
-    let inputs = dumped_inputs(&session.inputs, &session.status);
-    dump_verified(main, worlds, session, reason, inputs);
 }
 
 fn dump_verified<I: SimInput>(
@@ -345,13 +322,66 @@ pub fn write_desync_dump<I: SimInput>(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::dump::{ComponentBreakdown, GameFingerprint};
+    use crate::dump::{DesyncDump, DumpHeader, DumpReason, DumpState, DumpedWorld};
+
+    fn dump(tick: crate::Tick) -> DesyncDump {
+        DesyncDump {
+            header: DumpHeader {
+                tick,
+                world: DumpedWorld::Verified,
+                reason: DumpReason::Requested,
+                fingerprint: GameFingerprint::default(),
+                checksum: tick as u64,
+                writer: None,
+            },
+            entities: Vec::new(),
+            resources: Vec::new(),
+            inputs: Vec::new(),
+            breakdowns: Vec::new(),
+        }
+    }
+
+    fn breakdown(tick: crate::Tick) -> ComponentBreakdown {
+        ComponentBreakdown {
+            tick,
+            ..Default::default()
+        }
+    }
 
     #[test]
-    fn every_client_dumps_the_same_aligned_tick_after_the_desync() {
-        assert_eq!(desync_dump_tick(1), 64);
-        assert_eq!(desync_dump_tick(32), 64);
-        assert_eq!(desync_dump_tick(33), 96);
-        assert_eq!(desync_dump_tick(0), 32);
+    fn a_desync_is_dumped_at_its_tick_and_the_tick_before_from_the_kept_dumps() {
+        let mut state = DumpState::default();
+        for tick in 1..=300 {
+            state.keep_recent(dump(tick), 128);
+            state.keep_breakdown(breakdown(tick), 256);
+        }
+        assert_eq!(state.recent.len(), 128, "bounded");
+        let reason = DumpReason::ServerDesync {
+            tick: 250,
+            players: vec![0],
+        };
+        let dumps = state.recent_for(250, &reason);
+        let ticks: Vec<_> = dumps.iter().map(|d| d.header.tick).collect();
+        assert_eq!(ticks, vec![249, 250]);
+        assert!(dumps.iter().all(|d| d.header.reason == reason));
+        // Each dump carries the breakdowns of its tick and before, not later ones.
+        assert_eq!(dumps[1].breakdowns.last().map(|b| b.tick), Some(250));
+        assert_eq!(dumps[0].breakdowns.last().map(|b| b.tick), Some(249));
+        // A tick no longer kept (or never kept) gives nothing: the caller dumps its current tick.
+        assert!(state.recent_for(100, &reason).is_empty());
+        // The first kept tick has no kept tick before it.
+        assert_eq!(state.recent_for(173, &reason).len(), 1);
+    }
+
+    #[test]
+    fn a_tick_verified_again_replaces_its_kept_dump() {
+        let mut state = DumpState::default();
+        state.keep_recent(dump(5), 4);
+        let mut again = dump(5);
+        again.header.checksum = 99;
+        state.keep_recent(again, 4);
+        assert_eq!(state.recent.len(), 1);
+        assert_eq!(state.recent[&5].header.checksum, 99);
     }
 }

@@ -166,8 +166,6 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
         .and_then(|s| s.link.as_ref())
         .is_some_and(|link| link.awaiting_resync());
     if resync {
-        // The desync dump first, of the world the resync replaces.
-        super::dumps::write_scheduled_before_resync::<I>(world);
         world.insert_resource(super::snapshot::SnapshotRewind);
     }
     let reason = match (hooks.load)(world, &snapshot.bytes, hooks.max_bytes) {

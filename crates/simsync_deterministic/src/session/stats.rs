@@ -22,22 +22,29 @@ pub struct SessionStats {
     pub ticks_verified: u64,
     /// Predicted ticks simulated (re-simulations included).
     pub ticks_predicted: u64,
-    /// Rollbacks performed.
+    /// Rollbacks ([rollback counters](crate::rules#rollback-counters)): the predicted world's
+    /// state was discarded, the verified state restored into it and the ticks after the
+    /// verified tick predicted again. An update at zero latency whose predictions held counts
+    /// none (that is a [`shared_advances`](Self::shared_advances)); nor does an update that
+    /// skipped the rollback ([`skipped_rollbacks`](Self::skipped_rollbacks)).
     pub rollbacks: u64,
-    /// Rollbacks performed although skipping had been requested
-    /// ([`IsRollbackRequired` overrides](crate::rules#isrollbackrequired-overrides-the-skip-flags)).
+    /// Of the rollbacks, those performed although skipping had been requested: every
+    /// prediction held, and an
+    /// [`IsRollbackRequired` override](crate::rules#isrollbackrequired-overrides-the-skip-flags)
+    /// forced the restore.
     pub forced_rollbacks: u64,
-    /// Of the rollbacks, those done without a copy or a simulated tick: every prediction of
-    /// the predicted timeline held, so the predicted world shares the verified world's state
-    /// until it must predict again
+    /// Updates in which the predicted world took the verified timeline without a copy or a
+    /// simulated tick: every prediction of the predicted timeline held, so the predicted world
+    /// shares the verified world's state until it must predict again
     /// ([the shared timeline](crate::rules#the-predicted-world-shares-a-verified-timeline)).
-    pub advanced_rollbacks: u64,
+    /// Not rollbacks: nothing predicted was discarded. At zero latency every update is one.
+    pub shared_advances: u64,
     /// Of the rollbacks, those that replaced a predicted timeline the verified one contradicts:
     /// a tick of it had been simulated with inputs other than those now known (or it diverged
     /// earlier without a rollback). Only these can change what the predicted world shows; the
-    /// others (shared timelines, forced or unskipped rollbacks of predictions that held)
-    /// reproduce the same states, so [visual smoothing](crate::rules#visual-smoothing) takes
-    /// only these as corrections.
+    /// others (forced rollbacks, or rollbacks with `skip_rollback_when_predictions_hold` off, of
+    /// predictions that held) reproduce the same states, so
+    /// [visual smoothing](crate::rules#visual-smoothing) takes only these as corrections.
     pub corrective_rollbacks: u64,
     /// Verified ticks the predicted world simulated on confirmed inputs to catch up with the
     /// verified world when it stopped sharing its state (at most one per catch-up).

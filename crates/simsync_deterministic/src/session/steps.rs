@@ -288,24 +288,18 @@ pub(super) fn rollback<I: SimInput>(
         let held = timeline_held(session);
         if held && can_share(session, session.predicted_tick, target) {
             worlds.shared = true;
-            stats.advanced_rollbacks += 1;
+            stats.shared_advances += 1;
         } else {
             let report = worlds.copy_verified_into_predicted();
             stats.rollback_restored_entities += u64::from(report.restored_entities);
             stats.rollback_parked_entities += u64::from(report.parked_entities);
-        }
-        if !held {
-            stats.corrective_rollbacks += 1;
+            let skip_requested = world
+                .resource::<SimulatorContext>()
+                .skip_prediction_rollback_if_possible();
+            count_rollback(stats, held, skip_requested);
         }
         session.predicted_diverged = false;
         check(context(world).record_rollback());
-        stats.rollbacks += 1;
-        if world
-            .resource::<SimulatorContext>()
-            .skip_prediction_rollback_if_possible()
-        {
-            stats.forced_rollbacks += 1;
-        }
         session.predicted_tick = worlds.verified.tick();
         session.audit.restart(session.predicted_tick);
         session.used_inputs.clear();
@@ -313,6 +307,21 @@ pub(super) fn rollback<I: SimInput>(
     let ctx = world.resource::<SimulatorContext>();
     if !ctx.has_rolled_back_prediction() && ctx.ticks_verified() > 0 {
         stats.skipped_rollbacks += 1;
+    }
+}
+
+/// Counts a rollback that restored the verified state into the predicted world
+/// ([rollback counters](crate::rules#rollback-counters)): always in `rollbacks`; in
+/// `corrective_rollbacks` when the predicted timeline had not `held` (a confirmed input differed
+/// from its prediction); in `forced_rollbacks` when skipping had been requested
+/// (`skip_requested`) and the rollback happened anyway. A shared advance is none of these.
+fn count_rollback(stats: &mut SessionStats, held: bool, skip_requested: bool) {
+    stats.rollbacks += 1;
+    if !held {
+        stats.corrective_rollbacks += 1;
+    }
+    if skip_requested {
+        stats.forced_rollbacks += 1;
     }
 }
 
