@@ -75,8 +75,9 @@ pub(crate) struct DumpState {
     pub breakdown_sent: bool,
     /// The server-desync dump waiting for its tick, and its reason.
     pub scheduled: Option<(Tick, DumpReason)>,
-    /// Desyncs reported by the relay in this update's poll, handled before verification.
-    pub pending_desyncs: Vec<crate::source::DesyncDetected>,
+    /// Desyncs reported by the relay in this update's poll, this client's or other players'
+    /// (`(tick, players named)`), handled before verification.
+    pub pending_desyncs: Vec<(Tick, Vec<crate::tick::PlayerIndex>)>,
 }
 
 impl DumpState {

@@ -17,7 +17,6 @@ use crate::dump::{
     DumpReason, DumpedWorld, dumped_inputs, write_and_report, write_dump_file, writer_of,
 };
 use crate::input::{InputStatus, SimInput};
-use crate::source::DesyncDetected;
 use crate::tick::Tick;
 use crate::worlds::SimulationWorlds;
 
@@ -127,20 +126,21 @@ pub(crate) fn desync_dump_tick(tick: Tick) -> Tick {
     after.saturating_add(DESYNC_DUMP_ALIGN - 1) / DESYNC_DUMP_ALIGN * DESYNC_DUMP_ALIGN
 }
 
-/// The relay reported `desync`: sends the relay this client's breakdown of the tick (when
+/// The relay reported a desync of `players` at `tick` (this client's or others'): sends the relay this client's breakdown of the tick (when
 /// kept; for the first desync of the session only, the one the relay compares) and, the first time, schedules a dump of the verified world at
 /// [`desync_dump_tick`] (or dumps its current tick when already past it).
 pub(super) fn on_server_desync<I: SimInput>(
     main: &mut World,
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
-    desync: &DesyncDetected,
+    tick: Tick,
+    players: Vec<crate::tick::PlayerIndex>,
 ) {
     if session.dumps.config.is_none() {
         return;
     }
     if !session.dumps.breakdown_sent
-        && let Some(breakdown) = session.dumps.breakdown_of(desync.tick).cloned()
+        && let Some(breakdown) = session.dumps.breakdown_of(tick).cloned()
     {
         session.dumps.breakdown_sent = true;
         if let Some(link) = session.link.as_mut() {
@@ -150,11 +150,8 @@ pub(super) fn on_server_desync<I: SimInput>(
     if session.dumps.desync_written || session.dumps.scheduled.is_some() {
         return;
     }
-    let reason = DumpReason::ServerDesync {
-        tick: desync.tick,
-        players: desync.players.clone(),
-    };
-    let target = desync_dump_tick(desync.tick);
+    let reason = DumpReason::ServerDesync { tick, players };
+    let target = desync_dump_tick(tick);
     let now = worlds.verified.tick();
     if now < target {
         session.dumps.scheduled = Some((target, reason));
