@@ -343,19 +343,50 @@ fn one_liar_of_three_is_one_desync_with_the_default_checksum_interval() {
 #[derive(bevy::prelude::Component, Clone, Debug, SimHash)]
 struct Heat(u32);
 
-#[test]
-fn an_authoritative_game_that_cannot_be_snapshotted_is_refused_at_setup_naming_the_type() {
-    let make = Arc::new(|| {
+/// The honest game, plus [`Heat`].
+fn heat_game() -> simsync::authority::PluginMaker<PackedInput> {
+    Arc::new(|| {
         DeterministicPlugin::<PackedInput>::from_fn(|app| {
             app.add_plugins(honest())
                 .rollback_hashed_component::<Heat>();
         })
-    });
-    let refused = LockstepAuthority::factory::<PackedInput>(2, make).err();
+    })
+}
+
+#[test]
+fn an_authoritative_game_that_cannot_be_snapshotted_is_refused_at_setup_naming_the_type() {
+    let refused = LockstepAuthority::factory::<PackedInput>(2, heat_game()).err();
     let Some(SessionError::NotSerializable { type_name }) = refused.clone() else {
         panic!("{refused:?}");
     };
     assert!(type_name.ends_with("Heat"), "{type_name}");
     let text = refused.expect("refused").to_string();
     assert!(text.contains("Heat") && text.contains("_serde"), "{text}");
+}
+
+#[test]
+fn a_world_spawned_for_a_game_that_cannot_be_snapshotted_fails_its_first_tick() {
+    use simsync::relay::Authority;
+    let mut world = LockstepAuthority::spawn::<PackedInput>(2, heat_game());
+    let input = simsync_net::encode(&PackedInput::default()).expect("encodes");
+    let set = simsync_net::InputSet {
+        inputs: vec![input; 2],
+        replaced: 0,
+        disconnected: 0,
+    };
+    world.confirmed(1, &set).expect("handed over");
+    // The world answers on its own thread: poll until its answer comes.
+    let mut failure = None;
+    for _ in 0..10_000 {
+        match world.checksums() {
+            Ok(checksums) => assert!(checksums.is_empty(), "{checksums:?}"),
+            Err(error) => {
+                failure = Some(error);
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let failure = failure.expect("the world answered");
+    assert!(failure.contains("Heat"), "{failure}");
 }
