@@ -539,10 +539,11 @@ relay_agree() {
 import json, sys
 runs = [json.load(open(p)) for p in sys.argv[1:]]
 finals = {r["final_checksum"] for r in runs}
-bad = [f"{p}: desyncs {r['desyncs_reported']}, mismatches {r['checksum_mismatches']}, "
+bad = [f"{p}: desyncs {r['desyncs']}, others desynced {r['others_desynced']}, "
+       f"mismatches {r['checksum_mismatches']}, "
        f"resim {r['resim_ticks_matching']}/{r['resim_ticks_checked']}"
        for p, r in zip(sys.argv[1:], runs)
-       if r["desyncs_reported"] or r["checksum_mismatches"]
+       if r["desyncs"] or r["others_desynced"] or r["checksum_mismatches"]
        or r["resim_ticks_matching"] != r["resim_ticks_checked"]]
 numbers = "; ".join(
     f"slot {r['slot']}: final {r['final_checksum']} at tick {r['ticks']}, verified "

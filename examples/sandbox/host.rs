@@ -44,7 +44,7 @@ pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
             verify_predictions: false,
             rejoin: None,
         };
-        let world = authority_factory(session, game);
+        let world = authority_factory(session, game)?;
         DedicatedServer::bind_with(config, move |relay, room| {
             fingerprint_relay(relay, room).with_authority(world(), Resync::On)
         })

@@ -90,13 +90,17 @@ pub fn client_app(
 
 /// An authoritative relay's world: the client plugin of `session` (every slot) simulating
 /// `game`, run in lockstep by `simsync::authority::LockstepAuthority`.
+///
+/// # Errors
+/// Exit code 1 when the game's world cannot serve the room (a type it cannot snapshot).
 pub fn authority_factory(
     session: ClientSession,
     game: SandboxGame,
-) -> simsync::relay::AuthorityFactory {
+) -> Result<simsync::relay::AuthorityFactory, Failure> {
     let slots = session.players;
     let make = move || client_plugin(&session, game.clone(), "authority".into());
     simsync::authority::LockstepAuthority::factory::<PackedInput>(slots, Arc::new(make))
+        .map_err(|e| Failure::run(format!("the authoritative room cannot be set up: {e}")))
 }
 
 /// The session plugin of a client of `session` simulating `game`, named `name`: stepped clock,
@@ -241,7 +245,8 @@ fn client_summary(world: &mut World, compared: usize, mismatches: usize) -> Valu
         "replaced_inputs": net.replaced_inputs,
         "checksums_compared": compared,
         "checksum_mismatches": mismatches,
-        "desyncs_reported": net.desyncs_reported,
+        "desyncs": net.desyncs,
+        "others_desynced": net.others_desynced,
         "resyncs": net.resyncs,
         "resynced": net.resynced.map(|(from, to)| json!({"from_tick": from, "to_tick": to})),
         "resim_ticks_checked": s.resim_ticks_checked,
@@ -322,7 +327,8 @@ fn in_process_peers(
     let link = link(args);
     let authority = args
         .authoritative
-        .then(|| authority_factory(session.clone(), game.clone()));
+        .then(|| authority_factory(session.clone(), game.clone()))
+        .transpose()?;
     let peers = RelayPeers::builder(slots, move |id| {
         let (game, name) = match (id, plant) {
             (0, Some(tick)) => (
@@ -884,7 +890,8 @@ pub fn run_client(
             record.finish(&mut app, run.quiet)?;
         }
         let s = stats(&app);
-        let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs_reported) as usize;
+        // This client's own desyncs (another player's desync is `others_desynced`).
+        let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs) as usize;
         let mut summary = client_summary(app.world_mut(), s.checksum_history.len(), mismatches);
         summary["mode"] = json!("client");
         summary["match"] = json!(m);
@@ -902,7 +909,7 @@ pub fn run_client(
         let (named, resyncs) = s
             .network
             .as_ref()
-            .map_or((0, 0), |n| (n.desyncs_naming_self, n.resyncs));
+            .map_or((0, 0), |n| (n.desyncs, n.resyncs));
         agree &=
             (named == 0 || resyncs >= named) && s.resim_ticks_matching == s.resim_ticks_checked;
         summaries.push(summary);

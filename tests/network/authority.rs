@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use simsync::authority::LockstepAuthority;
 use simsync::deterministic::NetworkSessionConfig;
+use simsync::deterministic::{DesyncJudge, SessionError};
 use simsync::prelude::*;
 use simsync::relay::{DeterministicServerPlugin, RelayStats, Resync};
 use simsync_net::{
@@ -14,6 +15,7 @@ use simsync_net::{
 };
 
 use super::harness::{Peers, PeersExt, peers_of, snapshot_plugin};
+use super::hostile_peers::{desyncs, recording_desyncs};
 use crate::deterministic::desync_dumps::MarbleGame;
 
 fn honest() -> MarbleGame {
@@ -29,7 +31,7 @@ fn authoritative(players: u8, resync: Resync) -> DeterministicServerPlugin {
     DeterministicServerPlugin::new::<PackedInput>(players, 64)
         .reconnect_seed(3)
         .authority(
-            LockstepAuthority::factory::<PackedInput>(players, make),
+            LockstepAuthority::factory::<PackedInput>(players, make).expect("a snapshottable game"),
             resync,
         )
 }
@@ -259,4 +261,132 @@ fn of_two_clients_one_lying_about_its_checksums_only_the_liar_is_named() {
         "the honest client is never named"
     );
     assert!(stats.desyncs_named[1] >= 1, "{:?}", stats.desyncs_named);
+}
+
+/// An authoritative room of 3 (resync on) whose client 0 plants a desync at tick 30, each client
+/// checksumming every `checksum_interval` verified ticks and keeping the desync reports it was
+/// told of; run to tick 240.
+fn one_liar_of_three(checksum_interval: u32) -> Peers {
+    let builder = peers_of(3, move |c| {
+        let game = MarbleGame {
+            plant_at: (c == 0).then_some(30),
+            plant_in: None,
+        };
+        snapshot_plugin(game, NetworkSessionConfig::default())
+            .edit_config(|config| config.checksum_interval = checksum_interval)
+    })
+    .link(LinkConditionerConfig::PERFECT.with_latency(20, 2))
+    .relay(authoritative(3, Resync::On))
+    .tolerate_desyncs();
+    let mut peers = recording_desyncs(builder).build().expect("peers");
+    peers.verify(240, 8_000);
+    peers
+}
+
+/// One liar is one desync: the room counts 1 (however many ticks it was judged on), the liar
+/// alone is told it desynced and that the authority judged it, the honest clients are told
+/// "player 0 desynced" and count no desync of their own.
+fn assert_one_liar_is_one_desync(peers: &Peers) {
+    let stats = relay_stats(peers);
+    assert_eq!(stats.desyncs, 1, "{stats:?}");
+    assert_eq!(stats.desync_episodes, vec![1, 0, 0], "{stats:?}");
+    assert!(stats.desynced_ticks >= 1, "{stats:?}");
+    assert_eq!(stats.desyncs_named[1..], [0, 0], "{stats:?}");
+    assert!(stats.authority.resyncs >= 1, "{:?}", stats.authority);
+    for c in 0..3 {
+        let seen = desyncs(peers, c);
+        assert_eq!(seen.len(), 1, "client {c}: {seen:?}");
+        assert_eq!(seen[0].players, vec![0], "client {c}");
+        assert_eq!(seen[0].judge, DesyncJudge::Authority, "client {c}");
+        assert_eq!(seen[0].own, c == 0, "client {c}");
+        let net = peers.net_of(c);
+        let own = u64::from(c == 0);
+        assert_eq!(
+            (net.desyncs, net.others_desynced),
+            (own, 1 - own),
+            "client {c}: {net:?}"
+        );
+    }
+    let liar = peers.net_of(0).last_desync.expect("the liar was told");
+    assert_eq!(liar.judge, DesyncJudge::Authority);
+    // Resynced, the liar agrees again: the checksums each client last recorded of tick 240.
+    let at_240 = |c| {
+        let history = peers.stats_of(c).checksum_history;
+        history
+            .iter()
+            .rev()
+            .find(|x| x.tick == 240)
+            .map(|x| x.checksum)
+    };
+    assert!(at_240(0).is_some());
+    assert_eq!(at_240(0), at_240(1));
+    assert_eq!(at_240(1), at_240(2));
+}
+
+#[test]
+fn one_liar_of_three_is_one_desync_with_a_checksum_every_tick() {
+    let peers = one_liar_of_three(1);
+    let stats = relay_stats(&peers);
+    // Judged on several ticks before the resync: still one desync.
+    assert!(stats.desynced_ticks >= 2, "{stats:?}");
+    assert_one_liar_is_one_desync(&peers);
+}
+
+#[test]
+fn one_liar_of_three_is_one_desync_with_the_default_checksum_interval() {
+    let interval = simsync::deterministic::SessionConfig::default().checksum_interval;
+    assert!(interval > 1, "{interval}");
+    assert_one_liar_is_one_desync(&one_liar_of_three(interval));
+}
+
+/// A component a game rolls back with no snapshot serializer and no reflection.
+#[derive(bevy::prelude::Component, Clone, Debug, SimHash)]
+struct Heat(u32);
+
+/// The honest game, plus [`Heat`].
+fn heat_game() -> simsync::authority::PluginMaker<PackedInput> {
+    Arc::new(|| {
+        DeterministicPlugin::<PackedInput>::from_fn(|app| {
+            app.add_plugins(honest())
+                .rollback_hashed_component::<Heat>();
+        })
+    })
+}
+
+#[test]
+fn an_authoritative_game_that_cannot_be_snapshotted_is_refused_at_setup_naming_the_type() {
+    let refused = LockstepAuthority::factory::<PackedInput>(2, heat_game()).err();
+    let Some(SessionError::NotSerializable { type_name }) = refused.clone() else {
+        panic!("{refused:?}");
+    };
+    assert!(type_name.ends_with("Heat"), "{type_name}");
+    let text = refused.expect("refused").to_string();
+    assert!(text.contains("Heat") && text.contains("_serde"), "{text}");
+}
+
+#[test]
+fn a_world_spawned_for_a_game_that_cannot_be_snapshotted_fails_its_first_tick() {
+    use simsync::relay::Authority;
+    let mut world = LockstepAuthority::spawn::<PackedInput>(2, heat_game());
+    let input = simsync_net::encode(&PackedInput::default()).expect("encodes");
+    let set = simsync_net::InputSet {
+        inputs: vec![input; 2],
+        replaced: 0,
+        disconnected: 0,
+    };
+    world.confirmed(1, &set).expect("handed over");
+    // The world answers on its own thread: poll until its answer comes.
+    let mut failure = None;
+    for _ in 0..10_000 {
+        match world.checksums() {
+            Ok(checksums) => assert!(checksums.is_empty(), "{checksums:?}"),
+            Err(error) => {
+                failure = Some(error);
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let failure = failure.expect("the world answered");
+    assert!(failure.contains("Heat"), "{failure}");
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use bevy::prelude::*;
-use simsync::deterministic::DesyncDetected;
+use simsync::deterministic::{DesyncDetected, DesyncJudge, PlayerDesynced};
 use simsync::prelude::PackedInput;
 use simsync::relay::{DeterministicServerPlugin, DroppedInputs, RelayLimits};
 use simsync::testing::RelayPeersBuilder;
@@ -83,33 +83,67 @@ fn undecodable_and_oversized_inputs_are_dropped_and_the_session_goes_on() {
             "the relay relayed only valid inputs"
         );
         assert_eq!(net.rejected_inputs, 0);
-        assert_eq!(net.desyncs_reported, 0);
+        assert_eq!((net.desyncs, net.others_desynced), (0, 0));
     }
 }
 
-/// Every `DesyncDetected` a client's app received.
-#[derive(Resource, Default)]
-struct Desyncs(Vec<DesyncDetected>);
+/// A desync report a client's app received: its own ([`DesyncDetected`], `own`) or other
+/// players' ([`PlayerDesynced`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SeenDesync {
+    pub tick: i32,
+    pub players: Vec<u8>,
+    pub judge: DesyncJudge,
+    pub own: bool,
+}
 
-fn record_desyncs(mut read: MessageReader<DesyncDetected>, mut seen: ResMut<Desyncs>) {
-    seen.0.extend(read.read().cloned());
+/// Every desync report a client's app received, in order.
+#[derive(Resource, Default)]
+pub(super) struct Desyncs(pub Vec<SeenDesync>);
+
+fn record_desyncs(
+    mut own: MessageReader<DesyncDetected>,
+    mut others: MessageReader<PlayerDesynced>,
+    mut seen: ResMut<Desyncs>,
+) {
+    for d in own.read() {
+        seen.0.push(SeenDesync {
+            tick: d.tick,
+            players: d.players.clone(),
+            judge: d.judge,
+            own: true,
+        });
+    }
+    for d in others.read() {
+        seen.0.push(SeenDesync {
+            tick: d.tick,
+            players: d.players.clone(),
+            judge: d.judge,
+            own: false,
+        });
+    }
+}
+
+/// Makes every client of `builder` keep the [`Desyncs`] it was told of.
+pub(super) fn recording_desyncs(
+    builder: RelayPeersBuilder<PackedInput>,
+) -> RelayPeersBuilder<PackedInput> {
+    builder.customize(|_, client| {
+        client
+            .init_resource::<Desyncs>()
+            .add_systems(Last, record_desyncs);
+    })
 }
 
 /// `builder`'s peers, which desync on purpose (desync reports do not stop a run), every
 /// client keeping the [`Desyncs`] it was told of.
 fn watch_desyncs(builder: RelayPeersBuilder<PackedInput>) -> Peers {
-    builder
-        .tolerate_desyncs()
-        .customize(|_, client| {
-            client
-                .init_resource::<Desyncs>()
-                .add_systems(Last, record_desyncs);
-        })
+    recording_desyncs(builder.tolerate_desyncs())
         .build()
         .expect("peers")
 }
 
-fn desyncs(h: &Peers, client: usize) -> Vec<DesyncDetected> {
+pub(super) fn desyncs(h: &Peers, client: usize) -> Vec<SeenDesync> {
     let client = h.client(client).expect("running");
     client.world().resource::<Desyncs>().0.clone()
 }
@@ -156,22 +190,32 @@ fn a_liar_is_named_and_honest_clients_are_not() {
         );
     }
     // Each forged tick reached the relay before the liar's honest report: one desynced tick
-    // each, all of one episode (the forged ticks follow each other).
-    assert_eq!(relay.desyncs, forged.len() as u64, "{relay:?}");
-    assert_eq!(relay.desyncs_named, vec![0, 0, relay.desyncs], "{relay:?}");
+    // each, all of one episode (the forged ticks follow each other): one desync.
+    assert_eq!(relay.desynced_ticks, forged.len() as u64, "{relay:?}");
+    assert_eq!(
+        relay.desyncs_named,
+        vec![0, 0, relay.desynced_ticks],
+        "{relay:?}"
+    );
     assert_eq!(relay.desync_episodes, vec![0, 0, 1], "{relay:?}");
+    assert_eq!(relay.desyncs, 1, "{relay:?}");
     // The liar's simulation is honest.
     let agreement = h.assert_all_agree();
     assert!(agreement.ticks_compared >= 300, "{agreement:?}");
     for c in 0..3 {
         let net = h.net_of(c);
-        assert_eq!(net.desyncs_reported, 1, "{net:?}");
         let seen = desyncs(&h, c);
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!(seen[0].players, vec![liar as u8]);
         assert_eq!(forged.first(), Some(&seen[0].tick), "{seen:?}");
-        assert_eq!(seen[0].local_player_named, c == liar);
-        assert_eq!(net.desyncs_naming_self, u64::from(c == liar), "{net:?}");
+        assert_eq!(seen[0].own, c == liar);
+        assert_eq!(seen[0].judge, DesyncJudge::Majority);
+        let own = u64::from(c == liar);
+        assert_eq!(
+            (net.desyncs, net.others_desynced),
+            (own, 1 - own),
+            "{net:?}"
+        );
     }
 }
 
@@ -222,20 +266,25 @@ fn a_liar_forging_200_ticks_is_reported_once_per_episode_and_knows_it_is_the_one
     h.verify(verified + 200, 900);
 
     let relay = h.relay_stats();
-    // 200 desynced ticks, one episode: 200 reports a turn ago, 1 now.
-    assert_eq!(relay.desyncs, 200, "{relay:?}");
+    // 200 desynced ticks, one episode: one desync (200 reports two turns ago).
+    assert_eq!(relay.desynced_ticks, 200, "{relay:?}");
     assert_eq!(relay.desyncs_named, vec![0, 0, 200], "{relay:?}");
     assert_eq!(relay.desync_episodes, vec![0, 0, 1], "{relay:?}");
+    assert_eq!(relay.desyncs, 1, "{relay:?}");
     for c in 0..3 {
         let seen = desyncs(&h, c);
         assert_eq!(seen.len(), 1, "client {c}: {seen:?}");
         assert_eq!(seen[0].players, vec![liar as u8]);
         assert_eq!(first.first(), Some(&seen[0].tick));
-        // "You are desynced" on the liar, "player 2 is desynced" on the others.
-        assert_eq!(seen[0].local_player_named, c == liar, "client {c}");
+        // "You are desynced" on the liar, "player 2 desynced" on the others.
+        assert_eq!(seen[0].own, c == liar, "client {c}");
         let net = h.net_of(c);
-        assert_eq!(net.desyncs_reported, 1, "{net:?}");
-        assert_eq!(net.desyncs_naming_self, u64::from(c == liar), "{net:?}");
+        let own = u64::from(c == liar);
+        assert_eq!(
+            (net.desyncs, net.others_desynced),
+            (own, 1 - own),
+            "{net:?}"
+        );
     }
 
     // The liar's honest checksums agreed since: the episode ended, a new lie is a new one.
@@ -243,13 +292,14 @@ fn a_liar_forging_200_ticks_is_reported_once_per_episode_and_knows_it_is_the_one
     let verified = h.stats_of(0).verified_tick;
     h.verify(verified + 100, 600);
     let relay = h.relay_stats();
-    assert_eq!(relay.desyncs, 210, "{relay:?}");
+    assert_eq!(relay.desynced_ticks, 210, "{relay:?}");
     assert_eq!(relay.desync_episodes, vec![0, 0, 2], "{relay:?}");
+    assert_eq!(relay.desyncs, 2, "{relay:?}");
     for c in 0..3 {
         let seen = desyncs(&h, c);
         assert_eq!(seen.len(), 2, "client {c}: {seen:?}");
         assert_eq!(second.first(), Some(&seen[1].tick));
-        assert_eq!(seen[1].local_player_named, c == liar);
+        assert_eq!(seen[1].own, c == liar);
     }
 }
 
@@ -274,17 +324,24 @@ fn a_real_disagreement_names_the_minority() {
     // Every judged tick differs; give the last reports time to arrive and be judged.
     h.run_frames(30).expect("the session goes on");
     let relay = h.relay_stats();
-    assert!(relay.desyncs >= 50, "{relay:?}");
-    assert_eq!(relay.desyncs_named, vec![0, relay.desyncs, 0], "{relay:?}");
-    // Player 1 differs at every tick: one episode, reported once.
+    assert!(relay.desynced_ticks >= 50, "{relay:?}");
+    assert_eq!(
+        relay.desyncs_named,
+        vec![0, relay.desynced_ticks, 0],
+        "{relay:?}"
+    );
+    // Player 1 differs at every tick: one episode, reported once, one desync.
     assert_eq!(relay.desync_episodes, vec![0, 1, 0], "{relay:?}");
+    assert_eq!(relay.desyncs, 1, "{relay:?}");
     for c in 0..3 {
         let seen = desyncs(&h, c);
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!(seen[0].players, vec![1]);
-        assert_eq!(seen[0].local_player_named, c == 1);
+        assert_eq!(seen[0].own, c == 1);
+        assert_eq!(seen[0].judge, DesyncJudge::Majority);
         let net = h.net_of(c);
-        assert_eq!(net.last_desync.map(|d| d.players), Some(vec![1]));
+        let expected = (c == 1).then(|| vec![1]);
+        assert_eq!(net.last_desync.map(|d| d.players), expected);
     }
 }
 
@@ -293,16 +350,20 @@ fn with_two_players_a_disagreement_names_both() {
     let mut h = diverging(2, 1);
     h.verify(60, 600);
     let relay = h.relay_stats();
-    assert!(relay.desyncs >= 50, "{relay:?}");
-    assert_eq!(relay.desyncs_named, vec![relay.desyncs; 2], "{relay:?}");
+    assert!(relay.desynced_ticks >= 50, "{relay:?}");
+    assert_eq!(
+        relay.desyncs_named,
+        vec![relay.desynced_ticks; 2],
+        "{relay:?}"
+    );
     assert_eq!(relay.desync_episodes, vec![1, 1], "{relay:?}");
+    assert_eq!(relay.desyncs, 2, "{relay:?}");
     for c in 0..2 {
         let seen = desyncs(&h, c);
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!(seen[0].players, vec![0, 1]);
-        assert!(seen[0].local_player_named);
+        assert!(seen[0].own);
         let net = h.net_of(c);
-        assert_eq!(net.desyncs_reported, 1);
-        assert_eq!(net.desyncs_naming_self, 1);
+        assert_eq!((net.desyncs, net.others_desynced), (1, 0));
     }
 }

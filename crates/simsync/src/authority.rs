@@ -8,6 +8,12 @@
 //! for them, up to its checksum timeout). A snapshot is taken on request, at the world's
 //! newest tick, and comes back the same way. (Blocking the relay's system on the world's
 //! thread could starve Bevy's task pool, which both use.)
+//!
+//! An authoritative room serves snapshots of this world (late joiners, rejoins, resyncs), so
+//! the game must be snapshottable: [`LockstepAuthority::factory`] builds the world once and
+//! refuses a game with a registered component or resource that cannot go into a snapshot
+//! ([`SessionError::NotSerializable`] naming it) when the room is set up, not at its first
+//! snapshot.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -15,8 +21,9 @@ use std::thread::JoinHandle;
 
 use bevy::prelude::*;
 use simsync_deterministic::{
-    DeterministicPlugin, DeterministicSession, LocalSessionConfig, SessionClock, SessionMode,
-    SessionStats, TickInputSource, capture_snapshot,
+    DeterministicPlugin, DeterministicSession, LocalSessionConfig, SessionClock, SessionError,
+    SessionMode, SessionSetupError, SessionStats, SimulationWorlds, TickInputSource,
+    capture_snapshot,
 };
 use simsync_net::{InputSet, SimInput, Tick};
 use simsync_relay::{Authority, AuthorityFactory, AuthoritySnapshot};
@@ -78,7 +85,9 @@ impl std::fmt::Debug for LockstepAuthority {
 impl LockstepAuthority {
     /// Starts the world of `players` players on a new thread, with the session plugin `make`
     /// builds (the game's; its session is turned into a lockstep local session of every
-    /// player, stepped one tick per update, a checksum every tick).
+    /// player, stepped one tick per update, a checksum every tick). A world that fails
+    /// [`Self::check`] answers its first tick with that error (the relay stops it and judges
+    /// by majority); [`Self::factory`] refuses such a game before any world starts.
     pub fn spawn<I: SimInput>(players: u8, make: PluginMaker<I>) -> Self {
         let (commands, inbox) = channel();
         let (outbox, replies) = channel();
@@ -98,9 +107,35 @@ impl LockstepAuthority {
     }
 
     /// A factory for [`DeterministicServerPlugin::authority`](simsync_relay::DeterministicServerPlugin::authority)
-    /// (or the dedicated server's rooms): each call starts a new world.
-    pub fn factory<I: SimInput>(players: u8, make: PluginMaker<I>) -> AuthorityFactory {
-        Arc::new(move || Box::new(Self::spawn::<I>(players, Arc::clone(&make))))
+    /// (or the dedicated server's rooms): each call starts a new world. The game is checked
+    /// first ([`Self::check`]), on the calling thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Self::check`]'s: the game's world cannot be built, or cannot be snapshotted
+    /// ([`SessionError::NotSerializable`] naming the first type that cannot).
+    pub fn factory<I: SimInput>(
+        players: u8,
+        make: PluginMaker<I>,
+    ) -> Result<AuthorityFactory, SessionError> {
+        Self::check::<I>(players, &make)?;
+        Ok(Arc::new(move || {
+            Box::new(Self::spawn::<I>(players, Arc::clone(&make)))
+        }))
+    }
+
+    /// Builds the world of `players` players with `make`'s plugin, as [`Self::spawn`] does,
+    /// and checks that it can serve the room: built without a setup error, and every
+    /// registered component and resource can go into a snapshot
+    /// ([`SimulationWorlds::unserializable_types`]). The world is dropped after.
+    ///
+    /// # Errors
+    ///
+    /// The world's setup error ([`SessionSetupError`]), [`SessionError::WorldsNotBuilt`], or
+    /// [`SessionError::NotSerializable`] naming the first type that cannot be snapshotted.
+    pub fn check<I: SimInput>(players: u8, make: &PluginMaker<I>) -> Result<(), SessionError> {
+        let inputs: TickInputs<I> = Arc::new(Mutex::new(vec![I::default(); usize::from(players)]));
+        check_world(&world_app(players, make, &inputs))
     }
 
     /// Takes every answer waiting, without blocking, keeping those of the current match.
@@ -189,12 +224,16 @@ fn serve<I: SimInput>(
 ) {
     let inputs: TickInputs<I> = Arc::new(Mutex::new(vec![I::default(); usize::from(players)]));
     let mut app = world_app(players, make, &inputs);
+    let mut setup = check_world(&app).map_err(|e| format!("the world cannot serve the room: {e}"));
     let mut generation = 0u32;
     let mut connected = vec![true; usize::from(players)];
     while let Ok(command) = inbox.recv() {
         let reply = match command {
             Command::Tick(tick, set) => {
-                match simulate(&mut app, &inputs, &mut connected, tick, &set) {
+                let simulated = setup
+                    .clone()
+                    .and_then(|()| simulate(&mut app, &inputs, &mut connected, tick, &set));
+                match simulated {
                     Ok(checksum) => Reply::Checksum {
                         generation,
                         tick,
@@ -205,11 +244,13 @@ fn serve<I: SimInput>(
             }
             Command::Snapshot => Reply::Snapshot {
                 generation,
-                snapshot: snapshot::<I>(&mut app),
+                snapshot: setup.clone().and_then(|()| snapshot::<I>(&mut app)),
             },
             Command::Restart => {
                 generation = generation.wrapping_add(1);
                 app = world_app(players, make, &inputs);
+                setup =
+                    check_world(&app).map_err(|e| format!("the world cannot serve the room: {e}"));
                 connected = vec![true; usize::from(players)];
                 continue;
             }
@@ -254,6 +295,22 @@ fn world_app<I: SimInput>(players: u8, make: &PluginMaker<I>, inputs: &TickInput
     app.finish();
     app.cleanup();
     app
+}
+
+/// Whether the built world `app` can serve an authoritative room: no setup error, and every
+/// registered type snapshottable (the first that is not is named).
+fn check_world(app: &App) -> Result<(), SessionError> {
+    let world = app.world();
+    if let Some(error) = world.get_resource::<SessionSetupError>() {
+        return Err(error.0.clone());
+    }
+    let worlds = world
+        .get_resource::<SimulationWorlds>()
+        .ok_or(SessionError::WorldsNotBuilt)?;
+    match worlds.unserializable_types().first().copied() {
+        Some(type_name) => Err(SessionError::NotSerializable { type_name }),
+        None => Ok(()),
+    }
 }
 
 /// Simulates `tick` with `set`: decodes the inputs, marks the players whose connection

@@ -139,7 +139,7 @@ pub use session::{capture_desync_dump, write_desync_dump};
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
 pub use simsync_derive::SimHash;
-pub use simsync_net::DesyncReport;
+pub use simsync_net::{DesyncJudge, DesyncReport};
 pub use smoothing::{
     PresentationSet, PresentedSimEntity, TickPose, VisualSmoothing, VisualSmoothingConfig,
     VisualSmoothingPlugin,
@@ -156,9 +156,9 @@ pub use snapshot::{
 };
 pub use source::{ClientSnapshotStats, Resynced, SnapshotReceived, SnapshotRejected};
 pub use source::{
-    DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerLeft,
-    PlayerRejoined, ReconnectPhase, RelayClientStats, RelayDelivery, RelayRejection, STALL_AFTER,
-    SessionRejected, SessionStall, StallReason, TickInputSource,
+    DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerDesynced,
+    PlayerLeft, PlayerRejoined, ReconnectPhase, RelayClientStats, RelayDelivery, RelayRejection,
+    STALL_AFTER, SessionRejected, SessionStall, StallReason, TickInputSource,
 };
 pub use source::{FrameMerge, LocalPlayers};
 pub use states::RollbackStateAppExt;

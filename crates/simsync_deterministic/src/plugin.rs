@@ -32,7 +32,7 @@ use crate::session::{
     VerificationStopped, VerifiedTickHook, session_update, update_lifecycle,
 };
 use crate::source::{
-    DesyncDetected, InputSubstituted, PlayerLeft, PlayerRejoined, SessionRejected,
+    DesyncDetected, InputSubstituted, PlayerDesynced, PlayerLeft, PlayerRejoined, SessionRejected,
 };
 use crate::source::{FrameMerge, LocalInputs, LocalPlayers};
 use crate::tick::PlayerIndex;
@@ -441,6 +441,7 @@ fn add_session_messages(app: &mut App) {
         .add_message::<UncheckedState>()
         .add_message::<RollbackSetupFailed>()
         .add_message::<DesyncDetected>()
+        .add_message::<PlayerDesynced>()
         .add_message::<InputSubstituted>()
         .add_message::<SessionStalled>()
         .add_message::<SessionResumed>()

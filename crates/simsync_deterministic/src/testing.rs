@@ -113,12 +113,12 @@ pub enum RunUntilError {
         /// Why.
         reason: StallReason,
     },
-    /// The relay judged a tick's checksums and they disagree ([`DesyncDetected`], whoever it
-    /// names).
+    /// The relay judged a tick's checksums and named this client's player desynced
+    /// ([`DesyncDetected`]; a report naming only other players is theirs to stop on).
     #[error(
-        "desync at tick {}: the relay found players {:?} with checksums other than the \
-         majority's (the simulation is not deterministic across peers)",
-        .0.tick, .0.players
+        "desync at tick {}: judged by {}, the relay named this client desynced (players {:?}; \
+         the simulation is not deterministic across peers)",
+        .0.tick, .0.judge, .0.players
     )]
     Desync(DesyncDetected),
     /// A predicted tick with the right inputs did not give the verified state

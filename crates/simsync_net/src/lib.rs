@@ -101,9 +101,9 @@ pub use remote_errors::{
 };
 pub use rng::{SplitMix64, derive_seed};
 pub use session_proto::{
-    DEFAULT_MAX_INPUT_BYTES, DesyncReport, InputBytes, InputSet, MAX_BREAKDOWN_ENTRIES,
-    MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS, PlayerIndex, SessionClientMessage,
-    SessionServerMessage, SimInput, Tick,
+    DEFAULT_MAX_INPUT_BYTES, DesyncJudge, DesyncReport, InputBytes, InputSet,
+    MAX_BREAKDOWN_ENTRIES, MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN_SLOTS, PlayerIndex,
+    SessionClientMessage, SessionServerMessage, SimInput, Tick,
 };
 pub use snapshot_chunks::{
     AssembledSnapshot, ChunkError, ChunkRejections, DEFAULT_MAX_SNAPSHOT_BYTES,

@@ -69,6 +69,28 @@ pub struct DesyncReport {
     pub slots: Vec<u32>,
 }
 
+/// Who judged a desync: what the named players' checksums differ from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, Reflect)]
+pub enum DesyncJudge {
+    /// The players' own checksums: the named players differ from the value most players
+    /// reported (every reporter is named when no value was reported more often than every
+    /// other one).
+    #[default]
+    Majority,
+    /// The verified world of an authoritative room: the named players differ from its
+    /// checksum of the tick, whatever the other players reported.
+    Authority,
+}
+
+impl std::fmt::Display for DesyncJudge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DesyncJudge::Majority => "the majority",
+            DesyncJudge::Authority => "the authority",
+        })
+    }
+}
+
 /// One player's input for one tick, encoded by the game (opaque to this crate).
 pub type InputBytes = Vec<u8>;
 
@@ -215,14 +237,16 @@ pub enum SessionServerMessage {
     },
     /// The checksums reported for `tick` disagree and start a desync episode of `players`: sent
     /// once per episode of each player, not per desynced tick (a player's episode lasts until a
-    /// checksum of it agrees with the majority again). Channel: control.
+    /// checksum of it agrees with the judge again). Channel: control.
     Desync {
         /// The tick judged.
         tick: i32,
-        /// The player slots whose checksum differs from the majority's (every reporter when no
-        /// checksum was reported by more players than every other one) and that were not
-        /// desynced already.
+        /// The player slots whose checksum differs from the judge's (with the majority as judge,
+        /// every reporter when no checksum was reported by more players than every other one)
+        /// and that were not desynced already.
         players: Vec<u8>,
+        /// What their checksums differ from: the majority, or the room's authority.
+        judge: DesyncJudge,
     },
     /// A player left (its connection closed, or the server heard nothing from it for its
     /// silence timeout); from now on the server replaces its inputs. Channel: control.

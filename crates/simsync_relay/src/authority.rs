@@ -86,7 +86,10 @@ pub struct AuthorityStats {
     /// Microseconds the relay spent handing sets over and taking checksums, in total (the
     /// simulation itself runs wherever the authority runs it).
     pub relay_us: u64,
-    /// Ticks or snapshots that failed (the first failure stops the authority).
+    /// Failures: a tick that failed (it stops the authority: the room judges by majority from
+    /// then on, so at most one), plus each snapshot transfer the authority could not serve (its
+    /// snapshot failed: counted once per transfer, which a buddy serves instead; the authority
+    /// goes on judging).
     pub failures: u64,
     /// Snapshots of the authority forwarded (late join, rejoin, resync).
     pub snapshots_served: u64,

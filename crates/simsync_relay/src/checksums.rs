@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use simsync_net::Tick;
+use simsync_net::{DesyncJudge, Tick};
 
 /// Judged ticks remembered (late reports for them are ignored).
 const JUDGED_MEMORY: usize = 4_096;
@@ -27,9 +27,13 @@ pub(crate) struct Judgement {
     /// The players whose checksum differs from the majority; every reporter when no value has
     /// more reports than every other one. Empty: the reports agree.
     pub players: Vec<u8>,
-    /// The players whose checksum is the majority's and was reported by at least one other
-    /// player too (a lone report agrees with no one), in slot order.
+    /// The players whose checksum is the judge's: the authority's, or the majority's when it
+    /// was reported by at least one other player too (a lone report agrees with no one), in
+    /// slot order.
     pub agreeing: Vec<u8>,
+    /// What the checksums were judged against: the authority's checksum of the tick, or the
+    /// majority (no authority, or its checksum came too late).
+    pub judge: DesyncJudge,
 }
 
 #[derive(Debug)]
@@ -141,11 +145,13 @@ impl ChecksumVotes {
                     tick,
                     players: differing_from(&pending.reports, truth),
                     agreeing: agreeing_with(&pending.reports, truth),
+                    judge: DesyncJudge::Authority,
                 },
                 None => Judgement {
                     tick,
                     players: minority(&pending.reports),
                     agreeing: agreeing(&pending.reports),
+                    judge: DesyncJudge::Majority,
                 },
             });
             self.kept.insert(tick, pending.reports);
@@ -335,6 +341,7 @@ mod tests {
                 tick: 10,
                 players: vec![],
                 agreeing: vec![0, 1],
+                judge: DesyncJudge::Majority,
             }]
         );
         assert_eq!(
@@ -374,6 +381,7 @@ mod tests {
                 tick: 5,
                 players: vec![0, 1],
                 agreeing: vec![],
+                judge: DesyncJudge::Majority,
             }]
         );
         votes.report(2, 6, 1, 9, 3, T).unwrap();
@@ -394,6 +402,7 @@ mod tests {
         let judged = votes.judge(&[true, true], T, 10 * T);
         assert_eq!(judged[0].players, vec![1]);
         assert_eq!(judged[0].agreeing, vec![0]);
+        assert_eq!(judged[0].judge, DesyncJudge::Authority);
     }
 
     #[test]
@@ -420,6 +429,7 @@ mod tests {
         assert!(votes.judge(&[true; 3], T, T).is_empty());
         let judged = votes.judge(&[true; 3], 2 * T, T);
         assert_eq!(judged[0].players, vec![2]);
+        assert_eq!(judged[0].judge, DesyncJudge::Majority);
     }
 
     #[test]

@@ -6,9 +6,10 @@ use crate::checksums::Judgement;
 /// Which players are in a desync episode (one flag per slot).
 ///
 /// A player's episode starts at the first judged tick that names it and lasts until a judged
-/// tick where its checksum agrees with the majority's, shared with at least one other player
-/// ([`Judgement::agreeing`]), or until a new connection takes its slot ([`Self::end`]). A tick
-/// it did not report, or one without a majority, neither starts nor ends anything for it.
+/// tick where its checksum agrees with the judge's — the authority's, or the majority's shared
+/// with at least one other player ([`Judgement::agreeing`]) — or until a new connection takes
+/// its slot ([`Self::end`]). A tick it did not report, or one without a judge (no authority's
+/// checksum and no majority), neither starts nor ends anything for it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct DesyncEpisodes {
     open: Vec<bool>,
@@ -68,6 +69,7 @@ mod tests {
             tick,
             players: players.to_vec(),
             agreeing: agreeing.to_vec(),
+            judge: simsync_net::DesyncJudge::Majority,
         }
     }
 

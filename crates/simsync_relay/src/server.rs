@@ -37,10 +37,11 @@
 //!   as the game's input type, it is dropped and counted ([`DroppedInputs`](crate::DroppedInputs)); its slot is then
 //!   missing and replaced at the hard tolerance like any missing input.
 //! - Checksums are judged per tick by [`checksums`]: once every connected player reported, or
-//!   after `checksum_timeout_ms`; the players that differ from the majority are named in the
-//!   `Desync` sent to every client, once per desync episode of each player (when it starts; see
-//!   [episodes](crate::rules#desyncs-are-reported-once-per-episode)). A report for a tick not
-//!   confirmed yet is refused and counted.
+//!   after `checksum_timeout_ms`; the players that differ from the judge (the majority, or an
+//!   authoritative room's authority) are named in the `Desync` sent to every client, with the
+//!   judge, once per desync episode of each player (when it starts; counted and logged once,
+//!   see [episodes](crate::rules#desyncs-are-reported-once-per-episode)). A report for a tick
+//!   not confirmed yet is refused and counted.
 //! - Every message is first checked against its sender's [`RelayLimits`] (token buckets per
 //!   connection for inputs, checksums and control messages): one over its limit is dropped
 //!   before its content is looked at and counted per player and kind ([`RateLimited`]).
@@ -1007,8 +1008,10 @@ impl RelayServer {
     }
 
     /// Judges every tick all connected players reported, or whose timeout passed; a
-    /// disagreement is counted, and sent to every client with the players whose desync episode
-    /// it starts ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).
+    /// disagreement is counted per tick (`desynced_ticks`, `desyncs_named`), and the players
+    /// whose desync episode it starts are counted once each (`desyncs`, `desync_episodes`),
+    /// logged once and sent to every client with the judge
+    /// ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).
     fn judge_checksum_votes(&mut self, server: &mut RenetServer) -> Vec<(Tick, Vec<u8>)> {
         let connected: Vec<bool> = self.slots.iter().map(Slot::connected).collect();
         let timeout = Duration::from_millis(u64::from(self.config.checksum_timeout_ms));
@@ -1019,13 +1022,13 @@ impl RelayServer {
                 self.disagreement_run = false;
                 continue;
             }
-            self.stats.desyncs += 1;
+            self.stats.desynced_ticks += 1;
             for player in &judgement.players {
                 self.stats.desyncs_named[usize::from(*player)] += 1;
             }
-            warn!(
-                "relay: checksum disagreement at tick {}, players {:?}",
-                judgement.tick, judgement.players
+            debug!(
+                "relay: checksum disagreement at tick {}, players {:?} (judged by {})",
+                judgement.tick, judgement.players, judgement.judge
             );
             if !std::mem::replace(&mut self.disagreement_run, true) {
                 // Breakdowns are asked for the first desynced tick of a run of disagreements.
@@ -1043,12 +1046,18 @@ impl RelayServer {
             for player in &started {
                 self.stats.desync_episodes[usize::from(*player)] += 1;
             }
+            self.stats.desyncs += started.len() as u64;
+            warn!(
+                "relay: players {started:?} desynced at tick {} (judged by {})",
+                judgement.tick, judgement.judge
+            );
             episodes.push((judgement.tick, started.clone()));
             let desync = ServerMessage::session(
                 self.match_id,
                 SessionServerMessage::Desync {
                     tick: judgement.tick,
                     players: started,
+                    judge: judgement.judge,
                 },
             );
             let _ = server.broadcast_msg(&desync);
@@ -1414,7 +1423,7 @@ mod tests {
     }
 
     /// A relay with one connected slot holding confirmed sets of ticks `1..=newest`.
-    fn relay_with_sets(newest: Tick) -> RelayServer {
+    pub(super) fn relay_with_sets(newest: Tick) -> RelayServer {
         let mut relay = RelayServer::new::<u32>(RelayServerConfig {
             players: 1,
             tick_rate_hz: 64,

@@ -135,6 +135,9 @@ pub(crate) struct Transfer {
     /// Buddies that failed or lied in this transfer: not asked again (until every other one
     /// was).
     pub tried: BTreeSet<u8>,
+    /// The authority could not give this transfer a snapshot (counted and logged once): it is
+    /// not asked again in this transfer, a buddy serves it.
+    pub authority_failed: bool,
     pub phase: Phase,
     /// The last progress (request sent, chunk received, snapshot complete).
     pub since: Duration,
@@ -160,6 +163,7 @@ impl Transfer {
         Self {
             joiner,
             tried: BTreeSet::new(),
+            authority_failed: false,
             phase: Phase::NoBuddy,
             since: now,
             retry_at: now,

@@ -56,11 +56,15 @@ pub struct RelayStats {
     pub confirmed_bytes_sent: u64,
     /// Bytes sent in `Clock` messages, total.
     pub clock_bytes_sent: u64,
-    /// Ticks judged with a checksum disagreement (reported to the clients only when one starts
-    /// a player's desync episode, see `desync_episodes`).
+    /// Desyncs: the players' desync episodes started this match, all slots together (the sum
+    /// of `desync_episodes`). One player desynced once counts 1, however many of its ticks are
+    /// judged before it agrees again ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).
     pub desyncs: u64,
-    /// Per slot: the desynced ticks naming that player (its checksum differed from the
-    /// majority, or no majority existed).
+    /// Ticks judged with a checksum disagreement (each desynced tick once, whoever it names;
+    /// with a checksum every tick, one episode spans many).
+    pub desynced_ticks: u64,
+    /// Per slot: the desynced ticks naming that player (its checksum differed from the judge's,
+    /// or no majority existed).
     pub desyncs_named: Vec<u64>,
     /// Per slot: the player's desync episodes, each reported to every client once, when it
     /// starts ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).

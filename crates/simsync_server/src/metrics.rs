@@ -412,7 +412,7 @@ fn register_all(
     );
     r.register(
         "simsync_desyncs",
-        "Desyncs judged by relay rooms",
+        "Desync episodes judged by relay rooms (one per desynced player until it agrees again)",
         desyncs.clone(),
     );
     r.register(

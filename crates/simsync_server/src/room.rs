@@ -116,7 +116,8 @@ pub struct RelaySummary {
     pub confirmed_tick: i64,
     /// Ticks between the clock and the lowest tick every connected player acknowledged.
     pub tick_lag: i64,
-    /// Desyncs judged this match.
+    /// Desyncs this match: players' desync episodes (one per desynced player until it agrees
+    /// again, however many of its ticks are judged; `RelayStats::desyncs`).
     pub desyncs: u64,
     /// Slots taken again by a new connection this match.
     pub rejoins: u64,
@@ -138,7 +139,9 @@ pub struct AuthoritySummary {
     pub resyncs: u64,
     /// Its snapshots forwarded (late join, rejoin, resync).
     pub snapshots_served: u64,
-    /// Ticks or snapshots that failed (the first stops it; the room goes on by majority).
+    /// Failures (`AuthorityStats::failures`): a failed tick (it stops the authority; the room
+    /// goes on by majority) and each snapshot transfer it could not serve (counted once per
+    /// transfer).
     pub failures: u64,
 }
 
@@ -170,7 +173,7 @@ enum Host {
 /// across the relay's per-match resets).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RoomTotals {
-    /// Desyncs judged.
+    /// Desyncs (players' desync episodes) judged.
     pub desyncs: u64,
     /// Slots taken again by a new connection.
     pub rejoins: u64,
@@ -555,7 +558,8 @@ fn step_relay(host: &mut RelayHost, dt: Duration) -> RoomTurn {
     host.relay.update(&mut host.server, dt, ticks);
     let relay_tick = (ticks > 0).then(|| started.elapsed());
     for report in host.relay.take_desync_reports() {
-        tracing::warn!(tick = report.tick, "relay room: desync: {report:?}");
+        // The relay logged the desync when it started; this is what differs.
+        tracing::info!(tick = report.tick, "relay room: desync report: {report:?}");
     }
     for event in host.relay.take_events() {
         tracing::info!("relay room: {event:?}");

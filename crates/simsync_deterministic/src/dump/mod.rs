@@ -76,8 +76,9 @@ pub(crate) struct DumpState {
     pub desync_written: bool,
     /// The breakdown of the first desynced tick was sent to the relay.
     pub breakdown_sent: bool,
-    /// Desyncs reported by the relay in this update's poll, handled before verification.
-    pub pending_desyncs: Vec<crate::source::DesyncDetected>,
+    /// Desyncs reported by the relay in this update's poll, this client's or other players'
+    /// (`(tick, players named)`), handled before verification.
+    pub pending_desyncs: Vec<(Tick, Vec<crate::tick::PlayerIndex>)>,
 }
 
 impl DumpState {

@@ -17,7 +17,6 @@ use crate::dump::{
     DumpReason, DumpedWorld, dumped_inputs, write_and_report, write_dump_file, writer_of,
 };
 use crate::input::{InputStatus, SimInput};
-use crate::source::DesyncDetected;
 use crate::tick::Tick;
 use crate::worlds::SimulationWorlds;
 
@@ -145,21 +144,23 @@ fn keep_recent<I: SimInput>(
     session.dumps.keep_recent(dump, keep);
 }
 
-/// The relay reported `desync`: sends the relay this client's breakdown of the tick (when
-/// kept; for the first desync of the session only, the one the relay compares) and, the first
-/// time, writes the dumps of the verified world at the desynced tick and the tick before it
-/// (kept by [`DesyncDumps`]), or of its current tick when the desynced tick is no longer kept.
+/// The relay reported a desync of `players` at `tick` (this client's or other players'): sends
+/// the relay this client's breakdown of the tick (when kept; for the first desync of the session
+/// only, the one the relay compares) and, the first time, writes the dumps of the verified world
+/// at the desynced tick and the tick before it (kept by [`DesyncDumps`]), or of its current tick
+/// when the desynced tick is no longer kept.
 pub(super) fn on_server_desync<I: SimInput>(
     main: &mut World,
     worlds: &mut SimulationWorlds,
     session: &mut DeterministicSession<I>,
-    desync: &DesyncDetected,
+    tick: Tick,
+    players: Vec<crate::tick::PlayerIndex>,
 ) {
     let Some(config) = session.dumps.config.clone() else {
         return;
     };
     if !session.dumps.breakdown_sent
-        && let Some(breakdown) = session.dumps.breakdown_of(desync.tick).cloned()
+        && let Some(breakdown) = session.dumps.breakdown_of(tick).cloned()
     {
         session.dumps.breakdown_sent = true;
         if let Some(link) = session.link.as_mut() {
@@ -171,10 +172,10 @@ pub(super) fn on_server_desync<I: SimInput>(
     }
     session.dumps.desync_written = true;
     let reason = DumpReason::ServerDesync {
-        tick: desync.tick,
-        players: desync.players.clone(),
+        tick: tick,
+        players: players,
     };
-    let kept = session.dumps.recent_for(desync.tick, &reason);
+    let kept = session.dumps.recent_for(tick, &reason);
     session.dumps.recent.clear();
     if kept.is_empty() {
         let now = worlds.verified.tick();

@@ -70,7 +70,8 @@ pub enum SessionStateReason {
     Started,
     /// The relay refused this client's hello.
     Rejected(RejectReason),
-    /// The relay reported a desync naming this client's player.
+    /// The relay reported a desync naming this client's player (a report naming only other
+    /// players changes no state).
     Desync(DesyncDetected),
     /// The renet client is disconnected (entering `Reconnecting`, or `Disconnected` when the
     /// client does not reconnect).
@@ -343,10 +344,7 @@ fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> L
         slot: net.slot,
         started: net.started,
         rejected: net.rejected.clone(),
-        desync_naming_self: net
-            .last_desync
-            .clone()
-            .filter(|d| d.local_player_named && net.resynced.is_none()),
+        desync_naming_self: net.last_desync.clone().filter(|_| net.resynced.is_none()),
         resynced: net.resynced,
         reconnect: net.reconnect,
         match_end: net.match_id.zip(net.match_end.clone()),
@@ -507,7 +505,7 @@ mod tests {
         let desync = DesyncDetected {
             tick: 9,
             players: vec![0],
-            local_player_named: true,
+            judge: simsync_net::DesyncJudge::Authority,
         };
         n.desync_naming_self = Some(desync.clone());
         let t = session_transitions(Running, &networked(n.clone()));
@@ -517,33 +515,32 @@ mod tests {
     }
 
     #[test]
-    fn the_view_keeps_only_a_desync_that_names_this_client() {
+    fn the_view_keeps_this_clients_desync_until_a_resync() {
         let mut stats = SessionStats::default();
+        // Another player desynced: not this client's desync.
         let mut net = crate::source::RelayClientStats {
             slot: Some(1),
             started: true,
-            desyncs_reported: 1,
-            last_desync: Some(DesyncDetected {
-                tick: 4,
-                players: vec![0],
-                local_player_named: false,
-            }),
+            others_desynced: 1,
             ..Default::default()
         };
         stats.network = Some(net.clone());
         let seen = view(&stats, None, SessionEnd::default()).network.unwrap();
         assert_eq!(seen.desync_naming_self, None);
         assert_eq!(seen.connection, Connection::Connecting);
-        net.desyncs_reported = 2;
-        net.desyncs_naming_self = 1;
+        net.desyncs = 1;
         net.last_desync = Some(DesyncDetected {
             tick: 6,
             players: vec![1],
-            local_player_named: true,
+            judge: simsync_net::DesyncJudge::Majority,
         });
-        stats.network = Some(net);
+        stats.network = Some(net.clone());
         let seen = view(&stats, None, SessionEnd::default()).network.unwrap();
         assert_eq!(seen.desync_naming_self.map(|d| d.tick), Some(6));
+        net.resynced = Some((8, 12));
+        stats.network = Some(net);
+        let seen = view(&stats, None, SessionEnd::default()).network.unwrap();
+        assert_eq!(seen.desync_naming_self, None);
         assert!(
             view(&SessionStats::default(), None, SessionEnd::default())
                 .network

@@ -94,8 +94,8 @@ fn run_steps<I: SimInput>(
     if polled.stalling {
         stats.stalls += 1;
     }
-    for desync in std::mem::take(&mut session.dumps.pending_desyncs) {
-        dumps::on_server_desync(world, worlds, session, &desync);
+    for (tick, players) in std::mem::take(&mut session.dumps.pending_desyncs) {
+        dumps::on_server_desync(world, worlds, session, tick, players);
     }
     info_span!("simsync_verify").in_scope(|| steps::verify(world, worlds, session, &mut stats));
     info_span!("simsync_decide").in_scope(|| steps::decide(world, session));

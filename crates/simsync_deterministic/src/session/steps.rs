@@ -52,9 +52,18 @@ pub(super) fn poll<I: SimInput>(
             }
             NetReport::Desync(desync) => {
                 if session.dumps.config.is_some() {
-                    session.dumps.pending_desyncs.push(desync.clone());
+                    let players = desync.players.clone();
+                    session.dumps.pending_desyncs.push((desync.tick, players));
                 }
                 world.write_message(desync);
+            }
+            NetReport::PlayerDesynced(desynced) => {
+                // Its breakdown and dump are the honest side of the comparison.
+                if session.dumps.config.is_some() {
+                    let players = desynced.players.clone();
+                    session.dumps.pending_desyncs.push((desynced.tick, players));
+                }
+                world.write_message(desynced);
             }
             NetReport::DesyncReport(report) => {
                 world.write_message(report);

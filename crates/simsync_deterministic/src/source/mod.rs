@@ -49,7 +49,9 @@ pub use local_players::LocalPlayers;
 pub use local_relay::{LocalRelay, LocalRelayConfig, RelayDelivery, RelayRejection};
 pub use presence::{PlayerLeft, PlayerRejoined};
 pub use reconnect::ReconnectPhase;
-pub use relay_client::{DesyncDetected, InputSubstituted, RelayClientStats, SessionRejected};
+pub use relay_client::{
+    DesyncDetected, InputSubstituted, PlayerDesynced, RelayClientStats, SessionRejected,
+};
 pub use snapshot_exchange::{ClientSnapshotStats, Resynced, SnapshotReceived, SnapshotRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much

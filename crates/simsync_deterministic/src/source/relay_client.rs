@@ -15,8 +15,9 @@
 //!   default: counted and reported as [`InputSubstituted`], the session goes on;
 //! - states its session's tick rate, player count and input fingerprint in its `Hello`; a relay
 //!   configured otherwise refuses it, reported as [`SessionRejected`];
-//! - reports the desync episodes the relay reports as [`DesyncDetected`] (telling whether its
-//!   own player is named), and players leaving and
+//! - reports the desync episodes the relay reports: as [`DesyncDetected`] when its own player is
+//!   named (this client desynced), as [`PlayerDesynced`] when only other players are ("player N
+//!   desynced": not a desync of this client), each with its judge; and players leaving and
 //!   coming back as [`PlayerLeft`] and [`PlayerRejoined`];
 //! - keeps the reconnect token of its `Welcome` ([`RelayClientStats::reconnect_token`]) and, when
 //!   configured with one ([`NetworkSessionConfig::rejoin`]), sends it to take its slot again;
@@ -43,7 +44,7 @@ use bevy::log::{debug, error, info, warn};
 use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
-    ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, Hello,
+    ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, DesyncJudge, Hello,
     InputFingerprint, JoinStatus, LeadControl, MatchDrops, MatchEndReason, MatchId, MatchMessage,
     Protocols, ReconnectToken, RejectReason, RttEstimator, ServerMessage, SessionClientMessage,
     SessionServerMessage, TickAccumulator, estimated_server_tick, input_delay_ticks, millis_u32,
@@ -91,16 +92,20 @@ pub struct RelayClientStats {
     pub rejected_messages: u64,
     /// Confirmed inputs that failed to decode or conflicted with an earlier confirmation.
     pub rejected_inputs: u64,
-    /// Desync reports received: one per desync episode of each player (a report names every
-    /// player whose episode starts at its tick), not one per desynced tick.
-    pub desyncs_reported: u64,
-    /// Of those, the reports that named this client's player.
-    pub desyncs_naming_self: u64,
-    /// The last desync the server reported.
+    /// This client's desyncs: the relay's reports naming its own player (its checksum differed
+    /// from the judge's), one per desync episode, not one per desynced tick
+    /// ([`DesyncDetected`]).
+    pub desyncs: u64,
+    /// Reports that other players desynced while this client's player was not named ("player N
+    /// desynced", [`PlayerDesynced`]): this client agreed with the judge. Never a desync of
+    /// this client.
+    pub others_desynced: u64,
+    /// This client's last desync the server reported.
     pub last_desync: Option<DesyncDetected>,
     /// Times this client was resynced from an authoritative room's snapshot ([`Resynced`](crate::Resynced)).
     pub resyncs: u64,
-    /// The last resync `(from_tick, to_tick)`, while no desync was reported after it.
+    /// The last resync `(from_tick, to_tick)`, while no desync of this client was reported after
+    /// it.
     pub resynced: Option<(Tick, Tick)>,
     /// The last desync report (the components that differ) the server sent.
     pub last_desync_report: Option<simsync_net::DesyncReport>,
@@ -176,8 +181,10 @@ pub(crate) enum NetReport {
         /// The oldest tick the relay holds.
         oldest_available: Tick,
     },
-    /// The server judged a tick's checksums and they disagree.
+    /// The server judged a tick's checksums and named this client's player.
     Desync(DesyncDetected),
+    /// The server judged a tick's checksums and named other players only.
+    PlayerDesynced(PlayerDesynced),
     /// The server compared the breakdowns of a desynced tick.
     DesyncReport(simsync_net::DesyncReport),
     /// A confirmed input did not decode and was substituted.
@@ -190,25 +197,37 @@ pub(crate) enum NetReport {
     PlayerRejoined(PlayerRejoined),
 }
 
-/// The relay judged the checksums reported for `tick` and they disagree: `players` differ from
-/// the majority (every reporter when there was none), and each of them starts a desync episode
-/// at `tick`. Written once per episode of each player, not per desynced tick: a player stays
-/// desynced until a checksum of it agrees with the majority again, and only its next
-/// disagreement after that is written again
-/// ([rule](crate::rules#desyncs-are-reported-once-per-episode)).
-///
-/// `local_player_named` tells "you are desynced" (this client's own player is among `players`:
-/// its world differs from the majority's) from "player N is desynced" (false: this client
-/// agrees with the majority, the named players do not).
+/// This client desynced: the relay judged the checksums reported for `tick` and this client's
+/// own player is among `players`, whose checksums differ from the `judge`'s — an authoritative
+/// room's verified world, or the majority of players (every reporter when there was none) —
+/// and each of which starts a desync episode at `tick`. Written once per episode, not per
+/// desynced tick: a player stays desynced until a checksum of it agrees with the judge again,
+/// and only its next disagreement after that is written again
+/// ([rule](crate::rules#desyncs-are-reported-once-per-episode)). A report naming only other
+/// players is a [`PlayerDesynced`] instead.
 #[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
 pub struct DesyncDetected {
     /// The tick judged: the first desynced tick of the episodes.
     pub tick: Tick,
-    /// The players whose episode starts, in slot order.
+    /// The players whose episode starts, in slot order (this client's among them).
     pub players: Vec<PlayerIndex>,
-    /// Whether this client's own player is among `players` (always false before its slot is
-    /// known).
-    pub local_player_named: bool,
+    /// What their checksums differ from.
+    pub judge: DesyncJudge,
+}
+
+/// Other players desynced ("player N desynced"): the relay judged the checksums reported for
+/// `tick` and `players` — not this client's own player — differ from the `judge`'s, each
+/// starting a desync episode at `tick` (once per episode, as [`DesyncDetected`]). This
+/// client's world agrees with the judge: it is not desynced, and its session stays `Running`
+/// (counted in [`RelayClientStats::others_desynced`], never as a desync of its own).
+#[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
+pub struct PlayerDesynced {
+    /// The tick judged: the first desynced tick of the episodes.
+    pub tick: Tick,
+    /// The players whose episode starts, in slot order (all before this client's slot is known).
+    pub players: Vec<PlayerIndex>,
+    /// What their checksums differ from.
+    pub judge: DesyncJudge,
 }
 
 /// The relay refused this client's `Hello`: another protocol version, a full or started session,
@@ -644,9 +663,11 @@ impl<I: SimInput> RelayClient<I> {
                 self.stats.input_lead_ticks = input_lead_ticks;
                 self.server_clock = Some((server_tick, self.now));
             }
-            SessionServerMessage::Desync { tick, players } => {
-                self.on_desync(tick, players);
-            }
+            SessionServerMessage::Desync {
+                tick,
+                players,
+                judge,
+            } => self.on_desync(tick, players, judge),
             SessionServerMessage::PlayerLeft { slot, tick } => self.on_player_left(slot, tick),
             SessionServerMessage::PlayerRejoined { slot, tick } => {
                 self.on_player_rejoined(slot, tick);
@@ -783,12 +804,7 @@ impl<I: SimInput> RelayClient<I> {
     /// Whether a snapshot loaded now is a resync: this client was named desynced and has not
     /// been resynced since.
     pub(crate) fn awaiting_resync(&self) -> bool {
-        self.stats.resynced.is_none()
-            && self
-                .stats
-                .last_desync
-                .as_ref()
-                .is_some_and(|d| d.local_player_named)
+        self.stats.resynced.is_none() && self.stats.last_desync.is_some()
     }
 
     /// A snapshot loaded after this client was named desynced: a resync from `from_tick` (its
@@ -835,29 +851,38 @@ impl<I: SimInput> RelayClient<I> {
         }
     }
 
-    /// The server reports the desync episodes of `players` starting at `tick`: counted, kept
-    /// and reported, noting whether this client's player is named.
-    fn on_desync(&mut self, tick: Tick, players: Vec<PlayerIndex>) {
-        let local_player_named = self.stats.slot.is_some_and(|s| players.contains(&s));
+    /// The server reports the desync episodes of `players` starting at `tick`, judged by
+    /// `judge`: this client's own desync when its player is named (counted, kept, logged as an
+    /// error), else other players' ("player N desynced": counted apart, logged as a warning).
+    fn on_desync(&mut self, tick: Tick, players: Vec<PlayerIndex>, judge: DesyncJudge) {
+        let own = self.stats.slot.is_some_and(|s| players.contains(&s));
+        if !own {
+            self.stats.others_desynced += 1;
+            warn!(
+                "session client: players {players:?} desynced at tick {tick} (judged by {judge}); \
+                 this client agrees with it"
+            );
+            self.reports.push(NetReport::PlayerDesynced(PlayerDesynced {
+                tick,
+                players,
+                judge,
+            }));
+            return;
+        }
+        self.stats.desyncs += 1;
+        let differs_from = match judge {
+            DesyncJudge::Authority => "the authority's verified world",
+            DesyncJudge::Majority => "the majority of players",
+        };
+        error!(
+            "session client: the server reports this client desynced from tick {tick}: its \
+             checksum differs from {differs_from} (players {players:?} named)"
+        );
         let desync = DesyncDetected {
             tick,
             players,
-            local_player_named,
+            judge,
         };
-        self.stats.desyncs_reported += 1;
-        if desync.local_player_named {
-            self.stats.desyncs_naming_self += 1;
-            error!(
-                "session client: the server reports this client desynced from tick {} \
-                 (players {:?} differ from the majority)",
-                desync.tick, desync.players
-            );
-        } else {
-            error!(
-                "session client: the server reports players {:?} desynced from tick {}",
-                desync.players, desync.tick
-            );
-        }
         self.stats.last_desync = Some(desync.clone());
         self.stats.resynced = None;
         self.reports.push(NetReport::Desync(desync));
@@ -1273,23 +1298,46 @@ mod tests {
     }
 
     #[test]
-    fn a_desync_is_counted_kept_and_reported() {
+    fn only_a_desync_naming_this_client_counts_as_its_own() {
         let mut client =
             RelayClient::<u32>::new(NetworkSessionConfig::default(), &SessionConfig::default());
         client.stats.slot = Some(1);
-        client.on_desync(4, vec![2]);
-        client.on_desync(5, vec![0, 1]);
-        assert_eq!(client.stats().desyncs_reported, 2);
-        assert_eq!(client.stats().desyncs_naming_self, 1);
-        let desyncs = client.take_reports();
-        assert_eq!(desyncs.len(), 2);
-        assert!(
-            matches!(&desyncs[0], NetReport::Desync(d) if d.tick == 4 && !d.local_player_named)
+        client.on_desync(4, vec![2], DesyncJudge::Authority);
+        assert_eq!(
+            (client.stats().desyncs, client.stats().others_desynced),
+            (0, 1)
         );
+        assert_eq!(client.stats().last_desync, None);
+        client.on_desync(5, vec![0, 1], DesyncJudge::Majority);
+        assert_eq!(
+            (client.stats().desyncs, client.stats().others_desynced),
+            (1, 1)
+        );
+        let reports = client.take_reports();
+        assert_eq!(reports.len(), 2);
         assert!(matches!(
-            &desyncs[1],
-            NetReport::Desync(d) if d.tick == 5 && d.players == vec![0, 1] && d.local_player_named
+            &reports[0],
+            NetReport::PlayerDesynced(d)
+                if d.tick == 4 && d.players == vec![2] && d.judge == DesyncJudge::Authority
         ));
+        let own = DesyncDetected {
+            tick: 5,
+            players: vec![0, 1],
+            judge: DesyncJudge::Majority,
+        };
+        assert!(matches!(&reports[1], NetReport::Desync(d) if *d == own));
+        assert_eq!(client.stats().last_desync, Some(own));
         assert!(client.take_reports().is_empty());
+    }
+
+    #[test]
+    fn before_its_slot_is_known_a_desync_names_other_players() {
+        let mut client =
+            RelayClient::<u32>::new(NetworkSessionConfig::default(), &SessionConfig::default());
+        client.on_desync(9, vec![0], DesyncJudge::Majority);
+        assert_eq!(
+            (client.stats().desyncs, client.stats().others_desynced),
+            (0, 1)
+        );
     }
 }

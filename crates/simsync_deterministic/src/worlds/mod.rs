@@ -110,6 +110,17 @@ impl SimulationWorlds {
         &self.registry
     }
 
+    /// The registered components and resources that cannot go into a snapshot, by type name
+    /// in registration order (components first): no snapshot serializer (`_serde`
+    /// registration) and, for a component, no reflection as one in the verified world's type
+    /// registry ([snapshots](crate::rules#snapshots)). Empty when every one can. What the
+    /// session reports as [`SessionError::NotSerializable`] at its start with snapshots
+    /// enabled; a host that must serve snapshots (an authoritative room's world) checks it
+    /// before it starts.
+    pub fn unserializable_types(&self) -> Vec<&'static str> {
+        crate::snapshot::capture::unserializable_types(&self.verified.world, &self.registry)
+    }
+
     /// Registers component `T` for rollback.
     ///
     /// # Errors

@@ -4,8 +4,8 @@
 
 use bevy::math::{Quat, Vec3};
 use simsync_net::{
-    BidRequest, BodyId, ClientMessage, Hello, InputSet, MatchEndReason, MatchId, OwnerRecord,
-    OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState,
+    BidRequest, BodyId, ClientMessage, DesyncJudge, Hello, InputSet, MatchEndReason, MatchId,
+    OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PROTOCOL_VERSION, PackedBodyState,
     ParticipantId, Protocols, RefusalReason, RejectReason, ServerMessage, SessionClientMessage,
     SessionServerMessage, SnapshotChunk, Welcome,
 };
@@ -184,6 +184,7 @@ fn session_server_samples() -> Vec<ServerMessage> {
             SessionServerMessage::Desync {
                 tick: 60,
                 players: vec![0, 2],
+                judge: DesyncJudge::Authority,
             },
         ),
         ServerMessage::session(

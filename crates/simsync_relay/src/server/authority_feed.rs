@@ -83,13 +83,16 @@ impl RelayServer {
 
     /// Serves `transfer` from the authority: puts it in the forwarding phase with the
     /// authority's snapshot once one is ready (asking for one first). `false` when there is no
-    /// working authority, or it could not take one (a buddy is asked then).
+    /// working authority, or it could not take one (a buddy is asked then). A snapshot the
+    /// authority cannot take is counted (`authority.failures`) and logged once per transfer:
+    /// the authority is not asked again for it.
     pub(super) fn serve_authority_snapshot(&mut self, transfer: &mut Transfer) -> bool {
         let Some(host) = self.authority.as_mut().filter(|a| !a.failed) else {
             return false;
         };
-        if transfer.tried.contains(&SERVER_BUDDY) {
-            // The joiner refused the authority's snapshot: a buddy serves it.
+        if transfer.authority_failed || transfer.tried.contains(&SERVER_BUDDY) {
+            // The authority could not serve it, or the joiner refused its snapshot: a buddy
+            // serves it.
             return false;
         }
         let snapshot = match host.world.take_snapshot() {
@@ -114,8 +117,12 @@ impl RelayServer {
             Some(Ok(snapshot)) => snapshot,
             Some(Err(error)) => {
                 host.snapshot_pending = false;
-                warn!("relay: no snapshot of the authority: {error}; asking a buddy");
+                warn!(
+                    "relay: no snapshot of the authority for player {}: {error}; asking a buddy",
+                    transfer.joiner
+                );
                 self.stats.authority.failures += 1;
+                transfer.authority_failed = true;
                 return false;
             }
         };
@@ -155,8 +162,9 @@ impl RelayServer {
                 true
             }
             Err(error) => {
-                warn!("relay: the authority's snapshot was not split: {error}");
+                warn!("relay: the authority's snapshot was not split: {error}; asking a buddy");
                 self.stats.authority.failures += 1;
+                transfer.authority_failed = true;
                 false
             }
         }
@@ -200,5 +208,66 @@ impl RelayServer {
         if !host.failed {
             self.checksums.set_authoritative(true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use simsync_net::bevy_renet::RenetServer;
+
+    use super::super::tests::relay_with_sets;
+    use crate::authority::{Authority, AuthoritySnapshot, Resync};
+    use simsync_net::{InputSet, Tick};
+
+    /// An authority whose snapshots always fail (a game with a type it cannot serialize).
+    #[derive(Default)]
+    struct NoSnapshots {
+        asked: bool,
+    }
+
+    impl Authority for NoSnapshots {
+        fn confirmed(&mut self, _: Tick, _: &InputSet) -> Result<(), String> {
+            Ok(())
+        }
+
+        fn checksums(&mut self) -> Result<Vec<(Tick, u64)>, String> {
+            Ok(Vec::new())
+        }
+
+        fn request_snapshot(&mut self) {
+            self.asked = true;
+        }
+
+        fn take_snapshot(&mut self) -> Option<Result<AuthoritySnapshot, String>> {
+            std::mem::take(&mut self.asked).then(|| Err("`game::Heat` cannot be serialized".into()))
+        }
+
+        fn restart(&mut self) {}
+    }
+
+    #[test]
+    fn a_snapshot_the_authority_cannot_take_is_counted_once_per_transfer() {
+        let mut relay =
+            relay_with_sets(10).with_authority(Box::new(NoSnapshots::default()), Resync::On);
+        let mut server = RenetServer::new(simsync_net::connection_config());
+        relay.start_transfer(0);
+        // No other player can serve it: the transfer waits, many relay updates long.
+        for _ in 0..200 {
+            relay.drive_transfers(&mut server);
+        }
+        assert_eq!(relay.stats.authority.failures, 1);
+        assert_eq!(relay.transfers.len(), 1, "still waiting for a buddy");
+        assert!(relay.transfers[0].authority_failed);
+        assert!(
+            relay.is_authoritative(),
+            "a snapshot failure does not stop the authority"
+        );
+        // A new transfer asks the authority again: one more failure.
+        relay.transfers.clear();
+        relay.start_transfer(0);
+        for _ in 0..200 {
+            relay.drive_transfers(&mut server);
+        }
+        assert_eq!(relay.stats.authority.failures, 2);
     }
 }
