@@ -494,18 +494,24 @@ fn flags_of_earlier_versions_get_a_hint() {
 #[test]
 fn default_assets_are_found_at_run_time() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let places = cli::AssetPlaces {
+        manifest_dir: Some(manifest.to_path_buf()),
+        ..cli::AssetPlaces::default()
+    };
     for default in [
         cli::DEFAULT_SCENE,
         cli::DEFAULT_SESSION_TRACE,
         cli::DEFAULT_OWNERSHIP_TRACE,
     ] {
-        let found = cli::default_asset(default, Some(manifest)).expect(default);
+        let found = cli::default_asset(default, &places).expect(default);
         assert!(found.ends_with(default), "{}", found.display());
     }
-    assert!(cli::default_asset("assets/nope.ron", Some(manifest)).is_none());
+    assert!(cli::default_asset("assets/nope.ron", &places).is_none());
     let error = cli::asset_path(None, "assets/nope.ron", "--scene").unwrap_err();
     assert!(
-        error.contains("assets/nope.ron") && error.contains("--scene PATH"),
+        error.contains("assets/nope.ron")
+            && error.contains("--scene PATH")
+            && error.contains(cli::ASSETS_ENV),
         "{error}"
     );
     let given = Path::new("elsewhere.ron");
@@ -513,6 +519,69 @@ fn default_assets_are_found_at_run_time() {
         cli::asset_path(Some(given), "assets/nope.ron", "--scene"),
         Ok(given.to_path_buf())
     );
+}
+
+#[test]
+fn assets_are_found_from_any_directory() {
+    // Whatever the current directory (the test runs from the repository root, where the
+    // relative candidate is found first), each place alone names the repository's file.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found_by = |places: cli::AssetPlaces, relative: &str| {
+        let wanted = root.join(relative);
+        wanted.is_file() && cli::asset_candidates(relative, &places).contains(&wanted)
+    };
+    // An executable in the repository's target/release/examples/, with no cargo environment.
+    let from_exe = cli::AssetPlaces {
+        exe: Some(root.join("target/release/examples/sandbox")),
+        ..cli::AssetPlaces::default()
+    };
+    assert!(found_by(from_exe, cli::DEFAULT_SCENE));
+    // The environment variable names the assets/ directory itself.
+    let from_env = cli::AssetPlaces {
+        assets_dir: Some(root.join("assets")),
+        ..cli::AssetPlaces::default()
+    };
+    assert!(found_by(from_env, cli::DEFAULT_SESSION_TRACE));
+    // The checkout the executable was built from.
+    let built = cli::AssetPlaces {
+        built_from: Some(root.to_path_buf()),
+        ..cli::AssetPlaces::default()
+    };
+    assert!(found_by(built, cli::DEFAULT_OWNERSHIP_TRACE));
+}
+
+#[test]
+fn assets_are_looked_for_in_a_fixed_order_without_repeats() {
+    let places = cli::AssetPlaces {
+        assets_dir: Some(PathBuf::from("/shipped/assets")),
+        manifest_dir: Some(PathBuf::from("/repo")),
+        exe: Some(PathBuf::from("/repo/target/release/examples/sandbox")),
+        built_from: Some(PathBuf::from("/repo")),
+    };
+    let found: Vec<String> = cli::asset_candidates("assets/scenes/a.ron", &places)
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "/shipped/assets/scenes/a.ron",
+            "assets/scenes/a.ron",
+            "/repo/assets/scenes/a.ron",
+            "/repo/target/release/examples/assets/scenes/a.ron",
+            "/repo/target/release/assets/scenes/a.ron",
+            "/repo/target/assets/scenes/a.ron",
+        ]
+    );
+}
+
+#[test]
+fn an_admin_token_file_is_trimmed_and_never_empty() {
+    assert_eq!(
+        cli::admin_token_from("  s3cret\n"),
+        Ok("s3cret".to_string())
+    );
+    assert!(cli::admin_token_from(" \n").is_err());
 }
 
 // --- Registration errors at session start stop a run (exit 2) -----------------------------------

@@ -1,8 +1,9 @@
 //! Command-line interface of the sandbox: one subcommand per mode, each with only its own flags.
 //!
 //! Pure argument handling (clap and std only), so `tests/sandbox_assets.rs` includes this file
-//! and tests the parsing rules. Asset files not named on the command line are found at run time
-//! ([`default_asset`]), never from a path baked in at build time.
+//! and tests the parsing rules. Asset files not named on the command line are looked up at run
+//! time in a fixed order of places ([`asset_candidates`]), so `join` and `host` find them from
+//! any working directory.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -20,8 +21,10 @@ pub const DEFAULT_OWNERSHIP_TRACE: &str = "assets/traces/ownership_three.ron";
 const AFTER_HELP: &str = "\
 Logging: the engine logs through Bevy's LogPlugin; set RUST_LOG to filter it (e.g. RUST_LOG=warn, \
 RUST_LOG=simsync_net=debug). --quiet hides the banner, progress lines and INFO logs.
-Files not given are looked up relative to the current directory, then to $CARGO_MANIFEST_DIR \
-(set by `cargo run`).
+Files not given are looked up under $SIMSYNC_SANDBOX_ASSETS (the repository's assets/ directory), \
+then relative to the current directory, to $CARGO_MANIFEST_DIR (set by `cargo run`), to the \
+directories above the executable (a build in the repository's target/), and to the checkout the \
+executable was built from.
 Exit codes: 0 success; 1 a predicted tick differed from its verified tick, clients disagreed, \
 or copies diverged; 2 bad scene, trace or argument.";
 
@@ -358,9 +361,14 @@ pub struct HostArgs {
     /// UDP address of the rooms (what `join --token` connects to).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7000")]
     pub bind: SocketAddr,
-    /// HTTP address of the probes, metrics and admin API (bearer token `sandbox`).
+    /// HTTP address of the probes, metrics and admin API (its bearer token: see
+    /// --admin-token-file).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7080")]
     pub ops: SocketAddr,
+    /// File holding the admin API's bearer token (surrounding whitespace ignored). Without it,
+    /// a random token is made and written to `admin.token` in the --tokens directory.
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub admin_token_file: Option<PathBuf>,
     /// Players of the room (every `join` gives the same --players).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..))]
     pub players: u8,
@@ -482,39 +490,108 @@ pub fn legacy_hint(args: &[OsString]) -> Option<&'static str> {
     )
 }
 
+/// The environment variable naming the sandbox's `assets/` directory (the repository's, or a
+/// copy shipped next to a binary).
+pub const ASSETS_ENV: &str = "SIMSYNC_SANDBOX_ASSETS";
+
+/// Directories above the executable searched for `assets/` (the executable of
+/// `target/release/examples/sandbox` is three below the repository root).
+const EXE_LEVELS: usize = 4;
+
+/// Where the default assets are looked for, besides the current directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AssetPlaces {
+    /// [`ASSETS_ENV`]: an `assets/` directory.
+    pub assets_dir: Option<PathBuf>,
+    /// `CARGO_MANIFEST_DIR` at run time (`cargo run` sets it): the repository root.
+    pub manifest_dir: Option<PathBuf>,
+    /// The running executable.
+    pub exe: Option<PathBuf>,
+    /// The repository the executable was built from (`CARGO_MANIFEST_DIR` at build time).
+    pub built_from: Option<PathBuf>,
+}
+
+impl AssetPlaces {
+    /// The places of this process: its environment, its executable, its build.
+    pub fn of_process() -> Self {
+        Self {
+            assets_dir: std::env::var_os(ASSETS_ENV).map(PathBuf::from),
+            manifest_dir: std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from),
+            exe: std::env::current_exe().ok(),
+            built_from: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+        }
+    }
+}
+
+/// Every path repository file `relative` (`assets/...`) is looked for at, in order, without
+/// repeats: under [`ASSETS_ENV`]'s directory (`relative` without its `assets/`), relative to
+/// the current directory, under `CARGO_MANIFEST_DIR`, under each of the [`EXE_LEVELS`]
+/// directories above the executable, under the checkout it was built from.
+pub fn asset_candidates(relative: &str, places: &AssetPlaces) -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(dir) = &places.assets_dir {
+        let inside = relative.strip_prefix("assets/").unwrap_or(relative);
+        candidates.push(dir.join(inside));
+    }
+    candidates.push(PathBuf::from(relative));
+    if let Some(dir) = &places.manifest_dir {
+        candidates.push(dir.join(relative));
+    }
+    if let Some(exe) = &places.exe {
+        let above = exe.ancestors().skip(1).take(EXE_LEVELS);
+        candidates.extend(above.map(|dir| dir.join(relative)));
+    }
+    if let Some(dir) = &places.built_from {
+        candidates.push(dir.join(relative));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    candidates.retain(|path| seen.insert(path.clone()));
+    candidates
+}
+
+/// The first of [`asset_candidates`] that is a file.
+pub fn default_asset(relative: &str, places: &AssetPlaces) -> Option<PathBuf> {
+    asset_candidates(relative, places)
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
 /// The file to read: `given` if the command line named one, else the repository file
-/// `default` (relative to the repository root) looked up at run time, first relative to the
-/// current directory, then to the `CARGO_MANIFEST_DIR` environment variable (`cargo run` sets
-/// it).
+/// `default` (relative to the repository root) looked up at run time ([`asset_candidates`]
+/// with this process's [`AssetPlaces`]).
 ///
 /// # Errors
-/// A message naming `default`, the places searched and `flag` when the default is nowhere.
+/// A message naming `default`, every place searched, [`ASSETS_ENV`] and `flag` when the
+/// default is nowhere.
 pub fn asset_path(given: Option<&Path>, default: &str, flag: &str) -> Result<PathBuf, String> {
     if let Some(path) = given {
         return Ok(path.to_path_buf());
     }
-    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
-    default_asset(default, manifest.as_deref()).ok_or_else(|| {
+    let places = AssetPlaces::of_process();
+    default_asset(default, &places).ok_or_else(|| {
+        let looked: Vec<String> = asset_candidates(default, &places)
+            .iter()
+            .map(|p| format!("  {}", p.display()))
+            .collect();
         format!(
-            "cannot find {default} in the current directory{}; run from the repository root or \
-             give {flag} PATH",
-            match &manifest {
-                Some(dir) => format!(" or in {}", dir.display()),
-                None => " (CARGO_MANIFEST_DIR is not set)".to_string(),
-            }
+            "cannot find {default}; looked at:\n{}\nset {ASSETS_ENV} to the repository's assets/ \
+             directory, run from the repository root, or give {flag} PATH",
+            looked.join("\n")
         )
     })
 }
 
-/// `relative` under the current directory if it is a file there, else under `manifest_dir`.
-pub fn default_asset(relative: &str, manifest_dir: Option<&Path>) -> Option<PathBuf> {
-    let here = PathBuf::from(relative);
-    if here.is_file() {
-        return Some(here);
+/// The admin token in the text of a token file: the text without surrounding whitespace.
+///
+/// # Errors
+/// A message when nothing is left (an empty token would leave the admin API open).
+pub fn admin_token_from(text: &str) -> Result<String, String> {
+    let token = text.trim();
+    if token.is_empty() {
+        Err("the admin token file is empty".into())
+    } else {
+        Ok(token.to_string())
     }
-    manifest_dir
-        .map(|dir| dir.join(relative))
-        .filter(|p| p.is_file())
 }
 
 /// `--settle-seconds`: a finite number of seconds in 0..=600.

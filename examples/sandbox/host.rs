@@ -1,7 +1,8 @@
 //! `sandbox host`: a dedicated server built from `simsync_server`'s library with this game —
 //! one relay room of `--players`, authoritative with `--authoritative` (the room runs the
 //! sandbox's verified world: `simsync::authority::LockstepAuthority`), a connect token file per
-//! slot for `sandbox join --token`. It drains and exits once the room has ended (every player
+//! slot for `sandbox join --token`, the admin API's bearer token from `--admin-token-file` or a
+//! random one written to `admin.token` beside the connect tokens. It drains and exits once the room has ended (every player
 //! gone for the empty-room timeout) or on Ctrl-C / SIGTERM, and prints the room's numbers.
 
 use std::path::Path;
@@ -29,11 +30,12 @@ const FIRST_CLIENT_ID: u64 = 0x5a4d_0000;
 pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
     // Bevy's log plugin installs the process's log output (the server logs through `tracing`).
     bevy::app::App::new().add_plugins(log_plugin(args.quiet));
+    let admin_token = admin_token(args)?;
     let mut config = ServerConfig::local(
         args.bind,
         args.ops,
         simsync_net::generate_private_key(),
-        "sandbox",
+        &admin_token.token,
     );
     config.rooms = vec![(Some(ROOM), crate::room_config::relay_room(args.players)?)];
     let server = if args.authoritative {
@@ -61,10 +63,11 @@ pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
     }
     if !args.quiet {
         println!(
-            "sandbox: host on udp {}, http {} ({} room of {} players); tokens in {}; \
-             `sandbox join --token {}/slot0.token` ...",
+            "sandbox: host on udp {}, http {} (admin token {}) ({} room of {} players); tokens \
+             in {}; `sandbox join --token {}/slot0.token` ...",
             server.udp_addr(),
             args.ops,
+            admin_token.source,
             if args.authoritative {
                 "an authoritative"
             } else {
@@ -95,6 +98,42 @@ pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
     let summary = serde_json::to_string_pretty(&last).unwrap_or_default();
     println!("room {}: {summary}", ROOM.0);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The admin API's bearer token and where it came from (for the banner; never the token).
+struct AdminToken {
+    token: String,
+    source: String,
+}
+
+/// The admin token of `--admin-token-file`, or a new random one written to
+/// `<tokens>/admin.token` (owner-only on Unix).
+fn admin_token(args: &HostArgs) -> Result<AdminToken, Failure> {
+    if let Some(path) = &args.admin_token_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::input(format!("--admin-token-file {}: {e}", path.display())))?;
+        let token = crate::cli::admin_token_from(&text)
+            .map_err(|e| Failure::input(format!("--admin-token-file {}: {e}", path.display())))?;
+        let source = format!("from {}", path.display());
+        return Ok(AdminToken { token, source });
+    }
+    let token = simsync_server::key_to_hex(&simsync_net::generate_private_key());
+    std::fs::create_dir_all(&args.tokens)
+        .map_err(|e| Failure::input(format!("cannot make {}: {e}", args.tokens.display())))?;
+    let path = args.tokens.join("admin.token");
+    write_private(&path, &token)
+        .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+    let source = format!("in {}", path.display());
+    Ok(AdminToken { token, source })
+}
+
+/// Writes `text` to `path`, readable by its owner only where the platform says so.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::io::Write::write_all(&mut options.open(path)?, text.as_bytes())
 }
 
 /// Tokens per slot besides the first, for a client that dropped to take its slot again (a

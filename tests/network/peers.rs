@@ -1,11 +1,12 @@
 //! The public peer harness (`simsync::testing::RelayPeers`) tested by itself (the README's
 //! agreement test is `readme_agreement`): a deliberately desynced client reported with its
 //! first differing tick and what differs, a paused client catching up, a killed client
-//! rejoining, link outages, and misuse answered with typed errors.
+//! rejoining, link outages, rematches, and misuse answered with typed errors.
 
 use bevy::prelude::*;
 use simsync::deterministic::{SessionConfig, SimulationSet, SimulationTick};
 use simsync::prelude::*;
+use simsync::relay::{MatchEndReason, MatchId, MatchPhase, RelayCommand};
 use simsync::testing::{PeersError, RelayPeers, RunLimits, RunUntilError};
 use simsync_net::LinkConditionerConfig;
 
@@ -274,4 +275,78 @@ fn an_empty_seat_shows_in_the_timeout_as_waiting_for_players() {
         .run_until_verified_with(10, RunLimits::new(120))
         .expect_err("one of two seats taken");
     assert!(err.to_string().contains("WaitingForPlayers"), "{err}");
+}
+
+// --- Rematches ------------------------------------------------------------------------------
+
+fn two_peers() -> RelayPeers<PackedInput> {
+    RelayPeers::builder(2, |_| plugin(small()))
+        .inputs(scripted_input)
+        .link(LinkConditionerConfig::PERFECT.with_latency(20, 0))
+        .breakdowns(0)
+        .build()
+        .expect("harness")
+}
+
+/// The checksum client 0 holds for `tick`.
+fn checksum_of(peers: &RelayPeers<PackedInput>, tick: i32) -> Option<u64> {
+    let stats = peers.stats(0).expect("client 0 runs");
+    let found = stats.checksum_history.iter().find(|c| c.tick == tick);
+    found.map(|c| c.checksum)
+}
+
+#[test]
+fn rematch_steps_until_every_client_plays_the_next_match() {
+    let mut peers = two_peers();
+    peers.run_until_verified(120).expect("match 1");
+    let first = checksum_of(&peers, 120).expect("tick 120 checksummed");
+    assert_eq!(peers.rematch(300).expect("rematch"), MatchId(2));
+    assert_eq!(peers.matches(), vec![Some(MatchId(2)); 2]);
+    let restarted = peers.verified_ticks();
+    assert!(
+        restarted.iter().all(|t| t.is_some_and(|t| t < 120)),
+        "{restarted:?}"
+    );
+    peers.run_until_verified(120).expect("match 2");
+    peers.assert_all_agree();
+    // The same inputs give the same checksums in every match.
+    assert_eq!(checksum_of(&peers, 120), Some(first));
+}
+
+#[test]
+fn run_until_verified_after_a_rematch_command_runs_the_next_match() {
+    let mut peers = two_peers();
+    let reached = peers.run_until_verified(120).expect("match 1");
+    // Always at least one frame: a target already reached moves on by a step.
+    let again = peers.run_until_verified(reached).expect("one more step");
+    assert!(again > reached, "{again} after {reached}");
+    peers
+        .relay_mut()
+        .world_mut()
+        .write_message(RelayCommand::Rematch {
+            reason: MatchEndReason::Completed,
+        });
+    peers.run_until_verified(120).expect("match 2");
+    assert_eq!(peers.matches(), vec![Some(MatchId(2)); 2]);
+    let verified = peers.verified_ticks();
+    assert!(
+        verified.iter().all(|t| t.is_some_and(|t| t >= 120)),
+        "{verified:?}"
+    );
+}
+
+#[test]
+fn a_rematch_before_the_match_started_is_refused() {
+    let mut peers = two_peers();
+    let err = peers.rematch(10).expect_err("nothing to end in the lobby");
+    assert!(
+        matches!(
+            err,
+            PeersError::RematchRefused {
+                match_id: MatchId(1),
+                phase: MatchPhase::Lobby
+            }
+        ),
+        "{err}"
+    );
 }

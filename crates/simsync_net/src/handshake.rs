@@ -421,6 +421,40 @@ impl RejectCounts {
     }
 }
 
+/// The refusal as a sentence for a log or a player; an input type or size that differs says
+/// where each side sets it.
+impl std::fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::InputTypeMismatch { server, client } => write!(
+                f,
+                "input type mismatch: the server's room takes `{}` of at most {} bytes, this \
+                 client sends `{}` of at most {} bytes. Build both with the same input type; the \
+                 size limit is the room's `max_input_bytes` (the third argument of \
+                 `RoomConfig::relay_for`, or `RelayServerConfig::max_input_bytes`) and the \
+                 client's `NetworkSessionConfig::max_input_bytes` (both default to \
+                 DEFAULT_MAX_INPUT_BYTES, {} bytes): give them the same value",
+                server.name,
+                server.max_encoded_bytes,
+                client.name,
+                client.max_encoded_bytes,
+                crate::DEFAULT_MAX_INPUT_BYTES,
+            ),
+            Self::TickRateMismatch { server, client } => write!(
+                f,
+                "tick rate mismatch: the server runs {server} Hz, this client {client} Hz \
+                 (`SessionConfig::tick_rate`)"
+            ),
+            Self::PlayerCountMismatch { server, client } => write!(
+                f,
+                "player count mismatch: the server's session has {server} player slots, this \
+                 client expects {client} (`SessionConfig::players`)"
+            ),
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
 /// Applies the version rule of the handshake ([wire rule 2](crate::rules)): a client is accepted
 /// only with exactly this build's [`PROTOCOL_VERSION`].
 ///
@@ -919,6 +953,24 @@ mod tests {
 
     fn seated() -> Result<Option<u8>, RejectReason> {
         Ok(None)
+    }
+
+    #[test]
+    fn an_input_size_mismatch_says_where_each_side_sets_the_limit() {
+        let text = RejectReason::InputTypeMismatch {
+            server: InputFingerprint::new("arena::Move", 16),
+            client: InputFingerprint::new("arena::Move", 256),
+        }
+        .to_string();
+        for part in [
+            "`arena::Move` of at most 16 bytes",
+            "`arena::Move` of at most 256 bytes",
+            "RoomConfig::relay_for",
+            "NetworkSessionConfig::max_input_bytes",
+        ] {
+            assert!(text.contains(part), "{part} not in: {text}");
+        }
+        assert_eq!(RejectReason::ServerFull.to_string(), "ServerFull");
     }
 
     #[test]

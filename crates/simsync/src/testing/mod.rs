@@ -15,9 +15,23 @@
 //!   ([`kill`](RelayPeers::kill), [`rejoin`](RelayPeers::rejoin)), or join late
 //!   ([`join`](RelayPeers::join)).
 //!
-//! Clients checksum every `checksum_interval` verified ticks (`SessionConfig`, 60 by default),
-//! and only those ticks are compared: a test that wants a desync caught at its tick sets it to
-//! 1 (`plugin.edit_config(|c| c.checksum_interval = 1)`). Seats are the harness's players: 0
+//! The harness checks more than agreement by default ([`HarnessChecks`]): every client's
+//! session compares its predicted ticks with its verified ones (`verify_predictions`),
+//! checksums every verified tick, and is rolled back at least [`DEFAULT_FORCED_ROLLBACK`]
+//! ticks and re-simulated every [`DEFAULT_FORCED_ROLLBACK_EVERY`] updates
+//! ([`ForcedRollbackPlugin`], in the spirit of GGRS's `SyncTestSession`). So a game whose simulation reads state a rollback does not restore (an
+//! unregistered resource, a `Local`, the wall clock) fails `run_until_verified` with a
+//! prediction mismatch naming the first difference, even on a perfect link and even when every
+//! client makes the same mistake. [`checks`](RelayPeersBuilder::checks) with
+//! [`HarnessChecks::OFF`] runs the sessions exactly as the game configured them (then only
+//! checksum ticks, every `checksum_interval` verified ticks, 60 by default, are compared).
+//!
+//! [`rematch`](RelayPeers::rematch) ends the match and steps until every client plays the
+//! next one; `run_until_verified` always steps at least once and counts a client still in an
+//! earlier match than the relay's as having verified nothing. An authoritative room is tested
+//! the same way, with the relay given through [`relay`](RelayPeersBuilder::relay)
+//! (`DeterministicServerPlugin::new::<I>(players, hz).authority(LockstepAuthority::factory(..),
+//! Resync::On)`, see [`crate::authority`]). Seats are the harness's players: 0
 //! players, or more clients than seats, is a typed error ([`PeersError::NoPlayers`],
 //! [`PeersError::NoFreeSeat`]), as is a run with every client paused or killed
 //! ([`PeersError::NoClientRunning`]).
@@ -46,11 +60,16 @@
 //! ```
 
 mod agreement;
+mod checks;
 mod peers;
 
 pub use agreement::{
     Agreement, BreakdownDifference, Disagreement, breakdown_difference, compare_histories,
     differing_pair,
+};
+pub use checks::{
+    DEFAULT_FORCED_ROLLBACK, DEFAULT_FORCED_ROLLBACK_EVERY, ForcedRollbackPlugin, HarnessChecks,
+    held_back_ticks_to_verify, is_forced_rollback_update,
 };
 pub use peers::{ClientIndex, DEFAULT_KEPT_BREAKDOWNS, PeersError, RelayPeers, RelayPeersBuilder};
 pub use simsync_deterministic::testing::{

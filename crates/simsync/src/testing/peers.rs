@@ -15,12 +15,16 @@ use simsync_net::prelude::*;
 use simsync_net::{
     Direction, LinkConditionerConfig, MemoryNetwork, NetClock, NetError, ReconnectToken,
 };
-use simsync_relay::{DeterministicServerPlugin, RelayStats};
+use simsync_relay::{
+    DeterministicServerPlugin, MatchEndReason, MatchId, MatchPhase, RelayCommand, RelayServer,
+    RelayStats,
+};
 use thiserror::Error;
 
 use super::agreement::{
     Agreement, Disagreement, breakdown_difference, compare_histories, differing_pair,
 };
+use super::checks::{ForcedRollbackPlugin, HarnessChecks};
 
 /// A client of the harness: 0 for the first, in the order they were made (a rejoined client
 /// keeps its index; a late joiner gets the next one).
@@ -122,6 +126,31 @@ pub enum PeersError {
     /// [`RelayPeers::agreement_of`]: the client's verified checksums differ from another's.
     #[error("{0}")]
     Disagreement(Box<Disagreement>),
+    /// [`RelayPeers::rematch`]: the relay did not open a next match (its match is in its lobby:
+    /// it has not started, so there is nothing to end).
+    #[error("the relay refused the rematch: {match_id:?} is in phase {phase:?}")]
+    RematchRefused {
+        /// The relay's match.
+        match_id: MatchId,
+        /// Its phase.
+        phase: MatchPhase,
+    },
+    /// [`RelayPeers::rematch`]: not every running client played the next match within the
+    /// frames allowed.
+    #[error(
+        "clients did not reach {match_id:?} in {frames} frames (client matches: {matches:?}; \
+         states: {states:?}; None = killed)"
+    )]
+    MatchNotReached {
+        /// The match the relay opened.
+        match_id: MatchId,
+        /// Frames stepped.
+        frames: u32,
+        /// Every client's match (`None`: killed or not welcomed).
+        matches: Vec<Option<MatchId>>,
+        /// Every client's lifecycle state (`None`: killed).
+        states: Vec<Option<SessionState>>,
+    },
 }
 
 /// How a [`RelayPeers`] is made: the players, each client's plugin, the relay, the link, the
@@ -138,9 +167,22 @@ pub struct RelayPeersBuilder<I: SimInput> {
     inputs: Option<TickInputSource<I>>,
     breakdowns: usize,
     tolerate_desyncs: bool,
+    checks: HarnessChecks,
 }
 
 impl<I: SimInput> RelayPeersBuilder<I> {
+    /// The checks every client's session runs on top of the game's configuration (default
+    /// [`HarnessChecks::ON`]: prediction checks, a checksum every tick and a forced rollback of
+    /// at least [`DEFAULT_FORCED_ROLLBACK`](super::DEFAULT_FORCED_ROLLBACK) ticks every
+    /// [`DEFAULT_FORCED_ROLLBACK_EVERY`](super::DEFAULT_FORCED_ROLLBACK_EVERY) updates).
+    /// [`HarnessChecks::OFF`] runs each session exactly as the game's plugin configured it: a
+    /// test of the game's own settings (a checksum interval, rollback counts) or a long run
+    /// that cannot pay the checks.
+    pub fn checks(mut self, checks: HarnessChecks) -> Self {
+        self.checks = checks;
+        self
+    }
+
     /// Runs `customize(app)` on the relay App after `MinimalPlugins` and before the network
     /// server and the relay plugin (a `LogPlugin`, message readers, extra resources).
     pub fn customize_relay(mut self, customize: impl FnOnce(&mut App) + 'static) -> Self {
@@ -261,6 +303,7 @@ impl<I: SimInput> RelayPeersBuilder<I> {
                 customize: self.customize,
                 inputs: self.inputs,
                 breakdowns: self.breakdowns,
+                checks: self.checks,
             },
             link: self.link,
             next_transport: 1,
@@ -281,6 +324,7 @@ struct ClientSpec<I: SimInput> {
     customize: Option<AppFn>,
     inputs: Option<TickInputSource<I>>,
     breakdowns: usize,
+    checks: HarnessChecks,
 }
 
 /// One client: its App while it runs, its last history once killed.
@@ -332,6 +376,7 @@ impl<I: SimInput> RelayPeers<I> {
             inputs: None,
             breakdowns: DEFAULT_KEPT_BREAKDOWNS,
             tolerate_desyncs: false,
+            checks: HarnessChecks::ON,
         }
     }
 
@@ -345,10 +390,17 @@ impl<I: SimInput> RelayPeers<I> {
         }
     }
 
-    /// Steps until every running client that is not paused verified `tick` (at most
-    /// `4 × tick + 2,000` frames, saturating at `u32::MAX`: give a far target explicit limits
-    /// with [`run_until_verified_with`](Self::run_until_verified_with)); returns the lowest of
-    /// their verified ticks. A target at or below the current ticks returns at once.
+    /// Steps until every running client that is not paused verified `tick` of the relay's
+    /// current match (at most `4 × tick + 2,000` frames, saturating at `u32::MAX`: give a far
+    /// target explicit limits with [`run_until_verified_with`](Self::run_until_verified_with));
+    /// returns the lowest of their verified ticks.
+    ///
+    /// It always steps at least one frame, then stops as soon as the target is reached: a
+    /// command written to the relay before the call (a `RelayCommand::Rematch` through
+    /// [`relay_mut`](Self::relay_mut)) is taken in that frame. A client still playing an
+    /// earlier match than the relay's counts as having verified nothing of it, so after a
+    /// rematch this runs the next match to `tick`, it does not return on the ended match's ticks
+    /// ([`rematch`](Self::rematch) does both steps and checks them).
     ///
     /// # Errors
     /// As [`run_until_verified_with`](Self::run_until_verified_with).
@@ -377,14 +429,15 @@ impl<I: SimInput> RelayPeers<I> {
             return Err(PeersError::NoClientRunning(tick));
         }
         let mut idle = 0u32;
-        for updates in 1..=limits.max_updates {
-            if last.is_some_and(|t| t >= tick) {
-                return Ok(last.unwrap_or(tick));
-            }
+        for _ in 0..limits.max_updates {
             self.step();
             self.check()?;
             let now = self.slowest();
-            if now > last || self.any_waiting() {
+            if let Some(reached) = now.filter(|t| *t >= tick) {
+                return Ok(reached);
+            }
+            // Any move counts: the slowest tick drops to 0 when a rematch resets the clients.
+            if now != last || self.any_waiting() {
                 last = now;
                 idle = 0;
             } else {
@@ -397,16 +450,81 @@ impl<I: SimInput> RelayPeers<I> {
                     states: self.states(),
                 });
             }
-            if updates == limits.max_updates && now.is_none_or(|t| t < tick) {
-                return Err(PeersError::Timeout {
-                    target: tick,
-                    verified: self.verified_ticks(),
-                    updates,
-                    states: self.states(),
-                });
-            }
         }
-        Ok(last.unwrap_or(tick))
+        Err(PeersError::Timeout {
+            target: tick,
+            verified: self.verified_ticks(),
+            updates: limits.max_updates,
+            states: self.states(),
+        })
+    }
+
+    /// Ends the relay's running match and opens the next on the same connections
+    /// (`RelayCommand::Rematch` with reason `Completed`), then steps until every running,
+    /// unpaused client plays the new match (its session rebuilt from tick 0 and `Running`, at
+    /// most `max_frames` frames); returns the new match. Then
+    /// [`run_until_verified`](Self::run_until_verified) runs it and
+    /// [`assert_all_agree`](Self::assert_all_agree) compares its checksums (every client's
+    /// history starts over with the match; a killed client keeps the one it had).
+    ///
+    /// # Errors
+    /// [`PeersError::RematchRefused`] when the relay's match has not started (a lobby: nothing
+    /// to end); [`PeersError::MatchNotReached`] when a client did not play the new match in
+    /// time; [`PeersError::Client`] for a problem a session reported while stepping;
+    /// [`PeersError::NoClientRunning`] without a running, unpaused client.
+    pub fn rematch(&mut self, max_frames: u32) -> Result<MatchId, PeersError> {
+        let before = self.relay_match();
+        self.relay.world_mut().write_message(RelayCommand::Rematch {
+            reason: MatchEndReason::Completed,
+        });
+        self.step();
+        self.check()?;
+        // The relay App always holds the relay server (the builder adds it).
+        let server = self.relay.world().get_resource::<RelayServer>();
+        let next = server.map_or(MatchId::FIRST, RelayServer::match_id);
+        if Some(next) == before || server.is_none() {
+            return Err(PeersError::RematchRefused {
+                match_id: next,
+                phase: server.map_or(MatchPhase::Lobby, RelayServer::phase),
+            });
+        }
+        for _ in 1..max_frames {
+            if self.all_playing(next)? {
+                return Ok(next);
+            }
+            self.step();
+            self.check()?;
+        }
+        if self.all_playing(next)? {
+            return Ok(next);
+        }
+        Err(PeersError::MatchNotReached {
+            match_id: next,
+            frames: max_frames,
+            matches: self.matches(),
+            states: self.states(),
+        })
+    }
+
+    /// Whether every running, unpaused client plays match `id` and runs it.
+    fn all_playing(&self, id: MatchId) -> Result<bool, PeersError> {
+        let mut running = self
+            .peers
+            .iter()
+            .filter(|p| !p.paused)
+            .filter_map(|p| p.app.as_ref())
+            .peekable();
+        if running.peek().is_none() {
+            return Err(PeersError::NoClientRunning(0));
+        }
+        Ok(running.all(|app| {
+            let world = app.world();
+            let playing = world
+                .get_resource::<SessionStats>()
+                .and_then(|s| s.network.as_ref().and_then(|n| n.match_id));
+            let state = world.get_resource::<SessionLifecycle>().map(|l| l.state);
+            playing == Some(id) && state == Some(SessionState::Running)
+        }))
     }
 
     /// Steps `frames` frames, stopping at the first problem a client's session reports.
@@ -714,8 +832,10 @@ impl<I: SimInput> RelayPeers<I> {
         Ok(peer)
     }
 
-    /// The lowest verified tick of the running, unpaused clients (`None` without any).
+    /// The lowest verified tick of the running, unpaused clients (`None` without any); a client
+    /// whose session plays another match than the relay's counts as 0.
     fn slowest(&self) -> Option<Tick> {
+        let current = self.relay_match();
         self.peers
             .iter()
             .filter(|p| !p.paused)
@@ -723,9 +843,32 @@ impl<I: SimInput> RelayPeers<I> {
             .map(|app| {
                 app.world()
                     .get_resource::<SessionStats>()
+                    .filter(|s| {
+                        let playing = s.network.as_ref().and_then(|n| n.match_id);
+                        current.is_none() || playing.is_none() || playing == current
+                    })
                     .map_or(0, |s| s.verified_tick)
             })
             .min()
+    }
+
+    /// The relay's current match (`None` when the relay App has no relay server).
+    fn relay_match(&self) -> Option<MatchId> {
+        self.relay
+            .world()
+            .get_resource::<RelayServer>()
+            .map(RelayServer::match_id)
+    }
+
+    /// Every client's match, as its session says (`None`: killed, or not welcomed yet).
+    pub fn matches(&self) -> Vec<Option<MatchId>> {
+        self.peers
+            .iter()
+            .map(|p| {
+                let stats = p.app.as_ref()?.world().get_resource::<SessionStats>()?;
+                stats.network.as_ref().and_then(|n| n.match_id)
+            })
+            .collect()
     }
 
     /// Whether a running client is still connecting or waiting for players.
@@ -840,13 +983,21 @@ fn client_app<I: SimInput>(
         .edit_config(|c| {
             c.clock = SessionClock::Stepped {
                 ticks_per_update: 1,
-            }
+            };
+            spec.checks.apply(c);
         })
         .networked(network);
+    let forced_rollback = spec.checks.forced_rollback_for(&plugin.session_config());
     let mut app = App::new();
     app.add_plugins(MinimalPlugins)
         .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(spec.hz)))
         .add_plugins(plugin);
+    if forced_rollback > 0 {
+        app.add_plugins(ForcedRollbackPlugin {
+            distance: forced_rollback,
+            every: spec.checks.forced_rollback_every,
+        });
+    }
     if let Some(inputs) = &spec.inputs {
         app.insert_resource(inputs.clone());
     }
