@@ -556,9 +556,17 @@ impl OwnershipClient {
         reason: Option<DisconnectReason>,
         ended: &mut MessageWriter<ParticipantEnded>,
     ) {
+        if self.ended.is_some() {
+            // Closed by `end_if_server_silent`: the end is told already.
+            return;
+        }
         let by_us = reason == Some(DisconnectReason::DisconnectedByClient);
         match (self.me(), by_us) {
             (_, true) => info!("participant: left"),
+            // The end, with its reason, is logged by `end`.
+            (Some(me), false) if self.closing.is_some() => {
+                info!("participant: the entity server closed the connection ({me})");
+            }
             (Some(me), false) => warn!("participant: connection lost ({me})"),
             (None, false) => warn!("participant: lost its connection before joining"),
         }

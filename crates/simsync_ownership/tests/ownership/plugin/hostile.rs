@@ -410,3 +410,42 @@ fn flood(s: &mut Session, step: u64, per_step: u64) {
         s.send_raw(1, release(body));
     }
 }
+
+/// Rate limits: participant 2 (a raw client) grabs body 1 and releases it; its bid for the
+/// body in the same update as the release is dropped and counted as a re-bid too soon, while
+/// participant 1 may bid for it at once; after the cool-down (100 ms) participant 2's bid
+/// passes again.
+#[test]
+fn a_released_body_is_not_rebid_by_its_releaser_within_the_cooldown() {
+    let bodies = in_a_row(1..=2);
+    let setup = Setup {
+        seed: 9,
+        bodiless: Some(1),
+        ..Setup::default()
+    };
+    let mut s = Session::with_setup(2, &bodies, &setup);
+    let raw = s.id_of(1);
+    for body in [1, 2] {
+        s.send_raw(1, bid(body, Priority::GRAB.0));
+    }
+    s.run(2);
+    assert_eq!(s.server_owner(1), Some((raw, Priority::GRAB)));
+    for body in [1, 2] {
+        s.send_raw(1, release(body));
+    }
+    s.send_raw(1, bid(1, Priority::GRAB.0));
+    s.run(2);
+    assert_eq!(s.server_owner(1), None, "the re-bid was dropped");
+    let limited = s.server_stats().rate_limited;
+    assert_eq!((limited.rebids_too_soon, limited.bids), (1, 1), "{limited}");
+    // Anyone else bids as ever (participant 1 then releases it at rest, rule 12).
+    let granted = s.server_stats().bids_granted;
+    s.send_raw(0, bid(2, Priority::POKE.0));
+    s.run(2);
+    assert_eq!(s.server_stats().bids_granted, granted + 1);
+    s.run(steps(100));
+    s.send_raw(1, bid(1, Priority::GRAB.0));
+    s.run(2);
+    assert_eq!(s.server_owner(1), Some((raw, Priority::GRAB)));
+    assert_eq!(s.server_stats().rate_limited.rebids_too_soon, 1);
+}
