@@ -394,7 +394,8 @@ mod tests {
         let mut counts = RateLimitedCounts::default();
         for i in 0..100_000u64 {
             let now = Duration::from_micros(i * 100);
-            let body = Some(BodyId(i % 1_000));
+            // A bid and a release of each body every 0.2 s.
+            let body = Some(BodyId((i / 2) % 1_000));
             let kind = if i % 2 == 0 {
                 Limited::Bid(body)
             } else {
