@@ -231,6 +231,8 @@ pub struct OwnershipClient {
     last_ping_at: Option<Duration>,
     /// Why the session ended, once it did.
     ended: Option<ParticipantEnd>,
+    /// The game said it leaves ([`leave`](OwnershipClient::leave)).
+    leaving: bool,
 }
 
 impl OwnershipClient {
@@ -273,6 +275,7 @@ impl OwnershipClient {
             last_heard: None,
             last_ping_at: None,
             ended: None,
+            leaving: false,
         })
     }
 
@@ -326,6 +329,13 @@ impl OwnershipClient {
     /// connection itself (`Left`). `None` while the session runs (or before it joined).
     pub fn ended(&self) -> Option<&ParticipantEnd> {
         self.ended.as_ref()
+    }
+
+    /// The game ends its session on purpose: the next closed connection — the game's own
+    /// `ClientTransport::disconnect` or `RenetClient::disconnect` — ends it as
+    /// [`ParticipantEnd::Left`], a normal end, whatever the transport reports.
+    pub fn leave(&mut self) {
+        self.leaving = true;
     }
 
     /// This participant's id, once joined.
@@ -560,7 +570,7 @@ impl OwnershipClient {
             // Closed by `end_if_server_silent`: the end is told already.
             return;
         }
-        let by_us = reason == Some(DisconnectReason::DisconnectedByClient);
+        let by_us = self.leaving || reason == Some(DisconnectReason::DisconnectedByClient);
         match (self.me(), by_us) {
             (_, true) => info!("participant: left"),
             // The end, with its reason, is logged by `end`.

@@ -7,7 +7,6 @@ use std::time::Instant;
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::RigidBody;
 use serde_json::json;
-use simsync_net::prelude::RenetClient;
 use simsync_net::{ClientTransport, UdpServerConfig, UdpServerTransport};
 use simsync_ownership::{BodyNetId, EntityServer, OwnershipClient};
 
@@ -157,11 +156,11 @@ pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
         )));
     }
     // A session that ran to its end: leave (a normal end, not a lost connection).
-    app.world_mut().resource_mut::<RenetClient>().disconnect();
-    app.update();
+    app.world_mut().resource_mut::<OwnershipClient>().leave();
     app.world_mut()
         .resource_mut::<ClientTransport>()
         .disconnect();
+    app.update();
     Ok(ExitCode::SUCCESS)
 }
 

@@ -91,15 +91,23 @@ fn a_participant_told_its_room_ends_ends_with_the_reason() {
     assert!(ended(&s, 0).unwrap().is_early());
 }
 
-/// A participant whose game closes the connection itself ends with `Left`, a normal end.
+/// A participant whose game closes the connection itself ends with `Left`, a normal end: one
+/// with `RenetClient::disconnect`, one that said it leaves and closed its transport (which
+/// the connection reports as a transport close).
 #[test]
 fn a_participant_that_leaves_ends_with_left() {
-    let mut s = Session::perfect(1, &[Body::floating(1, Vec3::ZERO)]);
+    let mut s = Session::perfect(2, &[Body::floating(1, Vec3::ZERO)]);
     s.p(0)
         .world_mut()
         .resource_mut::<RenetClient>()
         .disconnect();
+    s.p(1).world_mut().resource_mut::<OwnershipClient>().leave();
+    s.p(1)
+        .world_mut()
+        .resource_mut::<ClientTransport>()
+        .disconnect();
     s.run(2);
     assert_eq!(ended(&s, 0), Some(ParticipantEnd::Left));
+    assert_eq!(ended(&s, 1), Some(ParticipantEnd::Left));
     assert!(!ParticipantEnd::Left.is_early());
 }
