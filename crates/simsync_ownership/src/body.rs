@@ -46,6 +46,22 @@ impl From<RigidBody> for BodyKind {
     }
 }
 
+/// The longest a relayed state is moved on by its age ([`BodyState::moved_on`]): 500 ms. A
+/// state older than that (a link that bad, or a wrong latency estimate) is moved on by 500 ms
+/// only, rather than far along a velocity that has surely changed.
+pub const MAX_STATE_AGE: Duration = Duration::from_millis(500);
+
+/// Half a round-trip time of `rtt_seconds` (renet's estimate of a connection): the one-way
+/// latency a state travelled, within `0..=`[`MAX_STATE_AGE`] (a negative or not-a-number
+/// estimate is 0).
+pub fn one_way_latency(rtt_seconds: f64) -> Duration {
+    let half = rtt_seconds / 2.0;
+    if half.is_nan() || half <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::from_secs_f64(half.min(MAX_STATE_AGE.as_secs_f64()))
+}
+
 /// A body's physical state as an owner sends it: position in meters, rotation, linear velocity
 /// in m/s and angular velocity in rad/s (axis × speed), all in world space.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Reflect, Serialize, Deserialize)]
@@ -88,6 +104,33 @@ impl BodyState {
         }
     }
 
+    /// This state moved on by its `age` ([relayed states](crate::rules#relayed-states-move-on-by-their-age)):
+    /// [`moved_by`](Self::moved_by) `age` in seconds.
+    pub fn moved_on(&self, age: Duration) -> BodyState {
+        self.moved_by(age.as_secs_f32())
+    }
+
+    /// This state moved along its velocities by `seconds` (back for a negative number), at most
+    /// [`MAX_STATE_AGE`] either way: position by the linear velocity, rotation by the angular
+    /// velocity; velocities unchanged. A resting state (zero velocities) is returned unchanged.
+    pub fn moved_by(&self, seconds: f32) -> BodyState {
+        if self.linear_velocity == Vec3::ZERO && self.angular_velocity == Vec3::ZERO {
+            return *self;
+        }
+        let max = MAX_STATE_AGE.as_secs_f32();
+        let dt = if seconds.is_nan() {
+            0.0
+        } else {
+            seconds.clamp(-max, max)
+        };
+        BodyState {
+            position: self.position + self.linear_velocity * dt,
+            rotation: (Quat::from_scaled_axis(self.angular_velocity * dt) * self.rotation)
+                .normalize(),
+            ..*self
+        }
+    }
+
     /// Where receivers extrapolate this state `elapsed` later: position moved by the linear
     /// velocity, rotation turned by the angular velocity. Velocities are unchanged.
     pub fn extrapolate(&self, elapsed: Duration) -> BodyState {
@@ -98,5 +141,43 @@ impl BodyState {
                 .normalize(),
             ..*self
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moving_state_moves_on_by_its_age_and_a_resting_one_does_not() {
+        let moving = BodyState {
+            linear_velocity: Vec3::new(0.36, 0.0, 0.0),
+            angular_velocity: Vec3::new(0.0, 1.0, 0.0),
+            ..BodyState::resting(Vec3::new(1.0, 2.0, 3.0), Quat::IDENTITY)
+        };
+        let on = moving.moved_on(Duration::from_millis(50));
+        assert!((on.position.x - 1.018).abs() < 1e-6, "{}", on.position);
+        assert!((on.rotation.angle_between(Quat::IDENTITY) - 0.05).abs() < 1e-4);
+        assert_eq!(on.linear_velocity, moving.linear_velocity);
+        // Capped at 500 ms.
+        let far = moving.moved_on(Duration::from_secs(3));
+        assert!((far.position.x - 1.18).abs() < 1e-5, "{}", far.position);
+        // Back by a negative time, capped too.
+        let back = moving.moved_by(-0.01);
+        assert!((back.position.x - 0.9964).abs() < 1e-6, "{}", back.position);
+        assert!((moving.moved_by(-9.0).position.x - 0.82).abs() < 1e-5);
+        assert_eq!(moving.moved_by(f32::NAN), moving);
+        let resting = BodyState::resting(Vec3::ONE, Quat::from_rotation_z(0.3));
+        assert_eq!(resting.moved_on(Duration::from_millis(50)), resting);
+        assert_eq!(resting.moved_by(-0.05), resting);
+    }
+
+    #[test]
+    fn one_way_latency_is_half_the_rtt_within_bounds() {
+        assert_eq!(one_way_latency(0.1), Duration::from_millis(50));
+        assert_eq!(one_way_latency(0.0), Duration::ZERO);
+        assert_eq!(one_way_latency(-1.0), Duration::ZERO);
+        assert_eq!(one_way_latency(f64::NAN), Duration::ZERO);
+        assert_eq!(one_way_latency(60.0), MAX_STATE_AGE);
     }
 }

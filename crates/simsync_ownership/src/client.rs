@@ -40,9 +40,10 @@ use bevy::platform::collections::{HashMap, HashSet};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{RapierContext, ReadRapierContext, RigidBody, Sleeping, Velocity};
 use simsync_net::bevy_renet::RenetClient;
+use simsync_net::renet::DisconnectReason;
 use simsync_net::{
     BidRequest, ClientHandshake, ClientMessage, ClientNetExt, DecodeStats, Hello, JoinStatus,
-    MAX_BIDS_PER_MESSAGE, MatchEndReason, NetChannel, NetError, OwnerRecord,
+    MAX_BIDS_PER_MESSAGE, MatchEndReason, NetChannel, NetClock, NetError, OwnerRecord,
     OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, Protocols, RefusalReason,
     RejectReason, ServerMessage, Welcome,
 };
@@ -51,7 +52,7 @@ use crate::activity::{ActivityConfig, RestMemory, classify};
 use crate::arbiter::RefusalCounts;
 use crate::baseline::{ACK_INTERVAL, DeltaLink};
 use crate::batch::{StateBatch, chosen_states, entry_room, is_newer_batch, quantize, varint_len};
-use crate::body::{BodyKind, BodyState};
+use crate::body::{BodyKind, BodyState, one_way_latency};
 use crate::budget::{
     Candidate, PriorityAccumulator, StateBudgetConfig, UploadBudget, nearest, send_weight,
 };
@@ -61,7 +62,10 @@ use crate::components::{
 };
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
-use crate::messages::{BidRefused, CountedSilent, OwnershipChanged, RefusedBy, RoomClosing};
+use crate::messages::{
+    BidRefused, CountedSilent, OwnershipChanged, ParticipantEnd, ParticipantEnded, RefusedBy,
+    RoomClosing,
+};
 use crate::participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::send_policy::{Sequence, predicted_error, should_send};
@@ -221,6 +225,14 @@ pub struct OwnershipClient {
     last_sent_at: Option<Duration>,
     /// Why the entity server's room ends, once it said so.
     closing: Option<MatchEndReason>,
+    /// When anything was last received from the entity server, once joined.
+    last_heard: Option<Duration>,
+    /// When the last keepalive went out.
+    last_ping_at: Option<Duration>,
+    /// Why the session ended, once it did.
+    ended: Option<ParticipantEnd>,
+    /// The game said it leaves ([`leave`](OwnershipClient::leave)).
+    leaving: bool,
 }
 
 impl OwnershipClient {
@@ -260,6 +272,10 @@ impl OwnershipClient {
             sent_since_check: false,
             last_sent_at: None,
             closing: None,
+            last_heard: None,
+            last_ping_at: None,
+            ended: None,
+            leaving: false,
         })
     }
 
@@ -304,6 +320,22 @@ impl OwnershipClient {
     /// connection shortly after.
     pub fn closing(&self) -> Option<&MatchEndReason> {
         self.closing.as_ref()
+    }
+
+    /// Why this participant's session with the entity server ended, once it did (also written
+    /// as a [`ParticipantEnded`] Message): the server went silent for
+    /// [`server_silence_timeout`](OwnershipConfig::server_silence_timeout) or the connection
+    /// closed (`ServerGone`, or `RoomEnded` after the server said why), or the game closed the
+    /// connection itself (`Left`). `None` while the session runs (or before it joined).
+    pub fn ended(&self) -> Option<&ParticipantEnd> {
+        self.ended.as_ref()
+    }
+
+    /// The game ends its session on purpose: the next closed connection — the game's own
+    /// `ClientTransport::disconnect` or `RenetClient::disconnect` — ends it as
+    /// [`ParticipantEnd::Left`], a normal end, whatever the transport reports.
+    pub fn leave(&mut self) {
+        self.leaving = true;
     }
 
     /// This participant's id, once joined.
@@ -437,6 +469,10 @@ type BodyWrite<'a> = (
 /// Everything one receive pass needs besides the state.
 struct Rx<'a, 'qw, 'qs, 'cw, 'cs> {
     now: Duration,
+    /// How far relayed states are moved when applied, in seconds: the server's downlink
+    /// latency less the physics step still to come this update (negative when the link is
+    /// faster than a step: moved back).
+    relay_shift: f32,
     bodies: &'a mut Query<'qw, 'qs, BodyWrite<'static>>,
     changed: Vec<OwnershipChanged>,
     refused: Vec<BidRefused>,
@@ -449,6 +485,7 @@ struct Rx<'a, 'qw, 'qs, 'cw, 'cs> {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn receive(
     clock: Res<OwnershipClock>,
+    net: Option<Res<NetClock>>,
     mut client: ResMut<RenetClient>,
     mut state: ResMut<OwnershipClient>,
     mut bodies: Query<BodyWrite<'static>>,
@@ -456,6 +493,7 @@ pub(crate) fn receive(
     mut refused: MessageWriter<BidRefused>,
     mut silent: MessageWriter<CountedSilent>,
     mut closing: MessageWriter<RoomClosing>,
+    mut ended: MessageWriter<ParticipantEnded>,
     mut commands: Commands,
 ) {
     let state = &mut *state;
@@ -465,16 +503,22 @@ pub(crate) fn receive(
             state.join.on_hello_sent();
         }
     } else if client.is_disconnected() && state.join.on_disconnected() {
-        match state.me() {
-            Some(me) => warn!("participant: connection lost ({me})"),
-            None => warn!("participant: lost its connection before joining"),
-        }
+        state.on_disconnected(client.disconnect_reason(), &mut ended);
     }
     let mut decode = state.decode;
     let received = client.receive_msgs(&mut decode);
     state.decode = decode;
+    if !received.is_empty() && state.machine.is_some() {
+        state.last_heard = Some(clock.now());
+    }
+    state.end_if_server_silent(&mut client, clock.now(), &mut ended);
+    let tick = match net.as_deref() {
+        Some(NetClock::Fixed(step)) => *step,
+        _ => Duration::ZERO,
+    };
     let mut rx = Rx {
         now: clock.now(),
+        relay_shift: one_way_latency(client.rtt()).as_secs_f32() - tick.as_secs_f32(),
         bodies: &mut bodies,
         changed: Vec::new(),
         refused: Vec::new(),
@@ -515,6 +559,86 @@ pub(crate) fn receive(
 }
 
 impl OwnershipClient {
+    /// The connection closed: the session ends — `Left` if this participant closed it, else
+    /// `RoomEnded` (the server said why before) or `ServerGone` — unless it ended already.
+    fn on_disconnected(
+        &mut self,
+        reason: Option<DisconnectReason>,
+        ended: &mut MessageWriter<ParticipantEnded>,
+    ) {
+        if self.ended.is_some() {
+            // Closed by `end_if_server_silent`: the end is told already.
+            return;
+        }
+        let by_us = self.leaving || reason == Some(DisconnectReason::DisconnectedByClient);
+        match (self.me(), by_us) {
+            (_, true) => info!("participant: left"),
+            // The end, with its reason, is logged by `end`.
+            (Some(me), false) if self.closing.is_some() => {
+                info!("participant: the entity server closed the connection ({me})");
+            }
+            (Some(me), false) => warn!("participant: connection lost ({me})"),
+            (None, false) => warn!("participant: lost its connection before joining"),
+        }
+        if self.me().is_none() {
+            return;
+        }
+        let end = if by_us {
+            ParticipantEnd::Left
+        } else {
+            self.early_end()
+        };
+        self.end(end, ended);
+    }
+
+    /// Joined and nothing heard from the entity server for `server_silence_timeout`: the
+    /// session ends (`ServerGone`, or `RoomEnded` if the server said the room ends) and the
+    /// connection is closed.
+    fn end_if_server_silent(
+        &mut self,
+        client: &mut RenetClient,
+        now: Duration,
+        ended: &mut MessageWriter<ParticipantEnded>,
+    ) {
+        if self.ended.is_some() || self.machine.is_none() {
+            return;
+        }
+        let heard = *self.last_heard.get_or_insert(now);
+        let silent_for = now.saturating_sub(heard);
+        if silent_for < self.config.server_silence_timeout {
+            return;
+        }
+        warn!(
+            "participant: nothing heard from the entity server for {:.1} s: it is gone",
+            silent_for.as_secs_f64()
+        );
+        let end = self.early_end();
+        self.end(end, ended);
+        client.disconnect();
+    }
+
+    /// Why the session ends when the server did not end it cleanly.
+    fn early_end(&self) -> ParticipantEnd {
+        match &self.closing {
+            Some(reason) => ParticipantEnd::RoomEnded(reason.clone()),
+            None => ParticipantEnd::ServerGone,
+        }
+    }
+
+    /// Ends the session (once): kept, written as a Message; the state machine stops, so
+    /// nothing more is sent.
+    fn end(&mut self, end: ParticipantEnd, ended: &mut MessageWriter<ParticipantEnded>) {
+        if self.ended.is_some() {
+            return;
+        }
+        if end.is_early() {
+            warn!("participant: session ended: {end}");
+        }
+        self.ended = Some(end.clone());
+        self.machine = None;
+        ended.write(ParticipantEnded { reason: end });
+    }
+
     /// The server's `Welcome`: taken by the handshake once; the state machine starts with the
     /// id it gives.
     fn on_welcome(&mut self, welcome: Welcome) {
@@ -771,7 +895,8 @@ impl OwnershipClient {
         }
     }
 
-    /// Writes a relayed state to the body's `Transform` and `Velocity`.
+    /// Writes a relayed state, moved on by its age ([relayed states](crate::rules#relayed-states-move-on-by-their-age)),
+    /// to the body's `Transform` and `Velocity`.
     fn apply_relayed(&mut self, rx: &mut Rx, body: BodyId, state: &BodyState) {
         let Some(local) = self.bodies.get_mut(&body) else {
             return;
@@ -780,6 +905,8 @@ impl OwnershipClient {
             self.stats.unknown_bodies += 1;
             return;
         };
+        // Moved on by its age since the server sent it (the server moved it on to then).
+        let state = state.moved_by(rx.relay_shift);
         state.write_to(&mut transform, velocity.as_deref_mut());
         local.rest.anchor = Some((state.position, state.rotation));
         self.stats.relays_applied += 1;
@@ -921,15 +1048,25 @@ impl OwnershipClient {
     /// [`keepalive_interval`](OwnershipConfig::keepalive_interval), so the entity server keeps
     /// hearing from an idle participant ([ownership rule 5](crate::rules)).
     fn keep_alive(&mut self, client: &mut RenetClient, now: Duration) {
+        let interval = self.config.keepalive_interval();
         let due = self
             .last_sent_at
-            .is_none_or(|at| now.saturating_sub(at) >= self.config.keepalive_interval());
-        if !self.sent_since_check && due {
+            .is_none_or(|at| now.saturating_sub(at) >= interval);
+        // A participant that only sends states may hear nothing back (no other participant,
+        // no deltas to acknowledge): it asks, so a live server is heard from.
+        let unheard = self
+            .last_heard
+            .is_some_and(|at| now.saturating_sub(at) >= interval)
+            && self
+                .last_ping_at
+                .is_none_or(|at| now.saturating_sub(at) >= interval);
+        if (!self.sent_since_check && due) || unheard {
             let ping = ClientMessage::Ping {
                 t: simsync_net::millis_u32(now),
             };
             if self.send(client, NetChannel::Inputs, &ping) {
                 self.stats.keepalives_sent += 1;
+                self.last_ping_at = Some(now);
             }
         }
         if std::mem::take(&mut self.sent_since_check) {

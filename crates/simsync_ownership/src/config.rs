@@ -33,6 +33,7 @@ use crate::priority::Priority;
 /// | `exclusive_grab` | `false` | 3 (the exclusive-grab option) |
 /// | `orphan_stop_delay` | 2 s | 5 (orphans nobody takes over) |
 /// | `participant_silence_timeout` | 2 s | 5 (a participant heard from by nothing at all) |
+/// | `server_silence_timeout` | 10 s | a participant's end when its entity server is gone |
 #[derive(Resource, Debug, Clone, PartialEq, Reflect, Serialize, Deserialize)]
 #[reflect(Resource, Debug, Default, PartialEq, Clone)]
 pub struct OwnershipConfig {
@@ -96,6 +97,21 @@ pub struct OwnershipConfig {
     /// sends a keepalive every [`keepalive_interval`](Self::keepalive_interval) (an eighth of
     /// this). Default 2 s, as the relay's `silence_timeout_ms`; must be greater than zero.
     pub participant_silence_timeout: Duration,
+    /// A joined participant that hears nothing at all from its entity server for this long
+    /// ends its session with [`ParticipantEnd::ServerGone`](crate::ParticipantEnd::ServerGone)
+    /// (or [`RoomEnded`](crate::ParticipantEnd::RoomEnded) once the server said the room ends)
+    /// and closes its connection: the server died, or the network to it did. A live server
+    /// answers every keepalive, and a participant that heard nothing for a
+    /// [`keepalive_interval`](Self::keepalive_interval) sends one, so a live server is heard
+    /// from several times a second. Participant only; default 10 s; must be longer than
+    /// `participant_silence_timeout`.
+    #[serde(default = "default_server_silence_timeout")]
+    pub server_silence_timeout: Duration,
+}
+
+/// [`OwnershipConfig::server_silence_timeout`]'s default (also for configs written before it).
+fn default_server_silence_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
 impl Default for OwnershipConfig {
@@ -117,6 +133,7 @@ impl Default for OwnershipConfig {
             exclusive_grab: false,
             orphan_stop_delay: Duration::from_secs(2),
             participant_silence_timeout: Duration::from_secs(2),
+            server_silence_timeout: default_server_silence_timeout(),
         }
     }
 }
@@ -219,6 +236,13 @@ impl OwnershipConfig {
                 "greater than zero",
             );
         }
+        if self.server_silence_timeout <= self.participant_silence_timeout {
+            return invalid(
+                "server_silence_timeout",
+                ms(self.server_silence_timeout),
+                "longer than participant_silence_timeout",
+            );
+        }
         Ok(())
     }
 
@@ -290,6 +314,13 @@ mod tests {
             other => panic!("expected InvalidConfig, got {other:?}"),
         };
         let base = OwnershipConfig::default;
+        assert_eq!(
+            field_of(OwnershipConfig {
+                server_silence_timeout: Duration::from_secs(2),
+                ..base()
+            }),
+            "server_silence_timeout"
+        );
         assert_eq!(
             field_of(OwnershipConfig {
                 yield_priority: Priority(0),

@@ -112,7 +112,7 @@ pub use batch::{
     MAX_BATCH_BYTES, POSITION_STEP, QuantizedState, RotationDelta, StateBatch, VELOCITY_STEP,
     WireBatch, choose_entry, entry_size_with, header_size, is_newer_batch, quantize,
 };
-pub use body::{BodyKind, BodyState};
+pub use body::{BodyKind, BodyState, MAX_STATE_AGE, one_way_latency};
 pub use budget::{
     Candidate, MAX_WEIGHT, MIN_BUDGET_BYTES_PER_SECOND, MIN_WEIGHT, NEAR_METERS,
     PriorityAccumulator, Selection, StateBudgetConfig, UploadBudget, nearest, send_weight,
@@ -130,8 +130,8 @@ pub use error::OwnershipError;
 pub use host::{HostAction, HostObservation, PhysicsHost, PhysicsHostConfig, Reach, StateLimits};
 pub use limits::{EntityServerLimits, RateLimitedCounts};
 pub use messages::{
-    BidRefused, CountedSilent, GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned,
-    RefusedBy, RoomClosing,
+    BidRefused, CountedSilent, GoneCause, OwnershipChanged, ParticipantEnd, ParticipantEnded,
+    ParticipantGone, ParticipantReturned, RefusedBy, RoomClosing,
 };
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
 pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step};
@@ -157,8 +157,8 @@ pub mod prelude {
         BidRefused, BodyId, BodyNetId, CountedSilent, EntityServer, GoneCause, Held, Ownable,
         OwnershipBid, OwnershipChanged, OwnershipClient, OwnershipConfig,
         OwnershipEntityCommandsExt, OwnershipError, OwnershipLock, OwnershipPlugin, OwnershipSet,
-        ParticipantAvatar, ParticipantGone, ParticipantId, ParticipantReturned, PhysicsHostConfig,
-        Priority, RefusalReason, RefusedBy, RoomClosing, SimulationOwner, StateBudgetConfig,
-        StateLimits, StateTraffic,
+        ParticipantAvatar, ParticipantEnd, ParticipantEnded, ParticipantGone, ParticipantId,
+        ParticipantReturned, PhysicsHostConfig, Priority, RefusalReason, RefusedBy, RoomClosing,
+        SimulationOwner, StateBudgetConfig, StateLimits, StateTraffic,
     };
 }

@@ -125,3 +125,49 @@ pub struct RoomClosing {
     /// Why, as the server said.
     pub reason: simsync_net::MatchEndReason,
 }
+
+/// Why a participant's session with its entity server ended
+/// ([`OwnershipClient::ended`](crate::OwnershipClient::ended), [`ParticipantEnded`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParticipantEnd {
+    /// The entity server is gone: nothing was heard from it for
+    /// [`server_silence_timeout`](crate::OwnershipConfig::server_silence_timeout), or the
+    /// connection closed without the server saying the room ends (the server died, or the
+    /// network to it did). The session ended early.
+    ServerGone,
+    /// The server said the room ends (a drain, or its operator ended it), with its reason; then
+    /// the connection closed or went silent. The session ended early.
+    RoomEnded(simsync_net::MatchEndReason),
+    /// This participant closed its connection itself (`RenetClient::disconnect`): the game left,
+    /// a normal end.
+    Left,
+}
+
+impl ParticipantEnd {
+    /// Whether the session ended before the game ended it (`ServerGone`, `RoomEnded`): a game
+    /// that ran a session to its end reports a failure then (the sandbox's `join` exits
+    /// non-zero).
+    pub fn is_early(&self) -> bool {
+        !matches!(self, ParticipantEnd::Left)
+    }
+}
+
+/// `the entity server is gone`, `the room ended: <reason>`, `left`.
+impl core::fmt::Display for ParticipantEnd {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ParticipantEnd::ServerGone => f.write_str("the entity server is gone"),
+            ParticipantEnd::RoomEnded(reason) => write!(f, "the room ended: {reason}"),
+            ParticipantEnd::Left => f.write_str("left"),
+        }
+    }
+}
+
+/// This participant's session with its entity server ended, and why. Written on the
+/// participant, once; also kept in [`OwnershipClient::ended`](crate::OwnershipClient::ended).
+/// The participant sends nothing more; its bodies stay where they are in its world.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct ParticipantEnded {
+    /// Why.
+    pub reason: ParticipantEnd,
+}

@@ -16,7 +16,8 @@ use crate::error::OwnershipError;
 use crate::host::{PhysicsHostConfig, StateLimits};
 use crate::limits::EntityServerLimits;
 use crate::messages::{
-    BidRefused, CountedSilent, OwnershipChanged, ParticipantGone, ParticipantReturned, RoomClosing,
+    BidRefused, CountedSilent, OwnershipChanged, ParticipantEnded, ParticipantGone,
+    ParticipantReturned, RoomClosing,
 };
 use crate::server::{self, EntityServer};
 use crate::sets::OwnershipSet;
@@ -225,6 +226,7 @@ impl Plugin for OwnershipPlugin {
             .add_message::<BidRefused>()
             .add_message::<CountedSilent>()
             .add_message::<RoomClosing>()
+            .add_message::<ParticipantEnded>()
             .add_message::<ParticipantGone>()
             .add_message::<ParticipantReturned>()
             .configure_sets(PreUpdate, OwnershipSet::Receive.after(RenetReceive))

@@ -62,14 +62,13 @@ use simsync_net::renet::ClientId;
 use simsync_net::{
     BidRequest, ClientMessage, DecodeStats, MAX_BIDS_PER_MESSAGE, NetChannel, NetClock, NetError,
     OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, Protocols,
-    RateLimiter, RefusalReason, RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode,
-    millis_u32,
+    RefusalReason, RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
 };
 
 use crate::activity::ActivityConfig;
 use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
 use crate::batch::{StateBatch, is_newer_batch, varint_len};
-use crate::body::{BodyKind, BodyState};
+use crate::body::{BodyKind, BodyState, one_way_latency};
 use crate::budget::StateBudgetConfig;
 use crate::clock::OwnershipClock;
 use crate::coalesce::PendingOwners;
@@ -79,7 +78,7 @@ use crate::error::OwnershipError;
 use crate::host::{
     HostAction, HostObservation, PhysicsHost, PhysicsHostConfig, Reach, StateLimits,
 };
-use crate::limits::{EntityServerLimits, Limited, RateLimitedCounts};
+use crate::limits::{ConnectionLimits, Dropped, EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::{GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned};
 use crate::priority::{BodyId, ParticipantId, Priority};
 use crate::relay::RelayPass;
@@ -238,6 +237,10 @@ struct RelayBody {
     /// Whether `last_state` came from an owner, a release or a respawn rather than the
     /// registration: a joining participant is sent it.
     moved: bool,
+    /// When the owner took `last_state`, as the server estimates it on its clock: when it
+    /// arrived, less the owner's one-way latency (now, for the physics host's states). A relay
+    /// moves the state on by its age since then.
+    taken_at: Duration,
 }
 
 /// When the server last heard from a joined connection, and whether it counts as gone for
@@ -265,7 +268,7 @@ pub struct EntityServer {
     decode: DecodeStats,
     limits: EntityServerLimits,
     /// Rate-limit buckets per joined connection.
-    buckets: HashMap<ClientId, RateLimiter<Limited>>,
+    buckets: HashMap<ClientId, ConnectionLimits>,
     /// Ownership changes of this update, broadcast at its end.
     pending: PendingOwners,
     /// Participants whose control channel overflowed: they get the full owner table once it
@@ -515,6 +518,7 @@ impl EntityServer {
                 last_state: state,
                 seq: Sequence::default(),
                 moved: false,
+                taken_at: now,
             },
         );
         if let Some(state) = state {
@@ -537,6 +541,9 @@ impl EntityServer {
         self.batch_filters.retain(|(b, _), _| *b != body);
         for queue in self.queues.values_mut() {
             queue.unregister(body);
+        }
+        for limits in self.buckets.values_mut() {
+            limits.forget(body);
         }
         let _ = self.arbiter.unregister_body(body);
         self.retired.insert(body);
@@ -746,6 +753,9 @@ impl EntityServer {
         self.batch_filters.retain(|(b, _), _| *b != body);
         for queue in self.queues.values_mut() {
             queue.unregister(body);
+        }
+        for limits in self.buckets.values_mut() {
+            limits.forget(body);
         }
         let Some(relay) = self.relay.get_mut(&body) else {
             return;
@@ -1027,8 +1037,7 @@ impl EntityServer {
                 return;
             }
         };
-        if !self.admit(client, kind, io.now) {
-            trace!("entity server: {from} over its {kind:?} limit, dropped");
+        if !self.admit(client, from, kind, io.now) {
             return;
         }
         match msg {
@@ -1037,6 +1046,9 @@ impl EntityServer {
                 match self.arbiter.release(from, body, io.now) {
                     Ok(released) => {
                         self.stats.releases_granted += 1;
+                        if let Some(limits) = self.buckets.get_mut(&client) {
+                            limits.on_released(body, io.now);
+                        }
                         self.released(io, body, released.previous_owner);
                     }
                     Err(refusal) => {
@@ -1055,18 +1067,40 @@ impl EntityServer {
         self.relay.contains_key(&body).then_some(body)
     }
 
-    /// Whether a request of `kind` from `client` is within its limits; counted if not.
-    fn admit(&mut self, client: ClientId, kind: Limited, now: Duration) -> bool {
+    /// Whether a request of `kind` from `client` (participant `from`) is within its limits
+    /// ([rate limits](crate::rules#rate-limits)); counted if not, and the first drop over its
+    /// participant limit logged as a warning.
+    fn admit(
+        &mut self,
+        client: ClientId,
+        from: ParticipantId,
+        kind: Limited,
+        now: Duration,
+    ) -> bool {
         let limits = &self.limits;
-        let limiter = self
-            .buckets
-            .entry(client)
-            .or_insert_with(|| limits.limiter());
-        let admitted = limits.admit(limiter, kind, now);
-        if !admitted {
-            self.stats.rate_limited.add(kind);
+        let connection = self.buckets.entry(client).or_default();
+        let verdict = match kind {
+            Limited::Bid(Some(body))
+                if connection.rebid_too_soon(body, limits.rebid_cooldown, now) =>
+            {
+                Err(Dropped::TooSoon)
+            }
+            _ => limits.admit(connection, kind, now),
+        };
+        let Err(why) = verdict else {
+            return true;
+        };
+        self.stats.rate_limited.add(kind, why);
+        if why == Dropped::ParticipantLimit && !std::mem::replace(&mut connection.warned, true) {
+            warn!(
+                "entity server: {from} is over its ownership request limit ({}/s, burst {}); \
+                 its requests over it are dropped and counted",
+                limits.ownership_requests.per_second, limits.ownership_requests.burst
+            );
+        } else {
+            trace!("entity server: {from} over its {kind:?} limit ({why:?}), dropped");
         }
-        admitted
+        false
     }
 
     /// A participant's bids of one frame ([rate limits](crate::rules#rate-limits)): a list
@@ -1082,7 +1116,12 @@ impl EntityServer {
             return;
         }
         for bid in bids {
-            if self.admit(client, Limited::Bid(self.registered(bid.body)), io.now) {
+            if self.admit(
+                client,
+                from,
+                Limited::Bid(self.registered(bid.body)),
+                io.now,
+            ) {
                 self.on_bid(io, client, from, bid.body, Priority(bid.priority));
             }
         }
@@ -1090,11 +1129,11 @@ impl EntityServer {
 
     /// The owner's new state of `body`: kept as the body's last state (and the server's
     /// state of it, taken `now`) and queued for every participant's next relay batch but the
-    /// owner's (`from`; `None`: the physics host, every participant gets it). A participant's
-    /// state also goes to the host's world.
+    /// owner's (`from`, with its one-way latency; `None`: the physics host, every participant
+    /// gets it). A participant's state also goes to the host's world.
     fn accept_state(
         &mut self,
-        from: Option<ClientId>,
+        from: Option<(ClientId, Duration)>,
         body: BodyId,
         state: BodyState,
         now: Duration,
@@ -1102,6 +1141,11 @@ impl EntityServer {
         let Some(relay) = self.relay.get_mut(&body) else {
             return;
         };
+        let (from, latency) = (
+            from.map(|(c, _)| c),
+            from.map_or(Duration::ZERO, |(_, l)| l),
+        );
+        relay.taken_at = now.saturating_sub(latency);
         relay.last_state = Some(state);
         relay.moved = true;
         relay.seq = relay.seq.next();
@@ -1188,6 +1232,11 @@ impl EntityServer {
         }
         self.stats.state_batches_received += 1;
         self.stats.deltas_rejected += batch.deltas_rejected as u64;
+        // How long its states travelled: half the connection's round trip.
+        let latency = io
+            .server
+            .network_info(client)
+            .map_or(Duration::ZERO, |info| one_way_latency(info.rtt));
         if let Some(rejection) = batch.ack_rejected {
             self.stats.acks_rejected += 1;
             debug!("entity server: from {from}: {rejection}");
@@ -1195,7 +1244,7 @@ impl EntityServer {
         for (body, state) in batch.states {
             let owned = self.arbiter.owner(body).is_some_and(|(o, _)| o == from);
             let kind = Limited::StateUpdate(Some(body).filter(|_| owned));
-            if !self.admit(client, kind, io.now) {
+            if !self.admit(client, from, kind, io.now) {
                 continue;
             }
             self.stats.state_updates_received += 1;
@@ -1226,7 +1275,7 @@ impl EntityServer {
                     }
                 }
             }
-            self.accept_state(Some(client), body, state, io.now);
+            self.accept_state(Some((client, latency)), body, state, io.now);
         }
     }
 
@@ -1250,7 +1299,9 @@ impl EntityServer {
                     if arbiter.owner(body).is_some_and(|(o, _)| o == participant) {
                         return None;
                     }
-                    relay.get(&body)?.last_state
+                    let relay = relay.get(&body)?;
+                    let age = io.now.saturating_sub(relay.taken_at);
+                    Some(relay.last_state?.moved_on(age))
                 },
             );
             self.stats.relay_bodies_deferred += pass.deferred as u64;

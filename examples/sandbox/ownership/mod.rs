@@ -20,7 +20,10 @@
 //! Over UDP, in separate processes: `sandbox serve --ownership --bind ADDR` runs the entity
 //! server alone, `sandbox join --ownership --connect ADDR --participant-index I` one
 //! participant playing script participant `I`, both paced to real time. Each prints its own
-//! counters; the divergence needs every copy, so only the in-process run reports it.
+//! counters; the divergence needs every copy, so only the in-process run reports it. A `join`
+//! exits 0 only for a session that ran to its end; it stops and exits 1 when the session ends
+//! early — nothing heard from the entity server for 10 s (`server gone`), or the server ended
+//! the room (a drain or its operator, with the server's reason).
 //!
 //! The parts: `script` (the trace file), `bodies` (the scene as numbered bodies), `actors` (a
 //! participant's scripted actions), `apps` (server and participant Apps), `in_process`, `udp`,

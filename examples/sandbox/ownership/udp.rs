@@ -105,9 +105,13 @@ pub fn run_udp_server(args: &ServeArgs) -> Result<ExitCode, Failure> {
 /// `sandbox join --ownership --connect ADDR --participant-index I`: one participant over UDP,
 /// playing script participant `I`.
 ///
+/// Stops early when the session ends (the entity server gone for its silence timeout, or the
+/// room ended by the server), prints its counters and fails; a session that ran to its end
+/// leaves cleanly and exits 0.
+///
 /// # Errors
 /// Exit code 2 for bad files, an index not below `--participants` or a socket that cannot be
-/// opened; 1 if the entity server does not answer.
+/// opened; 1 if the entity server does not answer, is gone or ends the room early.
 pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
     let index = args.participant_index;
     let link = ServerLink::from_args(args.connect, args.token.as_deref())?;
@@ -139,10 +143,20 @@ pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
         )));
     }
     app.world_mut().resource_mut::<Actor>().running = true;
-    paced(&mut app, args.run.ticks, |_| false);
-    stop_script(&mut app);
-    paced(&mut app, settle_ticks(args.settle_seconds), |_| false);
+    paced(&mut app, args.run.ticks, has_ended);
+    if !has_ended(&app) {
+        stop_script(&mut app);
+        paced(&mut app, settle_ticks(args.settle_seconds), has_ended);
+    }
     report_participant(args, &app)?;
+    let client = app.world().resource::<OwnershipClient>();
+    if let Some(end) = client.ended().filter(|end| end.is_early()) {
+        return Err(Failure::run(format!(
+            "participant {index}: the session ended early: {end}"
+        )));
+    }
+    // A session that ran to its end: leave (a normal end, not a lost connection).
+    app.world_mut().resource_mut::<OwnershipClient>().leave();
     app.world_mut()
         .resource_mut::<ClientTransport>()
         .disconnect();
@@ -150,9 +164,15 @@ pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether the participant's session with the entity server ended (server gone, room ended).
+fn has_ended(app: &App) -> bool {
+    app.world().resource::<OwnershipClient>().ended().is_some()
+}
+
 /// Prints a participant's counters (and writes them to `--summary-json`).
 fn report_participant(args: &JoinArgs, app: &App) -> Result<(), Failure> {
-    let p = *app.world().resource::<OwnershipClient>().stats();
+    let client = app.world().resource::<OwnershipClient>();
+    let p = *client.stats();
     let bytes_each = if p.state_updates_sent == 0 {
         0.0
     } else {
@@ -183,6 +203,7 @@ fn report_participant(args: &JoinArgs, app: &App) -> Result<(), Failure> {
             "state_updates_sent": p.state_updates_sent,
             "bytes_per_state_update": bytes_each,
             "relays_applied": p.relays_applied,
+            "ended": client.ended().map(ToString::to_string),
             "bodies": body_positions(app),
         });
         write_json(&summary, path)?;

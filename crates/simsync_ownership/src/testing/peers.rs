@@ -224,6 +224,7 @@ impl OwnershipPeersBuilder {
         let mut peers = OwnershipPeers {
             network,
             server,
+            server_stopped: false,
             peers: Vec::with_capacity(self.participants),
             next_client: 1,
             steps: 0,
@@ -268,6 +269,8 @@ struct Peer {
 pub struct OwnershipPeers {
     network: MemoryNetwork,
     server: App,
+    /// The entity server is no longer updated ([`stop_server`](Self::stop_server)).
+    server_stopped: bool,
     peers: Vec<Peer>,
     next_client: u64,
     steps: u64,
@@ -328,7 +331,9 @@ impl OwnershipPeers {
 
     /// One tick: the entity server, then every participant alive and not paused.
     pub fn step(&mut self) {
-        self.server.update();
+        if !self.server_stopped {
+            self.server.update();
+        }
         for peer in &mut self.peers {
             match (&mut peer.app, &mut peer.paused) {
                 (Some(_), Some(missed)) => *missed += 1,
@@ -476,6 +481,13 @@ impl OwnershipPeers {
             app.update();
         }
         Ok(())
+    }
+
+    /// Stops the entity server for good, as a `kill -9` of its process: it is never updated
+    /// again, so it sends nothing, answers nothing and closes no connection; the participants
+    /// go on stepping.
+    pub fn stop_server(&mut self) {
+        self.server_stopped = true;
     }
 
     /// Whether participant `index` is paused.

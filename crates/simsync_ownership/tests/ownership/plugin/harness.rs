@@ -173,6 +173,9 @@ pub struct Setup {
     pub host: Option<PhysicsHostConfig>,
     /// The entity server's limits on owners' states without the host (default: off).
     pub state_limits: Option<StateLimits>,
+    /// A participant (by index) that holds no bodies: a raw client whose App costs nothing per
+    /// body, for floods sent with `send_raw` (default: none).
+    pub bodiless: Option<usize>,
 }
 
 /// The session: [`OwnershipPeers`] with the test bodies and a [`Log`] in every App; the
@@ -230,7 +233,7 @@ impl Session {
         let (server_connection, participant_connection) =
             (setup.connection.clone(), setup.connection.clone());
         let (limits, config, budget) = (setup.limits, setup.config.clone(), setup.budget);
-        let (host, state_limits) = (setup.host, setup.state_limits);
+        let (host, state_limits, bodiless) = (setup.host, setup.state_limits, setup.bodiless);
         let mut builder = OwnershipPeers::builder(n);
         if let Some(host) = host {
             builder = builder.physics_host(host);
@@ -257,11 +260,13 @@ impl Session {
                 }
                 spawn_server_bodies(app, &server_bodies, host.is_some());
             })
-            .participant(move |_, app| {
+            .participant(move |i, app| {
                 if let Some(connection) = &participant_connection {
                     app.insert_resource(RenetClient::new(connection.clone()));
                 }
-                spawn_participant_bodies(app, &participant_bodies);
+                if bodiless != Some(i) {
+                    spawn_participant_bodies(app, &participant_bodies);
+                }
             })
             .join_within(200)
             .build()

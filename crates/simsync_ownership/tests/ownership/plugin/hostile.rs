@@ -5,11 +5,14 @@
 
 use bevy::prelude::*;
 use simsync_net::renet::{ChannelConfig, SendType};
-use simsync_net::{Direction, LinkConditionerConfig, NetChannel, connection_config};
+use simsync_net::{
+    ClientMessage, Direction, LinkConditionerConfig, NetChannel, OwnershipClientMessage,
+    connection_config,
+};
 use simsync_ownership::EntityServerLimits;
 use simsync_ownership::prelude::*;
 
-use super::harness::{Body, DT, Session, Setup, steps};
+use super::harness::{Body, DT, HZ, Session, Setup, steps};
 use super::misuse::{bid, release, update};
 
 /// Milliseconds of `n` steps.
@@ -323,4 +326,126 @@ fn an_honest_owner_of_many_moving_bodies_is_not_rate_limited() {
     );
     assert_eq!(stats.rate_limited, Default::default());
     assert!(stats.state_updates_received > 2_000, "{stats:?}");
+}
+
+/// Bodies the many-body flood spreads its bids and releases over, and bodies the honest
+/// participant grabs meanwhile.
+const SPREAD: u64 = 1_000;
+
+/// Participant 2 — a raw client holding no bodies — sends 10,000 bids and releases a second
+/// (78 of each per step) spread over 1,000 bodies for 10 s: 5 a second per body, inside every
+/// body's bucket. Participant 1 grabs 1,000 other bodies at once 5 s in. The participant limit
+/// passes the flooder's burst and 256 a second, so the honest participant receives fewer than
+/// 10,000 owner records in the 10 s, its own grab's included (without the limit: about 6,000 a
+/// second), the drops are counted as over the participant limit, and the honest grab of 1,000
+/// bodies is granted within 64 steps.
+#[test]
+fn a_flood_spread_over_many_bodies_is_bounded_per_participant() {
+    let bodies: Vec<Body> = (1..=2 * SPREAD)
+        .map(|id| {
+            let (x, z) = ((id % 50) as f32, (id / 50) as f32);
+            Body::floating(id, Vec3::new(x * 2.0, 0.0, z * 2.0))
+        })
+        .collect();
+    let setup = Setup {
+        seed: 35,
+        link: LinkConditionerConfig::PERFECT.with_latency(20, 0),
+        bodiless: Some(1),
+        ..Setup::default()
+    };
+    let mut s = Session::with_setup(2, &bodies, &setup);
+    let me = s.id_of(0);
+    let honest = SPREAD + 1..=2 * SPREAD;
+    let received_before = s.stats(0).owner_changes_received;
+    let per_step = u64::from(10_000 / 2 / HZ);
+    let grab_at = u64::from(steps(5_000));
+    let mut grab_steps = None;
+    for step in 0..u64::from(steps(10_000)) {
+        flood(&mut s, step, per_step);
+        if step == grab_at {
+            for id in honest.clone() {
+                s.command(0, id, |e| {
+                    e.grab();
+                });
+            }
+        }
+        s.step();
+        let granted = || {
+            honest
+                .clone()
+                .all(|b| s.server_owner(b).is_some_and(|(o, _)| o == me))
+        };
+        if step >= grab_at && grab_steps.is_none() && granted() {
+            grab_steps = Some(step + 1 - grab_at);
+        }
+    }
+    let received = s.stats(0).owner_changes_received - received_before;
+    let limited = s.server_stats().rate_limited;
+    println!(
+        "many-body flood: owner records received by the honest participant in 10 s \
+         {received}; honest grab of {SPREAD} bodies granted in {grab_steps:?} steps; dropped \
+         {limited}"
+    );
+    assert!(received < 10_000, "{received} owner records");
+    assert!(limited.over_participant_limit > 80_000, "{limited}");
+    let grab_steps = grab_steps.expect("the honest grab is granted");
+    assert!(grab_steps <= 64, "granted in {grab_steps} steps");
+}
+
+/// One step of the many-body flood from participant 2: `per_step` GRAB bids (one `Bids` list)
+/// for the next bodies in turn, and releases of the bodies bid for the step before.
+fn flood(s: &mut Session, step: u64, per_step: u64) {
+    let bids: Vec<_> = (0..per_step)
+        .map(|j| simsync_net::BidRequest {
+            body: simsync_net::BodyId(1 + (step * per_step + j) % SPREAD),
+            priority: Priority::GRAB.0,
+        })
+        .collect();
+    s.send_raw(
+        1,
+        ClientMessage::Ownership(OwnershipClientMessage::Bids(bids)),
+    );
+    for j in 0..per_step {
+        let body = 1 + (step.saturating_sub(1) * per_step + j) % SPREAD;
+        s.send_raw(1, release(body));
+    }
+}
+
+/// Rate limits: participant 2 (a raw client) grabs body 1 and releases it; its bid for the
+/// body in the same update as the release is dropped and counted as a re-bid too soon, while
+/// participant 1 may bid for it at once; after the cool-down (100 ms) participant 2's bid
+/// passes again.
+#[test]
+fn a_released_body_is_not_rebid_by_its_releaser_within_the_cooldown() {
+    let bodies = in_a_row(1..=2);
+    let setup = Setup {
+        seed: 9,
+        bodiless: Some(1),
+        ..Setup::default()
+    };
+    let mut s = Session::with_setup(2, &bodies, &setup);
+    let raw = s.id_of(1);
+    for body in [1, 2] {
+        s.send_raw(1, bid(body, Priority::GRAB.0));
+    }
+    s.run(2);
+    assert_eq!(s.server_owner(1), Some((raw, Priority::GRAB)));
+    for body in [1, 2] {
+        s.send_raw(1, release(body));
+    }
+    s.send_raw(1, bid(1, Priority::GRAB.0));
+    s.run(2);
+    assert_eq!(s.server_owner(1), None, "the re-bid was dropped");
+    let limited = s.server_stats().rate_limited;
+    assert_eq!((limited.rebids_too_soon, limited.bids), (1, 1), "{limited}");
+    // Anyone else bids as ever (participant 1 then releases it at rest, rule 12).
+    let granted = s.server_stats().bids_granted;
+    s.send_raw(0, bid(2, Priority::POKE.0));
+    s.run(2);
+    assert_eq!(s.server_stats().bids_granted, granted + 1);
+    s.run(steps(100));
+    s.send_raw(1, bid(1, Priority::GRAB.0));
+    s.run(2);
+    assert_eq!(s.server_owner(1), Some((raw, Priority::GRAB)));
+    assert_eq!(s.server_stats().rate_limited.rebids_too_soon, 1);
 }

@@ -3,9 +3,11 @@
 //! `NetClock::Fixed(1/64 s)` — on `simsync_ownership::testing::OwnershipPeers` (`harness`,
 //! and `peers`, which tests the harness itself).
 
+mod ageing;
 mod bulk;
 mod deltas;
 mod diagnostics;
+mod ending;
 mod harness;
 mod host;
 mod hostile;
