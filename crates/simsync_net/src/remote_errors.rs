@@ -233,7 +233,7 @@ pub fn open_connect_token(
     protocol_id: u64,
     key: &[u8; 32],
 ) -> Result<(), RemoteErrorKind> {
-    open_connect_token_addresses(request, protocol_id, key).map(|_| ())
+    open_sealed(request, protocol_id, key).map(|_| ())
 }
 
 /// [`open_connect_token`], then the server addresses the opened token names (1 to 32).
@@ -247,6 +247,15 @@ pub fn open_connect_token_addresses(
     protocol_id: u64,
     key: &[u8; 32],
 ) -> Result<Vec<SocketAddr>, RemoteErrorKind> {
+    token_server_addresses(&open_sealed(request, protocol_id, key)?)
+}
+
+/// The private connect token of `request`, opened with `key` ([`open_connect_token`]).
+fn open_sealed(
+    request: &[u8],
+    protocol_id: u64,
+    key: &[u8; 32],
+) -> Result<Vec<u8>, RemoteErrorKind> {
     use chacha20poly1305::{AeadInPlace, Key, KeyInit, Tag, XChaCha20Poly1305, XNonce};
     if request.len() != NETCODE_CONNECTION_REQUEST_BYTES {
         return Err(RemoteErrorKind::Malformed);
@@ -263,7 +272,7 @@ pub fn open_connect_token_addresses(
     XChaCha20Poly1305::new(Key::from_slice(key))
         .decrypt_in_place_detached(nonce, &aad, data, &tag)
         .map_err(|_| RemoteErrorKind::BadToken)?;
-    token_server_addresses(data)
+    Ok(data.to_vec())
 }
 
 /// The server addresses in an opened private connect token, as netcode lays it out: client
