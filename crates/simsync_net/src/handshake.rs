@@ -86,7 +86,9 @@ use crate::session_proto::SimInput;
 /// [`ParticipantId::ENTITY_SERVER`](crate::ParticipantId::ENTITY_SERVER) in owner records), and
 /// refuses implausible state updates with `RefusalReason::TooFast` and `Teleported` (and, for a
 /// while after, that sender's bids for the body with `Penalized`).
-pub const PROTOCOL_VERSION: u16 = 11;
+///
+/// Version 12: `MatchEndReason::EndedByOperator` ends a match whose room its operator ended.
+pub const PROTOCOL_VERSION: u16 = 12;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

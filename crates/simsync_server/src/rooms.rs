@@ -257,7 +257,9 @@ impl Rooms {
         }
     }
 
-    /// Runs every room for `dt`, ends the rooms empty for too long (at once while draining),
+    /// Runs every room for `dt`, ends the relay rooms whose match ended once their last
+    /// client left (with the match's reason: `completed` when its players said goodbye), ends
+    /// the rooms empty for too long (at once while draining),
     /// closes ending rooms after their grace and the refused connections after theirs, and
     /// forgets ended rooms. Returns each room's turn.
     pub fn step(&mut self, dt: Duration) -> Vec<(RoomId, RoomTurn)> {
@@ -271,6 +273,10 @@ impl Rooms {
         let mut turns = Vec::with_capacity(self.rooms.len());
         for room in self.rooms.values_mut() {
             turns.push((room.id(), room.step(dt)));
+            if let Some(reason) = room.played_out() {
+                tracing::info!(room = room.id().0, %reason, "room ends: its match ended and its players left");
+                room.end(reason, now);
+            }
             if room.empty_for(now).is_some_and(|empty| empty >= timeout)
                 && room.state() != RoomState::Ending
             {
