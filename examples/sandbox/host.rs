@@ -2,7 +2,9 @@
 //! one relay room of `--players`, authoritative with `--authoritative` (the room runs the
 //! sandbox's verified world: `simsync::authority::LockstepAuthority`), a connect token file per
 //! slot for `sandbox join --token`, the admin API's bearer token from `--admin-token-file` or a
-//! random one written to `admin.token` beside the connect tokens. It drains and exits once the room has ended (every player
+//! random one written to `admin.token` beside the connect tokens. It drains and exits once the
+//! room has ended (at once when every player left with a goodbye after the match: `completed`;
+//! else when every player was
 //! gone for the empty-room timeout) or on Ctrl-C / SIGTERM, and prints the room's numbers.
 
 use std::path::Path;

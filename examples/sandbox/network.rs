@@ -19,7 +19,8 @@ use simsync::deterministic::NetworkSessionConfig;
 use simsync::deterministic::SessionSetupError;
 use simsync::prelude::*;
 use simsync::relay::{
-    DeterministicServerPlugin, MatchEndReason, MatchId, RelayCommand, RelayServer, SnapshotServing,
+    DeterministicServerPlugin, MatchEndReason, MatchId, MatchPhase, RelayCommand, RelayServer,
+    SnapshotServing,
 };
 use simsync::testing::{HarnessChecks, PeersError, RelayPeers, RunLimits, RunUntilError};
 use simsync_net::prelude::*;
@@ -766,6 +767,10 @@ fn serve_match(
     loop {
         app.update();
         let relay = app.world().resource::<RelayServer>();
+        if relay.match_id() == match_id && relay.phase() == MatchPhase::Ended {
+            // Every player left after playing it (their goodbyes ended it).
+            return Ok(());
+        }
         if relay.match_id() == match_id && relay.started() {
             if !announced && !run.quiet {
                 println!("server: {match_id} running");
@@ -928,7 +933,28 @@ pub fn run_client(
         watch.show_state(&app, run.quiet);
         watch.pacer.wait();
     }
+    leave(&mut app, &mut watch, run.quiet);
     Ok(agree)
+}
+
+/// Leaves the session cleanly: says goodbye, then updates until the relay closed the
+/// connection (the client closes it itself after a second), so the server sees this player
+/// leave at once instead of after its connection's timeout.
+fn leave(app: &mut App, watch: &mut ClientWatch, quiet: bool) {
+    app.world_mut()
+        .write_message(simsync::deterministic::LeaveSession);
+    for _ in 0..2 * HZ {
+        app.update();
+        watch.show_state(app, quiet);
+        let closed = app
+            .world()
+            .get_resource::<RenetClient>()
+            .is_none_or(|client| client.is_disconnected());
+        if closed {
+            return;
+        }
+        watch.pacer.wait();
+    }
 }
 
 /// What a `join` shows while it runs: the reconnect token and the lifecycle state, once each

@@ -4,6 +4,7 @@
 mod authority;
 mod clock_sync;
 mod config_check;
+mod departures;
 mod desync_report;
 mod diagnostics;
 mod disconnects;

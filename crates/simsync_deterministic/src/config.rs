@@ -118,7 +118,30 @@ pub struct NetworkSessionConfig {
     /// [`ReconnectPolicy::default`](simsync_net::ReconnectPolicy): on, 5 attempts, 1 s doubling
     /// to at most 8 s; [`ReconnectPolicy::OFF`](simsync_net::ReconnectPolicy::OFF) never.
     pub reconnect: simsync_net::ReconnectPolicy,
+    /// How long the client hears nothing at all from the relay (on the network clock,
+    /// `NetClock`) before it gives the server up: the session ends `Disconnected` with
+    /// `ServerGone`, whatever reconnect attempts are left (default
+    /// [`DEFAULT_SERVER_TIMEOUT`], 20 s; [a dead
+    /// server](crate::rules#a-dead-server-and-a-long-pause)). A live relay answers pings four
+    /// times a second, in its lobby too.
+    pub server_timeout: std::time::Duration,
+    /// A pause of the client's own process at least this long (a gap in wall-clock time
+    /// between two session updates: a stopped process, a debugger, a suspended laptop) makes
+    /// it rejoin at once with its reconnect token, instead of waiting for its transport's
+    /// timeout to notice that the relay dropped it (default [`DEFAULT_REJOIN_AFTER_PAUSE`],
+    /// 15 s: netcode's connection timeout, after which the relay's server has dropped the
+    /// connection; [a long pause](crate::rules#a-dead-server-and-a-long-pause)).
+    pub rejoin_after_pause: std::time::Duration,
 }
+
+/// Default of [`NetworkSessionConfig::server_timeout`]: 20 s without a message from the relay.
+pub const DEFAULT_SERVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Default of [`NetworkSessionConfig::rejoin_after_pause`]: netcode's default connection
+/// timeout ([`simsync_net::DEFAULT_TOKEN_TIMEOUT_SECONDS`], 15 s), the time after which a
+/// server drops a silent connection.
+pub const DEFAULT_REJOIN_AFTER_PAUSE: std::time::Duration =
+    std::time::Duration::from_secs(simsync_net::DEFAULT_TOKEN_TIMEOUT_SECONDS as u64);
 
 impl NetworkSessionConfig {
     /// This config with reconnect policy `policy` (see [`Self::reconnect`]).
@@ -153,6 +176,8 @@ impl Default for NetworkSessionConfig {
             snapshots: false,
             max_snapshot_bytes: simsync_net::DEFAULT_MAX_SNAPSHOT_BYTES,
             reconnect: simsync_net::ReconnectPolicy::default(),
+            server_timeout: DEFAULT_SERVER_TIMEOUT,
+            rejoin_after_pause: DEFAULT_REJOIN_AFTER_PAUSE,
         }
     }
 }

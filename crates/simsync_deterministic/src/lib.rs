@@ -89,8 +89,9 @@ pub mod rules {}
 
 pub use checksum::{SimHash, StateHasher, TickChecksum};
 pub use config::{
-    DEFAULT_CHECKSUM_HISTORY, DebugConfig, LocalSessionConfig, NetworkSessionConfig,
-    PredictionCheck, SessionClock, SessionConfig, SessionMode,
+    DEFAULT_CHECKSUM_HISTORY, DEFAULT_REJOIN_AFTER_PAUSE, DEFAULT_SERVER_TIMEOUT, DebugConfig,
+    LocalSessionConfig, NetworkSessionConfig, PredictionCheck, SessionClock, SessionConfig,
+    SessionMode,
 };
 pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
@@ -128,7 +129,7 @@ pub use schedule::{
 };
 pub use session::net_snapshots::{CapturedSnapshot, SnapshotHooks, SnapshotLoad};
 pub use session::{
-    ChecksumRecorded, Connection, DeterministicSession, LifecycleView, MismatchCause,
+    ChecksumRecorded, Connection, DeterministicSession, LeaveSession, LifecycleView, MismatchCause,
     NeedsSnapshot, NetworkView, PredictionMismatch, RollbackSetupFailed, SessionEnd,
     SessionLifecycle, SessionResumed, SessionStalled, SessionState, SessionStateChanged,
     SessionStateReason, SessionStats, SnapshotAppExt, StateDifference, UncheckedState,

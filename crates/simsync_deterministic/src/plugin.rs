@@ -451,6 +451,7 @@ fn add_session_messages(app: &mut App) {
         .init_resource::<SimEventStats>()
         .add_message::<PlayerLeft>()
         .add_message::<PlayerRejoined>()
+        .add_message::<crate::LeaveSession>()
         .add_message::<crate::dump::DesyncDumpWritten>()
         .add_message::<crate::dump::DesyncDumpFailed>()
         .add_message::<simsync_net::DesyncReport>()

@@ -88,7 +88,8 @@ use crate::session_proto::SimInput;
 /// while after, that sender's bids for the body with `Penalized`).
 ///
 /// Version 12: `SessionServerMessage::Desync` names its judge ([`DesyncJudge`](crate::DesyncJudge):
-/// the majority, or an authoritative room's verified world).
+/// the majority, or an authoritative room's verified world); `MatchEndReason::EndedByOperator`
+/// ends a match whose room its operator ended.
 pub const PROTOCOL_VERSION: u16 = 12;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset

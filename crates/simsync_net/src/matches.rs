@@ -71,8 +71,10 @@ pub enum MatchEndReason {
     /// The server app's own reason (at most [`MAX_MATCH_END_TEXT_BYTES`] bytes).
     Other(String),
     /// The server shut down (it drained: its rooms were given until its drain timeout to
-    /// finish) or the room was ended by its operator.
+    /// finish).
     ServerShutdown,
+    /// The room was ended by its operator (a dedicated server's `DELETE /rooms/{id}`).
+    EndedByOperator,
 }
 
 impl MatchEndReason {
@@ -100,6 +102,7 @@ impl fmt::Display for MatchEndReason {
             MatchEndReason::Abandoned => f.write_str("abandoned"),
             MatchEndReason::Other(text) => write!(f, "{text}"),
             MatchEndReason::ServerShutdown => f.write_str("server shut down"),
+            MatchEndReason::EndedByOperator => f.write_str("ended by the operator"),
         }
     }
 }

@@ -251,6 +251,17 @@ struct Slot {
     /// The seated player is ready for the match (its session is set up for it): a new player
     /// at once, a player of an earlier match once it answered `MatchOpened` with `Ready`.
     ready: bool,
+    /// How the slot's last player left the running match (`None` while seated, or when no
+    /// player left it this match).
+    departure: Option<Departure>,
+}
+
+/// How a player left the running match: said `Goodbye` first, or its connection closed
+/// without one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Departure {
+    Goodbye,
+    Lost,
 }
 
 impl Slot {
@@ -421,6 +432,11 @@ impl RelayServer {
         self.phase
     }
 
+    /// Why the current match ended, once it did (`None` in its lobby and while it runs).
+    pub fn end_reason(&self) -> Option<&MatchEndReason> {
+        self.end_reason.as_ref()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &RelayServerConfig {
         &self.config
@@ -555,6 +571,8 @@ impl RelayServer {
         self.stats.phase = MatchPhase::Running;
         for slot in &mut self.slots {
             slot.last_heard = self.now;
+            // A player who left the lobby did not leave this match.
+            slot.departure = None;
         }
         let players = self.slots.iter().filter(|s| s.client.is_some()).count() as u8;
         info!(
@@ -617,6 +635,7 @@ impl RelayServer {
         s.resend_after = self.now;
         s.last_heard = self.now;
         s.silent = false;
+        s.departure = None;
         s.ready = true;
         self.stats.ready[index] = true;
         if let Err(error) = server.send_msg(client, &self.start_message()) {
@@ -696,6 +715,7 @@ impl RelayServer {
                 }
             }
         }
+        self.end_if_all_said_goodbye(server);
         if !self.started() {
             return;
         }
@@ -715,7 +735,7 @@ impl RelayServer {
             let ping = ServerMessage::Ping {
                 t: millis_u32(self.now),
             };
-            let _ = server.broadcast_msg(&ping);
+            self.broadcast_live(server, &ping);
         }
     }
 
@@ -787,6 +807,9 @@ impl RelayServer {
                     );
                     let s = &mut self.slots[usize::from(slot)];
                     let was_connected = s.connected();
+                    if s.departure != Some(Departure::Goodbye) {
+                        s.departure = Some(Departure::Lost);
+                    }
                     s.client = None;
                     s.ready = false;
                     self.stats.ready[usize::from(slot)] = false;
@@ -826,6 +849,60 @@ impl RelayServer {
         }
     }
 
+    /// Sends `message` to every connection but the seated players counted silent: nothing
+    /// goes to a player that stopped answering ([silent players](crate::rules#disconnected-players));
+    /// it hears what it missed once it is heard from again.
+    fn broadcast_live(&self, server: &mut RenetServer, message: &ServerMessage) {
+        let bytes = match simsync_net::encode(message) {
+            Ok(bytes) => Bytes::from(bytes),
+            Err(error) => {
+                warn!("relay: {message:?} not encoded: {error}");
+                return;
+            }
+        };
+        let channel = message.channel();
+        for client in server.clients_id() {
+            let silent = self
+                .by_client
+                .get(&client)
+                .is_some_and(|slot| self.slots[usize::from(*slot)].silent);
+            if !silent && server.can_send_message(client, channel.id(), bytes.len()) {
+                server.send_message(client, channel, bytes.clone());
+            }
+        }
+    }
+
+    /// `client` says it leaves: its player's departure is clean (a match whose players all
+    /// left so ends `Completed`, [matches](crate::rules#matches-and-rematches)) and its
+    /// connection is closed at once.
+    fn on_goodbye(&mut self, server: &mut RenetServer, client: ClientId) {
+        if let Some(slot) = self.by_client.get(&client).copied() {
+            info!("relay: player {slot} says goodbye");
+            self.slots[usize::from(slot)].departure = Some(Departure::Goodbye);
+        }
+        server.disconnect(client);
+    }
+
+    /// Ends the running match `Completed` once every player of it left and each said goodbye
+    /// first (no slot seated, none left without a goodbye, at least one goodbye).
+    fn end_if_all_said_goodbye(&mut self, server: &mut RenetServer) {
+        if self.phase != MatchPhase::Running {
+            return;
+        }
+        let all_gone = self
+            .slots
+            .iter()
+            .all(|s| s.client.is_none() && s.departure != Some(Departure::Lost));
+        let any_goodbye = self
+            .slots
+            .iter()
+            .any(|s| s.departure == Some(Departure::Goodbye));
+        if all_gone && any_goodbye {
+            info!("relay: every player of {} said goodbye", self.match_id);
+            self.end_match(server, MatchEndReason::Completed);
+        }
+    }
+
     /// Counts `slot`'s player as gone at the current server tick and tells every client.
     fn player_left(&mut self, server: &mut RenetServer, slot: u8) {
         self.stats.disconnected_at[usize::from(slot)] = Some(self.server_tick);
@@ -836,7 +913,7 @@ impl RelayServer {
                 tick: self.server_tick,
             },
         );
-        let _ = server.broadcast_msg(&left);
+        self.broadcast_live(server, &left);
     }
 
     /// Counts `slot`'s player as back at the current server tick and tells every client.
@@ -849,7 +926,7 @@ impl RelayServer {
                 tick: self.server_tick,
             },
         );
-        let _ = server.broadcast_msg(&back);
+        self.broadcast_live(server, &back);
     }
 
     fn on_message(&mut self, server: &mut RenetServer, client: ClientId, message: ClientMessage) {
@@ -871,7 +948,7 @@ impl RelayServer {
                 }
             }
             ClientMessage::Session(session) => self.on_session(server, client, session),
-            ClientMessage::Goodbye => server.disconnect(client),
+            ClientMessage::Goodbye => self.on_goodbye(server, client),
             ClientMessage::Ownership(_) => self.stats.ignored_messages += 1,
         }
     }
@@ -997,7 +1074,7 @@ impl RelayServer {
                     slots: report.slots.clone(),
                 },
             );
-            let _ = server.broadcast_msg(&message);
+            self.broadcast_live(server, &message);
             self.stats.desync_reports += 1;
             self.stats.last_desync_report = Some(report.clone());
             self.reports.push_back(report);
@@ -1060,7 +1137,7 @@ impl RelayServer {
                     judge: judgement.judge,
                 },
             );
-            let _ = server.broadcast_msg(&desync);
+            self.broadcast_live(server, &desync);
         }
         episodes
     }
@@ -1125,6 +1202,12 @@ impl RelayServer {
             let Some(client) = self.slots[index].client else {
                 continue;
             };
+            if self.slots[index].silent {
+                // Nothing goes to a silent player; heard from again, it gets what it did not
+                // acknowledge by the resend rule (budgeted), not a burst of every set since.
+                self.slots[index].sent_through = newest;
+                continue;
+            }
             if self
                 .transfers
                 .iter()

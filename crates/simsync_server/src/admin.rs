@@ -258,7 +258,7 @@ pub fn execute(command: AdminCommand, rooms: &mut Rooms) -> Result<AdminResponse
         },
         AdminCommand::End(id) => {
             rooms
-                .end(id, MatchEndReason::ServerShutdown)
+                .end(id, MatchEndReason::EndedByOperator)
                 .map_err(|_| AdminError::UnknownRoom(id.0))?;
             ok(200, json!(rooms.summary(id)))
         }

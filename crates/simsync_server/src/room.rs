@@ -394,6 +394,19 @@ impl Room {
         turn
     }
 
+    /// The reason a live relay room ends now: its match ended (every player said goodbye,
+    /// or the relay's app ended it) and no connection is left. `None` otherwise, and for
+    /// ownership rooms.
+    pub fn played_out(&self) -> Option<MatchEndReason> {
+        let Host::Relay(host) = &self.host else {
+            return None;
+        };
+        let live = matches!(self.state, RoomState::Open | RoomState::Running);
+        (live && self.clients.is_empty() && host.relay.phase() == MatchPhase::Ended)
+            .then(|| host.relay.end_reason().cloned())
+            .flatten()
+    }
+
     fn running(&self) -> bool {
         match &self.host {
             Host::Relay(host) => host.relay.phase() != MatchPhase::Lobby,

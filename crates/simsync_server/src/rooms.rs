@@ -257,7 +257,9 @@ impl Rooms {
         }
     }
 
-    /// Runs every room for `dt`, ends the rooms empty for too long (at once while draining),
+    /// Runs every room for `dt`, ends the relay rooms whose match ended once their last
+    /// client left (with the match's reason: `completed` when its players said goodbye), ends
+    /// the rooms empty for too long (at once while draining),
     /// closes ending rooms after their grace and the refused connections after theirs, and
     /// forgets ended rooms. Returns each room's turn.
     pub fn step(&mut self, dt: Duration) -> Vec<(RoomId, RoomTurn)> {
@@ -275,6 +277,10 @@ impl Rooms {
             turn.kind = room.config().kind_name();
             turn.update = started.elapsed();
             turns.push((room.id(), turn));
+            if let Some(reason) = room.played_out() {
+                tracing::info!(room = room.id().0, %reason, "room ends: its match ended and its players left");
+                room.end(reason, now);
+            }
             if room.empty_for(now).is_some_and(|empty| empty >= timeout)
                 && room.state() != RoomState::Ending
             {

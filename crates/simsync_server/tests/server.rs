@@ -15,5 +15,7 @@ mod load_smoke;
 mod ownership_room;
 #[path = "server/refusals.rs"]
 mod refusals;
+#[path = "server/room_ends.rs"]
+mod room_ends;
 #[path = "server/rooms_udp.rs"]
 mod rooms_udp;

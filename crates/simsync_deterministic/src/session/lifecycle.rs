@@ -30,15 +30,16 @@ pub enum SessionState {
     /// The relay judged a tick's checksums and named this client's player; the session goes on
     /// simulating, but its state differs from the majority.
     Desynced,
-    /// The verified world reached the end tick, the game ended the session, or the relay ended
-    /// the session's match.
+    /// The verified world reached the end tick, the game ended or left the session, or the
+    /// relay ended the session's match (also in its lobby).
     Ended,
     /// The connection to the relay was lost and the client is coming back by itself with its
     /// reconnect token: waiting out a backoff or connecting again
     /// ([reconnecting](crate::rules#reconnecting-after-a-lost-connection)).
     Reconnecting,
-    /// The connection to the relay is lost for good: no reconnect policy or token, or every
-    /// attempt failed (reason [`SessionStateReason::ReconnectFailed`]).
+    /// The connection to the relay is lost for good: no reconnect policy or token, every
+    /// attempt failed (reason [`SessionStateReason::ReconnectFailed`]), or nothing was heard
+    /// from the relay for the client's server timeout ([`SessionStateReason::ServerGone`]).
     Disconnected,
     /// The relay refused this client in the handshake.
     Rejected,
@@ -81,6 +82,17 @@ pub enum SessionStateReason {
         /// Attempts made.
         attempts: u32,
     },
+    /// Nothing was heard from the relay for
+    /// [`NetworkSessionConfig::server_timeout`](crate::NetworkSessionConfig::server_timeout):
+    /// the client gave the server up, with no reconnect attempt left to try (`Disconnected`;
+    /// [a dead server](crate::rules#a-dead-server-and-a-long-pause)).
+    ServerGone {
+        /// How long the relay was silent when the client gave it up.
+        silent_for: std::time::Duration,
+    },
+    /// The game left the session with [`LeaveSession`]: the client said goodbye to the relay
+    /// (`Ended`; [leaving](crate::rules#leaving-a-session)).
+    Left,
     /// The relay welcomed the client back into `slot` on a new connection (`Reconnecting` →
     /// `Running`).
     Reconnected {
@@ -153,6 +165,17 @@ pub struct SessionEnd {
     pub now: bool,
 }
 
+/// The game leaves a networked session (write it as a Message): the client says `Goodbye` to
+/// the relay, which closes the connection at once and counts the player as gone — not lost —,
+/// sends nothing more of the session and never reconnects; the session is `Ended` with
+/// [`SessionStateReason::Left`] ([leaving](crate::rules#leaving-a-session)). A relay whose
+/// players all left this way ends the match `Completed`. Send it when the game is done with
+/// the session (e.g. after the last verified tick it needs), then keep updating the App for a
+/// few frames — until the renet client is disconnected, at most a second — so the goodbye
+/// goes out. A local session or a replay has no relay: the message does nothing there.
+#[derive(Message, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaveSession;
+
 /// The renet client's connection, as the lifecycle sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Connection {
@@ -194,10 +217,15 @@ pub struct NetworkView {
     pub match_end: Option<(MatchId, MatchEndReason)>,
     /// The last resync `(from_tick, to_tick)` since the last desync naming this client.
     pub resynced: Option<(Tick, Tick)>,
+    /// The game left the session ([`LeaveSession`]).
+    pub left: bool,
+    /// The client gave the relay up after this long without a message from it.
+    pub server_gone: Option<std::time::Duration>,
 }
 
 /// The transitions from `current` that `view` calls for, in order (empty when none). Rules, by
-/// priority: a final state stays; a refusal → `Rejected`; failed reconnect attempts →
+/// priority: a final state stays; a refusal → `Rejected`; the game left → `Ended` (`Left`);
+/// the relay given up → `Disconnected` (`ServerGone`); failed reconnect attempts →
 /// `Disconnected` (`ReconnectFailed`); a reconnect under way → `Reconnecting`
 /// (`ConnectionLost`); a lost connection → `Disconnected`; `Reconnecting` → `Running` once
 /// connected and welcomed again (`Reconnected`); the relay ended the match → `Ended`
@@ -222,6 +250,18 @@ pub fn session_transitions(
                 &mut out,
                 SessionState::Rejected,
                 SessionStateReason::Rejected(reason.clone()),
+            );
+            return out;
+        }
+        if net.left {
+            go(&mut out, SessionState::Ended, SessionStateReason::Left);
+            return out;
+        }
+        if let Some(silent_for) = net.server_gone {
+            go(
+                &mut out,
+                SessionState::Disconnected,
+                SessionStateReason::ServerGone { silent_for },
             );
             return out;
         }
@@ -348,6 +388,8 @@ fn view(stats: &SessionStats, renet: Option<&RenetClient>, end: SessionEnd) -> L
         resynced: net.resynced,
         reconnect: net.reconnect,
         match_end: net.match_id.zip(net.match_end.clone()),
+        left: net.left,
+        server_gone: net.server_gone,
     });
     LifecycleView {
         network,
@@ -396,6 +438,8 @@ mod tests {
             reconnect: ReconnectPhase::Idle,
             match_end: None,
             resynced: None,
+            left: false,
+            server_gone: None,
         }
     }
 
@@ -571,6 +615,34 @@ mod tests {
         n.connection = Connection::Disconnected;
         let t = session_transitions(Running, &networked(n));
         assert_eq!(states(&t), vec![(Running, Disconnected)]);
+    }
+
+    #[test]
+    fn leaving_ends_the_session_and_its_closed_connection_is_no_loss() {
+        let mut n = net(Connection::Disconnected);
+        n.slot = Some(0);
+        n.started = true;
+        n.left = true;
+        for from in [WaitingForPlayers, Running, Desynced, Reconnecting] {
+            let t = session_transitions(from, &networked(n.clone()));
+            assert_eq!(states(&t), vec![(from, Ended)]);
+            assert_eq!(t[0].reason, SessionStateReason::Left);
+        }
+        assert!(session_transitions(Ended, &networked(n)).is_empty());
+    }
+
+    #[test]
+    fn a_relay_given_up_disconnects_with_server_gone_even_while_reconnecting() {
+        let silent_for = std::time::Duration::from_secs(20);
+        let mut n = net(Connection::Connecting);
+        n.slot = Some(1);
+        n.started = true;
+        n.server_gone = Some(silent_for);
+        for from in [WaitingForPlayers, Running, Reconnecting] {
+            let t = session_transitions(from, &networked(n.clone()));
+            assert_eq!(states(&t), vec![(from, Disconnected)]);
+            assert_eq!(t[0].reason, SessionStateReason::ServerGone { silent_for });
+        }
     }
 
     #[test]

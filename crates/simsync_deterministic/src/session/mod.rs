@@ -34,8 +34,8 @@ pub use dumps::{capture_desync_dump, write_desync_dump};
 pub use hooks::{HookFlow, VerificationStopped};
 pub(crate) use lifecycle::update_lifecycle;
 pub use lifecycle::{
-    Connection, LifecycleView, NetworkView, SessionEnd, SessionLifecycle, SessionState,
-    SessionStateChanged, SessionStateReason, session_transitions,
+    Connection, LeaveSession, LifecycleView, NetworkView, SessionEnd, SessionLifecycle,
+    SessionState, SessionStateChanged, SessionStateReason, session_transitions,
 };
 pub(crate) use replay_hooks::{ReplayCheck, ReplayRecording};
 pub use snapshot::{SnapshotAppExt, capture_snapshot, load_snapshot};

@@ -271,8 +271,10 @@ impl<I: SimInput> InputSource<I> {
     }
 }
 
-/// The poll of a networked session: the relay client's poll with the renet client and the
-/// network clock of `world`, and a new connection when the client's reconnect is due.
+/// The poll of a networked session: a [`LeaveSession`](crate::LeaveSession) of the game, the
+/// relay client's poll with the renet client, the network clock and the wall clock of `world`,
+/// the connection closed when the client says so (after a goodbye, before a rejoin, once the
+/// server is gone), and a new connection when the client's reconnect is due.
 fn poll_remote<I: SimInput>(
     client: &mut RelayClient<I>,
     world: &mut World,
@@ -281,12 +283,40 @@ fn poll_remote<I: SimInput>(
     (local_tick, buffer): (&mut Tick, &mut InputBuffer<I>),
 ) -> bool {
     let dt = net_delta(world);
+    // A pause of the process shows on the wall clock even when the network clock is fixed.
+    let wall_dt = world
+        .get_resource::<Time<Real>>()
+        .map_or(dt, |real| real.delta().max(dt));
+    let leave = leave_requested(world);
     let mut renet = world.get_resource_mut::<RenetClient>();
-    let stalling = client.poll(polls, dt, renet.as_deref_mut(), local, local_tick, buffer);
+    if leave {
+        client.leave(renet.as_deref_mut());
+    }
+    let stalling = client.poll(
+        polls,
+        (dt, wall_dt),
+        renet.as_deref_mut(),
+        local,
+        local_tick,
+        buffer,
+    );
+    if client.take_close_due()
+        && let Some(mut transport) = world.get_resource_mut::<ClientTransport>()
+    {
+        transport.disconnect();
+    }
     if client.take_reconnect_due() {
         client.reconnect_started(reconnect_transport(world));
     }
     stalling
+}
+
+/// Whether the game wrote [`LeaveSession`](crate::LeaveSession) since the last poll.
+fn leave_requested(world: &mut World) -> bool {
+    fn read(mut leave: MessageReader<crate::LeaveSession>) -> bool {
+        leave.read().count() > 0
+    }
+    world.run_system_cached(read).unwrap_or(false)
 }
 
 /// Starts a new connection on the client transport and gives it a new renet client

@@ -115,6 +115,30 @@ impl ReconnectWatch {
         self.phase = ReconnectPhase::Idle;
     }
 
+    /// Rejoins without waiting for the connection to be found lost (a pause of the process
+    /// longer than the relay keeps a silent connection): attempt 1 starts at the first
+    /// observation after `now`, once the old connection was closed. Does nothing while a
+    /// reconnect is under way, after the attempts failed, or with a policy of no attempts.
+    /// Returns whether it starts.
+    pub(crate) fn rejoin_soon(&mut self, now: Duration) -> bool {
+        if self.phase != ReconnectPhase::Idle || self.policy.attempts == 0 {
+            return false;
+        }
+        self.phase = ReconnectPhase::Waiting {
+            attempt: 1,
+            of: self.policy.attempts,
+        };
+        // Strictly later than `now`: the next poll, not this one.
+        self.due = now + Duration::from_nanos(1);
+        true
+    }
+
+    /// No reconnect any more (the client left, or gave the server up): idle, and nothing is
+    /// started until [`Self::observe`] sees a new loss.
+    pub(crate) fn stop(&mut self) {
+        self.phase = ReconnectPhase::Idle;
+    }
+
     /// After `made` failed attempts: waits for the next one, or fails when none is left.
     fn wait_for(&mut self, made: u32, now: Duration) {
         self.phase = match self.policy.backoff(made) {
@@ -206,6 +230,30 @@ mod tests {
             off.observe(Duration::ZERO, true, true),
             ReconnectAction::None
         );
+        assert_eq!(off.phase(), ReconnectPhase::Idle);
+    }
+
+    #[test]
+    fn a_rejoin_after_a_pause_starts_at_the_next_observation_and_only_from_idle() {
+        let mut watch = ReconnectWatch::new(policy());
+        assert!(watch.rejoin_soon(500 * MS));
+        assert_eq!(watch.phase(), ReconnectPhase::Waiting { attempt: 1, of: 3 });
+        // Not in the observation of the same instant (the old connection closes first).
+        assert_eq!(watch.observe(500 * MS, false, true), ReconnectAction::None);
+        assert_eq!(
+            watch.observe(501 * MS, true, true),
+            ReconnectAction::Reconnect { attempt: 1 }
+        );
+        // Under way: a second pause changes nothing.
+        assert!(!watch.rejoin_soon(502 * MS));
+        assert_eq!(
+            watch.phase(),
+            ReconnectPhase::Connecting { attempt: 1, of: 3 }
+        );
+        watch.stop();
+        assert_eq!(watch.phase(), ReconnectPhase::Idle);
+        let mut off = ReconnectWatch::new(ReconnectPolicy::OFF);
+        assert!(!off.rejoin_soon(Duration::ZERO));
         assert_eq!(off.phase(), ReconnectPhase::Idle);
     }
 

@@ -60,6 +60,7 @@ use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
 use crate::tick::{PlayerIndex, Tick};
 
+mod liveness;
 mod matches;
 
 /// Most ticks the client's clock polls in one update.
@@ -151,6 +152,17 @@ pub struct RelayClientStats {
     /// session's (a message of the previous match that arrived after the rematch is
     /// `ended_match`), or to this match after it ended.
     pub match_drops: MatchDrops,
+    /// The game left the session ([`LeaveSession`](crate::LeaveSession)): the client said
+    /// goodbye, sends nothing more and never reconnects.
+    pub left: bool,
+    /// Set when the client gave the relay up: nothing was heard from it for this long (at
+    /// least [`NetworkSessionConfig::server_timeout`]); the connection is closed and nothing
+    /// more is tried ([a dead server](crate::rules#a-dead-server-and-a-long-pause)).
+    pub server_gone: Option<Duration>,
+    /// Rejoins started at once after a pause of this process of at least
+    /// [`NetworkSessionConfig::rejoin_after_pause`] ([a long
+    /// pause](crate::rules#a-dead-server-and-a-long-pause)).
+    pub rejoins_after_pause: u64,
 }
 
 /// The relay moved on to a later match than the session's (a rematch): the session is rebuilt
@@ -301,8 +313,19 @@ pub(crate) struct RelayClient<I: SimInput> {
     next_match: Option<NextMatch>,
     /// `Ready` is to be sent for the match (a session set up for the relay's lobby).
     ready_due: bool,
+    /// When a message of the relay last arrived (`None` before the first).
+    last_heard: Option<Duration>,
+    /// When the client said goodbye, while it waits for the relay to close the connection.
+    leaving_since: Option<Duration>,
+    /// The connection is to be closed now (taken by the input source, which owns the
+    /// transport): after a goodbye, before a rejoin after a pause, once the server is gone.
+    close_due: bool,
     _input: std::marker::PhantomData<fn() -> I>,
 }
+
+/// How long a leaving client waits for the relay to close its connection after its goodbye
+/// before it closes the connection itself (client time).
+const LEAVE_GRACE: Duration = Duration::from_secs(1);
 
 /// The client's `Hello`: its name and the session config it runs (tick rate, players, the
 /// fingerprint of `I` with the relay's input size cap), which the relay checks against its own.
@@ -356,6 +379,9 @@ impl<I: SimInput> RelayClient<I> {
             match_id: None,
             next_match: None,
             ready_due: false,
+            last_heard: None,
+            leaving_since: None,
+            close_due: false,
             _input: std::marker::PhantomData,
         }
     }
@@ -376,12 +402,19 @@ impl<I: SimInput> RelayClient<I> {
     /// lost connection (not closed by this client itself) with a token to come back with waits
     /// its backoff, then marks a new connection due ([`take_reconnect_due`](Self::take_reconnect_due)).
     fn watch_connection(&mut self, renet: Option<&RenetClient>) {
+        if self.stats.left || self.stats.server_gone.is_some() {
+            return;
+        }
         let lost = renet.is_some_and(|client| client.is_disconnected());
         // A connection this client closed itself is a leave, not a loss.
         let left = renet.and_then(|client| client.disconnect_reason())
             == Some(simsync_net::renet::DisconnectReason::DisconnectedByClient);
-        let can_rejoin =
-            self.stats.reconnect_token.is_some() && self.stats.rejected.is_none() && !left;
+        // After its match ended the relay closes the connection: nothing to come back to (a
+        // rematch comes on the same connection).
+        let can_rejoin = self.stats.reconnect_token.is_some()
+            && self.stats.rejected.is_none()
+            && self.stats.match_end.is_none()
+            && !left;
         let before = self.reconnect.phase();
         if let ReconnectAction::Reconnect { attempt } =
             self.reconnect.observe(self.now, lost, can_rejoin)
@@ -480,7 +513,9 @@ impl<I: SimInput> RelayClient<I> {
     /// One poll: receives from the server into `buffer`, advances the local clock (`local_tick`)
     /// by `polls` ticks scaled by lead control, samples the local input of every new tick at
     /// `tick + input_delay` and sends the unconfirmed inputs. `dt` is the time since the last
-    /// poll. Returns whether the session is stalling.
+    /// poll on the network clock, `wall_dt` on the wall clock (a pause of the process shows
+    /// there, [a long pause](crate::rules#a-dead-server-and-a-long-pause)). Returns whether the
+    /// session is stalling.
     ///
     /// The local tick is the client's clock, synchronised to the server's (plus the lead its
     /// inputs need to arrive in time): it advances whatever the simulation can do, so inputs are
@@ -497,13 +532,17 @@ impl<I: SimInput> RelayClient<I> {
     pub(crate) fn poll(
         &mut self,
         polls: u32,
-        dt: Duration,
+        (dt, wall_dt): (Duration, Duration),
         mut renet: Option<&mut RenetClient>,
         local: &mut LocalInputProvider<'_, I>,
         local_tick: &mut Tick,
         buffer: &mut InputBuffer<I>,
     ) -> bool {
-        self.receive(renet.as_deref_mut(), buffer, dt);
+        self.now += dt;
+        self.watch_pause(wall_dt);
+        self.receive(renet.as_deref_mut(), buffer);
+        self.watch_leave(renet.as_deref());
+        self.watch_server();
         self.watch_connection(renet.as_deref());
         self.watch_stall(renet.as_deref(), buffer.max_verifiable_tick());
         let ticks = self.ticks_to_poll(polls);
@@ -540,15 +579,9 @@ impl<I: SimInput> RelayClient<I> {
         blocked || (*local_tick > cap && horizon <= horizon_before)
     }
 
-    /// Receives everything from the server into `buffer`; says hello once connected and pings
-    /// every `ping_interval_ms`. Without a renet client only the clock advances.
-    fn receive(
-        &mut self,
-        renet: Option<&mut RenetClient>,
-        buffer: &mut InputBuffer<I>,
-        dt: Duration,
-    ) {
-        self.now += dt;
+    /// Receives everything from the server into `buffer` (any message counts as heard from
+    /// the relay); says hello once connected and pings every `ping_interval_ms`.
+    fn receive(&mut self, renet: Option<&mut RenetClient>, buffer: &mut InputBuffer<I>) {
         let Some(client) = renet else {
             return;
         };
@@ -559,6 +592,7 @@ impl<I: SimInput> RelayClient<I> {
             }
         }
         for received in client.receive_msgs(&mut self.decode) {
+            self.last_heard = Some(self.now);
             match received.message {
                 Ok(message) => self.on_message(client, buffer, message),
                 Err(error) => {
@@ -571,6 +605,7 @@ impl<I: SimInput> RelayClient<I> {
             }
         }
         if client.is_connected()
+            && !self.stats.left
             && self.now.saturating_sub(self.last_ping).as_millis() as u32
                 >= self.config.ping_interval_ms
         {

@@ -40,7 +40,7 @@ impl RelayServer {
 
     /// Ends the running match: the clock stops, snapshot transfers end, every seated client is
     /// told `MatchEnded`, and nothing more of the match is taken.
-    fn end_match(&mut self, server: &mut RenetServer, reason: MatchEndReason) {
+    pub(super) fn end_match(&mut self, server: &mut RenetServer, reason: MatchEndReason) {
         let reason = reason.bounded();
         self.phase = MatchPhase::Ended;
         self.stats.phase = MatchPhase::Ended;
@@ -110,6 +110,7 @@ impl RelayServer {
             slot.last_heard = self.now;
             slot.silent = false;
             slot.ready = false;
+            slot.departure = None;
         }
     }
 
@@ -175,6 +176,7 @@ impl RelayServer {
         }
         s.ready = !with_token;
         s.silent = false;
+        s.departure = None;
         s.last_heard = self.now;
         self.stats.ready[index] = !with_token;
         self.by_client.insert(client, slot);

@@ -24,7 +24,8 @@ impl RelayServer {
     }
 
     /// Moves every transfer on by one step: asks a buddy, abandons a late one, verifies a
-    /// complete snapshot, forwards a verified one.
+    /// complete snapshot, forwards a verified one. A silent joiner's transfer waits (a
+    /// departed joiner's ended when it left).
     pub(super) fn drive_transfers(&mut self, server: &mut RenetServer) {
         let Some(serving) = self.config.snapshots.clone() else {
             return;
@@ -33,6 +34,12 @@ impl RelayServer {
         let mut transfers = std::mem::take(&mut self.transfers);
         let joining: Vec<u8> = transfers.iter().map(|t| t.joiner).collect();
         for transfer in &mut transfers {
+            if self.slots[usize::from(transfer.joiner)].silent {
+                // A silent joiner gets nothing, no snapshot either; its transfer waits (and
+                // its stall clock with it) until it is heard from again.
+                transfer.since = self.now;
+                continue;
+            }
             let buddy_gone = transfer.buddy().is_some_and(|b| {
                 self.slots
                     .get(usize::from(b))

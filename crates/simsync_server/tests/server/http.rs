@@ -178,7 +178,7 @@ fn the_admin_api_makes_lists_reads_and_ends_rooms_with_typed_errors() {
     );
     assert_eq!(answers[9].0, 200);
     assert_eq!(json(&answers[9].1)["state"], "ended");
-    assert_eq!(json(&answers[9].1)["end_reason"], "server shut down");
+    assert_eq!(json(&answers[9].1)["end_reason"], "ended by the operator");
     assert_eq!(
         (answers[10].0, kind(&answers[10]).as_str()),
         (404, "unknown_room")

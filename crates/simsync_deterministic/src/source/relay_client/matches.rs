@@ -17,8 +17,9 @@ impl<I: SimInput> RelayClient<I> {
     /// The session's match while it is played: named by the relay, not ended, the relay not
     /// moved on to a later one. Nothing of the session goes out otherwise.
     pub(super) fn playing(&self) -> Option<MatchId> {
-        self.match_id
-            .filter(|_| self.stats.match_end.is_none() && self.next_match.is_none())
+        self.match_id.filter(|_| {
+            self.stats.match_end.is_none() && self.next_match.is_none() && !self.stats.left
+        })
     }
 
     /// The session's match as the match rule sees it: taken while played (also before its
@@ -107,9 +108,15 @@ impl<I: SimInput> RelayClient<I> {
     }
 
     /// `MatchEnded` of match `match_id`: the session's match is over (nothing more of it is
-    /// sent or taken; the lifecycle shows `Ended` with the reason). Of another match, it is
+    /// sent or taken; the lifecycle shows `Ended` with the reason), also in the relay's first
+    /// lobby, where the client has not been told its match yet. Of another match, it is
     /// dropped and counted.
     fn on_match_ended(&mut self, match_id: MatchId, reason: MatchEndReason) {
+        if self.match_id.is_none() && !self.stats.started && self.next_match.is_none() {
+            // A new player waits in the relay's first lobby without having been told its
+            // match: the end (its room ends before the match started) names it.
+            self.enter_match(match_id);
+        }
         if self.match_id != Some(match_id) {
             let drop = match self.match_id {
                 Some(current) if match_id < current => MatchDrop::EndedMatch,
