@@ -25,8 +25,8 @@ use simsync::relay::{
 use simsync::testing::{HarnessChecks, PeersError, RelayPeers, RunLimits, RunUntilError};
 use simsync_net::prelude::*;
 use simsync_net::{
-    ClientTransport, LinkConditionerConfig, NetClock, ReconnectToken, ServerTransport,
-    UdpServerConfig, UdpServerTransport,
+    ClientTransport, LinkConditionerConfig, NetClock, NetTransportError, ReconnectToken,
+    ServerTransport, UdpServerConfig, UdpServerTransport,
 };
 
 use bevy::log::LogPlugin;
@@ -166,8 +166,26 @@ pub fn add_client(
     app.add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
         .add_plugins(client_plugin(&session, game, name))
         .insert_net_client(transport)
-        .insert_resource(trace_inputs(trace));
+        .insert_resource(trace_inputs(trace))
+        .init_resource::<ConnectFailureSeen>()
+        .add_systems(Update, keep_connect_failure);
     add_stop_and_watch(app, ticks);
+}
+
+/// The last [`simsync_net::ConnectFailure`] the client transport reported: a connection that
+/// was never made names its possible causes when the client gives up.
+#[derive(Resource, Default)]
+struct ConnectFailureSeen(Option<simsync_net::ConnectFailure>);
+
+fn keep_connect_failure(
+    mut errors: MessageReader<NetTransportError>,
+    mut seen: ResMut<ConnectFailureSeen>,
+) {
+    for error in errors.read() {
+        if let NetError::ConnectFailed(failure) = &error.error {
+            seen.0 = Some(*failure);
+        }
+    }
 }
 
 /// Whether the client session of `app` (finished and cleaned up) was set up.
@@ -824,7 +842,18 @@ fn lost_for_good(app: &App) -> Result<(), Failure> {
         Some(simsync::deterministic::SessionStateReason::ReconnectFailed { attempts }) => {
             format!("the connection was lost and {attempts} reconnect attempts failed")
         }
-        other => format!("the connection was lost ({other:?})"),
+        Some(simsync::deterministic::SessionStateReason::ServerGone { silent_for }) => format!(
+            "the server is gone (nothing heard from it for {:.1} s)",
+            silent_for.as_secs_f64()
+        ),
+        other => match app
+            .world()
+            .get_resource::<ConnectFailureSeen>()
+            .and_then(|seen| seen.0)
+        {
+            Some(failure) => format!("the connection was never made: {failure}"),
+            None => format!("the connection was lost ({other:?})"),
+        },
     };
     Err(Failure::run(format!(
         "client: disconnected from the server: {why}"

@@ -4,6 +4,8 @@
 //! on bad input: malformed bytes, bad configuration values and transport failures all come back
 //! as one of its variants.
 
+use std::net::SocketAddr;
+
 use renet::ClientId;
 
 /// Everything that can go wrong in the wire layer: encoding and decoding messages, building
@@ -113,7 +115,7 @@ pub enum NetError {
     /// A UDP client never connected: what it can tell of why (a server refuses a connection
     /// request without a word).
     #[error("{0}")]
-    ConnectFailed(#[from] crate::udp::ConnectFailure),
+    ConnectFailed(#[from] ConnectFailure),
 }
 
 impl NetError {
@@ -129,4 +131,31 @@ impl NetError {
                 | Self::VersionMismatch { .. }
         )
     }
+}
+
+/// Why a UDP client never connected, as far as the client can tell: a server ignores a
+/// connection request it refuses (an expired, replayed or foreign token) without a word, so
+/// the client names the possible causes once netcode gives up
+/// ([`UdpClientTransport::connect_failure`](crate::UdpClientTransport::connect_failure)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectFailure {
+    /// The connect token expired before the connection was made (the client reads the expiry
+    /// in the token itself).
+    #[error(
+        "the connect token expired (at Unix time {expired_at} s) before the server took it: ask for a new token"
+    )]
+    TokenExpired {
+        /// When it expired, in Unix seconds.
+        expired_at: u64,
+    },
+    /// No server of the token answered within the token's timeout.
+    #[error(
+        "no answer from {server} within {timeout_secs} s: the token may have been used already from another address (the server counts `replayed_token`), be for another server, key or address (`bad_token`, `wrong_server_address`: a server's public address set wrong), or the server is down or unreachable"
+    )]
+    NoAnswer {
+        /// The (first) server address of the token.
+        server: SocketAddr,
+        /// The token's timeout, in seconds.
+        timeout_secs: i32,
+    },
 }

@@ -70,7 +70,7 @@ pub use codec::{
     decode_counted, decode_with_limit, encode, encode_unlimited, max_decoded_len, wire_config,
 };
 pub use conditioner::{LinkConditioner, LinkConditionerConfig, LinkStats, MAX_IN_FLIGHT};
-pub use error::NetError;
+pub use error::{ConnectFailure, NetError};
 pub use handshake::{
     ClientHandshake, HandshakeStats, Hello, InputFingerprint, JoinStatus, PROTOCOL_VERSION,
     Protocols, ReconnectToken, RejectCounts, RejectReason, ServerHandshake, Welcome, check_hello,
@@ -117,7 +117,7 @@ pub use snapshot_frame::{
 pub use state_hash::StateHasher;
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{
-    ConnectFailure, ConnectionSink, DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS,
+    ConnectionSink, DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS,
     NETCODE_MAX_CLIENTS, NETCODE_PROTOCOL_ID, UdpAuth, UdpClientTransport, UdpServerConfig,
     UdpServerTransport, generate_connect_token, generate_private_key, unix_time_now,
 };

@@ -12,7 +12,7 @@ use renet_netcode::{
 };
 use renetcode::{NETCODE_MAX_PACKET_BYTES, NetcodeServer, ServerResult};
 
-use crate::error::NetError;
+use crate::error::{ConnectFailure, NetError};
 use crate::handshake::PROTOCOL_VERSION;
 use crate::remote_errors::{
     RemoteErrorKind, RemoteErrors, log_line, open_connect_token_addresses, screen_datagram,
@@ -554,33 +554,6 @@ impl PendingAddresses {
         self.since
             .retain(|_, since| now.saturating_sub(*since) < CONNECTING_FOR);
     }
-}
-
-/// Why a UDP client never connected, as far as the client can tell: a server ignores a
-/// connection request it refuses (an expired, replayed or foreign token) without a word, so
-/// the client names the possible causes once netcode gives up
-/// ([`UdpClientTransport::connect_failure`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ConnectFailure {
-    /// The connect token expired before the connection was made (the client reads the expiry
-    /// in the token itself).
-    #[error(
-        "the connect token expired (at Unix time {expired_at} s) before the server took it: ask for a new token"
-    )]
-    TokenExpired {
-        /// When it expired, in Unix seconds.
-        expired_at: u64,
-    },
-    /// No server of the token answered within the token's timeout.
-    #[error(
-        "no answer from {server} within {timeout_secs} s: the token may have been used already from another address (the server counts `replayed_token`), be for another server, key or address (`bad_token`, `wrong_server_address`: a server's public address set wrong), or the server is down or unreachable"
-    )]
-    NoAnswer {
-        /// The (first) server address of the token.
-        server: SocketAddr,
-        /// The token's timeout, in seconds.
-        timeout_secs: i32,
-    },
 }
 
 /// The client end of the UDP transport. It keeps how it connected, so a client whose

@@ -24,16 +24,12 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::admin::{self, AdminCommand, AdminError, AdminRequest, AdminResponse};
 use crate::health::{Heartbeat, LIVENESS_TIMEOUT, Readiness};
-use crate::metrics::HttpMetrics;
-pub use wire::MetricsFormat;
+pub use crate::metrics::{HttpMetrics, OPS_THREADS, OpsConnections};
+pub use crate::metrics_format::MetricsFormat;
 use wire::{Answer, Head, HeadParse, parse_head};
 
 /// How long an admin request waits for the main loop's answer before answering 503.
 pub const ADMIN_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The threads the operations port runs, whatever the number of connections: the event loop
-/// and the admin worker.
-pub const OPS_THREADS: usize = 2;
 
 /// How long a connection that was answered stays open to read what its client still sends
 /// (so that closing it does not reset the answer away), at most.
@@ -90,21 +86,6 @@ pub struct OpsShared {
     pub admin: Sender<AdminTicket>,
     /// The port's bounds.
     pub limits: OpsLimits,
-}
-
-/// What the operations port counted so far ([`DedicatedServer::ops_connections`](crate::DedicatedServer::ops_connections)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OpsConnections {
-    /// Connections open now.
-    pub open: u64,
-    /// Connections accepted since the start.
-    pub accepted: u64,
-    /// Connections closed for a new one (the connection cap).
-    pub evicted: u64,
-    /// Connections closed for a head, body or answer that took too long.
-    pub timed_out: u64,
-    /// The port's threads ([`OPS_THREADS`]).
-    pub threads: usize,
 }
 
 /// The running HTTP threads.

@@ -32,6 +32,7 @@ mod health;
 mod http;
 pub mod loadgen;
 mod metrics;
+mod metrics_format;
 mod process;
 mod room;
 mod room_config;

@@ -19,7 +19,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use simsync_net::{RejectReason, RemoteErrorKind, RemoteErrors};
 
-use crate::http::{MetricsFormat, OPS_THREADS, OpsConnections};
+use crate::metrics_format::MetricsFormat;
 use crate::process::ProcessSample;
 
 use crate::room::{RoomState, RoomTotals, RoomTurn};
@@ -632,6 +632,25 @@ impl HttpMetrics {
             threads: OPS_THREADS,
         }
     }
+}
+
+/// The threads the operations port runs, whatever the number of connections: the event loop
+/// and the admin worker.
+pub const OPS_THREADS: usize = 2;
+
+/// What the operations port counted so far ([`DedicatedServer::ops_connections`](crate::DedicatedServer::ops_connections)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpsConnections {
+    /// Connections open now.
+    pub open: u64,
+    /// Connections accepted since the start.
+    pub accepted: u64,
+    /// Connections closed for a new one (the connection cap).
+    pub evicted: u64,
+    /// Connections closed for a head, body or answer that took too long.
+    pub timed_out: u64,
+    /// The port's threads ([`OPS_THREADS`]).
+    pub threads: usize,
 }
 
 #[cfg(test)]

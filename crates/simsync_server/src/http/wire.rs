@@ -1,6 +1,7 @@
 //! HTTP/1.x on the operations port, as plain data and pure functions: a request head read
-//! with `httparse` ([`parse_head`]), an answer written out ([`Answer::encode`]), and the
-//! `/metrics` format chosen from `Accept` ([`MetricsFormat::negotiate`]).
+//! with `httparse` ([`parse_head`]) and an answer written out ([`Answer::encode`]); the
+//! `/metrics` format is chosen from `Accept` by
+//! [`MetricsFormat::negotiate`](crate::metrics_format::MetricsFormat::negotiate).
 
 /// The most header lines a request may have.
 const MAX_HEADERS: usize = 32;
@@ -148,59 +149,10 @@ fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
-/// The two text formats `/metrics` serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricsFormat {
-    /// The Prometheus text format 0.0.4 (`text/plain; version=0.0.4`): the default.
-    PrometheusText,
-    /// OpenMetrics 1.0 (`application/openmetrics-text; version=1.0.0`).
-    OpenMetrics,
-}
-
-impl MetricsFormat {
-    /// The `Content-Type` of the format.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            MetricsFormat::PrometheusText => "text/plain; version=0.0.4; charset=utf-8",
-            MetricsFormat::OpenMetrics => {
-                "application/openmetrics-text; version=1.0.0; charset=utf-8"
-            }
-        }
-    }
-
-    /// The format an `Accept` header asks for: OpenMetrics when a media range
-    /// `application/openmetrics-text` has a higher quality (`q`, default 1) than every range
-    /// that takes plain text (`text/plain`, `text/*`, `*/*`); the Prometheus text format
-    /// otherwise, and without the header.
-    pub fn negotiate(accept: Option<&str>) -> Self {
-        let Some(accept) = accept else {
-            return MetricsFormat::PrometheusText;
-        };
-        let (mut open, mut text) = (0.0_f64, 0.0_f64);
-        for range in accept.split(',') {
-            let mut parts = range.split(';').map(str::trim);
-            let media = parts.next().unwrap_or("").to_ascii_lowercase();
-            let q = parts
-                .filter_map(|p| p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")))
-                .find_map(|q| q.trim().parse::<f64>().ok())
-                .unwrap_or(1.0);
-            match media.as_str() {
-                "application/openmetrics-text" => open = open.max(q),
-                "text/plain" | "text/*" | "*/*" => text = text.max(q),
-                _ => {}
-            }
-        }
-        if open > 0.0 && open > text {
-            MetricsFormat::OpenMetrics
-        } else {
-            MetricsFormat::PrometheusText
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics_format::MetricsFormat;
 
     #[test]
     fn a_head_is_read_once_complete_with_the_headers_the_port_uses() {
