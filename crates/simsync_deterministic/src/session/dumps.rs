@@ -171,10 +171,7 @@ pub(super) fn on_server_desync<I: SimInput>(
         return;
     }
     session.dumps.desync_written = true;
-    let reason = DumpReason::ServerDesync {
-        tick: tick,
-        players: players,
-    };
+    let reason = DumpReason::ServerDesync { tick, players };
     let kept = session.dumps.recent_for(tick, &reason);
     session.dumps.recent.clear();
     if kept.is_empty() {
