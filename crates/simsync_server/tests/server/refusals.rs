@@ -16,6 +16,20 @@ fn refused(server: &simsync_server::DedicatedServer, label: &str) -> u64 {
     server.rooms().counters().refused[i]
 }
 
+/// A server with room 1 of two slots and a client of slot 0 waiting in its lobby.
+fn one_player_waiting() -> (simsync_server::DedicatedServer, Vec<bevy::app::App>) {
+    let mut server = server();
+    server
+        .rooms_mut()
+        .create(Some(RoomId(1)), relay_room(2))
+        .unwrap();
+    let mut clients = vec![client(2, token(&server, RoomId(1), 0, 1), 0)];
+    run_until(&mut server, &mut clients, 400, |_, c| {
+        lifecycle(&c[0]).state == SessionState::WaitingForPlayers
+    });
+    (server, clients)
+}
+
 fn rejected_with(
     server: &mut simsync_server::DedicatedServer,
     client_app: bevy::prelude::App,
@@ -66,16 +80,8 @@ fn a_slot_the_room_does_not_have_is_refused_as_out_of_range() {
 
 #[test]
 fn a_draining_server_refuses_new_clients_as_draining() {
-    let mut server = server();
-    server
-        .rooms_mut()
-        .create(Some(RoomId(1)), relay_room(2))
-        .unwrap();
     // A client in the room keeps it live, so the drain does not end at once.
-    let mut clients = vec![client(2, token(&server, RoomId(1), 0, 1), 0)];
-    run_until(&mut server, &mut clients, 400, |_, c| {
-        lifecycle(&c[0]).state == SessionState::WaitingForPlayers
-    });
+    let (mut server, _lobby) = one_player_waiting();
     server.drain_signal().raise();
     let app = client(2, token(&server, RoomId(1), 1, 2), 0);
     let seen = rejected_with(&mut server, app);
@@ -194,15 +200,7 @@ fn a_token_naming_another_address_is_counted_and_its_client_names_the_possible_c
 
 #[test]
 fn a_second_token_for_a_held_slot_is_refused_and_counted_as_slot_still_connected() {
-    let mut server = server();
-    server
-        .rooms_mut()
-        .create(Some(RoomId(1)), relay_room(2))
-        .unwrap();
-    let mut clients = vec![client(2, token(&server, RoomId(1), 0, 1), 0)];
-    run_until(&mut server, &mut clients, 400, |_, c| {
-        lifecycle(&c[0]).state == SessionState::WaitingForPlayers
-    });
+    let (mut server, mut clients) = one_player_waiting();
     // Another client id with a token for the same slot, while its player is connected.
     clients.push(client(2, token(&server, RoomId(1), 0, 2), 0));
     run_until(&mut server, &mut clients, 400, |_, c| {
