@@ -308,6 +308,12 @@ impl SessionConfig {
         {
             return bad("clock.ticks_per_update", "0".into(), "at least 1 tick");
         }
+        self.validate_inputs()
+    }
+
+    /// The input buffer holds every tick a rollback and the links need; every known player is
+    /// one of the session's.
+    fn validate_inputs(&self) -> Result<(), SessionError> {
         let max_latency = self.local.latency_ticks.iter().copied().max().unwrap_or(0);
         let needed = u64::from(self.rollback_window)
             + u64::from(max_latency)
@@ -315,11 +321,11 @@ impl SessionConfig {
             + u64::from(self.input_delay)
             + 2;
         if u64::from(self.input_capacity) < needed {
-            return bad(
-                "input_capacity",
-                self.input_capacity.to_string(),
-                "must exceed rollback_window + latency + jitter + input_delay",
-            );
+            return Err(SessionError::InvalidConfig {
+                field: "input_capacity",
+                value: self.input_capacity.to_string(),
+                reason: "must exceed rollback_window + latency + jitter + input_delay",
+            });
         }
         if let Some(p) = self
             .local

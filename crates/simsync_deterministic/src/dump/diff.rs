@@ -381,39 +381,7 @@ impl fmt::Display for DumpDiff {
                 root.tick, root.slots, root.components, root.resources
             )?;
         }
-        match first {
-            Difference::EntityOnlyIn {
-                side,
-                slot,
-                generation,
-            } => writeln!(
-                f,
-                "  entity slot {slot} generation {generation} exists only in {side:?}"
-            )?,
-            Difference::Component {
-                slot,
-                generation,
-                type_name,
-                a,
-                b,
-                fields,
-            } => {
-                writeln!(
-                    f,
-                    "  entity slot {slot} generation {generation}, component {type_name}"
-                )?;
-                write_values(f, a, b, fields)?;
-            }
-            Difference::Resource {
-                type_name,
-                a,
-                b,
-                fields,
-            } => {
-                writeln!(f, "  resource {type_name}")?;
-                write_values(f, a, b, fields)?;
-            }
-        }
+        write!(f, "{first}")?;
         let inputs = if self.inputs_differ() {
             "differ"
         } else {
@@ -430,6 +398,45 @@ impl fmt::Display for DumpDiff {
             }
         }
         Ok(())
+    }
+}
+
+/// One difference as the diff prints it (two-space indented lines).
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Difference::EntityOnlyIn {
+                side,
+                slot,
+                generation,
+            } => writeln!(
+                f,
+                "  entity slot {slot} generation {generation} exists only in {side:?}"
+            ),
+            Difference::Component {
+                slot,
+                generation,
+                type_name,
+                a,
+                b,
+                fields,
+            } => {
+                writeln!(
+                    f,
+                    "  entity slot {slot} generation {generation}, component {type_name}"
+                )?;
+                write_values(f, a, b, fields)
+            }
+            Difference::Resource {
+                type_name,
+                a,
+                b,
+                fields,
+            } => {
+                writeln!(f, "  resource {type_name}")?;
+                write_values(f, a, b, fields)
+            }
+        }
     }
 }
 

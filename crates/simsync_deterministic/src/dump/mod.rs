@@ -82,6 +82,14 @@ pub(crate) struct DumpState {
 }
 
 impl DumpState {
+    /// Keeps a desync the relay reported (of `players` at `tick`) for this update's dump
+    /// handling, when dumps are on.
+    pub fn note_desync(&mut self, tick: Tick, players: &[PlayerIndex]) {
+        if self.config.is_some() {
+            self.pending_desyncs.push((tick, players.to_vec()));
+        }
+    }
+
     /// Keeps `breakdown`, forgetting the oldest beyond `keep`.
     pub(crate) fn keep_breakdown(&mut self, breakdown: ComponentBreakdown, keep: usize) {
         self.breakdowns.push_back(breakdown);

@@ -240,34 +240,14 @@ pub fn session_transitions(
     if current.is_final() {
         return out;
     }
-    let go = |out: &mut Vec<SessionStateChanged>, to: SessionState, reason| {
-        let from = out.last().map_or(current, |c: &SessionStateChanged| c.to);
-        out.push(SessionStateChanged { from, to, reason });
-    };
     if let Some(net) = &view.network {
-        if let Some(reason) = &net.rejected {
-            go(
-                &mut out,
-                SessionState::Rejected,
-                SessionStateReason::Rejected(reason.clone()),
-            );
+        if let Some((to, reason)) = ending_transition(net) {
+            push(&mut out, current, to, reason);
             return out;
         }
-        if net.left {
-            go(&mut out, SessionState::Ended, SessionStateReason::Left);
-            return out;
-        }
-        if let Some(silent_for) = net.server_gone {
-            go(
-                &mut out,
-                SessionState::Disconnected,
-                SessionStateReason::ServerGone { silent_for },
-            );
-            return out;
-        }
-        if let Some(done) = connection_transition(current, net) {
-            go(&mut out, done.0, done.1);
-            if done.0 == SessionState::Disconnected || done.0 == SessionState::Reconnecting {
+        if let Some((to, reason)) = connection_transition(current, net) {
+            push(&mut out, current, to, reason);
+            if to == SessionState::Disconnected || to == SessionState::Reconnecting {
                 return out;
             }
         }
@@ -276,52 +256,92 @@ pub fn session_transitions(
                 match_id: *match_id,
                 reason: reason.clone(),
             };
-            go(&mut out, SessionState::Ended, reason);
+            push(&mut out, current, SessionState::Ended, reason);
             return out;
         }
     }
     if let Some(reason) = end_reason(&view.end, view.verified_tick) {
-        go(&mut out, SessionState::Ended, reason);
+        push(&mut out, current, SessionState::Ended, reason);
         return out;
     }
-    let Some(net) = &view.network else {
-        return out;
-    };
+    if let Some(net) = &view.network {
+        progress_transitions(current, net, &mut out);
+    }
+    out
+}
+
+/// Appends the transition to `to`, from the last state `out` reached (`current` when empty).
+fn push(
+    out: &mut Vec<SessionStateChanged>,
+    current: SessionState,
+    to: SessionState,
+    reason: SessionStateReason,
+) {
+    let from = out.last().map_or(current, |c| c.to);
+    out.push(SessionStateChanged { from, to, reason });
+}
+
+/// The end the network calls for whatever the state: a refusal (`Rejected`), the game left
+/// (`Ended`), the relay given up (`Disconnected`).
+fn ending_transition(net: &NetworkView) -> Option<(SessionState, SessionStateReason)> {
+    if let Some(reason) = &net.rejected {
+        return Some((
+            SessionState::Rejected,
+            SessionStateReason::Rejected(reason.clone()),
+        ));
+    }
+    if net.left {
+        return Some((SessionState::Ended, SessionStateReason::Left));
+    }
+    net.server_gone.map(|silent_for| {
+        (
+            SessionState::Disconnected,
+            SessionStateReason::ServerGone { silent_for },
+        )
+    })
+}
+
+/// The steps of a live connection, appended to `out`: welcomed (`WaitingForPlayers`), started
+/// (`Running`), resynced back to `Running`, or a desync naming this client (`Desynced`).
+fn progress_transitions(
+    current: SessionState,
+    net: &NetworkView,
+    out: &mut Vec<SessionStateChanged>,
+) {
     if current == SessionState::Connecting
         && let Some(slot) = net.slot
     {
-        go(
-            &mut out,
+        push(
+            out,
+            current,
             SessionState::WaitingForPlayers,
             SessionStateReason::Joined { slot },
         );
     }
     let now = out.last().map_or(current, |c| c.to);
     if now == SessionState::WaitingForPlayers && net.started {
-        go(&mut out, SessionState::Running, SessionStateReason::Started);
+        push(
+            out,
+            current,
+            SessionState::Running,
+            SessionStateReason::Started,
+        );
     }
     let now = out.last().map_or(current, |c| c.to);
     if now == SessionState::Desynced
         && net.desync_naming_self.is_none()
         && let Some((from_tick, to_tick)) = net.resynced
     {
-        go(
-            &mut out,
-            SessionState::Running,
-            SessionStateReason::Resynced { from_tick, to_tick },
-        );
-        return out;
+        let reason = SessionStateReason::Resynced { from_tick, to_tick };
+        push(out, current, SessionState::Running, reason);
+        return;
     }
     if now == SessionState::Running
         && let Some(desync) = &net.desync_naming_self
     {
-        go(
-            &mut out,
-            SessionState::Desynced,
-            SessionStateReason::Desync(desync.clone()),
-        );
+        let reason = SessionStateReason::Desync(desync.clone());
+        push(out, current, SessionState::Desynced, reason);
     }
-    out
 }
 
 /// The transition a lost, coming-back or restored connection calls for, if any.

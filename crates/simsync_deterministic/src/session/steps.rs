@@ -12,6 +12,7 @@ use super::state::{DeterministicSession, VerifiedTick};
 use super::stats::{NeedsSnapshot, SessionResumed, SessionStalled, SessionStats};
 use crate::config::SessionMode;
 use crate::context::{ContextError, SimulatorContext, UpdateParams};
+use crate::dump::DumpState;
 use crate::input::{InputStatus, SimInput};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot::{self, WorldRole};
@@ -34,55 +35,54 @@ pub(super) fn poll<I: SimInput>(
         .map(RelayLink::take_reports)
         .unwrap_or_default();
     for report in reports {
-        match report {
-            NetReport::Stalled(stall) => {
-                world.write_message(SessionStalled {
-                    since_tick: stall.since_tick,
-                    reason: stall.reason,
-                });
-            }
-            NetReport::Resumed { tick, stalled_for } => {
-                world.write_message(SessionResumed {
-                    tick,
-                    stalled_ms: stalled_for.as_millis() as u64,
-                });
-            }
-            NetReport::NeedsSnapshot { oldest_available } => {
-                world.write_message(NeedsSnapshot { oldest_available });
-            }
-            NetReport::Desync(desync) => {
-                if session.dumps.config.is_some() {
-                    let players = desync.players.clone();
-                    session.dumps.pending_desyncs.push((desync.tick, players));
-                }
-                world.write_message(desync);
-            }
-            NetReport::PlayerDesynced(desynced) => {
-                // Its breakdown and dump are the honest side of the comparison.
-                if session.dumps.config.is_some() {
-                    let players = desynced.players.clone();
-                    session.dumps.pending_desyncs.push((desynced.tick, players));
-                }
-                world.write_message(desynced);
-            }
-            NetReport::DesyncReport(report) => {
-                world.write_message(report);
-            }
-            NetReport::Substituted(substituted) => {
-                world.write_message(substituted);
-            }
-            NetReport::Rejected(rejected) => {
-                world.write_message(rejected);
-            }
-            NetReport::PlayerLeft(left) => {
-                world.write_message(left);
-            }
-            NetReport::PlayerRejoined(back) => {
-                world.write_message(back);
-            }
-        }
+        write_report(world, &mut session.dumps, report);
     }
     polled
+}
+
+/// Writes one of the link's reports as its Message; a desync of this client or of another
+/// player is also kept for the desync dumps (the honest side of a comparison is dumped too).
+fn write_report(world: &mut World, dumps: &mut DumpState, report: NetReport) {
+    match report {
+        NetReport::Stalled(stall) => {
+            world.write_message(SessionStalled {
+                since_tick: stall.since_tick,
+                reason: stall.reason,
+            });
+        }
+        NetReport::Resumed { tick, stalled_for } => {
+            world.write_message(SessionResumed {
+                tick,
+                stalled_ms: stalled_for.as_millis() as u64,
+            });
+        }
+        NetReport::NeedsSnapshot { oldest_available } => {
+            world.write_message(NeedsSnapshot { oldest_available });
+        }
+        NetReport::Desync(desync) => {
+            dumps.note_desync(desync.tick, &desync.players);
+            world.write_message(desync);
+        }
+        NetReport::PlayerDesynced(desynced) => {
+            dumps.note_desync(desynced.tick, &desynced.players);
+            world.write_message(desynced);
+        }
+        NetReport::DesyncReport(report) => {
+            world.write_message(report);
+        }
+        NetReport::Substituted(substituted) => {
+            world.write_message(substituted);
+        }
+        NetReport::Rejected(rejected) => {
+            world.write_message(rejected);
+        }
+        NetReport::PlayerLeft(left) => {
+            world.write_message(left);
+        }
+        NetReport::PlayerRejoined(back) => {
+            world.write_message(back);
+        }
+    }
 }
 
 /// How many times `max_verified_ticks_per_update` a session far behind may verify in one

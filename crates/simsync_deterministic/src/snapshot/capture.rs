@@ -90,24 +90,10 @@ pub(crate) fn capture_world(
     sw: &mut SimulationWorld,
     registry: &RollbackRegistry,
 ) -> Result<WorldState, SnapshotError> {
-    let slots = sw.world.resource::<ReservedSlots>().clone();
-    let used = sw.world.resource::<SimulationEntities>().slots_used();
+    let slot_states = slot_states(&sw.world);
     let (sims, contexts) = synced_entities(sw);
     let world = &sw.world;
     let mark = sw.mark;
-    let slot_states = (0..used)
-        .map(|slot| {
-            let index = EntityIndex::from_raw_u32(slots.index_of(slot)).expect("reserved index");
-            let entity = world.entities().resolve_from_index(index);
-            let live = world.entities().is_index_spawned(index)
-                && world.get::<SimEntity>(entity).is_some()
-                && world.get::<Parked>(entity).is_none();
-            SlotState {
-                generation: entity.generation().to_bits(),
-                live,
-            }
-        })
-        .collect();
     let all: Vec<Entity> = sims.iter().chain(&contexts).copied().collect();
     let types = type_registry(world);
     let types = types.read();
@@ -146,6 +132,25 @@ pub(crate) fn capture_world(
         relationships,
         resources,
     })
+}
+
+/// Every used slot's generation and whether a live simulation entity holds it.
+fn slot_states(world: &World) -> Vec<SlotState> {
+    let slots = world.resource::<ReservedSlots>();
+    let used = world.resource::<SimulationEntities>().slots_used();
+    (0..used)
+        .map(|slot| {
+            let index = EntityIndex::from_raw_u32(slots.index_of(slot)).expect("reserved index");
+            let entity = world.entities().resolve_from_index(index);
+            let live = world.entities().is_index_spawned(index)
+                && world.get::<SimEntity>(entity).is_some()
+                && world.get::<Parked>(entity).is_none();
+            SlotState {
+                generation: entity.generation().to_bits(),
+                live,
+            }
+        })
+        .collect()
 }
 
 fn capture_component(
