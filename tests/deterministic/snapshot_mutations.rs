@@ -7,11 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
-use simsync::deterministic::{
-    DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SessionMode, SnapshotError, StateHasher,
-};
+use simsync::deterministic::{DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, SessionMode, SnapshotError};
 use simsync::prelude::*;
 
+use super::snapshots::header_len;
 use crate::common::{self, TestGame};
 
 // --- The snapshot body's serde shape (the test's mirror of the crate's own format) -------------
@@ -46,11 +45,6 @@ fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-/// The header length an encoded snapshot's frame states (bytes 9..13).
-fn header_len(bytes: &[u8]) -> usize {
-    u32::from_le_bytes(bytes[9..13].try_into().expect("4 bytes")) as usize
-}
-
 /// The decoded body of encoded snapshot `bytes`.
 pub(crate) fn body_of(bytes: &[u8]) -> Body {
     let stored = &bytes[FRAME_BYTES + header_len(bytes)..];
@@ -68,23 +62,8 @@ pub(crate) fn body_of(bytes: &[u8]) -> Body {
 /// `bytes` with its body replaced by `body` (uncompressed) under a valid frame: lengths and
 /// both FNV-1a hashes recomputed, the header kept.
 pub(crate) fn reframed(bytes: &[u8], body: &Body) -> Vec<u8> {
-    use std::hash::Hasher;
     let body = bincode::serde::encode_to_vec(body, config()).expect("encode");
-    let header = &bytes[FRAME_BYTES..FRAME_BYTES + header_len(bytes)];
-    let mut hasher = StateHasher::default();
-    hasher.write(header);
-    hasher.write(&body);
-    let mut out = bytes[..13].to_vec();
-    out[8] = 0;
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&hasher.finish().to_le_bytes());
-    let mut frame_hasher = StateHasher::default();
-    frame_hasher.write(&out);
-    out.extend_from_slice(&frame_hasher.finish().to_le_bytes());
-    out.extend_from_slice(header);
-    out.extend_from_slice(&body);
-    out
+    super::snapshots::reframed(bytes, &body)
 }
 
 /// The component blocks of Rapier's state on the context entity: the rigid-body, collider and

@@ -235,14 +235,14 @@ fn a_snapshot_whose_loaded_world_differs_from_its_checksum_is_a_checksum_mismatc
 // --- A payload value changed under a valid frame ------------------------------------------------
 
 /// The header length an encoded snapshot's frame states (bytes 9..13).
-fn header_len(bytes: &[u8]) -> usize {
+pub(crate) fn header_len(bytes: &[u8]) -> usize {
     u32::from_le_bytes(bytes[9..13].try_into().expect("4 bytes")) as usize
 }
 
 /// `bytes` with its body replaced by `body`, stored uncompressed, under a valid frame (the
 /// lengths and both FNV-1a hashes recomputed, the header kept), as a writer that changed a value
 /// would produce it.
-fn reframed(bytes: &[u8], body: &[u8]) -> Vec<u8> {
+pub(crate) fn reframed(bytes: &[u8], body: &[u8]) -> Vec<u8> {
     use simsync::deterministic::{FRAME_BYTES, StateHasher};
     use std::hash::Hasher;
     let header = &bytes[FRAME_BYTES..FRAME_BYTES + header_len(bytes)];
