@@ -159,8 +159,21 @@ pub fn log_plugin(quiet: bool) -> LogPlugin {
         } else {
             filter
         },
+        fmt_layer: plain_unless_terminal,
         ..default()
     }
+}
+
+/// The log lines to stderr, coloured only on a terminal and without `NO_COLOR` (a file or a
+/// container's log gets no escape codes).
+fn plain_unless_terminal(_: &mut App) -> Option<bevy::log::BoxedFmtLayer> {
+    use std::io::IsTerminal;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    Some(Box::new(
+        bevy::log::tracing_subscriber::fmt::Layer::default()
+            .with_writer(std::io::stderr)
+            .with_ansi(colour),
+    ))
 }
 
 /// Builds the app of a local session for `args`, with the scene and trace already loaded.
