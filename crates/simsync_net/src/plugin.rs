@@ -172,17 +172,18 @@ impl Plugin for NetServerPlugin {
 impl Plugin for NetClientPlugin {
     fn build(&self, app: &mut App) {
         init_clock(app, self.clock);
-        app.add_systems(
-            PreUpdate,
-            client_receive_system
-                .in_set(RenetReceive)
-                .run_if(client_ready),
-        )
-        .add_systems(
-            PostUpdate,
-            client_send_system.in_set(RenetSend).run_if(client_ready),
-        )
-        .add_systems(Last, client_disconnect_on_exit.run_if(client_ready));
+        app.init_resource::<ClientErrorReported>()
+            .add_systems(
+                PreUpdate,
+                client_receive_system
+                    .in_set(RenetReceive)
+                    .run_if(client_ready),
+            )
+            .add_systems(
+                PostUpdate,
+                client_send_system.in_set(RenetSend).run_if(client_ready),
+            )
+            .add_systems(Last, client_disconnect_on_exit.run_if(client_ready));
     }
 }
 
@@ -238,6 +239,26 @@ fn server_disconnect_on_exit(
     }
 }
 
+/// Whether the client transport's current failure was logged and written already: one failure
+/// (a lost or refused connection) is one warning and one [`NetTransportError`], whichever of
+/// the receive and send systems meets it first.
+#[derive(Resource, Default)]
+struct ClientErrorReported(bool);
+
+impl ClientErrorReported {
+    /// Logs and writes `error` unless the current failure was reported already.
+    fn report(&mut self, error: NetError, errors: &mut MessageWriter<NetTransportError>) {
+        if std::mem::replace(&mut self.0, true) {
+            return;
+        }
+        warn!("client transport: {error}");
+        errors.write(NetTransportError {
+            server: false,
+            error,
+        });
+    }
+}
+
 /// `PreUpdate`, [`RenetReceive`]: advances renet and the transport by the [`NetClock`] step and
 /// receives.
 fn client_receive_system(
@@ -246,22 +267,13 @@ fn client_receive_system(
     mut client: ResMut<RenetClient>,
     mut transport: ResMut<ClientTransport>,
     mut errors: MessageWriter<NetTransportError>,
-    mut reported: Local<bool>,
+    mut reported: ResMut<ClientErrorReported>,
 ) {
     let dt = clock.delta(real.as_deref());
     client.update(dt);
     match transport.update(dt, &mut client) {
-        Ok(()) => *reported = false,
-        Err(error) => {
-            if !*reported {
-                *reported = true;
-                warn!("client transport: {error}");
-                errors.write(NetTransportError {
-                    server: false,
-                    error,
-                });
-            }
-        }
+        Ok(()) => reported.0 = false,
+        Err(error) => reported.report(error, &mut errors),
     }
 }
 
@@ -270,16 +282,13 @@ fn client_send_system(
     mut client: ResMut<RenetClient>,
     mut transport: ResMut<ClientTransport>,
     mut errors: MessageWriter<NetTransportError>,
+    mut reported: ResMut<ClientErrorReported>,
 ) {
     if client.is_disconnected() {
         return;
     }
     if let Err(error) = transport.send_packets(&mut client) {
-        warn!("client transport: {error}");
-        errors.write(NetTransportError {
-            server: false,
-            error,
-        });
+        reported.report(error, &mut errors);
     }
 }
 
