@@ -25,7 +25,7 @@ fn component_types(world: &World, e: Entity) -> Vec<TypeId> {
     let mut types: Vec<TypeId> = world
         .inspect_entity(e)
         .expect("entity exists")
-        .filter_map(|info| info.type_id())
+        .filter_map(|(_, info)| info.type_id())
         .collect();
     types.sort();
     types

@@ -21,7 +21,7 @@ use bevy::ecs::schedule::{
     FlattenedDependencies, NodeId, ScheduleBuildError, ScheduleBuildPass, ScheduleGraph, SystemKey,
     SystemSetKey,
 };
-use bevy::ecs::system::System;
+use bevy::ecs::system::SystemAccess;
 use bevy::platform::hash::FixedHasher;
 use bevy::prelude::*;
 use bevy::time::{Fixed, Real, Virtual};
@@ -168,7 +168,7 @@ fn record_baseline(app: &mut App) {
         .world()
         .components()
         .iter_registered()
-        .filter_map(|info| info.type_id())
+        .filter_map(|(_, info)| info.type_id())
         .collect();
     app.insert_resource(GuardBaseline { systems, types });
 }
@@ -209,27 +209,29 @@ fn inspect_schedule(world: &mut World, graph: &mut ScheduleGraph) {
     let Some(baseline) = world.remove_resource::<GuardBaseline>() else {
         return;
     };
-    let keys: Vec<SystemKey> = graph
-        .systems
-        .iter()
-        .filter(|(key, system, _)| !baseline.systems.contains(key) && !system.is_exclusive())
-        .map(|(key, ..)| key)
-        .collect();
     let mut found = Vec::new();
-    for key in keys {
-        let Some(system) = graph.systems.get_mut(key) else {
+    for (key, system, conditions) in graph.systems.iter() {
+        if baseline.systems.contains(&key) {
+            continue;
+        }
+        // The schedule initialized every system (and stored its access) before the build
+        // passes run. An exclusive system sees the whole world and is not checked.
+        let Some(entry) = graph.systems.get(key) else {
             continue;
         };
         let name = system.name().to_string();
-        // Initializing an initialized function system again only rebuilds its access; its
-        // last run tick is put back so change detection is untouched.
-        let last_run = system.get_last_run();
-        let access = system.initialize(world);
-        system.set_last_run(last_run);
-        found.extend(check_access(world, &baseline, &name, &access));
-        for condition in graph.systems.get_conditions(key).unwrap_or_default() {
-            let label = format!("condition {} of {name}", condition.condition.name());
-            found.extend(check_access(world, &baseline, &label, &condition.access));
+        match entry.access() {
+            SystemAccess::Exclusive => continue,
+            SystemAccess::Shared(access) => {
+                found.extend(check_access(world, &baseline, &name, access));
+            }
+            SystemAccess::None => {}
+        }
+        for condition in conditions {
+            if let SystemAccess::Shared(access) = &condition.access {
+                let label = format!("condition {} of {name}", condition.condition.name());
+                found.extend(check_access(world, &baseline, &label, access));
+            }
         }
     }
     let mut findings = world.get_resource_or_init::<GuardFindings>();
@@ -258,7 +260,7 @@ fn check_access(
             continue;
         }
         // Unbounded access (`&World`, all resources) cannot be checked.
-        let Ok(ids) = filtered.access().try_reads_and_writes() else {
+        let Some(ids) = filtered.access().reads().as_finite_set() else {
             continue;
         };
         for id in ids.iter() {

@@ -78,7 +78,7 @@ pub(crate) fn follow_next_match<I: SimInput>(world: &mut World) {
     };
     if matches!(
         world.get_resource::<NextState<SessionState>>(),
-        Some(NextState::Pending(_) | NextState::PendingIfNeq(_))
+        Some(NextState::Pending(_) | NextState::PendingIfDifferent(_))
     ) {
         // The Bevy state has not shown this frame's change yet (the `Ended` of a match that
         // ended in the same update as the next one opened): it does first — its `OnEnter`

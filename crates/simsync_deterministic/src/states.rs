@@ -126,7 +126,7 @@ fn hash_state<S: States + SimHash>(state: &State<S>, hasher: &mut StateHasher) {
     state.get().sim_hash(hasher);
 }
 
-/// `Unchanged` as 0; `Pending(s)` as 1 then `s`; `PendingIfNeq(s)` as 2 then `s`.
+/// `Unchanged` as 0; `Pending(s)` as 1 then `s`; `PendingIfDifferent(s)` as 2 then `s`.
 impl<S: FreelyMutableState + SimHash> SimHash for NextState<S> {
     fn sim_hash(&self, hasher: &mut StateHasher) {
         use std::hash::Hasher;
@@ -136,7 +136,7 @@ impl<S: FreelyMutableState + SimHash> SimHash for NextState<S> {
                 hasher.write_u8(1);
                 state.sim_hash(hasher);
             }
-            NextState::PendingIfNeq(state) => {
+            NextState::PendingIfDifferent(state) => {
                 hasher.write_u8(2);
                 state.sim_hash(hasher);
             }
@@ -254,7 +254,7 @@ mod tests {
     fn a_pending_transition_is_part_of_the_hash() {
         let unchanged = hash(&NextState::<Phase>::Unchanged);
         let pending = hash(&NextState::Pending(Phase::Alarm));
-        let if_neq = hash(&NextState::PendingIfNeq(Phase::Alarm));
+        let if_neq = hash(&NextState::PendingIfDifferent(Phase::Alarm));
         let other = hash(&NextState::Pending(Phase::Calm));
         let all = [unchanged, pending, if_neq, other];
         for (i, a) in all.iter().enumerate() {

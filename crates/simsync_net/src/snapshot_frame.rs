@@ -17,8 +17,9 @@ use crate::state_hash::StateHasher;
 /// The format version this build writes and reads (of the frame, the header and the body: a
 /// change to any of them bumps it). A snapshot of another version is refused with
 /// [`SnapshotError::WrongVersion`] (version 1, before the frame hashed its own lengths,
-/// included).
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;
+/// included). Version 3: Bevy 0.20 and Rapier 0.36 (their serialized physics state, and the
+/// character controller's excluded entities and hit sub-shapes); version 2 was Bevy 0.19.
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 3;
 
 /// The first four bytes of every encoded snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"SSNP";

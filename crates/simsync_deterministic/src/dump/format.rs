@@ -25,8 +25,9 @@ use crate::checksum::{ComponentBreakdown, StateHasher};
 pub use crate::config::DEFAULT_MAX_DUMP_BYTES;
 use crate::tick::{PlayerIndex, Tick};
 
-/// The format version of dump files this build writes and reads.
-pub const DUMP_FORMAT_VERSION: u16 = 1;
+/// The format version of dump files this build writes and reads. Version 2: Bevy 0.20 and Rapier
+/// 0.36 (their component values); version 1 was Bevy 0.19.
+pub const DUMP_FORMAT_VERSION: u16 = 2;
 
 /// The first bytes of every dump file.
 pub const DUMP_MAGIC: [u8; 8] = *b"SIMSDUMP";

@@ -23,8 +23,10 @@ use crate::tick::{PlayerIndex, Tick};
 /// The first 8 bytes of every replay file.
 pub const REPLAY_MAGIC: [u8; 8] = *b"SSREPLAY";
 
-/// The replay format version this build writes and reads.
-pub const REPLAY_FORMAT_VERSION: u16 = 2;
+/// The replay format version this build writes and reads. Version 3: recorded with Bevy 0.20 and
+/// Rapier 0.36 (their snapshots and their checksums differ from version 2's Bevy 0.19 and Rapier
+/// 0.35, so an older replay is refused rather than reported as a desync at its first tick).
+pub const REPLAY_FORMAT_VERSION: u16 = 3;
 
 /// Bytes of the file header (magic and version).
 pub(crate) const FILE_HEADER_BYTES: usize = 10;

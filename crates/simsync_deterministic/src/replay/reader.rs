@@ -724,7 +724,7 @@ mod tests {
             read(&bytes),
             Err(ReplayError::WrongVersion {
                 found: 1,
-                expected: 2
+                expected: REPLAY_FORMAT_VERSION
             })
         );
     }

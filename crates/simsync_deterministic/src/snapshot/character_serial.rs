@@ -11,7 +11,7 @@ use bevy_rapier3d::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::registry::RollbackRegistry;
-use super::serial::{Mirror, mirror_component};
+use super::serial::{ComponentSerial, Mirror, decode_value, mirror_component};
 
 /// Registers the serializers of this module's types.
 pub(crate) fn register(registry: &mut RollbackRegistry) {
@@ -21,7 +21,7 @@ pub(crate) fn register(registry: &mut RollbackRegistry) {
     );
     registry.set_component_serial(
         TypeId::of::<KinematicCharacterController>(),
-        mirror_component::<KinematicCharacterController>(),
+        controller_serial(),
     );
     registry.set_component_serial(
         TypeId::of::<KinematicCharacterControllerOutput>(),
@@ -47,7 +47,41 @@ impl Mirror for ColliderScale {
     }
 }
 
-/// Every field of `KinematicCharacterController`, the query filter flags as their bits.
+/// The controller's serializer: its [`Mirror`], and on load the `filter_predicate` the entity's
+/// controller already has (a closure, which no snapshot carries: the game sets it when it adds
+/// the controller, the same on every peer). A snapshot of a controller with a predicate loaded
+/// onto an entity without one is an error naming the remedy, never a controller that quietly
+/// stops filtering.
+fn controller_serial() -> ComponentSerial {
+    let mirror = mirror_component::<KinematicCharacterController>();
+    ComponentSerial {
+        save: mirror.save,
+        load: |world, entity, bytes, _| {
+            let repr: ControllerRepr = decode_value(bytes)?;
+            let kept = world
+                .get::<KinematicCharacterController>(entity)
+                .and_then(|c| c.filter_predicate.clone());
+            if repr.filter_predicate && kept.is_none() {
+                return Err(format!(
+                    "{entity}'s character controller had a filter_predicate, which a snapshot \
+                     cannot carry, and the entity here has none to keep: exclude colliders with \
+                     exclude_colliders, exclude_rigid_bodies or ControllerIgnored instead"
+                ));
+            }
+            let mut controller = KinematicCharacterController::from_repr(repr);
+            controller.filter_predicate = kept;
+            world
+                .get_entity_mut(entity)
+                .map_err(|e| e.to_string())?
+                .insert(controller);
+            Ok(())
+        },
+    }
+}
+
+/// Every field of `KinematicCharacterController`, the query filter flags as their bits, the
+/// excluded entities sorted, and whether it had a `filter_predicate` (the closure itself is not
+/// data; see [`controller_serial`]).
 #[derive(Serialize, Deserialize)]
 pub(crate) struct ControllerRepr {
     translation: Option<Vec3>,
@@ -63,7 +97,16 @@ pub(crate) struct ControllerRepr {
     snap_to_ground: Option<CharacterLength>,
     filter_flags: u32,
     filter_groups: Option<CollisionGroups>,
+    exclude_colliders: Vec<Entity>,
+    exclude_rigid_bodies: Vec<Entity>,
+    filter_predicate: bool,
     normal_nudge_factor: f32,
+}
+
+fn sorted(set: &bevy::ecs::entity::EntityHashSet) -> Vec<Entity> {
+    let mut entities: Vec<Entity> = set.iter().copied().collect();
+    entities.sort_unstable();
+    entities
 }
 
 impl Mirror for KinematicCharacterController {
@@ -83,6 +126,9 @@ impl Mirror for KinematicCharacterController {
             snap_to_ground: self.snap_to_ground,
             filter_flags: self.filter_flags.bits(),
             filter_groups: self.filter_groups,
+            exclude_colliders: sorted(&self.exclude_colliders),
+            exclude_rigid_bodies: sorted(&self.exclude_rigid_bodies),
+            filter_predicate: self.filter_predicate.is_some(),
             normal_nudge_factor: self.normal_nudge_factor,
         }
     }
@@ -101,6 +147,9 @@ impl Mirror for KinematicCharacterController {
             snap_to_ground: r.snap_to_ground,
             filter_flags: QueryFilterFlags::from_bits_retain(r.filter_flags),
             filter_groups: r.filter_groups,
+            exclude_colliders: r.exclude_colliders.into_iter().collect(),
+            exclude_rigid_bodies: r.exclude_rigid_bodies.into_iter().collect(),
+            filter_predicate: None,
             normal_nudge_factor: r.normal_nudge_factor,
         }
     }
@@ -108,8 +157,18 @@ impl Mirror for KinematicCharacterController {
 
 /// One `CharacterCollision`: entity, character translation and rotation, translation applied
 /// and remaining, then the hit (time of impact, details as `[witness1, witness2, normal1,
-/// normal2]`, status as its index).
-type CollisionRepr = (Entity, Vec3, Quat, Vec3, Vec3, f32, Option<[Vec3; 4]>, u8);
+/// normal2]`, status as its index, the sub-shapes hit `[subshape1, subshape2]`).
+type CollisionRepr = (
+    Entity,
+    Vec3,
+    Quat,
+    Vec3,
+    Vec3,
+    f32,
+    Option<[Vec3; 4]>,
+    u8,
+    [u32; 2],
+);
 
 fn status_index(status: ShapeCastStatus) -> u8 {
     match status {
@@ -142,11 +201,12 @@ fn collision_repr(c: &CharacterCollision) -> CollisionRepr {
             .details
             .map(|d| [d.witness1, d.witness2, d.normal1, d.normal2]),
         status_index(c.hit.status),
+        [c.hit.subshape1, c.hit.subshape2],
     )
 }
 
 fn collision_of(r: CollisionRepr) -> CharacterCollision {
-    let (entity, translation, rotation, applied, remaining, toi, details, status) = r;
+    let (entity, translation, rotation, applied, remaining, toi, details, status, subshapes) = r;
     CharacterCollision {
         entity,
         character_translation: translation,
@@ -164,6 +224,8 @@ fn collision_of(r: CollisionRepr) -> CharacterCollision {
                 },
             ),
             status: status_of(status),
+            subshape1: subshapes[0],
+            subshape2: subshapes[1],
         },
     }
 }
@@ -230,6 +292,12 @@ mod tests {
             snap_to_ground: Some(CharacterLength::Absolute(0.1)),
             filter_flags: QueryFilterFlags::EXCLUDE_SENSORS | QueryFilterFlags::ONLY_DYNAMIC,
             filter_groups: Some(CollisionGroups::new(Group::GROUP_2, Group::GROUP_3)),
+            exclude_colliders: [Entity::from_raw_u32(9), Entity::from_raw_u32(4)]
+                .into_iter()
+                .flatten()
+                .collect(),
+            exclude_rigid_bodies: [Entity::from_raw_u32(12)].into_iter().flatten().collect(),
+            filter_predicate: None,
             normal_nudge_factor: 1.0e-3,
             custom_shape: None,
         };
@@ -258,6 +326,8 @@ mod tests {
                         normal2: Vec3::Z,
                     }),
                     status: ShapeCastStatus::PenetratingOrWithinTargetDist,
+                    subshape1: 3,
+                    subshape2: 0,
                 },
             }],
             is_sliding_down_slope: true,

@@ -217,7 +217,7 @@ mod tests {
     fn plain_entities_and_forgotten_components_are_counted_and_listed_once() {
         let mut world = World::new();
         world.insert_resource(SomeResource);
-        world.add_observer(|_: On<Add, Known>| {});
+        world.add_observer(|_: On<Add<Known>>| {});
         world.spawn((SimEntity, Known));
         world.spawn((Synced, Known));
         world.spawn(Parked);
@@ -247,7 +247,7 @@ mod tests {
     fn a_world_of_simulation_entities_and_bevy_internals_is_covered() {
         let mut world = World::new();
         world.insert_resource(SomeResource);
-        world.add_observer(|_: On<Add, Known>| {});
+        world.add_observer(|_: On<Add<Known>>| {});
         world.spawn((SimEntity, Known));
         let found = scan(&world, &mut registry(), &mut CoverageCache::default());
         assert!(found.covered(), "{found:?}");

@@ -60,6 +60,14 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
         MultibodyJoint, RapierConfiguration, DefaultRapierContext);
     reg!(unchecked K; ContactForceEventThreshold, ContactSkin);
     reg!(C; Collider, KinematicCharacterController, KinematicCharacterControllerOutput);
+    // bevy_rapier 0.37's components: the three it adds itself (collider mass properties, joint
+    // impulses, multibody joint state), then the per-body, per-joint and controller options.
+    reg!(K; ReadColliderMassProperties, ImpulseJointImpulses, MultibodyJointState,
+        ReadWorldMassProperties, AdditionalPgsIterations, AllowFastRotation, GyroscopicForces,
+        ImpulseJointDisabled, KinematicMultibodyJoint, MultibodySelfContactsDisabled,
+        ControllerIgnored, MultibodyJointArmature, MultibodyJointDamping,
+        MultibodyJointFriction, MultibodyJointSprings);
+    reg!(C; MultibodyJointCouplings);
     // On the Rapier context entity, not on simulation entities: not digested. The order of
     // registration is part of a snapshot's game fingerprint: keep it.
     macro_rules! set {

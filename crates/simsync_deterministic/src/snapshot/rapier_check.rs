@@ -812,13 +812,39 @@ fn check_narrow_phase(
     Ok((contacts.edges.len(), touching))
 }
 
+/// The rigid contacts of a contact pair (`PairContacts::Rigid`), or `None` for a pair of two
+/// soft surfaces, which has no manifolds, no solver color and no stored contacts.
+fn rigid_contacts(pair: &Node) -> Result<Option<&Node>, String> {
+    match pair.field("contacts")?.variant()? {
+        ("Rigid", rigid) => Ok(Some(rigid)),
+        ("Soft", _) => Ok(None),
+        (other, _) => Err(format!("pair contacts of kind {other}")),
+    }
+}
+
+/// A field of a pair's rigid contacts: a sequence (empty for a soft pair).
+fn rigid_seq<'a>(pair: &'a Node, field: &str) -> Result<&'a [Node], String> {
+    match rigid_contacts(pair)? {
+        Some(rigid) => rigid.field(field)?.seq(),
+        None => Ok(&[]),
+    }
+}
+
 /// The solver manifolds of a contact pair (its clusters, when it has any).
 fn solver_manifolds(pair: &Node) -> Result<&[Node], String> {
-    let clusters = pair.field("solver_clusters")?.seq()?;
+    let clusters = rigid_seq(pair, "solver_clusters")?;
     if clusters.is_empty() {
-        pair.field("manifolds")?.seq()
+        rigid_seq(pair, "manifolds")
     } else {
         Ok(clusters)
+    }
+}
+
+/// A pair's solver color (`SOLVER_COLOR_UNCOLORED` for a soft pair).
+fn pair_color(pair: &Node) -> Result<u64, String> {
+    match rigid_contacts(pair)? {
+        Some(rigid) => rigid.field("solver_color")?.uint(),
+        None => Ok(SOLVER_COLOR_UNCOLORED),
     }
 }
 
@@ -863,8 +889,8 @@ fn check_solver_graph(set: &Sets, np: &Node, contacts: &Graph, awake: u64) -> Re
     for (pair, _) in &contacts.edges {
         check_pair_color(pair, masks)?;
         for list in [
-            pair.field("manifolds")?.seq()?,
-            pair.field("solver_clusters")?.seq()?,
+            rigid_seq(pair, "manifolds")?,
+            rigid_seq(pair, "solver_clusters")?,
         ] {
             for manifold in list {
                 positioned += check_manifold(set, manifold, awake)? as usize;
@@ -932,11 +958,11 @@ const SOLVER_COLOR_UNCOLORED: u64 = 255;
 
 /// A pair's solver color and the bodies holding it index the per-body color masks.
 fn check_pair_color(pair: &Node, masks: usize) -> Result<(), String> {
-    let color = pair.field("solver_color")?.uint()?;
+    let color = pair_color(pair)?;
     if color > SOLVER_COLOR_OVERFLOW && color != SOLVER_COLOR_UNCOLORED {
         return Err(format!("solver color {color}"));
     }
-    for id in pair.field("solver_color_bodies")?.seq()? {
+    for id in rigid_seq(pair, "solver_color_bodies")? {
         let id = id.uint()?;
         if id != NONE && (color >= SOLVER_COLOR_OVERFLOW || id as usize >= masks) {
             return Err(format!("colored body {id} outside the {masks} color masks"));
@@ -1017,7 +1043,7 @@ fn check_solver_selection(
         if !selectable(&hints, e) {
             continue;
         }
-        let pair_color = pair.field("solver_color")?.uint()?;
+        let pair_color = pair_color(pair)?;
         let mut first = true;
         for (ordinal, m) in solver_manifolds(pair)?.iter().enumerate() {
             let data = m.field("data")?;

@@ -110,6 +110,22 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
     types.register::<Sensor>();
     super::character_serial::register(registry);
     types.register::<AdditionalSolverIterations>();
+    types.register::<ReadColliderMassProperties>();
+    types.register::<ImpulseJointImpulses>();
+    types.register::<MultibodyJointState>();
+    types.register::<ReadWorldMassProperties>();
+    types.register::<AdditionalPgsIterations>();
+    types.register::<AllowFastRotation>();
+    types.register::<GyroscopicForces>();
+    types.register::<ImpulseJointDisabled>();
+    types.register::<KinematicMultibodyJoint>();
+    types.register::<MultibodySelfContactsDisabled>();
+    types.register::<ControllerIgnored>();
+    types.register::<MultibodyJointArmature>();
+    types.register::<MultibodyJointDamping>();
+    types.register::<MultibodyJointFriction>();
+    types.register::<MultibodyJointSprings>();
+    types.register::<MultibodyJointCouplings>();
 }
 
 /// `Mirror` for a newtype over a serializable value (its `.0`).
