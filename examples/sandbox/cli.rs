@@ -407,6 +407,10 @@ pub struct ReplayArgs {
     /// Ticks simulated per update (a larger batch plays faster).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=512))]
     pub ticks_per_update: u32,
+    /// Threads of Bevy's task pools (the systems' executor) [default: one per core]; the
+    /// checksums must not depend on it (scripts/determinism.sh plays a replay with 1 and more).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
     /// Print only results and errors.
     #[arg(long, short)]
     pub quiet: bool,

@@ -122,17 +122,23 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode, Failure> {
     }
     let game = SandboxGame::new(Arc::new(scene), header.players);
     let mut app = App::new();
-    app.add_plugins((MinimalPlugins, log_plugin(true)))
-        .add_plugins(
-            DeterministicPlugin::<PackedInput>::new(game)
-                .config(SessionConfig {
-                    clock: SessionClock::Stepped {
-                        ticks_per_update: args.ticks_per_update,
-                    },
-                    ..Default::default()
-                })
-                .replay(simsync::deterministic::ReplayMode::Play(playback)),
-        );
+    let pools = match args.threads {
+        Some(threads) => TaskPoolOptions::with_num_threads(usize::from(threads)),
+        None => TaskPoolOptions::default(),
+    };
+    let minimal = MinimalPlugins.set(TaskPoolPlugin {
+        task_pool_options: pools,
+    });
+    app.add_plugins((minimal, log_plugin(true))).add_plugins(
+        DeterministicPlugin::<PackedInput>::new(game)
+            .config(SessionConfig {
+                clock: SessionClock::Stepped {
+                    ticks_per_update: args.ticks_per_update,
+                },
+                ..Default::default()
+            })
+            .replay(simsync::deterministic::ReplayMode::Play(playback)),
+    );
     super::setup_check::watch(&mut app);
     app.finish();
     app.cleanup();

@@ -71,6 +71,11 @@ mod input;
 mod leafwing_input;
 mod physics_order;
 mod plugin;
+#[cfg(all(
+    feature = "enhanced-determinism",
+    any(target_os = "linux", target_os = "macos")
+))]
+mod portable_libm;
 mod replay;
 mod restart;
 mod schedule;

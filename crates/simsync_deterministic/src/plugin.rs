@@ -507,6 +507,13 @@ struct InstalledPlugin(&'static str);
 
 impl<I: SimInput> Plugin for DeterministicPlugin<I> {
     fn build(&self, app: &mut App) {
+        // Rapier's and the game's math through `libm` in this program (rules: "Determinism
+        // across builds and platforms").
+        #[cfg(all(
+            feature = "enhanced-determinism",
+            any(target_os = "linux", target_os = "macos")
+        ))]
+        crate::portable_libm::link();
         app.add_message::<SessionWarning>();
         let this = std::any::type_name::<Self>();
         if let Some(first) = app.world().get_resource::<InstalledPlugin>() {

@@ -10,6 +10,7 @@ mod plugin;
 
 use std::time::Duration;
 
+use bevy::math::ops;
 use bevy::prelude::*;
 
 use crate::tick::Tick;
@@ -54,7 +55,7 @@ impl VisualSmoothingConfig {
         if self.half_life.is_zero() {
             return 0.0;
         }
-        0.5f32.powf(dt.as_secs_f32() / self.half_life.as_secs_f32())
+        ops::powf(0.5, dt.as_secs_f32() / self.half_life.as_secs_f32())
     }
 
     /// How long a correction of `from` metres takes to fall below `to` metres (`ZERO` if it
@@ -64,7 +65,7 @@ impl VisualSmoothingConfig {
         if from <= to || self.half_life.is_zero() {
             return Duration::ZERO;
         }
-        self.half_life.mul_f32((from / to).log2())
+        self.half_life.mul_f32(ops::log2(from / to))
     }
 }
 
