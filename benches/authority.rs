@@ -4,7 +4,7 @@
 //! plain Bevy world measured in the same run, for the pile scene at 262 and 1,000 bodies.
 //!
 //! ```text
-//! cargo bench --bench authority
+//! cargo bench --ignore-rust-version --bench authority
 //! ```
 
 #[path = "../tests/common/mod.rs"]

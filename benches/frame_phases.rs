@@ -16,7 +16,7 @@
 //!   same queue bare in a loop that sums them. Printed: events/s through the plugin / events/s of
 //!   the bare queue (target ≥ 0.8), for Messages and for observer delivery.
 //!
-//! `cargo bench --bench frame_phases`. Kept short (10 samples, ~2 s each) for small machines.
+//! `cargo bench --ignore-rust-version --bench frame_phases`. Kept short (10 samples, ~2 s each) for small machines.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

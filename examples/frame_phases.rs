@@ -3,7 +3,7 @@
 //! (`par_iter_mut`), copied by `AdvanceFrame`.
 //!
 //! ```sh
-//! cargo run --release --example frame_phases -- --frames 600 --objects 10000
+//! cargo run --ignore-rust-version --release --example frame_phases -- --frames 600 --objects 10000
 //! ```
 //!
 //! Prints the mean wall time of each phase (from `FrameTimings`) every simulated second (64

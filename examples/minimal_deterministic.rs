@@ -6,7 +6,7 @@
 //! the sound log's totals and the verified checksum.
 //!
 //! ```text
-//! cargo run --example minimal_deterministic
+//! cargo run --ignore-rust-version --example minimal_deterministic
 //! ```
 
 use bevy::prelude::*;

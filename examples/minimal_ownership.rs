@@ -4,7 +4,7 @@
 //! ownership changes it hears of (priority 128 is GRAB, 127 POKE).
 //!
 //! ```text
-//! cargo run --example minimal_ownership
+//! cargo run --ignore-rust-version --example minimal_ownership
 //! ```
 
 use std::time::Duration;

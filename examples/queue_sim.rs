@@ -21,7 +21,7 @@
 //! p ≈ 4 × 10⁻⁴), while an error of a few standard errors still fails.
 //!
 //! ```text
-//! cargo run --release --example queue_sim -- --customers 1000000 --lambda 2.5 --mu 5 --seed 7
+//! cargo run --ignore-rust-version --release --example queue_sim -- --customers 1000000 --lambda 2.5 --mu 5 --seed 7
 //! ```
 //!
 //! Exit codes: 0 within tolerance, 1 outside it, 2 bad arguments.

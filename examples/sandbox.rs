@@ -6,16 +6,16 @@
 //! (`sandbox --help`):
 //!
 //! ```text
-//! cargo run --release --example sandbox                       # = network: relay + clients in-process
-//! cargo run --release --example sandbox -- local --ticks 1800 --input-latency-ticks 6
-//! cargo run --release --example sandbox -- ownership          # entity server + 3 participants
-//! cargo run --release --example sandbox -- serve --bind 127.0.0.1:5000 [--ownership]
-//! cargo run --release --example sandbox -- join --connect 127.0.0.1:5000 [--ownership]
-//! cargo run --release --example sandbox -- join --connect 127.0.0.1:5000 --rejoin 1:TOKEN
-//! cargo run --release --example sandbox -- network --plant-desync 120 --ticks 300
-//! cargo run --release --example sandbox -- diff desync-dumps/A.simdump desync-dumps/B.simdump
-//! cargo run --release --example sandbox -- local --record run.replay
-//! cargo run --release --example sandbox -- replay run.replay [--seek 900]
+//! cargo run --ignore-rust-version --release --example sandbox                       # = network: relay + clients in-process
+//! cargo run --ignore-rust-version --release --example sandbox -- local --ticks 1800 --input-latency-ticks 6
+//! cargo run --ignore-rust-version --release --example sandbox -- ownership          # entity server + 3 participants
+//! cargo run --ignore-rust-version --release --example sandbox -- serve --bind 127.0.0.1:5000 [--ownership]
+//! cargo run --ignore-rust-version --release --example sandbox -- join --connect 127.0.0.1:5000 [--ownership]
+//! cargo run --ignore-rust-version --release --example sandbox -- join --connect 127.0.0.1:5000 --rejoin 1:TOKEN
+//! cargo run --ignore-rust-version --release --example sandbox -- network --plant-desync 120 --ticks 300
+//! cargo run --ignore-rust-version --release --example sandbox -- diff desync-dumps/A.simdump desync-dumps/B.simdump
+//! cargo run --ignore-rust-version --release --example sandbox -- local --record run.replay
+//! cargo run --ignore-rust-version --release --example sandbox -- replay run.replay [--seek 900]
 //! ```
 //!
 //! Exit codes: 0 success; 1 the run failed, a predicted tick did not match verification, clients

@@ -20,10 +20,10 @@
 //! compared line by line.
 //!
 //! ```text
-//! cargo run --release --features render --example sandbox_view -- local --ticks 1800
-//! cargo run --release --features render --example sandbox_view -- network --ticks 600
-//! cargo run --release --features render --example sandbox_view -- ownership --ticks 600
-//! cargo run --features render --example sandbox_view -- local --ticks 300 --screenshot shot.png
+//! cargo run --ignore-rust-version --release --features render --example sandbox_view -- local --ticks 1800
+//! cargo run --ignore-rust-version --release --features render --example sandbox_view -- network --ticks 600
+//! cargo run --ignore-rust-version --release --features render --example sandbox_view -- ownership --ticks 600
+//! cargo run --ignore-rust-version --features render --example sandbox_view -- local --ticks 300 --screenshot shot.png
 //! ```
 //!
 //! With `--screenshot PATH` it saves a screenshot of the window through Bevy's screenshot API

@@ -17,7 +17,7 @@
 #   --no-install  never call apt-get (skip when a tool is missing)
 #   --keep-logs   keep the log directory even when every scenario passed
 # SIMSYNC_SERVER_BIN and SANDBOX_BIN name prebuilt release binaries; otherwise they are built
-# (`cargo build --release`, under $CARGO_TARGET_DIR or target/). Run as root, from anywhere (the
+# (`cargo build --ignore-rust-version --release`, under $CARGO_TARGET_DIR or target/). Run as root, from anywhere (the
 # sandbox is started from the repository root: it reads assets/).
 # Installs iproute2, curl, python3, kmod or iptables from Debian's packages with apt-get when
 # missing. Exit 0: every scenario passed; 1: one failed (its logs are printed), a build failed
@@ -192,11 +192,11 @@ say "shaper: $SHAPER"
 target=${CARGO_TARGET_DIR:-$ROOT/target}
 case "$target" in /*) ;; *) target=$ROOT/$target ;; esac
 if [ -z "${SIMSYNC_SERVER_BIN:-}" ]; then
-    cargo build --release -p simsync_server || { say "FAIL: cargo build -p simsync_server"; exit 1; }
+    cargo build --ignore-rust-version --release -p simsync_server || { say "FAIL: cargo build --ignore-rust-version -p simsync_server"; exit 1; }
     SIMSYNC_SERVER_BIN=$target/release/simsync-server
 fi
 if [ -z "${SANDBOX_BIN:-}" ]; then
-    cargo build --release --example sandbox || { say "FAIL: cargo build --example sandbox"; exit 1; }
+    cargo build --ignore-rust-version --release --example sandbox || { say "FAIL: cargo build --ignore-rust-version --example sandbox"; exit 1; }
     SANDBOX_BIN=$target/release/examples/sandbox
 fi
 [ -x "$SIMSYNC_SERVER_BIN" ] || { say "FAIL: no server binary at $SIMSYNC_SERVER_BIN"; exit 1; }

@@ -67,8 +67,8 @@ icd="$(lavapipe)"
 [ -n "$icd" ] || { echo "screenshots: skipped: no lavapipe ICD in /usr/share/vulkan/icd.d" >&2; exit 2; }
 
 # The same commands as .ci/run (`--workspace` keeps one feature set, so nothing is rebuilt).
-cargo build "${cargo_profile[@]}" --workspace --examples --features simsync_suite/render || exit 1
-cargo build "${cargo_profile[@]}" --workspace --examples || exit 1
+cargo build --ignore-rust-version "${cargo_profile[@]}" --workspace --examples --features simsync_suite/render || exit 1
+cargo build --ignore-rust-version "${cargo_profile[@]}" --workspace --examples || exit 1
 dir="${CARGO_TARGET_DIR:-target}/$profile/examples"
 
 display=":97"

@@ -6,7 +6,7 @@
 //! of every player against the tick rate. See `docs/load.md`.
 //!
 //! ```text
-//! cargo build --release -p simsync_server --example load --bin simsync-server
+//! cargo build --ignore-rust-version --release -p simsync_server --example load --bin simsync-server
 //! target/release/examples/load run --relay-rooms 250 --duration 60
 //! target/release/examples/load run --relay-rooms 0 --ownership-rooms 20 --bodies 200
 //! ```

@@ -11,9 +11,9 @@
 //!   last checksum tick up to it. Every client of a match prints the same.
 //!
 //! ```text
-//! cargo run -p simsync_server --example typed_server -- 127.0.0.1:7777 127.0.0.1:8080 &
-//! cargo run -p simsync_server --example typed_server -- join arena-slot1.token &
-//! cargo run -p simsync_server --example typed_server -- join arena-slot0.token
+//! cargo run --ignore-rust-version -p simsync_server --example typed_server -- 127.0.0.1:7777 127.0.0.1:8080 &
+//! cargo run --ignore-rust-version -p simsync_server --example typed_server -- join arena-slot1.token &
+//! cargo run --ignore-rust-version -p simsync_server --example typed_server -- join arena-slot0.token
 //! ```
 //!
 //! The room and the clients must agree on the input type and its size limit: the room's

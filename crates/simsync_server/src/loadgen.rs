@@ -2,7 +2,7 @@
 //!
 //! Fake clients that speak the server's wire protocols without simulating anything, so one
 //! process can drive hundreds of connections over loopback UDP against one server process
-//! (`cargo run --release -p simsync_server --example load -- --help`, and `docs/load.md`):
+//! (`cargo run --ignore-rust-version --release -p simsync_server --example load -- --help`, and `docs/load.md`):
 //!
 //! - [`RelayLoadClient`]: a player of a relay room. It says hello with the room's session
 //!   config (tick rate, players, the input fingerprint of [`load_input_spec`]), answers
