@@ -234,6 +234,13 @@ pub enum SessionServerMessage {
         /// How early this client's inputs arrive, in ticks: the tick of the newest input
         /// received minus the server tick at its arrival (negative: late). Fractional.
         input_lead_ticks: f32,
+        /// The newest tick through which every connected player's checksums are judged, or
+        /// counted unjudged (0: none yet): a client that reached its last tick knows its
+        /// match's desyncs are all reported once this reaches its last checksummed tick.
+        judged_through: i32,
+        /// Checksum reports of this match the relay could not judge (they came after their
+        /// tick's verdict was gone, or the tick had no judge), all players together.
+        unjudged_checksums: u32,
     },
     /// The checksums reported for `tick` disagree and start a desync episode of `players`: sent
     /// once per episode of each player, not per desynced tick (a player's episode lasts until a

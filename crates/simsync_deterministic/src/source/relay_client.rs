@@ -103,6 +103,15 @@ pub struct RelayClientStats {
     pub others_desynced: u64,
     /// This client's last desync the server reported.
     pub last_desync: Option<DesyncDetected>,
+    /// The newest tick through which the relay judged every connected player's checksums, or
+    /// counted them unjudged (its clock reports; 0 before any). Once it reaches this client's
+    /// last checksummed tick, every desync of the match up to there was reported
+    /// ([the end of a match](crate::rules#the-end-of-a-match-waits-for-its-judgement)).
+    pub judged_through: Tick,
+    /// Checksum reports of this match the relay could not judge, all players together (they
+    /// came after their tick's verdict was gone, or the tick had no judge; the relay's clock
+    /// reports).
+    pub unjudged_checksums: u64,
     /// Times this client was resynced from an authoritative room's snapshot ([`Resynced`](crate::Resynced)).
     pub resyncs: u64,
     /// The last resync `(from_tick, to_tick)`, while no desync of this client was reported after
@@ -163,6 +172,15 @@ pub struct RelayClientStats {
     /// [`NetworkSessionConfig::rejoin_after_pause`] ([a long
     /// pause](crate::rules#a-dead-server-and-a-long-pause)).
     pub rejoins_after_pause: u64,
+}
+
+impl RelayClientStats {
+    /// Whether the relay judged every connected player's checksums through `tick` (or counted
+    /// them unjudged): every desync up to `tick` was sent before this holds
+    /// ([the end of a match](crate::rules#the-end-of-a-match-waits-for-its-judgement)).
+    pub fn judged(&self, tick: Tick) -> bool {
+        self.judged_through >= tick
+    }
 }
 
 /// The relay moved on to a later match than the session's (a rematch): the session is rebuilt
@@ -694,8 +712,12 @@ impl<I: SimInput> RelayClient<I> {
             SessionServerMessage::Clock {
                 input_lead_ticks,
                 server_tick,
+                judged_through,
+                unjudged_checksums,
             } => {
                 self.stats.input_lead_ticks = input_lead_ticks;
+                self.stats.judged_through = self.stats.judged_through.max(judged_through);
+                self.stats.unjudged_checksums = u64::from(unjudged_checksums);
                 self.server_clock = Some((server_tick, self.now));
             }
             SessionServerMessage::Desync {

@@ -177,6 +177,8 @@ fn session_server_samples() -> Vec<ServerMessage> {
             SessionServerMessage::Clock {
                 server_tick: 77,
                 input_lead_ticks: -1.5,
+                judged_through: 60,
+                unjudged_checksums: 2,
             },
         ),
         ServerMessage::session(
