@@ -42,7 +42,8 @@ fn a_liar_paused_far_behind_is_judged_late_against_the_authority_and_resynced() 
     peers.run_frames(400).expect("runs");
     let before = relay_stats(&peers);
     assert_eq!(before.desyncs, 0, "{before:?}");
-    assert!(before.judged_through >= 300, "{before:?}");
+    // Seated, the silent liar holds the judgement back: it never reported its planted tick.
+    assert!(before.judged_through < 30, "{before:?}");
     peers.resume(0).expect("running");
     peers.verify(500, 4_000);
     let stats = relay_stats(&peers);

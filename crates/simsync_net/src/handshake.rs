@@ -92,7 +92,7 @@ use crate::session_proto::SimInput;
 /// ends a match whose room its operator ended.
 ///
 /// Version 13: `SessionServerMessage::Clock` carries the tick through which the relay judged
-/// every connected player's checksums and how many checksums it could not judge, so a client
+/// every seated player's checksums and how many checksums it could not judge, so a client
 /// that ends its match can wait for the match's judgement.
 pub const PROTOCOL_VERSION: u16 = 13;
 

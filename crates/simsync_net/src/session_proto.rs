@@ -234,7 +234,7 @@ pub enum SessionServerMessage {
         /// How early this client's inputs arrive, in ticks: the tick of the newest input
         /// received minus the server tick at its arrival (negative: late). Fractional.
         input_lead_ticks: f32,
-        /// The newest tick through which every connected player's checksums are judged, or
+        /// The newest tick through which every seated player's checksums are judged, or
         /// counted unjudged (0: none yet): a client that reached its last tick knows its
         /// match's desyncs are all reported once this reaches its last checksummed tick.
         judged_through: i32,

@@ -183,13 +183,13 @@ impl ChecksumVotes {
         self.settled[slot] = self.settled[slot].max(tick);
     }
 
-    /// The newest tick through which every `connected` slot's reports are judged (or counted
-    /// unjudged) and no tick waits for a judgement: the smallest of the connected slots'
-    /// newest settled ticks (0 for a slot that never reported), below the oldest pending tick.
-    /// With no slot connected, the newest judged tick.
-    pub(crate) fn judged_through(&self, connected: &[bool]) -> Tick {
+    /// The newest tick through which every slot marked in `seated` has its reports judged (or
+    /// counted unjudged) and no tick waits for a judgement: the smallest of those slots' newest
+    /// settled ticks (0 for a slot that never reported), below the oldest pending tick. With
+    /// no slot marked, the newest judged tick.
+    pub(crate) fn judged_through(&self, seated: &[bool]) -> Tick {
         let newest = self.verdicts.last_key_value().map_or(0, |(tick, _)| *tick);
-        let through = connected
+        let through = seated
             .iter()
             .enumerate()
             .filter(|(_, on)| **on)

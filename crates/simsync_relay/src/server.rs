@@ -1183,8 +1183,9 @@ impl RelayServer {
         for (tick, started) in self.judge_checksum_votes(server) {
             self.resync(tick, &started);
         }
-        let connected: Vec<bool> = self.slots.iter().map(Slot::connected).collect();
-        self.stats.judged_through = self.checksums.judged_through(&connected);
+        // A seated player counted silent may come back with its reports: it is waited for.
+        let seated: Vec<bool> = self.slots.iter().map(|s| s.client.is_some()).collect();
+        self.stats.judged_through = self.checksums.judged_through(&seated);
     }
 
     /// Confirms every tick whose inputs are complete, or that reached the hard tolerance.

@@ -79,8 +79,8 @@ pub struct RelayStats {
     /// authority's checksum, no majority) — counted instead of judged
     /// ([late checksums](crate::rules#late-checksums)).
     pub unjudged_checksums: Vec<u64>,
-    /// The newest tick through which every connected player's checksums are judged or counted
-    /// unjudged (0: none yet); sent to the clients in their clock reports, so a client that
+    /// The newest tick through which every seated player's checksums (a player counted silent
+    /// included: it may come back with them) are judged or counted unjudged (0: none yet); sent to the clients in their clock reports, so a client that
     /// reached its last tick can wait for its match's judgement
     /// ([late checksums](crate::rules#late-checksums)).
     pub judged_through: Tick,

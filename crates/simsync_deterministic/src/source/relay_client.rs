@@ -103,8 +103,9 @@ pub struct RelayClientStats {
     pub others_desynced: u64,
     /// This client's last desync the server reported.
     pub last_desync: Option<DesyncDetected>,
-    /// The newest tick through which the relay judged every connected player's checksums, or
-    /// counted them unjudged (its clock reports; 0 before any). Once it reaches this client's
+    /// The newest tick through which the relay judged every seated player's checksums, or
+    /// counted them unjudged (its last clock report; 0 before any). It goes back when a player
+    /// behind is seated again. Once it reaches this client's
     /// last checksummed tick, every desync of the match up to there was reported
     /// ([the end of a match](crate::rules#the-end-of-a-match-waits-for-its-judgement)).
     pub judged_through: Tick,
@@ -175,7 +176,7 @@ pub struct RelayClientStats {
 }
 
 impl RelayClientStats {
-    /// Whether the relay judged every connected player's checksums through `tick` (or counted
+    /// Whether the relay judged every seated player's checksums through `tick` (or counted
     /// them unjudged): every desync up to `tick` was sent before this holds
     /// ([the end of a match](crate::rules#the-end-of-a-match-waits-for-its-judgement)).
     pub fn judged(&self, tick: Tick) -> bool {
@@ -716,7 +717,7 @@ impl<I: SimInput> RelayClient<I> {
                 unjudged_checksums,
             } => {
                 self.stats.input_lead_ticks = input_lead_ticks;
-                self.stats.judged_through = self.stats.judged_through.max(judged_through);
+                self.stats.judged_through = judged_through;
                 self.stats.unjudged_checksums = u64::from(unjudged_checksums);
                 self.server_clock = Some((server_tick, self.now));
             }
