@@ -238,6 +238,8 @@ struct Slot {
     rtt: simsync_net::RttEstimator,
     /// The last clock report sent: (lead, server tick).
     clock_sent: Option<(f32, Tick)>,
+    /// `Desync` messages of the match sent to this slot's connections.
+    desyncs_sent: u32,
     /// Every confirmed set through this tick was sent to the client at least once.
     sent_through: Tick,
     /// The next tick of the resend pass under way (`None`: no pass).
@@ -1174,6 +1176,13 @@ impl RelayServer {
             },
         );
         self.broadcast_live(server, &desync);
+        for slot in self
+            .slots
+            .iter_mut()
+            .filter(|s| s.client.is_some() && !s.silent)
+        {
+            slot.desyncs_sent += 1;
+        }
         Some((judgement.tick, started))
     }
 
@@ -1357,6 +1366,7 @@ impl RelayServer {
                 server_tick: self.server_tick,
                 input_lead_ticks: lead,
                 judged_through: self.stats.judged_through,
+                desyncs_sent: slot.desyncs_sent,
                 unjudged_checksums: u32::try_from(
                     self.stats.unjudged_checksums.iter().sum::<u64>(),
                 )
