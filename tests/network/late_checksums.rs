@@ -36,16 +36,16 @@ fn relay_stats(peers: &Peers) -> RelayStats {
 fn a_liar_paused_far_behind_is_judged_late_against_the_authority_and_resynced() {
     let mut peers = liar_of_three(authoritative(3, Resync::On));
     peers.verify(10, 2_000);
-    // The liar hangs (before its planted tick) while the others play 400 ticks on: every tick
+    // The liar hangs (before its planted tick) while the others play 250 ticks on: every tick
     // it would have reported is judged without it.
     peers.pause(0).expect("running");
-    peers.run_frames(400).expect("runs");
+    peers.run_frames(250).expect("runs");
     let before = relay_stats(&peers);
     assert_eq!(before.desyncs, 0, "{before:?}");
     // Seated, the silent liar holds the judgement back: it never reported its planted tick.
     assert!(before.judged_through < 30, "{before:?}");
     peers.resume(0).expect("running");
-    peers.verify(500, 4_000);
+    peers.verify(300, 4_000);
     let stats = relay_stats(&peers);
     assert_eq!(stats.desyncs, 1, "{stats:?}");
     assert_eq!(stats.desync_episodes, vec![1, 0, 0], "{stats:?}");
@@ -70,9 +70,9 @@ fn a_late_checksum_of_a_tick_judged_without_a_majority_is_counted_unjudged() {
     // Player 2 hangs: the liar and the honest player 1 disagree from tick 30 on, with no
     // majority between them.
     peers.pause(2).expect("running");
-    peers.run_frames(300).expect("runs");
+    peers.run_frames(200).expect("runs");
     peers.resume(2).expect("running");
-    peers.verify(400, 4_000);
+    peers.verify(250, 4_000);
     let stats = relay_stats(&peers);
     let unjudged = stats.unjudged_checksums[2];
     assert!(unjudged >= 1, "{stats:?}");
@@ -80,7 +80,7 @@ fn a_late_checksum_of_a_tick_judged_without_a_majority_is_counted_unjudged() {
     // Its reports of the ticks before the disagreement were judged late, and agreed.
     assert!(stats.late_checksums[2] >= 1, "{stats:?}");
     assert_eq!(stats.desyncs_named[2], 0, "{stats:?}");
-    // Player 2 plays on 300 ticks behind, every report of it late; once it is gone the count
+    // Player 2 plays on 200 ticks behind, every report of it late; once it is gone the count
     // stays, and every client is told the match's count.
     peers.kill(2).expect("running");
     peers.run_frames(32).expect("runs");
