@@ -823,6 +823,8 @@ fn server_summary(run: &RunArgs, players: u8, relay: &simsync::relay::RelayStats
         "late_inputs": relay.late_inputs,
         "rejected_messages": relay.rejected_messages,
         "desyncs": relay.desyncs,
+        "late_checksums": relay.late_checksums,
+        "unjudged_checksums": relay.unjudged_checksums,
         "late_joins": relay.late_joins,
         "snapshots_served": relay.snapshots.served,
         "lying_snapshots": relay.snapshots.lying,
