@@ -797,7 +797,7 @@ fn serve_match(
             }
             announced = true;
             match relay.acknowledged_through() {
-                Some(ack) if ack >= target => return Ok(()),
+                Some(ack) if ack >= target => return await_relay_judgement(app, pacer, target),
                 None => return Ok(()),
                 _ => {}
             }
@@ -809,6 +809,26 @@ fn serve_match(
         }
         pacer.wait();
     }
+}
+
+/// Updates the relay until it judged every seated player's checksums through `target` and its
+/// clients were told (two clock refreshes later), at most [`JUDGEMENT_WAIT`]: ending the match
+/// at once would cut the clients' wait for the desyncs of a player behind.
+fn await_relay_judgement(app: &mut App, pacer: &mut Pacer, target: i32) -> Result<(), Failure> {
+    let until = Instant::now() + JUDGEMENT_WAIT;
+    let mut told = None;
+    while Instant::now() < until {
+        let stats = app.world().resource::<RelayServer>().stats();
+        if stats.judged_through >= target && told.is_none() {
+            told = Some(stats.server_tick + 16);
+        }
+        if told.is_some_and(|at| stats.server_tick >= at) {
+            return Ok(());
+        }
+        app.update();
+        pacer.wait();
+    }
+    Ok(())
 }
 
 /// The summary of one match of the relay.
