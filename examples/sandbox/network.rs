@@ -266,6 +266,8 @@ fn client_summary(world: &mut World, compared: usize, mismatches: usize) -> Valu
         "checksum_mismatches": mismatches,
         "desyncs": net.desyncs,
         "others_desynced": net.others_desynced,
+        "judged_through": net.judged_through,
+        "unjudged_checksums": net.unjudged_checksums,
         "resyncs": net.resyncs,
         "resynced": net.resynced.map(|(from, to)| json!({"from_tick": from, "to_tick": to})),
         "resim_ticks_checked": s.resim_ticks_checked,
@@ -795,7 +797,7 @@ fn serve_match(
             }
             announced = true;
             match relay.acknowledged_through() {
-                Some(ack) if ack >= target => return Ok(()),
+                Some(ack) if ack >= target => return await_relay_judgement(app, pacer, target),
                 None => return Ok(()),
                 _ => {}
             }
@@ -807,6 +809,26 @@ fn serve_match(
         }
         pacer.wait();
     }
+}
+
+/// Updates the relay until it judged every seated player's checksums through `target` and its
+/// clients were told (two clock refreshes later), at most [`JUDGEMENT_WAIT`]: ending the match
+/// at once would cut the clients' wait for the desyncs of a player behind.
+fn await_relay_judgement(app: &mut App, pacer: &mut Pacer, target: i32) -> Result<(), Failure> {
+    let until = Instant::now() + JUDGEMENT_WAIT;
+    let mut told = None;
+    while Instant::now() < until {
+        let stats = app.world().resource::<RelayServer>().stats();
+        if stats.judged_through >= target && told.is_none() {
+            told = Some(stats.server_tick + 16);
+        }
+        if told.is_some_and(|at| stats.server_tick >= at) {
+            return Ok(());
+        }
+        app.update();
+        pacer.wait();
+    }
+    Ok(())
 }
 
 /// The summary of one match of the relay.
@@ -821,6 +843,8 @@ fn server_summary(run: &RunArgs, players: u8, relay: &simsync::relay::RelayStats
         "late_inputs": relay.late_inputs,
         "rejected_messages": relay.rejected_messages,
         "desyncs": relay.desyncs,
+        "late_checksums": relay.late_checksums,
+        "unjudged_checksums": relay.unjudged_checksums,
         "late_joins": relay.late_joins,
         "snapshots_served": relay.snapshots.served,
         "lying_snapshots": relay.snapshots.lying,
@@ -926,6 +950,7 @@ pub fn run_client(
         if let (Some(record), 1) = (&record, m) {
             record.finish(&mut app, run.quiet)?;
         }
+        let judged = await_judgement(&mut app, &mut watch, run.quiet);
         let s = stats(&app);
         // This client's own desyncs (another player's desync is `others_desynced`).
         let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs) as usize;
@@ -933,6 +958,7 @@ pub fn run_client(
         summary["mode"] = json!("client");
         summary["match"] = json!(m);
         summary["ticks"] = json!(run.ticks);
+        summary["judgement_complete"] = json!(judged);
         println!(
             "{}",
             serde_json::to_string_pretty(&summary).unwrap_or_default()
@@ -964,6 +990,43 @@ pub fn run_client(
     }
     leave(&mut app, &mut watch, run.quiet);
     Ok(agree)
+}
+
+/// How long a client that reached its last tick waits, at most, for the relay to judge every
+/// connected player's checksums through its last checksummed tick, so that its summary reports
+/// the desyncs of a player running behind it.
+const JUDGEMENT_WAIT: Duration = Duration::from_secs(10);
+
+/// Updates `app` until the relay judged every connected player's checksums through this
+/// client's last checksummed tick (`RelayClientStats::judged`), the session ended, or
+/// [`JUDGEMENT_WAIT`] passed. Returns whether the judgement is complete (a client without
+/// checksums has nothing to wait for).
+fn await_judgement(app: &mut App, watch: &mut ClientWatch, quiet: bool) -> bool {
+    let Some(last) = stats(app).checksum_history.last().map(|c| c.tick) else {
+        return true;
+    };
+    let until = Instant::now() + JUDGEMENT_WAIT;
+    loop {
+        if stats(app).network.is_some_and(|n| n.judged(last)) {
+            return true;
+        }
+        let lifecycle = app
+            .world()
+            .resource::<simsync::deterministic::SessionLifecycle>();
+        if lifecycle.state.is_final() || Instant::now() >= until {
+            let through = stats(app).network.map_or(0, |n| n.judged_through);
+            if !quiet {
+                println!(
+                    "client: the relay judged the checksums through tick {through} of {last}; \
+                     a player behind may still be judged (not waiting longer)"
+                );
+            }
+            return false;
+        }
+        app.update();
+        watch.show_state(app, quiet);
+        watch.pacer.wait();
+    }
 }
 
 /// Leaves the session cleanly: says goodbye, then updates until the relay closed the

@@ -26,7 +26,7 @@ fn honest() -> MarbleGame {
 }
 
 /// A relay of `players` whose authority runs the honest game.
-fn authoritative(players: u8, resync: Resync) -> DeterministicServerPlugin {
+pub(super) fn authoritative(players: u8, resync: Resync) -> DeterministicServerPlugin {
     let make = Arc::new(|| snapshot_plugin(honest(), NetworkSessionConfig::default()));
     DeterministicServerPlugin::new::<PackedInput>(players, 64)
         .reconnect_seed(3)

@@ -16,7 +16,8 @@ use simsync::relay::{
     DeterministicServerPlugin, MatchEndReason, MatchPhase, RelayServer, SnapshotServing,
     read_snapshot_header,
 };
-use simsync_net::{Direction, LinkConditionerConfig};
+use simsync_net::bevy_renet::RenetServer;
+use simsync_net::{Direction, LinkConditionerConfig, NetTransportError};
 
 use super::harness::{Peers, PeersExt, peers_of, plugin, snapshot_plugin};
 use crate::common::TestGame;
@@ -88,6 +89,68 @@ fn players_who_say_goodbye_are_seen_gone_at_once_and_their_match_ends_completed(
         assert_eq!(net.reconnect_attempts, 0, "a leave is no loss");
     }
     eprintln!("both players said goodbye: the match ended `Completed` after {frames} frames");
+}
+
+/// The transport errors a client App was told of.
+#[derive(Resource, Default)]
+struct TransportErrors(Vec<String>);
+
+fn keep_transport_errors(
+    mut read: MessageReader<NetTransportError>,
+    mut kept: ResMut<TransportErrors>,
+) {
+    kept.0.extend(read.read().map(|e| e.error.to_string()));
+}
+
+fn transport_errors(peers: &Peers, client: usize) -> Vec<String> {
+    let app = peers.client(client).expect("running");
+    app.world().resource::<TransportErrors>().0.clone()
+}
+
+#[test]
+fn a_clean_leave_is_no_transport_error_and_a_connection_the_relay_closes_is_one() {
+    let link = LinkConditionerConfig::PERFECT.with_latency(20, 0);
+    let relay_plugin = DeterministicServerPlugin::new::<PackedInput>(2, 64);
+    let mut peers = peers_of(2, move |_| plugin(game()))
+        .link(link)
+        .relay(relay_plugin)
+        .customize(|_, client| {
+            client
+                .init_resource::<TransportErrors>()
+                .add_systems(Last, keep_transport_errors);
+        })
+        .build()
+        .expect("peers");
+    peers.verify(30, 600);
+    peers
+        .client_mut(0)
+        .expect("running")
+        .world_mut()
+        .write_message(LeaveSession);
+    peers.run_frames(32).expect("frames");
+    assert!(
+        !relay(&peers).is_connected(0),
+        "the relay closed the connection"
+    );
+    assert_eq!(
+        state(&peers, 0),
+        (SessionState::Ended, Some(SessionStateReason::Left))
+    );
+    assert_eq!(transport_errors(&peers, 0), Vec::<String>::new());
+    // Client 1 (netcode client 2 of the in-memory network) did not leave: the relay closing
+    // its connection is one error.
+    peers
+        .relay_mut()
+        .world_mut()
+        .resource_mut::<RenetServer>()
+        .disconnect(2);
+    peers.run_frames(32).expect("frames");
+    assert_eq!(
+        transport_errors(&peers, 1).len(),
+        1,
+        "{:?}",
+        transport_errors(&peers, 1)
+    );
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod frame_rate;
 pub(crate) mod harness;
 mod hostile_peers;
 mod inputs;
+mod late_checksums;
 mod late_join;
 mod lifecycle;
 mod local_players;

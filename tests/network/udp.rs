@@ -288,3 +288,73 @@ fn over_udp_a_late_joiner_loads_a_snapshot_and_agrees() {
     assert_eq!(relay.snapshots.served, 1, "{:?}", relay.snapshots);
     assert_eq!(relay.desyncs, 0);
 }
+
+/// The transport errors a client App was told of.
+#[derive(Resource, Default)]
+struct TransportErrors(Vec<String>);
+
+fn keep_transport_errors(
+    mut read: MessageReader<simsync_net::NetTransportError>,
+    mut kept: ResMut<TransportErrors>,
+) {
+    kept.0.extend(read.read().map(|e| e.error.to_string()));
+}
+
+#[test]
+fn over_udp_a_client_that_leaves_is_closed_by_the_relay_without_a_transport_error() {
+    let game = TestGame::default();
+    let (mut server, addr) = udp_server(game.players);
+    let mut clients: Vec<App> = (0..game.players)
+        .map(|i| {
+            udp_client(
+                &game,
+                NetworkSessionConfig::default(),
+                addr,
+                u64::from(i) + 1,
+            )
+        })
+        .collect();
+    for client in &mut clients {
+        client
+            .init_resource::<TransportErrors>()
+            .add_systems(Last, keep_transport_errors);
+    }
+    run_until_verified(&mut server, &mut clients, 30);
+    clients[0]
+        .world_mut()
+        .write_message(simsync::deterministic::LeaveSession);
+    let mut frames = 0;
+    while !clients[0]
+        .world()
+        .resource::<RenetClient>()
+        .is_disconnected()
+    {
+        server.update();
+        for client in &mut clients {
+            client.update();
+        }
+        frames += 1;
+        assert!(frames < 200, "the connection never closed");
+    }
+    for _ in 0..8 {
+        server.update();
+        clients[0].update();
+    }
+    // The relay closed the connection (the server's disconnect, which renetcode's own client
+    // loop logs as a failed update), and no error was reported for it.
+    let transport = clients[0]
+        .world()
+        .resource::<simsync_net::ClientTransport>();
+    let simsync_net::ClientTransport::Udp(udp) = transport else {
+        panic!("a UDP client");
+    };
+    assert_eq!(
+        udp.disconnect_reason(),
+        Some(simsync_net::renet_netcode::NetcodeDisconnectReason::DisconnectedByServer)
+    );
+    assert!(transport.close_expected());
+    assert_eq!(
+        clients[0].world().resource::<TransportErrors>().0,
+        Vec::<String>::new()
+    );
+}

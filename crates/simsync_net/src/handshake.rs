@@ -90,7 +90,12 @@ use crate::session_proto::SimInput;
 /// Version 12: `SessionServerMessage::Desync` names its judge ([`DesyncJudge`](crate::DesyncJudge):
 /// the majority, or an authoritative room's verified world); `MatchEndReason::EndedByOperator`
 /// ends a match whose room its operator ended.
-pub const PROTOCOL_VERSION: u16 = 12;
+///
+/// Version 13: `SessionServerMessage::Clock` tells the client the tick through which the relay
+/// judged every seated player's checksums, the `Desync` messages it sent it and how many
+/// checksums it could not judge, so a client that ends its match can wait for the match's
+/// judgement.
+pub const PROTOCOL_VERSION: u16 = 13;
 
 /// A set of protocols, as bits. A client asks for some in [`Hello`]; the server grants a subset
 /// in [`Welcome`].

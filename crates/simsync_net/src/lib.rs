@@ -35,6 +35,7 @@ mod io;
 mod matches;
 mod memory;
 mod messages;
+mod netcode_link;
 // Its docs still link its own module page, which is private now.
 #[allow(rustdoc::private_intra_doc_links)]
 mod ownership_proto;

@@ -234,6 +234,7 @@ impl MemoryNetwork {
             client_id,
             registration,
             now: inner.latest_time,
+            close_expected: false,
         })
     }
 
@@ -390,6 +391,8 @@ pub struct MemoryClientTransport {
     client_id: ClientId,
     registration: u64,
     now: Duration,
+    /// The current link's close is expected ([`Self::expect_close`]).
+    close_expected: bool,
 }
 
 impl MemoryClientTransport {
@@ -481,9 +484,24 @@ impl MemoryClientTransport {
         Ok(())
     }
 
+    /// The game is leaving: the current link's close, by the server after this client's
+    /// goodbye or by the client itself, is expected (not an error to report). A
+    /// [`reconnect`](Self::reconnect) starts a link whose close is not.
+    pub fn expect_close(&mut self) {
+        self.close_expected = true;
+    }
+
+    /// Whether the current link's close is expected: [`Self::expect_close`] or
+    /// [`Self::disconnect`] was called since it started.
+    pub fn close_expected(&self) -> bool {
+        self.close_expected
+    }
+
     /// Leaves the network: the link is closed and the server removes the connection at its next
-    /// `update`. Dropping the transport does the same.
+    /// `update`; the close is expected ([`Self::close_expected`]). Dropping the transport does
+    /// the same.
     pub fn disconnect(&mut self) {
+        self.close_expected = true;
         let mut inner = self.network.lock();
         let registration = self.registration;
         if let Some(link) = inner

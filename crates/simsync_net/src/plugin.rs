@@ -241,14 +241,26 @@ fn server_disconnect_on_exit(
 
 /// Whether the client transport's current failure was logged and written already: one failure
 /// (a lost or refused connection) is one warning and one [`NetTransportError`], whichever of
-/// the receive and send systems meets it first.
+/// the receive and send systems meets it first. An expected close
+/// ([`ClientTransport::close_expected`]: the game left, or the client closed the connection
+/// itself) is no failure: logged at debug level only, and no [`NetTransportError`].
 #[derive(Resource, Default)]
 struct ClientErrorReported(bool);
 
 impl ClientErrorReported {
-    /// Logs and writes `error` unless the current failure was reported already.
-    fn report(&mut self, error: NetError, errors: &mut MessageWriter<NetTransportError>) {
+    /// Logs and writes `error` unless the current failure was reported already, or the close
+    /// was `expected`.
+    fn report(
+        &mut self,
+        error: NetError,
+        expected: bool,
+        errors: &mut MessageWriter<NetTransportError>,
+    ) {
         if std::mem::replace(&mut self.0, true) {
+            return;
+        }
+        if expected {
+            debug!("client transport: connection closed as expected ({error})");
             return;
         }
         warn!("client transport: {error}");
@@ -273,7 +285,7 @@ fn client_receive_system(
     client.update(dt);
     match transport.update(dt, &mut client) {
         Ok(()) => reported.0 = false,
-        Err(error) => reported.report(error, &mut errors),
+        Err(error) => reported.report(error, transport.close_expected(), &mut errors),
     }
 }
 
@@ -288,7 +300,7 @@ fn client_send_system(
         return;
     }
     if let Err(error) = transport.send_packets(&mut client) {
-        reported.report(error, &mut errors);
+        reported.report(error, transport.close_expected(), &mut errors);
     }
 }
 

@@ -234,6 +234,16 @@ pub enum SessionServerMessage {
         /// How early this client's inputs arrive, in ticks: the tick of the newest input
         /// received minus the server tick at its arrival (negative: late). Fractional.
         input_lead_ticks: f32,
+        /// The newest tick through which every seated player's checksums are judged, or
+        /// counted unjudged (0: none yet). It covers the desyncs the relay judged up to there
+        /// once this client received `desyncs_sent` `Desync` messages of the match: a client
+        /// at its last tick knows then that its match's desyncs are all reported.
+        judged_through: i32,
+        /// `Desync` messages of this match the relay sent to this client so far.
+        desyncs_sent: u32,
+        /// Checksum reports of this match the relay could not judge (they came after their
+        /// tick's verdict was gone, or the tick had no judge), all players together.
+        unjudged_checksums: u32,
     },
     /// The checksums reported for `tick` disagree and start a desync episode of `players`: sent
     /// once per episode of each player, not per desynced tick (a player's episode lasts until a

@@ -145,11 +145,32 @@ impl ClientTransport {
         }
     }
 
-    /// Leaves: tells the server at once (UDP) or closes the link (memory).
+    /// Leaves: tells the server at once (UDP) or closes the link (memory). The close is
+    /// expected ([`Self::close_expected`]).
     pub fn disconnect(&mut self) {
         match self {
             ClientTransport::Memory(transport) => transport.disconnect(),
             ClientTransport::Udp(transport) => transport.disconnect(),
+        }
+    }
+
+    /// The game is leaving (it said goodbye): the current connection's close — by the server,
+    /// or by the client itself — is expected, and [`NetClientPlugin`](crate::NetClientPlugin)
+    /// reports it as no error (no warning, no [`NetTransportError`](crate::NetTransportError)).
+    /// A [`reconnect`](Self::reconnect) starts a connection whose close is not.
+    pub fn expect_close(&mut self) {
+        match self {
+            ClientTransport::Memory(transport) => transport.expect_close(),
+            ClientTransport::Udp(transport) => transport.expect_close(),
+        }
+    }
+
+    /// Whether the current connection's close is expected: [`Self::expect_close`] or
+    /// [`Self::disconnect`] was called since it started.
+    pub fn close_expected(&self) -> bool {
+        match self {
+            ClientTransport::Memory(transport) => transport.close_expected(),
+            ClientTransport::Udp(transport) => transport.close_expected(),
         }
     }
 }

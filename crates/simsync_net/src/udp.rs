@@ -8,12 +8,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use renet::{ClientId, RenetClient, RenetServer};
 use renet_netcode::{
     ClientAuthentication, ConnectToken, NETCODE_KEY_BYTES, NETCODE_USER_DATA_BYTES,
-    NetcodeClientTransport, NetcodeTransportError, ServerAuthentication, ServerConfig,
+    NetcodeTransportError, ServerAuthentication, ServerConfig,
 };
 use renetcode::{NETCODE_MAX_PACKET_BYTES, NetcodeServer, ServerResult};
 
 use crate::error::{ConnectFailure, NetError};
 use crate::handshake::PROTOCOL_VERSION;
+use crate::netcode_link::NetcodeLink;
 use crate::remote_errors::{
     RemoteErrorKind, RemoteErrors, log_line, open_connect_token_addresses, screen_datagram,
 };
@@ -560,10 +561,12 @@ impl PendingAddresses {
 /// connection was lost can connect again ([`reconnect`](Self::reconnect)).
 #[derive(Debug)]
 pub struct UdpClientTransport {
-    inner: NetcodeClientTransport,
+    inner: NetcodeLink,
     authentication: ClientAuthentication,
     /// Whether the current connection was ever made.
     connected: bool,
+    /// The current connection's close is expected ([`Self::expect_close`]).
+    close_expected: bool,
 }
 
 impl UdpClientTransport {
@@ -586,11 +589,12 @@ impl UdpClientTransport {
             server_addr,
             user_data: None,
         };
-        let inner = NetcodeClientTransport::new(unix_time_now(), authentication.clone(), socket)?;
+        let inner = NetcodeLink::new(unix_time_now(), authentication.clone(), socket)?;
         Ok(Self {
             inner,
             authentication,
             connected: false,
+            close_expected: false,
         })
     }
 
@@ -614,11 +618,12 @@ impl UdpClientTransport {
         let authentication = ClientAuthentication::Secure {
             connect_token: token,
         };
-        let inner = NetcodeClientTransport::new(unix_time_now(), authentication.clone(), socket)?;
+        let inner = NetcodeLink::new(unix_time_now(), authentication.clone(), socket)?;
         Ok(Self {
             inner,
             authentication,
             connected: false,
+            close_expected: false,
         })
     }
 
@@ -637,16 +642,16 @@ impl UdpClientTransport {
         // temporary socket of the same family, then drop the old one.
         let mut any = local;
         any.set_port(0);
-        let temporary = NetcodeClientTransport::new(
+        let temporary = NetcodeLink::new(
             unix_time_now(),
             self.authentication.clone(),
             UdpSocket::bind(any)?,
         )?;
         drop(std::mem::replace(&mut self.inner, temporary));
         let socket = UdpSocket::bind(local)?;
-        self.inner =
-            NetcodeClientTransport::new(unix_time_now(), self.authentication.clone(), socket)?;
+        self.inner = NetcodeLink::new(unix_time_now(), self.authentication.clone(), socket)?;
         self.connected = false;
+        self.close_expected = false;
         Ok(())
     }
 
@@ -662,11 +667,6 @@ impl UdpClientTransport {
     /// [`NetError::Io`] if the operating system cannot tell.
     pub fn local_addr(&self) -> Result<SocketAddr, NetError> {
         Ok(self.inner.addr()?)
-    }
-
-    /// The netcode transport, for what this wrapper does not expose.
-    pub fn inner(&self) -> &NetcodeClientTransport {
-        &self.inner
     }
 
     /// Whether netcode has given up on the connection, and why.
@@ -738,9 +738,24 @@ impl UdpClientTransport {
         Ok(())
     }
 
-    /// Sends netcode's disconnect packet to the server at once.
+    /// Sends netcode's disconnect packet to the server at once; the close is expected
+    /// ([`Self::close_expected`]).
     pub fn disconnect(&mut self) {
+        self.close_expected = true;
         self.inner.disconnect();
+    }
+
+    /// The game is leaving: the current connection's close, by the server after this client's
+    /// goodbye or by the client itself, is expected (not an error to report). A
+    /// [`reconnect`](Self::reconnect) starts a connection whose close is not.
+    pub fn expect_close(&mut self) {
+        self.close_expected = true;
+    }
+
+    /// Whether the current connection's close is expected: [`Self::expect_close`] or
+    /// [`Self::disconnect`] was called since it started.
+    pub fn close_expected(&self) -> bool {
+        self.close_expected
     }
 }
 

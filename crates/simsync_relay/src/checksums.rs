@@ -1,22 +1,29 @@
 //! Checksum judging: the relay gathers every player's checksum for a tick and judges the tick
 //! once every connected player reported it, or once the first report is older than the timeout
-//! ([checksum rule](crate::rules#checksums-are-judged-by-majority)). Pure data, no I/O.
+//! ([checksum rule](crate::rules#checksums-are-judged-by-majority)); a report that comes after
+//! its tick was judged is judged alone against the verdict kept for the tick, or counted
+//! unjudged ([late checksums](crate::rules#late-checksums)). Pure data, no I/O.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use simsync_net::{DesyncJudge, Tick};
 
-/// Judged ticks remembered (late reports for them are ignored).
-const JUDGED_MEMORY: usize = 4_096;
+/// How many ticks back from the newest judged tick the verdicts are kept for late reports
+/// (4,096 ticks: 64 s at 64 Hz); a report for an older judged tick is counted unjudged.
+pub(crate) const VERDICT_MEMORY_TICKS: Tick = 4_096;
 
 /// Why a checksum report was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChecksumRefusal {
     /// The tick is not confirmed yet (or not positive): no client can have verified it.
     Unverifiable,
-    /// The player already reported this tick, or the tick was judged already.
+    /// The player already reported this tick.
     Repeated,
+    /// The tick was judged before this report came and cannot be judged for it any more: its
+    /// verdict is older than [`VERDICT_MEMORY_TICKS`], or it had no judge's checksum (no
+    /// authority's checksum and no majority). The report is counted unjudged.
+    Unjudgeable,
 }
 
 /// The verdict on one tick.
@@ -42,11 +49,29 @@ struct Pending {
     reports: Vec<Option<u64>>,
 }
 
+/// What a judged tick was judged against, kept for the reports that come after it.
+#[derive(Debug)]
+struct Verdict {
+    /// The judge's checksum: the authority's, or the majority's shared by at least two
+    /// players; `None` when the tick had neither.
+    truth: Option<u64>,
+    /// Which judge `truth` is.
+    judge: DesyncJudge,
+    /// Per slot: whether the player's report of the tick was taken (in time or late).
+    reported: Vec<bool>,
+}
+
 /// The checksums reported and not judged yet, per tick.
 #[derive(Debug, Default)]
 pub(crate) struct ChecksumVotes {
     pending: BTreeMap<Tick, Pending>,
-    judged: BTreeSet<Tick>,
+    /// The verdicts of the judged ticks at most [`VERDICT_MEMORY_TICKS`] older than the newest.
+    verdicts: BTreeMap<Tick, Verdict>,
+    /// The judgements of late reports, made when they came, handed out by the next
+    /// [`ChecksumVotes::take_late`].
+    late: Vec<Judgement>,
+    /// Per slot: the newest tick whose report of the slot was judged or counted unjudged.
+    settled: Vec<Tick>,
     /// The reports of the most recently judged ticks (at most [`KEPT_REPORTS`]), for
     /// [`ChecksumVotes::reference`].
     kept: BTreeMap<Tick, Vec<Option<u64>>>,
@@ -73,11 +98,14 @@ impl ChecksumVotes {
         }
     }
 
-    /// Records `slot`'s checksum for `tick` (of `players` slots) at time `now`.
+    /// Records `slot`'s checksum for `tick` (of `players` slots) at time `now`. A report for a
+    /// judged tick whose verdict is kept is judged at once against it, alone (handed out by the
+    /// next [`Self::take_late`]).
     ///
     /// # Errors
     /// [`ChecksumRefusal::Unverifiable`] when `tick` is not in `1..=confirmed_tick`;
-    /// [`ChecksumRefusal::Repeated`] for a second report of the slot, or a judged tick.
+    /// [`ChecksumRefusal::Repeated`] for a second report of the slot;
+    /// [`ChecksumRefusal::Unjudgeable`] for a judged tick that cannot be judged any more.
     pub(crate) fn report(
         &mut self,
         slot: usize,
@@ -90,8 +118,16 @@ impl ChecksumVotes {
         if tick <= 0 || tick > confirmed_tick || slot >= players {
             return Err(ChecksumRefusal::Unverifiable);
         }
-        if self.judged.contains(&tick) || self.judged.first().is_some_and(|oldest| tick < *oldest) {
-            return Err(ChecksumRefusal::Repeated);
+        if self.verdicts.contains_key(&tick) {
+            return self.report_late(slot, tick, checksum);
+        }
+        let forgotten = self
+            .verdicts
+            .first_key_value()
+            .is_some_and(|(oldest, _)| tick < *oldest);
+        if forgotten && !self.pending.contains_key(&tick) {
+            self.settle(slot, tick);
+            return Err(ChecksumRefusal::Unjudgeable);
         }
         let pending = self.pending.entry(tick).or_insert_with(|| Pending {
             first_at: now,
@@ -104,6 +140,72 @@ impl ChecksumVotes {
                 Ok(())
             }
         }
+    }
+
+    /// Judges `slot`'s report of the judged `tick` against its kept verdict.
+    fn report_late(
+        &mut self,
+        slot: usize,
+        tick: Tick,
+        checksum: u64,
+    ) -> Result<(), ChecksumRefusal> {
+        let Some(verdict) = self.verdicts.get_mut(&tick) else {
+            return Err(ChecksumRefusal::Unjudgeable);
+        };
+        match verdict.reported.get_mut(slot) {
+            Some(true) => return Err(ChecksumRefusal::Repeated),
+            Some(taken) => *taken = true,
+            None => return Err(ChecksumRefusal::Unverifiable),
+        }
+        let (truth, judge) = (verdict.truth, verdict.judge);
+        self.settle(slot, tick);
+        let truth = truth.ok_or(ChecksumRefusal::Unjudgeable)?;
+        let named = u8::try_from(slot).ok().into_iter().collect::<Vec<u8>>();
+        let (players, agreeing) = if checksum == truth {
+            (Vec::new(), named)
+        } else {
+            (named, Vec::new())
+        };
+        self.late.push(Judgement {
+            tick,
+            players,
+            agreeing,
+            judge,
+        });
+        Ok(())
+    }
+
+    /// `slot`'s reports up to `tick` are judged (or counted unjudged).
+    fn settle(&mut self, slot: usize, tick: Tick) {
+        if self.settled.len() <= slot {
+            self.settled.resize(slot + 1, 0);
+        }
+        self.settled[slot] = self.settled[slot].max(tick);
+    }
+
+    /// The newest tick through which every slot marked in `seated` has its reports judged (or
+    /// counted unjudged) and no tick waits for a judgement: the smallest of those slots' newest
+    /// settled ticks (0 for a slot that never reported), below the oldest pending tick. With
+    /// no slot marked, the newest judged tick.
+    pub(crate) fn judged_through(&self, seated: &[bool]) -> Tick {
+        let newest = self.verdicts.last_key_value().map_or(0, |(tick, _)| *tick);
+        let through = seated
+            .iter()
+            .enumerate()
+            .filter(|(_, on)| **on)
+            .map(|(slot, _)| self.settled.get(slot).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(newest);
+        match self.pending.first_key_value() {
+            Some((oldest, _)) => through.min(oldest - 1),
+            None => through,
+        }
+    }
+
+    /// The judgements of the late reports taken since the last call, in the order they came
+    /// (each names or agrees with the late reporter alone).
+    pub(crate) fn take_late(&mut self) -> Vec<Judgement> {
+        std::mem::take(&mut self.late)
     }
 
     /// Judges every tick that every `connected` slot reported, or whose first report is at
@@ -134,35 +236,60 @@ impl ChecksumVotes {
             let Some(pending) = self.pending.remove(&tick) else {
                 continue;
             };
-            self.judged.insert(tick);
-            let truth = self
-                .authority
-                .get(&tick)
-                .copied()
-                .filter(|_| self.authoritative);
-            judgements.push(match truth {
-                Some(truth) => Judgement {
-                    tick,
-                    players: differing_from(&pending.reports, truth),
-                    agreeing: agreeing_with(&pending.reports, truth),
-                    judge: DesyncJudge::Authority,
-                },
-                None => Judgement {
-                    tick,
-                    players: minority(&pending.reports),
-                    agreeing: agreeing(&pending.reports),
-                    judge: DesyncJudge::Majority,
-                },
-            });
-            self.kept.insert(tick, pending.reports);
+            judgements.push(self.judge_tick(tick, pending.reports));
         }
-        while self.judged.len() > JUDGED_MEMORY {
-            self.judged.pop_first();
+        if let Some((newest, _)) = self.verdicts.last_key_value() {
+            let oldest_kept = newest - VERDICT_MEMORY_TICKS;
+            self.verdicts = self.verdicts.split_off(&oldest_kept);
         }
         while self.kept.len() > KEPT_REPORTS {
             self.kept.pop_first();
         }
         judgements
+    }
+
+    /// Judges `tick` from its `reports` and keeps its verdict and reports.
+    fn judge_tick(&mut self, tick: Tick, reports: Vec<Option<u64>>) -> Judgement {
+        let truth = self
+            .authority
+            .get(&tick)
+            .copied()
+            .filter(|_| self.authoritative);
+        let judgement = match truth {
+            Some(truth) => Judgement {
+                tick,
+                players: differing_from(&reports, truth),
+                agreeing: agreeing_with(&reports, truth),
+                judge: DesyncJudge::Authority,
+            },
+            None => Judgement {
+                tick,
+                players: minority(&reports),
+                agreeing: agreeing(&reports),
+                judge: DesyncJudge::Majority,
+            },
+        };
+        // A majority is a truth only when at least two players share it.
+        let truth = truth.or_else(|| {
+            (!judgement.agreeing.is_empty())
+                .then(|| majority(&reports))
+                .flatten()
+        });
+        for (slot, report) in reports.iter().enumerate() {
+            if report.is_some() {
+                self.settle(slot, tick);
+            }
+        }
+        self.verdicts.insert(
+            tick,
+            Verdict {
+                truth,
+                judge: judgement.judge,
+                reported: reports.iter().map(Option::is_some).collect(),
+            },
+        );
+        self.kept.insert(tick, reports);
+        judgement
     }
 
     /// The checksum of `tick` a snapshot of `buddy` must have
@@ -438,5 +565,121 @@ mod tests {
         votes.set_authoritative(true);
         votes.set_authority(6, 42);
         assert_eq!(votes.reference(6, 0, 1, false), Some(42));
+    }
+    #[test]
+    fn a_late_report_is_judged_alone_against_the_kept_verdict() {
+        let mut votes = ChecksumVotes::default();
+        votes.set_authoritative(true);
+        votes.set_authority(5, 0xAA);
+        votes.report(0, 5, 0xAA, 10, 3, T).unwrap();
+        votes.report(1, 5, 0xAA, 10, 3, T).unwrap();
+        // Player 2 lags: the tick is judged at the timeout without it.
+        let judged = votes.judge(&[true; 3], 2 * T, T);
+        assert_eq!(judged[0].agreeing, vec![0, 1]);
+        assert_eq!(
+            votes.judged_through(&[true; 3]),
+            0,
+            "player 2 never reported"
+        );
+        // Its lie comes much later, after the authority's checksum was forgotten.
+        for tick in 6..6 + KEPT_REPORTS as Tick + 10 {
+            votes.set_authority(tick, 1);
+        }
+        assert_eq!(votes.report(2, 5, 0xBB, 10, 3, 9 * T), Ok(()));
+        assert!(votes.judge(&[true; 3], 9 * T, T).is_empty());
+        assert_eq!(
+            votes.take_late(),
+            vec![Judgement {
+                tick: 5,
+                players: vec![2],
+                agreeing: vec![],
+                judge: DesyncJudge::Authority,
+            }]
+        );
+        assert_eq!(votes.judged_through(&[true; 3]), 5);
+        assert_eq!(
+            votes.report(2, 5, 0xBB, 10, 3, 9 * T),
+            Err(ChecksumRefusal::Repeated),
+            "judged once"
+        );
+        assert!(votes.take_late().is_empty());
+    }
+
+    #[test]
+    fn a_late_report_agreeing_with_the_majority_is_named_agreeing() {
+        let mut votes = ChecksumVotes::default();
+        votes.report(0, 4, 7, 10, 3, T).unwrap();
+        votes.report(1, 4, 7, 10, 3, T).unwrap();
+        votes.judge(&[true, true, false], T, T);
+        votes.report(2, 4, 7, 10, 3, T).unwrap();
+        let judged = votes.take_late();
+        assert_eq!(judged[0].agreeing, vec![2]);
+        assert!(judged[0].players.is_empty());
+        assert_eq!(judged[0].judge, DesyncJudge::Majority);
+    }
+
+    #[test]
+    fn a_late_report_of_a_tick_without_a_judge_is_unjudged() {
+        let mut votes = ChecksumVotes::default();
+        // Two players disagree: no majority, no authority.
+        votes.report(0, 4, 1, 10, 3, T).unwrap();
+        votes.report(1, 4, 2, 10, 3, T).unwrap();
+        assert_eq!(
+            votes.judge(&[true, true, false], T, T)[0].players,
+            vec![0, 1]
+        );
+        assert_eq!(
+            votes.report(2, 4, 1, 10, 3, T),
+            Err(ChecksumRefusal::Unjudgeable)
+        );
+        assert!(votes.take_late().is_empty());
+        assert_eq!(
+            votes.judged_through(&[true; 3]),
+            4,
+            "unjudged is settled too"
+        );
+    }
+
+    #[test]
+    fn a_report_older_than_the_kept_verdicts_is_unjudged() {
+        let mut votes = ChecksumVotes::default();
+        let newest = VERDICT_MEMORY_TICKS + 20;
+        for tick in [10, 20, newest] {
+            votes.report(0, tick, 1, newest, 2, T).unwrap();
+            votes.judge(&[true, false], T, T);
+        }
+        // Tick 10 is more than VERDICT_MEMORY_TICKS behind the newest verdict: forgotten.
+        assert_eq!(
+            votes.report(1, 10, 1, newest, 2, T),
+            Err(ChecksumRefusal::Unjudgeable)
+        );
+        assert_eq!(
+            votes.report(1, 15, 1, newest, 2, T),
+            Err(ChecksumRefusal::Unjudgeable),
+            "never reported, older than every kept verdict"
+        );
+        // Tick 20 is kept: judged (and agrees with nobody's majority: a lone report).
+        assert_eq!(
+            votes.report(1, 20, 1, newest, 2, T),
+            Err(ChecksumRefusal::Unjudgeable)
+        );
+        assert_eq!(votes.judged_through(&[true, true]), 20);
+    }
+
+    #[test]
+    fn judged_through_waits_for_the_slowest_connected_player_and_the_pending_ticks() {
+        let mut votes = ChecksumVotes::default();
+        for tick in [60, 120] {
+            votes.report(0, tick, 1, 200, 2, T).unwrap();
+        }
+        votes.report(1, 60, 1, 200, 2, T).unwrap();
+        assert_eq!(votes.judged_through(&[true, true]), 0, "nothing judged");
+        votes.judge(&[true, true], T, 10 * T);
+        assert_eq!(votes.judged_through(&[true, true]), 60);
+        assert_eq!(votes.judged_through(&[true, false]), 60, "tick 120 waits");
+        votes.judge(&[true, true], 11 * T, 10 * T);
+        assert_eq!(votes.judged_through(&[true, false]), 120);
+        assert_eq!(votes.judged_through(&[true, true]), 60, "player 1 is at 60");
+        assert_eq!(votes.judged_through(&[false, false]), 120);
     }
 }

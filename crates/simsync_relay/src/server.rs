@@ -78,7 +78,7 @@ use simsync_net::{
 };
 
 use crate::breakdowns::{Breakdown, BreakdownVotes};
-use crate::checksums::{ChecksumRefusal, ChecksumVotes};
+use crate::checksums::{ChecksumRefusal, ChecksumVotes, Judgement};
 use crate::episodes::DesyncEpisodes;
 use crate::limits::{Limited, RelayLimits, input_tick_cost};
 use crate::matches::MatchChanged;
@@ -238,6 +238,8 @@ struct Slot {
     rtt: simsync_net::RttEstimator,
     /// The last clock report sent: (lead, server tick).
     clock_sent: Option<(f32, Tick)>,
+    /// `Desync` messages of the match sent to this slot's connections.
+    desyncs_sent: u32,
     /// Every confirmed set through this tick was sent to the client at least once.
     sent_through: Tick,
     /// The next tick of the resend pass under way (`None`: no pass).
@@ -1029,6 +1031,16 @@ impl RelayServer {
                 debug!("relay: player {slot}'s checksum for unconfirmed tick {tick} refused");
             }
             Err(ChecksumRefusal::Repeated) => {}
+            Err(ChecksumRefusal::Unjudgeable) => {
+                self.stats.unjudged_checksums[slot] += 1;
+                if self.stats.unjudged_checksums[slot] == 1 {
+                    warn!(
+                        "relay: player {slot}'s checksum for tick {tick} came after its tick was \
+                         judged without a verdict to judge it by; counted unjudged \
+                         (RelayStats::unjudged_checksums)"
+                    );
+                }
+            }
         }
     }
 
@@ -1084,29 +1096,55 @@ impl RelayServer {
         }
     }
 
-    /// Judges every tick all connected players reported, or whose timeout passed; a
-    /// disagreement is counted per tick (`desynced_ticks`, `desyncs_named`), and the players
-    /// whose desync episode it starts are counted once each (`desyncs`, `desync_episodes`),
-    /// logged once and sent to every client with the judge
-    /// ([episodes](crate::rules#desyncs-are-reported-once-per-episode)).
+    /// Judges the late reports that came this update against their ticks' kept verdicts, then
+    /// every tick all connected players reported, or whose timeout passed; a disagreement is
+    /// counted per tick (`desynced_ticks`, in-time judgements only) and per player named
+    /// (`desyncs_named`), and the players whose desync episode it starts are counted once each
+    /// (`desyncs`, `desync_episodes`), logged once and sent to every client with the judge
+    /// ([episodes](crate::rules#desyncs-are-reported-once-per-episode),
+    /// [late checksums](crate::rules#late-checksums)).
     fn judge_checksum_votes(&mut self, server: &mut RenetServer) -> Vec<(Tick, Vec<u8>)> {
         let connected: Vec<bool> = self.slots.iter().map(Slot::connected).collect();
         let timeout = Duration::from_millis(u64::from(self.config.checksum_timeout_ms));
-        let mut episodes = Vec::new();
-        for judgement in self.checksums.judge(&connected, self.now, timeout) {
-            let started = self.episodes.judge(&judgement);
-            if judgement.players.is_empty() {
+        let late = self.checksums.take_late();
+        let in_time = self.checksums.judge(&connected, self.now, timeout);
+        let late = late.into_iter().map(|j| (j, true));
+        late.chain(in_time.into_iter().map(|j| (j, false)))
+            .filter_map(|(judgement, late)| self.count_judgement(server, judgement, late))
+            .collect()
+    }
+
+    /// Counts one judgement (`late`: of a report that came after its tick was judged), asks for
+    /// breakdowns at the first desynced tick of a run (in-time judgements only), and reports the
+    /// episodes it starts: `(tick, players)`, `None` when it starts none.
+    fn count_judgement(
+        &mut self,
+        server: &mut RenetServer,
+        judgement: Judgement,
+        late: bool,
+    ) -> Option<(Tick, Vec<u8>)> {
+        let started = self.episodes.judge(&judgement);
+        if late {
+            for slot in judgement.players.iter().chain(&judgement.agreeing) {
+                self.stats.late_checksums[usize::from(*slot)] += 1;
+            }
+        }
+        if judgement.players.is_empty() {
+            if !late {
                 self.disagreement_run = false;
-                continue;
             }
+            return None;
+        }
+        for player in &judgement.players {
+            self.stats.desyncs_named[usize::from(*player)] += 1;
+        }
+        let when = if late { "late report, " } else { "" };
+        debug!(
+            "relay: checksum disagreement at tick {}, players {:?} ({when}judged by {})",
+            judgement.tick, judgement.players, judgement.judge
+        );
+        if !late {
             self.stats.desynced_ticks += 1;
-            for player in &judgement.players {
-                self.stats.desyncs_named[usize::from(*player)] += 1;
-            }
-            debug!(
-                "relay: checksum disagreement at tick {}, players {:?} (judged by {})",
-                judgement.tick, judgement.players, judgement.judge
-            );
             if !std::mem::replace(&mut self.disagreement_run, true) {
                 // Breakdowns are asked for the first desynced tick of a run of disagreements.
                 self.breakdowns.open(
@@ -1116,30 +1154,36 @@ impl RelayServer {
                     self.now,
                 );
             }
-            if started.is_empty() {
-                // Every player named is in an episode already reported.
-                continue;
-            }
-            for player in &started {
-                self.stats.desync_episodes[usize::from(*player)] += 1;
-            }
-            self.stats.desyncs += started.len() as u64;
-            warn!(
-                "relay: players {started:?} desynced at tick {} (judged by {})",
-                judgement.tick, judgement.judge
-            );
-            episodes.push((judgement.tick, started.clone()));
-            let desync = ServerMessage::session(
-                self.match_id,
-                SessionServerMessage::Desync {
-                    tick: judgement.tick,
-                    players: started,
-                    judge: judgement.judge,
-                },
-            );
-            self.broadcast_live(server, &desync);
         }
-        episodes
+        if started.is_empty() {
+            // Every player named is in an episode already reported.
+            return None;
+        }
+        for player in &started {
+            self.stats.desync_episodes[usize::from(*player)] += 1;
+        }
+        self.stats.desyncs += started.len() as u64;
+        warn!(
+            "relay: players {started:?} desynced at tick {} ({when}judged by {})",
+            judgement.tick, judgement.judge
+        );
+        let desync = ServerMessage::session(
+            self.match_id,
+            SessionServerMessage::Desync {
+                tick: judgement.tick,
+                players: started.clone(),
+                judge: judgement.judge,
+            },
+        );
+        self.broadcast_live(server, &desync);
+        for slot in self
+            .slots
+            .iter_mut()
+            .filter(|s| s.client.is_some() && !s.silent)
+        {
+            slot.desyncs_sent += 1;
+        }
+        Some((judgement.tick, started))
     }
 
     /// Judges the checksums, then sends every client whose desync episode against the
@@ -1148,6 +1192,9 @@ impl RelayServer {
         for (tick, started) in self.judge_checksum_votes(server) {
             self.resync(tick, &started);
         }
+        // A seated player counted silent may come back with its reports: it is waited for.
+        let seated: Vec<bool> = self.slots.iter().map(|s| s.client.is_some()).collect();
+        self.stats.judged_through = self.checksums.judged_through(&seated);
     }
 
     /// Confirms every tick whose inputs are complete, or that reached the hard tolerance.
@@ -1318,6 +1365,12 @@ impl RelayServer {
             SessionServerMessage::Clock {
                 server_tick: self.server_tick,
                 input_lead_ticks: lead,
+                judged_through: self.stats.judged_through,
+                desyncs_sent: slot.desyncs_sent,
+                unjudged_checksums: u32::try_from(
+                    self.stats.unjudged_checksums.iter().sum::<u64>(),
+                )
+                .unwrap_or(u32::MAX),
             },
         );
         if server.send_msg(client, &clock).is_ok() {

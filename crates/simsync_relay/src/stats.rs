@@ -71,6 +71,19 @@ pub struct RelayStats {
     pub desync_episodes: Vec<u64>,
     /// Per slot: checksum reports refused because their tick was not confirmed yet.
     pub refused_checksums: Vec<u64>,
+    /// Per slot: checksum reports that came after their tick was judged and were judged alone
+    /// against the tick's kept verdict ([late checksums](crate::rules#late-checksums)).
+    pub late_checksums: Vec<u64>,
+    /// Per slot: checksum reports that came after their tick was judged and could not be
+    /// judged any more — the tick's verdict was no longer kept, or it had no judge (no
+    /// authority's checksum, no majority) — counted instead of judged
+    /// ([late checksums](crate::rules#late-checksums)).
+    pub unjudged_checksums: Vec<u64>,
+    /// The newest tick through which every seated player's checksums (a player counted silent
+    /// included: it may come back with them) are judged or counted unjudged (0: none yet); sent to the clients in their clock reports, so a client that
+    /// reached its last tick can wait for its match's judgement
+    /// ([late checksums](crate::rules#late-checksums)).
+    pub judged_through: Tick,
     /// Per slot: inputs dropped as undecodable or oversized.
     pub dropped_inputs: Vec<DroppedInputs>,
     /// Confirmed sets sent again after an overdue acknowledgement, total.
@@ -134,6 +147,8 @@ impl RelayStats {
             desyncs_named: vec![0; players],
             desync_episodes: vec![0; players],
             refused_checksums: vec![0; players],
+            late_checksums: vec![0; players],
+            unjudged_checksums: vec![0; players],
             refused_breakdowns: vec![0; players],
             contradicting_breakdowns: vec![0; players],
             dropped_inputs: vec![DroppedInputs::default(); players],

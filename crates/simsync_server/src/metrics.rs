@@ -44,7 +44,7 @@ fn duration_buckets() -> Histogram {
 
 /// Every metric name the server exports (without the `_total` the text formats add to
 /// counters and the `_info` of `simsync_build`), for the docs and the tests.
-pub const METRIC_NAMES: [&str; 25] = [
+pub const METRIC_NAMES: [&str; 26] = [
     "simsync_rooms",
     "simsync_clients",
     "simsync_packets",
@@ -52,6 +52,7 @@ pub const METRIC_NAMES: [&str; 25] = [
     "simsync_refused",
     "simsync_rate_limited",
     "simsync_desyncs",
+    "simsync_unjudged_checksums",
     "simsync_rejoins",
     "simsync_snapshot_bytes",
     "simsync_resent_sets",
@@ -83,6 +84,7 @@ pub struct ServerMetrics {
     refused: Family<Labels, Counter>,
     rate_limited: Family<Labels, Counter>,
     desyncs: Counter,
+    unjudged_checksums: Counter,
     rejoins: Counter,
     snapshot_bytes: Counter,
     resent_sets: Counter,
@@ -176,6 +178,13 @@ impl ServerMetrics {
             [&desyncs, &rejoins, &snapshot_bytes, &resent_sets],
             &relay_tick,
         );
+        let unjudged_checksums = Counter::default();
+        registry.register(
+            "simsync_unjudged_checksums",
+            "Checksum reports relay rooms could not judge: they came after their tick was judged \
+             and its verdict was gone or had no judge",
+            unjudged_checksums.clone(),
+        );
         let loop_turn = duration_buckets();
         registry.register(
             "simsync_loop_turn_seconds",
@@ -213,6 +222,7 @@ impl ServerMetrics {
             refused,
             rate_limited,
             desyncs,
+            unjudged_checksums,
             rejoins,
             snapshot_bytes,
             resent_sets,
@@ -342,6 +352,11 @@ impl ServerMetrics {
     fn record_room_totals(&mut self, id: RoomId, kind: &'static str, now: RoomTotals) {
         let seen = self.seen.rooms.entry(id).or_default();
         add_new(&self.desyncs, &mut seen.desyncs, now.desyncs);
+        add_new(
+            &self.unjudged_checksums,
+            &mut seen.unjudged_checksums,
+            now.unjudged_checksums,
+        );
         add_new(&self.rejoins, &mut seen.rejoins, now.rejoins);
         add_new(
             &self.snapshot_bytes,

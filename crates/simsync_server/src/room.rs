@@ -119,6 +119,9 @@ pub struct RelaySummary {
     /// Desyncs this match: players' desync episodes (one per desynced player until it agrees
     /// again, however many of its ticks are judged; `RelayStats::desyncs`).
     pub desyncs: u64,
+    /// Checksum reports this match the relay could not judge (late, with their tick's verdict
+    /// gone or without a judge; `RelayStats::unjudged_checksums`).
+    pub unjudged_checksums: u64,
     /// Slots taken again by a new connection this match.
     pub rejoins: u64,
     /// The room's world, when the room is authoritative (built with
@@ -175,6 +178,8 @@ enum Host {
 pub struct RoomTotals {
     /// Desyncs (players' desync episodes) judged.
     pub desyncs: u64,
+    /// Checksum reports a relay room could not judge (`RelayStats::unjudged_checksums`).
+    pub unjudged_checksums: u64,
     /// Slots taken again by a new connection.
     pub rejoins: u64,
     /// Messages dropped by the connections' rate limits.
@@ -430,6 +435,7 @@ impl Room {
         let stats = host.relay.stats();
         let now = RoomTotals {
             desyncs: stats.desyncs,
+            unjudged_checksums: stats.unjudged_checksums.iter().sum(),
             rejoins: stats.rejoins.iter().sum(),
             rate_limited: stats.rate_limited.iter().map(|r| r.total()).sum::<u64>()
                 + stats.rate_limited_unseated,
@@ -446,6 +452,11 @@ impl Room {
             &mut self.totals.desyncs,
             now.desyncs,
             self.last_relay.desyncs,
+        );
+        grow(
+            &mut self.totals.unjudged_checksums,
+            now.unjudged_checksums,
+            self.last_relay.unjudged_checksums,
         );
         grow(
             &mut self.totals.rejoins,
@@ -527,6 +538,7 @@ impl Room {
                     .acknowledged_through()
                     .map_or(0, |ack| server_tick - i64::from(ack)),
                 desyncs: stats.desyncs,
+                unjudged_checksums: stats.unjudged_checksums.iter().sum(),
                 rejoins: stats.rejoins.iter().sum(),
                 authority: relay.is_authoritative().then(|| {
                     let a = &stats.authority;

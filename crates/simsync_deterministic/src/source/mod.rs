@@ -300,6 +300,10 @@ fn poll_remote<I: SimInput>(
         local_tick,
         buffer,
     );
+    if leave && let Some(mut transport) = world.get_resource_mut::<ClientTransport>() {
+        // After the goodbye the relay closes the connection: expected, not an error.
+        transport.expect_close();
+    }
     if client.take_close_due()
         && let Some(mut transport) = world.get_resource_mut::<ClientTransport>()
     {

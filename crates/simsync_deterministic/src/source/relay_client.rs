@@ -103,6 +103,20 @@ pub struct RelayClientStats {
     pub others_desynced: u64,
     /// This client's last desync the server reported.
     pub last_desync: Option<DesyncDetected>,
+    /// The newest tick through which the relay judged every seated player's checksums, or
+    /// counted them unjudged (its last clock report; 0 before any). It goes back when a player
+    /// behind is seated again. Once it reaches this client's
+    /// last checksummed tick, every desync of the match up to there was reported
+    /// ([the end of a match](crate::rules#the-end-of-a-match-waits-for-its-judgement)).
+    pub judged_through: Tick,
+    /// Checksum reports of this match the relay could not judge, all players together (they
+    /// came after their tick's verdict was gone, or the tick had no judge; the relay's clock
+    /// clock report).
+    pub unjudged_checksums: u64,
+    /// `Desync` messages of the match the relay says it sent this client (its last clock
+    /// report): the desyncs covered by `judged_through` have all arrived once `desyncs` and
+    /// `others_desynced` add up to it.
+    pub relay_desyncs_sent: u64,
     /// Times this client was resynced from an authoritative room's snapshot ([`Resynced`](crate::Resynced)).
     pub resyncs: u64,
     /// The last resync `(from_tick, to_tick)`, while no desync of this client was reported after
@@ -163,6 +177,17 @@ pub struct RelayClientStats {
     /// [`NetworkSessionConfig::rejoin_after_pause`] ([a long
     /// pause](crate::rules#a-dead-server-and-a-long-pause)).
     pub rejoins_after_pause: u64,
+}
+
+impl RelayClientStats {
+    /// Whether the relay judged every seated player's checksums through `tick` (or counted
+    /// them unjudged) and every `Desync` it sent before saying so has arrived: then this
+    /// client has heard of every desync up to `tick`
+    /// ([the end of a match](crate::rules#the-end-of-a-match-waits-for-its-judgement)).
+    pub fn judged(&self, tick: Tick) -> bool {
+        self.judged_through >= tick
+            && self.desyncs + self.others_desynced >= self.relay_desyncs_sent
+    }
 }
 
 /// The relay moved on to a later match than the session's (a rematch): the session is rebuilt
@@ -694,8 +719,14 @@ impl<I: SimInput> RelayClient<I> {
             SessionServerMessage::Clock {
                 input_lead_ticks,
                 server_tick,
+                judged_through,
+                desyncs_sent,
+                unjudged_checksums,
             } => {
                 self.stats.input_lead_ticks = input_lead_ticks;
+                self.stats.judged_through = judged_through;
+                self.stats.relay_desyncs_sent = u64::from(desyncs_sent);
+                self.stats.unjudged_checksums = u64::from(unjudged_checksums);
                 self.server_clock = Some((server_tick, self.now));
             }
             SessionServerMessage::Desync {
@@ -1250,6 +1281,22 @@ mod tests {
     use simsync_net::InputSet;
 
     use super::*;
+
+    #[test]
+    fn a_match_is_judged_through_a_tick_once_every_desync_sent_before_arrived() {
+        let mut stats = RelayClientStats {
+            judged_through: 600,
+            relay_desyncs_sent: 1,
+            ..RelayClientStats::default()
+        };
+        // The clock report overtook the relay's `Desync`.
+        assert!(!stats.judged(600));
+        stats.others_desynced = 1;
+        assert!(stats.judged(600));
+        assert!(!stats.judged(601), "judged through 600 only");
+        stats.judged_through = 119;
+        assert!(!stats.judged(600), "a player behind was seated again");
+    }
 
     fn set(inputs: Vec<Vec<u8>>) -> InputSet {
         InputSet {

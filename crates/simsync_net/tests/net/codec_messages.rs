@@ -372,15 +372,25 @@ fn any_server_message() -> impl Strategy<Value = ServerMessage> {
         (any::<u32>(), any::<u32>())
             .prop_map(|(t, server_time_ms)| ServerMessage::Pong { t, server_time_ms }),
         any_confirmed_inputs(),
-        (any::<i32>(), any_f32()).prop_map(|(server_tick, input_lead_ticks)| {
-            ServerMessage::session(
-                MatchId::FIRST,
-                SessionServerMessage::Clock {
-                    server_tick,
-                    input_lead_ticks,
-                },
-            )
-        }),
+        (any::<i32>(), any_f32(), any::<i32>(), any::<(u32, u32)>()).prop_map(
+            |(
+                server_tick,
+                input_lead_ticks,
+                judged_through,
+                (desyncs_sent, unjudged_checksums),
+            )| {
+                ServerMessage::session(
+                    MatchId::FIRST,
+                    SessionServerMessage::Clock {
+                        server_tick,
+                        input_lead_ticks,
+                        judged_through,
+                        desyncs_sent,
+                        unjudged_checksums,
+                    },
+                )
+            }
+        ),
         any_desync_report(),
         any_owner_snapshot(),
         (any::<u64>(), proptest::option::of(any_state())).prop_map(|(body, state)| {

@@ -177,6 +177,9 @@ fn session_server_samples() -> Vec<ServerMessage> {
             SessionServerMessage::Clock {
                 server_tick: 77,
                 input_lead_ticks: -1.5,
+                judged_through: 60,
+                desyncs_sent: 1,
+                unjudged_checksums: 2,
             },
         ),
         ServerMessage::session(

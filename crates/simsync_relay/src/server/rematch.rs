@@ -104,6 +104,7 @@ impl RelayServer {
             slot.last_input.clone_from(&self.config.default_input);
             slot.ack = 0;
             slot.clock_sent = None;
+            slot.desyncs_sent = 0;
             slot.sent_through = 0;
             slot.resend_next = None;
             slot.resend_after = self.now;
