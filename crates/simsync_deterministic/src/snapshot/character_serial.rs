@@ -306,6 +306,45 @@ mod tests {
     }
 
     #[test]
+    fn a_loaded_controller_keeps_the_entitys_filter_predicate_or_is_refused_without_one() {
+        use bevy::reflect::TypeRegistry;
+        use bevy_rapier3d::control::ControllerFilterPredicate;
+        let serial = controller_serial();
+        let types = TypeRegistry::default();
+        let mut world = World::new();
+        let with = KinematicCharacterController {
+            filter_predicate: Some(ControllerFilterPredicate::new(|_, _| false)),
+            offset: CharacterLength::Absolute(0.25),
+            ..Default::default()
+        };
+        let source = world.spawn(with.clone()).id();
+        let bytes = (serial.save)(&world, source, &types).expect("saves");
+        // Onto an entity whose controller has a predicate: the fields load, the predicate stays.
+        let target = world
+            .spawn(KinematicCharacterController {
+                filter_predicate: with.filter_predicate.clone(),
+                ..Default::default()
+            })
+            .id();
+        (serial.load)(&mut world, target, &bytes, &types).expect("loads");
+        let loaded = world
+            .get::<KinematicCharacterController>(target)
+            .expect("present");
+        assert!(loaded.filter_predicate.is_some());
+        assert_eq!(format!("{:?}", loaded.offset), "Absolute(0.25)");
+        // Onto an entity with none: a typed error, and the entity is left as it was.
+        let bare = world.spawn_empty().id();
+        let error = (serial.load)(&mut world, bare, &bytes, &types).expect_err("refused");
+        assert!(error.contains("filter_predicate"), "{error}");
+        assert!(world.get::<KinematicCharacterController>(bare).is_none());
+        // A controller without a predicate loads anywhere.
+        let plain = world.spawn(KinematicCharacterController::default()).id();
+        let bytes = (serial.save)(&world, plain, &types).expect("saves");
+        (serial.load)(&mut world, bare, &bytes, &types).expect("loads");
+        assert!(world.get::<KinematicCharacterController>(bare).is_some());
+    }
+
+    #[test]
     fn a_character_controller_output_round_trips_its_collisions() {
         let output = KinematicCharacterControllerOutput {
             grounded: true,

@@ -51,14 +51,17 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
         .expect("open");
     reg!(K; GlobalTransform, TransformTreeChanged);
     reg!(K; RigidBody, RapierRigidBodyHandle, RapierColliderHandle, RapierImpulseJointHandle,
-        RapierMultibodyJointHandle, RapierContextEntityLink, AdditionalMassProperties,
-        ReadMassProperties, Ccd, SoftCcd, Damping, Dominance, ExternalForce, ExternalImpulse,
+        RapierMultibodyJointHandle, RapierContextEntityLink, AdditionalMassProperties, Ccd, SoftCcd, Damping, Dominance, ExternalForce, ExternalImpulse,
         GravityScale, LockedAxes, Sleeping, RigidBodyDisabled, ColliderDisabled,
         ColliderMassProperties, Friction, Restitution, CollisionGroups, SolverGroups, Sensor,
         ActiveEvents, ActiveHooks, ActiveCollisionTypes,
         ColliderScale, TransformInterpolation, AdditionalSolverIterations, ImpulseJoint,
         MultibodyJoint, RapierConfiguration, DefaultRapierContext);
     reg!(unchecked K; ContactForceEventThreshold, ContactSkin);
+    // A mirror of the body's mass in Rapier's body set (which is restored and checked): bevy_rapier
+    // 0.37 puts it on every body and rewrites it only when a `MassModifiedEvent` message reaches
+    // its writeback, so a re-simulated tick may see it a message late. Restored, not compared.
+    reg!(unchecked K; ReadMassProperties);
     reg!(C; Collider, KinematicCharacterController, KinematicCharacterControllerOutput);
     // bevy_rapier 0.37's components: the three it adds itself (collider mass properties, joint
     // impulses, multibody joint state), then the per-body, per-joint and controller options.
