@@ -11,7 +11,6 @@
 //! ```
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 #[allow(dead_code)]
 #[path = "rollback/scenes.rs"]

@@ -1243,7 +1243,7 @@ impl EntityServer {
         }
         for (body, state) in batch.states {
             let owned = self.arbiter.owner(body).is_some_and(|(o, _)| o == from);
-            let kind = Limited::StateUpdate(Some(body).filter(|_| owned));
+            let kind = Limited::StateUpdate(owned.then_some(body));
             if !self.admit(client, from, kind, io.now) {
                 continue;
             }

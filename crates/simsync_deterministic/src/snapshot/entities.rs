@@ -189,10 +189,11 @@ impl SimulationEntities {
     /// [`SessionError::SimulationEntitiesExhausted`] when every slot is live or waiting out
     /// its reuse delay.
     pub fn allocate(&mut self, now: Tick, slots: &ReservedSlots) -> Result<Entity, SessionError> {
-        if let Some(front) = self.free.front()
-            && now.saturating_sub(front.freed_at) >= self.reuse_delay
+        let delay = self.reuse_delay;
+        if let Some(front) = self
+            .free
+            .pop_front_if(|front| now.saturating_sub(front.freed_at) >= delay)
         {
-            let front = self.free.pop_front().expect("checked above");
             self.live += 1;
             return Ok(slots.entity(front.slot, front.next_generation));
         }
