@@ -5,6 +5,7 @@
 # import none of the platform libm's transcendental functions.
 #
 #   scripts/determinism.sh [--ticks N] [--native] [--bench] [SANDBOX_BINARY...]
+#   scripts/determinism.sh --symbols-only BINARY...   (any program: the libm import check only)
 #
 # Binaries: those given, else the debug and release builds of the `sandbox` example under
 # $CARGO_TARGET_DIR (or target/) that exist (`cargo test` builds the debug one, scripts/netem.sh
@@ -16,21 +17,24 @@
 # --bench: also run benches/physics_math.rs with and without `enhanced-determinism` and print
 #   each plain tick and their ratio.
 # Exit 0: every replay matched and no libm import; 1: a mismatch, a libm import or a failed
-# build; 2: nothing to check (no binary).
+# build or benchmark; 2: nothing to check (no binary), a usage error or no `nm`.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-target="${CARGO_TARGET_DIR:-target}"
-ticks=600 native=0 bench=0 bins=()
+say() { echo "determinism: $*"; }
+usage() { say "$1 (see --help)"; exit 2; }
+ticks=600 native=0 bench=0 symbols_only=0 bins=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --ticks) ticks="$2"; shift 2 ;;
+        --ticks) [ $# -ge 2 ] || usage "--ticks needs a value"; ticks="$2"; shift 2 ;;
         --native) native=1; shift ;;
         --bench) bench=1; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-        *) bins+=("$1"); shift ;;
+        --symbols-only) symbols_only=1; shift ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -*) usage "unknown option $1" ;;
+        *) bins+=("$(cd "$(dirname "$1")" 2>/dev/null && pwd)/$(basename "$1")"); shift ;;
     esac
 done
-say() { echo "determinism: $*"; }
+cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-target}"
 if [ ${#bins[@]} -eq 0 ]; then
     for b in "$target/debug/examples/sandbox" "$target/release/examples/sandbox"; do
         [ -x "$b" ] && bins+=("$b")
@@ -45,6 +49,29 @@ fi
 if [ ${#bins[@]} -eq 0 ]; then
     say "no sandbox binary (build one: cargo build --ignore-rust-version --example sandbox)"
     exit 2
+fi
+# The platform libm's transcendental functions, by their C names.
+libm='^(sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|tanh|asinh|acosh|atanh|exp|exp2|exp10|expm1|log|log2|log10|log1p|pow|cbrt|hypot|sincos|erf|erfc|tgamma|lgamma)f?$'
+check_symbols() {
+    command -v nm >/dev/null || { say "nm not found: cannot check the libm imports"; exit 2; }
+    local bin out found status=0
+    for bin in "$@"; do
+        if ! out="$(nm -D --undefined-only "$bin" 2>&1)"; then
+            say "FAIL: nm $bin: $out"; status=1; continue
+        fi
+        found="$(echo "$out" | awk '{print $NF}' | sed 's/@.*//; s/^_//' | grep -E "$libm" | tr '\n' ' ')"
+        if [ -n "$found" ]; then
+            say "FAIL: $bin imports libm's $found"; status=1
+        else
+            say "ok: $bin imports no libm transcendental function"
+        fi
+    done
+    return "$status"
+}
+if [ "$symbols_only" = 1 ]; then
+    [ ${#bins[@]} -gt 0 ] || usage "--symbols-only needs a binary"
+    check_symbols "${bins[@]}"
+    exit $?
 fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -70,25 +97,14 @@ for bin in "${bins[@]}"; do
 done
 
 # 3. No transcendental function of the platform's libm in any build.
-libm='^(sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|tanh|asinh|acosh|atanh|exp|exp2|expm1|log|log2|log10|log1p|pow|cbrt|hypot|sincos|erf|erfc|tgamma|lgamma)f?$'
-if command -v nm >/dev/null; then
-    for bin in "${bins[@]}"; do
-        found="$(nm -D --undefined-only "$bin" 2>/dev/null | awk '{print $NF}' | sed 's/@.*//' | grep -E "$libm" | tr '\n' ' ')"
-        if [ -n "$found" ]; then
-            say "FAIL: $bin imports libm's $found"; failed=1
-        else
-            say "ok: $bin imports no libm transcendental function"
-        fi
-    done
-else
-    say "nm not found: the libm import check of the binaries is skipped (the crate's test still runs)"
-fi
+check_symbols "${bins[@]}" || failed=1
 
 # 4. What the portable math costs (optional).
 if [ "$bench" = 1 ]; then
-    cargo bench --ignore-rust-version --bench physics_math -- --noplot >/dev/null 2>&1 \
-        && cargo bench --ignore-rust-version --bench physics_math --no-default-features -- --noplot >/dev/null 2>&1 \
-        || { say "FAIL: the benchmark"; exit 1; }
+    command -v python3 >/dev/null || { say "FAIL: --bench needs python3"; exit 1; }
+    cargo bench --ignore-rust-version --bench physics_math -- --noplot >"$work/bench.log" 2>&1 \
+        && cargo bench --ignore-rust-version --bench physics_math --no-default-features -- --noplot >>"$work/bench.log" 2>&1 \
+        || { tail -20 "$work/bench.log"; say "FAIL: the benchmark"; exit 1; }
     for id in gas/262 pile/262 pile/1000; do
         p="$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['median']['point_estimate'])" "$target/criterion/plain_tick_portable_math/$id/new/estimates.json")"
         q="$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['median']['point_estimate'])" "$target/criterion/plain_tick_platform_math/$id/new/estimates.json")"

@@ -192,11 +192,11 @@ say "shaper: $SHAPER"
 target=${CARGO_TARGET_DIR:-$ROOT/target}
 case "$target" in /*) ;; *) target=$ROOT/$target ;; esac
 if [ -z "${SIMSYNC_SERVER_BIN:-}" ]; then
-    cargo build --ignore-rust-version --release -p simsync_server || { say "FAIL: cargo build --ignore-rust-version -p simsync_server"; exit 1; }
+    cargo build --ignore-rust-version --release -p simsync_server || { say "FAIL: cargo build -p simsync_server"; exit 1; }
     SIMSYNC_SERVER_BIN=$target/release/simsync-server
 fi
 if [ -z "${SANDBOX_BIN:-}" ]; then
-    cargo build --ignore-rust-version --release --example sandbox || { say "FAIL: cargo build --ignore-rust-version --example sandbox"; exit 1; }
+    cargo build --ignore-rust-version --release --example sandbox || { say "FAIL: cargo build --example sandbox"; exit 1; }
     SANDBOX_BIN=$target/release/examples/sandbox
 fi
 [ -x "$SIMSYNC_SERVER_BIN" ] || { say "FAIL: no server binary at $SIMSYNC_SERVER_BIN"; exit 1; }

@@ -71,10 +71,7 @@ mod input;
 mod leafwing_input;
 mod physics_order;
 mod plugin;
-#[cfg(all(
-    feature = "enhanced-determinism",
-    any(target_os = "linux", target_os = "macos")
-))]
+#[cfg(all(feature = "enhanced-determinism", target_os = "linux"))]
 mod portable_libm;
 mod replay;
 mod restart;

@@ -511,7 +511,7 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
         // across builds and platforms").
         #[cfg(all(
             feature = "enhanced-determinism",
-            any(target_os = "linux", target_os = "macos")
+            target_os = "linux"
         ))]
         crate::portable_libm::link();
         app.add_message::<SessionWarning>();

@@ -6,15 +6,16 @@
 //! optimization (`log2`, every step) and triangle-mesh normals (`acos`), and glamx's symmetric
 //! eigen decomposition (`acos`, `cos`, for inertia tensors) still call `f32::sin` and its kin,
 //! which the compiler turns into calls of the platform's `sinf`, `sincosf`, `log2f`, …. With the
-//! `enhanced-determinism` feature on Linux and macOS, this module defines those C symbols in the
+//! `enhanced-determinism` feature on Linux, this module defines those C symbols in the
 //! executable itself, so the linker binds every such call in the program's Rust code (Rapier's,
 //! parry's, glamx's, Bevy's and the game's) to the same `libm` code on every machine, never to
 //! glibc's or the system's. Shared libraries loaded by the program keep their own math.
 //!
 //! [`link`] is called by `DeterministicPlugin::build`: it takes the functions' addresses, so the
-//! linker keeps this module whenever the plugin is in the program. Not done on Windows, where
-//! the MSVC toolchain links the C runtime's math: there Rapier's remaining calls use the C
-//! runtime's (see the rules). Each function is the `libm` function of the same name; `sincos`
+//! linker keeps this module whenever the plugin is in the program. Not done on macOS, where the
+//! compiler turns a sine and cosine of one angle into `__sincosf_stret` and powers of ten into
+//! `__exp10f`, which this module does not define, nor on Windows, where the MSVC toolchain links
+//! the C runtime's math: there Rapier's remaining calls use the system's (see the rules). Each function is the `libm` function of the same name; `sincos`
 //! and `sincosf` write through their two pointers as the C library's do.
 
 /// Defines `extern "C" fn $name(args) -> ret` as `libm::$name`.

@@ -53,7 +53,7 @@ pub struct NetTransportError {
 /// Drives a `RenetServer` + [`ServerTransport`] pair; [`NetClientPlugin`] does the same for a
 /// `RenetClient` + [`ClientTransport`].
 ///
-/// The resources are bevy_renet 5's `RenetServer` / `RenetClient` (newtypes of renet's) plus
+/// The resources are bevy_renet 6's `RenetServer` / `RenetClient` (newtypes of renet's) plus
 /// this crate's [`ServerTransport`] / [`ClientTransport`]. The systems run in bevy_renet's
 /// system sets, so code written against bevy_renet orders the same way:
 ///

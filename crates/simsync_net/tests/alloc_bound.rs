@@ -8,7 +8,7 @@
 //! every decode entry point of the crate.
 //!
 //! `fuzz_ten_million_mutated_packets` is ignored (minutes in a debug build); run it by hand with
-//! `cargo test -p simsync_net --test alloc_bound -- --ignored --nocapture`.
+//! `cargo test --ignore-rust-version -p simsync_net --test alloc_bound -- --ignored --nocapture`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
