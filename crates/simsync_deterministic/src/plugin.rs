@@ -509,10 +509,7 @@ impl<I: SimInput> Plugin for DeterministicPlugin<I> {
     fn build(&self, app: &mut App) {
         // Rapier's and the game's math through `libm` in this program (rules: "Determinism
         // across builds and platforms").
-        #[cfg(all(
-            feature = "enhanced-determinism",
-            target_os = "linux"
-        ))]
+        #[cfg(all(feature = "enhanced-determinism", target_os = "linux"))]
         crate::portable_libm::link();
         app.add_message::<SessionWarning>();
         let this = std::any::type_name::<Self>();
