@@ -24,6 +24,25 @@ use super::strategy::{
 };
 use crate::checksum::StateHasher;
 
+/// bevy_rapier 0.37's components: the three it adds itself (collider mass properties, joint
+/// impulses, multibody joint state), then the per-body, per-joint and controller options (in
+/// this order: it is part of a snapshot's game fingerprint).
+fn register_rapier_options(registry: &mut RollbackRegistry) {
+    macro_rules! reg {
+        ($s:expr; $($t:ty),* $(,)?) => {$(
+            registry
+                .register_builtin_component::<$t>($s)
+                .expect("registry is open while building");
+        )*};
+    }
+    reg!(RollbackStrategy::Copy; ReadColliderMassProperties, ImpulseJointImpulses,
+        MultibodyJointState, ReadWorldMassProperties, AdditionalPgsIterations, AllowFastRotation,
+        GyroscopicForces, ImpulseJointDisabled, KinematicMultibodyJoint,
+        MultibodySelfContactsDisabled, ControllerIgnored, MultibodyJointArmature,
+        MultibodyJointDamping, MultibodyJointFriction, MultibodyJointSprings);
+    reg!(RollbackStrategy::Clone; MultibodyJointCouplings);
+}
+
 /// Registers Bevy's transform components and hierarchy (`ChildOf`/`Children`), and every
 /// bevy_rapier component that can sit on a simulation entity or a Rapier context entity.
 pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
@@ -63,14 +82,7 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
     // its writeback, so a re-simulated tick may see it a message late. Restored, not compared.
     reg!(unchecked K; ReadMassProperties);
     reg!(C; Collider, KinematicCharacterController, KinematicCharacterControllerOutput);
-    // bevy_rapier 0.37's components: the three it adds itself (collider mass properties, joint
-    // impulses, multibody joint state), then the per-body, per-joint and controller options.
-    reg!(K; ReadColliderMassProperties, ImpulseJointImpulses, MultibodyJointState,
-        ReadWorldMassProperties, AdditionalPgsIterations, AllowFastRotation, GyroscopicForces,
-        ImpulseJointDisabled, KinematicMultibodyJoint, MultibodySelfContactsDisabled,
-        ControllerIgnored, MultibodyJointArmature, MultibodyJointDamping,
-        MultibodyJointFriction, MultibodyJointSprings);
-    reg!(C; MultibodyJointCouplings);
+    register_rapier_options(registry);
     // On the Rapier context entity, not on simulation entities: not digested. The order of
     // registration is part of a snapshot's game fingerprint: keep it.
     macro_rules! set {
