@@ -1,13 +1,14 @@
-//! Verified-tick hooks: a game's hook sees every verified tick once, in order, with the inputs
-//! the simulation saw and the checksum on exactly the checksum ticks; a hook that stops
-//! verification stops it for good, with a message.
+//! Session hooks: a game's hook sees every verified tick once, in order, with the inputs the
+//! simulation saw and the checksum on exactly the checksum ticks; a hook that stops
+//! verification stops it for good, with a message; the session's other moments (predicted
+//! ticks, rollbacks, snapshot loads, cleanups, restarts) reach every hook.
 
 use std::sync::{Arc, Mutex};
 
 use bevy::prelude::*;
 use simsync::deterministic::{
-    HookFlow, SessionError, SessionMode, VerificationStopped, VerifiedTick, VerifiedTickHook,
-    VerifiedTickHookAppExt,
+    Cleanup, HookFlow, PredictedTick, SessionError, SessionMode, SnapshotAppExt, WorldRole,
+    VerificationStopped, VerifiedTick, VerifiedTickHook, VerifiedTickHookAppExt, restart_session,
 };
 use simsync::prelude::*;
 
@@ -159,7 +160,7 @@ fn a_hook_that_stops_stops_verification_for_good_with_a_message() {
 
 #[test]
 fn a_restarted_session_keeps_the_game_hook_and_plays_its_replay_again() {
-    use simsync::deterministic::{ReplayEnd, ReplayPlayback, ReplayStatus, restart_session};
+    use simsync::deterministic::{ReplayEnd, ReplayPlayback, ReplayStatus};
 
     use crate::deterministic::replays::{play_with, read, record_game, status};
 
@@ -202,4 +203,118 @@ fn a_hook_without_a_session_is_a_typed_error() {
         .map(|_| ())
         .expect_err("no session of this input type");
     assert!(matches!(err, SessionError::WorldsNotBuilt), "{err:?}");
+}
+
+/// Counts the session's other moments, as a game's hook sees them.
+#[derive(Default)]
+struct Moments {
+    predicted: u64,
+    resimulated: u64,
+    predicted_inputs_match: bool,
+    rollbacks: Vec<Tick>,
+    snapshots_loaded: Vec<Tick>,
+    cleanups: u64,
+    last_cleanup: Option<Cleanup>,
+    restarts: u32,
+    verified: u64,
+}
+
+impl VerifiedTickHook<PackedInput> for Moments {
+    fn on_verified(&mut self, _verified: &mut VerifiedTick<'_, PackedInput>) -> HookFlow {
+        self.verified += 1;
+        HookFlow::Continue
+    }
+
+    fn on_predicted(&mut self, predicted: &mut PredictedTick<'_, PackedInput>) {
+        if self.predicted == 0 {
+            self.predicted_inputs_match = true;
+        }
+        self.predicted += 1;
+        self.resimulated += u64::from(predicted.is_resimulation());
+        let simulated: Vec<PackedInput> = predicted
+            .world()
+            .resource::<PlayerInputs<PackedInput>>()
+            .iter()
+            .map(|(_, input)| *input)
+            .collect();
+        self.predicted_inputs_match &= simulated == predicted.inputs()
+            && predicted.role() == WorldRole::Predicted
+            && predicted.world().resource::<SimTick>().0 == predicted.tick();
+    }
+
+    fn on_rollback(&mut self, tick: Tick) {
+        self.rollbacks.push(tick);
+    }
+
+    fn on_snapshot_loaded(&mut self, tick: Tick) {
+        self.snapshots_loaded.push(tick);
+    }
+
+    fn on_cleanup(&mut self, cleanup: Cleanup) {
+        self.cleanups += 1;
+        self.last_cleanup = Some(cleanup);
+    }
+
+    fn on_restart(&mut self) {
+        self.restarts += 1;
+    }
+}
+
+fn moments(app: &App) -> &Moments {
+    app.world()
+        .resource::<DeterministicSession<PackedInput>>()
+        .hook::<Moments>()
+        .expect("the hook was added")
+}
+
+#[test]
+fn a_hook_is_told_every_moment_of_the_session_and_is_read_back_by_type() {
+    let mut app = app_with_hooks(&[]);
+    app.add_verified_tick_hook(Moments::default())
+        .expect("the plugin was added first");
+    let mut updates = 0u64;
+    while stats(&app).verified_tick < 120 && updates < 600 {
+        app.update();
+        updates += 1;
+    }
+    let stats = stats(&app);
+    let seen = moments(&app);
+    // Every predicted tick once per simulation, re-simulations flagged, with the inputs and the
+    // world it was simulated with.
+    assert!(stats.ticks_predicted > 120, "{stats:?}");
+    assert_eq!(seen.predicted, stats.ticks_predicted);
+    assert_eq!(seen.resimulated, stats.resimulated_ticks);
+    assert!(seen.resimulated > 0, "latency 3 re-simulates");
+    assert!(seen.predicted_inputs_match);
+    // Every rollback (copies and shared advances alike), each to a verified tick.
+    assert_eq!(
+        seen.rollbacks.len() as u64,
+        stats.rollbacks + stats.shared_advances
+    );
+    assert!(seen.rollbacks.windows(2).all(|w| w[0] <= w[1]));
+    assert!(seen.rollbacks.iter().all(|t| *t <= stats.verified_tick));
+    // One cleanup per session update, the last at the verified tick the update ended at.
+    assert_eq!(seen.cleanups, updates);
+    let last = seen.last_cleanup.expect("cleaned up");
+    assert_eq!(last.verified_tick, stats.verified_tick);
+    let window = app
+        .world()
+        .resource::<DeterministicSession<PackedInput>>()
+        .config()
+        .rollback_window as Tick;
+    assert_eq!(last.keep_from, stats.verified_tick - window - 2);
+    assert_eq!(seen.verified, stats.verified_tick as u64);
+    assert!(seen.snapshots_loaded.is_empty() && seen.restarts == 0);
+
+    // A snapshot load, then a restart: each told once; the hook stays the session's.
+    let snapshot = app
+        .capture_snapshot::<PackedInput>()
+        .expect("snapshots are on");
+    let tick = snapshot.header.tick;
+    assert_eq!(app.load_snapshot::<PackedInput>(&snapshot), Ok(tick));
+    assert_eq!(moments(&app).snapshots_loaded, vec![tick]);
+    restart_session::<PackedInput>(app.world_mut()).expect("restarts");
+    assert_eq!(moments(&app).restarts, 1);
+    run_until_verified(&mut app, 10);
+    assert!(moments(&app).verified > stats.verified_tick as u64);
 }

@@ -13,7 +13,7 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetClient;
 
 use crate::schedule::DeterministicSet;
-use crate::session::SessionStats;
+use crate::stats::SessionStats;
 
 /// `simsync/session/rollbacks`: rollbacks performed so far (total).
 const ROLLBACKS: DiagnosticPath = DiagnosticPath::const_new("simsync/session/rollbacks");

@@ -28,8 +28,8 @@ use bevy::time::{Fixed, Real, Virtual};
 use indexmap::IndexSet;
 
 use crate::schedule::SimulationTick;
-use crate::session::SessionStats;
 use crate::snapshot::RollbackRegistry;
+use crate::stats::SessionStats;
 use crate::worlds::{GameBuilder, SimulationWorlds};
 
 /// A simulation system reads state outside the rollback: its result may differ between the

@@ -6,8 +6,12 @@
 //! - [`SimulatorContext`]: the per-update decisions, pure data.
 //! - [`DeterministicSession`] and its update steps (poll, begin, verify, decide, rollback,
 //!   predict, finish), [`SessionStats`]; [`SimulationWorlds`]: the two worlds and one tick.
-//!   After every verified tick the session calls its [`VerifiedTickHook`]s (checksums, dumps,
-//!   replays, the game's own: [`VerifiedTickHookAppExt`]).
+//! - Session hooks, the seam every feature plugs into: after every verified tick, and at its
+//!   other moments (predicted tick, rollback, snapshot load, reported desync, cleanup,
+//!   restart), the session calls its [`VerifiedTickHook`]s with views of what it holds
+//!   ([`VerifiedTick`], [`PredictedTick`], [`DesyncReported`], [`SessionView`]). The
+//!   prediction check, desync dumps and replays are hooks, each a folder with its own state;
+//!   a game adds its own with [`VerifiedTickHookAppExt`].
 //! - The session lifecycle: [`SessionLifecycle`] ([`SessionState`]), [`SessionStateChanged`],
 //!   [`SessionEnd`]; [`restart_session`] starts a new session in the same App, and a networked
 //!   session follows the relay's rematch by itself ([what survives a rematch](rules#what-survives-a-rematch)).
@@ -61,18 +65,21 @@ mod churn_bound;
 mod config;
 mod context;
 mod diagnostics;
+mod divergence;
 mod dump;
 mod error;
 mod events;
 mod guard;
 mod hash_impls;
 mod headless;
+mod hooks;
 mod input;
 mod leafwing_input;
 mod physics_order;
 mod plugin;
 #[cfg(all(feature = "enhanced-determinism", target_os = "linux"))]
 mod portable_libm;
+mod prediction_check;
 mod replay;
 mod restart;
 mod schedule;
@@ -81,6 +88,7 @@ mod smoothing;
 mod snapshot;
 mod source;
 mod states;
+mod stats;
 pub mod testing;
 mod tick;
 mod warning;
@@ -99,18 +107,27 @@ pub use context::{
     ContextError, PredictionPlan, SimulatorContext, SimulatorStage, UpdateParams, would_stall,
 };
 pub use diagnostics::SessionDiagnosticsPlugin;
+pub use divergence::{
+    MismatchCause, PredictionMismatch, RollbackSetupFailed, StateDifference, UncheckedState,
+    UnregisteredComponent, UnsimulatedEntity,
+};
 pub use dump::{
     ComponentBreakdown, DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DesyncDumpConfig,
     DesyncDumpFailed, DesyncDumpWritten, Difference, DumpDiff, DumpError, DumpHeader, DumpReason,
     DumpSide, DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld, FieldDifference,
     GameFingerprint, RootDifference, diff_dumps, flatten, read_dump_file,
 };
+pub use dump::{capture_desync_dump, write_desync_dump};
 pub use error::{RelationshipRefusal, SessionError};
 pub use events::{
     ConfirmedSimEvent, SimEvent, SimEventAppExt, SimEventError, SimEventId, SimEventLedger,
     SimEventReceived, SimEventStats, SimEventStatus, SimEvents, UnregisteredSimEvent,
 };
 pub use guard::{DeterminismRisk, DeterminismWarning};
+pub use hooks::{
+    Cleanup, DesyncReported, HookFlow, PredictedTick, SessionView, VerificationStopped,
+    VerifiedTick, VerifiedTickHook,
+};
 pub use input::{
     ConfirmOutcome, InputBuffer, InputEncoder, InputError, InputStatus, MAX_CAPACITY_TICKS,
     PackedInput, PlayerInputs, SimInput,
@@ -131,14 +148,10 @@ pub use schedule::{
 };
 pub use session::net_snapshots::{CapturedSnapshot, SnapshotHooks, SnapshotLoad};
 pub use session::{
-    ChecksumRecorded, Connection, DeterministicSession, LeaveSession, LifecycleView, MismatchCause,
-    NeedsSnapshot, NetworkView, PredictionMismatch, RollbackSetupFailed, SessionEnd,
-    SessionLifecycle, SessionResumed, SessionStalled, SessionState, SessionStateChanged,
-    SessionStateReason, SessionStats, SnapshotAppExt, StateDifference, UncheckedState,
-    UnregisteredComponent, UnsimulatedEntity, capture_snapshot, load_snapshot, session_transitions,
+    Connection, DeterministicSession, LeaveSession, LifecycleView, NetworkView, SessionEnd,
+    SessionLifecycle, SessionState, SessionStateChanged, SessionStateReason, SnapshotAppExt,
+    capture_snapshot, load_snapshot, session_transitions,
 };
-pub use session::{HookFlow, VerificationStopped, VerifiedTick, VerifiedTickHook};
-pub use session::{capture_desync_dump, write_desync_dump};
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
 pub use simsync_derive::SimHash;
@@ -165,6 +178,7 @@ pub use source::{
 };
 pub use source::{FrameMerge, LocalPlayers};
 pub use states::RollbackStateAppExt;
+pub use stats::{ChecksumRecorded, NeedsSnapshot, SessionResumed, SessionStalled, SessionStats};
 pub use tick::{PlayerIndex, SimTick, Tick};
 pub use warning::{SessionSetupError, SessionWarning};
 pub use worlds::SimulationWorlds;

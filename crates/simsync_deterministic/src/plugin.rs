@@ -13,28 +13,33 @@ use crate::config::{
     DebugConfig, LocalSessionConfig, NetworkSessionConfig, SessionClock, SessionConfig, SessionMode,
 };
 use crate::context::SimulatorContext;
+use crate::divergence::{
+    PredictionMismatch, RollbackSetupFailed, UncheckedState, UnregisteredComponent,
+    UnsimulatedEntity,
+};
+use crate::dump::{DesyncDumpConfig, DesyncDumps};
 use crate::error::SessionError;
 use crate::events::{SimEventStats, UnregisteredSimEvent};
 use crate::headless::build_missing_worlds;
+use crate::hooks::{VerificationStopped, VerifiedTickHook};
 use crate::input::{FrameMergeFn, SimInput};
+use crate::prediction_check::PredictionCheckHook;
+use crate::replay::systems::{replay_after_update, replay_before_update};
 use crate::replay::{
-    ReplayFeed, ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder,
-    ReplayWriteFailed,
+    ReplayCheck, ReplayFeed, ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayRecorder,
+    ReplayRecording, ReplayWriteFailed,
 };
 use crate::restart::initial_lifecycle;
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet};
-use crate::session::replay_systems::{replay_after_update, replay_before_update};
 use crate::session::{
-    ChecksumRecorded, ChecksumReport, DesyncDumps, DeterministicSession, NeedsSnapshot,
-    PredictionCheckHook, PredictionMismatch, ReplayCheck, ReplayRecording, RollbackSetupFailed,
-    SessionEnd, SessionLifecycle, SessionResumed, SessionStalled, SessionState,
-    SessionStateChanged, SessionStats, UncheckedState, UnregisteredComponent, UnsimulatedEntity,
-    VerificationStopped, VerifiedTickHook, session_update, update_lifecycle,
+    DeterministicSession, SessionEnd, SessionLifecycle, SessionState, SessionStateChanged,
+    session_update, update_lifecycle,
 };
 use crate::source::{
     DesyncDetected, InputSubstituted, PlayerDesynced, PlayerLeft, PlayerRejoined, SessionRejected,
 };
-use crate::source::{FrameMerge, LocalInputs, LocalPlayers};
+use crate::source::{FrameMerge, LocalInputs, LocalPlayers, RecordedInputs};
+use crate::stats::{ChecksumRecorded, NeedsSnapshot, SessionResumed, SessionStalled, SessionStats};
 use crate::tick::PlayerIndex;
 use crate::warning::{SessionSetupError, SessionWarning, setup_failed};
 use crate::worlds::{
@@ -237,10 +242,12 @@ impl<I: SimInput> DeterministicPlugin<I> {
             Some(ReplayMode::Play(playback)) => (None, Some(playback)),
             None => (None, None),
         };
-        let feed = playback.as_ref().map(ReplayFeed::new);
+        let feed = playback
+            .as_ref()
+            .map(|p| Box::new(ReplayFeed::new(p)) as Box<dyn RecordedInputs<I>>);
         let mut session = DeterministicSession::<I>::new(config.clone(), feed.clone())?;
-        session.dumps.config = self.debug.desync_dumps.clone();
-        add_builtin_hooks(&mut session, &config, playback.as_ref());
+        let dumps = self.debug.desync_dumps.clone();
+        add_builtin_hooks(&mut session, &config, playback.as_ref(), dumps);
         let spec = self.spec(&config);
         let game = self.game_builder();
         let (verified, predicted) = build_sub_apps::<I>(&spec, &game)?;
@@ -282,7 +289,7 @@ impl<I: SimInput> DeterministicPlugin<I> {
         app: &mut App,
         session: DeterministicSession<I>,
         lifecycle: SessionLifecycle,
-        (game, spec, feed): (GameBuilder, WorldSpec, Option<ReplayFeed<I>>),
+        (game, spec, feed): (GameBuilder, WorldSpec, Option<Box<dyn RecordedInputs<I>>>),
         config: SessionConfig,
     ) {
         app.insert_resource(session)
@@ -392,25 +399,24 @@ pub enum ReplayMode<I: SimInput> {
     Play(ReplayPlayback<I>),
 }
 
-/// The session's own [verified-tick hooks](crate::rules#verified-tick-hooks), in call order:
-/// checksum reporting, the prediction check (`verify_predictions`), desync dumps (with a dump
-/// directory), replay recording (into a [`ReplayRecorder`] resource, if any) and the check of
-/// `playback`.
+/// The session's own [hooks](crate::rules#verified-tick-hooks), in call order: the prediction
+/// check (`verify_predictions`), desync dumps (with a dump directory, `dumps`), replay
+/// recording (into a [`ReplayRecorder`] resource, if any) and the check of `playback`.
 fn add_builtin_hooks<I: SimInput>(
     session: &mut DeterministicSession<I>,
     config: &SessionConfig,
     playback: Option<&ReplayPlayback<I>>,
+    dumps: Option<DesyncDumpConfig>,
 ) {
-    session.add_hook(ChecksumReport);
     if config.verify_predictions {
-        session.add_hook(PredictionCheckHook);
+        session.add_hook(PredictionCheckHook::default());
     }
-    if session.dumps.config.is_some() {
-        session.add_hook(DesyncDumps);
+    if let Some(dumps) = dumps.clone() {
+        session.add_hook(DesyncDumps::new(dumps));
     }
     session.add_hook(ReplayRecording);
     if let Some(playback) = playback {
-        session.add_hook(ReplayCheck::new(playback));
+        session.add_hook(ReplayCheck::new(playback, dumps));
     }
 }
 

@@ -14,9 +14,10 @@ use crate::input::SimInput;
 use crate::replay::ReplayRecorder;
 use crate::session::{
     DeterministicSession, SessionEnd, SessionLifecycle, SessionState, SessionStateChanged,
-    SessionStateReason, SessionStats,
+    SessionStateReason,
 };
 use crate::source::{LocalInputs, NextMatch};
+use crate::stats::SessionStats;
 use crate::worlds::{SessionBlueprint, build_worlds};
 
 /// The state a new session starts in: `Connecting` when networked, else `Running`.
@@ -127,7 +128,7 @@ fn rebuild_session<I: SimInput>(
     if let Some(mut old) = world.get_resource_mut::<DeterministicSession<I>>() {
         // The hooks stay with the App's session (the game's keep what they gathered).
         session.hooks = std::mem::take(&mut old.hooks);
-        session.dumps.config = old.dumps.config.clone();
+        session.hooks.restarted();
         if let Some(next) = follow {
             session.take_connection(&old, next);
         }

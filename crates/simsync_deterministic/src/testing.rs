@@ -27,11 +27,12 @@ use thiserror::Error;
 use crate::error::SessionError;
 use crate::events::UnregisteredSimEvent;
 
-use crate::session::{
-    MismatchCause, PredictionMismatch, SessionLifecycle, SessionStalled, SessionState,
-    SessionStateReason, SessionStats, UnregisteredComponent, UnsimulatedEntity,
+use crate::divergence::{
+    MismatchCause, PredictionMismatch, UnregisteredComponent, UnsimulatedEntity,
 };
+use crate::session::{SessionLifecycle, SessionState, SessionStateReason};
 use crate::source::{DesyncDetected, StallReason};
+use crate::stats::{SessionStalled, SessionStats};
 use crate::tick::Tick;
 use crate::warning::SessionSetupError;
 

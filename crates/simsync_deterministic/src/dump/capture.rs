@@ -141,56 +141,6 @@ fn reflect_resource<'w>(
     Some(value.as_partial_reflect())
 }
 
-/// The per-component hash breakdown of `sw` now (see [`ComponentBreakdown`]).
-pub(crate) fn breakdown(
-    sw: &mut SimulationWorld,
-    registry: &RollbackRegistry,
-) -> ComponentBreakdown {
-    let tick = sw.tick();
-    let slots = sw.world.resource::<ReservedSlots>().clone();
-    let entities = sw.simulation_entities();
-    let world = &sw.world;
-    let components = registry
-        .components
-        .iter()
-        .map(|copier| {
-            let mut hasher = StateHasher::default();
-            copier.digest(world, &entities, &mut hasher);
-            (copier.type_name().to_string(), hasher.finish())
-        })
-        .collect();
-    let slot_hashes = entities
-        .iter()
-        .map(|entity| {
-            let mut hasher = StateHasher::default();
-            hasher.write_u32(entity.generation().to_bits());
-            for copier in registry.components.iter() {
-                copier.digest(world, std::slice::from_ref(entity), &mut hasher);
-            }
-            for (tag, copier) in crate::snapshot::tagged(&registry.relationships) {
-                copier.hash(tag, world, *entity, &slots, &mut hasher);
-            }
-            (slots.slot_of(*entity).unwrap_or(u32::MAX), hasher.finish())
-        })
-        .collect();
-    let resources = registry
-        .resources
-        .iter()
-        .map(|copier| {
-            let mut hasher = StateHasher::default();
-            let outcome = copier.digest(world, &mut hasher);
-            hasher.write_u8(u8::from(outcome == DigestOutcome::Absent));
-            (copier.type_name().to_string(), hasher.finish())
-        })
-        .collect();
-    ComponentBreakdown {
-        tick,
-        components,
-        slots: slot_hashes,
-        resources,
-    }
-}
-
 /// Flattens a reflected value into its leaf fields (struct fields by name, tuple fields and
 /// list items by position, enum variants by name), at most 256 (`MAX_FIELDS_PER_VALUE`).
 pub fn flatten(value: &dyn PartialReflect) -> Vec<DumpedField> {

@@ -9,15 +9,20 @@
 //! - [`capture`] reads a world into a dump, and the per-component hash breakdown
 //!   ([`ComponentBreakdown`]) a client sends the relay on a desync.
 //! - [`diff`] holds [`diff_dumps`].
+//! - [`hook`]: the session hook that keeps what a dump needs and writes the dumps
+//!   ([`DesyncDumps`]), with its own state.
+//! - [`world`]: [`capture_desync_dump`] and [`write_desync_dump`] for callers outside the
+//!   session update (replays, tests).
 //! - This module: the configuration ([`DesyncDumpConfig`]), the messages
-//!   ([`DesyncDumpWritten`], [`DesyncDumpFailed`]), files ([`write_dump_file`],
-//!   [`read_dump_file`]) and [`write_desync_dump`] for callers outside the session (replays).
+//!   ([`DesyncDumpWritten`], [`DesyncDumpFailed`]) and files ([`write_dump_file`],
+//!   [`read_dump_file`]).
 
 pub(crate) mod capture;
 mod diff;
 pub(crate) mod format;
+mod hook;
+mod world;
 
-use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use bevy::prelude::*;
@@ -30,6 +35,8 @@ pub use format::{
     DEFAULT_MAX_DUMP_BYTES, DUMP_FORMAT_VERSION, DesyncDump, DumpError, DumpHeader, DumpReason,
     DumpedEntity, DumpedField, DumpedInput, DumpedValue, DumpedWorld, GameFingerprint,
 };
+pub(crate) use hook::{DesyncDumps, capture_view};
+pub use world::{capture_desync_dump, write_desync_dump};
 
 use crate::input::{InputStatus, SimInput};
 use crate::source::LocalPlayers;
@@ -55,85 +62,6 @@ pub struct DesyncDumpFailed {
     pub tick: Tick,
     /// Why it failed.
     pub error: DumpError,
-}
-
-/// The dump bookkeeping of a session.
-#[derive(Default)]
-pub(crate) struct DumpState {
-    /// Where and how dumps are written; `None`: dumps are off
-    /// ([`DebugConfig::desync_dumps`](crate::DebugConfig::desync_dumps)).
-    pub config: Option<DesyncDumpConfig>,
-    /// Dumps of the predicted world per predicted tick, waiting for the prediction check.
-    pub predicted: BTreeMap<Tick, DesyncDump>,
-    /// Breakdowns of recent checksum ticks, oldest first.
-    pub breakdowns: VecDeque<ComponentBreakdown>,
-    /// Dumps of the verified world at recent checksum ticks and the tick before each (without
-    /// breakdowns), by tick: the world a desync the relay reports later was judged on.
-    pub recent: BTreeMap<Tick, DesyncDump>,
-    /// The prediction-mismatch dumps were written (only the first mismatch is dumped).
-    pub prediction_written: bool,
-    /// The server-desync dumps were written.
-    pub desync_written: bool,
-    /// The breakdown of the first desynced tick was sent to the relay.
-    pub breakdown_sent: bool,
-    /// Desyncs reported by the relay in this update's poll, this client's or other players'
-    /// (`(tick, players named)`), handled before verification.
-    pub pending_desyncs: Vec<(Tick, Vec<crate::tick::PlayerIndex>)>,
-}
-
-impl DumpState {
-    /// Keeps a desync the relay reported (of `players` at `tick`) for this update's dump
-    /// handling, when dumps are on.
-    pub fn note_desync(&mut self, tick: Tick, players: &[PlayerIndex]) {
-        if self.config.is_some() {
-            self.pending_desyncs.push((tick, players.to_vec()));
-        }
-    }
-
-    /// Keeps `breakdown`, forgetting the oldest beyond `keep`.
-    pub(crate) fn keep_breakdown(&mut self, breakdown: ComponentBreakdown, keep: usize) {
-        self.breakdowns.push_back(breakdown);
-        while self.breakdowns.len() > keep {
-            self.breakdowns.pop_front();
-        }
-    }
-
-    /// The breakdown of `tick`, if kept.
-    pub(crate) fn breakdown_of(&self, tick: Tick) -> Option<&ComponentBreakdown> {
-        self.breakdowns.iter().find(|b| b.tick == tick)
-    }
-
-    /// Keeps `dump` (of the verified world at its tick), replacing a dump of the same tick (a
-    /// tick verified again after a snapshot load) and forgetting the oldest beyond `keep`.
-    pub(crate) fn keep_recent(&mut self, dump: DesyncDump, keep: usize) {
-        self.recent.insert(dump.header.tick, dump);
-        while self.recent.len() > keep {
-            self.recent.pop_first();
-        }
-    }
-
-    /// The kept dumps of a desync judged at `tick`: the dumps of `tick − 1` (when kept) and of
-    /// `tick`, oldest first, each with `reason` and the kept breakdowns of ticks up to its own;
-    /// empty when `tick` itself was not kept.
-    pub(crate) fn recent_for(&self, tick: Tick, reason: &DumpReason) -> Vec<DesyncDump> {
-        if !self.recent.contains_key(&tick) {
-            return Vec::new();
-        }
-        self.recent
-            .range(tick.saturating_sub(1)..=tick)
-            .map(|(t, dump)| {
-                let mut dump = dump.clone();
-                dump.header.reason = reason.clone();
-                dump.breakdowns = self
-                    .breakdowns
-                    .iter()
-                    .filter(|b| b.tick <= *t)
-                    .cloned()
-                    .collect();
-                dump
-            })
-            .collect()
-    }
 }
 
 /// The inputs of a tick as dumped: every player's `Debug` text and status.

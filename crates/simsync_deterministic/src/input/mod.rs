@@ -152,3 +152,15 @@ pub enum InputError {
         found: &'static str,
     },
 }
+
+/// The hash of one input set (every player's input of one tick, in player order) and its
+/// disconnected players (one bit per player index): the inputs' hash alone while every player
+/// is connected, so a player marked disconnected is a misprediction like a changed input. The
+/// session compares predicted and confirmed input sets by it, and the prediction check chains
+/// it.
+pub(crate) fn input_set_hash<I: SimInput>(inputs: &[I], disconnected: u64) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = crate::checksum::StateHasher::default();
+    inputs.hash(&mut h);
+    h.finish() ^ disconnected.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}

@@ -13,20 +13,27 @@
 //!   [`ReplayMode::Play`](crate::ReplayMode::Play)) makes the session's input source feed the
 //!   frames to a lockstep session, and its replay check (a verified-tick hook) stop at the
 //!   first [`ReplayMismatch`]; it may start from a snapshot ([`ReplayPlayback::with_seek`]).
-//! - Recording and checking are verified-tick hooks the plugin installs
-//!   ([`ReplayRecording`], [`ReplayCheck`]).
+//! - Recording and checking are session hooks the plugin installs (`hook.rs`:
+//!   [`ReplayRecording`], [`ReplayCheck`]); the playback feeds the session's input path as its
+//!   recorded inputs (`playback.rs`); `seek.rs` captures and loads the recording's snapshots
+//!   (a seek, a recording's snapshots) and `systems.rs` starts and syncs recording and playback
+//!   around each session update.
 
 mod error;
 mod format;
+mod hook;
 mod playback;
 mod reader;
 mod recorder;
+mod seek;
+pub(crate) mod systems;
 mod writer;
 
 pub use error::{ForeignPart, ReplayError};
 pub use format::{
     MAX_RECORD_BYTES, REPLAY_FORMAT_VERSION, REPLAY_MAGIC, ReplayFrame, ReplayHeader,
 };
+pub(crate) use hook::{ReplayCheck, ReplayRecording};
 pub(crate) use playback::{PlaybackHandle, ReplayFeed};
 pub use playback::{ReplayMismatch, ReplayPlayback, ReplayPlaybackFailed, ReplayStatus};
 pub use reader::{Replay, ReplayEnd, ReplayLimits, ReplaySnapshot};

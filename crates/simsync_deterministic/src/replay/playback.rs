@@ -9,6 +9,7 @@ use super::error::ReplayError;
 use super::format::ReplayFrame;
 use super::reader::{Replay, ReplayEnd};
 use crate::input::{InputBuffer, SimInput};
+use crate::source::RecordedInputs;
 use crate::tick::Tick;
 
 /// Where a playback is.
@@ -281,21 +282,24 @@ impl<I: SimInput> ReplayFeed<I> {
             handle: playback.handle.clone(),
         }
     }
+}
 
-    /// Moves the playback back to its start, not started (a restarted session).
-    pub(crate) fn restart(&self) {
+impl<I: SimInput> RecordedInputs<I> for ReplayFeed<I> {
+    fn restart(&self) {
         self.handle.restart();
     }
 
-    /// The recorded session's players.
-    pub(crate) fn players(&self) -> crate::tick::PlayerIndex {
+    fn players(&self) -> crate::tick::PlayerIndex {
         self.handle.replay.header().players
     }
 
-    /// Confirms the next `polls` frames into `buffer` (each player's input and disconnected
-    /// mark), advancing `local_tick` with them; nothing once the playback stopped or the frames
-    /// ran out. A frame the buffer cannot take yet (it is full) waits for the next poll.
-    pub(crate) fn feed(&mut self, polls: u32, local_tick: &mut Tick, buffer: &mut InputBuffer<I>) {
+    fn boxed_clone(&self) -> Box<dyn RecordedInputs<I>> {
+        Box::new(self.clone())
+    }
+
+    /// Confirms the next `polls` frames of the playback into `buffer` (each player's input and
+    /// disconnected mark); a frame whose tick is not the next polled tick fails the playback.
+    fn feed(&mut self, polls: u32, local_tick: &mut Tick, buffer: &mut InputBuffer<I>) {
         let mut progress = self.handle.progress();
         for _ in 0..polls {
             if !progress.is_playing() || !progress.started {

@@ -7,8 +7,8 @@ use bevy_state::state::{FreelyMutableState, NextState, States};
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{MatchEndReason, MatchId, RejectReason};
 
-use super::stats::SessionStats;
 use crate::source::{DesyncDetected, ReconnectPhase};
+use crate::stats::SessionStats;
 use crate::tick::{PlayerIndex, Tick};
 
 /// Where a session is in its life ([session lifecycle](crate::rules#session-lifecycle)).

@@ -2,48 +2,28 @@
 //! out of the main world and runs the steps of [the session update](crate::rules#the-session-update)
 //! on it in order.
 
-mod audit;
-mod check;
 mod checksums;
-mod difference;
-mod divergence;
-mod dumps;
-mod hooks;
 mod lifecycle;
 pub(crate) mod net_snapshots;
-mod replay_hooks;
-mod replay_snapshots;
-pub(crate) mod replay_systems;
 mod snapshot;
 mod state;
-mod stats;
 mod steps;
 
 use bevy::prelude::*;
 
 use crate::config::SessionMode;
+use crate::divergence::coverage;
 use crate::input::SimInput;
+use crate::stats::SessionStats;
 use crate::worlds::SimulationWorlds;
 
-pub(crate) use check::PredictionCheckHook;
-pub(crate) use checksums::ChecksumReport;
-pub use difference::StateDifference;
-pub use divergence::{MismatchCause, RollbackSetupFailed, UncheckedState, UnsimulatedEntity};
-pub(crate) use dumps::DesyncDumps;
-pub use dumps::{capture_desync_dump, write_desync_dump};
-pub use hooks::{HookFlow, VerificationStopped};
 pub(crate) use lifecycle::update_lifecycle;
 pub use lifecycle::{
     Connection, LeaveSession, LifecycleView, NetworkView, SessionEnd, SessionLifecycle,
     SessionState, SessionStateChanged, SessionStateReason, session_transitions,
 };
-pub(crate) use replay_hooks::{ReplayCheck, ReplayRecording};
 pub use snapshot::{SnapshotAppExt, capture_snapshot, load_snapshot};
-pub use state::{DeterministicSession, VerifiedTick, VerifiedTickHook};
-pub use stats::{
-    ChecksumRecorded, NeedsSnapshot, PredictionMismatch, SessionResumed, SessionStalled,
-    SessionStats, UnregisteredComponent,
-};
+pub use state::DeterministicSession;
 
 /// The session update system. Runs in
 /// [`DeterministicSet::SessionUpdate`](crate::DeterministicSet): poll, begin, verify, decide,
@@ -68,9 +48,9 @@ pub(crate) fn session_update<I: SimInput>(world: &mut World) {
             &mut worlds.predicted.world,
             &mut worlds.verified.world,
         );
-        check::report_setup_errors(world, &worlds.registry);
+        coverage::report_setup_errors(world, &worlds.registry);
         if worlds.registry.snapshots_enabled() {
-            check::report_unserializable(world, &worlds.verified.world, &worlds.registry);
+            coverage::report_unserializable(world, &worlds.verified.world, &worlds.registry);
         }
     }
     run_steps(world, &mut worlds, &mut session);
@@ -94,9 +74,7 @@ fn run_steps<I: SimInput>(
     if polled.stalling {
         stats.stalls += 1;
     }
-    for (tick, players) in std::mem::take(&mut session.dumps.pending_desyncs) {
-        dumps::on_server_desync(world, worlds, session, tick, players);
-    }
+    steps::report_desyncs(world, worlds, session, &mut stats);
     info_span!("simsync_verify").in_scope(|| steps::verify(world, worlds, session, &mut stats));
     info_span!("simsync_decide").in_scope(|| steps::decide(world, session));
     if session.config.mode == SessionMode::Predicted {

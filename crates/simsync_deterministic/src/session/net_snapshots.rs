@@ -11,9 +11,9 @@ use bevy::log::{info, warn};
 use bevy::prelude::*;
 
 use super::state::DeterministicSession;
-use super::stats::SessionStats;
 use crate::input::SimInput;
 use crate::source::{SnapshotReceived, SnapshotRejected};
+use crate::stats::SessionStats;
 use crate::tick::Tick;
 
 /// A captured, encoded snapshot of the verified world.

@@ -4,7 +4,6 @@
 use bevy::prelude::*;
 
 use super::state::DeterministicSession;
-use super::stats::SessionStats;
 use crate::context::SimulatorContext;
 use crate::input::{PlayerInputs, SimInput};
 use crate::snapshot::capture::{capture_world, load_world, registered_type_names};
@@ -13,6 +12,7 @@ use crate::snapshot::format::{
     game_fingerprint,
 };
 use crate::snapshot::{self, ReservedSlots};
+use crate::stats::SessionStats;
 use crate::tick::Tick;
 use crate::worlds::SimulationWorlds;
 
@@ -256,7 +256,7 @@ fn resume_session<I: SimInput>(
     session.used_inputs.clear();
     session.predicted_diverged = false;
     // The verified world was replaced: predictions recorded before are not comparable.
-    session.audit.reset(tick);
+    session.hooks.snapshot_loaded(tick);
     world.insert_resource(SimulatorContext::new(tick));
     let mut stats = world.get_resource_or_init::<SessionStats>();
     stats.verified_tick = tick;

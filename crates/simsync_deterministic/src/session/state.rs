@@ -1,26 +1,19 @@
 //! [`DeterministicSession`]: the session's own state between updates, with the
-//! [verified-tick hooks](crate::rules#verified-tick-hooks) it owns ([`VerifiedTickHook`], and
-//! [`VerifiedTick`]: what a hook sees of one verified tick). The verify step simulates a tick,
-//! computes its checksum when due and hands it to the hooks in order; checksum reporting, the
-//! prediction check, desync dumps, replay recording and replay checking are hooks the plugin
-//! installs, and a game adds its own with
-//! [`VerifiedTickHookAppExt`](crate::VerifiedTickHookAppExt).
+//! [session hooks](crate::rules#verified-tick-hooks) it owns and calls
+//! ([`VerifiedTickHook`](crate::VerifiedTickHook)). The prediction check, desync dumps, replay
+//! recording and replay checking are hooks the plugin installs, each keeping its own state; a
+//! game adds its own with [`VerifiedTickHookAppExt`](crate::VerifiedTickHookAppExt).
 
 use std::collections::BTreeMap;
 
 use bevy::prelude::*;
 
-use super::audit::PredictionAudit;
-use super::hooks::{HookFlow, VerificationStopped};
-use super::stats::SessionStats;
-use crate::checksum::ComponentBreakdown;
 use crate::config::SessionConfig;
 use crate::error::SessionError;
+use crate::hooks::{VerificationStopped, VerifiedTickHook, VerifiedTickHooks};
 use crate::input::{InputBuffer, InputStatus, SimInput};
-use crate::replay::ReplayFeed;
-use crate::source::{InputSource, NextMatch, RelayLink};
+use crate::source::{InputSource, NextMatch, RecordedInputs, RelayLink};
 use crate::tick::{PlayerIndex, Tick};
-use crate::worlds::SimulationWorlds;
 
 /// The session's own state (main-app resource).
 #[derive(Resource)]
@@ -31,8 +24,11 @@ pub struct DeterministicSession<I: SimInput> {
     pub(super) source: InputSource<I>,
     /// The link to the relay server for everything but inputs (networked sessions only).
     pub(super) link: Option<RelayLink<I>>,
-    /// Called after every verified tick, in order.
+    /// The session's hooks, called in order at each of the session's moments.
     pub(crate) hooks: VerifiedTickHooks<I>,
+    /// Desyncs the relay reported in this update's poll (`(tick, players named)`), handed to
+    /// the hooks before verification.
+    pub(super) pending_desyncs: Vec<(Tick, Vec<PlayerIndex>)>,
     /// Set when a hook stopped verification: no later tick is verified.
     pub(super) stopped: Option<VerificationStopped>,
     /// The verified world's tick as the last update (or snapshot load) left it.
@@ -46,9 +42,6 @@ pub struct DeterministicSession<I: SimInput> {
     /// A tick the predicted world simulated since its last rollback, and which has left
     /// `used_inputs`, ran on inputs other than the confirmed ones.
     pub(super) predicted_diverged: bool,
-    pub(super) audit: PredictionAudit,
-    /// Desync dump bookkeeping.
-    pub(crate) dumps: crate::dump::DumpState,
     pub(super) started: bool,
     /// Scratch input set of the tick being simulated.
     pub(crate) inputs: Vec<I>,
@@ -60,7 +53,7 @@ impl<I: SimInput> DeterministicSession<I> {
     /// (a replay playback), else the relay's.
     pub(crate) fn new(
         config: SessionConfig,
-        replay: Option<ReplayFeed<I>>,
+        replay: Option<Box<dyn RecordedInputs<I>>>,
     ) -> Result<Self, SessionError> {
         config.validate()?;
         let players = config.players;
@@ -77,14 +70,13 @@ impl<I: SimInput> DeterministicSession<I> {
             source,
             link,
             hooks: VerifiedTickHooks::default(),
+            pending_desyncs: Vec::new(),
             stopped: None,
             verified_tick: 0,
             predicted_tick: 0,
             highest_predicted: 0,
             used_inputs: BTreeMap::new(),
             predicted_diverged: false,
-            audit: PredictionAudit::default(),
-            dumps: crate::dump::DumpState::default(),
             started: false,
             inputs: Vec::with_capacity(usize::from(players)),
             status: Vec::with_capacity(usize::from(players)),
@@ -150,7 +142,8 @@ impl<I: SimInput> DeterministicSession<I> {
             .set_player_connected(player, connected, from_tick, &mut self.buffer)
     }
 
-    /// Why and where verification stopped, if a [`VerifiedTickHook`] stopped it.
+    /// Why and where verification stopped, if a [`VerifiedTickHook`](crate::VerifiedTickHook)
+    /// stopped it.
     pub fn verification_stopped(&self) -> Option<&VerificationStopped> {
         self.stopped.as_ref()
     }
@@ -167,185 +160,19 @@ impl<I: SimInput> DeterministicSession<I> {
         self.source.take_connection(&old.source, next);
     }
 
-    /// Adds `hook` after the session's other verified-tick hooks.
+    /// Adds `hook` after the session's other hooks.
     pub(crate) fn add_hook(&mut self, hook: impl VerifiedTickHook<I>) {
         self.hooks.push(Box::new(hook));
     }
-}
 
-/// Called by the session after every verified tick, in tick order, each tick exactly once
-/// ([verified-tick hooks](crate::rules#verified-tick-hooks)). The verified world is the one
-/// every peer agrees on, so a hook sees the same ticks, inputs and states on every peer and in
-/// a replay of the session: the place for analytics, anti-cheat checks or a custom recorder.
-///
-/// The session owns its hooks and calls them in the order they were added, after its own
-/// (checksum reporting, the prediction check, desync dumps, replay recording, the replay
-/// check). Add one with
-/// [`add_verified_tick_hook`](crate::VerifiedTickHookAppExt::add_verified_tick_hook) after the
-/// [`DeterministicPlugin`](crate::DeterministicPlugin); it stays with the App's session across
-/// [`restart_session`](crate::restart_session).
-///
-/// A hook runs inside the session update, between simulated ticks: keep it cheap (it runs for
-/// every verified tick, up to `max_verified_ticks_per_update` of them per frame while catching
-/// up) and do not simulate in it.
-///
-/// ```
-/// # use bevy::prelude::*;
-/// # use simsync_deterministic::prelude::*;
-/// use simsync_deterministic::{HookFlow, VerifiedTick, VerifiedTickHook, VerifiedTickHookAppExt};
-///
-/// /// Counts every player's fire presses on the ticks every peer agreed on, and stops
-/// /// verification if one fires more often than the game allows (an anti-cheat recorder).
-/// #[derive(Default)]
-/// struct FireCounter {
-///     presses: Vec<u32>,
-///     checksums: Vec<(Tick, u64)>,
-/// }
-///
-/// impl VerifiedTickHook<PackedInput> for FireCounter {
-///     fn on_verified(&mut self, verified: &mut VerifiedTick<'_, PackedInput>) -> HookFlow {
-///         let tick = verified.tick();
-///         self.presses.resize(verified.inputs().len(), 0);
-///         for (player, input) in verified.inputs().iter().enumerate() {
-///             if input.pressed(0) {
-///                 self.presses[player] += 1;
-///             }
-///         }
-///         if let Some(checksum) = verified.checksum() {
-///             self.checksums.push((tick, checksum));
-///         }
-///         // The verified world at `tick` may be read, e.g. `verified.world().get_resource::<R>()`.
-///         if self.presses.iter().any(|&n| n > 64 * 60 * 20) {
-///             return HookFlow::Stop(format!("fire rate exceeded at tick {tick}"));
-///         }
-///         HookFlow::Continue
-///     }
-/// }
-///
-/// #[derive(Clone)]
-/// struct MyGame;
-/// impl Plugin for MyGame {
-///     fn build(&self, _app: &mut App) {}
-/// }
-///
-/// let mut app = App::new();
-/// app.add_plugins(MinimalPlugins)
-///     .add_plugins(DeterministicPlugin::<PackedInput>::new(MyGame))
-///     .add_verified_tick_hook(FireCounter::default())
-///     .expect("the plugin was added first");
-/// ```
-pub trait VerifiedTickHook<I: SimInput>: Send + Sync + 'static {
-    /// Called after `verified.tick()` was simulated on the verified world (and its checksum
-    /// computed, on a checksum tick). [`HookFlow::Stop`] stops verification at this tick.
-    fn on_verified(&mut self, verified: &mut VerifiedTick<'_, I>) -> HookFlow;
-
-    /// Whether the checksum of verified tick `tick` is wanted although it is not a multiple of
-    /// the checksum interval (a replay check wants every tick its recording checked). Default:
-    /// no.
-    fn wants_checksum(&self, tick: Tick) -> bool {
-        let _ = tick;
-        false
-    }
-}
-
-/// One verified tick as the hooks see it: its number, its confirmed inputs, its checksum on a
-/// checksum tick, and the verified world at it.
-pub struct VerifiedTick<'a, I: SimInput> {
-    pub(crate) tick: Tick,
-    pub(crate) disconnected: u64,
-    pub(crate) checksum: Option<u64>,
-    /// The main App's world (without the session's resources, which the update holds).
-    pub(crate) main: &'a mut World,
-    pub(crate) worlds: &'a mut SimulationWorlds,
-    /// The session (its hooks are out of it while they run).
-    pub(crate) session: &'a mut DeterministicSession<I>,
-    pub(crate) stats: &'a mut SessionStats,
-}
-
-impl<I: SimInput> VerifiedTick<'_, I> {
-    /// The verified tick.
-    pub fn tick(&self) -> Tick {
-        self.tick
+    /// The session's first hook of type `H`, if one was added (e.g. to read what a game's hook
+    /// gathered).
+    pub fn hook<H: VerifiedTickHook<I>>(&self) -> Option<&H> {
+        self.hooks.find::<H>()
     }
 
-    /// Every player's confirmed input of the tick, by player index (the default input where
-    /// none was confirmed, as the simulation saw it).
-    pub fn inputs(&self) -> &[I] {
-        &self.session.inputs
-    }
-
-    /// The status of every player's input (confirmed, for a verified tick).
-    pub fn input_status(&self) -> &[InputStatus] {
-        &self.session.status
-    }
-
-    /// Whether `player` was disconnected at this tick (its input replaced by the relay).
-    pub fn is_disconnected(&self, player: PlayerIndex) -> bool {
-        player < 64 && self.disconnected & (1u64 << player) != 0
-    }
-
-    /// The players disconnected at this tick, one bit per player index.
-    pub fn disconnected(&self) -> u64 {
-        self.disconnected
-    }
-
-    /// The verified world's checksum at this tick on a checksum tick (every
-    /// `checksum_interval` ticks, or a tick a hook asked for), else `None`.
-    pub fn checksum(&self) -> Option<u64> {
-        self.checksum
-    }
-
-    /// Whether this is a checksum tick ([`checksum`](Self::checksum) is known).
-    pub fn is_checksum_tick(&self) -> bool {
-        self.checksum.is_some()
-    }
-
-    /// The verified world, at this tick.
-    pub fn world(&self) -> &World {
-        &self.worlds.verified.world
-    }
-
-    /// The per-component hash breakdown of the verified world at this tick (what a client sends
-    /// the relay on a desync): one hash per registered component type, per live simulation
-    /// entity and per registered resource. It hashes the whole state once more, so a hook that
-    /// keeps breakdowns costs about one checksum per call.
-    pub fn breakdown(&mut self) -> ComponentBreakdown {
-        crate::dump::capture::breakdown(&mut self.worlds.verified, &self.worlds.registry)
-    }
-
-    /// The main App's world, e.g. to write a message or keep a result in a resource. The
-    /// session's own resources (the session, the simulation worlds, [`SessionStats`]) are out
-    /// of it while the session update runs.
-    pub fn app_world(&mut self) -> &mut World {
-        self.main
-    }
-}
-
-/// The session's hooks, in call order.
-#[derive(Default)]
-pub(crate) struct VerifiedTickHooks<I: SimInput> {
-    hooks: Vec<Box<dyn VerifiedTickHook<I>>>,
-}
-
-impl<I: SimInput> VerifiedTickHooks<I> {
-    /// Adds `hook` after the others.
-    pub(crate) fn push(&mut self, hook: Box<dyn VerifiedTickHook<I>>) {
-        self.hooks.push(hook);
-    }
-
-    /// Whether some hook wants the checksum of `tick`.
-    pub(crate) fn want_checksum(&self, tick: Tick) -> bool {
-        self.hooks.iter().any(|hook| hook.wants_checksum(tick))
-    }
-
-    /// Runs every hook on `verified`; the first stop reason, if any hook stopped.
-    pub(crate) fn run(&mut self, verified: &mut VerifiedTick<'_, I>) -> Option<String> {
-        let mut stop = None;
-        for hook in &mut self.hooks {
-            if let HookFlow::Stop(reason) = hook.on_verified(verified) {
-                stop.get_or_insert(reason);
-            }
-        }
-        stop
+    /// The session's first hook of type `H`, mutably, if one was added.
+    pub fn hook_mut<H: VerifiedTickHook<I>>(&mut self) -> Option<&mut H> {
+        self.hooks.find_mut::<H>()
     }
 }

@@ -5,19 +5,22 @@
 
 use bevy::prelude::*;
 
-use super::audit::hash_inputs;
-use super::check;
-use super::hooks::VerificationStopped;
-use super::state::{DeterministicSession, VerifiedTick};
-use super::stats::{NeedsSnapshot, SessionResumed, SessionStalled, SessionStats};
+use super::checksums;
+use super::state::DeterministicSession;
+use crate::checksum::TickChecksum;
 use crate::config::SessionMode;
 use crate::context::{ContextError, SimulatorContext, UpdateParams};
-use crate::dump::DumpState;
-use crate::input::{InputStatus, SimInput};
+use crate::divergence::coverage::scan_world;
+use crate::hooks::{
+    Cleanup, DesyncReported, PredictedTick, SessionView, VerificationStopped, VerifiedTick,
+};
+use crate::hooks::{SessionParts, TickParts};
+use crate::input::{InputStatus, SimInput, input_set_hash};
 use crate::schedule::{AfterPrediction, BeforePrediction, BeforeVerification};
 use crate::snapshot::{self, WorldRole};
 use crate::source::{LocalPlayers, NetReport, Polled, RelayLink};
-use crate::tick::Tick;
+use crate::stats::{NeedsSnapshot, SessionResumed, SessionStalled, SessionStats};
+use crate::tick::{PlayerIndex, Tick};
 use crate::worlds::{SimulationWorlds, run_tick};
 
 /// Step 1, poll: local inputs for `now + input_delay`, and confirmed inputs from the relay.
@@ -35,14 +38,15 @@ pub(super) fn poll<I: SimInput>(
         .map(RelayLink::take_reports)
         .unwrap_or_default();
     for report in reports {
-        write_report(world, &mut session.dumps, report);
+        write_report(world, &mut session.pending_desyncs, report);
     }
     polled
 }
 
 /// Writes one of the link's reports as its Message; a desync of this client or of another
-/// player is also kept for the desync dumps (the honest side of a comparison is dumped too).
-fn write_report(world: &mut World, dumps: &mut DumpState, report: NetReport) {
+/// player is also kept for the hooks (desync dumps: the honest side of a comparison is dumped
+/// too).
+fn write_report(world: &mut World, desyncs: &mut Vec<(Tick, Vec<PlayerIndex>)>, report: NetReport) {
     match report {
         NetReport::Stalled(stall) => {
             world.write_message(SessionStalled {
@@ -60,11 +64,11 @@ fn write_report(world: &mut World, dumps: &mut DumpState, report: NetReport) {
             world.write_message(NeedsSnapshot { oldest_available });
         }
         NetReport::Desync(desync) => {
-            dumps.note_desync(desync.tick, &desync.players);
+            desyncs.push((desync.tick, desync.players.clone()));
             world.write_message(desync);
         }
         NetReport::PlayerDesynced(desynced) => {
-            dumps.note_desync(desynced.tick, &desynced.players);
+            desyncs.push((desynced.tick, desynced.players.clone()));
             world.write_message(desynced);
         }
         NetReport::DesyncReport(report) => {
@@ -158,22 +162,27 @@ pub(super) fn verify<I: SimInput>(
         let checksum = (tick % session.config.checksum_interval as Tick == 0
             || hooks.want_checksum(tick))
         .then(|| snapshot::checksum(&mut worlds.verified, &worlds.registry));
-        let mut verified = VerifiedTick {
+        if let Some(checksum) = checksum {
+            let history = session.config.checksum_history as usize;
+            let checksum = TickChecksum { tick, checksum };
+            checksums::report(world, session.link.as_mut(), stats, checksum, history);
+        }
+        let tick_parts = TickParts {
             tick,
+            role: WorldRole::Verified,
+            inputs: &session.inputs,
+            status: &session.status,
             disconnected,
-            checksum,
-            main: &mut *world,
-            worlds: &mut *worlds,
-            session: &mut *session,
-            stats: &mut *stats,
         };
-        if let Some(reason) = hooks.run(&mut verified) {
+        let view = SessionView::new(tick_parts, world, worlds, parts(session, stats));
+        let stop = hooks.verified(&mut VerifiedTick::new(view, checksum));
+        if let Some(reason) = stop {
             stop_verification(world, session, VerificationStopped { tick, reason });
             break;
         }
     }
     session.hooks = hooks;
-    check::scan_world(
+    scan_world(
         world,
         &mut worlds.verified,
         &mut worlds.registry,
@@ -213,10 +222,6 @@ fn verify_tick<I: SimInput>(
         &session.inputs,
         &session.status,
         disconnected,
-    );
-    session.audit.record_confirmed(
-        tick,
-        with_disconnected(hash_inputs(&session.inputs), disconnected),
     );
     disconnected
 }
@@ -271,7 +276,7 @@ fn used_inputs_hold<I: SimInput>(session: &mut DeterministicSession<I>) -> bool 
             .buffer
             .fill_predicted(*tick, &mut inputs, &mut status);
         let disconnected = session.buffer.predicted_disconnected(*tick);
-        with_disconnected(hash_inputs(&inputs), disconnected) == *used
+        input_set_hash(&inputs, disconnected) == *used
     });
     session.inputs = inputs;
     session.status = status;
@@ -310,7 +315,7 @@ pub(super) fn rollback<I: SimInput>(
         session.predicted_diverged = false;
         check(context(world).record_rollback());
         session.predicted_tick = worlds.verified.tick();
-        session.audit.restart(session.predicted_tick);
+        session.hooks.rolled_back(session.predicted_tick);
         session.used_inputs.clear();
     }
     let ctx = world.resource::<SimulatorContext>();
@@ -416,12 +421,14 @@ pub(super) fn predict<I: SimInput>(
     session: &mut DeterministicSession<I>,
     stats: &mut SessionStats,
 ) {
+    let mut hooks = std::mem::take(&mut session.hooks);
     while let Some(tick) = world.resource::<SimulatorContext>().next_tick_to_predict() {
         if worlds.shared {
             stop_sharing(worlds, session, stats);
         }
         let (inputs_hash, disconnected) = fill_predicted(session, tick);
-        if tick <= session.highest_predicted {
+        let resimulation = tick <= session.highest_predicted;
+        if resimulation {
             stats.resimulated_ticks += 1;
         }
         run_tick(
@@ -436,15 +443,19 @@ pub(super) fn predict<I: SimInput>(
         session.predicted_tick = tick;
         session.highest_predicted = session.highest_predicted.max(tick);
         session.used_inputs.insert(tick, inputs_hash);
-        let state = session
-            .config
-            .verify_predictions
-            .then(|| check::predicted_state(world, worlds, session, stats));
-        session.audit.record_predicted(tick, inputs_hash, state);
-        super::dumps::keep_predicted(world, worlds, session, tick);
+        let tick_parts = TickParts {
+            tick,
+            role: WorldRole::Predicted,
+            inputs: &session.inputs,
+            status: &session.status,
+            disconnected,
+        };
+        let view = SessionView::new(tick_parts, world, worlds, parts(session, stats));
+        hooks.predicted(&mut PredictedTick::new(view, resimulation));
     }
+    session.hooks = hooks;
     if !worlds.shared {
-        check::scan_world(
+        scan_world(
             world,
             &mut worlds.predicted,
             &mut worlds.registry,
@@ -470,16 +481,71 @@ fn fill_predicted<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick
         }
     }
     let disconnected = session.buffer.predicted_disconnected(tick);
-    (
-        with_disconnected(hash_inputs(&session.inputs), disconnected),
-        disconnected,
-    )
+    (input_set_hash(&session.inputs, disconnected), disconnected)
 }
 
-/// The hash of an input set and its disconnected players (the inputs' hash alone while every
-/// player is connected), so a player marked disconnected is a misprediction like a changed input.
-fn with_disconnected(inputs_hash: u64, disconnected: u64) -> u64 {
-    inputs_hash ^ disconnected.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+/// What the session lends the hooks' views of this update.
+fn parts<'a, I: SimInput>(
+    session: &'a DeterministicSession<I>,
+    stats: &'a mut SessionStats,
+) -> SessionParts<'a, I> {
+    SessionParts {
+        config: &session.config,
+        buffer: &session.buffer,
+        stats,
+        networked: session.link.is_some(),
+    }
+}
+
+/// Hands the desyncs the relay reported in this update's poll to the hooks, each with the
+/// verified world as it is now (and the confirmed inputs of its tick), and sends the relay the
+/// breakdown a hook gave.
+pub(super) fn report_desyncs<I: SimInput>(
+    world: &mut World,
+    worlds: &mut SimulationWorlds,
+    session: &mut DeterministicSession<I>,
+    stats: &mut SessionStats,
+) {
+    let desyncs = std::mem::take(&mut session.pending_desyncs);
+    if desyncs.is_empty() {
+        return;
+    }
+    let mut hooks = std::mem::take(&mut session.hooks);
+    let now = worlds.verified.tick();
+    fill_known(session, now);
+    for (tick, players) in &desyncs {
+        let tick_parts = TickParts {
+            tick: now,
+            role: WorldRole::Verified,
+            inputs: &session.inputs,
+            status: &session.status,
+            disconnected: session.buffer.disconnected(now),
+        };
+        let view = SessionView::new(tick_parts, world, worlds, parts(session, stats));
+        let mut report = DesyncReported::new(view, *tick, players);
+        hooks.desync_reported(&mut report);
+        let breakdown = report.take_breakdown();
+        if let (Some(breakdown), Some(link)) = (breakdown, session.link.as_mut()) {
+            link.send_breakdown(world, &breakdown);
+        }
+    }
+    session.hooks = hooks;
+}
+
+/// Fills the session's scratch input set with every player's confirmed input of `tick`, the
+/// default (status `Missing`) where none is known.
+fn fill_known<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick) {
+    session.inputs.clear();
+    session.status.clear();
+    for p in 0..session.config.players {
+        let input = session.buffer.confirmed(p, tick).cloned();
+        session.status.push(if input.is_some() {
+            InputStatus::Confirmed
+        } else {
+            InputStatus::Missing
+        });
+        session.inputs.push(input.unwrap_or_default());
+    }
 }
 
 /// Step 7, finish: ends the context's update, publishes [`SessionStats`], forgets what no
@@ -544,15 +610,17 @@ fn forget_before<I: SimInput>(session: &mut DeterministicSession<I>, verified_ti
             .buffer
             .fill_predicted(tick, &mut inputs, &mut status);
         let disconnected = session.buffer.predicted_disconnected(tick);
-        if with_disconnected(hash_inputs(&inputs), disconnected) != used {
+        if input_set_hash(&inputs, disconnected) != used {
             session.predicted_diverged = true;
         }
         session.used_inputs.pop_first();
     }
     session.inputs = inputs;
     session.status = status;
-    session.audit.discard_before(keep_from);
-    super::dumps::forget_through(session, verified_tick);
+    session.hooks.cleaned_up(Cleanup {
+        verified_tick,
+        keep_from,
+    });
 }
 
 fn context(world: &mut World) -> Mut<'_, SimulatorContext> {
@@ -585,8 +653,6 @@ mod tests {
             session.used_inputs.insert(tick + 6, 0);
             forget_before(&mut session, tick);
             assert!(session.used_inputs.len() <= window, "tick {tick}");
-            let (confirmed, predicted) = session.audit.held();
-            assert!(confirmed <= window + 2 && predicted == 0, "tick {tick}");
             assert!(
                 session.buffer.discarded_through() >= tick - window as Tick - 2,
                 "tick {tick}: inputs discarded through {}",

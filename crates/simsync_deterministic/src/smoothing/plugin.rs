@@ -6,7 +6,7 @@ use bevy::transform::TransformSystems;
 use simsync_time::TickRate;
 
 use super::{TickPose, VisualSmoothing, VisualSmoothingConfig};
-use crate::session::SessionStats;
+use crate::stats::SessionStats;
 use crate::tick::SimTick;
 use crate::worlds::SimulationWorlds;
 

@@ -240,6 +240,56 @@ pub(crate) fn tagged<T>(types: &[T]) -> impl Iterator<Item = (u32, &T)> {
     (0u32..).zip(types)
 }
 
+/// The per-component hash breakdown of `sw` now (see [`ComponentBreakdown`](crate::checksum::ComponentBreakdown)).
+pub(crate) fn breakdown(
+    sw: &mut SimulationWorld,
+    registry: &RollbackRegistry,
+) -> crate::checksum::ComponentBreakdown {
+    let tick = sw.tick();
+    let slots = sw.world.resource::<ReservedSlots>().clone();
+    let entities = sw.simulation_entities();
+    let world = &sw.world;
+    let components = registry
+        .components
+        .iter()
+        .map(|copier| {
+            let mut hasher = StateHasher::default();
+            copier.digest(world, &entities, &mut hasher);
+            (copier.type_name().to_string(), hasher.finish())
+        })
+        .collect();
+    let slot_hashes = entities
+        .iter()
+        .map(|entity| {
+            let mut hasher = StateHasher::default();
+            hasher.write_u32(entity.generation().to_bits());
+            for copier in registry.components.iter() {
+                copier.digest(world, std::slice::from_ref(entity), &mut hasher);
+            }
+            for (tag, copier) in tagged(&registry.relationships) {
+                copier.hash(tag, world, *entity, &slots, &mut hasher);
+            }
+            (slots.slot_of(*entity).unwrap_or(u32::MAX), hasher.finish())
+        })
+        .collect();
+    let resources = registry
+        .resources
+        .iter()
+        .map(|copier| {
+            let mut hasher = StateHasher::default();
+            let outcome = copier.digest(world, &mut hasher);
+            hasher.write_u8(u8::from(outcome == digest::DigestOutcome::Absent));
+            (copier.type_name().to_string(), hasher.finish())
+        })
+        .collect();
+    crate::checksum::ComponentBreakdown {
+        tick,
+        components,
+        slots: slot_hashes,
+        resources,
+    }
+}
+
 /// The checksum of a simulation world: see [`crate::checksum`].
 pub(crate) fn checksum(world: &mut SimulationWorld, registry: &RollbackRegistry) -> u64 {
     let slots = world.world.resource::<ReservedSlots>().clone();

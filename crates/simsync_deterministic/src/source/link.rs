@@ -88,7 +88,7 @@ impl<I: SimInput> RelayLink<I> {
     pub(crate) fn send_breakdown(
         &mut self,
         world: &mut World,
-        breakdown: &crate::dump::ComponentBreakdown,
+        breakdown: &crate::checksum::ComponentBreakdown,
     ) {
         let mut renet = world.get_resource_mut::<RenetClient>();
         lock(&self.client).send_breakdown(renet.as_deref_mut(), breakdown);

@@ -17,6 +17,7 @@ mod local_players;
 mod local_relay;
 mod presence;
 mod reconnect;
+mod recorded;
 mod relay_client;
 mod snapshot_exchange;
 mod stall;
@@ -31,7 +32,6 @@ use simsync_net::{ClientTransport, NetClock, TickAccumulator};
 use crate::config::{SessionClock, SessionConfig};
 use crate::error::SessionError;
 use crate::input::{InputBuffer, InputLatch, SimInput, default_frame_merge};
-use crate::replay::ReplayFeed;
 use crate::tick::Tick;
 use crate::warning::SessionWarning;
 use link::{SharedClient, lock};
@@ -40,6 +40,7 @@ use local_inputs::LocalInputProvider;
 use relay_client::RelayClient;
 
 pub(crate) use link::RelayLink;
+pub(crate) use recorded::RecordedInputs;
 
 pub(crate) use relay_client::{NetReport, NextMatch};
 pub use stall::{STALL_AFTER, SessionStall, StallReason};
@@ -78,7 +79,7 @@ enum Origin<I: SimInput> {
     /// session's [`RelayLink`]).
     Remote(SharedClient<I>),
     /// A replay playback: the recorded frames are the confirmed inputs.
-    Replay(Box<ReplayFeed<I>>),
+    Replay(Box<dyn RecordedInputs<I>>),
 }
 
 /// The session's input path: local clock, own inputs, relay (or replay), confirmed inputs.
@@ -105,10 +106,10 @@ impl<I: SimInput> InputSource<I> {
     /// [`SessionError::Input`] when the local relay rejects the configuration.
     pub(crate) fn new(
         config: &SessionConfig,
-        replay: Option<ReplayFeed<I>>,
+        replay: Option<Box<dyn RecordedInputs<I>>>,
     ) -> Result<(Self, Option<RelayLink<I>>), SessionError> {
         let (origin, link) = match (replay, &config.network) {
-            (Some(feed), _) => (Origin::Replay(Box::new(feed)), None),
+            (Some(feed), _) => (Origin::Replay(feed), None),
             (None, Some(network)) => {
                 let client = RelayClient::new(network.clone(), config);
                 let shared = Arc::new(Mutex::new(client));

@@ -1224,7 +1224,7 @@ impl<I: SimInput> RelayClient<I> {
     pub(crate) fn send_breakdown(
         &mut self,
         renet: Option<&mut RenetClient>,
-        breakdown: &crate::dump::ComponentBreakdown,
+        breakdown: &crate::checksum::ComponentBreakdown,
     ) {
         let (Some(client), Some(match_id)) = (renet, self.playing()) else {
             return;
@@ -1237,7 +1237,7 @@ impl<I: SimInput> RelayClient<I> {
 /// The wire form of a breakdown: at most [`simsync_net::MAX_BREAKDOWN_ENTRIES`] entries per
 /// list and names cut to [`simsync_net::MAX_BREAKDOWN_NAME_BYTES`].
 pub(crate) fn breakdown_message(
-    breakdown: &crate::dump::ComponentBreakdown,
+    breakdown: &crate::checksum::ComponentBreakdown,
 ) -> SessionClientMessage {
     let names = |list: &[(String, u64)]| {
         list.iter()

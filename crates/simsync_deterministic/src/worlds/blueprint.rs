@@ -14,8 +14,8 @@ use super::{
 use crate::config::SessionConfig;
 use crate::error::SessionError;
 use crate::input::SimInput;
-use crate::replay::ReplayFeed;
 use crate::snapshot::RollbackRegistry;
+use crate::source::RecordedInputs;
 
 /// What a session is built from: kept by the plugin so a session can be started again
 /// (main-app resource).
@@ -26,7 +26,7 @@ pub(crate) struct SessionBlueprint<I: SimInput> {
     pub config: Box<SessionConfig>,
     pub spec: WorldSpec,
     /// The input source of a replay playback (started again from its start).
-    pub replay: Option<ReplayFeed<I>>,
+    pub replay: Option<Box<dyn RecordedInputs<I>>>,
     pub _input: PhantomData<fn() -> I>,
 }
 

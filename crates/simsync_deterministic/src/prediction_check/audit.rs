@@ -8,19 +8,11 @@
 //! right; only then are the two states compared.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 
-use super::difference::StateBreakdown;
 use crate::checksum::StateHasher;
-use crate::input::SimInput;
+use crate::divergence::difference::StateBreakdown;
 use crate::tick::Tick;
-
-/// The hash of one input set (every player's input of one tick, in player order).
-pub(crate) fn hash_inputs<I: SimInput>(inputs: &[I]) -> u64 {
-    let mut h = StateHasher::default();
-    inputs.hash(&mut h);
-    h.finish()
-}
 
 fn chain_seed(base: Tick) -> u64 {
     let mut h = StateHasher::default();
@@ -258,8 +250,18 @@ mod tests {
         audit.record_confirmed(2, 20);
         audit.discard_before(2);
         assert_eq!(audit.confirmed.len(), 1);
-        assert_eq!(hash_inputs(&[1u8, 2]), hash_inputs(&[1u8, 2]));
-        assert_ne!(hash_inputs(&[1u8, 2]), hash_inputs(&[2u8, 1]));
+        assert_eq!(
+            crate::input::input_set_hash(&[1u8, 2], 0),
+            crate::input::input_set_hash(&[1u8, 2], 0)
+        );
+        assert_ne!(
+            crate::input::input_set_hash(&[1u8, 2], 0),
+            crate::input::input_set_hash(&[2u8, 1], 0)
+        );
+        assert_ne!(
+            crate::input::input_set_hash(&[1u8, 2], 0),
+            crate::input::input_set_hash(&[1u8, 2], 1)
+        );
     }
 
     #[test]

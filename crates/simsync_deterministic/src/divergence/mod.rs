@@ -1,7 +1,20 @@
-//! Messages about state a rollback would not restore or a prediction check could not compare
-//! ([no silent divergence](crate::rules#no-silent-divergence)).
+//! Divergence: what the session reports about state a rollback would not restore, a prediction
+//! that did not reproduce the verified state, or state a check could not compare ([no silent
+//! divergence](crate::rules#no-silent-divergence)).
+//!
+//! - This module: the messages ([`UnsimulatedEntity`], [`UnregisteredComponent`],
+//!   [`UncheckedState`], [`RollbackSetupFailed`], [`PredictionMismatch`] with its
+//!   [`MismatchCause`]).
+//! - [`coverage`]: the scans for state a rollback would not restore, and their reports.
+//! - [`difference`]: per-component breakdowns of a world's state and the first
+//!   [`StateDifference`] between two of them.
+
+pub(crate) mod coverage;
+pub(crate) mod difference;
 
 use bevy::prelude::*;
+
+pub use difference::StateDifference;
 
 use crate::error::SessionError;
 use crate::snapshot::WorldRole;
@@ -78,5 +91,56 @@ impl core::fmt::Display for MismatchCause {
                  the hashes say"
             }
         })
+    }
+}
+
+/// A simulation entity carries a component type that rollback does not restore: register it
+/// (`rollback_component`) or declare it ignored (`ignore_rollback_component`). Sent once per type.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct UnregisteredComponent {
+    /// The component's type name.
+    pub type_name: String,
+}
+
+/// A predicted tick whose inputs turned out right did not produce the verified state, or could
+/// not be vouched for (debug aid: `verify_predictions`). This means the simulation is not
+/// deterministic or some state is not registered; `cause` says which the check saw, and
+/// `first_difference` where the states differ.
+///
+/// Its `Display` is one line for a test failure or a log: the tick, the cause, the first
+/// difference when known and the two hashes.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PredictionMismatch {
+    /// The tick.
+    pub tick: Tick,
+    /// Hash of the predicted state (checksum or full digest, per
+    /// [`PredictionCheck`](crate::PredictionCheck)).
+    pub predicted: u64,
+    /// Hash of the verified state.
+    pub verified: u64,
+    /// Why the check failed.
+    pub cause: MismatchCause,
+    /// Where the predicted and the verified state first differ: the first simulation entity
+    /// (slot and generation) and component type, or resource, whose values differ. `None` when
+    /// the hashes are equal (an [`MismatchCause::UncoveredState`] failure) or the difference
+    /// lies outside what the per-entity and per-type hashes see.
+    pub first_difference: Option<StateDifference>,
+}
+
+impl core::fmt::Display for PredictionMismatch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "prediction check failed at tick {}: {}",
+            self.tick, self.cause
+        )?;
+        if let Some(difference) = &self.first_difference {
+            write!(f, "; first difference: {difference}")?;
+        }
+        write!(
+            f,
+            " (hashes: predicted {:016x}, verified {:016x})",
+            self.predicted, self.verified
+        )
     }
 }

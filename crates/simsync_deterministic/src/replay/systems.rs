@@ -4,15 +4,16 @@
 
 use bevy::prelude::*;
 
-use super::replay_snapshots as snapshots;
-use super::{DeterministicSession, SessionStats};
+use super::ReplayHeader;
+use super::seek as snapshots;
+use super::{ReplayPlayback, ReplayPlaybackFailed};
+use super::{ReplayRecorder, ReplayWriteFailed};
 use crate::config::SessionConfig;
 use crate::input::SimInput;
-use crate::replay::ReplayHeader;
-use crate::replay::{ReplayPlayback, ReplayPlaybackFailed};
-use crate::replay::{ReplayRecorder, ReplayWriteFailed};
+use crate::session::DeterministicSession;
 use crate::snapshot::RollbackRegistry;
 use crate::snapshot::capture::registered_type_names;
+use crate::stats::SessionStats;
 use crate::tick::Tick;
 use crate::worlds::SimulationWorlds;
 

@@ -3,10 +3,10 @@
 
 use bevy::prelude::*;
 
-use super::{capture_snapshot, load_snapshot};
+use super::ReplayError;
+use super::ReplayPlayback;
 use crate::input::SimInput;
-use crate::replay::ReplayError;
-use crate::replay::ReplayPlayback;
+use crate::session::{capture_snapshot, load_snapshot};
 use crate::snapshot::{SnapshotLimits, WorldSnapshot};
 use crate::tick::Tick;
 

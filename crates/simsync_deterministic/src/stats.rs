@@ -2,8 +2,6 @@
 
 use bevy::prelude::*;
 
-use super::difference::StateDifference;
-use super::divergence::MismatchCause;
 use crate::checksum::TickChecksum;
 use crate::source::{RelayClientStats, StallReason};
 use crate::tick::Tick;
@@ -125,57 +123,6 @@ pub(crate) fn push_bounded(history: &mut Vec<TickChecksum>, checksum: TickChecks
 /// A checksum was recorded on a verified tick.
 #[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChecksumRecorded(pub TickChecksum);
-
-/// A simulation entity carries a component type that rollback does not restore: register it
-/// (`rollback_component`) or declare it ignored (`ignore_rollback_component`). Sent once per type.
-#[derive(Message, Debug, Clone, PartialEq, Eq)]
-pub struct UnregisteredComponent {
-    /// The component's type name.
-    pub type_name: String,
-}
-
-/// A predicted tick whose inputs turned out right did not produce the verified state, or could
-/// not be vouched for (debug aid: `verify_predictions`). This means the simulation is not
-/// deterministic or some state is not registered; `cause` says which the check saw, and
-/// `first_difference` where the states differ.
-///
-/// Its `Display` is one line for a test failure or a log: the tick, the cause, the first
-/// difference when known and the two hashes.
-#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PredictionMismatch {
-    /// The tick.
-    pub tick: Tick,
-    /// Hash of the predicted state (checksum or full digest, per
-    /// [`PredictionCheck`](crate::PredictionCheck)).
-    pub predicted: u64,
-    /// Hash of the verified state.
-    pub verified: u64,
-    /// Why the check failed.
-    pub cause: MismatchCause,
-    /// Where the predicted and the verified state first differ: the first simulation entity
-    /// (slot and generation) and component type, or resource, whose values differ. `None` when
-    /// the hashes are equal (an [`MismatchCause::UncoveredState`] failure) or the difference
-    /// lies outside what the per-entity and per-type hashes see.
-    pub first_difference: Option<StateDifference>,
-}
-
-impl core::fmt::Display for PredictionMismatch {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "prediction check failed at tick {}: {}",
-            self.tick, self.cause
-        )?;
-        if let Some(difference) = &self.first_difference {
-            write!(f, "; first difference: {difference}")?;
-        }
-        write!(
-            f,
-            " (hashes: predicted {:016x}, verified {:016x})",
-            self.predicted, self.verified
-        )
-    }
-}
 
 /// A networked session stopped verifying: no new verifiable tick for more than
 /// [`STALL_AFTER`](crate::STALL_AFTER) while running ([stalls are

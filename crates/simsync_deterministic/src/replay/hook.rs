@@ -2,12 +2,11 @@
 //! records every verified tick into the App's [`ReplayRecorder`], [`ReplayCheck`] compares a
 //! playback's recorded checksums and stops verification at the first mismatch.
 
-use super::{HookFlow, VerifiedTick, VerifiedTickHook};
-use crate::dump::capture::{self, DumpContext};
-use crate::dump::{DumpReason, DumpedWorld, dumped_inputs, write_and_report, writer_of};
+use super::ReplayRecorder;
+use super::{PlaybackHandle, ReplayMismatch, ReplayPlayback};
+use crate::dump::{DesyncDumpConfig, DumpReason, capture_view, write_and_report};
+use crate::hooks::{HookFlow, VerifiedTick, VerifiedTickHook};
 use crate::input::SimInput;
-use crate::replay::ReplayRecorder;
-use crate::replay::{PlaybackHandle, ReplayMismatch, ReplayPlayback};
 use crate::tick::Tick;
 
 /// Records the frame of every verified tick — the confirmed inputs, the disconnected players,
@@ -17,10 +16,17 @@ pub(crate) struct ReplayRecording;
 
 impl<I: SimInput> VerifiedTickHook<I> for ReplayRecording {
     fn on_verified(&mut self, verified: &mut VerifiedTick<'_, I>) -> HookFlow {
-        let (tick, disconnected, checksum) =
-            (verified.tick, verified.disconnected, verified.checksum);
-        if let Some(mut recorder) = verified.main.get_resource_mut::<ReplayRecorder>() {
-            recorder.record_frame(tick, &verified.session.inputs, disconnected, checksum);
+        let (tick, disconnected, checksum) = (
+            verified.tick(),
+            verified.disconnected(),
+            verified.checksum(),
+        );
+        if !verified.app_world().contains_resource::<ReplayRecorder>() {
+            return HookFlow::Continue;
+        }
+        let inputs = verified.inputs().to_vec();
+        if let Some(mut recorder) = verified.app_world().get_resource_mut::<ReplayRecorder>() {
+            recorder.record_frame(tick, &inputs, disconnected, checksum);
         }
         HookFlow::Continue
     }
@@ -31,24 +37,26 @@ impl<I: SimInput> VerifiedTickHook<I> for ReplayRecording {
 /// dumps are on, and stops verification.
 pub(crate) struct ReplayCheck<I: SimInput> {
     playback: PlaybackHandle<I>,
+    dumps: Option<DesyncDumpConfig>,
 }
 
 impl<I: SimInput> ReplayCheck<I> {
-    /// The check of `playback`.
-    pub(crate) fn new(playback: &ReplayPlayback<I>) -> Self {
+    /// The check of `playback`, dumping a mismatch with `dumps` when given.
+    pub(crate) fn new(playback: &ReplayPlayback<I>, dumps: Option<DesyncDumpConfig>) -> Self {
         Self {
             playback: playback.handle().clone(),
+            dumps,
         }
     }
 }
 
 impl<I: SimInput> VerifiedTickHook<I> for ReplayCheck<I> {
     fn on_verified(&mut self, verified: &mut VerifiedTick<'_, I>) -> HookFlow {
-        let Some(mismatch) = self.playback.verified(verified.tick, verified.checksum) else {
+        let Some(mismatch) = self.playback.verified(verified.tick(), verified.checksum()) else {
             return HookFlow::Continue;
         };
-        verified.main.write_message(mismatch);
-        dump_mismatch(verified, &mismatch);
+        verified.app_world().write_message(mismatch);
+        dump_mismatch(verified, self.dumps.as_ref(), &mismatch);
         HookFlow::Stop(format!(
             "replay mismatch at tick {}: recorded checksum {:#018x}, replayed {:#018x}",
             mismatch.tick, mismatch.expected, mismatch.found
@@ -62,26 +70,18 @@ impl<I: SimInput> VerifiedTickHook<I> for ReplayCheck<I> {
 
 /// A replay's recorded checksum of `mismatch.tick` differs from the replayed one (the verified
 /// world is at that tick): writes the verified world's dump of the tick, when dumps are on.
-fn dump_mismatch<I: SimInput>(verified: &mut VerifiedTick<'_, I>, mismatch: &ReplayMismatch) {
-    let Some(config) = verified.session.dumps.config.clone() else {
+fn dump_mismatch<I: SimInput>(
+    verified: &mut VerifiedTick<'_, I>,
+    config: Option<&DesyncDumpConfig>,
+    mismatch: &ReplayMismatch,
+) {
+    let Some(config) = config else {
         return;
     };
-    let inputs = dumped_inputs(verified.inputs(), verified.input_status());
-    let writer = writer_of(verified.main);
-    let worlds = &mut *verified.worlds;
-    let dump = capture::capture(
-        &mut worlds.verified,
-        &worlds.registry,
-        DumpContext {
-            world: DumpedWorld::Verified,
-            reason: DumpReason::ReplayMismatch {
-                recorded: mismatch.expected,
-                replayed: mismatch.found,
-            },
-            inputs,
-            breakdowns: Vec::new(),
-            writer,
-        },
-    );
-    write_and_report(verified.main, &config, &dump);
+    let reason = DumpReason::ReplayMismatch {
+        recorded: mismatch.expected,
+        replayed: mismatch.found,
+    };
+    let dump = capture_view(verified, reason, Vec::new());
+    write_and_report(verified.app_world(), config, &dump);
 }
