@@ -699,3 +699,33 @@ fn no_crate_has_a_module_cycle() {
     );
     assert!(cycles_found.is_empty(), "module cycles: {cycles_found:#?}");
 }
+
+/// The deterministic session reaches its features only through the hook seam: no module of
+/// `session` imports the desync dumps, the replays or the prediction check (the plugin installs
+/// them as hooks; the steps call the hook list), and the input path knows a replay only as
+/// recorded inputs.
+#[test]
+fn the_session_steps_name_no_feature() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/simsync_deterministic/src");
+    let modules = load_crate(&src);
+    let graph = import_graph(&modules);
+    let features = ["dump", "replay", "prediction_check"];
+    let mut named = Vec::new();
+    for (module, imports) in &graph {
+        let top = module.split("::").next().unwrap_or_default();
+        if !matches!(top, "session" | "source" | "hooks" | "worlds") {
+            continue;
+        }
+        for import in imports {
+            let target = import.split("::").next().unwrap_or_default();
+            if features.contains(&target) {
+                named.push(format!("{module} -> {import}"));
+            }
+        }
+    }
+    assert!(
+        graph.keys().any(|m| m == "session::steps"),
+        "the session's steps were read"
+    );
+    assert!(named.is_empty(), "{named:#?}");
+}

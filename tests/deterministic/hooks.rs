@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use bevy::prelude::*;
 use simsync::deterministic::{
-    Cleanup, HookFlow, PredictedTick, SessionError, SessionMode, SnapshotAppExt, WorldRole,
-    VerificationStopped, VerifiedTick, VerifiedTickHook, VerifiedTickHookAppExt, restart_session,
+    Cleanup, HookFlow, PredictedTick, SessionError, SessionMode, SnapshotAppExt,
+    VerificationStopped, VerifiedTick, VerifiedTickHook, VerifiedTickHookAppExt, WorldRole,
+    restart_session,
 };
 use simsync::prelude::*;
 
