@@ -61,58 +61,15 @@ pub(crate) fn capture(
     let world = &sw.world;
     let type_registry = world.get_resource::<AppTypeRegistry>().cloned();
     let type_registry = type_registry.as_ref().map(|r| r.read());
-    let mut dumped = Vec::with_capacity(entities.len());
-    for entity in &entities {
-        let mut components = Vec::new();
-        for copier in registry.components.iter() {
-            let mut hasher = StateHasher::default();
-            let outcome = copier.digest(world, std::slice::from_ref(entity), &mut hasher);
-            if outcome == DigestOutcome::Absent {
-                continue;
-            }
-            let fields = type_registry.as_ref().and_then(|tr| {
-                let reflect = tr.get_type_data::<ReflectComponent>(copier.type_id())?;
-                let value = reflect.reflect(world.get_entity(*entity).ok()?)?;
-                Some(flatten(value.as_partial_reflect()))
-            });
-            components.push(DumpedValue {
-                type_name: copier.type_name().to_string(),
-                hash: (outcome == DigestOutcome::Compared).then(|| hasher.finish()),
-                fields,
-            });
-        }
-        for (tag, copier) in crate::snapshot::tagged(&registry.relationships) {
-            let mut hasher = StateHasher::default();
-            copier.hash(tag, world, *entity, &slots, &mut hasher);
-            components.push(DumpedValue {
-                type_name: copier.type_name().to_string(),
-                hash: Some(hasher.finish()),
-                fields: None,
-            });
-        }
-        dumped.push(DumpedEntity {
+    let type_registry = type_registry.as_deref();
+    let dumped = entities
+        .iter()
+        .map(|entity| DumpedEntity {
             slot: slots.slot_of(*entity).unwrap_or(u32::MAX),
             generation: entity.generation().to_bits(),
-            components,
-        });
-    }
-    let mut resources = Vec::new();
-    for copier in registry.resources.iter() {
-        let mut hasher = StateHasher::default();
-        let outcome = copier.digest(world, &mut hasher);
-        if outcome == DigestOutcome::Absent {
-            continue;
-        }
-        let fields = type_registry.as_ref().and_then(|tr| {
-            let type_id = copier.type_id();
-            reflect_resource(world, tr, type_id).map(flatten)
-        });
-        resources.push(DumpedValue {
-            type_name: copier.type_name().to_string(),
-            hash: (outcome == DigestOutcome::Compared).then(|| hasher.finish()),
-            fields,
-        });
-    }
+            components: entity_values(world, *entity, registry, &slots, type_registry),
+        })
+        .collect();
     DesyncDump {
         header: DumpHeader {
             tick,
@@ -123,10 +80,73 @@ pub(crate) fn capture(
             writer: context.writer,
         },
         entities: dumped,
-        resources,
+        resources: resource_values(world, registry, type_registry),
         inputs: context.inputs,
         breakdowns: context.breakdowns,
     }
+}
+
+/// Every registered component of `entity` (type, digest and reflected fields; absent ones
+/// left out) and its registered relationships (type and hash).
+fn entity_values(
+    world: &World,
+    entity: Entity,
+    registry: &RollbackRegistry,
+    slots: &ReservedSlots,
+    type_registry: Option<&bevy::reflect::TypeRegistry>,
+) -> Vec<DumpedValue> {
+    let mut components = Vec::new();
+    for copier in registry.components.iter() {
+        let mut hasher = StateHasher::default();
+        let outcome = copier.digest(world, std::slice::from_ref(&entity), &mut hasher);
+        if outcome == DigestOutcome::Absent {
+            continue;
+        }
+        let fields = type_registry.and_then(|tr| {
+            let reflect = tr.get_type_data::<ReflectComponent>(copier.type_id())?;
+            let value = reflect.reflect(world.get_entity(entity).ok()?)?;
+            Some(flatten(value.as_partial_reflect()))
+        });
+        components.push(DumpedValue {
+            type_name: copier.type_name().to_string(),
+            hash: (outcome == DigestOutcome::Compared).then(|| hasher.finish()),
+            fields,
+        });
+    }
+    for (tag, copier) in crate::snapshot::tagged(&registry.relationships) {
+        let mut hasher = StateHasher::default();
+        copier.hash(tag, world, entity, slots, &mut hasher);
+        components.push(DumpedValue {
+            type_name: copier.type_name().to_string(),
+            hash: Some(hasher.finish()),
+            fields: None,
+        });
+    }
+    components
+}
+
+/// Every registered resource present in `world` (type, digest and reflected fields).
+fn resource_values(
+    world: &World,
+    registry: &RollbackRegistry,
+    type_registry: Option<&bevy::reflect::TypeRegistry>,
+) -> Vec<DumpedValue> {
+    let mut resources = Vec::new();
+    for copier in registry.resources.iter() {
+        let mut hasher = StateHasher::default();
+        let outcome = copier.digest(world, &mut hasher);
+        if outcome == DigestOutcome::Absent {
+            continue;
+        }
+        let fields =
+            type_registry.and_then(|tr| reflect_resource(world, tr, copier.type_id()).map(flatten));
+        resources.push(DumpedValue {
+            type_name: copier.type_name().to_string(),
+            hash: (outcome == DigestOutcome::Compared).then(|| hasher.finish()),
+            fields,
+        });
+    }
+    resources
 }
 
 fn reflect_resource<'w>(
