@@ -121,9 +121,7 @@ fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
         None => game,
     };
     let session = network::ClientSession {
-        dump_dir: args
-            .plant_desync
-            .map(|_| std::path::PathBuf::from("desync-dumps")),
+        dump_dir: args.dump_dir(),
         players: args.players,
         verify_predictions: !args.no_verify_predictions,
         rejoin: args.rejoin.map(|r| simsync_net::ReconnectToken {

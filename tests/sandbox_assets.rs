@@ -462,6 +462,31 @@ fn record_and_replay_take_a_file_and_snapshots_need_a_recording() {
 }
 
 #[test]
+fn join_dumps_into_dump_dir_else_with_a_planted_desync_into_desync_dumps() {
+    let dump_dir = |line: &str| match parse(line) {
+        Ok(Command::Join(join)) => join.dump_dir(),
+        other => panic!("{line}: {other:?}"),
+    };
+    let join = "join --connect 127.0.0.1:5000";
+    assert_eq!(dump_dir(join), None);
+    assert_eq!(
+        dump_dir(&format!("{join} --plant-desync 120")),
+        Some(PathBuf::from(cli::DEFAULT_DUMP_DIR))
+    );
+    assert_eq!(
+        dump_dir(&format!("{join} --dump-dir honest")),
+        Some(PathBuf::from("honest"))
+    );
+    assert_eq!(
+        dump_dir(&format!("{join} --plant-desync 120 --dump-dir liar")),
+        Some(PathBuf::from("liar"))
+    );
+    let error = parse(&format!("{join} --ownership --dump-dir d"))
+        .expect_err("an ownership join has no desync dumps");
+    assert_eq!(error.kind(), ErrorKind::ArgumentConflict);
+}
+
+#[test]
 fn help_mentions_rust_log_and_no_build_machine_path() {
     let mut command = cli::Cli::command();
     command.build();

@@ -17,6 +17,9 @@ pub const DEFAULT_SCENE: &str = "assets/scenes/sandbox.ron";
 pub const DEFAULT_SESSION_TRACE: &str = "assets/traces/two_players.ron";
 /// The ownership script when `--trace` is not given to an ownership run.
 pub const DEFAULT_OWNERSHIP_TRACE: &str = "assets/traces/ownership_three.ron";
+/// Where `--plant-desync` writes desync dumps when `--dump-dir` is not given (relative to the
+/// working directory).
+pub const DEFAULT_DUMP_DIR: &str = "desync-dumps";
 
 const AFTER_HELP: &str = "\
 Logging: the engine logs through Bevy's LogPlugin; set RUST_LOG to filter it (e.g. RUST_LOG=warn, \
@@ -70,8 +73,8 @@ pub enum Command {
     /// session client, or with --ownership one participant.
     #[command(after_help = AFTER_HELP)]
     Join(JoinArgs),
-    /// Compares two desync dumps: names the first differing entity (slot, generation),
-    /// component and field values, and the inputs of the tick. Exit 0: no difference; 1: a
+    /// Compares two desync dumps: names the first differing entity (slot, generation; and
+    /// whose body, for a player's), component and field values, and the inputs of the tick. Exit 0: no difference; 1: a
     /// difference (printed); 2: a file is missing, corrupt, of another version or game.
     #[command(after_help = AFTER_HELP)]
     Diff(DiffArgs),
@@ -347,12 +350,27 @@ pub struct JoinArgs {
     pub record: Option<PathBuf>,
     /// Plant a desync at this tick in this client's game (a wrong physics step): the relay
     /// names it; an authoritative room (`host --authoritative`) resyncs it, and the join then
-    /// counts as agreeing. Desync dumps go to desync-dumps/.
+    /// counts as agreeing. Desync dumps go to --dump-dir (default desync-dumps/).
     #[arg(long, value_name = "TICK", conflicts_with = "ownership")]
     pub plant_desync: Option<u32>,
+    /// Write desync dumps into this directory when the relay reports a desync, this client's
+    /// or another player's (the desynced tick and the tick before it; compare two clients'
+    /// dumps with `diff`) [default with --plant-desync: desync-dumps].
+    #[arg(long, value_name = "DIR", conflicts_with = "ownership", value_hint = ValueHint::DirPath)]
+    pub dump_dir: Option<PathBuf>,
     /// With --record: also record a world snapshot every N verified ticks; 0 = none.
     #[arg(long, value_name = "N", default_value_t = 0, requires = "record")]
     pub snapshot_every: u32,
+}
+
+impl JoinArgs {
+    /// Where this client writes its desync dumps: `--dump-dir`, else `desync-dumps` with
+    /// `--plant-desync`, else nowhere (no dumps).
+    pub fn dump_dir(&self) -> Option<PathBuf> {
+        self.dump_dir
+            .clone()
+            .or_else(|| self.plant_desync.map(|_| PathBuf::from(DEFAULT_DUMP_DIR)))
+    }
 }
 
 /// `sandbox host`.

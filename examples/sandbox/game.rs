@@ -60,8 +60,12 @@ pub fn encode(input: &TraceInput) -> PackedInput {
     packed
 }
 
-/// Marks a player's body (rolled back, part of checksums and of snapshots).
-#[derive(Component, Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+/// Marks a player's body (rolled back, part of checksums and of snapshots; reflected, so a
+/// desync dump shows whose body an entity is and `sandbox diff` names it).
+#[derive(
+    Component, Reflect, Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize,
+)]
+#[reflect(Component)]
 pub struct PlayerBody {
     /// The player controlling the body.
     pub player: u8,
@@ -115,7 +119,11 @@ impl SandboxGame {
     }
 
     /// The same game whose simulation, at `tick`, adds 0.5 m/s upwards to player 0's body's
-    /// `Velocity` (a planted desync: give it to one client only).
+    /// `Velocity` after the physics step (a planted desync, a wrong physics step: give it to
+    /// one client only). The world at the end of `tick` differs in that one value; the next
+    /// step spreads it to the bodies player 0 touches. A change before the step would already
+    /// have reached every body of player 0's contact island by the end of `tick` (the solver
+    /// couples them: in the shipped scene 101 bodies, 203 component values).
     pub fn with_planted_desync(mut self, tick: i32) -> Self {
         self.plant_desync = Some(tick);
         self
@@ -138,6 +146,7 @@ impl Plugin for SandboxGame {
             scene: self.scene.clone(),
             players: self.players,
         })
+        .register_type::<PlayerBody>()
         .rollback_hashed_component_serde::<PlayerBody>()
         .add_systems(SimulationStartup, spawn_scene)
         .add_systems(
@@ -146,12 +155,7 @@ impl Plugin for SandboxGame {
         );
         app.insert_resource(PlantDesync(self.plant_desync))
             .ignore_rollback_resource::<PlantDesync>()
-            .add_systems(
-                SimulationTick,
-                plant_desync
-                    .after(apply_player_inputs)
-                    .in_set(SimulationSet::Game),
-            );
+            .add_systems(SimulationTick, plant_desync.in_set(SimulationSet::Cleanup));
     }
 }
 
@@ -274,7 +278,8 @@ fn push_impulse(from: Vec3, at: Vec3) -> Option<Vec3> {
     Some(direction * strength)
 }
 
-/// At the planted tick, nudges player 0's body upwards (see [`SandboxGame::with_planted_desync`]).
+/// At the planted tick, after the physics step, nudges player 0's body upwards (see
+/// [`SandboxGame::with_planted_desync`]); the next step takes the changed `Velocity` in.
 fn plant_desync(
     plant: Res<PlantDesync>,
     tick: Res<SimTick>,

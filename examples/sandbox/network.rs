@@ -168,8 +168,86 @@ pub fn add_client(
         .insert_net_client(transport)
         .insert_resource(trace_inputs(trace))
         .init_resource::<ConnectFailureSeen>()
-        .add_systems(Update, keep_connect_failure);
+        .init_resource::<DesyncsTold>()
+        .add_systems(Update, (keep_connect_failure, keep_desyncs));
     add_stop_and_watch(app, ticks);
+}
+
+/// One desync episode the relay told a client of: its own (`DesyncDetected`) or other
+/// players' (`PlayerDesynced`, "player N desynced").
+#[derive(Debug, Clone, PartialEq)]
+struct DesyncTold {
+    /// The first desynced tick of the episode.
+    tick: i32,
+    /// The players named, in slot order.
+    players: Vec<u8>,
+    /// Who judged it.
+    judge: simsync::deterministic::DesyncJudge,
+    /// Whether this client's own player is named.
+    own: bool,
+}
+
+impl DesyncTold {
+    /// The summary's entry: `{"tick", "players", "judge": "authority" | "majority", "own"}`.
+    fn to_json(&self) -> Value {
+        use simsync::deterministic::DesyncJudge;
+        json!({
+            "tick": self.tick,
+            "players": self.players,
+            "judge": match self.judge {
+                DesyncJudge::Authority => "authority",
+                DesyncJudge::Majority => "majority",
+            },
+            "own": self.own,
+        })
+    }
+
+    /// What `join` prints for it.
+    fn line(&self) -> String {
+        let who = match self.players.as_slice() {
+            [one] => format!("player {one}"),
+            many => format!("players {many:?}"),
+        };
+        if self.own {
+            format!(
+                "{who} (this client) desynced at tick {}, judged by {}",
+                self.tick, self.judge
+            )
+        } else {
+            format!(
+                "{who} desynced at tick {}, judged by {}; this client agrees with it",
+                self.tick, self.judge
+            )
+        }
+    }
+}
+
+/// Every desync episode the relay told this client of, in the order told (the summary's
+/// `desyncs_told`).
+#[derive(Resource, Default)]
+struct DesyncsTold(Vec<DesyncTold>);
+
+fn keep_desyncs(
+    mut own: MessageReader<simsync::deterministic::DesyncDetected>,
+    mut others: MessageReader<simsync::deterministic::PlayerDesynced>,
+    mut told: ResMut<DesyncsTold>,
+) {
+    for d in own.read() {
+        told.0.push(DesyncTold {
+            tick: d.tick,
+            players: d.players.clone(),
+            judge: d.judge,
+            own: true,
+        });
+    }
+    for d in others.read() {
+        told.0.push(DesyncTold {
+            tick: d.tick,
+            players: d.players.clone(),
+            judge: d.judge,
+            own: false,
+        });
+    }
 }
 
 /// The last [`simsync_net::ConnectFailure`] the client transport reported: a connection that
@@ -275,6 +353,9 @@ fn client_summary(world: &mut World, compared: usize, mismatches: usize) -> Valu
         "first_verified_tick": s.checksum_history.first().map(|c| c.tick),
         "snapshots_loaded": net.snapshots.loaded,
         "snapshots_served": net.snapshots.served,
+        "desyncs_told": world
+            .get_resource::<DesyncsTold>()
+            .map_or_else(Vec::new, |t| t.0.iter().map(DesyncTold::to_json).collect()),
         "final_checksum": format!("{:016x}", final_checksum(world)),
     })
 }
@@ -311,7 +392,7 @@ fn write_json(path: &Path, value: &Value) -> Result<(), Failure> {
 pub fn client_session(args: &NetworkArgs) -> ClientSession {
     let dump_dir = args.dump_dir.clone().or_else(|| {
         args.plant_desync
-            .map(|_| std::path::PathBuf::from("desync-dumps"))
+            .map(|_| std::path::PathBuf::from(super::cli::DEFAULT_DUMP_DIR))
     });
     ClientSession {
         players: args.session.players + u8::from(args.late_join_at.is_some()),
@@ -673,7 +754,38 @@ pub fn run_diff(a: &Path, b: &Path) -> Result<bool, Failure> {
     println!("a: {}", a.display());
     println!("b: {}", b.display());
     print!("{diff}");
+    if let Some((slot, player)) = first_player_body(&diff, &da, &db) {
+        println!("  (slot {slot}, the first difference, is player {player}'s body)");
+    }
     Ok(diff.is_empty())
+}
+
+/// The slot of the entity `diff` names first, and the player whose body it is, when it is a
+/// player's body in either dump.
+fn first_player_body(
+    diff: &simsync::deterministic::DumpDiff,
+    a: &simsync::deterministic::DesyncDump,
+    b: &simsync::deterministic::DesyncDump,
+) -> Option<(u32, u8)> {
+    use simsync::deterministic::Difference;
+    let slot = match diff.first.as_ref()? {
+        Difference::Component { slot, .. } | Difference::EntityOnlyIn { slot, .. } => *slot,
+        Difference::Resource { .. } => return None,
+    };
+    let player = player_of_slot(a, slot).or_else(|| player_of_slot(b, slot))?;
+    Some((slot, player))
+}
+
+/// The player whose body the entity in `slot` of `dump` is: its reflected `PlayerBody`'s
+/// `player` field.
+fn player_of_slot(dump: &simsync::deterministic::DesyncDump, slot: u32) -> Option<u8> {
+    let entity = dump.entities.iter().find(|e| e.slot == slot)?;
+    let body = entity
+        .components
+        .iter()
+        .find(|c| c.type_name.ends_with("::PlayerBody"))?;
+    let field = body.fields.as_ref()?.iter().find(|f| f.path == "player")?;
+    field.value.parse().ok()
 }
 
 /// Paces a loop at the tick rate in real time.
@@ -968,6 +1080,9 @@ pub fn run_client(
             s.verified_tick,
             summary["final_checksum"].as_str().unwrap_or_default()
         );
+        for told in std::mem::take(&mut app.world_mut().resource_mut::<DesyncsTold>().0) {
+            println!("client: {}", told.line());
+        }
         // This client agreed unless a desync named it and no authoritative room resynced it.
         let (named, resyncs) = s
             .network

@@ -92,7 +92,12 @@ pub struct DumpDiff {
     pub ticks: (Tick, Tick),
     /// The first difference, the root first: a difference of a slot and a type named by
     /// [`root`](Self::root), then one of a slot or a type named there, then the others; within
-    /// each, entities in slot order, components in registration order, then resources.
+    /// each, the largest change first (the largest absolute difference between a numeric
+    /// field's two values; a change that cannot be measured so — an entity or value on one side
+    /// only, a field that is not a number, a value without fields — counts as the largest),
+    /// then entities in slot order, components in registration order, then resources. One
+    /// wrong value spreads within the same step to every body its contacts couple it with, by
+    /// rounding-sized amounts: the size puts the wrong value before the bystanders.
     /// `None`: the dumps hold the same state.
     pub first: Option<Difference>,
     /// Where the dumps' kept breakdowns first differ (`None`: no tick kept in both differs).
@@ -167,9 +172,13 @@ pub fn diff_dumps(a: &DesyncDump, b: &DesyncDump) -> Result<DumpDiff, DumpError>
         },
     );
     let root = root_difference(&a.breakdowns, &b.breakdowns);
-    if let Some(root) = &root {
-        all.sort_by_key(|d| root_rank(d, root));
-    }
+    // A stable sort: within a rank and a spread, slot and registration order stay.
+    all.sort_by(|x, y| {
+        let rank = |d| root.as_ref().map_or(0, |root| root_rank(d, root));
+        rank(x)
+            .cmp(&rank(y))
+            .then_with(|| spread(y).total_cmp(&spread(x)))
+    });
     Ok(DumpDiff {
         ticks: (a.header.tick, b.header.tick),
         differences: all.len(),
@@ -242,6 +251,32 @@ fn root_rank(difference: &Difference, root: &RootDifference) -> u8 {
             }
         }
     }
+}
+
+/// How far apart the two sides of `difference` are: the largest absolute difference of a
+/// field whose two values are both numbers. [`f64::INFINITY`] when it cannot be measured (an
+/// entity, value or field on one side only, a differing field that is not a number, a value
+/// without fields): a change that is not numeric is never a small numeric spread.
+fn spread(difference: &Difference) -> f64 {
+    let fields = match difference {
+        Difference::EntityOnlyIn { .. } => return f64::INFINITY,
+        Difference::Component { a, b, fields, .. } | Difference::Resource { a, b, fields, .. } => {
+            if a.is_none() || b.is_none() || fields.is_empty() {
+                return f64::INFINITY;
+            }
+            fields
+        }
+    };
+    fields
+        .iter()
+        .map(|field| {
+            let number = |side: &Option<String>| side.as_deref()?.trim().parse::<f64>().ok();
+            match (number(&field.a), number(&field.b)) {
+                (Some(x), Some(y)) if (x - y).is_finite() => (x - y).abs(),
+                _ => f64::INFINITY,
+            }
+        })
+        .fold(0.0, f64::max)
 }
 
 fn entity_differences(a: &DesyncDump, b: &DesyncDump, out: &mut Vec<Difference>) {
@@ -544,6 +579,65 @@ mod tests {
         assert_eq!((*slot, type_name.as_str()), (3, "Velocity"));
         assert!(
             diff.to_string().contains("first differ at tick 10"),
+            "{diff}"
+        );
+    }
+
+    /// Slot `slot` with a reflected `Velocity` whose field `y` is `y` (hashed by its text).
+    fn moving(slot: u32, y: &str) -> DumpedEntity {
+        DumpedEntity {
+            slot,
+            generation: 0,
+            components: vec![DumpedValue {
+                type_name: "Velocity".into(),
+                hash: Some(y.bytes().map(u64::from).sum()),
+                fields: Some(vec![crate::dump::format::DumpedField {
+                    path: "y".into(),
+                    value: y.into(),
+                }]),
+            }],
+        }
+    }
+
+    #[test]
+    fn at_the_root_tick_the_largest_change_comes_before_bystanders_spread() {
+        // At tick 10 slot 7 was pushed by 0.5 and, in the same step, slots 1 and 4 moved by
+        // rounding-sized amounts: every one of them differs at the root tick.
+        let mut a = dump((1, 1), (1, 1), vec![breakdown(10, 5, 5)]);
+        let mut b = dump((1, 1), (1, 1), vec![breakdown(10, 6, 7)]);
+        a.entities = vec![moving(1, "0.25"), moving(4, "-3.0"), moving(7, "1.5")];
+        b.entities = vec![
+            moving(1, "0.25000003"),
+            moving(4, "-3.0000002"),
+            moving(7, "1.0"),
+        ];
+        for (x, y) in [(&mut a, 1), (&mut b, 2)] {
+            x.breakdowns[0].slots = vec![(1, y), (4, y), (7, y)];
+        }
+        let diff = diff_dumps(&a, &b).expect("same game");
+        assert_eq!(diff.differences, 3);
+        assert_eq!(
+            diff.root.as_ref().map(|r| r.slots.clone()),
+            Some(vec![1, 4, 7])
+        );
+        let Some(Difference::Component { slot, fields, .. }) = &diff.first else {
+            panic!("{diff}");
+        };
+        assert_eq!(*slot, 7, "{diff}");
+        assert_eq!(fields[0].a.as_deref(), Some("1.5"));
+        // A change that is not a number counts as the largest: before slot 1's 0.5.
+        b.entities = vec![moving(1, "0.75"), moving(4, "-3.0000002"), moving(7, "NaN")];
+        let diff = diff_dumps(&a, &b).expect("same game");
+        assert!(
+            matches!(&diff.first, Some(Difference::Component { slot: 7, .. })),
+            "{diff}"
+        );
+        // Changes of the same size keep slot order.
+        b.entities = vec![moving(1, "0.75"), moving(4, "-2.5"), moving(7, "1.5")];
+        let diff = diff_dumps(&a, &b).expect("same game");
+        assert_eq!(diff.differences, 2);
+        assert!(
+            matches!(&diff.first, Some(Difference::Component { slot: 1, .. })),
             "{diff}"
         );
     }

@@ -791,7 +791,8 @@ impl<I: SimInput> RelayClient<I> {
         }
     }
 
-    /// The relay's breakdown of the desync at `tick`: logged, kept as the last report and
+    /// The relay's breakdown of the desync at `tick`: logged (an error when it names this
+    /// client's player, else a warning: [`desync_report_line`]), kept as the last report and
     /// reported.
     fn on_desync_report(
         &mut self,
@@ -800,16 +801,16 @@ impl<I: SimInput> RelayClient<I> {
         components: Vec<String>,
         slots: Vec<u32>,
     ) {
-        error!(
-            "session client: desync at tick {tick} is in components {components:?}, \
-             slots {slots:?} (players {players:?})"
-        );
         let report = simsync_net::DesyncReport {
             tick,
             players,
             components,
             slots,
         };
+        match desync_report_line(&report, self.names_this_client(&report.players)) {
+            (true, line) => error!("{line}"),
+            (false, line) => warn!("{line}"),
+        }
         self.stats.last_desync_report = Some(report.clone());
         self.reports.push(NetReport::DesyncReport(report));
     }
@@ -917,11 +918,16 @@ impl<I: SimInput> RelayClient<I> {
         }
     }
 
+    /// Whether `players` include this client's own player (never before its slot is known).
+    fn names_this_client(&self, players: &[PlayerIndex]) -> bool {
+        self.stats.slot.is_some_and(|s| players.contains(&s))
+    }
+
     /// The server reports the desync episodes of `players` starting at `tick`, judged by
     /// `judge`: this client's own desync when its player is named (counted, kept, logged as an
     /// error), else other players' ("player N desynced": counted apart, logged as a warning).
     fn on_desync(&mut self, tick: Tick, players: Vec<PlayerIndex>, judge: DesyncJudge) {
-        let own = self.stats.slot.is_some_and(|s| players.contains(&s));
+        let own = self.names_this_client(&players);
         if !own {
             self.stats.others_desynced += 1;
             warn!(
@@ -1276,6 +1282,29 @@ fn substitute<I: SimInput>(buffer: &InputBuffer<I>, player: PlayerIndex, tick: T
         .unwrap_or_default()
 }
 
+/// The log line of the relay's desync `report` on a client, and whether it is an error: it
+/// is when the report names this client's player (`own`); else only other players desynced,
+/// this client agrees with the judge, and the line is a warning that says so (an honest
+/// client's log holds no error for another player's desync).
+fn desync_report_line(report: &simsync_net::DesyncReport, own: bool) -> (bool, String) {
+    let simsync_net::DesyncReport {
+        tick,
+        players,
+        components,
+        slots,
+    } = report;
+    let whose = if own {
+        "this client's desync"
+    } else {
+        "other players' desync; this client agrees with the judge"
+    };
+    let line = format!(
+        "session client: desync at tick {tick} is in components {components:?}, slots \
+         {slots:?} (players {players:?}: {whose})"
+    );
+    (own, line)
+}
+
 #[cfg(test)]
 mod tests {
     use simsync_net::InputSet;
@@ -1410,6 +1439,37 @@ mod tests {
         assert!(matches!(&reports[1], NetReport::Desync(d) if *d == own));
         assert_eq!(client.stats().last_desync, Some(own));
         assert!(client.take_reports().is_empty());
+    }
+
+    #[test]
+    fn a_desync_report_is_an_error_only_on_a_client_it_names() {
+        let report = simsync_net::DesyncReport {
+            tick: 120,
+            players: vec![0],
+            components: vec!["Velocity".into()],
+            slots: vec![264],
+        };
+        let mut client =
+            RelayClient::<u32>::new(NetworkSessionConfig::default(), &SessionConfig::default());
+        for (slot, error) in [(0, true), (1, false)] {
+            client.stats.slot = Some(slot);
+            let own = client.names_this_client(&report.players);
+            let (is_error, line) = desync_report_line(&report, own);
+            assert_eq!(is_error, error, "slot {slot}: {line}");
+            assert!(
+                line.contains("tick 120") && line.contains("[264]"),
+                "{line}"
+            );
+            assert_eq!(line.contains("this client agrees"), !error, "{line}");
+        }
+        client.stats.slot = None;
+        assert!(!client.names_this_client(&report.players));
+        client.on_desync_report(120, vec![0], vec!["Velocity".into()], vec![264]);
+        assert_eq!(client.stats().last_desync_report, Some(report.clone()));
+        assert!(matches!(
+            &client.take_reports()[..],
+            [NetReport::DesyncReport(r)] if *r == report
+        ));
     }
 
     #[test]
