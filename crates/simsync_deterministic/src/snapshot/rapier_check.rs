@@ -25,9 +25,16 @@
 //! - the solver's contact graph: buckets, edge and manifold positions and their back
 //!   references, solver body indices within the awake set, the solver hints and force-event
 //!   lists the length of the contact graph;
-//! - the broad phase's tree: child, parent and leaf indices, leaf counts, every leaf an
-//!   existing collider reached once, no cycle;
+//! - the broad phase's tree ([`check_bvh`]): child, parent and leaf indices, leaf counts, every
+//!   leaf an existing collider reached once, no cycle;
+//! - the multibodies: each one's links and buffers ([`check_multibody`]), each link's body
+//!   existing and mapped back to that link, every mapped body a link and a node of the
+//!   connectivity graph naming it back;
+//! - the contact workspaces of composite shapes ([`check_contact_workspace`]);
 //! - every float finite or infinite, never NaN; the entity bits of bodies and colliders.
+//!
+//! The shapes of the colliders, in the collider set and in the `Collider` components, are
+//! checked by [`check_shape`]; a bad one is refused with [`SnapshotError::InvalidShape`].
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -48,7 +55,8 @@ const NONE: u64 = u32::MAX as u64;
 /// Checks the Rapier state of every Rapier context entity of `world` (after a load).
 ///
 /// # Errors
-/// [`SnapshotError::InconsistentPhysics`] naming the structure and the first broken rule.
+/// [`SnapshotError::InconsistentPhysics`] naming the structure and the first broken rule;
+/// [`SnapshotError::InvalidShape`] naming the entity of a collider whose shape is broken.
 pub(crate) fn check_physics(world: &mut World) -> Result<(), SnapshotError> {
     let mut query = world.query::<(
         Entity,
