@@ -511,6 +511,55 @@ fn many_mutated_shapes_snapshots_report() {
     assert!(out.panics.is_empty());
 }
 
+/// Decoding and loading honest snapshots, timed and printed (no assertion on the times): a
+/// pile of 1,000 boxes and the shapes scene, each the median of 5 loads into fresh Apps.
+#[test]
+#[ignore = "a timing, printed: run it by name with --ignored --nocapture"]
+fn honest_snapshot_load_timing() {
+    let pile = || {
+        common::app(
+            TestGame {
+                boxes: 1_000,
+                ..scene()
+            },
+            0,
+            SessionMode::Lockstep,
+            false,
+        )
+    };
+    let mut source = pile();
+    common::run_until_verified(&mut source, 40);
+    let capture = |app: &mut App| {
+        app.capture_snapshot::<PackedInput>()
+            .expect("capture")
+            .encode()
+    };
+    let cases: [(&str, Vec<u8>, &dyn Fn() -> App); 2] = [
+        ("1,000 boxes", capture(&mut source), &pile),
+        ("shapes scene", Scene::Shapes.snapshot(), &|| {
+            Scene::Shapes.app()
+        }),
+    ];
+    for (name, bytes, app) in cases {
+        let mut times: Vec<std::time::Duration> = (0..5)
+            .map(|_| {
+                let mut app = app();
+                let start = std::time::Instant::now();
+                let snapshot =
+                    WorldSnapshot::decode(&bytes, DEFAULT_MAX_SNAPSHOT_BYTES).expect("decode");
+                app.load_snapshot::<PackedInput>(&snapshot).expect("load");
+                start.elapsed()
+            })
+            .collect();
+        times.sort();
+        println!(
+            "{name}: {} bytes, decode + load {:?} (median of 5)",
+            bytes.len(),
+            times[2]
+        );
+    }
+}
+
 fn print_outcomes(out: &Outcomes) {
     println!(
         "tried {}, refused at decode {}, refused at load {}, loaded and stepped {}, panics {}",
