@@ -172,6 +172,18 @@ pub enum SnapshotError {
         /// The first broken rule.
         reason: String,
     },
+    /// A collider's shape in the snapshot cannot be simulated: a size negative or not finite,
+    /// a mesh index past its vertices, a tree leaf past its elements, a heightfield whose data
+    /// is not its dimensions, a compound nesting a composite shape... Like
+    /// [`SnapshotError::InconsistentPhysics`], such a snapshot passed its hashes but was written
+    /// wrong or forged; it is refused before any system runs on it.
+    #[error("invalid collider shape in the snapshot on {entity}: {reason}")]
+    InvalidShape {
+        /// The entity of the collider (its Rapier collider or its `Collider` component).
+        entity: Entity,
+        /// Where the shape was found and the first broken rule.
+        reason: String,
+    },
     /// The loaded world's checksum differs from the snapshot's.
     #[error(
         "checksum mismatch at tick {tick}: the snapshot says {expected:#018x}, the loaded world has {found:#018x}"

@@ -159,7 +159,8 @@ fn check_header<I: SimInput>(
 /// [`SnapshotError::ForeignGame`], [`SnapshotError::SessionAhead`] (nothing changed);
 /// [`SnapshotError::Corrupt`], [`SnapshotError::Value`], [`SnapshotError::NotSerializable`],
 /// [`SnapshotError::InconsistentPhysics`] (Rapier's loaded state does not hold together: a
-/// snapshot is untrusted input), [`SnapshotError::ChecksumMismatch`] (the worlds may be partly
+/// snapshot is untrusted input), [`SnapshotError::InvalidShape`] (a collider's shape does not),
+/// [`SnapshotError::ChecksumMismatch`] (the worlds may be partly
 /// loaded: build a new App).
 pub fn load_snapshot<I: SimInput>(
     world: &mut World,

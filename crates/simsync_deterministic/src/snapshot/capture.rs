@@ -260,7 +260,9 @@ fn corrupt(what: String) -> SnapshotError {
 /// for a value on an entity the state does not hold; [`SnapshotError::NotSerializable`] /
 /// [`SnapshotError::Value`] if a value cannot be loaded;
 /// [`SnapshotError::InconsistentPhysics`] if the loaded Rapier state's indices do not hold
-/// together ([`rapier_check`](super::rapier_check)). The world may be partly loaded after
+/// together ([`rapier_check`](super::rapier_check)); [`SnapshotError::InvalidShape`] if a
+/// collider's shape does not ([`shape_check`](super::shape_check)). The world may be partly
+/// loaded after
 /// an error: build a new App to try again.
 pub(crate) fn load_world(
     sw: &mut SimulationWorld,

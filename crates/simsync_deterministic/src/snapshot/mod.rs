@@ -12,6 +12,7 @@ pub mod coverage;
 pub mod digest;
 pub mod entities;
 pub mod format;
+pub(crate) mod multibody_check;
 pub mod rapier;
 pub(crate) mod rapier_check;
 pub mod rapier_serial;
@@ -20,6 +21,7 @@ pub mod relationship;
 pub(crate) mod serde_tree;
 pub mod serial;
 pub mod setup;
+pub(crate) mod shape_check;
 pub mod strategy;
 
 use bevy::ecs::change_detection::Tick;

@@ -25,9 +25,16 @@
 //! - the solver's contact graph: buckets, edge and manifold positions and their back
 //!   references, solver body indices within the awake set, the solver hints and force-event
 //!   lists the length of the contact graph;
-//! - the broad phase's tree: child, parent and leaf indices, leaf counts, every leaf an
-//!   existing collider reached once, no cycle;
+//! - the broad phase's tree ([`check_bvh`]): child, parent and leaf indices, leaf counts, every
+//!   leaf an existing collider reached once, no cycle;
+//! - the multibodies: each one's links and buffers ([`check_multibody`]), each link's body
+//!   existing and mapped back to that link, every mapped body a link and a node of the
+//!   connectivity graph naming it back;
+//! - the contact workspaces of composite shapes ([`check_contact_workspace`]);
 //! - every float finite or infinite, never NaN; the entity bits of bodies and colliders.
+//!
+//! The shapes of the colliders, in the collider set and in the `Collider` components, are
+//! checked by [`check_shape`]; a bad one is refused with [`SnapshotError::InvalidShape`].
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -38,7 +45,9 @@ use bevy_rapier3d::plugin::context::{
 use serde::Serialize;
 
 use super::format::SnapshotError;
+use super::multibody_check::check_multibody;
 use super::serde_tree::{Node, to_tree};
+use super::shape_check::{check_bvh, check_contact_workspace, check_shape};
 
 /// Rapier's "none" index (`u32::MAX`).
 const NONE: u64 = u32::MAX as u64;
@@ -46,7 +55,8 @@ const NONE: u64 = u32::MAX as u64;
 /// Checks the Rapier state of every Rapier context entity of `world` (after a load).
 ///
 /// # Errors
-/// [`SnapshotError::InconsistentPhysics`] naming the structure and the first broken rule.
+/// [`SnapshotError::InconsistentPhysics`] naming the structure and the first broken rule;
+/// [`SnapshotError::InvalidShape`] naming the entity of a collider whose shape is broken.
 pub(crate) fn check_physics(world: &mut World) -> Result<(), SnapshotError> {
     let mut query = world.query::<(
         Entity,
@@ -58,7 +68,8 @@ pub(crate) fn check_physics(world: &mut World) -> Result<(), SnapshotError> {
     for (_, sim, bodies, colliders, joints) in query.iter(world) {
         check_context(sim, bodies, colliders, joints)?;
     }
-    check_handle_components(world)
+    check_handle_components(world)?;
+    check_collider_components(world)
 }
 
 fn fail(structure: &str, reason: impl Into<String>) -> SnapshotError {
@@ -97,6 +108,7 @@ fn check_context(
         Sets::read(&body_tree, &collider_tree).map_err(at("rigid-body and collider sets"))?;
     set.check_links()
         .map_err(at("rigid-body and collider sets"))?;
+    check_collider_shapes(&set)?;
     set.awake = check_islands(&set, &islands).map_err(at("island manager"))?;
     let awake = set.awake.len() as u64;
     check_parameters(&tree_of(
@@ -366,6 +378,27 @@ impl<'a> Sets<'a> {
             .get(&h)
             .ok_or_else(|| format!("body {h:?} does not exist"))
     }
+}
+
+/// Every collider's shape holds together ([`check_shape`]).
+fn check_collider_shapes(set: &Sets) -> Result<(), SnapshotError> {
+    for (h, node) in set.colliders.iter() {
+        let shape = node.field("shape").map_err(|e| fail("collider set", e))?;
+        check_shape(shape).map_err(|reason| SnapshotError::InvalidShape {
+            entity: entity_of(node),
+            reason: format!("its Rapier collider {h:?}: {reason}"),
+        })?;
+    }
+    Ok(())
+}
+
+/// The entity a collider's or body's user data names (checked by [`entity_bits`] before).
+fn entity_of(node: &Node) -> Entity {
+    match node.field("user_data") {
+        Ok(Node::Wide(v)) => u64::try_from(*v).ok().and_then(Entity::try_from_bits),
+        _ => None,
+    }
+    .unwrap_or(Entity::PLACEHOLDER)
 }
 
 /// The first element of a tuple struct (`ModifiedObjects(Vec, PhantomData)`).
@@ -790,6 +823,14 @@ fn check_narrow_phase(
             }
         }
     }
+    for (e, (pair, _)) in contacts.edges.iter().enumerate() {
+        if let Some(rigid) = rigid_contacts(pair)?
+            && let Some(workspace) = rigid.field("workspace")?.option()?
+        {
+            let manifolds = rigid.field("manifolds")?.seq()?.len();
+            check_contact_workspace(workspace, manifolds).map_err(|r| format!("pair {e}: {r}"))?;
+        }
+    }
     check_solver_graph(set, np, &contacts, awake)?;
     check_solver_selection(set, np, &contacts, epochs)?;
     let mut touching = Vec::new();
@@ -1163,43 +1204,14 @@ const MAX_ITERATIONS: u64 = 4096;
 
 // --- Broad phase ----------------------------------------------------------------------------------
 
-/// The broad phase's tree and pair tables.
+/// The broad phase's tree (its leaves existing colliders) and pair tables.
 fn check_broad_phase(set: &Sets, bp: &Node) -> Result<(), String> {
-    let tree = bp.field("tree")?;
-    let nodes = tree.field("nodes")?.seq()?;
-    let parents: Vec<u64> = tree
-        .field("parents")?
-        .seq()?
-        .iter()
-        .map(|p| unwrap_newtype(p).uint())
-        .collect::<Result<_, _>>()?;
-    let leaves = tree.field("leaf_node_indices")?;
-    let leaf_slots: Vec<Option<u64>> = leaves
-        .field("v")?
-        .seq()?
-        .iter()
-        .map(|s| s.option()?.map(|i| unwrap_newtype(i).uint()).transpose())
-        .collect::<Result<_, _>>()?;
-    if leaves.field("n")?.uint()? != leaf_slots.iter().flatten().count() as u64 {
-        return Err("leaf map length differs from its leaves".into());
-    }
-    if parents.len() != nodes.len() {
-        return Err(format!(
-            "{} parents for {} nodes",
-            parents.len(),
-            nodes.len()
-        ));
-    }
-    let (reached, leaves_found) = walk_tree(set, nodes, &parents, &leaf_slots)?;
-    if leaves_found != leaf_slots.iter().flatten().count() {
-        return Err("the leaf map names leaves the tree does not hold".into());
-    }
-    for free in tree.field("free_wide_nodes")?.seq()? {
-        let f = free.uint()? as usize;
-        if f >= nodes.len() || reached[f] {
-            return Err(format!("free node {f} is out of bounds or in use"));
-        }
-    }
+    let leaf_slots = check_bvh(bp.field("tree")?, |leaf| {
+        set.colliders
+            .slots
+            .get(leaf as usize)
+            .is_some_and(|s| s.is_some())
+    })?;
     for leaf in bp.field("prev_updated_leaves")?.seq()? {
         let leaf = leaf.uint()?;
         if leaf_slots.get(leaf as usize).copied().flatten().is_none() {
@@ -1207,74 +1219,6 @@ fn check_broad_phase(set: &Sets, bp: &Node) -> Result<(), String> {
         }
     }
     check_broad_phase_pairs(set, bp)
-}
-
-/// Walks the broad phase's tree from its root: every child in bounds and reached once, its
-/// parent index pointing back, leaf counts adding up, every leaf an existing collider the
-/// leaf map places there. Returns the reached wide nodes and the number of leaves.
-fn walk_tree(
-    set: &Sets,
-    nodes: &[Node],
-    parents: &[u64],
-    leaf_slots: &[Option<u64>],
-) -> Result<(Vec<bool>, usize), String> {
-    let mut reached = vec![false; nodes.len()];
-    let mut leaves_found = 0usize;
-    if !nodes.is_empty() {
-        let mut stack = vec![0usize];
-        reached[0] = true;
-        while let Some(wide) = stack.pop() {
-            for (side, child) in [("left", 0usize), ("right", 1)] {
-                let node = nodes[wide].field(side)?;
-                let count = node.field("data")?.uint()? & 0x3fff_ffff;
-                let children = node.field("children")?.uint()?;
-                let here = (wide * 2 + child) as u64;
-                match count {
-                    0 if wide == 0 && child == 1 => {}
-                    0 => return Err(format!("empty node {here} below the root")),
-                    1 => {
-                        if leaf_slots.get(children as usize).copied().flatten() != Some(here) {
-                            return Err(format!(
-                                "leaf {children} at node {here}: not in the leaf map"
-                            ));
-                        }
-                        if !set
-                            .colliders
-                            .slots
-                            .get(children as usize)
-                            .is_some_and(|s| s.is_some())
-                        {
-                            return Err(format!("leaf {children} is not a collider"));
-                        }
-                        leaves_found += 1;
-                    }
-                    _ => {
-                        let c = children as usize;
-                        if c >= nodes.len() || std::mem::replace(&mut reached[c], true) {
-                            return Err(format!(
-                                "node {here} has child {c}: out of bounds or reached twice"
-                            ));
-                        }
-                        if parents[c] != here {
-                            return Err(format!("node {c}: its parent is not {here}"));
-                        }
-                        let sum = leaf_count(&nodes[c], "left")? + leaf_count(&nodes[c], "right")?;
-                        if sum != count {
-                            return Err(format!(
-                                "node {here} counts {count} leaves, its children {sum}"
-                            ));
-                        }
-                        stack.push(c);
-                    }
-                }
-            }
-        }
-    }
-    Ok((reached, leaves_found))
-}
-
-fn leaf_count(wide: &Node, side: &str) -> Result<u64, String> {
-    Ok(wide.field(side)?.field("data")?.uint()? & 0x3fff_ffff)
 }
 
 /// The broad phase's pairs and pair adjacency name existing colliders.
@@ -1344,28 +1288,70 @@ fn check_joints(set: &Sets, impulse: &Node, multibody: &Node) -> Result<(), Stri
     check_multibodies(set, multibody)
 }
 
+/// Each multibody's own rules ([`check_multibody`]), its links existing bodies that the
+/// body-to-link map sends back to that link, every mapped body a link and a node of the
+/// connectivity graph that names it back.
 fn check_multibodies(set: &Sets, multibody: &Node) -> Result<(), String> {
     let arena = Arena::read(multibody.field("multibodies")?)?;
+    let rb2mb = coarena(multibody.field("rb2mb")?)?;
     let mut links = HashMap::new();
     for (h, mb) in arena.iter() {
-        let list = mb.field("links")?.seq()?;
-        for link in list {
-            set.body(handle(link.field("rigid_body")?)?)?;
+        let bodies: Vec<Handle> = check_multibody(mb)
+            .map_err(|e| format!("multibody {h:?}: {e}"))?
+            .into_iter()
+            .map(handle)
+            .collect::<Result<_, _>>()?;
+        for (i, body) in bodies.iter().enumerate() {
+            set.body(*body)?;
+            let back = coarena_get(&rb2mb, *body)
+                .map(|id| {
+                    Ok::<_, String>((handle(id.field("multibody")?)?, id.field("id")?.uint()?))
+                })
+                .transpose()?;
+            if back != Some((h, i as u64)) {
+                return Err(format!(
+                    "link {i} of multibody {h:?}: its body {body:?} maps to {back:?}"
+                ));
+            }
         }
-        links.insert(h, list.len());
-    }
-    for (_, id) in coarena(multibody.field("rb2mb")?)? {
-        let mb = handle(id.field("multibody")?)?;
-        let at = id.field("id")?.uint()?;
-        if links.get(&mb).is_none_or(|n| at as usize >= *n) {
-            return Err(format!(
-                "a body names link {at} of multibody {mb:?}, which has no such link"
-            ));
-        }
+        links.insert(h, bodies);
     }
     let graph = Graph::read(multibody.field("connectivity_graph")?)?;
-    for n in &graph.nodes {
-        set.body(handle(n)?)?;
+    check_link_map(&rb2mb, &links, &graph)?;
+    let graph_id = |h: Handle| coarena_get(&rb2mb, h)?.field("graph_id").ok()?.uint().ok();
+    graph.check_nodes(|h| set.body_arena.contains(h), graph_id)
+}
+
+/// Every occupied entry of the body-to-link map (`rb2mb`) is the body of the link it names, and
+/// its graph node names it.
+fn check_link_map(
+    rb2mb: &[(u32, &Node)],
+    links: &HashMap<Handle, Vec<Handle>>,
+    graph: &Graph,
+) -> Result<(), String> {
+    for (index, (generation, id)) in rb2mb.iter().enumerate() {
+        if *generation == u32::MAX {
+            continue; // A vacant entry.
+        }
+        let body = (index as u32, *generation);
+        let mb = handle(id.field("multibody")?)?;
+        let at = id.field("id")?.uint()?;
+        if links.get(&mb).and_then(|l| l.get(at as usize)) != Some(&body) {
+            return Err(format!(
+                "body {body:?} names link {at} of multibody {mb:?}, which is not it"
+            ));
+        }
+        let node = unwrap_newtype(id.field("graph_id")?).uint()?;
+        let named = graph
+            .nodes
+            .get(node as usize)
+            .map(|n| handle(n))
+            .transpose()?;
+        if named != Some(body) {
+            return Err(format!(
+                "body {body:?} names graph node {node}, which is not it"
+            ));
+        }
     }
     Ok(())
 }
@@ -1431,6 +1417,39 @@ fn check_handle_components(world: &mut World) -> Result<(), SnapshotError> {
                 format!("{entity}: its collider handle names no collider"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The shapes of the `Collider` components: bevy_rapier hands a changed one to Rapier.
+fn check_collider_components(world: &mut World) -> Result<(), SnapshotError> {
+    let mut query = world.query::<(Entity, &bevy_rapier3d::prelude::Collider)>();
+    for (entity, collider) in query.iter(world) {
+        let refuse = |reason: String| SnapshotError::InvalidShape {
+            entity,
+            reason: format!("its Collider component: {reason}"),
+        };
+        let tree = to_tree(collider).map_err(refuse)?;
+        check_collider_component(&tree).map_err(refuse)?;
+    }
+    Ok(())
+}
+
+/// A `Collider` component's serde form: its scaled and unscaled shapes hold together, no value
+/// is NaN and its scale is finite.
+fn check_collider_component(tree: &Node) -> Result<(), String> {
+    let mut nan = false;
+    tree.floats(&mut |v| nan |= v.is_nan());
+    if nan {
+        return Err("a NaN value".into());
+    }
+    check_shape(tree.field("raw")?).map_err(|e| format!("its shape: {e}"))?;
+    check_shape(tree.field("unscaled")?).map_err(|e| format!("its unscaled shape: {e}"))?;
+    let mut finite = true;
+    tree.field("scale")?
+        .floats(&mut |v| finite &= v.is_finite());
+    if !finite {
+        return Err("a scale not finite".into());
     }
     Ok(())
 }
@@ -1594,5 +1613,89 @@ mod tests {
             Graph::read(&graph([[0, m], [m, 5]], [m, m], [m, m])).is_err(),
             "out of bounds"
         );
+    }
+
+    // --- Multibodies and collider components (real sets) ----------------------------------------
+
+    /// A fixed root with a revolute arm and a spherical tip as one multibody, stepped once; the
+    /// serde forms of its body, collider and multibody joint sets.
+    fn multibody_world() -> (Node, Node, Node) {
+        use bevy_rapier3d::rapier::prelude::*;
+        let mut w = PhysicsWorld::new();
+        let mut world = World::new();
+        let mut entity = || u128::from(world.spawn_empty().id().to_bits());
+        let root = w
+            .bodies
+            .insert(RigidBodyBuilder::fixed().user_data(entity()));
+        let arm = w
+            .bodies
+            .insert(RigidBodyBuilder::dynamic().user_data(entity()));
+        let tip = w
+            .bodies
+            .insert(RigidBodyBuilder::dynamic().user_data(entity()));
+        let anchor = Vector::new(0.0, 1.0, 0.0);
+        let revolute = RevoluteJointBuilder::new(Vector::Z).local_anchor2(anchor);
+        let spherical = SphericalJointBuilder::new().local_anchor2(anchor);
+        w.multibody_joints.insert(root, arm, revolute, true);
+        w.multibody_joints.insert(arm, tip, spherical, true);
+        w.step();
+        (
+            to_tree(&w.bodies).expect("serializes"),
+            to_tree(&w.colliders).expect("serializes"),
+            to_tree(&w.multibody_joints).expect("serializes"),
+        )
+    }
+
+    fn check_multibody_world(bodies: &Node, colliders: &Node, mb: &Node) -> Result<(), String> {
+        check_multibodies(&Sets::read(bodies, colliders)?, mb)
+    }
+
+    #[test]
+    fn a_stepped_multibody_joint_set_passes() {
+        let (bodies, colliders, mb) = multibody_world();
+        assert_eq!(check_multibody_world(&bodies, &colliders, &mb), Ok(()));
+    }
+
+    #[test]
+    fn a_link_whose_body_maps_to_another_link_is_refused() {
+        let (bodies, colliders, mut mb) = multibody_world();
+        *mb.at_mut("rb2mb.data.1.1.id") = Node::Uint(2);
+        let e = check_multibody_world(&bodies, &colliders, &mb).expect_err("refused");
+        assert!(e.contains("maps to"), "{e}");
+    }
+
+    #[test]
+    fn a_link_naming_a_missing_body_is_refused() {
+        let (bodies, colliders, mut mb) = multibody_world();
+        *mb.at_mut("multibodies.items.0.value.links.2.rigid_body.0.index") = Node::Uint(40);
+        let e = check_multibody_world(&bodies, &colliders, &mb).expect_err("refused");
+        assert!(e.contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn a_mapped_body_whose_graph_node_is_not_it_is_refused() {
+        let (bodies, colliders, mut mb) = multibody_world();
+        *mb.at_mut("rb2mb.data.2.1.graph_id") = Node::Uint(0);
+        let e = check_multibody_world(&bodies, &colliders, &mb).expect_err("refused");
+        assert!(e.contains("graph node 0"), "{e}");
+    }
+
+    #[test]
+    fn a_collider_component_with_a_sound_shape_and_scale_passes() {
+        let c = bevy_rapier3d::prelude::Collider::cuboid(1.0, 2.0, 3.0);
+        assert_eq!(check_collider_component(&to_tree(&c).unwrap()), Ok(()));
+    }
+
+    #[test]
+    fn a_collider_component_with_a_bad_shape_or_scale_is_refused() {
+        let c = bevy_rapier3d::prelude::Collider::ball(1.0);
+        let mut tree = to_tree(&c).unwrap();
+        *tree.at_mut("unscaled.radius") = Node::Float(-1.0);
+        let e = check_collider_component(&tree).expect_err("refused");
+        assert!(e.contains("its unscaled shape"), "{e}");
+        let mut tree = to_tree(&c).unwrap();
+        *tree.at_mut("scale.0") = Node::Float(f64::INFINITY);
+        let e = check_collider_component(&tree).expect_err("refused");
+        assert!(e.contains("scale"), "{e}");
     }
 }

@@ -130,6 +130,48 @@ impl Node {
     }
 }
 
+#[cfg(test)]
+impl Node {
+    /// The node at `path`: `.`-separated field names and sequence indices, entering enum
+    /// payloads, `Some` and one-field newtypes on the way (an index into a newtype of a
+    /// sequence indexes the sequence). For tests that break one value of a real tree.
+    ///
+    /// # Panics
+    /// If the path does not exist.
+    pub(crate) fn at_mut(&mut self, path: &str) -> &mut Node {
+        fn enter(node: &mut Node) -> &mut Node {
+            match node {
+                Node::Variant(_, _, inner) | Node::Some(inner) => enter(inner),
+                other => other,
+            }
+        }
+        fn newtype<'a>(node: &'a mut Node, segment: &str) -> &'a mut Node {
+            let wraps = matches!(node, Node::Struct(_, f) if f.len() == 1
+                && f[0].0 == "0"
+                && (segment != "0" || matches!(f[0].1, Node::Seq(_))));
+            if !wraps {
+                return node;
+            }
+            match node {
+                Node::Struct(_, fields) => newtype(&mut fields[0].1, segment),
+                other => other,
+            }
+        }
+        let mut node = self;
+        for segment in path.split('.').filter(|s| !s.is_empty()) {
+            node = match newtype(enter(node), segment) {
+                Node::Struct(_, fields) => {
+                    let found = fields.iter_mut().find(|(n, _)| *n == segment);
+                    &mut found.unwrap_or_else(|| panic!("no field {segment}")).1
+                }
+                Node::Seq(items) => &mut items[segment.parse::<usize>().expect("an index")],
+                other => panic!("{segment} asked of a {}", other.kind()),
+            };
+        }
+        node
+    }
+}
+
 /// `value`'s serde form as a tree.
 ///
 /// # Errors
