@@ -2,9 +2,9 @@
 //! relay's messages as bytes and gives the messages to send as bytes ([`Transmit`]) and what
 //! happened as [`ProtocolEvent`]s. It reads no clock (every call is given `now`), owns no
 //! socket and knows no renet and no Bevy: a driver moves the bytes over its connection and the
-//! simulation acts on the events. It follows the protocol of `simsync_deterministic`'s relay
-//! client (the same handshake, rate of `Inputs` messages, redundancy, match rule and checksum
-//! rate); the load generator of `simsync_server` drives it.
+//! simulation acts on the events. The networked session of `simsync_deterministic` drives it
+//! over renet, and the load generator of `simsync_server` drives the same state machine
+//! without a simulation.
 //!
 //! What it does:
 //! - **handshake**: the `Hello` once the connection is up (said again when the driver could

@@ -138,6 +138,11 @@ impl SessionProtocol {
         }
     }
 
+    /// The config it was made with.
+    pub fn config(&self) -> &ProtocolConfig {
+        &self.config
+    }
+
     /// What it counted so far.
     pub fn stats(&self) -> &ProtocolStats {
         &self.stats
