@@ -130,7 +130,7 @@ fn rebuild_session<I: SimInput>(
         session.hooks = std::mem::take(&mut old.hooks);
         session.hooks.restarted();
         if let Some(next) = follow {
-            session.take_connection(&old, next);
+            session.take_connection(&mut old, next);
         }
     }
     if let Some(mut recorder) = world.get_resource_mut::<ReplayRecorder>()

@@ -143,7 +143,7 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
 fn publish_network_stats<I: SimInput>(world: &mut World) {
     let network = world
         .get_resource::<DeterministicSession<I>>()
-        .and_then(|s| s.source.relay_stats());
+        .and_then(|s| Some(s.link.as_ref()?.stats().clone()));
     if let (Some(network), Some(mut stats)) = (network, world.get_resource_mut::<SessionStats>()) {
         stats.network = Some(network);
     }

@@ -151,13 +151,15 @@ impl<I: SimInput> DeterministicSession<I> {
     /// The relay's later match this networked session is to be rebuilt for, if the relay
     /// moved on (a rematch; [what survives a rematch](crate::rules#what-survives-a-rematch)).
     pub(crate) fn next_match(&self) -> Option<NextMatch> {
-        self.source.next_match()
+        self.link.as_ref().and_then(RelayLink::next_match)
     }
 
     /// This session, new for the relay's `next` match, takes over `old`'s connection to the
-    /// relay.
-    pub(crate) fn take_connection(&mut self, old: &DeterministicSession<I>, next: NextMatch) {
-        self.source.take_connection(&old.source, next);
+    /// relay (networked sessions; nothing otherwise).
+    pub(crate) fn take_connection(&mut self, old: &mut DeterministicSession<I>, next: NextMatch) {
+        if let (Some(new), Some(old)) = (self.link.as_mut(), old.link.as_mut()) {
+            new.take_connection(old, next);
+        }
     }
 
     /// Adds `hook` after the session's other hooks.

@@ -28,9 +28,13 @@ pub(super) fn poll<I: SimInput>(
     world: &mut World,
     session: &mut DeterministicSession<I>,
 ) -> Polled {
-    let polled = session.source.poll(world, &mut session.buffer);
+    let polled = session
+        .source
+        .poll(world, &mut session.buffer, session.link.as_mut());
     if let Some(local_players) = world.get_resource_mut::<LocalPlayers>() {
-        session.source.sync_local_players(local_players);
+        session
+            .source
+            .sync_local_players(local_players, session.link.as_ref());
     }
     let reports = session
         .link
@@ -578,8 +582,8 @@ pub(super) fn finish<I: SimInput>(
         } else {
             0
         };
-    if let Some(network) = session.source.relay_stats() {
-        stats.network = Some(network);
+    if let Some(link) = &session.link {
+        stats.network = Some(link.stats().clone());
     }
     session.verified_tick = verified_tick;
     forget_before(session, verified_tick);

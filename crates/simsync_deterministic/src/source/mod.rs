@@ -7,8 +7,9 @@
 //! [`InputBuffer`]; a replay playback's source feeds the recorded frames instead. It returns a
 //! [`Polled`]: what the session update needs to begin.
 //!
-//! A networked session also has a [`RelayLink`]: the rest of what goes between the session and
-//! the relay (checksums, breakdowns, snapshots, the relay's reports).
+//! A networked session also has a [`RelayLink`], the one owner of its relay client: the poll
+//! is handed it, and the rest of what goes between the session and the relay (checksums,
+//! breakdowns, snapshots, the relay's reports) goes through it.
 
 mod link;
 mod local;
@@ -22,7 +23,6 @@ mod relay_client;
 mod snapshot_exchange;
 mod stall;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bevy::prelude::*;
@@ -34,7 +34,6 @@ use crate::error::SessionError;
 use crate::input::{InputBuffer, InputLatch, SimInput, default_frame_merge};
 use crate::tick::Tick;
 use crate::warning::SessionWarning;
-use link::{SharedClient, lock};
 use local::LocalSource;
 use local_inputs::LocalInputProvider;
 use relay_client::RelayClient;
@@ -75,9 +74,9 @@ pub(crate) struct Polled {
 enum Origin<I: SimInput> {
     /// A single-process session: a local relay with latency and jitter.
     Local(Box<LocalSource<I>>),
-    /// A networked session: the relay server over renet (the relay client, shared with the
-    /// session's [`RelayLink`]).
-    Remote(SharedClient<I>),
+    /// A networked session: the relay server over renet (the relay client is owned by the
+    /// session's [`RelayLink`], handed to each poll).
+    Remote,
     /// A replay playback: the recorded frames are the confirmed inputs.
     Replay(Box<dyn RecordedInputs<I>>),
 }
@@ -112,8 +111,7 @@ impl<I: SimInput> InputSource<I> {
             (Some(feed), _) => (Origin::Replay(feed), None),
             (None, Some(network)) => {
                 let client = RelayClient::new(network.clone(), config);
-                let shared = Arc::new(Mutex::new(client));
-                (Origin::Remote(shared.clone()), Some(RelayLink::new(shared)))
+                (Origin::Remote, Some(RelayLink::new(client)))
             }
             (None, None) => (Origin::Local(Box::new(LocalSource::new(config)?)), None),
         };
@@ -143,15 +141,19 @@ impl<I: SimInput> InputSource<I> {
     }
 
     /// Brings `local` up to date: every player in a local session or a replay, the welcomed
-    /// slot (or none yet) in a networked one ([local
+    /// slot of `link`'s client (or none yet) in a networked one ([local
     /// players](crate::rules#local-players)). Writes only on a change, so
     /// `Changed<LocalPlayers>`-style checks see real changes.
-    pub(crate) fn sync_local_players(&self, mut local: Mut<'_, LocalPlayers>) {
+    pub(crate) fn sync_local_players(
+        &self,
+        mut local: Mut<'_, LocalPlayers>,
+        link: Option<&RelayLink<I>>,
+    ) {
         let players = match &self.origin {
             Origin::Local(source) => source.players(),
             Origin::Replay(feed) => feed.players(),
-            Origin::Remote(client) => {
-                let slot = lock(client).stats().slot;
+            Origin::Remote => {
+                let slot = link.and_then(|link| link.stats().slot);
                 if !local.is(slot) {
                     *local = LocalPlayers::new(slot);
                 }
@@ -190,41 +192,22 @@ impl<I: SimInput> InputSource<I> {
     pub(crate) fn ensure_local(&self) -> Result<(), SessionError> {
         match &self.origin {
             Origin::Local(_) => Ok(()),
-            Origin::Remote(_) => Err(SessionError::NotALocalSession { replay: false }),
+            Origin::Remote => Err(SessionError::NotALocalSession { replay: false }),
             Origin::Replay(_) => Err(SessionError::NotALocalSession { replay: true }),
-        }
-    }
-
-    /// The relay's later match this networked session is to be rebuilt for, if the relay
-    /// moved on (a rematch).
-    pub(crate) fn next_match(&self) -> Option<NextMatch> {
-        match &self.origin {
-            Origin::Remote(client) => lock(client).next_match(),
-            Origin::Local(_) | Origin::Replay(_) => None,
-        }
-    }
-
-    /// The input path of a session rebuilt for the relay's `next` match takes over `old`'s
-    /// connection to the relay (networked sessions; nothing otherwise).
-    pub(crate) fn take_connection(&mut self, old: &InputSource<I>, next: NextMatch) {
-        if let (Origin::Remote(new), Origin::Remote(old)) = (&self.origin, &old.origin) {
-            lock(new).take_connection(&mut lock(old), next);
-        }
-    }
-
-    /// The relay client's measurements (`None` in a local session or a replay).
-    pub(crate) fn relay_stats(&self) -> Option<RelayClientStats> {
-        match &self.origin {
-            Origin::Remote(client) => Some(lock(client).stats().clone()),
-            Origin::Local(_) | Origin::Replay(_) => None,
         }
     }
 
     /// One poll per session update: reads the clocks, the local inputs (sampled into the latch,
     /// [local input is latched](crate::rules#local-input-is-latched)) and the renet client
-    /// from `world`, polls the relay (or feeds the replay's frames) and delivers confirmed
+    /// from `world`, polls the relay through `link` (a networked session's; without it the
+    /// remote origin polls nothing) or feeds the replay's frames, and delivers confirmed
     /// inputs into `buffer`.
-    pub(crate) fn poll(&mut self, world: &mut World, buffer: &mut InputBuffer<I>) -> Polled {
+    pub(crate) fn poll(
+        &mut self,
+        world: &mut World,
+        buffer: &mut InputBuffer<I>,
+        link: Option<&mut RelayLink<I>>,
+    ) -> Polled {
         let polls = self.ticks_to_poll(world.get_resource::<Time<Real>>());
         let stalling = match &mut self.origin {
             Origin::Replay(feed) => {
@@ -240,10 +223,17 @@ impl<I: SimInput> InputSource<I> {
                 }
                 stalling
             }
-            Origin::Remote(client) => {
+            Origin::Remote => {
+                let Some(link) = link else {
+                    return Polled {
+                        local_tick: self.local_tick,
+                        max_verifiable_tick: buffer.max_verifiable_tick(),
+                        stalling: false,
+                    };
+                };
                 let mut local = LocalInputProvider::<I>::from_world(world, &mut self.latch);
                 poll_remote(
-                    &mut lock(client),
+                    link.client(),
                     world,
                     polls,
                     &mut local,
@@ -365,13 +355,13 @@ mod tests {
         let local = SessionConfig::default();
         let (source, link) = InputSource::<u32>::new(&local, None).expect("local source");
         assert!(link.is_none());
-        assert!(source.relay_stats().is_none());
+        assert!(source.ensure_local().is_ok());
         let networked = SessionConfig {
             network: Some(NetworkSessionConfig::default()),
             ..SessionConfig::default()
         };
         let (source, link) = InputSource::<u32>::new(&networked, None).expect("remote source");
-        assert!(link.is_some());
-        assert!(source.relay_stats().is_some());
+        assert_eq!(link.map(|link| link.stats().slot), Some(None));
+        assert!(source.ensure_local().is_err());
     }
 }

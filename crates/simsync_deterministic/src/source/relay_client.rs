@@ -1,5 +1,9 @@
 //! The relay client: the poll of a networked deterministic session, a state machine over an
-//! explicit `&mut RenetClient` (no `World`).
+//! explicit `&mut RenetClient` (no `World`). The relay protocol itself — handshake, pings,
+//! which match's messages to take, inputs with redundancy and acknowledgements, checksums — is
+//! [`simsync_relay_client::SessionProtocol`], sans IO; this client moves its bytes over renet
+//! and adds what the session needs: the input buffer, the clock's lead, stalls, reconnects and
+//! snapshots.
 //!
 //! Each session update the client (see [the networked session](crate::rules#the-networked-session)):
 //! - receives: `Welcome` (its player slot), `Start`, confirmed input sets (decoded into the input
@@ -36,7 +40,6 @@
 //!   channel's room; reassembles a snapshot the relay forwards and holds the confirmed sets that
 //!   arrive before it is loaded ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)).
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use bevy::ecs::message::Message;
@@ -44,11 +47,13 @@ use bevy::log::{debug, error, info, warn};
 use bevy::reflect::Reflect;
 use simsync_net::bevy_renet::RenetClient;
 use simsync_net::{
-    ClientHandshake, ClientMessage, ClientNetExt, ClockAdjustment, DecodeStats, DesyncJudge, Hello,
-    InputFingerprint, JoinStatus, LeadControl, MatchDrops, MatchEndReason, MatchId, MatchMessage,
-    Protocols, ReconnectToken, RejectReason, RttEstimator, ServerMessage, SessionClientMessage,
-    SessionServerMessage, TickAccumulator, estimated_server_tick, input_delay_ticks, millis_u32,
-    target_lead_ticks,
+    ClientMessage, ClientNetExt, ClockAdjustment, DesyncJudge, Hello, InputFingerprint,
+    LeadControl, MatchDrops, MatchEndReason, MatchId, MatchMessage, NetChannel, Protocols,
+    ReconnectToken, RejectReason, SessionClientMessage, TickAccumulator, estimated_server_tick,
+    input_delay_ticks, target_lead_ticks,
+};
+use simsync_relay_client::{
+    InputAck, ProtocolConfig, ProtocolEvent, ProtocolStats, SessionProtocol,
 };
 
 use super::local_inputs::LocalInputProvider;
@@ -191,15 +196,9 @@ impl RelayClientStats {
 }
 
 /// The relay moved on to a later match than the session's (a rematch): the session is rebuilt
-/// for it on the same connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NextMatch {
-    /// The relay's match.
-    pub match_id: MatchId,
-    /// Whether it runs already (a player that rejoined a running later match): the rebuilt
-    /// session starts `Running`, else it waits in the lobby and says it is ready.
-    pub running: bool,
-}
+/// for it on the same connection (`running`: it starts `Running`, else it waits in the lobby
+/// and says it is ready).
+pub(crate) use simsync_relay_client::NextMatch;
 
 /// What the relay client reports to the session (written as Messages).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,59 +286,42 @@ pub struct InputSubstituted {
     pub player: PlayerIndex,
 }
 
-/// The client side of a networked session: handshake, clock, input sending and confirmed-input
-/// receiving. Owned by the session's input source; every call takes the renet client
-/// explicitly.
+/// The client side of a networked session: the relay protocol ([`SessionProtocol`]) over
+/// renet, the clock, the input buffer. Owned by the session's relay link; every call takes the
+/// renet client explicitly.
 pub(crate) struct RelayClient<I: SimInput> {
     config: NetworkSessionConfig,
     stats: RelayClientStats,
+    /// The relay protocol: handshake, pings, match, inputs, checksums (sans IO).
+    protocol: SessionProtocol,
+    /// The protocol's counters when this session's match began (a rebuilt session's counters
+    /// start over).
+    base: ProtocolStats,
     tick_rate_hz: u32,
     window: Tick,
     predicted: bool,
-    handshake: ClientHandshake,
     now: Duration,
-    last_ping: Duration,
-    rtt: RttEstimator,
     lead: LeadControl,
     /// The local clock: the session's polls at the lead-control speed, snaps as jumps.
     clock: TickAccumulator,
     snap_cooldown_until: Duration,
-    pending: VecDeque<(Tick, Vec<u8>)>,
     last_input_tick: Tick,
-    /// When the last `Inputs` message went out, and the newest input tick it held.
-    last_sent: Option<(Duration, Tick)>,
     /// No local input is sampled for this tick or earlier: the server tick of the `Welcome`
     /// (0 for a client that joined before the start; a rejoining client's session has run
     /// those ticks without it).
     input_floor: Tick,
-    decode: DecodeStats,
-    checksums_seen: u32,
     /// The prediction cap (`max_verifiable + window`) at the end of the last poll (stall
     /// detection).
     prediction_cap: Tick,
     stall: StallWatch,
-    /// The last server clock report: (server tick, local time of arrival).
-    server_clock: Option<(Tick, Duration)>,
     /// Stall changes and snapshot requests not yet taken by the session.
     reports: Vec<NetReport>,
     /// Snapshot transfers, both ways.
     snapshots: SnapshotExchange,
-    /// Control messages to send with the next poll (snapshot answers and refusals).
-    outbox: Vec<SessionClientMessage>,
-    /// The `Hello` of the first connection (a reconnect adds the current token).
-    hello: Hello,
     /// When to come back after a lost connection.
     reconnect: ReconnectWatch,
     /// A new connection is to be started (taken by the input source, which owns the transport).
     reconnect_due: bool,
-    /// The relay's match this session plays (`None` until the relay names one).
-    match_id: Option<MatchId>,
-    /// The relay moved on to a later match: the session is to be rebuilt for it.
-    next_match: Option<NextMatch>,
-    /// `Ready` is to be sent for the match (a session set up for the relay's lobby).
-    ready_due: bool,
-    /// When a message of the relay last arrived (`None` before the first).
-    last_heard: Option<Duration>,
     /// When the client said goodbye, while it waits for the relay to close the connection.
     leaving_since: Option<Duration>,
     /// The connection is to be closed now (taken by the input source, which owns the
@@ -365,46 +347,49 @@ fn hello<I: SimInput>(config: &NetworkSessionConfig, session: &SessionConfig) ->
     }
 }
 
+/// The relay protocol's config of a session configured by `session` and `config`: its
+/// `Hello`, its ping interval, redundancy and checksum rate. The session serves snapshot
+/// requests itself (answering unavailable when [`NetworkSessionConfig::snapshots`] is off).
+fn protocol_config<I: SimInput>(
+    config: &NetworkSessionConfig,
+    session: &SessionConfig,
+) -> ProtocolConfig {
+    ProtocolConfig {
+        ping_interval: Duration::from_millis(u64::from(config.ping_interval_ms)),
+        input_redundancy: config.input_redundancy,
+        checksum_every: config.checksum_every,
+        serves_snapshots: true,
+        ..ProtocolConfig::new(hello::<I>(config, session), session.tick_rate.hz())
+    }
+}
+
 impl<I: SimInput> RelayClient<I> {
     /// A client that has not said hello yet, for a session configured by `session`.
     pub(crate) fn new(config: NetworkSessionConfig, session: &SessionConfig) -> Self {
-        let hello = hello::<I>(&config, session);
         Self {
             stats: RelayClientStats {
                 speed: 1.0,
                 input_delay_ticks: config.fixed_input_delay.unwrap_or(config.min_input_delay),
                 ..RelayClientStats::default()
             },
-            handshake: ClientHandshake::new(hello.clone()),
+            protocol: SessionProtocol::new(protocol_config::<I>(&config, session)),
+            base: ProtocolStats::default(),
             reconnect: ReconnectWatch::new(config.reconnect),
             reconnect_due: false,
-            hello,
             config,
             tick_rate_hz: session.tick_rate.hz(),
             window: session.rollback_window as Tick,
             predicted: session.mode == SessionMode::Predicted,
             now: Duration::ZERO,
-            last_ping: Duration::ZERO,
-            rtt: RttEstimator::new(),
             lead: LeadControl::default(),
             clock: TickAccumulator::new(),
             snap_cooldown_until: Duration::ZERO,
-            pending: VecDeque::new(),
             last_input_tick: 0,
-            last_sent: None,
             input_floor: 0,
-            decode: DecodeStats::default(),
-            checksums_seen: 0,
             prediction_cap: 0,
             stall: StallWatch::default(),
-            server_clock: None,
             reports: Vec::new(),
             snapshots: SnapshotExchange::default(),
-            outbox: Vec::new(),
-            match_id: None,
-            next_match: None,
-            ready_due: false,
-            last_heard: None,
             leaving_since: None,
             close_due: false,
             _input: std::marker::PhantomData,
@@ -484,18 +469,8 @@ impl<I: SimInput> RelayClient<I> {
             self.stats.reconnect = self.reconnect.phase();
             return;
         }
-        let hello = match self.stats.reconnect_token {
-            Some(token) => self
-                .hello
-                .clone()
-                .with_reconnect_token(token.slot, token.token),
-            None => self.hello.clone(),
-        };
-        self.handshake = ClientHandshake::new(hello);
+        self.protocol.restart_handshake();
         self.snapshots = SnapshotExchange::default();
-        self.outbox.clear();
-        self.last_sent = None;
-        self.server_clock = None;
     }
 
     /// Updates the stall state from the verifiable tick (see [`StallWatch`]).
@@ -509,7 +484,7 @@ impl<I: SimInput> RelayClient<I> {
             self.stats.needs_snapshot_from = None;
         }
         let running = self.stats.started
-            && self.playing().is_some()
+            && self.protocol.playing().is_some()
             && renet.is_some_and(|c| c.is_connected());
         let change = self.stall.observe(
             self.now,
@@ -591,8 +566,7 @@ impl<I: SimInput> RelayClient<I> {
         // Nothing is queued on a connection still connecting (a reconnect attempt): netcode
         // would refuse every packet; the unconfirmed inputs go out once it is connected.
         let mut renet = renet.filter(|client| client.is_connected());
-        self.send_ready(renet.as_deref_mut());
-        self.send_snapshot_messages(renet.as_deref_mut());
+        self.send_snapshot_chunks(renet.as_deref_mut());
         self.send(renet, buffer);
         let cap = if self.predicted {
             max_verifiable.saturating_add(self.window)
@@ -605,149 +579,142 @@ impl<I: SimInput> RelayClient<I> {
     }
 
     /// Receives everything from the server into `buffer` (any message counts as heard from
-    /// the relay); says hello once connected and pings every `ping_interval_ms`.
+    /// the relay, [`SessionProtocol::handle_message`]), acting on each message's events at
+    /// once; then the protocol says hello once connected, pings every `ping_interval_ms` and
+    /// says `Ready` when due, and its messages go out.
     fn receive(&mut self, renet: Option<&mut RenetClient>, buffer: &mut InputBuffer<I>) {
         let Some(client) = renet else {
             return;
         };
-        if let Some(hello) = self.handshake.hello_to_send(client.is_connected()) {
-            match client.send_msg(&ClientMessage::Hello(hello.clone())) {
-                Ok(()) => self.handshake.on_hello_sent(),
-                Err(error) => warn!("session client: hello not sent: {error}"),
-            }
-        }
-        for received in client.receive_msgs(&mut self.decode) {
-            self.last_heard = Some(self.now);
-            match received.message {
-                Ok(message) => self.on_message(client, buffer, message),
-                Err(error) => {
-                    self.stats.rejected_messages += 1;
+        for channel in NetChannel::ALL {
+            while let Some(bytes) = client.receive_message(channel) {
+                if let Err(error) = self.protocol.handle_message(self.now, &bytes) {
                     debug!("session client: bad message: {error}");
-                    if self.handshake.on_decode_error(&error) {
-                        self.on_join_refused();
-                    }
                 }
+                self.take_events(buffer);
             }
         }
-        if client.is_connected()
-            && !self.stats.left
-            && self.now.saturating_sub(self.last_ping).as_millis() as u32
-                >= self.config.ping_interval_ms
-        {
-            self.last_ping = self.now;
-            let _ = client.send_msg(&ClientMessage::Ping {
-                t: millis_u32(self.now),
-            });
-        }
+        self.protocol.step(self.now, client.is_connected());
+        self.sync_stats();
+        self.flush(Some(client));
     }
 
-    /// Handles one decoded server message: the handshake, pings and pongs here, session
-    /// messages in [`Self::on_session_message`]; ownership messages are not for this client.
-    fn on_message(
-        &mut self,
-        client: &mut RenetClient,
-        buffer: &mut InputBuffer<I>,
-        message: ServerMessage,
-    ) {
-        match message {
-            ServerMessage::Welcome(welcome) => self.on_welcome(welcome),
-            ServerMessage::Rejected { reason } => {
-                if self.handshake.on_rejected(reason) {
-                    self.on_join_refused();
-                }
-            }
-            ServerMessage::Ping { t } => {
-                let _ = client.send_msg(&ClientMessage::Pong { t });
-            }
-            ServerMessage::Pong { t, .. } => self.on_pong(t),
-            ServerMessage::Session(session) => self.on_match_message(buffer, session),
-            ServerMessage::Ownership(_) => {}
-        }
-    }
-
-    /// The server's `Welcome`: joined (slot, reconnect token and input floor kept; a reconnect
-    /// counted as rejoined), or refused when the handshake says so.
-    fn on_welcome(&mut self, welcome: simsync_net::Welcome) {
-        let (slot, server_tick) = (welcome.player_slot, welcome.server_tick);
-        if !self.handshake.on_welcome(welcome) {
+    /// Puts the protocol's queued messages on `renet` (without one, they are dropped); one that
+    /// does not fit is handed back to the protocol.
+    fn flush(&mut self, renet: Option<&mut RenetClient>) {
+        let Some(client) = renet else {
+            self.protocol.transmits().for_each(drop);
             return;
-        }
-        if self.handshake.is_joined() {
-            self.stats.slot = slot;
-            self.stats.reconnect_token = self.handshake.reconnect_token();
-            self.input_floor = server_tick.max(0);
-            if self.reconnect.phase().is_reconnecting() {
-                self.reconnect.rejoined();
-                self.stats.reconnect = self.reconnect.phase();
-                self.stats.reconnects += 1;
+        };
+        while let Some(transmit) = self.protocol.poll_transmit() {
+            if client.is_disconnected()
+                || !client.can_send_message(transmit.channel, transmit.bytes.len())
+            {
+                debug!("session client: {:?} not sent: no room", transmit.kind);
+                self.protocol.transmit_refused(transmit);
+                continue;
             }
-            info!("session client: welcomed as player {slot:?} at server tick {server_tick}");
-        } else {
-            self.on_join_refused();
+            client.send_message(transmit.channel, transmit.bytes);
         }
     }
 
-    /// A pong to our ping sent at `t`: updates the round-trip time and jitter in the stats.
-    fn on_pong(&mut self, t: u32) {
-        if self.rtt.on_pong(t, millis_u32(self.now)).is_some() {
-            self.stats.rtt_ms = self.rtt.rtt_ms_or(0.0);
-            self.stats.jitter_ms = self.rtt.jitter_ms();
-        }
+    /// Copies the protocol's state into the stats: the match, the round trip and the counters
+    /// of this session's match.
+    fn sync_stats(&mut self) {
+        let (now, base) = (self.protocol.stats(), &self.base);
+        self.stats.rejected_messages = now.rejected_messages - base.rejected_messages;
+        self.stats.input_messages_sent = now.input_messages_sent - base.input_messages_sent;
+        self.stats.input_bytes_sent = now.input_bytes_sent - base.input_bytes_sent;
+        let (drops, before) = (now.match_drops, base.match_drops);
+        self.stats.match_drops = MatchDrops {
+            ended_match: drops.ended_match - before.ended_match,
+            not_started: drops.not_started - before.not_started,
+            unknown_match: drops.unknown_match - before.unknown_match,
+        };
+        self.stats.rtt_ms = self.protocol.rtt_ms();
+        self.stats.jitter_ms = self.protocol.jitter_ms();
+        self.stats.started = self.protocol.started();
+        self.stats.match_id = self.protocol.match_id();
+        self.stats.match_end = self.protocol.match_end().cloned();
     }
 
-    /// Handles one session message from the relay: start, confirmed inputs, snapshots, clock,
-    /// desyncs, presence and falling behind.
-    fn on_session_message(&mut self, buffer: &mut InputBuffer<I>, message: SessionServerMessage) {
-        match message {
-            // They change the match: handled by `on_match_message` before.
-            SessionServerMessage::Start { .. }
-            | SessionServerMessage::MatchEnded { .. }
-            | SessionServerMessage::MatchOpened => {}
-            SessionServerMessage::ConfirmedInputs { first_tick, sets } => {
+    /// Acts on the protocol's events, in order.
+    fn take_events(&mut self, buffer: &mut InputBuffer<I>) {
+        let events: Vec<ProtocolEvent> = self.protocol.events().collect();
+        for event in events {
+            self.on_event(buffer, event);
+        }
+        self.sync_stats();
+    }
+
+    /// One event of the relay protocol: the welcome, a refusal, confirmed inputs, snapshots,
+    /// the clock, desyncs, presence, falling behind and the match's end or rematch.
+    fn on_event(&mut self, buffer: &mut InputBuffer<I>, event: ProtocolEvent) {
+        match event {
+            ProtocolEvent::Joined {
+                slot,
+                server_tick,
+                reconnect_token,
+            } => self.on_welcome(slot, server_tick, reconnect_token),
+            ProtocolEvent::Refused(reason) => self.on_join_refused(reason),
+            ProtocolEvent::Started { .. } => {}
+            ProtocolEvent::ConfirmedInputs { first_tick, sets } => {
                 if self.snapshots.awaiting() {
                     self.snapshots.hold(first_tick, sets);
                 } else {
                     self.on_confirmed(buffer, first_tick, &sets);
                 }
             }
-            SessionServerMessage::SnapshotRequest {
+            ProtocolEvent::SnapshotRequest {
                 request,
                 min_tick,
                 max_bytes,
             } => self.on_snapshot_request(request, min_tick, max_bytes),
-            SessionServerMessage::SnapshotChunk(chunk) => self.on_snapshot_chunk(chunk),
-            SessionServerMessage::Clock {
-                input_lead_ticks,
-                server_tick,
-                judged_through,
-                desyncs_sent,
-                unjudged_checksums,
-            } => {
-                self.stats.input_lead_ticks = input_lead_ticks;
-                self.stats.judged_through = judged_through;
-                self.stats.relay_desyncs_sent = u64::from(desyncs_sent);
-                self.stats.unjudged_checksums = u64::from(unjudged_checksums);
-                self.server_clock = Some((server_tick, self.now));
+            ProtocolEvent::SnapshotChunk(chunk) => self.on_snapshot_chunk(chunk),
+            ProtocolEvent::Clock(report) => {
+                self.stats.input_lead_ticks = report.input_lead_ticks;
+                self.stats.judged_through = report.judged_through;
+                self.stats.relay_desyncs_sent = u64::from(report.desyncs_sent);
+                self.stats.unjudged_checksums = u64::from(report.unjudged_checksums);
             }
-            SessionServerMessage::Desync {
+            ProtocolEvent::Desync {
                 tick,
                 players,
                 judge,
             } => self.on_desync(tick, players, judge),
-            SessionServerMessage::PlayerLeft { slot, tick } => self.on_player_left(slot, tick),
-            SessionServerMessage::PlayerRejoined { slot, tick } => {
-                self.on_player_rejoined(slot, tick);
+            ProtocolEvent::DesyncReport(report) => self.on_desync_report(report),
+            ProtocolEvent::PlayerLeft { slot, tick } => self.on_player_left(slot, tick),
+            ProtocolEvent::PlayerRejoined { slot, tick } => self.on_player_rejoined(slot, tick),
+            ProtocolEvent::Behind { oldest_available } => self.on_behind(buffer, oldest_available),
+            ProtocolEvent::MatchEnded { match_id, reason } => {
+                info!("session client: the relay ended {match_id} ({reason})");
             }
-            SessionServerMessage::Behind { oldest_available } => {
-                self.on_behind(buffer, oldest_available);
+            ProtocolEvent::NextMatch(next) => {
+                info!(
+                    "session client: the relay moved on to {}; the session starts over",
+                    next.match_id
+                );
             }
-            SessionServerMessage::DesyncReport {
-                tick,
-                players,
-                components,
-                slots,
-            } => self.on_desync_report(tick, players, components, slots),
         }
+    }
+
+    /// The relay's `Welcome`: slot, reconnect token and input floor kept; a reconnect counted
+    /// as rejoined.
+    fn on_welcome(
+        &mut self,
+        slot: Option<PlayerIndex>,
+        server_tick: Tick,
+        reconnect_token: Option<ReconnectToken>,
+    ) {
+        self.stats.slot = slot;
+        self.stats.reconnect_token = reconnect_token;
+        self.input_floor = server_tick.max(0);
+        if self.reconnect.phase().is_reconnecting() {
+            self.reconnect.rejoined();
+            self.stats.reconnect = self.reconnect.phase();
+            self.stats.reconnects += 1;
+        }
+        info!("session client: welcomed as player {slot:?} at server tick {server_tick}");
     }
 
     /// One chunk of the snapshot this client awaits: assembled (or refused with a warning), and
@@ -791,22 +758,10 @@ impl<I: SimInput> RelayClient<I> {
         }
     }
 
-    /// The relay's breakdown of the desync at `tick`: logged (an error when it names this
+    /// The relay's breakdown of a desynced tick: logged (an error when it names this
     /// client's player, else a warning: [`desync_report_line`]), kept as the last report and
     /// reported.
-    fn on_desync_report(
-        &mut self,
-        tick: Tick,
-        players: Vec<PlayerIndex>,
-        components: Vec<String>,
-        slots: Vec<u32>,
-    ) {
-        let report = simsync_net::DesyncReport {
-            tick,
-            players,
-            components,
-            slots,
-        };
+    fn on_desync_report(&mut self, report: simsync_net::DesyncReport) {
         match desync_report_line(&report, self.names_this_client(&report.players)) {
             (true, line) => error!("{line}"),
             (false, line) => warn!("{line}"),
@@ -841,8 +796,8 @@ impl<I: SimInput> RelayClient<I> {
         chunks: Vec<simsync_net::SnapshotChunk>,
     ) {
         if chunks.is_empty() {
-            self.outbox
-                .push(SessionClientMessage::SnapshotUnavailable { request });
+            self.protocol
+                .queue_session_message(SessionClientMessage::SnapshotUnavailable { request });
         }
         self.snapshots.answer(request, chunks);
         self.stats.snapshots = self.snapshots.stats.clone();
@@ -862,7 +817,7 @@ impl<I: SimInput> RelayClient<I> {
         self.stats.needs_snapshot_from = None;
         self.input_floor = self.input_floor.max(tick);
         self.last_input_tick = self.last_input_tick.max(tick);
-        self.pending.retain(|(t, _)| *t > tick);
+        self.protocol.drop_inputs_through(tick);
         for (first_tick, sets) in self.snapshots.take_held() {
             self.on_confirmed(buffer, first_tick, &sets);
         }
@@ -886,22 +841,16 @@ impl<I: SimInput> RelayClient<I> {
         self.snapshots.stats.refused += 1;
         self.stats.snapshots = self.snapshots.stats.clone();
         self.snapshots.take_held();
-        self.outbox
-            .push(SessionClientMessage::SnapshotRefused { request });
+        self.protocol
+            .queue_session_message(SessionClientMessage::SnapshotRefused { request });
     }
 
-    /// Sends the queued control messages and the next snapshot chunks the channel has room for.
-    fn send_snapshot_messages(&mut self, renet: Option<&mut RenetClient>) {
-        let (Some(client), Some(match_id)) = (renet, self.playing()) else {
-            // Nothing of a match that ended goes out.
-            self.outbox.clear();
+    /// Sends the next snapshot chunks the snapshot channel has room for (the protocol's other
+    /// messages went out with the receive), for the session's match while it is played.
+    fn send_snapshot_chunks(&mut self, renet: Option<&mut RenetClient>) {
+        let (Some(client), Some(match_id)) = (renet, self.protocol.playing()) else {
             return;
         };
-        for message in std::mem::take(&mut self.outbox) {
-            if let Err(error) = client.send_msg(&ClientMessage::session(match_id, message)) {
-                debug!("session client: snapshot message not sent: {error}");
-            }
-        }
         while let Some(chunk) = self.snapshots.next_chunk() {
             let message =
                 ClientMessage::session(match_id, SessionClientMessage::SnapshotChunk(chunk));
@@ -961,14 +910,11 @@ impl<I: SimInput> RelayClient<I> {
     }
 
     /// The handshake ended in a refusal: logs it, keeps the reason in the stats and reports it.
-    fn on_join_refused(&mut self) {
-        if let JoinStatus::Rejected(reason) = self.handshake.status() {
-            error!("session client: rejected by the server: {reason:?}");
-            self.stats.rejected = Some(reason.clone());
-            self.reports.push(NetReport::Rejected(SessionRejected {
-                reason: reason.clone(),
-            }));
-        }
+    fn on_join_refused(&mut self, reason: RejectReason) {
+        error!("session client: rejected by the server: {reason:?}");
+        self.stats.rejected = Some(reason.clone());
+        self.reports
+            .push(NetReport::Rejected(SessionRejected { reason }));
     }
 
     /// Decodes confirmed input sets from `first_tick` on into `buffer` (ticks already verifiable
@@ -1028,7 +974,7 @@ impl<I: SimInput> RelayClient<I> {
     /// Ticks to poll this update: `base` ticks scaled by the clock speed, plus snaps (lead
     /// control). 0 until welcomed and started.
     fn ticks_to_poll(&mut self, base: u32) -> u32 {
-        if !self.stats.started || self.stats.slot.is_none() || self.playing().is_none() {
+        if !self.stats.started || self.stats.slot.is_none() || self.protocol.playing().is_none() {
             return 0;
         }
         let tick_rate_hz = self.tick_rate_hz;
@@ -1069,9 +1015,10 @@ impl<I: SimInput> RelayClient<I> {
     /// outage only the server clock shows how far behind the client's clock is.
     fn current_lead(&self) -> f64 {
         let reported = f64::from(self.stats.input_lead_ticks);
-        let Some((server_tick, received)) = self.server_clock else {
+        let Some((report, received)) = self.protocol.clock() else {
             return reported;
         };
+        let server_tick = report.server_tick;
         let since_ms = self.now.saturating_sub(received).as_secs_f64() * 1_000.0;
         // The server's tick when an input sent now arrives: now, plus half a round trip.
         let rtt_ms = self.stats.rtt_ms;
@@ -1134,71 +1081,25 @@ impl<I: SimInput> RelayClient<I> {
             if let Err(error) = buffer.set_local(slot, tick, input) {
                 debug!("session client: local input for tick {tick} not stored: {error}");
             }
-            self.pending.push_back((tick, bytes));
+            self.protocol.add_local_input(tick, bytes);
         }
     }
 
-    /// Sends unconfirmed local inputs (at least the last `input_redundancy`).
+    /// Sends unconfirmed local inputs (at least the last `input_redundancy`) with the
+    /// acknowledgement of the confirmed sets, when an `Inputs` message is due
+    /// ([rate limits](crate::rules#rate-limits), [`SessionProtocol::send_inputs`]).
     fn send(&mut self, renet: Option<&mut RenetClient>, buffer: &InputBuffer<I>) {
-        let Some(slot) = self.stats.slot else {
+        let (Some(slot), Some(client)) = (self.stats.slot, renet) else {
             return;
         };
-        let confirmed = buffer.confirmed_through(slot).unwrap_or(0);
-        let keep = self.config.input_redundancy.max(1) as usize;
-        while self.pending.len() > keep
-            && self.pending.front().is_some_and(|(t, _)| *t <= confirmed)
-        {
-            self.pending.pop_front();
-        }
-        while self.pending.len() > 64 {
-            self.pending.pop_front();
-        }
-        // With no input to send yet (a rejoining client below its input floor), the message
-        // still carries the acknowledgement the relay resends by.
-        let first_tick = match self.pending.front() {
-            Some((tick, _)) => *tick,
-            None if self.stats.started => self.last_input_tick + 1,
-            None => return,
+        let ack = InputAck {
+            ack_tick: buffer.max_verifiable_tick(),
+            own_confirmed_through: buffer.confirmed_through(slot).unwrap_or(0),
+            sampled_through: self.last_input_tick,
         };
-        if !self.input_message_due() {
-            return;
-        }
-        let Some(match_id) = self.playing() else {
-            return;
-        };
-        let inputs: Vec<Vec<u8>> = self.pending.iter().map(|(_, b)| b.clone()).collect();
-        let message = ClientMessage::session(
-            match_id,
-            SessionClientMessage::Inputs {
-                first_tick,
-                inputs,
-                ack_tick: buffer.max_verifiable_tick(),
-            },
-        );
-        if let Some(client) = renet {
-            match client.send_msg(&message) {
-                Ok(()) => {
-                    self.last_sent = Some((self.now, self.last_input_tick));
-                    self.stats.input_messages_sent += 1;
-                    if let Ok(bytes) = simsync_net::encode(&message) {
-                        self.stats.input_bytes_sent += bytes.len() as u64;
-                    }
-                }
-                Err(error) => debug!("session client: inputs not sent: {error}"),
-            }
-        }
-    }
-
-    /// Whether an `Inputs` message goes out in this poll ([rate
-    /// limits](crate::rules#rate-limits)): when the clock sampled a new tick since the last
-    /// one, or two ticks' time passed without a message (a stalled or rejoining client still
-    /// acknowledges what it received; two, so a clock slowed by lead control never sends twice
-    /// for one tick). So at most one message per tick, at any frame rate.
-    fn input_message_due(&self) -> bool {
-        let idle = 2 * Duration::from_secs(1) / self.tick_rate_hz.max(1);
-        self.last_sent.is_none_or(|(at, through)| {
-            self.last_input_tick > through || self.now.saturating_sub(at) >= idle
-        })
+        self.protocol.send_inputs(self.now, ack);
+        self.sync_stats();
+        self.flush(Some(client));
     }
 
     /// Sends the checksum of a verified tick to the server (desync detection), every
@@ -1209,18 +1110,8 @@ impl<I: SimInput> RelayClient<I> {
         tick: Tick,
         checksum: u64,
     ) {
-        self.checksums_seen += 1;
-        if !self
-            .checksums_seen
-            .is_multiple_of(self.config.checksum_every.max(1))
-        {
-            return;
-        }
-        if let (Some(client), Some(match_id)) = (renet, self.playing()) {
-            let message =
-                ClientMessage::session(match_id, SessionClientMessage::Checksum { tick, checksum });
-            let _ = client.send_msg(&message);
-        }
+        self.protocol.send_checksum(tick, checksum);
+        self.flush(renet);
     }
 }
 
@@ -1232,11 +1123,12 @@ impl<I: SimInput> RelayClient<I> {
         renet: Option<&mut RenetClient>,
         breakdown: &crate::checksum::ComponentBreakdown,
     ) {
-        let (Some(client), Some(match_id)) = (renet, self.playing()) else {
+        let Some(client) = renet else {
             return;
         };
-        let message = ClientMessage::session(match_id, breakdown_message(breakdown));
-        let _ = client.send_msg(&message);
+        self.protocol
+            .queue_session_message(breakdown_message(breakdown));
+        self.flush(Some(client));
     }
 }
 
@@ -1306,10 +1198,46 @@ fn desync_report_line(report: &simsync_net::DesyncReport, own: bool) -> (bool, S
 }
 
 #[cfg(test)]
-mod tests {
-    use simsync_net::InputSet;
+pub(super) mod tests {
+    use simsync_net::{InputSet, ServerMessage};
 
     use super::*;
+
+    /// `message` of the relay arrives now, and the client acts on it.
+    pub(crate) fn hear<I: SimInput>(
+        client: &mut RelayClient<I>,
+        buffer: &mut InputBuffer<I>,
+        message: ServerMessage,
+    ) {
+        let bytes = simsync_net::encode(&message).expect("encodes");
+        client
+            .protocol
+            .handle_message(client.now, &bytes)
+            .expect("decodes");
+        client.take_events(buffer);
+    }
+
+    /// The client says hello and the relay welcomes it into `slot` at its tick `server_tick`.
+    pub(crate) fn join<I: SimInput>(
+        client: &mut RelayClient<I>,
+        buffer: &mut InputBuffer<I>,
+        slot: PlayerIndex,
+        server_tick: Tick,
+    ) {
+        client.protocol.step(client.now, true);
+        client.protocol.transmits().for_each(drop);
+        let welcome = simsync_net::Welcome {
+            protocol_version: simsync_net::PROTOCOL_VERSION,
+            participant: simsync_net::ParticipantId(1),
+            player_slot: Some(slot),
+            protocols: Protocols::SESSION,
+            tick_rate_hz: 0,
+            server_tick,
+            players: 0,
+            reconnect_token: Some(5),
+        };
+        hear(client, buffer, ServerMessage::Welcome(welcome));
+    }
 
     #[test]
     fn a_match_is_judged_through_a_tick_once_every_desync_sent_before_arrived() {
@@ -1379,20 +1307,25 @@ mod tests {
     fn no_input_is_sampled_up_to_the_server_tick_of_the_welcome() {
         let mut client =
             RelayClient::<u32>::new(NetworkSessionConfig::default(), &SessionConfig::default());
-        client.stats.slot = Some(1);
-        client.input_floor = 40;
         let mut buffer = InputBuffer::<u32>::new(2, 128).expect("buffer");
+        join(&mut client, &mut buffer, 1, 40);
+        assert_eq!((client.stats.slot, client.input_floor), (Some(1), 40));
+        assert_eq!(
+            client.stats.reconnect_token,
+            Some(ReconnectToken { slot: 1, token: 5 })
+        );
         let mut local =
             LocalInputProvider::Scripted(crate::source::TickInputSource::new(|_, tick| {
                 tick as u32
             }));
         client.sample_through(38, &mut local, &mut buffer);
-        assert!(client.pending.is_empty());
+        assert_eq!(client.protocol.pending_inputs().count(), 0);
         assert_eq!(client.last_input_tick, 38, "the clock still moves on");
         client.sample_through(43, &mut local, &mut buffer);
-        let ticks: Vec<Tick> = client.pending.iter().map(|(t, _)| *t).collect();
+        let pending: Vec<_> = client.protocol.pending_inputs().cloned().collect();
+        let ticks: Vec<Tick> = pending.iter().map(|(t, _)| *t).collect();
         assert_eq!(ticks, vec![41, 42, 43]);
-        assert_eq!(client.pending[0].1, bytes(41));
+        assert_eq!(pending[0].1, bytes(41));
     }
 
     #[test]
@@ -1464,7 +1397,7 @@ mod tests {
         }
         client.stats.slot = None;
         assert!(!client.names_this_client(&report.players));
-        client.on_desync_report(120, vec![0], vec!["Velocity".into()], vec![264]);
+        client.on_desync_report(report.clone());
         assert_eq!(client.stats().last_desync_report, Some(report.clone()));
         assert!(matches!(
             &client.take_reports()[..],

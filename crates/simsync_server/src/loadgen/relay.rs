@@ -1,5 +1,5 @@
 //! [`RelayLoadClient`]: a fake player of a relay room — the deterministic client's side of the
-//! relay protocol without a simulation.
+//! relay protocol ([`simsync_relay_client`]) without a simulation.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use renetcode::ConnectToken;
 use serde::Serialize;
-use simsync_net::{
-    ClientMessage, ClientNetExt, DecodeStats, Hello, InputFingerprint, InputSet, MatchId,
-    Protocols, ServerMessage, SessionClientMessage, SessionServerMessage, Tick, millis_u32,
+use simsync_net::{Hello, InputFingerprint, InputSet, NetChannel, Protocols, Tick};
+use simsync_relay_client::{
+    InputAck, NextMatch, ProtocolConfig, ProtocolEvent, SessionProtocol, TransmitKind,
 };
 
 use super::ClientPhase;
@@ -38,10 +38,7 @@ const MAX_SAMPLES_PER_FRAME: Tick = 16;
 
 /// Inputs a load client repeats in every message, at least (the deterministic client's
 /// default redundancy).
-const INPUT_REDUNDANCY: usize = 3;
-
-/// Most unconfirmed inputs a load client keeps (and sends).
-const MAX_PENDING_INPUTS: usize = 64;
+const INPUT_REDUNDANCY: u32 = 3;
 
 /// Checksums a load client remembers (the newest), for tests to compare.
 pub const CHECKSUM_HISTORY: usize = 256;
@@ -197,31 +194,24 @@ pub struct RelayCounters {
     pub send_refused: u64,
 }
 
-/// A fake player of a relay room ([module docs](super)).
+/// A fake player of a relay room ([module docs](super)): the relay protocol is
+/// [`simsync_relay_client::SessionProtocol`], the deterministic client's own; this client adds
+/// the inputs it plays, a checksum of every confirmed set, and its counters.
 #[derive(Debug)]
 pub struct RelayLoadClient {
     link: LoadLink,
+    protocol: SessionProtocol,
     spec: RelayLoadSpec,
     phase: ClientPhase,
-    hello_sent: bool,
-    slot: Option<u8>,
-    match_id: Option<MatchId>,
     started_at: Option<Duration>,
-    /// The relay's tick by its last `Clock`, and when it arrived.
-    clock: Option<(Tick, Duration)>,
     next_tick: Tick,
-    pending: VecDeque<(Tick, Vec<u8>)>,
     /// Hashes of confirmed sets after `verified`, waiting for the ones before.
     held: BTreeMap<Tick, u64>,
     verified: Tick,
     rolling: u64,
     /// The newest checksums reported, oldest first.
     history: VecDeque<(Tick, u64)>,
-    last_inputs_at: Duration,
-    last_ping: Option<Duration>,
-    rtt_ms: f64,
     now: Duration,
-    decode: DecodeStats,
     counters: RelayCounters,
 }
 
@@ -238,24 +228,16 @@ impl RelayLoadClient {
     ) -> Result<Self, LoadLinkError> {
         Ok(Self {
             link: LoadLink::connect(token, bind)?,
+            protocol: SessionProtocol::new(protocol_config(&spec)),
             spec,
             phase: ClientPhase::Connecting,
-            hello_sent: false,
-            slot: None,
-            match_id: None,
             started_at: None,
-            clock: None,
             next_tick: 1,
-            pending: VecDeque::new(),
             held: BTreeMap::new(),
             verified: 0,
             rolling: 0,
             history: VecDeque::with_capacity(CHECKSUM_HISTORY),
-            last_inputs_at: Duration::ZERO,
-            last_ping: None,
-            rtt_ms: 0.0,
             now: Duration::ZERO,
-            decode: DecodeStats::default(),
             counters: RelayCounters::default(),
         })
     }
@@ -267,7 +249,7 @@ impl RelayLoadClient {
 
     /// The slot the relay seated it in, once welcomed.
     pub fn slot(&self) -> Option<u8> {
-        self.slot
+        self.protocol.slot()
     }
 
     /// The client's id (its token's).
@@ -288,9 +270,18 @@ impl RelayLoadClient {
 
     /// What it counted so far.
     pub fn counters(&self) -> RelayCounters {
+        let stats = self.protocol.stats();
         RelayCounters {
             traffic: self.link.traffic(),
             verified_tick: self.verified,
+            clock_messages: stats.clock_reports,
+            pings_sent: stats.pings_sent,
+            pongs: stats.pongs,
+            pings_answered: stats.pings_answered,
+            rtt_ms_sum: stats.rtt_ms_sum,
+            rtt_ms_max: stats.rtt_ms_max,
+            decode_errors: stats.rejected_messages,
+            match_drops: stats.match_drops.total(),
             ..self.counters.clone()
         }
     }
@@ -310,143 +301,89 @@ impl RelayLoadClient {
             }
             return;
         }
-        if self.link.is_connected() && !self.hello_sent {
-            let hello = Hello::new(Protocols::SESSION, self.spec.name.clone())
-                .with_tick_rate_hz(self.spec.tick_rate_hz)
-                .with_players(self.spec.players)
-                .with_input(self.spec.fingerprint.clone());
-            self.send(&ClientMessage::Hello(hello));
-            self.hello_sent = true;
-        }
-        for received in self.link.renet().receive_msgs(&mut self.decode) {
-            match received.message {
-                Ok(message) => self.on_message(message),
-                Err(_) => self.counters.decode_errors += 1,
+        for channel in NetChannel::ALL {
+            while let Some(bytes) = self.link.renet().receive_message(channel) {
+                // A message that does not decode is counted by the protocol.
+                let _ = self.protocol.handle_message(self.now, &bytes);
             }
         }
+        self.take_events();
+        let up = self.link.is_connected() && !self.phase.is_over();
+        self.protocol.step(self.now, up);
         if self.phase == ClientPhase::Running {
             self.send_inputs();
         }
-        if self.link.is_connected() && !self.phase.is_over() {
-            self.ping();
-        }
+        self.transmit();
         self.link.flush();
     }
 
-    fn send(&mut self, message: &ClientMessage) -> bool {
-        let sent = self.link.renet().send_msg(message).is_ok();
-        if !sent {
-            self.counters.send_refused += 1;
+    /// Queues the protocol's messages on renet; one that does not fit is handed back.
+    fn transmit(&mut self) {
+        while let Some(transmit) = self.protocol.poll_transmit() {
+            let renet = self.link.renet();
+            if renet.is_disconnected()
+                || !renet.can_send_message(transmit.channel, transmit.bytes.len())
+            {
+                self.counters.send_refused += 1;
+                self.protocol.transmit_refused(transmit);
+                continue;
+            }
+            match transmit.kind {
+                TransmitKind::Inputs => self.counters.input_messages += 1,
+                TransmitKind::Checksum => self.counters.checksums_sent += 1,
+                _ => {}
+            }
+            renet.send_message(transmit.channel, transmit.bytes);
         }
-        sent
     }
 
-    fn ping(&mut self) {
-        if self
-            .last_ping
-            .is_some_and(|at| self.now.saturating_sub(at) < self.spec.ping_interval)
-        {
-            return;
-        }
-        self.last_ping = Some(self.now);
-        self.counters.pings_sent += 1;
-        let t = millis_u32(self.now);
-        self.send(&ClientMessage::Ping { t });
-    }
-
-    fn on_message(&mut self, message: ServerMessage) {
-        match message {
-            ServerMessage::Welcome(welcome) => {
-                self.slot = welcome.player_slot;
-                if self.phase == ClientPhase::Connecting {
+    /// Acts on what the relay said.
+    fn take_events(&mut self) {
+        let events: Vec<ProtocolEvent> = self.protocol.events().collect();
+        for event in events {
+            let c = &mut self.counters;
+            match event {
+                ProtocolEvent::Joined { .. } if self.phase == ClientPhase::Connecting => {
                     self.phase = ClientPhase::Joined;
                 }
-            }
-            ServerMessage::Rejected { reason } => {
-                self.phase = ClientPhase::Refused(format!("{reason:?}"));
-            }
-            ServerMessage::Ping { t } => {
-                self.counters.pings_answered += 1;
-                self.send(&ClientMessage::Pong { t });
-            }
-            ServerMessage::Pong { t, .. } => {
-                let rtt = millis_u32(self.now).wrapping_sub(t);
-                if rtt < 60_000 {
-                    self.counters.pongs += 1;
-                    self.counters.rtt_ms_sum += u64::from(rtt);
-                    self.counters.rtt_ms_max = self.counters.rtt_ms_max.max(rtt);
-                    self.rtt_ms = 0.875 * self.rtt_ms + 0.125 * f64::from(rtt);
+                ProtocolEvent::Refused(reason) => {
+                    self.phase = ClientPhase::Refused(format!("{reason:?}"));
                 }
+                ProtocolEvent::Started { .. } => self.start(),
+                ProtocolEvent::ConfirmedInputs { first_tick, sets } => {
+                    self.on_sets(first_tick, &sets);
+                }
+                ProtocolEvent::Desync { players, .. } => {
+                    c.desyncs += 1;
+                    if self.protocol.slot().is_some_and(|s| players.contains(&s)) {
+                        c.desyncs_naming_self += 1;
+                    }
+                }
+                ProtocolEvent::PlayerLeft { .. } => c.players_left += 1,
+                ProtocolEvent::PlayerRejoined { .. } => c.players_rejoined += 1,
+                ProtocolEvent::Behind { .. } => c.behind += 1,
+                ProtocolEvent::MatchEnded { reason, .. } => {
+                    self.phase = ClientPhase::Ended(reason.to_string());
+                }
+                ProtocolEvent::NextMatch(next) => self.enter_match(next),
+                _ => {}
             }
-            ServerMessage::Session(session) => self.on_session(session.match_id, session.message),
-            ServerMessage::Ownership(_) => {}
         }
     }
 
-    fn on_session(&mut self, match_id: MatchId, message: SessionServerMessage) {
-        let later = self.match_id.is_none_or(|current| match_id > current);
-        match message {
-            SessionServerMessage::Start { .. } if later || self.match_id == Some(match_id) => {
-                if later {
-                    self.enter_match(match_id);
-                }
-                self.start();
-            }
-            SessionServerMessage::MatchOpened if later => {
-                self.enter_match(match_id);
-                let ready = ClientMessage::session(match_id, SessionClientMessage::Ready);
-                self.send(&ready);
-            }
-            SessionServerMessage::MatchEnded { reason } if self.match_id == Some(match_id) => {
-                self.phase = ClientPhase::Ended(reason.to_string());
-            }
-            _ if self.match_id != Some(match_id) => {
-                self.counters.match_drops += 1;
-            }
-            message => self.on_running(match_id, message),
-        }
-    }
-
-    /// A message of the running match.
-    fn on_running(&mut self, match_id: MatchId, message: SessionServerMessage) {
-        let c = &mut self.counters;
-        match message {
-            SessionServerMessage::ConfirmedInputs { first_tick, sets } => {
-                self.on_sets(match_id, first_tick, &sets);
-            }
-            SessionServerMessage::Clock { server_tick, .. } => {
-                c.clock_messages += 1;
-                self.clock = Some((server_tick, self.now));
-            }
-            SessionServerMessage::Desync { players, .. } => {
-                c.desyncs += 1;
-                if self.slot.is_some_and(|slot| players.contains(&slot)) {
-                    c.desyncs_naming_self += 1;
-                }
-            }
-            SessionServerMessage::PlayerLeft { .. } => c.players_left += 1,
-            SessionServerMessage::PlayerRejoined { .. } => c.players_rejoined += 1,
-            SessionServerMessage::Behind { .. } => c.behind += 1,
-            SessionServerMessage::SnapshotRequest { request, .. } => {
-                let answer = SessionClientMessage::SnapshotUnavailable { request };
-                self.send(&ClientMessage::session(match_id, answer));
-            }
-            _ => {}
-        }
-    }
-
-    /// The session plays `match_id` from now on, from tick 0 (a rematch starts over).
-    fn enter_match(&mut self, match_id: MatchId) {
-        self.match_id = Some(match_id);
+    /// The relay moved on to `next`: its inputs and checksums start over from tick 0.
+    fn enter_match(&mut self, next: NextMatch) {
+        self.protocol.enter_next_match(next);
         self.started_at = None;
-        self.clock = None;
         self.next_tick = 1;
-        self.pending.clear();
         self.held.clear();
         self.verified = 0;
         self.rolling = 0;
         self.history.clear();
         self.phase = ClientPhase::Joined;
+        if next.running {
+            self.start();
+        }
     }
 
     fn start(&mut self) {
@@ -458,17 +395,15 @@ impl RelayLoadClient {
 
     /// Confirmed sets from `first_tick` on: new ones are held by tick; every tick that
     /// completes the verified run is checksummed and reported.
-    fn on_sets(&mut self, match_id: MatchId, first_tick: Tick, sets: &[InputSet]) {
+    fn on_sets(&mut self, first_tick: Tick, sets: &[InputSet]) {
+        let slot = self.protocol.slot();
         for (i, set) in sets.iter().enumerate() {
             let tick = first_tick.saturating_add(i as Tick);
             self.counters.sets_received += 1;
             if tick <= self.verified || self.held.contains_key(&tick) {
                 continue;
             }
-            if self
-                .slot
-                .is_some_and(|slot| set.is_replaced(usize::from(slot)))
-            {
+            if slot.is_some_and(|slot| set.is_replaced(usize::from(slot))) {
                 self.counters.own_inputs_replaced += 1;
             }
             self.counters.inputs_replaced += u64::from(set.replaced.count_ones());
@@ -479,15 +414,7 @@ impl RelayLoadClient {
         while let Some(hash) = self.held.remove(&(self.verified + 1)) {
             self.verified += 1;
             self.rolling = rolling_checksum(self.rolling, self.verified, hash);
-            if self.verified % self.spec.checksum_every.max(1) as Tick != 0 {
-                continue;
-            }
-            let checksum = SessionClientMessage::Checksum {
-                tick: self.verified,
-                checksum: self.rolling,
-            };
-            if self.send(&ClientMessage::session(match_id, checksum)) {
-                self.counters.checksums_sent += 1;
+            if self.protocol.send_checksum(self.verified, self.rolling) {
                 if self.history.len() == CHECKSUM_HISTORY {
                     self.history.pop_front();
                 }
@@ -500,60 +427,53 @@ impl RelayLoadClient {
     /// trip.
     fn estimated_server_tick(&self) -> f64 {
         let hz = f64::from(self.spec.tick_rate_hz.max(1));
-        let (tick, at) = self
-            .clock
-            .unwrap_or((0, self.started_at.unwrap_or(self.now)));
+        let (tick, at) = match self.protocol.clock() {
+            Some((report, at)) => (report.server_tick, at),
+            None => (0, self.started_at.unwrap_or(self.now)),
+        };
         let since = self.now.saturating_sub(at).as_secs_f64();
-        f64::from(tick) + since * hz + self.rtt_ms / 2_000.0 * hz
+        f64::from(tick) + since * hz + self.protocol.rtt_ms() / 2_000.0 * hz
     }
 
     /// Samples the ticks due ([`RelayLoadSpec::lead_ticks`] ahead of the relay's clock) and
-    /// sends the unconfirmed inputs with the acknowledgement: once per new tick, or after two
-    /// ticks' time without a message.
+    /// hands them to the protocol, which sends the unconfirmed inputs with the
+    /// acknowledgement (once per new tick, or after two ticks' time without a message).
     fn send_inputs(&mut self) {
-        let (Some(slot), Some(match_id)) = (self.slot, self.match_id) else {
+        let Some(slot) = self.protocol.slot() else {
             return;
         };
         let target = self.estimated_server_tick().floor() as Tick + self.spec.lead_ticks;
-        let mut sampled = false;
         let mut budget = MAX_SAMPLES_PER_FRAME;
         while self.next_tick <= target && budget > 0 {
             let tick = self.next_tick;
-            self.pending
-                .push_back((tick, load_input(self.spec.salt, slot, tick)));
+            let input = load_input(self.spec.salt, slot, tick);
+            self.protocol.add_local_input(tick, input);
             self.next_tick += 1;
             self.counters.input_ticks += 1;
             budget -= 1;
-            sampled = true;
         }
-        while self.pending.len() > INPUT_REDUNDANCY
-            && self
-                .pending
-                .front()
-                .is_some_and(|(t, _)| *t <= self.verified)
-        {
-            self.pending.pop_front();
-        }
-        while self.pending.len() > MAX_PENDING_INPUTS {
-            self.pending.pop_front();
-        }
-        let idle = 2 * Duration::from_secs(1) / u32::from(self.spec.tick_rate_hz.max(1));
-        let due = sampled || self.now.saturating_sub(self.last_inputs_at) >= idle;
-        let Some((first_tick, _)) = self.pending.front() else {
-            return;
-        };
-        if !due {
-            return;
-        }
-        let message = SessionClientMessage::Inputs {
-            first_tick: *first_tick,
-            inputs: self.pending.iter().map(|(_, b)| b.clone()).collect(),
+        let ack = InputAck {
             ack_tick: self.verified,
+            own_confirmed_through: self.verified,
+            sampled_through: self.next_tick - 1,
         };
-        if self.send(&ClientMessage::session(match_id, message)) {
-            self.counters.input_messages += 1;
-            self.last_inputs_at = self.now;
-        }
+        self.protocol.send_inputs(self.now, ack);
+    }
+}
+
+/// The protocol config of a load client of `spec`: its `Hello`, its ping interval and checksum
+/// rate, the deterministic client's default redundancy; it serves no snapshots.
+fn protocol_config(spec: &RelayLoadSpec) -> ProtocolConfig {
+    let hello = Hello::new(Protocols::SESSION, spec.name.clone())
+        .with_tick_rate_hz(spec.tick_rate_hz)
+        .with_players(spec.players)
+        .with_input(spec.fingerprint.clone());
+    ProtocolConfig {
+        ping_interval: spec.ping_interval,
+        input_redundancy: INPUT_REDUNDANCY,
+        checksum_every: spec.checksum_every,
+        serves_snapshots: false,
+        ..ProtocolConfig::new(hello, u32::from(spec.tick_rate_hz))
     }
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use bevy::log::{error, info, warn};
 use simsync_net::bevy_renet::RenetClient;
-use simsync_net::{ClientMessage, ClientNetExt};
 
 use super::{LEAVE_GRACE, RelayClient};
 use crate::input::SimInput;
@@ -23,13 +22,11 @@ impl<I: SimInput> RelayClient<I> {
             return;
         }
         self.stats.left = true;
-        self.pending.clear();
-        self.outbox.clear();
         self.reconnect.stop();
         self.stats.reconnect = self.reconnect.phase();
-        let said = renet
-            .filter(|client| client.is_connected())
-            .is_some_and(|client| client.send_msg(&ClientMessage::Goodbye).is_ok());
+        let renet = renet.filter(|client| client.is_connected());
+        let said = self.protocol.leave(renet.is_some());
+        self.flush(renet);
         if said {
             info!("session client: leaving the session; goodbye sent");
             self.leaving_since = Some(self.now);
@@ -58,7 +55,7 @@ impl<I: SimInput> RelayClient<I> {
     /// not after the session's match ended, it left, or the relay refused it. The connection
     /// is closed and no reconnect is tried any more.
     pub(super) fn watch_server(&mut self) {
-        let Some(heard) = self.last_heard else {
+        let Some(heard) = self.protocol.last_heard() else {
             return;
         };
         if self.stats.server_gone.is_some()
@@ -93,9 +90,7 @@ impl<I: SimInput> RelayClient<I> {
         {
             return;
         }
-        if self.last_heard.is_some() {
-            self.last_heard = Some(self.now);
-        }
+        self.protocol.excuse_silence(self.now);
         let can_rejoin = self.stats.reconnect_token.is_some()
             && self.stats.rejected.is_none()
             && self.stats.match_end.is_none();
@@ -125,6 +120,13 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// A message of the relay arrives at `at`.
+    fn hear_at(c: &mut RelayClient<u32>, at: Duration) {
+        let ping =
+            simsync_net::encode(&simsync_net::ServerMessage::Ping { t: 0 }).expect("encodes");
+        c.protocol.handle_message(at, &ping).expect("decodes");
+    }
+
     fn client(server_timeout: Duration, rejoin_after_pause: Duration) -> RelayClient<u32> {
         let config = NetworkSessionConfig {
             server_timeout,
@@ -141,7 +143,7 @@ mod tests {
         c.now = 10_000 * MS;
         c.watch_server();
         assert_eq!(c.stats.server_gone, None);
-        c.last_heard = Some(10_000 * MS);
+        hear_at(&mut c, 10_000 * MS);
         c.now = 11_999 * MS;
         c.watch_server();
         assert_eq!(c.stats.server_gone, None);
@@ -163,7 +165,7 @@ mod tests {
     fn a_long_pause_rejoins_at_once_and_does_not_count_as_the_relays_silence() {
         let mut c = client(2_000 * MS, 15_000 * MS);
         c.stats.reconnect_token = Some(simsync_net::ReconnectToken { slot: 1, token: 9 });
-        c.last_heard = Some(Duration::ZERO);
+        hear_at(&mut c, Duration::ZERO);
         // A short pause: nothing.
         c.now = 14_000 * MS;
         c.watch_pause(14_000 * MS);
@@ -174,7 +176,7 @@ mod tests {
         assert!(c.take_close_due());
         assert_eq!(c.stats.rejoins_after_pause, 1);
         assert!(c.stats.reconnect.is_reconnecting());
-        assert_eq!(c.last_heard, Some(30_000 * MS));
+        assert_eq!(c.protocol.last_heard(), Some(30_000 * MS));
         c.watch_server();
         assert_eq!(c.stats.server_gone, None);
     }
