@@ -17,6 +17,8 @@ use simsync_net::{MAX_BREAKDOWN_ENTRIES, MAX_BREAKDOWN_NAME_BYTES, MAX_BREAKDOWN
 
 use simsync_net::Tick;
 
+use crate::ballots::{CastRefusal, TickBallots};
+
 /// Desynced ticks waiting for breakdowns at once; opening another drops the oldest.
 pub(crate) const MAX_OPEN_REPORTS: usize = 8;
 
@@ -77,34 +79,19 @@ pub(crate) struct BreakdownReport {
     pub contradicting: Vec<u8>,
 }
 
-#[derive(Debug)]
-struct Open {
-    first_at: Duration,
-    named: Vec<u8>,
-    breakdowns: Vec<Option<Breakdown>>,
-}
-
-/// Desynced ticks waiting for breakdowns.
+/// Desynced ticks waiting for breakdowns; each ballot is about the players the checksums
+/// named.
 #[derive(Debug, Default)]
 pub(crate) struct BreakdownVotes {
-    open: BTreeMap<Tick, Open>,
+    open: TickBallots<Breakdown, Vec<u8>>,
 }
 
 impl BreakdownVotes {
     /// The checksums of `tick` disagreed, naming `named` of `players` slots: breakdowns of the
     /// tick are taken from now (`now`) on.
     pub(crate) fn open(&mut self, tick: Tick, named: Vec<u8>, players: usize, now: Duration) {
-        self.open.insert(
-            tick,
-            Open {
-                first_at: now,
-                named,
-                breakdowns: vec![None; players],
-            },
-        );
-        while self.open.len() > MAX_OPEN_REPORTS {
-            self.open.pop_first();
-        }
+        self.open.open(tick, players, now, named);
+        self.open.keep_newest(MAX_OPEN_REPORTS);
     }
 
     /// `slot`'s breakdown of `tick`.
@@ -120,18 +107,12 @@ impl BreakdownVotes {
         if !breakdown.within_bounds() {
             return Err(BreakdownRefusal::Oversized);
         }
-        let open = self
-            .open
-            .get_mut(&tick)
-            .ok_or(BreakdownRefusal::UnknownTick)?;
-        match open.breakdowns.get_mut(slot) {
-            Some(Some(_)) => Err(BreakdownRefusal::Repeated),
-            Some(entry) => {
-                *entry = Some(breakdown);
-                Ok(())
-            }
-            None => Err(BreakdownRefusal::UnknownTick),
-        }
+        self.open
+            .cast(tick, slot, breakdown)
+            .map_err(|refusal| match refusal {
+                CastRefusal::Repeated => BreakdownRefusal::Repeated,
+                CastRefusal::NoBallot | CastRefusal::NoSeat => BreakdownRefusal::UnknownTick,
+            })
     }
 
     /// Compares every tick whose `connected` players all sent their breakdown, or whose
@@ -143,24 +124,10 @@ impl BreakdownVotes {
         now: Duration,
         timeout: Duration,
     ) -> Vec<BreakdownReport> {
-        let ready: Vec<Tick> = self
-            .open
-            .iter()
-            .filter(|(_, o)| {
-                let complete = connected
-                    .iter()
-                    .zip(&o.breakdowns)
-                    .all(|(on, b)| !on || b.is_some());
-                complete || now.saturating_sub(o.first_at) >= timeout
-            })
-            .map(|(t, _)| *t)
-            .collect();
-        ready
+        self.open
+            .take_ready(connected, now, timeout, |_| true)
             .into_iter()
-            .filter_map(|tick| {
-                let open = self.open.remove(&tick)?;
-                compare(tick, &open.named, &open.breakdowns)
-            })
+            .filter_map(|(tick, ballot)| compare(tick, &ballot.about, &ballot.reports))
             .collect()
     }
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use simsync_net::{DesyncJudge, Tick};
 
+use crate::ballots::{CastRefusal, TickBallots};
+
 /// How many ticks back from the newest judged tick the verdicts are kept for late reports
 /// (4,096 ticks: 64 s at 64 Hz); a report for an older judged tick is counted unjudged.
 pub(crate) const VERDICT_MEMORY_TICKS: Tick = 4_096;
@@ -43,12 +45,6 @@ pub(crate) struct Judgement {
     pub judge: DesyncJudge,
 }
 
-#[derive(Debug)]
-struct Pending {
-    first_at: Duration,
-    reports: Vec<Option<u64>>,
-}
-
 /// What a judged tick was judged against, kept for the reports that come after it.
 #[derive(Debug)]
 struct Verdict {
@@ -64,7 +60,7 @@ struct Verdict {
 /// The checksums reported and not judged yet, per tick.
 #[derive(Debug, Default)]
 pub(crate) struct ChecksumVotes {
-    pending: BTreeMap<Tick, Pending>,
+    pending: TickBallots<u64>,
     /// The verdicts of the judged ticks at most [`VERDICT_MEMORY_TICKS`] older than the newest.
     verdicts: BTreeMap<Tick, Verdict>,
     /// The judgements of late reports, made when they came, handed out by the next
@@ -125,21 +121,17 @@ impl ChecksumVotes {
             .verdicts
             .first_key_value()
             .is_some_and(|(oldest, _)| tick < *oldest);
-        if forgotten && !self.pending.contains_key(&tick) {
+        if forgotten && self.pending.get(tick).is_none() {
             self.settle(slot, tick);
             return Err(ChecksumRefusal::Unjudgeable);
         }
-        let pending = self.pending.entry(tick).or_insert_with(|| Pending {
-            first_at: now,
-            reports: vec![None; players],
-        });
-        match &mut pending.reports[slot] {
-            Some(_) => Err(ChecksumRefusal::Repeated),
-            report => {
-                *report = Some(checksum);
-                Ok(())
-            }
-        }
+        self.pending.open_once(tick, players, now, ());
+        self.pending
+            .cast(tick, slot, checksum)
+            .map_err(|refusal| match refusal {
+                CastRefusal::Repeated => ChecksumRefusal::Repeated,
+                CastRefusal::NoBallot | CastRefusal::NoSeat => ChecksumRefusal::Unverifiable,
+            })
     }
 
     /// Judges `slot`'s report of the judged `tick` against its kept verdict.
@@ -196,8 +188,8 @@ impl ChecksumVotes {
             .map(|(slot, _)| self.settled.get(slot).copied().unwrap_or(0))
             .min()
             .unwrap_or(newest);
-        match self.pending.first_key_value() {
-            Some((oldest, _)) => through.min(oldest - 1),
+        match self.pending.oldest() {
+            Some(oldest) => through.min(oldest - 1),
             None => through,
         }
     }
@@ -216,27 +208,15 @@ impl ChecksumVotes {
         now: Duration,
         timeout: Duration,
     ) -> Vec<Judgement> {
-        let ready: Vec<Tick> = self
+        // An authoritative room waits for the authority's checksum too.
+        let (authoritative, authority) = (self.authoritative, &self.authority);
+        let judge_known = |tick| !authoritative || authority.contains_key(&tick);
+        let ready = self
             .pending
-            .iter()
-            .filter(|(tick, p)| {
-                let complete = connected
-                    .iter()
-                    .zip(&p.reports)
-                    .all(|(on, report)| !on || report.is_some());
-                let timed_out = now.saturating_sub(p.first_at) >= timeout;
-                // An authoritative room waits for the authority's checksum too.
-                let judge_known = !self.authoritative || self.authority.contains_key(tick);
-                (complete && judge_known) || timed_out
-            })
-            .map(|(tick, _)| *tick)
-            .collect();
+            .take_ready(connected, now, timeout, judge_known);
         let mut judgements = Vec::with_capacity(ready.len());
-        for tick in ready {
-            let Some(pending) = self.pending.remove(&tick) else {
-                continue;
-            };
-            judgements.push(self.judge_tick(tick, pending.reports));
+        for (tick, ballot) in ready {
+            judgements.push(self.judge_tick(tick, ballot.reports));
         }
         if let Some((newest, _)) = self.verdicts.last_key_value() {
             let oldest_kept = newest - VERDICT_MEMORY_TICKS;
@@ -310,7 +290,7 @@ impl ChecksumVotes {
         }
         let reports = self
             .pending
-            .get(&tick)
+            .get(tick)
             .map(|p| &p.reports)
             .or_else(|| self.kept.get(&tick))?;
         let others: Vec<Option<u64>> = reports

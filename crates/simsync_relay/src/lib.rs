@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod authority;
+mod ballots;
 mod breakdowns;
 mod checksums;
 mod episodes;
