@@ -497,14 +497,7 @@ pub(crate) fn receive(
     mut commands: Commands,
 ) {
     let state = &mut *state;
-    if let Some(hello) = state.join.hello_to_send(client.is_connected()) {
-        let hello = ClientMessage::Hello(hello.clone());
-        if state.send(&mut client, NetChannel::Control, &hello) {
-            state.join.on_hello_sent();
-        }
-    } else if client.is_disconnected() && state.join.on_disconnected() {
-        state.on_disconnected(client.disconnect_reason(), &mut ended);
-    }
+    state.step_connection(&mut client, &mut ended);
     let mut decode = state.decode;
     let received = client.receive_msgs(&mut decode);
     state.decode = decode;
@@ -512,13 +505,9 @@ pub(crate) fn receive(
         state.last_heard = Some(clock.now());
     }
     state.end_if_server_silent(&mut client, clock.now(), &mut ended);
-    let tick = match net.as_deref() {
-        Some(NetClock::Fixed(step)) => *step,
-        _ => Duration::ZERO,
-    };
     let mut rx = Rx {
         now: clock.now(),
-        relay_shift: one_way_latency(client.rtt()).as_secs_f32() - tick.as_secs_f32(),
+        relay_shift: relay_shift(client.rtt(), net.as_deref()),
         bodies: &mut bodies,
         changed: Vec::new(),
         refused: Vec::new(),
@@ -527,29 +516,9 @@ pub(crate) fn receive(
         commands: &mut commands,
     };
     for message in received {
-        let message = match message.message {
-            Ok(message) => message,
-            Err(error) => {
-                state.on_undecodable(&error);
-                continue;
-            }
-        };
-        match message {
-            ServerMessage::Welcome(welcome) => state.on_welcome(welcome),
-            ServerMessage::Rejected { reason } => state.on_rejected(reason),
-            ServerMessage::Ping { t } => {
-                state.send(&mut client, NetChannel::Inputs, &ClientMessage::Pong { t });
-            }
-            ServerMessage::Ownership(msg) if state.machine.is_some() => {
-                state.on_ownership(&mut rx, msg);
-            }
-            // The answer to a keepalive.
-            ServerMessage::Pong { .. } if state.machine.is_some() => {}
-            ServerMessage::Ownership(_)
-            | ServerMessage::Pong { .. }
-            | ServerMessage::Session(_) => {
-                state.stats.messages_ignored += 1;
-            }
+        match message.message {
+            Ok(message) => state.on_server_message(&mut client, &mut rx, message),
+            Err(error) => state.on_undecodable(&error),
         }
     }
     changed.write_batch(rx.changed);
@@ -558,7 +527,59 @@ pub(crate) fn receive(
     closing.write_batch(rx.closing);
 }
 
+/// How far relayed states are moved when applied, in seconds (`Rx::relay_shift`): the
+/// one-way latency of a link with round trip `rtt` (seconds) less the fixed physics step of
+/// `net`, if the clock is fixed (none otherwise).
+fn relay_shift(rtt: f64, net: Option<&NetClock>) -> f32 {
+    let tick = match net {
+        Some(NetClock::Fixed(step)) => *step,
+        _ => Duration::ZERO,
+    };
+    one_way_latency(rtt).as_secs_f32() - tick.as_secs_f32()
+}
+
 impl OwnershipClient {
+    /// The handshake's step this update: sends the `Hello` when it is due on a connected
+    /// client, or, once the connection is closed, ends the session
+    /// ([`on_disconnected`](Self::on_disconnected)).
+    fn step_connection(
+        &mut self,
+        client: &mut RenetClient,
+        ended: &mut MessageWriter<ParticipantEnded>,
+    ) {
+        if let Some(hello) = self.join.hello_to_send(client.is_connected()) {
+            let hello = ClientMessage::Hello(hello.clone());
+            if self.send(client, NetChannel::Control, &hello) {
+                self.join.on_hello_sent();
+            }
+        } else if client.is_disconnected() && self.join.on_disconnected() {
+            self.on_disconnected(client.disconnect_reason(), ended);
+        }
+    }
+
+    /// One decoded message from the server, handed to its handler: the handshake's
+    /// (`Welcome`, `Rejected`), a `Pong` for a `Ping`, ownership messages once joined; the
+    /// rest (ownership messages before joining, session messages) is counted as ignored.
+    fn on_server_message(&mut self, client: &mut RenetClient, rx: &mut Rx, message: ServerMessage) {
+        match message {
+            ServerMessage::Welcome(welcome) => self.on_welcome(welcome),
+            ServerMessage::Rejected { reason } => self.on_rejected(reason),
+            ServerMessage::Ping { t } => {
+                self.send(client, NetChannel::Inputs, &ClientMessage::Pong { t });
+            }
+            ServerMessage::Ownership(msg) if self.machine.is_some() => {
+                self.on_ownership(rx, msg);
+            }
+            // The answer to a keepalive.
+            ServerMessage::Pong { .. } if self.machine.is_some() => {}
+            ServerMessage::Ownership(_)
+            | ServerMessage::Pong { .. }
+            | ServerMessage::Session(_) => {
+                self.stats.messages_ignored += 1;
+            }
+        }
+    }
+
     /// The connection closed: the session ends — `Left` if this participant closed it, else
     /// `RoomEnded` (the server said why before) or `ServerGone` — unless it ended already.
     fn on_disconnected(
@@ -679,25 +700,10 @@ impl OwnershipClient {
         }
     }
 
+    /// An ownership message from the server (once joined), handed to its handler.
     fn on_ownership(&mut self, rx: &mut Rx, msg: OwnershipServerMessage) {
         match msg {
-            OwnershipServerMessage::Grant { body, priority } => {
-                self.stats.grants_received += 1;
-                if !self.bodies.contains_key(&body) {
-                    self.stats.unknown_bodies += 1;
-                    return;
-                }
-                let Some(machine) = self.machine.as_mut() else {
-                    return;
-                };
-                let me = machine.me();
-                let priority = Priority(priority);
-                machine.on_grant(body, priority);
-                if let Some(local) = self.bodies.get_mut(&body) {
-                    local.sent = None;
-                }
-                self.set_owner_component(rx, body, Some(me), priority);
-            }
+            OwnershipServerMessage::Grant { body, priority } => self.on_grant(rx, body, priority),
             OwnershipServerMessage::Refused {
                 body,
                 reason,
@@ -726,23 +732,49 @@ impl OwnershipClient {
             OwnershipServerMessage::CountedSilent {
                 silent_ms,
                 bodies_cleared,
-            } => {
-                self.stats.counted_silent += 1;
-                warn!(
-                    "participant: the entity server heard nothing from us for {silent_ms} ms and \
-                     counted us gone; {bodies_cleared} bodies we owned were cleared"
-                );
-                rx.silent.push(CountedSilent {
-                    silent_for: Duration::from_millis(u64::from(silent_ms)),
-                    bodies_cleared,
-                });
-            }
+            } => self.on_counted_silent(rx, silent_ms, bodies_cleared),
             OwnershipServerMessage::Closing { reason } => {
                 warn!("participant: the entity server's room ends ({reason})");
                 self.closing = Some(reason.clone());
                 rx.closing.push(RoomClosing { reason });
             }
         }
+    }
+
+    /// The server granted `body` to this participant at `priority`: the state machine and the
+    /// [`SimulationOwner`] component take it and the body's next state goes out in full. A
+    /// body this participant does not have is counted as unknown.
+    fn on_grant(&mut self, rx: &mut Rx, body: BodyId, priority: u8) {
+        self.stats.grants_received += 1;
+        if !self.bodies.contains_key(&body) {
+            self.stats.unknown_bodies += 1;
+            return;
+        }
+        let Some(machine) = self.machine.as_mut() else {
+            return;
+        };
+        let me = machine.me();
+        let priority = Priority(priority);
+        machine.on_grant(body, priority);
+        if let Some(local) = self.bodies.get_mut(&body) {
+            local.sent = None;
+        }
+        self.set_owner_component(rx, body, Some(me), priority);
+    }
+
+    /// The server heard nothing from this participant for `silent_ms` and counted it gone,
+    /// clearing `bodies_cleared` bodies it owned: counted, logged and written as
+    /// [`CountedSilent`].
+    fn on_counted_silent(&mut self, rx: &mut Rx, silent_ms: u32, bodies_cleared: u32) {
+        self.stats.counted_silent += 1;
+        warn!(
+            "participant: the entity server heard nothing from us for {silent_ms} ms and \
+             counted us gone; {bodies_cleared} bodies we owned were cleared"
+        );
+        rx.silent.push(CountedSilent {
+            silent_for: Duration::from_millis(u64::from(silent_ms)),
+            bodies_cleared,
+        });
     }
 
     /// The entity server respawned `body` ([respawns](crate::rules#respawns)): everything known
@@ -1221,18 +1253,7 @@ impl OwnershipClient {
             match action {
                 Action::RefuseLocally { body, reason, .. } => {
                     let Some(&i) = index.get(&body) else { continue };
-                    self.stats.refusals_local.add(reason);
-                    let (owner, priority) = self
-                        .owner(body)
-                        .map_or((None, Priority::NONE), |(o, p)| (Some(o), p));
-                    refused.push(BidRefused {
-                        entity: seen[i].entity,
-                        body,
-                        reason,
-                        owner,
-                        priority,
-                        by: RefusedBy::Participant,
-                    });
+                    refused.push(self.refuse_locally(seen[i].entity, body, reason));
                 }
                 Action::SendBid { body, priority } => {
                     bids.push((body, PendingRequest::Bid(priority)));
@@ -1241,19 +1262,8 @@ impl OwnershipClient {
                     bids.push((body, PendingRequest::PriorityChange(priority)));
                 }
                 Action::SendRelease { body } => {
-                    let Some(s) = index.get(&body).map(|&i| &seen[i]) else {
-                        continue;
-                    };
-                    // The final state (zero velocities, rule 12) first, on the same reliable
-                    // channel, so it reaches the server before the release.
-                    let last = s.state.stopped();
-                    if let Some(local) = self.bodies.get_mut(&body) {
-                        local.rest.anchor = Some((last.position, last.rotation));
-                    }
-                    self.send_state(client, body, &last, now, NetChannel::Control);
-                    let msg = ClientMessage::Ownership(OwnershipClientMessage::Release { body });
-                    if self.send(client, NetChannel::Control, &msg) {
-                        self.stats.releases_sent += 1;
+                    if let Some(s) = index.get(&body).map(|&i| &seen[i]) {
+                        self.send_release(client, s, now);
                     }
                 }
                 Action::ZeroVelocity { body } => {
@@ -1269,6 +1279,44 @@ impl OwnershipClient {
         }
         self.send_bids(client, &bids, pending_before);
         refused
+    }
+
+    /// A bid for `body` (of `entity`) the state machine refused on the spot for `reason`:
+    /// counted, and the [`BidRefused`] to write, with the body's owner as known here.
+    fn refuse_locally(
+        &mut self,
+        entity: Entity,
+        body: BodyId,
+        reason: RefusalReason,
+    ) -> BidRefused {
+        self.stats.refusals_local.add(reason);
+        let (owner, priority) = self
+            .owner(body)
+            .map_or((None, Priority::NONE), |(o, p)| (Some(o), p));
+        BidRefused {
+            entity,
+            body,
+            reason,
+            owner,
+            priority,
+            by: RefusedBy::Participant,
+        }
+    }
+
+    /// Releases the body seen as `s` ([rule 12](crate::rules#rule-12--release-at-rest)): its
+    /// final state (zero velocities) first, on the same reliable channel so it reaches the
+    /// server before the `Release`, and the body's rest anchor set there.
+    fn send_release(&mut self, client: &mut RenetClient, s: &Seen, now: Duration) {
+        let body = s.body;
+        let last = s.state.stopped();
+        if let Some(local) = self.bodies.get_mut(&body) {
+            local.rest.anchor = Some((last.position, last.rotation));
+        }
+        self.send_state(client, body, &last, now, NetChannel::Control);
+        let msg = ClientMessage::Ownership(OwnershipClientMessage::Release { body });
+        if self.send(client, NetChannel::Control, &msg) {
+            self.stats.releases_sent += 1;
+        }
     }
 
     /// Sends this frame's bids and priority changes (both travel as bids) as one `Bids`
@@ -1447,37 +1495,53 @@ impl OwnershipClient {
             let Some(local) = self.bodies.get(&s.body) else {
                 continue;
             };
-            let error = match local.sent {
-                None => Some(8.0),
-                Some((last, at)) => {
-                    should_send(&last, &s.state, now, at, &self.config).then(|| {
-                        predicted_error(&last, &s.state, now.saturating_sub(at), &self.config)
-                    })
-                }
-            };
-            let Some(error) = error else { continue };
-            let recent = local
-                .collided_at
-                .is_some_and(|t| now.saturating_sub(t) < RECENT_COLLISION);
-            // An overdue heartbeat goes first, so the budget never lets the server expire
-            // this owner (rule 5).
-            let overdue = local.sent.is_some_and(|(_, at)| {
-                now.saturating_sub(at) >= self.config.heartbeat_interval + HEARTBEAT_GRACE
-            });
-            candidates.push(Candidate {
-                body: s.body,
-                weight: send_weight(error, recent, nearest(s.state.position, &others)),
-                urgent: overdue,
-                size: self.link.entry_size(
-                    s.body,
-                    &s.state,
-                    self.batch_seq.wrapping_add(1),
-                    self.budget_config.delta_encoding,
-                ),
-            });
-            states.insert(s.body, s.state);
+            if let Some(candidate) = self.candidate(s, local, &others, now) {
+                candidates.push(candidate);
+                states.insert(s.body, s.state);
+            }
         }
         (candidates, states)
+    }
+
+    /// The owned body seen as `s` (its local record `local`) as a candidate for this frame's
+    /// batch, if it is due ([`should_send`]; never sent yet: due, at the largest error),
+    /// weighed by its predicted error, a recent collision and the distance to the nearest of
+    /// the bodies others hold (`others`), urgent when its heartbeat is overdue.
+    fn candidate(
+        &self,
+        s: &Seen,
+        local: &LocalBody,
+        others: &[Vec3],
+        now: Duration,
+    ) -> Option<Candidate> {
+        let error = match local.sent {
+            None => 8.0,
+            Some((last, at)) => {
+                if !should_send(&last, &s.state, now, at, &self.config) {
+                    return None;
+                }
+                predicted_error(&last, &s.state, now.saturating_sub(at), &self.config)
+            }
+        };
+        let recent = local
+            .collided_at
+            .is_some_and(|t| now.saturating_sub(t) < RECENT_COLLISION);
+        // An overdue heartbeat goes first, so the budget never lets the server expire
+        // this owner (rule 5).
+        let overdue = local.sent.is_some_and(|(_, at)| {
+            now.saturating_sub(at) >= self.config.heartbeat_interval + HEARTBEAT_GRACE
+        });
+        Some(Candidate {
+            body: s.body,
+            weight: send_weight(error, recent, nearest(s.state.position, others)),
+            urgent: overdue,
+            size: self.link.entry_size(
+                s.body,
+                &s.state,
+                self.batch_seq.wrapping_add(1),
+                self.budget_config.delta_encoding,
+            ),
+        })
     }
 
     /// Sends `current` as the owner's final state for `body` (before a release, rule 12): a

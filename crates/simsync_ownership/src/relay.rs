@@ -48,6 +48,16 @@ pub(crate) struct RelayPass {
     pub(crate) out_of_interest: usize,
 }
 
+/// The pending bodies a pass weighs ([`RelayQueue::pass`]).
+struct Due {
+    /// The bodies still to relay, weighed.
+    candidates: Vec<Candidate>,
+    /// Their latest states.
+    states: HashMap<BodyId, BodyState>,
+    /// Bodies dropped as outside the interest radius.
+    out_of_interest: usize,
+}
+
 impl RelayQueue {
     pub(crate) fn new(bytes_per_second: u32, delta: bool) -> Self {
         Self {
@@ -137,9 +147,41 @@ impl RelayQueue {
             .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
         self.last = Some(now);
         self.budget.refill(dt);
-        let mut result = RelayPass::default();
-        let mut candidates = Vec::with_capacity(self.pending.len());
-        let mut states: HashMap<BodyId, BodyState> = HashMap::default();
+        let due = self.due(now, radius, config, state_of);
+        let mut result = RelayPass {
+            out_of_interest: due.out_of_interest,
+            ..RelayPass::default()
+        };
+        if due.candidates.is_empty() {
+            return result;
+        }
+        let room = entry_room(self.budget.available(), None, due.candidates.len());
+        let selection = self.accumulator.select(&due.candidates, dt as f32, room);
+        result.deferred = selection.deferred;
+        if selection.chosen.is_empty() {
+            return result;
+        }
+        let bodies = chosen_states(&selection.chosen, &due.states);
+        result.batch = Some(self.take(bodies, now));
+        result
+    }
+
+    /// The pending bodies as candidates for this pass, weighed by their predicted error
+    /// against the state last sent (never sent: the largest error) and their distance from the
+    /// focus; the pending bodies `state_of` no longer has, or outside `radius` of the focus
+    /// (counted), leave the queue.
+    fn due(
+        &mut self,
+        now: Duration,
+        radius: Option<f32>,
+        config: &OwnershipConfig,
+        state_of: impl Fn(BodyId) -> Option<BodyState>,
+    ) -> Due {
+        let mut due = Due {
+            candidates: Vec::with_capacity(self.pending.len()),
+            states: HashMap::default(),
+            out_of_interest: 0,
+        };
         let focus = self.focus;
         let pending: Vec<BodyId> = self.pending.iter().copied().collect();
         for body in pending {
@@ -152,13 +194,13 @@ impl RelayQueue {
                 && d > r
             {
                 self.pending.remove(&body);
-                result.out_of_interest += 1;
+                due.out_of_interest += 1;
                 continue;
             }
             let error = self.sent.get(&body).map_or(8.0, |(last, at)| {
                 predicted_error(last, &state, now.saturating_sub(*at), config)
             });
-            candidates.push(Candidate {
+            due.candidates.push(Candidate {
                 body,
                 weight: send_weight(error, false, distance),
                 urgent: false,
@@ -166,28 +208,23 @@ impl RelayQueue {
                     .link
                     .entry_size(body, &state, self.seq.wrapping_add(1), self.delta),
             });
-            states.insert(body, state);
+            due.states.insert(body, state);
         }
-        if candidates.is_empty() {
-            return result;
-        }
-        let room = entry_room(self.budget.available(), None, candidates.len());
-        let selection = self.accumulator.select(&candidates, dt as f32, room);
-        result.deferred = selection.deferred;
-        if selection.chosen.is_empty() {
-            return result;
-        }
-        let bodies = chosen_states(&selection.chosen, &states);
+        due
+    }
+
+    /// The chosen `bodies` (ids increasing) as the next-numbered batch: they leave the queue
+    /// and their quantized states are remembered as sent at `now`.
+    fn take(&mut self, bodies: Vec<(BodyId, BodyState)>, now: Duration) -> StateBatch {
         for (body, state) in &bodies {
             self.pending.remove(body);
             self.sent.insert(*body, (quantize(state), now));
         }
-        result.batch = Some(StateBatch {
+        StateBatch {
             seq: self.next_seq(),
             focus: None,
             bodies,
-        });
-        result
+        }
     }
 }
 

@@ -67,6 +67,7 @@ use simsync_net::{
 
 use crate::activity::ActivityConfig;
 use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
+use crate::baseline::Received;
 use crate::batch::{StateBatch, is_newer_batch, varint_len};
 use crate::body::{BodyKind, BodyState, one_way_latency};
 use crate::budget::StateBudgetConfig;
@@ -599,6 +600,17 @@ pub(crate) fn register_bodies(
             let _ = state.arbiter.set_locked(id.0, false);
         }
     }
+}
+
+/// Who sent a state batch and how: what each of its states is checked and accepted with.
+#[derive(Clone, Copy)]
+struct BatchSender {
+    client: ClientId,
+    from: ParticipantId,
+    /// The batch's number, for the per-body stale filter.
+    seq: u32,
+    /// How long its states travelled (half the connection's round trip).
+    latency: Duration,
 }
 
 /// Everything one server update needs besides the state.
@@ -1213,18 +1225,47 @@ impl EntityServer {
     /// rate-limited, owner-checked (rule 4), dropped unless newer than the last batch accepted
     /// for that body from that owner.
     fn on_batch(&mut self, io: &mut Io, client: ClientId, from: ParticipantId, bytes: &[u8]) {
+        let Some(batch) = self.decode_batch(client, from, bytes) else {
+            return;
+        };
+        // How long its states travelled: half the connection's round trip.
+        let latency = io
+            .server
+            .network_info(client)
+            .map_or(Duration::ZERO, |info| one_way_latency(info.rtt));
+        let sender = BatchSender {
+            client,
+            from,
+            seq: batch.seq,
+            latency,
+        };
+        for (body, state) in batch.states {
+            self.on_batch_state(io, &sender, body, state);
+        }
+    }
+
+    /// Counts the bytes of a state batch from `from` (on `client`) and resolves it with the
+    /// sender's [`DeltaLink`](crate::DeltaLink): `None` (counted) for a batch from a client
+    /// without a queue or one that does not decode; otherwise its focus becomes the sender's
+    /// interest centre and its rejected deltas and acknowledgement are counted.
+    fn decode_batch(
+        &mut self,
+        client: ClientId,
+        from: ParticipantId,
+        bytes: &[u8],
+    ) -> Option<Received> {
         self.stats.state_bytes_received += bytes.len() as u64 + 2 + varint_len(bytes.len());
         let relay = &self.relay;
         let Some(queue) = self.queues.get_mut(&client) else {
             self.stats.messages_ignored += 1;
-            return;
+            return None;
         };
         let batch = match queue.link.receive(bytes, |b| relay.contains_key(&b)) {
             Ok(batch) => batch,
             Err(error) => {
                 self.stats.state_batches_invalid += 1;
                 debug!("entity server: state batch from {from} dropped: {error}");
-                return;
+                return None;
             }
         };
         if batch.focus.is_some() {
@@ -1232,50 +1273,81 @@ impl EntityServer {
         }
         self.stats.state_batches_received += 1;
         self.stats.deltas_rejected += batch.deltas_rejected as u64;
-        // How long its states travelled: half the connection's round trip.
-        let latency = io
-            .server
-            .network_info(client)
-            .map_or(Duration::ZERO, |info| one_way_latency(info.rtt));
         if let Some(rejection) = batch.ack_rejected {
             self.stats.acks_rejected += 1;
             debug!("entity server: from {from}: {rejection}");
         }
-        for (body, state) in batch.states {
-            let owned = self.arbiter.owner(body).is_some_and(|(o, _)| o == from);
-            let kind = Limited::StateUpdate(owned.then_some(body));
-            if !self.admit(client, from, kind, io.now) {
-                continue;
+        Some(batch)
+    }
+
+    /// One state of a batch from `sender`, as a state update of its own: rate-limited,
+    /// refused unless the sender owns `body` (rule 4), dropped as stale unless its batch is
+    /// newer than the last accepted for the body from that owner, checked against the state
+    /// limits when they are on ([`check_limits`](Self::check_limits)), then accepted.
+    fn on_batch_state(
+        &mut self,
+        io: &mut Io,
+        sender: &BatchSender,
+        body: BodyId,
+        state: BodyState,
+    ) {
+        let BatchSender {
+            client,
+            from,
+            seq,
+            latency,
+        } = *sender;
+        let owned = self.arbiter.owner(body).is_some_and(|(o, _)| o == from);
+        let kind = Limited::StateUpdate(owned.then_some(body));
+        if !self.admit(client, from, kind, io.now) {
+            return;
+        }
+        self.stats.state_updates_received += 1;
+        if let Err(refusal) = self.arbiter.owner_update(from, body, io.now) {
+            self.stats.state_updates_refused.add(refusal.reason);
+            self.refuse(io, client, &refusal);
+            return;
+        }
+        let last = self
+            .batch_filters
+            .entry((body, from))
+            .or_insert(seq.wrapping_sub(1));
+        if !is_newer_batch(seq, *last) {
+            self.stats.state_updates_stale += 1;
+            return;
+        }
+        *last = seq;
+        if !self.check_limits(io, sender, body, &state) {
+            return;
+        }
+        self.accept_state(Some((client, latency)), body, state, io.now);
+    }
+
+    /// [Rule 22](crate::rules#rule-22--impossible-states), when state limits are on: whether
+    /// `state` of `body` from `sender` is possible against the server's view of the body (its
+    /// remaining reach is then kept); an impossible one is handled by
+    /// [`on_impossible`](Self::on_impossible) and `false` returned. Always `true` when off.
+    fn check_limits(
+        &mut self,
+        io: &mut Io,
+        sender: &BatchSender,
+        body: BodyId,
+        state: &BodyState,
+    ) -> bool {
+        let Some(limits) = self.state_limits else {
+            return true;
+        };
+        let reference = self.view.get(&body).copied();
+        let reach = self.reach.get(&body).copied();
+        match limits.check(reference, reach, state, io.now) {
+            Ok(left) => {
+                self.reach.insert(body, left);
+                true
             }
-            self.stats.state_updates_received += 1;
-            if let Err(refusal) = self.arbiter.owner_update(from, body, io.now) {
-                self.stats.state_updates_refused.add(refusal.reason);
-                self.refuse(io, client, &refusal);
-                continue;
+            Err(reason) => {
+                self.on_impossible(io, sender.client, sender.from, body, reason);
+                false
             }
-            let last = self
-                .batch_filters
-                .entry((body, from))
-                .or_insert(batch.seq.wrapping_sub(1));
-            if !is_newer_batch(batch.seq, *last) {
-                self.stats.state_updates_stale += 1;
-                continue;
-            }
-            *last = batch.seq;
-            if let Some(limits) = self.state_limits {
-                let reference = self.view.get(&body).copied();
-                let reach = self.reach.get(&body).copied();
-                match limits.check(reference, reach, &state, io.now) {
-                    Ok(left) => {
-                        self.reach.insert(body, left);
-                    }
-                    Err(reason) => {
-                        self.on_impossible(io, client, from, body, reason);
-                        continue;
-                    }
-                }
-            }
-            self.accept_state(Some((client, latency)), body, state, io.now);
         }
     }
 
@@ -1747,38 +1819,49 @@ impl EntityServer {
         };
         match action {
             HostAction::Take { from_at_most, .. } => {
-                let Some(grant) = self.arbiter.host_take(body, from_at_most, io.now) else {
-                    return false;
-                };
-                self.stats.host_takes += 1;
-                debug!(
-                    "entity server: the physics host takes {body} at {:?} ({:.2} m/s)",
-                    io.now,
-                    world.linear_velocity.length()
-                );
-                if let Some(previous) = grant.previous_owner {
-                    self.stats.host_takes_from_far_owners += 1;
-                    info!("entity server: the physics host takes {body} from far {previous}");
-                }
-                self.announce(io, body, Some(grant.owner), grant.priority, None);
-                self.host_publish(body, world, io.now);
+                self.host_take(io, body, world, from_at_most);
                 false
             }
             HostAction::Publish(_) => {
                 self.host_publish(body, world, io.now);
                 false
             }
-            HostAction::Release(_) => {
-                self.accept_state(None, body, world.stopped(), io.now);
-                let host = ParticipantId::ENTITY_SERVER;
-                let Ok(released) = self.arbiter.release(host, body, io.now) else {
-                    return false;
-                };
-                self.stats.host_releases += 1;
-                self.released(io, body, released.previous_owner);
-                true
-            }
+            HostAction::Release(_) => self.host_release(io, body, world),
         }
+    }
+
+    /// The host takes `body` (from an owner of priority `from_at_most` at most) if the arbiter
+    /// grants it: counted (a take from a far owner too), announced, and its state `world`
+    /// published.
+    fn host_take(&mut self, io: &mut Io, body: BodyId, world: BodyState, from_at_most: Priority) {
+        let Some(grant) = self.arbiter.host_take(body, from_at_most, io.now) else {
+            return;
+        };
+        self.stats.host_takes += 1;
+        debug!(
+            "entity server: the physics host takes {body} at {:?} ({:.2} m/s)",
+            io.now,
+            world.linear_velocity.length()
+        );
+        if let Some(previous) = grant.previous_owner {
+            self.stats.host_takes_from_far_owners += 1;
+            info!("entity server: the physics host takes {body} from far {previous}");
+        }
+        self.announce(io, body, Some(grant.owner), grant.priority, None);
+        self.host_publish(body, world, io.now);
+    }
+
+    /// The host releases `body` at rest: its state `world` with zero velocities is accepted
+    /// first, then the release announced. Returns whether it was released (the host held it).
+    fn host_release(&mut self, io: &mut Io, body: BodyId, world: BodyState) -> bool {
+        self.accept_state(None, body, world.stopped(), io.now);
+        let host = ParticipantId::ENTITY_SERVER;
+        let Ok(released) = self.arbiter.release(host, body, io.now) else {
+            return false;
+        };
+        self.stats.host_releases += 1;
+        self.released(io, body, released.previous_owner);
+        true
     }
 
     /// The host's state of a body it holds, to every participant.

@@ -160,78 +160,153 @@ impl ServerMetrics {
     /// Every metric registered, at zero.
     pub fn new() -> Self {
         let mut registry = Registry::default();
-        let rooms = Family::<Labels, Gauge>::default();
-        let clients = Family::<Labels, Gauge>::default();
-        let packets = Family::<Labels, Counter>::default();
-        let bytes = Family::<Labels, Counter>::default();
-        let refused = Family::<Labels, Counter>::default();
-        let rate_limited = Family::<Labels, Counter>::default();
-        let (desyncs, rejoins) = (Counter::default(), Counter::default());
-        let (snapshot_bytes, resent_sets) = (Counter::default(), Counter::default());
-        // 50 µs to ~100 ms.
-        let relay_tick = Histogram::new(exponential_buckets(0.000_05, 2.0, 12));
-        let tick_lag = Family::<Labels, Gauge>::default();
-        register_all(
-            &mut registry,
-            [&rooms, &clients, &tick_lag],
-            [&packets, &bytes, &refused, &rate_limited],
-            [&desyncs, &rejoins, &snapshot_bytes, &resent_sets],
-            &relay_tick,
+        let mut this = Self::at_zero();
+        this.register_rooms(&mut registry);
+        this.register_relay(&mut registry);
+        this.register_loop(&mut registry);
+        this.http.register(&mut registry);
+        let registry = Arc::new(registry);
+        this.http.registry = Arc::clone(&registry);
+        this.registry = registry;
+        this.create_label_series();
+        this
+    }
+
+    /// Every metric at zero, registered nowhere yet (the registry is a placeholder).
+    fn at_zero() -> Self {
+        Self {
+            registry: Arc::new(Registry::default()),
+            rooms: Gauges::default(),
+            clients: Gauges::default(),
+            packets: Counters::default(),
+            bytes: Counters::default(),
+            refused: Counters::default(),
+            rate_limited: Counters::default(),
+            desyncs: Counter::default(),
+            unjudged_checksums: Counter::default(),
+            rejoins: Counter::default(),
+            snapshot_bytes: Counter::default(),
+            resent_sets: Counter::default(),
+            // 50 µs to ~100 ms.
+            relay_tick: Histogram::new(exponential_buckets(0.000_05, 2.0, 12)),
+            tick_lag: Gauges::default(),
+            loop_turn: duration_buckets(),
+            room_update: Histograms::new_with_constructor(duration_buckets),
+            http: HttpMetrics::at_zero(),
+            seen: Seen::default(),
+        }
+    }
+
+    /// Registers the rooms, connections and traffic metrics in `r`.
+    fn register_rooms(&self, r: &mut Registry) {
+        r.register(
+            "simsync_rooms",
+            "Rooms by kind and state",
+            self.rooms.clone(),
         );
-        let unjudged_checksums = Counter::default();
-        registry.register(
+        r.register(
+            "simsync_clients",
+            "Connections in rooms, by room kind",
+            self.clients.clone(),
+        );
+        r.register(
+            "simsync_packets",
+            "Payloads by direction (in, out)",
+            self.packets.clone(),
+        );
+        r.register(
+            "simsync_bytes",
+            "Payload bytes by direction (in, out)",
+            self.bytes.clone(),
+        );
+        r.register(
+            "simsync_refused",
+            "Connections and datagrams refused, by reason",
+            self.refused.clone(),
+        );
+        r.register(
+            "simsync_rate_limited",
+            "Messages dropped by a connection's rate limit, by room kind",
+            self.rate_limited.clone(),
+        );
+    }
+
+    /// Registers the relay rooms' metrics in `r`.
+    fn register_relay(&self, r: &mut Registry) {
+        r.register(
+            "simsync_desyncs",
+            "Desync episodes judged by relay rooms (one per desynced player until it agrees again)",
+            self.desyncs.clone(),
+        );
+        r.register(
+            "simsync_rejoins",
+            "Player slots taken again by a new connection",
+            self.rejoins.clone(),
+        );
+        r.register(
+            "simsync_snapshot_bytes",
+            "Snapshot bytes forwarded to late joiners",
+            self.snapshot_bytes.clone(),
+        );
+        r.register(
+            "simsync_resent_sets",
+            "Confirmed input sets resent by relay rooms",
+            self.resent_sets.clone(),
+        );
+        r.register(
+            "simsync_relay_tick_seconds",
+            "Duration of a relay room's update that ran ticks",
+            self.relay_tick.clone(),
+        );
+        r.register(
+            "simsync_room_tick_lag_ticks",
+            "Per relay room: ticks between its clock and what every connected player acknowledged",
+            self.tick_lag.clone(),
+        );
+        r.register(
             "simsync_unjudged_checksums",
             "Checksum reports relay rooms could not judge: they came after their tick was judged \
              and its verdict was gone or had no judge",
-            unjudged_checksums.clone(),
+            self.unjudged_checksums.clone(),
         );
-        let loop_turn = duration_buckets();
-        registry.register(
+    }
+
+    /// Registers the main loop's timings and the build's info in `r`.
+    fn register_loop(&self, r: &mut Registry) {
+        r.register(
             "simsync_loop_turn_seconds",
             "Work of one main-loop turn (socket, admin commands, every room, metrics), sleep excluded",
-            loop_turn.clone(),
+            self.loop_turn.clone(),
         );
-        let room_update = Histograms::new_with_constructor(duration_buckets);
-        registry.register(
+        r.register(
             "simsync_room_update_seconds",
             "One room's update in a main-loop turn, by room kind (relay, ownership)",
-            room_update.clone(),
+            self.room_update.clone(),
         );
-        registry.register(
+        r.register(
             "simsync_build",
             "The server's build: its version",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_string())]),
         );
-        let mut http = HttpMetrics::register(&mut registry);
-        let registry = Arc::new(registry);
-        http.registry = Arc::clone(&registry);
+    }
+
+    /// Creates the labelled series that must show at zero before anything is counted: every
+    /// refusal reason of a hello and of a participant, and each room kind's rate limits and
+    /// update durations.
+    fn create_label_series(&self) {
         for reason in RejectReason::LABELS {
-            drop(refused.get_or_create(&label("reason", hello_refusal_label(reason))));
+            drop(
+                self.refused
+                    .get_or_create(&label("reason", hello_refusal_label(reason))),
+            );
         }
-        drop(refused.get_or_create(&label("reason", "participant_refused")));
+        drop(
+            self.refused
+                .get_or_create(&label("reason", "participant_refused")),
+        );
         for kind in ["relay", "ownership"] {
-            drop(rate_limited.get_or_create(&label("kind", kind)));
-            drop(room_update.get_or_create(&label("kind", kind)));
-        }
-        Self {
-            registry,
-            rooms,
-            clients,
-            packets,
-            bytes,
-            refused,
-            rate_limited,
-            desyncs,
-            unjudged_checksums,
-            rejoins,
-            snapshot_bytes,
-            resent_sets,
-            relay_tick,
-            tick_lag,
-            loop_turn,
-            room_update,
-            http,
-            seen: Seen::default(),
+            drop(self.rate_limited.get_or_create(&label("kind", kind)));
+            drop(self.room_update.get_or_create(&label("kind", kind)));
         }
     }
 
@@ -391,72 +466,6 @@ impl ServerMetrics {
     }
 }
 
-/// Registers every metric under its name and help text.
-fn register_all(
-    r: &mut Registry,
-    [rooms, clients, tick_lag]: [&Gauges; 3],
-    [packets, bytes, refused, rate_limited]: [&Counters; 4],
-    [desyncs, rejoins, snapshot_bytes, resent_sets]: [&Counter; 4],
-    relay_tick: &Histogram,
-) {
-    r.register("simsync_rooms", "Rooms by kind and state", rooms.clone());
-    r.register(
-        "simsync_clients",
-        "Connections in rooms, by room kind",
-        clients.clone(),
-    );
-    r.register(
-        "simsync_packets",
-        "Payloads by direction (in, out)",
-        packets.clone(),
-    );
-    r.register(
-        "simsync_bytes",
-        "Payload bytes by direction (in, out)",
-        bytes.clone(),
-    );
-    r.register(
-        "simsync_refused",
-        "Connections and datagrams refused, by reason",
-        refused.clone(),
-    );
-    r.register(
-        "simsync_rate_limited",
-        "Messages dropped by a connection's rate limit, by room kind",
-        rate_limited.clone(),
-    );
-    r.register(
-        "simsync_desyncs",
-        "Desync episodes judged by relay rooms (one per desynced player until it agrees again)",
-        desyncs.clone(),
-    );
-    r.register(
-        "simsync_rejoins",
-        "Player slots taken again by a new connection",
-        rejoins.clone(),
-    );
-    r.register(
-        "simsync_snapshot_bytes",
-        "Snapshot bytes forwarded to late joiners",
-        snapshot_bytes.clone(),
-    );
-    r.register(
-        "simsync_resent_sets",
-        "Confirmed input sets resent by relay rooms",
-        resent_sets.clone(),
-    );
-    r.register(
-        "simsync_relay_tick_seconds",
-        "Duration of a relay room's update that ran ticks",
-        relay_tick.clone(),
-    );
-    r.register(
-        "simsync_room_tick_lag_ticks",
-        "Per relay room: ticks between its clock and what every connected player acknowledged",
-        tick_lag.clone(),
-    );
-}
-
 /// The registry in `format` (what `/metrics` answers).
 pub fn render(registry: &Registry, format: MetricsFormat) -> String {
     let mut out = String::new();
@@ -519,10 +528,10 @@ pub struct HttpMetrics {
 }
 
 impl HttpMetrics {
-    /// Registers the process and operations-port metrics in `registry`; the handle's
-    /// registry is set by [`ServerMetrics::new`] once every metric is in.
-    fn register(registry: &mut Registry) -> Self {
-        let this = Self {
+    /// Every metric at zero, registered nowhere yet (the registry is a placeholder, set by
+    /// [`ServerMetrics::new`] once every metric is in).
+    fn at_zero() -> Self {
+        Self {
             registry: Arc::new(Registry::default()),
             cpu_seconds: Counter::default(),
             resident_bytes: Gauge::default(),
@@ -534,62 +543,74 @@ impl HttpMetrics {
             ops_open: Gauge::default(),
             ops_accepted: Counter::default(),
             ops_closed: Counters::default(),
-        };
-        let r = registry;
+        }
+    }
+
+    /// Registers the process and operations-port metrics in `registry`.
+    fn register(&self, registry: &mut Registry) {
+        self.register_process(registry);
+        self.register_ops(registry);
+    }
+
+    /// Registers the process's metrics (read from `/proc` at each scrape) in `r`.
+    fn register_process(&self, r: &mut Registry) {
         r.register(
             "process_cpu_seconds",
             "User and system CPU time of the process, in seconds",
-            this.cpu_seconds.clone(),
+            self.cpu_seconds.clone(),
         );
         r.register(
             "process_resident_memory_bytes",
             "Resident memory of the process, in bytes",
-            this.resident_bytes.clone(),
+            self.resident_bytes.clone(),
         );
         r.register(
             "process_virtual_memory_bytes",
             "Virtual memory of the process, in bytes",
-            this.virtual_bytes.clone(),
+            self.virtual_bytes.clone(),
         );
         r.register(
             "process_open_fds",
             "Open file descriptors of the process (sockets included)",
-            this.open_fds.clone(),
+            self.open_fds.clone(),
         );
         r.register(
             "process_max_fds",
             "The process's limit of open file descriptors",
-            this.max_fds.clone(),
+            self.max_fds.clone(),
         );
         r.register(
             "process_threads",
             "Threads of the process",
-            this.threads.clone(),
+            self.threads.clone(),
         );
         r.register(
             "process_start_time_seconds",
             "When the process started, in seconds since the Unix epoch",
-            this.start_time.clone(),
+            self.start_time.clone(),
         );
+    }
+
+    /// Registers the operations port's metrics in `r`, its closing reasons' series at zero.
+    fn register_ops(&self, r: &mut Registry) {
         r.register(
             "simsync_ops_connections",
             "Open connections of the operations HTTP port",
-            this.ops_open.clone(),
+            self.ops_open.clone(),
         );
         r.register(
             "simsync_ops_connections_accepted",
             "Connections the operations HTTP port accepted",
-            this.ops_accepted.clone(),
+            self.ops_accepted.clone(),
         );
         r.register(
             "simsync_ops_connections_closed",
             "Connections the operations HTTP port closed early, by reason (evicted for a new one over the cap, timed_out)",
-            this.ops_closed.clone(),
+            self.ops_closed.clone(),
         );
         for reason in ["evicted", "timed_out"] {
-            drop(this.ops_closed.get_or_create(&label("reason", reason)));
+            drop(self.ops_closed.get_or_create(&label("reason", reason)));
         }
-        this
     }
 
     /// Reads the process's numbers (where there is a `/proc`), then renders every metric in
