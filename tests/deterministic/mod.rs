@@ -20,6 +20,7 @@ mod resource_lifecycle;
 mod rollback_exactness;
 mod silent_divergence;
 pub(crate) mod sim_events;
+mod sim_messages;
 mod smoothing;
 mod snapshot_mutations;
 mod snapshots;

@@ -8,7 +8,7 @@ use bevy::prelude::*;
 use bevy_state::app::{AppExtStates, StatesPlugin};
 use bevy_state::state::{
     FreelyMutableState, NextState, PreviousState, State, StateTransition, StateTransitionEvent,
-    StateTransitionSystems, States,
+    States,
 };
 
 use crate::checksum::{SimHash, StateHasher};
@@ -79,7 +79,8 @@ impl RollbackStateAppExt for App {
 #[derive(Resource)]
 struct SimulationStateTransitions;
 
-/// State transitions in this world (once), state `S` initialized, its transition messages aged.
+/// State transitions in this world (once), state `S` initialized, its transition messages
+/// not rolled back.
 fn install_state<S: FreelyMutableState + FromWorld>(app: &mut App) {
     if !app
         .world()
@@ -100,12 +101,10 @@ fn install_state<S: FreelyMutableState + FromWorld>(app: &mut App) {
     if !app.world().contains_resource::<State<S>>() {
         app.init_state::<S>();
     }
-    app.add_systems(
-        StateTransition,
-        age_transition_messages::<S>.before(StateTransitionSystems::DependentTransitions),
-    );
     // The transition messages are read within the transition that writes them: a buffer of
-    // the tick, not state.
+    // the tick, not state. They are aged with the world's other messages, once a tick before
+    // the transitions ([messages live two
+    // ticks](crate::rules#messages-in-a-simulation-world-live-two-ticks)).
     with_registry(app, |registry| {
         registry.ignore_resource::<Messages<StateTransitionEvent<S>>>();
         Ok(())
@@ -115,11 +114,6 @@ fn install_state<S: FreelyMutableState + FromWorld>(app: &mut App) {
 /// Applies pending state transitions at the start of a tick.
 fn run_state_transitions(world: &mut World) {
     let _ = world.try_run_schedule(StateTransition);
-}
-
-/// Keeps the transition messages of `S` to the last two ticks (no `First` schedule runs here).
-fn age_transition_messages<S: States>(mut messages: ResMut<Messages<StateTransitionEvent<S>>>) {
-    messages.update();
 }
 
 fn hash_state<S: States + SimHash>(state: &State<S>, hasher: &mut StateHasher) {

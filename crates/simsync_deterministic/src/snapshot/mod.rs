@@ -61,6 +61,9 @@ pub struct SimulationWorld {
     pub(crate) sync: Option<Tick>,
     /// Ticks this world ran since `sync`.
     pub(crate) runs_since_sync: u32,
+    /// The world's change tick when its messages were last aged (once a tick, before its
+    /// [`SimulationTick`](crate::SimulationTick)).
+    pub(crate) messages_aged: Tick,
 }
 
 impl SimulationWorld {
@@ -72,6 +75,7 @@ impl SimulationWorld {
             coverage: coverage::CoverageCache::default(),
             sync: None,
             runs_since_sync: 0,
+            messages_aged: Tick::new(0),
         }
     }
 

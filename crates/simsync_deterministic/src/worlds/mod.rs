@@ -11,6 +11,7 @@ mod blueprint;
 pub(crate) use blueprint::{SessionBlueprint, assemble_worlds, build_worlds};
 
 use bevy::app::AppLabel;
+use bevy::ecs::message::MessageRegistry;
 use bevy::ecs::schedule::{MultiThreadedExecutor, ScheduleLabel, SingleThreadedExecutor};
 use bevy::prelude::*;
 use bevy::transform::TransformSystems;
@@ -338,6 +339,10 @@ fn add_simulation_schedules(sub: &mut SubApp, parallel: bool) {
 /// Transforms and Rapier in [`SimulationTick`]: the simulation sets around Rapier's, transform
 /// propagation, and Rapier's removals synced in [`SimulationSet::Cleanup`].
 fn add_physics(sub: &mut SubApp) {
+    // bevy_rapier inserts its mass-change messages as a bare resource, which no message update
+    // ages: registered here first (bevy_rapier's insertion keeps the registration), they are
+    // aged once a tick with every other message of the world (see `age_messages`).
+    sub.add_message::<MassModifiedEvent>();
     sub.add_plugins((
         bevy::transform::TransformPlugin,
         Builtin(RapierPhysicsPlugin::<NoUserData>::default().in_schedule(SimulationTick)),
@@ -470,9 +475,23 @@ pub(crate) fn context_entities(world: &mut World) -> Vec<Entity> {
     list
 }
 
+/// Ages the world's registered messages once, as Bevy's `First` schedule does once a frame
+/// (a simulation world runs no `First`): each message lives through the tick that writes it
+/// and the next one, then is dropped ([messages live two
+/// ticks](crate::rules#messages-in-a-simulation-world-live-two-ticks)). `last` is the world's
+/// change tick at the previous aging (a buffer unchanged since then and already aged once is
+/// empty and skipped, as in Bevy); it is set to the change tick now.
+fn age_messages(world: &mut World, last: &mut bevy::ecs::change_detection::Tick) {
+    world.try_resource_scope(|world, mut registry: Mut<MessageRegistry>| {
+        registry.run_updates(world, *last);
+    });
+    *last = world.change_tick();
+}
+
 /// Runs one [`SimulationTick`] on `sw` as tick `tick` with the given input set: sets `SimTick`,
-/// `PlayerInputs`, advances `Time` by exactly one tick, clears Rapier's per-tick messages, runs
-/// the schedule, records the change-tick mark and clears the change trackers.
+/// `PlayerInputs`, advances `Time` by exactly one tick, ages the world's messages and clears
+/// Rapier's per-tick collision messages, runs the schedule, records the change-tick mark and
+/// clears the change trackers.
 pub(crate) fn run_tick<I: SimInput>(
     sw: &mut SimulationWorld,
     tick: Tick,
@@ -493,6 +512,7 @@ pub(crate) fn run_tick<I: SimInput>(
     world.resource_mut::<Time>().advance_by(dt);
     world.resource_mut::<simsync_time::CurrentInstant>().0 =
         simsync_time::VirtualInstant::from_ticks(i64::from(tick));
+    age_messages(world, &mut sw.messages_aged);
     if let Some(mut messages) = world.get_resource_mut::<Messages<CollisionEvent>>() {
         messages.clear();
     }
