@@ -119,11 +119,13 @@ impl SandboxGame {
     }
 
     /// The same game whose simulation, at `tick`, adds 0.5 m/s upwards to player 0's body's
-    /// `Velocity` after the physics step (a planted desync, a wrong physics step: give it to
-    /// one client only). The world at the end of `tick` differs in that one value; the next
-    /// step spreads it to the bodies player 0 touches. A change before the step would already
-    /// have reached every body of player 0's contact island by the end of `tick` (the solver
-    /// couples them: in the shipped scene 101 bodies, 203 component values).
+    /// `Velocity` before the physics step (a planted desync: give it to one client only). By
+    /// the end of `tick` the step has spread it, by rounding-sized amounts, to every body of
+    /// player 0's contact island (the solver couples them: in the shipped scene at tick 120,
+    /// 100 pile bodies besides player 0's, 203 component values); `diff` names player 0's
+    /// `Velocity` first, the largest change. (A change after the step would differ in one
+    /// value, but the rollback would not carry it: Rapier's own copy of the velocity would
+    /// differ from the component until the next step, which a re-simulation does not see.)
     pub fn with_planted_desync(mut self, tick: i32) -> Self {
         self.plant_desync = Some(tick);
         self
@@ -155,7 +157,12 @@ impl Plugin for SandboxGame {
         );
         app.insert_resource(PlantDesync(self.plant_desync))
             .ignore_rollback_resource::<PlantDesync>()
-            .add_systems(SimulationTick, plant_desync.in_set(SimulationSet::Cleanup));
+            .add_systems(
+                SimulationTick,
+                plant_desync
+                    .after(apply_player_inputs)
+                    .in_set(SimulationSet::Game),
+            );
     }
 }
 
@@ -278,8 +285,7 @@ fn push_impulse(from: Vec3, at: Vec3) -> Option<Vec3> {
     Some(direction * strength)
 }
 
-/// At the planted tick, after the physics step, nudges player 0's body upwards (see
-/// [`SandboxGame::with_planted_desync`]); the next step takes the changed `Velocity` in.
+/// At the planted tick, nudges player 0's body upwards (see [`SandboxGame::with_planted_desync`]).
 fn plant_desync(
     plant: Res<PlantDesync>,
     tick: Res<SimTick>,

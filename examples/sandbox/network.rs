@@ -357,6 +357,9 @@ fn client_summary(world: &mut World, compared: usize, mismatches: usize) -> Valu
             .get_resource::<DesyncsTold>()
             .map_or_else(Vec::new, |t| t.0.iter().map(DesyncTold::to_json).collect()),
         "final_checksum": format!("{:016x}", final_checksum(world)),
+        // The verified tick of the final checksum: past --ticks when a resync loaded a
+        // snapshot of a later tick.
+        "final_tick": s.verified_tick,
     })
 }
 
