@@ -13,9 +13,8 @@ use bevy_state::state::{
 
 use crate::checksum::{SimHash, StateHasher};
 use crate::schedule::{SimulationSet, SimulationTick};
-use crate::snapshot::digest::DigestOutcome;
 use crate::snapshot::registry::with_registry;
-use crate::snapshot::strategy::{ResourceCopier, TickMap};
+use crate::snapshot::strategy::{CopyResource, DigestSource, ResourceCopier, ValueCopy};
 
 /// Registering a Bevy state of the simulation from your game plugin (it runs in both simulation
 /// worlds, so this registers in both).
@@ -50,7 +49,7 @@ impl RollbackStateAppExt for App {
             registry.add_resource_copier(
                 TypeId::of::<State<S>>(),
                 std::any::type_name::<State<S>>(),
-                Box::new(StateCopier::<S> { hash: None }),
+                state_copier::<S>(None),
             )?;
             registry.register_resource::<NextState<S>>()?;
             registry.register_resource::<PreviousState<S>>()
@@ -64,9 +63,7 @@ impl RollbackStateAppExt for App {
             registry.add_resource_copier(
                 TypeId::of::<State<S>>(),
                 std::any::type_name::<State<S>>(),
-                Box::new(StateCopier::<S> {
-                    hash: Some(hash_state::<S>),
-                }),
+                state_copier::<S>(Some(hash_state::<S>)),
             )?;
             registry.register_hashed_resource::<NextState<S>>()?;
             registry.register_hashed_resource::<PreviousState<S>>()
@@ -150,76 +147,37 @@ impl<S: States + SimHash> SimHash for PreviousState<S> {
     }
 }
 
-/// Copier of `State<S>` (which is not `Clone`): the value and its change ticks, like a cloned
-/// resource.
-struct StateCopier<S: States> {
-    hash: Option<fn(&State<S>, &mut StateHasher)>,
+/// Duplicates `State<S>` (which is not `Clone`) by its value: a copied state is replaced
+/// only when it differs.
+struct StateValue;
+
+impl<S: States> ValueCopy<State<S>> for StateValue {
+    fn duplicate(value: &State<S>) -> State<S> {
+        State::new(value.get().clone())
+    }
+
+    fn overwrite(value: &State<S>, target: &mut State<S>) {
+        if target.get() != value.get() {
+            *target = State::new(value.get().clone());
+        }
+    }
 }
 
-impl<S: States> ResourceCopier for StateCopier<S> {
-    fn type_id(&self) -> std::any::TypeId {
-        std::any::TypeId::of::<State<S>>()
-    }
+/// The copier of `State<S>`: hashed by `hash` (none: not part of checksums); the full
+/// prediction check compares the hash, or else the state's `Debug` text.
+fn state_copier<S: States>(
+    hash: Option<fn(&State<S>, &mut StateHasher)>,
+) -> Box<dyn ResourceCopier> {
+    Box::new(CopyResource::<State<S>, StateValue>::new(
+        hash,
+        DigestSource::Debug(debug_state::<S>),
+    ))
+}
 
-    fn type_name(&self) -> &'static str {
-        std::any::type_name::<State<S>>()
-    }
-
-    fn copy(&self, src: &World, dst: &mut World, map: TickMap) {
-        let Some(value) = src.get_resource_ref::<State<S>>() else {
-            if dst.contains_resource::<State<S>>() {
-                dst.remove_resource::<State<S>>();
-            }
-            return;
-        };
-        let changed = map.map(value.last_changed());
-        let added = map.map(value.added());
-        let state = value.get().clone();
-        if let Some(mut target) = dst.get_resource_mut::<State<S>>() {
-            if *target.get() != state {
-                *target.bypass_change_detection() = State::new(state);
-            }
-            target.set_last_changed(changed);
-            target.set_last_added(added);
-        } else {
-            dst.insert_resource(State::new(state));
-            let mut target = dst.resource_mut::<State<S>>();
-            target.set_last_changed(changed);
-            target.set_last_added(added);
-        }
-    }
-
-    fn hash(&self, tag: u32, world: &World, hasher: &mut StateHasher) {
-        use std::hash::Hasher;
-        if let Some(hash) = self.hash {
-            hasher.write_u32(tag);
-            match world.get_resource::<State<S>>() {
-                Some(value) => {
-                    hasher.write_u8(1);
-                    hash(value, hasher);
-                }
-                None => hasher.write_u8(0),
-            }
-        }
-    }
-
-    fn hashed(&self) -> bool {
-        self.hash.is_some()
-    }
-
-    fn digest(&self, world: &World, hasher: &mut StateHasher) -> DigestOutcome {
-        use std::hash::Hasher;
-        let Some(value) = world.get_resource::<State<S>>() else {
-            return DigestOutcome::Absent;
-        };
-        hasher.write_str(self.type_name());
-        match self.hash {
-            Some(hash) => hash(value, hasher),
-            // `States` are `Debug`: the full prediction check compares the value's text.
-            None => hasher.write(format!("{:?}", value.get()).as_bytes()),
-        }
-        DigestOutcome::Compared
-    }
+/// Feeds the `Debug` text of the state into `hasher` (`States` are `Debug`).
+fn debug_state<S: States>(state: &State<S>, hasher: &mut StateHasher) {
+    use std::hash::Hasher;
+    hasher.write(format!("{:?}", state.get()).as_bytes());
 }
 
 #[cfg(test)]
@@ -227,6 +185,7 @@ mod tests {
     use std::hash::Hasher;
 
     use super::*;
+    use crate::snapshot::strategy::TickMap;
 
     #[derive(Default, Debug, Clone, Copy, PartialEq, Eq, Hash, crate::SimHash)]
     enum Phase {
@@ -264,9 +223,7 @@ mod tests {
         let mut dst = World::new();
         src.insert_resource(State::new(Phase::Calm));
         dst.insert_resource(State::new(Phase::Alarm));
-        let copier = StateCopier::<Phase> {
-            hash: Some(hash_state::<Phase>),
-        };
+        let copier = state_copier::<Phase>(Some(hash_state::<Phase>));
         let map = TickMap::new(src.read_change_tick(), dst.read_change_tick(), {
             dst.read_change_tick()
         });

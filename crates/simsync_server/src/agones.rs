@@ -17,14 +17,16 @@
 //! [`AgonesSdk`] makes single blocking calls (also `GET /gameserver`, whose address and ports
 //! the server uses as its public address when none is configured).
 //!
-//! The JSON shapes follow the sidecar's REST gateway as of Agones 1.4x: bodies of `{}` for
-//! ready, health and shutdown (the sidecar refuses a health ping without a body); a counter
-//! update is `{"count": N}` with an optional `"capacity": M`; a list update is
+//! The requests are those of Agones' SDK REST reference (the `sdk` and `beta` OpenAPI
+//! definitions of the sidecar's gateway, Agones 1.4x): `Content-Type: application/json` and a
+//! body of `{}` for ready, health and shutdown (the sidecar refuses a health ping without a
+//! body); a counter update is `{"count": "N"}` with an optional `"capacity": "M"` (64-bit
+//! integers are JSON strings in the protobuf JSON mapping the gateway speaks); a list update is
 //! `{"values": [...]}`, which replaces the list's values (the gateway derives the update mask
-//! from the fields present). The gateway answers with the protobuf field names (`status`,
-//! `address`, `ports[].name`, `ports[].port`, `state`). No Kubernetes cluster was available
-//! when this was written: the adapter is tested against a local HTTP recorder that plays the
-//! sidecar, not against a real one.
+//! from the fields present, so the capacity is left alone). The gateway answers with the
+//! protobuf field names (`status`, `address`, `ports[].name`, `ports[].port`, `state`). The
+//! integration tests replay that documented exchange against a fake sidecar that checks every
+//! request; no real sidecar runs in the tests.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -189,12 +191,13 @@ impl SidecarCall {
         }
     }
 
-    /// `PATCH /v1beta1/counters/{key}` setting the count (and the capacity when given).
+    /// `PATCH /v1beta1/counters/{key}` setting the count (and the capacity when given), each
+    /// an int64 as its protobuf JSON form: a decimal string.
     fn counter(key: &str, count: u64, capacity: Option<u64>) -> Self {
         let mut body = serde_json::Map::new();
-        body.insert("count".to_owned(), count.into());
+        body.insert("count".to_owned(), count.to_string().into());
         if let Some(capacity) = capacity {
-            body.insert("capacity".to_owned(), capacity.into());
+            body.insert("capacity".to_owned(), capacity.to_string().into());
         }
         Self {
             method: Method::Patch,
@@ -800,9 +803,9 @@ mod tests {
         let c = SidecarCall::counter("rooms", 3, None);
         assert_eq!(c.method, Method::Patch);
         assert_eq!(c.path, "/v1beta1/counters/rooms");
-        assert_eq!(c.body, r#"{"count":3}"#);
+        assert_eq!(c.body, r#"{"count":"3"}"#);
         let c = SidecarCall::counter("players", 7, Some(64));
-        assert_eq!(c.body, r#"{"capacity":64,"count":7}"#);
+        assert_eq!(c.body, r#"{"capacity":"64","count":"7"}"#);
         let l = SidecarCall::list("rooms", &["1".to_owned(), "a\"b".to_owned()]);
         assert_eq!(l.method, Method::Patch);
         assert_eq!(l.path, "/v1beta1/lists/rooms");

@@ -1,8 +1,11 @@
 //! Integration tests of the dedicated server (one test binary): rooms over real UDP on
-//! 127.0.0.1, refusals, the HTTP port, the drain, the Agones adapter against a local recorder.
+//! 127.0.0.1, refusals, the HTTP port, the drain, the Agones adapter against a local recorder
+//! and against the sidecar's documented REST exchange.
 
 #[path = "server/agones.rs"]
 mod agones;
+#[path = "server/agones_rest.rs"]
+mod agones_rest;
 #[path = "server/common.rs"]
 mod common;
 #[path = "server/drain.rs"]

@@ -16,6 +16,7 @@
 
 use std::any::TypeId;
 
+use bevy::ecs::component::Mutable;
 use bevy::ecs::system::RunSystemOnce;
 use bevy::prelude::*;
 use bevy::reflect::TypeRegistry;
@@ -32,6 +33,7 @@ use bevy_rapier3d::rapier::dynamics::{
 use bevy_rapier3d::rapier::geometry::{
     ColliderHandle, ColliderSet, DefaultBroadPhase, NarrowPhase,
 };
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::registry::RollbackRegistry;
@@ -43,13 +45,10 @@ use super::serial::{
 /// Registers the serializers of the built-in types in `registry`, and the built-in reflected
 /// types in `types` (so the reflection fallback finds them).
 pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &mut TypeRegistry) {
-    macro_rules! serde_c {
-        ($($t:ty),* $(,)?) => {$( registry.set_component_serial(TypeId::of::<$t>(), serde_component::<$t>()); )*};
+    macro_rules! serial {
+        ($make:ident: $($t:ty),* $(,)?) => {$( registry.set_component_serial(TypeId::of::<$t>(), $make::<$t>()); )*};
     }
-    macro_rules! mirror_c {
-        ($($t:ty),* $(,)?) => {$( registry.set_component_serial(TypeId::of::<$t>(), mirror_component::<$t>()); )*};
-    }
-    serde_c!(
+    serial!(serde_component:
         Transform,
         GlobalTransform,
         Velocity,
@@ -63,7 +62,7 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
         ContactSkin,
         Collider,
     );
-    mirror_c!(
+    serial!(mirror_component:
         RapierRigidBodyHandle,
         RapierColliderHandle,
         RapierImpulseJointHandle,
@@ -77,18 +76,24 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
         RapierConfiguration,
         TransformTreeChanged,
     );
-    registry.set_component_serial(TypeId::of::<RapierRigidBodySet>(), rigid_body_set());
-    registry.set_component_serial(TypeId::of::<RapierContextColliders>(), collider_set());
-    registry.set_component_serial(TypeId::of::<RapierContextJoints>(), joint_sets());
-    registry.set_component_serial(
-        TypeId::of::<RapierContextSimulation>(),
-        context_simulation(),
+    serial!(context_part:
+        RapierRigidBodySet,
+        RapierContextColliders,
+        RapierContextJoints,
+        RapierContextSimulation,
     );
     registry.set_resource_serial(TypeId::of::<Time>(), mirror_resource::<Time>());
     registry.set_resource_serial(
         TypeId::of::<simsync_time::CurrentInstant>(),
         serde_resource::<simsync_time::CurrentInstant>(),
     );
+    super::character_serial::register(registry);
+    register_reflected_builtins(types);
+}
+
+/// Registers the built-in types that the reflection fallback serializes in `types`, in a fixed
+/// order.
+fn register_reflected_builtins(types: &mut TypeRegistry) {
     types.register::<Transform>();
     types.register::<GlobalTransform>();
     types.register::<AdditionalMassProperties>();
@@ -108,7 +113,6 @@ pub(crate) fn register_builtin_serials(registry: &mut RollbackRegistry, types: &
     types.register::<Friction>();
     types.register::<Restitution>();
     types.register::<Sensor>();
-    super::character_serial::register(registry);
     types.register::<AdditionalSolverIterations>();
     types.register::<ReadColliderMassProperties>();
     types.register::<ImpulseJointImpulses>();
@@ -249,31 +253,25 @@ impl Mirror for TypedJoint {
     }
 }
 
-impl Mirror for ImpulseJoint {
-    type Repr = (Entity, TypedJointRepr);
-    fn to_repr(&self) -> Self::Repr {
-        (self.parent, self.data.to_repr())
-    }
-    fn from_repr((parent, data): Self::Repr) -> Self {
-        Self {
-            parent,
-            data: TypedJoint::from_repr(data),
+/// `Mirror` of a joint component: its parent entity and its [`TypedJoint`].
+macro_rules! joint_mirror {
+    ($($t:ty),* $(,)?) => {$(
+        impl Mirror for $t {
+            type Repr = (Entity, TypedJointRepr);
+            fn to_repr(&self) -> Self::Repr {
+                (self.parent, self.data.to_repr())
+            }
+            fn from_repr((parent, data): Self::Repr) -> Self {
+                Self {
+                    parent,
+                    data: TypedJoint::from_repr(data),
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl Mirror for MultibodyJoint {
-    type Repr = (Entity, TypedJointRepr);
-    fn to_repr(&self) -> Self::Repr {
-        (self.parent, self.data.to_repr())
-    }
-    fn from_repr((parent, data): Self::Repr) -> Self {
-        Self {
-            parent,
-            data: TypedJoint::from_repr(data),
-        }
-    }
-}
+joint_mirror!(ImpulseJoint, MultibodyJoint);
 
 /// `Time<()>` rebuilt exactly: wrap period, then elapsed time reached in one last step of
 /// `delta` (every other field is computed from these by `Time` itself).
@@ -334,7 +332,7 @@ fn replace_field<S, F>(owner: &mut S, getter: fn(&S) -> &F, value: F) -> Result<
     Ok(())
 }
 
-fn context_component<'w, T: Component<Mutability = bevy::ecs::component::Mutable>>(
+fn context_component<'w, T: Component<Mutability = Mutable>>(
     world: &'w mut World,
     entity: Entity,
 ) -> Result<Mut<'w, T>, String> {
@@ -346,129 +344,115 @@ fn context_component<'w, T: Component<Mutability = bevy::ecs::component::Mutable
     })
 }
 
-fn rigid_body_set() -> ComponentSerial {
+/// A bevy_rapier context component saved as its serde parts (with the entity-to-handle maps
+/// its serde form skips) and loaded into the component the context entity already has.
+trait ContextPart: Component<Mutability = Mutable> {
+    /// The saved form, as decoded.
+    type Repr: DeserializeOwned;
+    /// The error when the entity lacks the component.
+    const MISSING: &'static str;
+    /// The component's bytes: [`Self::Repr`] encoded by [`encode_value`].
+    fn save_part(&self) -> Result<Vec<u8>, String>;
+    /// Writes the saved parts back into the component.
+    fn load_part(&mut self, repr: Self::Repr) -> Result<(), String>;
+}
+
+/// The serializer of a [`ContextPart`]: on load the bytes are decoded first, then written
+/// into the entity's component without marking it changed.
+fn context_part<T: ContextPart>() -> ComponentSerial {
     ComponentSerial {
-        save: |world, entity, _| {
-            let set = world
-                .get::<RapierRigidBodySet>(entity)
-                .ok_or("no rigid-body set")?;
-            encode_value(&(&set.bodies, sorted_map(set.entity2body())))
-        },
+        save: |world, entity, _| world.get::<T>(entity).ok_or(T::MISSING)?.save_part(),
         load: |world, entity, bytes, _| {
-            let (bodies, map): (RigidBodySet, Vec<(Entity, RigidBodyHandle)>) =
-                decode_value(bytes)?;
-            let mut set = context_component::<RapierRigidBodySet>(world, entity)?;
-            let set = set.bypass_change_detection();
-            set.bodies = bodies;
-            replace_field(
-                set,
-                RapierRigidBodySet::entity2body,
-                map.into_iter().collect(),
-            )
+            let repr: T::Repr = decode_value(bytes)?;
+            let mut part = context_component::<T>(world, entity)?;
+            part.bypass_change_detection().load_part(repr)
         },
     }
 }
 
-fn collider_set() -> ComponentSerial {
-    ComponentSerial {
-        save: |world, entity, _| {
-            let set = world
-                .get::<RapierContextColliders>(entity)
-                .ok_or("no collider set")?;
-            encode_value(&(&set.colliders, sorted_map(set.entity2collider())))
-        },
-        load: |world, entity, bytes, _| {
-            let (colliders, map): (ColliderSet, Vec<(Entity, ColliderHandle)>) =
-                decode_value(bytes)?;
-            let mut set = context_component::<RapierContextColliders>(world, entity)?;
-            let set = set.bypass_change_detection();
-            set.colliders = colliders;
-            replace_field(
-                set,
-                RapierContextColliders::entity2collider,
-                map.into_iter().collect(),
-            )
-        },
-    }
+/// [`ContextPart`] of a context component holding one serde set (`$set`) and one
+/// entity-to-handle map (read through its getter `$map`).
+macro_rules! set_and_map_part {
+    ($($t:ty { $set:ident: $set_ty:ty, $map:ident: $handle:ty, $missing:literal }),* $(,)?) => {$(
+        impl ContextPart for $t {
+            type Repr = ($set_ty, Vec<(Entity, $handle)>);
+            const MISSING: &'static str = $missing;
+            fn save_part(&self) -> Result<Vec<u8>, String> {
+                encode_value(&(&self.$set, sorted_map(self.$map())))
+            }
+            fn load_part(&mut self, (set, map): Self::Repr) -> Result<(), String> {
+                self.$set = set;
+                replace_field(self, Self::$map, map.into_iter().collect())
+            }
+        }
+    )*};
 }
 
-type JointSetsRepr = (
-    ImpulseJointSet,
-    MultibodyJointSet,
-    Vec<(Entity, ImpulseJointHandle)>,
-    Vec<(Entity, MultibodyJointHandle)>,
+set_and_map_part!(
+    RapierRigidBodySet { bodies: RigidBodySet, entity2body: RigidBodyHandle, "no rigid-body set" },
+    RapierContextColliders {
+        colliders: ColliderSet,
+        entity2collider: ColliderHandle,
+        "no collider set"
+    },
 );
 
-fn joint_sets() -> ComponentSerial {
-    ComponentSerial {
-        save: |world, entity, _| {
-            let set = world
-                .get::<RapierContextJoints>(entity)
-                .ok_or("no joint sets")?;
-            encode_value(&(
-                &set.impulse_joints,
-                &set.multibody_joints,
-                sorted_map(set.entity2impulse_joint()),
-                sorted_map(set.entity2multibody_joint()),
-            ))
-        },
-        load: |world, entity, bytes, _| {
-            let (impulse, multibody, impulse_map, multibody_map): JointSetsRepr =
-                decode_value(bytes)?;
-            let mut set = context_component::<RapierContextJoints>(world, entity)?;
-            let set = set.bypass_change_detection();
-            set.impulse_joints = impulse;
-            set.multibody_joints = multibody;
-            replace_field(
-                set,
-                RapierContextJoints::entity2impulse_joint,
-                impulse_map.into_iter().collect(),
-            )?;
-            replace_field(
-                set,
-                RapierContextJoints::entity2multibody_joint,
-                multibody_map.into_iter().collect(),
-            )
-        },
+impl ContextPart for RapierContextJoints {
+    type Repr = (
+        ImpulseJointSet,
+        MultibodyJointSet,
+        Vec<(Entity, ImpulseJointHandle)>,
+        Vec<(Entity, MultibodyJointHandle)>,
+    );
+    const MISSING: &'static str = "no joint sets";
+    fn save_part(&self) -> Result<Vec<u8>, String> {
+        encode_value(&(
+            &self.impulse_joints,
+            &self.multibody_joints,
+            sorted_map(self.entity2impulse_joint()),
+            sorted_map(self.entity2multibody_joint()),
+        ))
+    }
+    fn load_part(&mut self, repr: Self::Repr) -> Result<(), String> {
+        let (impulse, multibody, impulse_map, multibody_map) = repr;
+        self.impulse_joints = impulse;
+        self.multibody_joints = multibody;
+        let impulse_map = impulse_map.into_iter().collect();
+        replace_field(self, Self::entity2impulse_joint, impulse_map)?;
+        let multibody_map = multibody_map.into_iter().collect();
+        replace_field(self, Self::entity2multibody_joint, multibody_map)
     }
 }
-
-type SimulationRepr = (
-    IslandManager,
-    DefaultBroadPhase,
-    NarrowPhase,
-    CCDSolver,
-    IntegrationParameters,
-);
 
 /// The stateful parts of [`RapierContextSimulation`], as the rollback copies them: islands,
 /// broad phase, narrow phase (with contact impulses), CCD solver, integration parameters.
-fn context_simulation() -> ComponentSerial {
-    ComponentSerial {
-        save: |world, entity, _| {
-            let sim = world
-                .get::<RapierContextSimulation>(entity)
-                .ok_or("no Rapier context")?;
-            encode_value(&(
-                &sim.islands,
-                &sim.broad_phase,
-                &sim.narrow_phase,
-                &sim.ccd_solver,
-                &sim.integration_parameters,
-            ))
-        },
-        load: |world, entity, bytes, _| {
-            let (islands, broad_phase, narrow_phase, ccd_solver, integration_parameters): SimulationRepr =
-                decode_value(bytes)?;
-            let mut sim = context_component::<RapierContextSimulation>(world, entity)?;
-            let sim = sim.bypass_change_detection();
-            sim.islands = islands;
-            sim.broad_phase = broad_phase;
-            sim.narrow_phase = narrow_phase;
-            sim.ccd_solver = ccd_solver;
-            sim.integration_parameters = integration_parameters;
-            Ok(())
-        },
+impl ContextPart for RapierContextSimulation {
+    type Repr = (
+        IslandManager,
+        DefaultBroadPhase,
+        NarrowPhase,
+        CCDSolver,
+        IntegrationParameters,
+    );
+    const MISSING: &'static str = "no Rapier context";
+    fn save_part(&self) -> Result<Vec<u8>, String> {
+        encode_value(&(
+            &self.islands,
+            &self.broad_phase,
+            &self.narrow_phase,
+            &self.ccd_solver,
+            &self.integration_parameters,
+        ))
+    }
+    fn load_part(&mut self, repr: Self::Repr) -> Result<(), String> {
+        (
+            self.islands,
+            self.broad_phase,
+            self.narrow_phase,
+            self.ccd_solver,
+            self.integration_parameters,
+        ) = repr;
+        Ok(())
     }
 }
 

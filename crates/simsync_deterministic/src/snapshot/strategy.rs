@@ -544,19 +544,52 @@ impl<T: Component<Mutability = Mutable> + Clone> ComponentCopier for CloneCompon
     }
 }
 
-/// Copier of a `Clone` resource, including its absence.
-pub(crate) struct CloneResource<R: Resource<Mutability = Mutable> + Clone> {
-    hash: Option<HashFn<R>>,
-    digest: DigestSource<R>,
+/// How a resource copier duplicates a value: [`ByClone`] for a `Clone` resource; a resource
+/// that is not `Clone` (Bevy's `State<S>`) rebuilds it.
+pub(crate) trait ValueCopy<R>: Send + Sync + 'static {
+    /// A copy of `value`, inserted where the destination lacks the resource.
+    fn duplicate(value: &R) -> R;
+    /// Makes `target` equal `value` (the copier bypasses change detection and sets the ticks).
+    fn overwrite(value: &R, target: &mut R);
 }
 
-impl<R: Resource<Mutability = Mutable> + Clone> CloneResource<R> {
-    pub(crate) fn new(hash: Option<HashFn<R>>, digest: DigestSource<R>) -> Self {
-        Self { hash, digest }
+/// Duplicates a `Clone` value: `clone`, and `clone_from` onto an existing one.
+pub(crate) struct ByClone;
+
+impl<R: Clone> ValueCopy<R> for ByClone {
+    fn duplicate(value: &R) -> R {
+        value.clone()
+    }
+
+    fn overwrite(value: &R, target: &mut R) {
+        target.clone_from(value);
     }
 }
 
-impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource<R> {
+/// Copier of a resource, including its absence, duplicated by `C`: the value and its change
+/// ticks; skipped when neither world changed it since they were last equal.
+pub(crate) struct CopyResource<R: Resource<Mutability = Mutable>, C: ValueCopy<R> = ByClone> {
+    hash: Option<HashFn<R>>,
+    digest: DigestSource<R>,
+    copy: std::marker::PhantomData<fn() -> C>,
+}
+
+/// Copier of a `Clone` resource.
+pub(crate) type CloneResource<R> = CopyResource<R, ByClone>;
+
+impl<R: Resource<Mutability = Mutable>, C: ValueCopy<R>> CopyResource<R, C> {
+    /// A copier hashing with `hash` (none: not part of checksums) and compared by the full
+    /// prediction check through `hash`, or else `digest`.
+    pub(crate) fn new(hash: Option<HashFn<R>>, digest: DigestSource<R>) -> Self {
+        Self {
+            hash,
+            digest,
+            copy: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<R: Resource<Mutability = Mutable>, C: ValueCopy<R>> ResourceCopier for CopyResource<R, C> {
     fn type_id(&self) -> TypeId {
         TypeId::of::<R>()
     }
@@ -583,11 +616,11 @@ impl<R: Resource<Mutability = Mutable> + Clone> ResourceCopier for CloneResource
         let changed = map.map(value.last_changed());
         let added = map.map(value.added());
         if let Some(mut target) = dst.get_resource_mut::<R>() {
-            target.bypass_change_detection().clone_from(&*value);
+            C::overwrite(&value, target.bypass_change_detection());
             target.set_last_changed(changed);
             target.set_last_added(added);
         } else {
-            dst.insert_resource((*value).clone());
+            dst.insert_resource(C::duplicate(&value));
             let mut target = dst.resource_mut::<R>();
             target.set_last_changed(changed);
             target.set_last_added(added);

@@ -280,12 +280,12 @@ fn a_report_becomes_two_counters_and_a_list_and_a_repeat_sends_nothing() {
             (
                 "PATCH",
                 "/v1beta1/counters/rooms",
-                serde_json::json!({"count": 2})
+                serde_json::json!({"count": "2"})
             ),
             (
                 "PATCH",
                 "/v1beta1/counters/players",
-                serde_json::json!({"count": 3})
+                serde_json::json!({"count": "3"})
             ),
             (
                 "PATCH",
@@ -314,7 +314,7 @@ fn a_report_becomes_two_counters_and_a_list_and_a_repeat_sends_nothing() {
     let after = beta(&sidecar.calls());
     assert_eq!(after.len(), 4);
     assert!(after[3].is("PATCH", "/v1beta1/counters/players"));
-    assert_eq!(after[3].json(), serde_json::json!({"count": 4}));
+    assert_eq!(after[3].json(), serde_json::json!({"count": "4"}));
     let stats = adapter.stats();
     assert_eq!(
         (stats.calls, stats.failures),
@@ -411,7 +411,7 @@ fn the_sdk_reads_the_game_server_and_names_each_failure() {
     let calls = sidecar.calls();
     assert_eq!(
         calls[1].json(),
-        serde_json::json!({"count": 5, "capacity": 64})
+        serde_json::json!({"count": "5", "capacity": "64"})
     );
     assert!(calls[2].is("PATCH", "/v1beta1/lists/rooms"));
 
