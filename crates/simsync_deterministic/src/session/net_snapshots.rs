@@ -157,7 +157,6 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
     else {
         return;
     };
-    let size = snapshot.bytes.len();
     let before = world
         .get_resource::<DeterministicSession<I>>()
         .map_or(0, |s| s.verified_tick);
@@ -168,7 +167,23 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
     if resync {
         world.insert_resource(super::snapshot::SnapshotRewind);
     }
-    let reason = match (hooks.load)(world, &snapshot.bytes, hooks.max_bytes) {
+    let refused = load_checked(world, hooks, &snapshot);
+    world.remove_resource::<super::snapshot::SnapshotRewind>();
+    match refused {
+        None => on_loaded::<I>(world, &snapshot, before, resync),
+        Some(reason) => on_refused::<I>(world, &snapshot, reason),
+    }
+    publish_network_stats::<I>(world);
+}
+
+/// Loads `snapshot` with `hooks`; why it is refused, if it is: a load error, or a loaded world
+/// whose tick and checksum are not the ones the snapshot states.
+fn load_checked(
+    world: &mut World,
+    hooks: SnapshotHooks,
+    snapshot: &simsync_net::AssembledSnapshot,
+) -> Option<String> {
+    match (hooks.load)(world, &snapshot.bytes, hooks.max_bytes) {
         Ok((tick, checksum)) if (tick, checksum) == (snapshot.tick, snapshot.checksum) => None,
         Ok((tick, checksum)) => Some(format!(
             "the loaded world's checksum at tick {tick} is {checksum:#018x}; the snapshot \
@@ -176,8 +191,18 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
             snapshot.checksum, snapshot.tick
         )),
         Err(error) => Some(error),
-    };
-    world.remove_resource::<super::snapshot::SnapshotRewind>();
+    }
+}
+
+/// The relay's snapshot was loaded: the input path and the link go on from its tick (a resync
+/// from `before` is reported as [`Resynced`](crate::source::Resynced)), and
+/// [`SnapshotReceived`] is written.
+fn on_loaded<I: SimInput>(
+    world: &mut World,
+    snapshot: &simsync_net::AssembledSnapshot,
+    before: Tick,
+    resync: bool,
+) {
     let Some(mut session) = world.get_resource_mut::<DeterministicSession<I>>() else {
         return;
     };
@@ -185,44 +210,53 @@ fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
     let Some(link) = session.link.as_mut() else {
         return;
     };
-    match reason {
-        None => {
-            if resync {
-                link.resynced(before, snapshot.tick);
-            }
-            session.source.resume_after(snapshot.tick, 0);
-            link.snapshot_loaded(snapshot.tick, &mut session.buffer);
-            if resync {
-                info!(
-                    "session client: resynced from the authority's snapshot of tick {} (this \
-                     client was at verified tick {before})",
-                    snapshot.tick
-                );
-                world.write_message(crate::source::Resynced {
-                    from_tick: before,
-                    to_tick: snapshot.tick,
-                });
-            }
-            info!(
-                "session client: loaded the relay's snapshot of tick {} ({size} bytes)",
-                snapshot.tick
-            );
-            world.write_message(SnapshotReceived {
-                tick: snapshot.tick,
-                bytes: size,
-            });
-        }
-        Some(reason) => {
-            link.snapshot_refused(snapshot.request);
-            warn!(
-                "session client: snapshot of tick {} refused: {reason}",
-                snapshot.tick
-            );
-            world.write_message(SnapshotRejected {
-                tick: snapshot.tick,
-                reason,
-            });
-        }
+    if resync {
+        link.resynced(before, snapshot.tick);
     }
-    publish_network_stats::<I>(world);
+    session.source.resume_after(snapshot.tick, 0);
+    link.snapshot_loaded(snapshot.tick, &mut session.buffer);
+    if resync {
+        info!(
+            "session client: resynced from the authority's snapshot of tick {} (this client \
+             was at verified tick {before})",
+            snapshot.tick
+        );
+        world.write_message(crate::source::Resynced {
+            from_tick: before,
+            to_tick: snapshot.tick,
+        });
+    }
+    let size = snapshot.bytes.len();
+    info!(
+        "session client: loaded the relay's snapshot of tick {} ({size} bytes)",
+        snapshot.tick
+    );
+    world.write_message(SnapshotReceived {
+        tick: snapshot.tick,
+        bytes: size,
+    });
+}
+
+/// The relay's snapshot was refused for `reason`: the link asks for another, and
+/// [`SnapshotRejected`] is written.
+fn on_refused<I: SimInput>(
+    world: &mut World,
+    snapshot: &simsync_net::AssembledSnapshot,
+    reason: String,
+) {
+    let Some(link) = world
+        .get_resource_mut::<DeterministicSession<I>>()
+        .and_then(|s| s.into_inner().link.as_mut())
+    else {
+        return;
+    };
+    link.snapshot_refused(snapshot.request);
+    warn!(
+        "session client: snapshot of tick {} refused: {reason}",
+        snapshot.tick
+    );
+    world.write_message(SnapshotRejected {
+        tick: snapshot.tick,
+        reason,
+    });
 }

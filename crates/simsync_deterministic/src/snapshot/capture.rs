@@ -295,27 +295,7 @@ pub(crate) fn load_world(
             mark,
         )?;
     }
-    for (copier, block) in registry.relationships.iter().zip(&state.relationships) {
-        for saved in &block.targets {
-            let outside = std::iter::once(&saved.target)
-                .chain(saved.sources.iter().map(|(s, _)| s))
-                .find(|e| !allowed.contains(e));
-            if let Some(entity) = outside {
-                return Err(corrupt(format!(
-                    "`{}` names {entity}, not an entity of the snapshot",
-                    copier.type_name()
-                )));
-            }
-        }
-        let now = sw.world.read_change_tick();
-        copier
-            .load(&mut sw.world, block, &|offset| tick_at(mark, now, offset))
-            .map_err(|reason| SnapshotError::Value {
-                type_name: copier.type_name().to_string(),
-                entity: None,
-                reason,
-            })?;
-    }
+    load_relationships(sw, registry, state, &allowed)?;
     for (copier, stored) in registry.resources.iter().zip(&state.resources) {
         load_resource(
             &mut sw.world,
@@ -340,6 +320,39 @@ pub(crate) fn load_world(
     // next tick: the loaded sets are already right.
     sw.world.clear_trackers();
     sw.world.clear_trackers();
+    Ok(())
+}
+
+/// Loads every registered relationship's saved targets and sources into `sw`, refusing one that
+/// names an entity outside `allowed` (the snapshot's live entities and Rapier contexts).
+fn load_relationships(
+    sw: &mut SimulationWorld,
+    registry: &RollbackRegistry,
+    state: &WorldState,
+    allowed: &BTreeSet<Entity>,
+) -> Result<(), SnapshotError> {
+    let mark = sw.mark;
+    for (copier, block) in registry.relationships.iter().zip(&state.relationships) {
+        for saved in &block.targets {
+            let outside = std::iter::once(&saved.target)
+                .chain(saved.sources.iter().map(|(s, _)| s))
+                .find(|e| !allowed.contains(e));
+            if let Some(entity) = outside {
+                return Err(corrupt(format!(
+                    "`{}` names {entity}, not an entity of the snapshot",
+                    copier.type_name()
+                )));
+            }
+        }
+        let now = sw.world.read_change_tick();
+        copier
+            .load(&mut sw.world, block, &|offset| tick_at(mark, now, offset))
+            .map_err(|reason| SnapshotError::Value {
+                type_name: copier.type_name().to_string(),
+                entity: None,
+                reason,
+            })?;
+    }
     Ok(())
 }
 
