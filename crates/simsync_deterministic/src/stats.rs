@@ -67,7 +67,7 @@ pub struct SessionStats {
     /// held state a rollback does not restore).
     pub resim_ticks_matching: u64,
     /// Of the checked ticks, those that failed because a world held state a rollback does not
-    /// restore ([`MismatchCause::UncoveredState`]).
+    /// restore ([`MismatchCause::UncoveredState`](crate::MismatchCause::UncoveredState)).
     pub resim_ticks_uncovered: u64,
     /// The latest verified checksum.
     pub last_checksum: Option<TickChecksum>,
