@@ -529,35 +529,34 @@ fn honest_snapshot_load_timing() {
     };
     let mut source = pile();
     common::run_until_verified(&mut source, 40);
-    let capture = |app: &mut App| {
-        app.capture_snapshot::<PackedInput>()
-            .expect("capture")
-            .encode()
-    };
-    let cases: [(&str, Vec<u8>, &dyn Fn() -> App); 2] = [
-        ("1,000 boxes", capture(&mut source), &pile),
-        ("shapes scene", Scene::Shapes.snapshot(), &|| {
-            Scene::Shapes.app()
-        }),
-    ];
-    for (name, bytes, app) in cases {
-        let mut times: Vec<std::time::Duration> = (0..5)
-            .map(|_| {
-                let mut app = app();
-                let start = std::time::Instant::now();
-                let snapshot =
-                    WorldSnapshot::decode(&bytes, DEFAULT_MAX_SNAPSHOT_BYTES).expect("decode");
-                app.load_snapshot::<PackedInput>(&snapshot).expect("load");
-                start.elapsed()
-            })
-            .collect();
-        times.sort();
-        println!(
-            "{name}: {} bytes, decode + load {:?} (median of 5)",
-            bytes.len(),
-            times[2]
-        );
-    }
+    let bytes = source
+        .capture_snapshot::<PackedInput>()
+        .expect("capture")
+        .encode();
+    time_loads("1,000 boxes", &bytes, pile);
+    time_loads("shapes scene", &Scene::Shapes.snapshot(), || {
+        Scene::Shapes.app()
+    });
+}
+
+/// Prints the median of 5 decodes and loads of `bytes` into fresh Apps made by `app`.
+fn time_loads(name: &str, bytes: &[u8], app: impl Fn() -> App) {
+    let mut times: Vec<std::time::Duration> = (0..5)
+        .map(|_| {
+            let mut app = app();
+            let start = std::time::Instant::now();
+            let snapshot =
+                WorldSnapshot::decode(bytes, DEFAULT_MAX_SNAPSHOT_BYTES).expect("decode");
+            app.load_snapshot::<PackedInput>(&snapshot).expect("load");
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!(
+        "{name}: {} bytes, decode + load {:?} (median of 5)",
+        bytes.len(),
+        times[2]
+    );
 }
 
 fn print_outcomes(out: &Outcomes) {

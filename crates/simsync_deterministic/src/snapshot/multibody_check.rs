@@ -95,9 +95,12 @@ fn check_links(links: &[Node]) -> Result<Vec<u64>, String> {
 
 // --- Matrices -------------------------------------------------------------------------------------
 
+/// A matrix read from its serde form: its elements, its dynamic row and column counts.
+type Matrix<'a> = (&'a [Node], Option<u64>, Option<u64>);
+
 /// A nalgebra matrix's serde form (its `VecStorage`: data, rows, columns): its elements, and its
 /// row and column counts where they are dynamic (a static dimension is a unit in the tree).
-fn matrix(m: &Node) -> Result<(&[Node], Option<u64>, Option<u64>), String> {
+fn matrix(m: &Node) -> Result<Matrix<'_>, String> {
     let [data, rows, cols] = m.seq()? else {
         return Err("a matrix that is not its data and dimensions".into());
     };
