@@ -519,62 +519,12 @@ fn check_persistent(
         let Some(island) = island else { continue };
         seen += check_persistent_island(set, id as u64, island, &locs, &joint_locs)?;
     }
-    let expected = set
-        .bodies
-        .values()
-        .filter(|b| !b.fixed && b.enabled)
-        .count();
-    for (h, b) in &set.bodies {
-        if (!b.fixed && b.enabled) != (b.island != NONE) {
-            return Err(format!(
-                "body {h:?}: island membership does not match its type"
-            ));
-        }
-    }
-    if seen != expected {
-        return Err(format!(
-            "{expected} bodies need an island, islands hold {seen}"
-        ));
-    }
+    check_island_membership(set, seen)?;
     if locs.len() > contact_edges {
         return Err("more contact link locations than contact pairs".into());
     }
-    for (edge, loc) in locs.iter().enumerate() {
-        if *loc != (NONE, NONE) {
-            let links = link_list(&slots, loc.0, "contact_links")?;
-            let link = links
-                .get(loc.1 as usize)
-                .ok_or("a dangling contact link location")?;
-            if link.field("edge_id")?.uint()? != edge as u64 {
-                return Err(format!(
-                    "contact link location of edge {edge} points elsewhere"
-                ));
-            }
-        }
-    }
-    for (key, loc) in &joint_locs {
-        let links = link_list(&slots, loc.0, "joint_links")?;
-        let link = links
-            .get(loc.1 as usize)
-            .ok_or("a dangling joint link location")?;
-        if link.field("key")? != *key {
-            return Err("a joint link location points at another link".into());
-        }
-    }
-    for (edge, b1, b2) in touching {
-        let member = |h: Option<Handle>| {
-            h.and_then(|h| set.bodies.get(&h))
-                .filter(|b| !b.fixed && b.enabled)
-                .map(|b| b.island)
-        };
-        for island in [member(b1), member(b2)].into_iter().flatten() {
-            if locs.get(edge).map(|l| l.0) != Some(island) {
-                return Err(format!(
-                    "touching pair {edge} is not linked into its body's island"
-                ));
-            }
-        }
-    }
+    check_link_locations(&slots, &locs, &joint_locs)?;
+    check_touching_linked(set, &locs, touching)?;
     if let Some(id) = persistent.field("split_island")?.option()?
         && slots.get(id.uint()? as usize).is_none_or(|s| s.is_none())
     {
@@ -602,6 +552,84 @@ fn link_list<'a>(slots: &[Option<&'a Node>], id: u64, field: &str) -> Result<&'a
         .ok_or_else(|| format!("a link location names island {id}, which does not exist"))?
         .field(field)?
         .seq()
+}
+
+/// Every enabled dynamic or kinematic body, and no other, is in an island, and the islands
+/// hold `seen` bodies: exactly those.
+fn check_island_membership(set: &Sets, seen: usize) -> Result<(), String> {
+    let expected = set
+        .bodies
+        .values()
+        .filter(|b| !b.fixed && b.enabled)
+        .count();
+    for (h, b) in &set.bodies {
+        if (!b.fixed && b.enabled) != (b.island != NONE) {
+            return Err(format!(
+                "body {h:?}: island membership does not match its type"
+            ));
+        }
+    }
+    if seen != expected {
+        return Err(format!(
+            "{expected} bodies need an island, islands hold {seen}"
+        ));
+    }
+    Ok(())
+}
+
+/// Every contact and joint link location points at a link of an existing island that names
+/// the same edge or joint back.
+fn check_link_locations(
+    slots: &[Option<&Node>],
+    locs: &[(u64, u64)],
+    joint_locs: &[(&Node, (u64, u64))],
+) -> Result<(), String> {
+    for (edge, loc) in locs.iter().enumerate() {
+        if *loc != (NONE, NONE) {
+            let links = link_list(slots, loc.0, "contact_links")?;
+            let link = links
+                .get(loc.1 as usize)
+                .ok_or("a dangling contact link location")?;
+            if link.field("edge_id")?.uint()? != edge as u64 {
+                return Err(format!(
+                    "contact link location of edge {edge} points elsewhere"
+                ));
+            }
+        }
+    }
+    for (key, loc) in joint_locs {
+        let links = link_list(slots, loc.0, "joint_links")?;
+        let link = links
+            .get(loc.1 as usize)
+            .ok_or("a dangling joint link location")?;
+        if link.field("key")? != *key {
+            return Err("a joint link location points at another link".into());
+        }
+    }
+    Ok(())
+}
+
+/// Every touching contact pair is linked into the island of each of its bodies that has one.
+fn check_touching_linked(
+    set: &Sets,
+    locs: &[(u64, u64)],
+    touching: Vec<Touching>,
+) -> Result<(), String> {
+    for (edge, b1, b2) in touching {
+        let member = |h: Option<Handle>| {
+            h.and_then(|h| set.bodies.get(&h))
+                .filter(|b| !b.fixed && b.enabled)
+                .map(|b| b.island)
+        };
+        for island in [member(b1), member(b2)].into_iter().flatten() {
+            if locs.get(edge).map(|l| l.0) != Some(island) {
+                return Err(format!(
+                    "touching pair {edge} is not linked into its body's island"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One persistent island: its bodies point back, its links' locations point at them.
