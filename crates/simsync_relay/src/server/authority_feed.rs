@@ -8,7 +8,7 @@ use std::time::Instant;
 use bevy::prelude::*;
 
 use super::{Phase, RelayServer, Transfer};
-use crate::authority::{Authority, AuthorityHost, Resync, SERVER_BUDDY};
+use crate::authority::{Authority, AuthorityHost, AuthoritySnapshot, Resync, SERVER_BUDDY};
 use crate::snapshots::SnapshotServing;
 
 impl RelayServer {
@@ -127,6 +127,17 @@ impl RelayServer {
             }
         };
         host.snapshot_pending = false;
+        self.forward_authority_snapshot(transfer, snapshot)
+    }
+
+    /// Splits the authority's `snapshot` into chunks and puts `transfer` in the forwarding
+    /// phase with them (counted as served, the joiner's resync tick raised to it); `false`,
+    /// counted as a failure, when it cannot be split (a buddy is asked then).
+    fn forward_authority_snapshot(
+        &mut self,
+        transfer: &mut Transfer,
+        snapshot: AuthoritySnapshot,
+    ) -> bool {
         let request = self.next_request;
         self.next_request = self.next_request.wrapping_add(1).max(1);
         let len = snapshot.bytes.len();
