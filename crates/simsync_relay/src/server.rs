@@ -1159,7 +1159,20 @@ impl RelayServer {
             // Every player named is in an episode already reported.
             return None;
         }
-        for player in &started {
+        self.report_desync(server, &judgement, &started, when);
+        Some((judgement.tick, started))
+    }
+
+    /// A desync episode of `started` began at `judgement`'s tick: counted once per player
+    /// (`desync_episodes`, `desyncs`), logged once, and told to every live client.
+    fn report_desync(
+        &mut self,
+        server: &mut RenetServer,
+        judgement: &Judgement,
+        started: &[u8],
+        when: &str,
+    ) {
+        for player in started {
             self.stats.desync_episodes[usize::from(*player)] += 1;
         }
         self.stats.desyncs += started.len() as u64;
@@ -1171,7 +1184,7 @@ impl RelayServer {
             self.match_id,
             SessionServerMessage::Desync {
                 tick: judgement.tick,
-                players: started.clone(),
+                players: started.to_vec(),
                 judge: judgement.judge,
             },
         );
@@ -1183,7 +1196,6 @@ impl RelayServer {
         {
             slot.desyncs_sent += 1;
         }
-        Some((judgement.tick, started))
     }
 
     /// Judges the checksums, then sends every client whose desync episode against the

@@ -12,7 +12,7 @@ use super::{
     ComponentBreakdown, DEFAULT_MAX_DUMP_BYTES, DesyncDump, DesyncDumpWritten, DumpError,
     DumpReason, DumpedWorld, dumped_inputs, write_dump_file, writer_of,
 };
-use crate::input::{InputStatus, SimInput};
+use crate::input::SimInput;
 use crate::session::DeterministicSession;
 use crate::worlds::SimulationWorlds;
 
@@ -31,7 +31,6 @@ pub fn capture_desync_dump<I: SimInput>(
     let Some(session) = world.get_resource::<DeterministicSession<I>>() else {
         return Err(DumpError::NoSession);
     };
-    let players = session.config().players;
     let breakdowns: Vec<ComponentBreakdown> = session
         .hook::<DesyncDumps>()
         .map(DesyncDumps::breakdowns)
@@ -41,20 +40,8 @@ pub fn capture_desync_dump<I: SimInput>(
         .ok_or(DumpError::NoSession)?;
     let tick = worlds.verified.tick();
     let session = world.resource::<DeterministicSession<I>>();
-    let mut inputs = Vec::with_capacity(usize::from(players));
-    let mut status = Vec::with_capacity(usize::from(players));
-    for p in 0..players {
-        match session.buffer().confirmed(p, tick) {
-            Some(input) => {
-                inputs.push(input.clone());
-                status.push(InputStatus::Confirmed);
-            }
-            None => {
-                inputs.push(I::default());
-                status.push(InputStatus::Missing);
-            }
-        }
-    }
+    let (mut inputs, mut status) = (Vec::new(), Vec::new());
+    session.buffer().fill_known(tick, &mut inputs, &mut status);
     let dump = capture::capture(
         &mut worlds.verified,
         &worlds.registry,

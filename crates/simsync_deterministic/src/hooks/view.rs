@@ -165,6 +165,12 @@ impl<'a, I: SimInput> SessionView<'a, I> {
         self.networked
     }
 
+    /// The tick's inputs ([`inputs`](Self::inputs)) beside the main App's world, to write both
+    /// into an App resource without copying the inputs (a recorder).
+    pub fn inputs_and_app_world(&mut self) -> (&[I], &mut World) {
+        (self.inputs, self.main)
+    }
+
     /// The main App's world, e.g. to write a message or keep a result in a resource. The
     /// session's own resources (the session, the simulation worlds, [`SessionStats`]) are out
     /// of it while the session update runs.

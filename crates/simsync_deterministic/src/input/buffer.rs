@@ -537,6 +537,32 @@ impl<I: SimInput> InputBuffer<I> {
         }
     }
 
+    /// Fills `out_inputs` and `out_status` with every player's [`confirmed`](Self::confirmed)
+    /// input at `tick` (status `Confirmed`), or the default input with status `Missing` where
+    /// none is known, in player order (both cleared first). Does not allocate when the vectors
+    /// have room.
+    pub fn fill_known(
+        &self,
+        tick: Tick,
+        out_inputs: &mut Vec<I>,
+        out_status: &mut Vec<InputStatus>,
+    ) {
+        out_inputs.clear();
+        out_status.clear();
+        for player in 0..self.players {
+            match self.confirmed(player, tick) {
+                Some(input) => {
+                    out_inputs.push(input.clone());
+                    out_status.push(InputStatus::Confirmed);
+                }
+                None => {
+                    out_inputs.push(I::default());
+                    out_status.push(InputStatus::Missing);
+                }
+            }
+        }
+    }
+
     /// Drops the storage of every tick `<= min(tick, max_verifiable_tick())` and returns the new
     /// [`discarded_through`](Self::discarded_through).
     ///

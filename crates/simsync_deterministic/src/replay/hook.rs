@@ -21,12 +21,9 @@ impl<I: SimInput> VerifiedTickHook<I> for ReplayRecording {
             verified.disconnected(),
             verified.checksum(),
         );
-        if !verified.app_world().contains_resource::<ReplayRecorder>() {
-            return HookFlow::Continue;
-        }
-        let inputs = verified.inputs().to_vec();
-        if let Some(mut recorder) = verified.app_world().get_resource_mut::<ReplayRecorder>() {
-            recorder.record_frame(tick, &inputs, disconnected, checksum);
+        let (inputs, app) = verified.inputs_and_app_world();
+        if let Some(mut recorder) = app.get_resource_mut::<ReplayRecorder>() {
+            recorder.record_frame(tick, inputs, disconnected, checksum);
         }
         HookFlow::Continue
     }

@@ -516,7 +516,9 @@ pub(super) fn report_desyncs<I: SimInput>(
     }
     let mut hooks = std::mem::take(&mut session.hooks);
     let now = worlds.verified.tick();
-    fill_known(session, now);
+    session
+        .buffer
+        .fill_known(now, &mut session.inputs, &mut session.status);
     for (tick, players) in &desyncs {
         let tick_parts = TickParts {
             tick: now,
@@ -534,22 +536,6 @@ pub(super) fn report_desyncs<I: SimInput>(
         }
     }
     session.hooks = hooks;
-}
-
-/// Fills the session's scratch input set with every player's confirmed input of `tick`, the
-/// default (status `Missing`) where none is known.
-fn fill_known<I: SimInput>(session: &mut DeterministicSession<I>, tick: Tick) {
-    session.inputs.clear();
-    session.status.clear();
-    for p in 0..session.config.players {
-        let input = session.buffer.confirmed(p, tick).cloned();
-        session.status.push(if input.is_some() {
-            InputStatus::Confirmed
-        } else {
-            InputStatus::Missing
-        });
-        session.inputs.push(input.unwrap_or_default());
-    }
 }
 
 /// Step 7, finish: ends the context's update, publishes [`SessionStats`], forgets what no

@@ -24,41 +24,38 @@ use super::strategy::{
 };
 use crate::checksum::StateHasher;
 
+/// Registers each listed component type with a strategy, as a built-in (`unchecked`: restored
+/// but left out of the prediction check's comparison). Registration order is part of a
+/// snapshot's game fingerprint.
+macro_rules! reg {
+    ($registry:ident, $s:expr; $($t:ty),* $(,)?) => {$(
+        $registry
+            .register_builtin_component::<$t>($s)
+            .expect("registry is open while building");
+    )*};
+    ($registry:ident, unchecked $s:expr; $($t:ty),* $(,)?) => {$(
+        $registry
+            .register_builtin_component_unchecked::<$t>($s)
+            .expect("registry is open while building");
+    )*};
+}
+
 /// bevy_rapier 0.37's components: the three it adds itself (collider mass properties, joint
 /// impulses, multibody joint state), then the per-body, per-joint and controller options (in
 /// this order: it is part of a snapshot's game fingerprint).
 fn register_rapier_options(registry: &mut RollbackRegistry) {
-    macro_rules! reg {
-        ($s:expr; $($t:ty),* $(,)?) => {$(
-            registry
-                .register_builtin_component::<$t>($s)
-                .expect("registry is open while building");
-        )*};
-    }
-    reg!(RollbackStrategy::Copy; ReadColliderMassProperties, ImpulseJointImpulses,
+    reg!(registry, RollbackStrategy::Copy; ReadColliderMassProperties, ImpulseJointImpulses,
         MultibodyJointState, ReadWorldMassProperties, AdditionalPgsIterations, AllowFastRotation,
         GyroscopicForces, ImpulseJointDisabled, KinematicMultibodyJoint,
         MultibodySelfContactsDisabled, ControllerIgnored, MultibodyJointArmature,
         MultibodyJointDamping, MultibodyJointFriction, MultibodyJointSprings);
-    reg!(RollbackStrategy::Clone; MultibodyJointCouplings);
+    reg!(registry, RollbackStrategy::Clone; MultibodyJointCouplings);
 }
 
 /// Registers Bevy's transform components and hierarchy (`ChildOf`/`Children`), and every
 /// bevy_rapier component that can sit on a simulation entity or a Rapier context entity.
 pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
-    use RollbackStrategy::{Clone as C, Copy as K};
-    macro_rules! reg {
-        ($s:expr; $($t:ty),* $(,)?) => {$(
-            registry
-                .register_builtin_component::<$t>($s)
-                .expect("registry is open while building");
-        )*};
-        (unchecked $s:expr; $($t:ty),* $(,)?) => {$(
-            registry
-                .register_builtin_component_unchecked::<$t>($s)
-                .expect("registry is open while building");
-        )*};
-    }
+    use RollbackStrategy::Copy as K;
     registry
         .register_relationship::<ChildOf>()
         .expect("the hierarchy is supported");
@@ -68,44 +65,52 @@ pub(crate) fn register_builtin(registry: &mut RollbackRegistry) {
     registry
         .register_hashed_component::<Velocity>(K)
         .expect("open");
-    reg!(K; GlobalTransform, TransformTreeChanged);
-    reg!(K; RigidBody, RapierRigidBodyHandle, RapierColliderHandle, RapierImpulseJointHandle,
+    reg!(registry, K; GlobalTransform, TransformTreeChanged);
+    register_rapier_components(registry);
+    register_rapier_options(registry);
+    register_context(registry);
+    registry.ignore_component::<Name>();
+    registry.ignore_component::<super::entities::SimEntity>();
+    registry.ignore_component::<Synced>();
+    registry.ignore_component::<super::entities::Parked>();
+    registry.ignore_component::<CollidingEntities>();
+}
+
+/// bevy_rapier's body, collider, joint and controller components (in this order: it is part of
+/// a snapshot's game fingerprint).
+fn register_rapier_components(registry: &mut RollbackRegistry) {
+    use RollbackStrategy::{Clone as C, Copy as K};
+    reg!(registry, K; RigidBody, RapierRigidBodyHandle, RapierColliderHandle, RapierImpulseJointHandle,
         RapierMultibodyJointHandle, RapierContextEntityLink, AdditionalMassProperties, Ccd, SoftCcd, Damping, Dominance, ExternalForce, ExternalImpulse,
         GravityScale, LockedAxes, Sleeping, RigidBodyDisabled, ColliderDisabled,
         ColliderMassProperties, Friction, Restitution, CollisionGroups, SolverGroups, Sensor,
         ActiveEvents, ActiveHooks, ActiveCollisionTypes,
         ColliderScale, TransformInterpolation, AdditionalSolverIterations, ImpulseJoint,
         MultibodyJoint, RapierConfiguration, DefaultRapierContext);
-    reg!(unchecked K; ContactForceEventThreshold, ContactSkin);
+    reg!(registry, unchecked K; ContactForceEventThreshold, ContactSkin);
     // A mirror of the body's mass in Rapier's body set (which is restored and checked): bevy_rapier
     // 0.37 puts it on every body and rewrites it only when a `MassModifiedEvent` message reaches
     // its writeback, so a re-simulated tick may see it a message late. Restored, not compared.
-    reg!(unchecked K; ReadMassProperties);
-    reg!(C; Collider, KinematicCharacterController, KinematicCharacterControllerOutput);
-    register_rapier_options(registry);
-    // On the Rapier context entity, not on simulation entities: not digested. The order of
-    // registration is part of a snapshot's game fingerprint: keep it.
-    macro_rules! set {
-        ($($t:ty),*) => {$(
-            registry
-                .register_builtin_set::<$t>()
-                .expect("registry is open while building");
-        )*};
-    }
-    set!(
-        RapierRigidBodySet,
-        RapierContextColliders,
-        RapierContextJoints
-    );
-    reg!(unchecked C; SimulationToRenderTime);
+    reg!(registry, unchecked K; ReadMassProperties);
+    reg!(registry, C; Collider, KinematicCharacterController, KinematicCharacterControllerOutput);
+}
+
+/// The Rapier context entity's sets and simulation state (not on simulation entities: not
+/// digested). The order of registration is part of a snapshot's game fingerprint: keep it.
+fn register_context(registry: &mut RollbackRegistry) {
+    registry
+        .register_builtin_set::<RapierRigidBodySet>()
+        .expect("registry is open while building");
+    registry
+        .register_builtin_set::<RapierContextColliders>()
+        .expect("registry is open while building");
+    registry
+        .register_builtin_set::<RapierContextJoints>()
+        .expect("registry is open while building");
+    reg!(registry, unchecked RollbackStrategy::Clone; SimulationToRenderTime);
     registry
         .components
         .push(Box::new(ContextSimulationCopier::default()));
-    registry.ignore_component::<Name>();
-    registry.ignore_component::<super::entities::SimEntity>();
-    registry.ignore_component::<Synced>();
-    registry.ignore_component::<super::entities::Parked>();
-    registry.ignore_component::<CollidingEntities>();
 }
 
 /// Copies the stateful parts of [`RapierContextSimulation`] (it is not `Clone`): islands, broad
