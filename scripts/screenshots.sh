@@ -66,8 +66,9 @@ command -v Xvfb >/dev/null || { echo "screenshots: skipped: no Xvfb after instal
 icd="$(lavapipe)"
 [ -n "$icd" ] || { echo "screenshots: skipped: no lavapipe ICD in /usr/share/vulkan/icd.d" >&2; exit 2; }
 
-# The same commands as .ci/run (`--workspace` keeps one feature set, so nothing is rebuilt).
-cargo build --ignore-rust-version "${cargo_profile[@]}" --workspace --examples --features simsync_suite/render || exit 1
+# The same commands as .ci/run's render build and test build (the same package selection and
+# features, so nothing is rebuilt there): the rendered views, then the headless sandbox.
+cargo build --ignore-rust-version "${cargo_profile[@]}" -p simsync_suite --examples --features render || exit 1
 cargo build --ignore-rust-version "${cargo_profile[@]}" --workspace --examples || exit 1
 dir="${CARGO_TARGET_DIR:-target}/$profile/examples"
 
