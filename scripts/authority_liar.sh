@@ -7,7 +7,8 @@
 # told "player 0 desynced" and counting no desync of its own; all three exit 0 with the same
 # final checksum) and the desync dumps (every client dumps ticks 119 and 120; `sandbox diff` of
 # the liar's and an honest client's dumps: 119 equal, 120 differing first in player 0's body
-# (the nudge, the largest change). docs/netem.md ("One liar over UDP") describes it and its numbers.
+# (the nudge, the largest change; at most 5 differences). docs/netem.md ("One liar over UDP")
+# describes it and its numbers.
 #
 # usage: scripts/authority_liar.sh [--runs N] [--keep-logs]
 #   --runs       play the scenario N times (default 1); every run must pass
@@ -283,10 +284,12 @@ field = max(fields, key=gap) if fields else None
 differences = int(m.group(1)) if m else None
 if check(m is not None and at.rstrip().endswith("exit 1"), f"diff of tick {plant}: {at.strip()[:300]}"):
     check((m.group(2), m.group(3)) == (str(plant), str(plant)), f"diff of ticks {m.group(2)}/{m.group(3)}")
-    # The nudge (0.5 m/s) is the largest change; the step spread it by rounding-sized amounts
-    # to the bodies of player 0's contact island (their count is reported, not bounded).
+    # The nudge (0.5 m/s, after the tick's physics step) is the largest change, and the world
+    # at the planted tick differs in player 0's body alone: at most a handful of differences.
     check(field is not None and gap(field) >= 0.1,
           f"the first difference is not the nudge: {field if field else at[:300]}")
+    check(differences is not None and differences <= 5,
+          f"{differences} differences at the planted tick (want at most 5: player 0's body)")
     check(body is not None and body.group(2) == "0" and first is not None
           and body.group(1) == first.group(1),
           f"the first difference is not player 0's body: {first.group(0) if first else at[:200]}")

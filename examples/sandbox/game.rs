@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{
-    Collider, ColliderMassProperties, Damping, ExternalImpulse, Friction, RigidBody, Sleeping,
-    Velocity,
+    Collider, ColliderMassProperties, Damping, ExternalImpulse, Friction, RapierRigidBodyHandle,
+    RapierRigidBodySet, RigidBody, Sleeping, Velocity,
 };
 use simsync::deterministic::{SimHash, StateHasher};
 use simsync::prelude::{
@@ -118,14 +118,14 @@ impl SandboxGame {
         }
     }
 
-    /// The same game whose simulation, at `tick`, adds 0.5 m/s upwards to player 0's body's
-    /// `Velocity` before the physics step (a planted desync: give it to one client only). By
-    /// the end of `tick` the step has spread it, by rounding-sized amounts, to every body of
-    /// player 0's contact island (the solver couples them: in the shipped scene at tick 120,
-    /// 100 pile bodies besides player 0's, 203 component values); `diff` names player 0's
-    /// `Velocity` first, the largest change. (A change after the step would differ in one
-    /// value, but the rollback would not carry it: Rapier's own copy of the velocity would
-    /// differ from the component until the next step, which a re-simulation does not see.)
+    /// The same game whose simulation, at the end of `tick` (after the physics step), adds
+    /// 0.5 m/s upwards to player 0's body (a planted desync: give it to one client only). The
+    /// change is written to both copies of the velocity, the `Velocity` component and Rapier's
+    /// body, so the two agree as after any step and a rollback or snapshot carries it: the world
+    /// at the end of `tick` differs from an honest client's in player 0's body alone (its
+    /// velocity, and Rapier's record that the body was touched), and the next step spreads it.
+    /// A change before the step would be spread through the whole contact island by the end of
+    /// `tick` already (in the shipped scene at tick 120, 203 component values of 101 bodies).
     pub fn with_planted_desync(mut self, tick: i32) -> Self {
         self.plant_desync = Some(tick);
         self
@@ -157,12 +157,7 @@ impl Plugin for SandboxGame {
         );
         app.insert_resource(PlantDesync(self.plant_desync))
             .ignore_rollback_resource::<PlantDesync>()
-            .add_systems(
-                SimulationTick,
-                plant_desync
-                    .after(apply_player_inputs)
-                    .in_set(SimulationSet::Game),
-            );
+            .add_systems(SimulationTick, plant_desync.in_set(SimulationSet::Cleanup));
     }
 }
 
@@ -285,18 +280,31 @@ fn push_impulse(from: Vec3, at: Vec3) -> Option<Vec3> {
     Some(direction * strength)
 }
 
-/// At the planted tick, nudges player 0's body upwards (see [`SandboxGame::with_planted_desync`]).
+/// At the end of the planted tick, nudges player 0's body upwards in the component and in
+/// Rapier's body set alike (see [`SandboxGame::with_planted_desync`]). The component write
+/// bypasses change detection: a changed `Velocity` makes bevy_rapier copy it into the body and
+/// wake it on the next step, which a re-simulation from a snapshot taken after this tick would
+/// not repeat.
 fn plant_desync(
     plant: Res<PlantDesync>,
     tick: Res<SimTick>,
-    mut players: Query<(&PlayerBody, &mut Velocity)>,
+    mut players: Query<(&PlayerBody, &RapierRigidBodyHandle, &mut Velocity)>,
+    mut body_sets: Query<&mut RapierRigidBodySet>,
 ) {
     if plant.0 != Some(tick.0) {
         return;
     }
-    for (body, mut velocity) in &mut players {
-        if body.player == 0 {
-            velocity.linear.y += 0.5;
+    for (body, handle, mut velocity) in &mut players {
+        if body.player != 0 {
+            continue;
+        }
+        velocity.bypass_change_detection().linear.y += 0.5;
+        for mut set in &mut body_sets {
+            if let Some(rapier_body) = set.bodies.get_mut(handle.0) {
+                let mut linvel = rapier_body.linvel();
+                linvel.y += 0.5;
+                rapier_body.set_linvel(linvel, false);
+            }
         }
     }
 }

@@ -291,7 +291,7 @@ fn a_desync_planted_at_tick_120_is_dumped_at_tick_120_and_diff_names_player_0s_b
     let scene = parse_scene(PLANTED_SCENE, std::path::Path::new("planted.ron")).expect("scene");
     let game = SandboxGame::new(std::sync::Arc::new(scene), 2);
     // The sandbox's `network --plant-desync 120`: client 0's simulation adds 0.5 m/s upwards to
-    // player 0's body at tick 120; a checksum every tick.
+    // player 0's body at the end of tick 120 (after the step); a checksum every tick.
     let client_dirs = dirs.clone();
     let mut peers = peers_of(2, move |c| {
         let game = match c {
