@@ -701,15 +701,16 @@ fn no_crate_has_a_module_cycle() {
 }
 
 /// The deterministic session reaches its features only through the hook seam: no module of
-/// `session` imports the desync dumps, the replays or the prediction check (the plugin installs
-/// them as hooks; the steps call the hook list), and the input path knows a replay only as
-/// recorded inputs.
+/// `session` imports the desync dumps, the replays, the prediction check or late join (the
+/// plugin installs them as hooks or runs them around the update; the steps call the hook
+/// list), the input path knows a replay only as recorded inputs and a snapshot transfer only as
+/// the pure data of `snapshot/transfer.rs`.
 #[test]
 fn the_session_steps_name_no_feature() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/simsync_deterministic/src");
     let modules = load_crate(&src);
     let graph = import_graph(&modules);
-    let features = ["dump", "replay", "prediction_check"];
+    let features = ["dump", "replay", "prediction_check", "late_join"];
     let mut named = Vec::new();
     for (module, imports) in &graph {
         let top = module.split("::").next().unwrap_or_default();

@@ -74,6 +74,7 @@ mod hash_impls;
 mod headless;
 mod hooks;
 mod input;
+mod late_join;
 mod leafwing_input;
 mod physics_order;
 mod plugin;
@@ -133,6 +134,10 @@ pub use input::{
     PackedInput, PlayerInputs, SimInput,
 };
 pub use input::{FrameMergeFn, InputLatch, default_frame_merge, merge_latest_non_default};
+pub use late_join::{
+    CapturedSnapshot, Resynced, SnapshotAppExt, SnapshotHooks, SnapshotLoad, SnapshotReceived,
+    SnapshotRejected, capture_snapshot, load_snapshot,
+};
 pub use leafwing_input::{LeafwingInputPlugin, LocalActionEncoder, LocalPlayer};
 pub use plugin::{DeterministicPlugin, ReplayMode, VerifiedTickHookAppExt};
 pub use replay::{
@@ -146,11 +151,9 @@ pub use schedule::{
     AfterPrediction, BeforePrediction, BeforeVerification, DeterministicSet, SimulationSet,
     SimulationStartup, SimulationTick,
 };
-pub use session::net_snapshots::{CapturedSnapshot, SnapshotHooks, SnapshotLoad};
 pub use session::{
     Connection, DeterministicSession, LeaveSession, LifecycleView, NetworkView, SessionEnd,
-    SessionLifecycle, SessionState, SessionStateChanged, SessionStateReason, SnapshotAppExt,
-    capture_snapshot, load_snapshot, session_transitions,
+    SessionLifecycle, SessionState, SessionStateChanged, SessionStateReason, session_transitions,
 };
 /// `#[derive(SimHash)]`: hashes every field in declaration order (enum variants by position
 /// first); `#[sim_hash(skip)]` leaves a field out. See the `simsync_derive` crate.
@@ -161,16 +164,16 @@ pub use smoothing::{
     VisualSmoothingPlugin,
 };
 pub use snapshot::{
+    ClientSnapshotStats, NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability,
+    RollbackRegistry, RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities,
+    Synced, TickMap, TryRollbackAppExt, WORLD_OWN_INDICES, WorldRole, despawn_simulated_now,
+    spawn_simulated_now,
+};
+pub use snapshot::{
     DECODE_MEMORY_PER_BYTE, DEFAULT_MAX_SNAPSHOT_BYTES, FRAME_BYTES, LZ4_MAX_EXPANSION,
     LZ4_SLACK_BYTES, MAX_SNAPSHOT_HEADER_BYTES, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC,
     SnapshotError, SnapshotHeader, SnapshotLimits, WorldSnapshot,
 };
-pub use snapshot::{
-    NotSimulated, Parked, ReservedSlots, RollbackAppExt, RollbackMutability, RollbackRegistry,
-    RollbackReport, RollbackStrategy, SimCommands, SimEntity, SimulationEntities, Synced, TickMap,
-    TryRollbackAppExt, WORLD_OWN_INDICES, WorldRole, despawn_simulated_now, spawn_simulated_now,
-};
-pub use source::{ClientSnapshotStats, Resynced, SnapshotReceived, SnapshotRejected};
 pub use source::{
     DesyncDetected, InputSubstituted, LocalInputs, LocalRelay, LocalRelayConfig, PlayerDesynced,
     PlayerLeft, PlayerRejoined, ReconnectPhase, RelayClientStats, RelayDelivery, RelayRejection,

@@ -258,27 +258,13 @@ impl<I: SimInput> DeterministicPlugin<I> {
         app.add_plugins(VirtualTimePlugin::default().tick_rate(config.tick_rate));
         let lifecycle = initial_lifecycle(&config);
         install_states(app, lifecycle.state);
-        self.install_snapshot_limits(app);
+        crate::late_join::install::<I>(app, self.snapshots);
         self.install_session_resources(app, session, lifecycle, (game, spec, feed), config);
         add_session_messages(app);
         self.install_session_schedules(app);
         crate::guard::install_reporting(app);
         Self::install_replays(app, recorder, playback);
         Ok(())
-    }
-
-    /// The snapshot limits given to the builder, with the core's snapshot hooks unless the app
-    /// brought its own; registers the limits' type either way.
-    fn install_snapshot_limits(&self, app: &mut App) {
-        if let Some(limits) = self.snapshots {
-            app.insert_resource(limits);
-            // The snapshot core's capture and load for a networked client's exchange, unless
-            // the app brought its own hooks.
-            if !app.world().contains_resource::<crate::SnapshotHooks>() {
-                app.insert_resource(crate::SnapshotHooks::core::<I>(limits.max_bytes));
-            }
-        }
-        app.register_type::<crate::snapshot::SnapshotLimits>();
     }
 
     /// The session, its lifecycle and blueprint (`game`, `spec` and the replay `feed` of a
@@ -460,10 +446,8 @@ fn add_session_messages(app: &mut App) {
         .add_message::<crate::LeaveSession>()
         .add_message::<crate::dump::DesyncDumpWritten>()
         .add_message::<crate::dump::DesyncDumpFailed>()
-        .add_message::<simsync_net::DesyncReport>()
-        .add_message::<crate::source::SnapshotReceived>()
-        .add_message::<crate::source::Resynced>()
-        .add_message::<crate::source::SnapshotRejected>();
+        .add_message::<simsync_net::DesyncReport>();
+    crate::late_join::add_messages(app);
 }
 
 /// The [`LocalPlayers`] before the first session update: every player in a local session, none
@@ -491,7 +475,7 @@ fn session_frame<I: SimInput>(world: &mut World) {
         warn_once!("session lifecycle not updated: {error}");
     }
     crate::restart::follow_next_match::<I>(world);
-    crate::session::net_snapshots::exchange_snapshots::<I>(world);
+    crate::late_join::exchange_snapshots::<I>(world);
     crate::guard::report_findings(world);
 }
 

@@ -6,7 +6,7 @@ use bevy::prelude::*;
 use super::ReplayError;
 use super::ReplayPlayback;
 use crate::input::SimInput;
-use crate::session::{capture_snapshot, load_snapshot};
+use crate::late_join::{capture_snapshot, load_snapshot};
 use crate::snapshot::{SnapshotLimits, WorldSnapshot};
 use crate::tick::Tick;
 

@@ -4,8 +4,6 @@
 
 mod checksums;
 mod lifecycle;
-pub(crate) mod net_snapshots;
-mod snapshot;
 mod state;
 mod steps;
 
@@ -22,7 +20,6 @@ pub use lifecycle::{
     Connection, LeaveSession, LifecycleView, NetworkView, SessionEnd, SessionLifecycle,
     SessionState, SessionStateChanged, SessionStateReason, session_transitions,
 };
-pub use snapshot::{SnapshotAppExt, capture_snapshot, load_snapshot};
 pub use state::DeterministicSession;
 
 /// The session update system. Runs in

@@ -162,6 +162,59 @@ impl<I: SimInput> DeterministicSession<I> {
         }
     }
 
+    /// The last tick local input has been polled for.
+    pub(crate) fn local_tick(&self) -> Tick {
+        self.source.local_tick()
+    }
+
+    /// The verified world's tick as the last update (or snapshot load) left it.
+    pub(crate) fn verified_tick(&self) -> Tick {
+        self.verified_tick
+    }
+
+    /// Whether the first session update ran (the session started).
+    pub(crate) fn has_started(&self) -> bool {
+        self.started
+    }
+
+    /// The link to the relay server (networked sessions only).
+    pub(crate) fn link(&self) -> Option<&RelayLink<I>> {
+        self.link.as_ref()
+    }
+
+    /// The link to the relay server, mutably (networked sessions only).
+    pub(crate) fn link_mut(&mut self) -> Option<&mut RelayLink<I>> {
+        self.link.as_mut()
+    }
+
+    /// Goes on from `tick` after the worlds were replaced by a snapshot of that tick
+    /// ([snapshots](crate::rules#snapshots)): the input buffer (given `inputs`, the loaded
+    /// world's last input set) and the input path continue from `tick + 1`, the verified and
+    /// predicted ticks are `tick`, the predicted timeline's record is cleared and the hooks are
+    /// told ([`VerifiedTickHook::on_snapshot_loaded`]).
+    pub(crate) fn resume_after_snapshot(&mut self, tick: Tick, inputs: &[I]) {
+        self.buffer.resume_after(tick, inputs);
+        self.source
+            .resume_after(tick, self.config.input_delay as Tick);
+        self.verified_tick = tick;
+        self.predicted_tick = tick;
+        self.highest_predicted = self.highest_predicted.max(tick);
+        self.used_inputs.clear();
+        self.predicted_diverged = false;
+        // The verified world was replaced: predictions recorded before are not comparable.
+        self.hooks.snapshot_loaded(tick);
+    }
+
+    /// A snapshot of `tick` from the relay was loaded: the input path goes on from `tick + 1`
+    /// and the link applies the confirmed sets it held meanwhile
+    /// ([late join](crate::rules#late-join-and-rejoin-from-a-snapshot)).
+    pub(crate) fn relay_snapshot_loaded(&mut self, tick: Tick) {
+        self.source.resume_after(tick, 0);
+        if let Some(link) = self.link.as_mut() {
+            link.snapshot_loaded(tick, &mut self.buffer);
+        }
+    }
+
     /// Adds `hook` after the session's other hooks.
     pub(crate) fn add_hook(&mut self, hook: impl VerifiedTickHook<I>) {
         self.hooks.push(Box::new(hook));

@@ -5,6 +5,11 @@
 //! at the target tick when a rollback happens) straight into the predicted world: the entity set
 //! ([`entities`]), every registered component and resource ([`registry`], [`strategy`]) and
 //! Rapier's state ([`rapier`]).
+//!
+//! The same state, serialized, is a [`WorldSnapshot`] ([`format`], [`capture`]); [`transfer`]
+//! is a networked client's part of moving one through the relay. Capturing and loading a
+//! session's snapshot, and the exchange with the relay around the session update (late join,
+//! rejoin, resync), sit above the session, in `late_join/`.
 
 pub mod capture;
 pub(crate) mod character_serial;
@@ -23,6 +28,7 @@ pub mod serial;
 pub mod setup;
 pub(crate) mod shape_check;
 pub mod strategy;
+pub(crate) mod transfer;
 
 use bevy::ecs::change_detection::Tick;
 use bevy::prelude::*;
@@ -40,6 +46,7 @@ pub use format::{
 pub use registry::{RollbackAppExt, RollbackRegistry};
 pub use setup::{RollbackMutability, TryRollbackAppExt};
 pub use strategy::{RollbackStrategy, TickMap};
+pub use transfer::ClientSnapshotStats;
 
 use crate::checksum::StateHasher;
 use std::hash::Hasher;

@@ -698,21 +698,13 @@ impl<'a> Graph<'a> {
         let graph = node.field("graph")?;
         let node_list = graph.field("nodes")?.seq()?;
         let edge_list = graph.field("edges")?.seq()?;
-        let index = |n: &Node, len: usize| -> Result<Option<usize>, String> {
-            let v = unwrap_newtype(n).uint()?;
-            match v {
-                NONE => Ok(None),
-                v if (v as usize) < len => Ok(Some(v as usize)),
-                v => Err(format!("index {v} out of {len}")),
-            }
-        };
         let mut edges = Vec::with_capacity(edge_list.len());
         let mut links = Vec::with_capacity(edge_list.len());
         for e in edge_list {
             let ends = e.field("node")?.seq()?;
             let [Some(a), Some(b)] = [
-                index(&ends[0], node_list.len())?,
-                index(&ends[1], node_list.len())?,
+                graph_index(&ends[0], node_list.len())?,
+                graph_index(&ends[1], node_list.len())?,
             ] else {
                 return Err("an edge without both endpoints".into());
             };
@@ -720,37 +712,17 @@ impl<'a> Graph<'a> {
             let prev = e.field("prev")?.seq()?;
             links.push([
                 (
-                    index(&next[0], edge_list.len())?,
-                    index(&prev[0], edge_list.len())?,
+                    graph_index(&next[0], edge_list.len())?,
+                    graph_index(&prev[0], edge_list.len())?,
                 ),
                 (
-                    index(&next[1], edge_list.len())?,
-                    index(&prev[1], edge_list.len())?,
+                    graph_index(&next[1], edge_list.len())?,
+                    graph_index(&prev[1], edge_list.len())?,
                 ),
             ]);
             edges.push((e.field("weight")?, [a, b]));
         }
-        let mut listed = [vec![false; edges.len()], vec![false; edges.len()]];
-        for (n, weight_node) in node_list.iter().enumerate() {
-            let heads = weight_node.field("next")?.seq()?;
-            for dir in 0..2 {
-                let mut prev = None;
-                let mut at = index(&heads[dir], edge_list.len())?;
-                while let Some(e) = at {
-                    if edges[e].1[dir] != n || links[e][dir].1 != prev {
-                        return Err(format!("edge {e} in the wrong list of node {n}"));
-                    }
-                    if std::mem::replace(&mut listed[dir][e], true) {
-                        return Err(format!("edge {e} listed twice"));
-                    }
-                    prev = Some(e);
-                    at = links[e][dir].0;
-                }
-            }
-        }
-        if listed.iter().any(|l| l.iter().any(|x| !x)) {
-            return Err("an edge missing from its nodes' lists".into());
-        }
+        check_edge_lists(node_list, &edges, &links)?;
         let nodes = node_list
             .iter()
             .map(|n| n.field("weight"))
@@ -778,6 +750,48 @@ impl<'a> Graph<'a> {
         let [a, b] = self.edges[e].1;
         Ok([handle(self.nodes[a])?, handle(self.nodes[b])?])
     }
+}
+
+/// A graph index read from `n`: `None` for Rapier's "none", else an index below `len`.
+fn graph_index(n: &Node, len: usize) -> Result<Option<usize>, String> {
+    let v = unwrap_newtype(n).uint()?;
+    match v {
+        NONE => Ok(None),
+        v if (v as usize) < len => Ok(Some(v as usize)),
+        v => Err(format!("index {v} out of {len}")),
+    }
+}
+
+/// Each node's two edge lists (outgoing and incoming, linked through the edges' `(next, prev)`
+/// in `links`) hold exactly the edges whose endpoint in that direction is the node, each once,
+/// and every edge is in both of its lists.
+fn check_edge_lists(
+    node_list: &[Node],
+    edges: &[(&Node, [usize; 2])],
+    links: &[[(Option<usize>, Option<usize>); 2]],
+) -> Result<(), String> {
+    let mut listed = [vec![false; edges.len()], vec![false; edges.len()]];
+    for (n, weight_node) in node_list.iter().enumerate() {
+        let heads = weight_node.field("next")?.seq()?;
+        for dir in 0..2 {
+            let mut prev = None;
+            let mut at = graph_index(&heads[dir], edges.len())?;
+            while let Some(e) = at {
+                if edges[e].1[dir] != n || links[e][dir].1 != prev {
+                    return Err(format!("edge {e} in the wrong list of node {n}"));
+                }
+                if std::mem::replace(&mut listed[dir][e], true) {
+                    return Err(format!("edge {e} listed twice"));
+                }
+                prev = Some(e);
+                at = links[e][dir].0;
+            }
+        }
+    }
+    if listed.iter().any(|l| l.iter().any(|x| !x)) {
+        return Err("an edge missing from its nodes' lists".into());
+    }
+    Ok(())
 }
 
 /// A `Coarena`'s entries: generation and value, by index.
@@ -813,21 +827,39 @@ fn check_narrow_phase(
 ) -> Result<(usize, Vec<Touching>), String> {
     let contacts = Graph::read(np.field("contact_graph")?)?;
     let intersections = Graph::read(np.field("intersection_graph")?)?;
+    check_graph_indices(set, np, &contacts, &intersections)?;
+    for graph in [&contacts, &intersections] {
+        check_pair_ends(graph)?;
+    }
+    check_contact_workspaces(&contacts)?;
+    check_solver_graph(set, np, &contacts, awake)?;
+    check_solver_selection(set, np, &contacts, epochs)?;
+    Ok((contacts.edges.len(), touching_pairs(set, &contacts)?))
+}
+
+/// Each graph's nodes are colliders whose graph index names the node, and every collider's
+/// graph indices name the node holding it (or none).
+fn check_graph_indices(
+    set: &Sets,
+    np: &Node,
+    contacts: &Graph,
+    intersections: &Graph,
+) -> Result<(), String> {
     let indices = coarena(np.field("graph_indices")?)?;
-    let graph_index = |h: Handle, field: &str| {
+    let index_in = |h: Handle, field: &str| {
         coarena_get(&indices, h)
             .and_then(|gi| gi.field(field).ok())
             .and_then(|i| unwrap_newtype(i).uint().ok())
     };
     let exists = |h: Handle| set.colliders.contains(h);
-    contacts.check_nodes(exists, |h| graph_index(h, "contact_graph_index"))?;
-    intersections.check_nodes(exists, |h| graph_index(h, "intersection_graph_index"))?;
+    contacts.check_nodes(exists, |h| index_in(h, "contact_graph_index"))?;
+    intersections.check_nodes(exists, |h| index_in(h, "intersection_graph_index"))?;
     for (h, _) in set.colliders.iter() {
         for (field, graph) in [
-            ("contact_graph_index", &contacts),
-            ("intersection_graph_index", &intersections),
+            ("contact_graph_index", contacts),
+            ("intersection_graph_index", intersections),
         ] {
-            let Some(i) = graph_index(h, field) else {
+            let Some(i) = index_in(h, field) else {
                 continue;
             };
             if i != NONE
@@ -837,20 +869,28 @@ fn check_narrow_phase(
             }
         }
     }
-    for graph in [&contacts, &intersections] {
-        for (e, (pair, _)) in graph.edges.iter().enumerate() {
-            let mut found = [
-                handle(pair.field("collider1")?)?,
-                handle(pair.field("collider2")?)?,
-            ];
-            let mut ends = graph.ends(e)?;
-            found.sort();
-            ends.sort();
-            if found != ends {
-                return Err(format!("pair {e} names other colliders than its endpoints"));
-            }
+    Ok(())
+}
+
+/// Every pair of a graph names the colliders at its edge's endpoints.
+fn check_pair_ends(graph: &Graph) -> Result<(), String> {
+    for (e, (pair, _)) in graph.edges.iter().enumerate() {
+        let mut found = [
+            handle(pair.field("collider1")?)?,
+            handle(pair.field("collider2")?)?,
+        ];
+        let mut ends = graph.ends(e)?;
+        found.sort();
+        ends.sort();
+        if found != ends {
+            return Err(format!("pair {e} names other colliders than its endpoints"));
         }
     }
+    Ok(())
+}
+
+/// The contact workspace of every rigid contact pair that keeps one.
+fn check_contact_workspaces(contacts: &Graph) -> Result<(), String> {
     for (e, (pair, _)) in contacts.edges.iter().enumerate() {
         if let Some(rigid) = rigid_contacts(pair)?
             && let Some(workspace) = rigid.field("workspace")?.option()?
@@ -859,8 +899,11 @@ fn check_narrow_phase(
             check_contact_workspace(workspace, manifolds).map_err(|r| format!("pair {e}: {r}"))?;
         }
     }
-    check_solver_graph(set, np, &contacts, awake)?;
-    check_solver_selection(set, np, &contacts, epochs)?;
+    Ok(())
+}
+
+/// The contact pairs with at least one solver contact, with their colliders' parent bodies.
+fn touching_pairs(set: &Sets, contacts: &Graph) -> Result<Vec<Touching>, String> {
     let mut touching = Vec::new();
     for (e, (pair, _)) in contacts.edges.iter().enumerate() {
         let mut active = false;
@@ -878,7 +921,7 @@ fn check_narrow_phase(
             touching.push((e, parent("collider1")?, parent("collider2")?));
         }
     }
-    Ok((contacts.edges.len(), touching))
+    Ok(touching)
 }
 
 /// The rigid contacts of a contact pair (`PairContacts::Rigid`), or `None` for a pair of two
@@ -924,6 +967,35 @@ const SOLVER_BUCKETS: usize = 130;
 
 /// The solver's contact graph and per-pair caches.
 fn check_solver_graph(set: &Sets, np: &Node, contacts: &Graph, awake: u64) -> Result<(), String> {
+    let in_graph = check_solver_buckets(np, contacts)?;
+    let masks = np.field("body_solver_color_masks")?.seq()?.len();
+    if masks > set.body_arena.slots.len() {
+        return Err(format!(
+            "{masks} color masks for {} body slots",
+            set.body_arena.slots.len()
+        ));
+    }
+    let mut positioned = 0usize;
+    for (pair, _) in &contacts.edges {
+        check_pair_color(pair, masks)?;
+        for list in [
+            rigid_seq(pair, "manifolds")?,
+            rigid_seq(pair, "solver_clusters")?,
+        ] {
+            for manifold in list {
+                positioned += check_manifold(set, manifold, awake)? as usize;
+            }
+        }
+    }
+    if positioned < in_graph {
+        return Err("solver buckets hold manifolds that have no position".into());
+    }
+    check_pair_caches(np, contacts.edges.len())
+}
+
+/// The solver's buckets (none, or one per color plus the generic one) name existing manifolds
+/// whose stored solver position is where they sit; returns how many they hold.
+fn check_solver_buckets(np: &Node, contacts: &Graph) -> Result<usize, String> {
     let edges = contacts.edges.len();
     let buckets = np.field("solver_contact_graph")?.field("buckets")?.seq()?;
     if !buckets.is_empty() && buckets.len() != SOLVER_BUCKETS {
@@ -947,28 +1019,13 @@ fn check_solver_graph(set: &Sets, np: &Node, contacts: &Graph, awake: u64) -> Re
             in_graph += 1;
         }
     }
-    let masks = np.field("body_solver_color_masks")?.seq()?.len();
-    if masks > set.body_arena.slots.len() {
-        return Err(format!(
-            "{masks} color masks for {} body slots",
-            set.body_arena.slots.len()
-        ));
-    }
-    let mut positioned = 0usize;
-    for (pair, _) in &contacts.edges {
-        check_pair_color(pair, masks)?;
-        for list in [
-            rigid_seq(pair, "manifolds")?,
-            rigid_seq(pair, "solver_clusters")?,
-        ] {
-            for manifold in list {
-                positioned += check_manifold(set, manifold, awake)? as usize;
-            }
-        }
-    }
-    if positioned < in_graph {
-        return Err("solver buckets hold manifolds that have no position".into());
-    }
+    Ok(in_graph)
+}
+
+/// The per-pair caches of the narrow phase, for `edges` contact pairs: at most one solver
+/// hint and one force-event position per pair, and the force-event pairs and positions point
+/// at each other.
+fn check_pair_caches(np: &Node, edges: usize) -> Result<(), String> {
     let hints = np.field("pair_solver_hints")?.seq()?.len();
     if hints > edges {
         return Err(format!("{hints} solver hints for {edges} pairs"));
@@ -1101,6 +1158,27 @@ fn check_solver_selection(
     if !trusted || epochs.multibodies {
         return Ok(());
     }
+    let mut expected = selected_manifolds(set, contacts, &hints)?;
+    let mut actual = stored_manifolds(np)?;
+    expected.sort_unstable();
+    actual.sort_unstable();
+    if expected != actual {
+        return Err("the solver's contact graph differs from its selection rule".into());
+    }
+    Ok(())
+}
+
+/// A manifold in the solver's contact graph: (contact pair, manifold of the pair, color).
+type SolverEntry = (u64, u64, u64);
+
+/// The manifolds the solver's selection rule picks: of each selectable pair (by `hints`), the
+/// manifolds asking for impulses, with contacts and an awake dynamic body; the pair's first
+/// one in the pair's color (when it has one), the others in the overflow color.
+fn selected_manifolds(
+    set: &Sets,
+    contacts: &Graph,
+    hints: &[u64],
+) -> Result<Vec<SolverEntry>, String> {
     let awake_dynamic: BTreeSet<Handle> = set
         .awake
         .iter()
@@ -1109,7 +1187,7 @@ fn check_solver_selection(
         .collect();
     let mut expected = Vec::new();
     for (e, (pair, _)) in contacts.edges.iter().enumerate() {
-        if !selectable(&hints, e) {
+        if !selectable(hints, e) {
             continue;
         }
         let pair_color = pair_color(pair)?;
@@ -1135,6 +1213,12 @@ fn check_solver_selection(
             expected.push((e as u64, ordinal as u64, color));
         }
     }
+    Ok(expected)
+}
+
+/// The manifolds the solver's stored contact graph holds, by color bucket; the generic bucket
+/// must be empty (it is for multibodies, and there are none).
+fn stored_manifolds(np: &Node) -> Result<Vec<SolverEntry>, String> {
     let mut actual = Vec::new();
     let buckets = np.field("solver_contact_graph")?.field("buckets")?.seq()?;
     for (color, bucket) in buckets.iter().enumerate().take(SOLVER_BUCKETS - 1) {
@@ -1152,12 +1236,7 @@ fn check_solver_selection(
     {
         return Err("generic solver manifolds without multibodies".into());
     }
-    expected.sort_unstable();
-    actual.sort_unstable();
-    if expected != actual {
-        return Err("the solver's contact graph differs from its selection rule".into());
-    }
-    Ok(())
+    Ok(actual)
 }
 
 /// The force-event list (when Rapier marks it intact): exactly the selectable pairs with a

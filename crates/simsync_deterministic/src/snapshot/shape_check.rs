@@ -314,61 +314,63 @@ fn check_convex_polyhedron(s: &Node) -> Result<(), String> {
     sized(s, "vertices", points)?;
     let faces = len_of(s, "faces")?;
     let edges = len_of(s, "edges")?;
-    let ranges = |list: &str, first: &str, count: &str, tables: [&str; 2]| {
-        let bound = len_of(s, tables[0])?.min(len_of(s, tables[1])?) as u64;
-        for (i, v) in s.field(list)?.seq()?.iter().enumerate() {
-            let end = v.field(first)?.uint()? + v.field(count)?.uint()?;
-            if end > bound {
-                return Err(format!(
-                    "{list} {i}: adjacency range ends at {end}, out of {bound}"
-                ));
-            }
-        }
-        Ok::<_, String>(())
-    };
-    let vertex_tables = ["faces_adj_to_vertex", "edges_adj_to_vertex"];
-    ranges(
+    check_adjacency_ranges(
+        s,
         "vertices",
-        "first_adj_face_or_edge",
-        "num_adj_faces_or_edge",
-        vertex_tables,
+        ["first_adj_face_or_edge", "num_adj_faces_or_edge"],
+        ["faces_adj_to_vertex", "edges_adj_to_vertex"],
     )?;
-    let face_tables = ["vertices_adj_to_face", "edges_adj_to_face"];
-    ranges(
+    check_adjacency_ranges(
+        s,
         "faces",
-        "first_vertex_or_edge",
-        "num_vertices_or_edges",
-        face_tables,
+        ["first_vertex_or_edge", "num_vertices_or_edges"],
+        ["vertices_adj_to_face", "edges_adj_to_face"],
     )?;
+    check_adjacency_indices(s, points, faces, edges)
+}
+
+/// Every entry of a polyhedron's `list` (its vertices or faces) names a range (`[first,
+/// count]` fields) that ends within both of its adjacency `tables`.
+fn check_adjacency_ranges(
+    s: &Node,
+    list: &str,
+    [first, count]: [&str; 2],
+    tables: [&str; 2],
+) -> Result<(), String> {
+    let bound = len_of(s, tables[0])?.min(len_of(s, tables[1])?) as u64;
+    for (i, v) in s.field(list)?.seq()?.iter().enumerate() {
+        let end = v.field(first)?.uint()? + v.field(count)?.uint()?;
+        if end > bound {
+            return Err(format!(
+                "{list} {i}: adjacency range ends at {end}, out of {bound}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A polyhedron's edges name existing vertices and faces, and its adjacency tables existing
+/// faces, edges and vertices (`points`, `faces`, `edges`: how many there are).
+fn check_adjacency_indices(
+    s: &Node,
+    points: usize,
+    faces: usize,
+    edges: usize,
+) -> Result<(), String> {
     for (i, e) in s.field("edges")?.seq()?.iter().enumerate() {
         indices_below("vertex", e.field("vertices")?, points, false)
             .and_then(|_| indices_below("face", e.field("faces")?, faces, false))
             .map_err(|err| format!("edge {i}: {err}"))?;
     }
-    indices_below(
-        "faces_adj_to_vertex",
-        s.field("faces_adj_to_vertex")?,
-        faces,
-        false,
-    )?;
-    indices_below(
-        "edges_adj_to_vertex",
-        s.field("edges_adj_to_vertex")?,
-        edges,
-        false,
-    )?;
-    indices_below(
-        "edges_adj_to_face",
-        s.field("edges_adj_to_face")?,
-        edges,
-        false,
-    )?;
-    indices_below(
-        "vertices_adj_to_face",
-        s.field("vertices_adj_to_face")?,
-        points,
-        false,
-    )
+    for (table, bound) in [
+        ("faces_adj_to_vertex", faces),
+        ("edges_adj_to_vertex", edges),
+        ("edges_adj_to_face", edges),
+        ("vertices_adj_to_face", points),
+    ] {
+        indices_below(table, s.field(table)?, bound, false)?;
+    }
+    Ok(())
 }
 
 /// Voxels: a positive voxel size; chunk keys, headers, free chunks and tree pointing into the

@@ -9,9 +9,9 @@ use bevy::prelude::*;
 use simsync_net::bevy_renet::RenetClient;
 
 use super::relay_client::{NetReport, NextMatch, RelayClient, RelayClientStats};
-use super::snapshot_exchange::BuddyRequest;
 use crate::checksum::TickChecksum;
 use crate::input::{InputBuffer, SimInput};
+use crate::snapshot::transfer::BuddyRequest;
 use crate::tick::Tick;
 
 /// The session's link to the relay server (networked sessions only): owns the relay client

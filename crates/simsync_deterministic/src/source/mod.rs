@@ -20,7 +20,6 @@ mod presence;
 mod reconnect;
 mod recorded;
 mod relay_client;
-mod snapshot_exchange;
 mod stall;
 
 use std::time::Duration;
@@ -52,7 +51,6 @@ pub use reconnect::ReconnectPhase;
 pub use relay_client::{
     DesyncDetected, InputSubstituted, PlayerDesynced, RelayClientStats, SessionRejected,
 };
-pub use snapshot_exchange::{ClientSnapshotStats, Resynced, SnapshotReceived, SnapshotRejected};
 
 /// Most ticks a real-time clock polls in one update; the accumulator keeps at most this much
 /// time owed, so a long hitch does not turn into a burst of polls.

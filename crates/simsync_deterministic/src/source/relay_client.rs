@@ -59,10 +59,10 @@ use simsync_relay_client::{
 use super::local_inputs::LocalInputProvider;
 use super::presence::{PlayerLeft, PlayerRejoined};
 use super::reconnect::{ReconnectAction, ReconnectPhase, ReconnectWatch};
-use super::snapshot_exchange::{BuddyRequest, ClientSnapshotStats, SnapshotExchange};
 use super::stall::{SessionStall, StallChange, StallWatch};
 use crate::config::{NetworkSessionConfig, SessionConfig, SessionMode};
 use crate::input::{ConfirmOutcome, InputBuffer, SimInput};
+use crate::snapshot::transfer::{BuddyRequest, ClientSnapshotStats, SnapshotExchange};
 use crate::tick::{PlayerIndex, Tick};
 
 mod liveness;

@@ -2,12 +2,11 @@
 //! as a buddy it keeps the relay's request until its verified world is captured, then sends
 //! the chunks within the snapshot channel's room; as a joiner it reassembles the chunks the
 //! relay forwards and holds the confirmed sets that arrive before the snapshot is loaded.
-//! Pure data: [`SnapshotExchange`]; the capture and the load happen outside the session update
-//! (see [`crate::net_snapshots`]).
+//! Pure data: [`SnapshotExchange`], held by the relay client; the capture and the load happen
+//! outside the session update, in the late-join exchange (`late_join/exchange.rs`).
 
 use std::collections::VecDeque;
 
-use bevy::ecs::message::Message;
 use bevy::reflect::Reflect;
 use simsync_net::{
     AssembledSnapshot, ChunkError, ChunkRejections, InputSet, SnapshotAssembly, SnapshotChunk,
@@ -29,37 +28,6 @@ pub(crate) struct BuddyRequest {
     pub max_bytes: usize,
 }
 
-/// A verified snapshot arrived from the relay and was loaded (written on the joiner's app).
-#[derive(Message, Debug, Clone, Copy, PartialEq, Eq, Reflect)]
-pub struct SnapshotReceived {
-    /// The snapshot's verified tick: the session continues from the next one.
-    pub tick: Tick,
-    /// The encoded snapshot's size.
-    pub bytes: usize,
-}
-
-/// This client was resynced: the relay named it desynced against its authority (an
-/// authoritative room) and sent it a snapshot of the authority's verified world, which it
-/// loaded and goes on from (written on the client's app; the session goes from `Desynced` back
-/// to `Running`). Its desync dump, if it writes dumps, was written before.
-#[derive(Message, Debug, Clone, Copy, PartialEq, Eq, Reflect)]
-pub struct Resynced {
-    /// The verified tick this client had reached on its own, diverged, world.
-    pub from_tick: Tick,
-    /// The authority's verified tick it loaded: the session goes on from the next one.
-    pub to_tick: Tick,
-}
-
-/// A snapshot from the relay was refused (written on the joiner's app); the relay is told and
-/// serves one from another client.
-#[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
-pub struct SnapshotRejected {
-    /// The snapshot's tick as its chunks state it.
-    pub tick: Tick,
-    /// Why: the decode or load error, or the checksum mismatch.
-    pub reason: String,
-}
-
 /// Snapshot counters of a client (part of [`RelayClientStats`](crate::RelayClientStats)).
 #[derive(Debug, Clone, Default, PartialEq, Reflect)]
 pub struct ClientSnapshotStats {
@@ -69,7 +37,7 @@ pub struct ClientSnapshotStats {
     pub unavailable: u64,
     /// Snapshots received and loaded.
     pub loaded: u64,
-    /// Snapshots received and refused ([`SnapshotRejected`]).
+    /// Snapshots received and refused ([`SnapshotRejected`](crate::SnapshotRejected)).
     pub refused: u64,
     /// The tick of the last snapshot loaded.
     pub loaded_tick: Option<Tick>,

@@ -10,11 +10,42 @@
 use bevy::log::{info, warn};
 use bevy::prelude::*;
 
-use super::state::DeterministicSession;
+use super::session_snapshot::SnapshotRewind;
 use crate::input::SimInput;
-use crate::source::{SnapshotReceived, SnapshotRejected};
+use crate::session::DeterministicSession;
 use crate::stats::SessionStats;
 use crate::tick::Tick;
+
+/// A verified snapshot arrived from the relay and was loaded (written on the joiner's app).
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq, Reflect)]
+pub struct SnapshotReceived {
+    /// The snapshot's verified tick: the session continues from the next one.
+    pub tick: Tick,
+    /// The encoded snapshot's size.
+    pub bytes: usize,
+}
+
+/// This client was resynced: the relay named it desynced against its authority (an
+/// authoritative room) and sent it a snapshot of the authority's verified world, which it
+/// loaded and goes on from (written on the client's app; the session goes from `Desynced` back
+/// to `Running`). Its desync dump, if it writes dumps, was written before.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq, Reflect)]
+pub struct Resynced {
+    /// The verified tick this client had reached on its own, diverged, world.
+    pub from_tick: Tick,
+    /// The authority's verified tick it loaded: the session goes on from the next one.
+    pub to_tick: Tick,
+}
+
+/// A snapshot from the relay was refused (written on the joiner's app); the relay is told and
+/// serves one from another client.
+#[derive(Message, Debug, Clone, PartialEq, Eq, Reflect)]
+pub struct SnapshotRejected {
+    /// The snapshot's tick as its chunks state it.
+    pub tick: Tick,
+    /// Why: the decode or load error, or the checksum mismatch.
+    pub reason: String,
+}
 
 /// A captured, encoded snapshot of the verified world.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +132,7 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
         .map_or(0, |s| s.verified_tick);
     let Some(request) = world
         .get_resource::<DeterministicSession<I>>()
-        .and_then(|s| s.link.as_ref()?.due_snapshot_request(verified))
+        .and_then(|s| s.link()?.due_snapshot_request(verified))
     else {
         return;
     };
@@ -131,7 +162,7 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
     }
     if let Some(link) = world
         .get_resource_mut::<DeterministicSession<I>>()
-        .and_then(|s| s.into_inner().link.as_mut())
+        .and_then(|s| s.into_inner().link_mut())
     {
         link.answer_snapshot(request.request, chunks);
     }
@@ -143,7 +174,7 @@ fn serve_request<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
 fn publish_network_stats<I: SimInput>(world: &mut World) {
     let network = world
         .get_resource::<DeterministicSession<I>>()
-        .and_then(|s| Some(s.link.as_ref()?.stats().clone()));
+        .and_then(|s| Some(s.link()?.stats().clone()));
     if let (Some(network), Some(mut stats)) = (network, world.get_resource_mut::<SessionStats>()) {
         stats.network = Some(network);
     }
@@ -153,22 +184,22 @@ fn publish_network_stats<I: SimInput>(world: &mut World) {
 fn load_arrived<I: SimInput>(world: &mut World, hooks: SnapshotHooks) {
     let Some(snapshot) = world
         .get_resource_mut::<DeterministicSession<I>>()
-        .and_then(|s| s.into_inner().link.as_mut()?.take_arrived_snapshot())
+        .and_then(|s| s.into_inner().link_mut()?.take_arrived_snapshot())
     else {
         return;
     };
     let before = world
         .get_resource::<DeterministicSession<I>>()
-        .map_or(0, |s| s.verified_tick);
+        .map_or(0, DeterministicSession::verified_tick);
     let resync = world
         .get_resource::<DeterministicSession<I>>()
-        .and_then(|s| s.link.as_ref())
+        .and_then(DeterministicSession::link)
         .is_some_and(|link| link.awaiting_resync());
     if resync {
-        world.insert_resource(super::snapshot::SnapshotRewind);
+        world.insert_resource(SnapshotRewind);
     }
     let refused = load_checked(world, hooks, &snapshot);
-    world.remove_resource::<super::snapshot::SnapshotRewind>();
+    world.remove_resource::<SnapshotRewind>();
     match refused {
         None => on_loaded::<I>(world, &snapshot, before, resync),
         Some(reason) => on_refused::<I>(world, &snapshot, reason),
@@ -195,7 +226,7 @@ fn load_checked(
 }
 
 /// The relay's snapshot was loaded: the input path and the link go on from its tick (a resync
-/// from `before` is reported as [`Resynced`](crate::source::Resynced)), and
+/// from `before` is reported as [`Resynced`]), and
 /// [`SnapshotReceived`] is written.
 fn on_loaded<I: SimInput>(
     world: &mut World,
@@ -206,22 +237,20 @@ fn on_loaded<I: SimInput>(
     let Some(mut session) = world.get_resource_mut::<DeterministicSession<I>>() else {
         return;
     };
-    let session = &mut *session;
-    let Some(link) = session.link.as_mut() else {
+    let Some(link) = session.link_mut() else {
         return;
     };
     if resync {
         link.resynced(before, snapshot.tick);
     }
-    session.source.resume_after(snapshot.tick, 0);
-    link.snapshot_loaded(snapshot.tick, &mut session.buffer);
+    session.relay_snapshot_loaded(snapshot.tick);
     if resync {
         info!(
             "session client: resynced from the authority's snapshot of tick {} (this client \
              was at verified tick {before})",
             snapshot.tick
         );
-        world.write_message(crate::source::Resynced {
+        world.write_message(Resynced {
             from_tick: before,
             to_tick: snapshot.tick,
         });
@@ -246,7 +275,7 @@ fn on_refused<I: SimInput>(
 ) {
     let Some(link) = world
         .get_resource_mut::<DeterministicSession<I>>()
-        .and_then(|s| s.into_inner().link.as_mut())
+        .and_then(|s| s.into_inner().link_mut())
     else {
         return;
     };

@@ -3,9 +3,9 @@
 
 use bevy::prelude::*;
 
-use super::state::DeterministicSession;
 use crate::context::SimulatorContext;
 use crate::input::{PlayerInputs, SimInput};
+use crate::session::DeterministicSession;
 use crate::snapshot::capture::{capture_world, load_world, registered_type_names};
 use crate::snapshot::format::{
     SNAPSHOT_FORMAT_VERSION, SnapshotBody, SnapshotError, SnapshotHeader, WorldSnapshot,
@@ -21,8 +21,8 @@ fn game_header<I: SimInput>(
     session: &DeterministicSession<I>,
     worlds: &SimulationWorlds,
 ) -> (u32, u8, Vec<String>, u64) {
-    let tick_rate = session.config.tick_rate.hz();
-    let players = session.config.players;
+    let tick_rate = session.config().tick_rate.hz();
+    let players = session.config().players;
     let types = registered_type_names(&worlds.registry);
     let capacity = worlds.verified.world.resource::<ReservedSlots>().len();
     let fingerprint = game_fingerprint(&types, tick_rate, players, capacity);
@@ -247,23 +247,13 @@ fn resume_session<I: SimInput>(
         .get_resource::<PlayerInputs<I>>()
         .map(|p| p.iter().map(|(_, input)| input.clone()).collect())
         .unwrap_or_default();
-    session.buffer.resume_after(tick, &inputs);
-    session
-        .source
-        .resume_after(tick, session.config.input_delay as Tick);
-    session.verified_tick = tick;
-    session.predicted_tick = tick;
-    session.highest_predicted = session.highest_predicted.max(tick);
-    session.used_inputs.clear();
-    session.predicted_diverged = false;
-    // The verified world was replaced: predictions recorded before are not comparable.
-    session.hooks.snapshot_loaded(tick);
+    session.resume_after_snapshot(tick, &inputs);
     world.insert_resource(SimulatorContext::new(tick));
     let mut stats = world.get_resource_or_init::<SessionStats>();
     stats.verified_tick = tick;
     stats.predicted_tick = tick;
-    stats.local_tick = session.source.local_tick();
-    if session.started {
+    stats.local_tick = session.local_tick();
+    if session.has_started() {
         crate::events::settle_through(world, tick);
     }
 }
