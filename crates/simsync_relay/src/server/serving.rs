@@ -244,9 +244,8 @@ impl RelayServer {
         }));
     }
 
-    /// Sends the joiner the next chunks of a verified snapshot, within `budget` bytes and the
-    /// channel's room; after the last one the joiner acknowledges the snapshot's tick, so the
-    /// confirmed sets after it follow.
+    /// Sends the joiner the next chunks of a verified snapshot ([`RelayServer::send_chunks`]);
+    /// once the last one went, the snapshot is served ([`RelayServer::snapshot_served`]).
     fn forward(&mut self, server: &mut RenetServer, transfer: &mut Transfer, budget: usize) {
         let joiner = transfer.joiner;
         let Phase::Forwarding {
@@ -262,6 +261,31 @@ impl RelayServer {
         let Some(client) = self.slots[usize::from(joiner)].client else {
             return;
         };
+        let sent = self.send_chunks(server, client, chunks, next, budget);
+        self.stats.snapshots.bytes_forwarded += sent as u64;
+        if *next < chunks.len() {
+            return;
+        }
+        let served = Served {
+            request: chunks[0].request,
+            joiner,
+            buddy: *buddy,
+            tick: *tick,
+        };
+        self.snapshot_served(served, *bytes);
+    }
+
+    /// Sends `client` the chunks from `next` on (moved past the sent ones) while fewer than
+    /// `budget` bytes went in this update (the chunk that crosses it goes too) and the
+    /// channel has room (the rest goes in a later update). Returns the bytes sent.
+    fn send_chunks(
+        &self,
+        server: &mut RenetServer,
+        client: ClientId,
+        chunks: &[SnapshotChunk],
+        next: &mut usize,
+        budget: usize,
+    ) -> usize {
         let mut sent = 0usize;
         while *next < chunks.len() && sent < budget {
             let message = ServerMessage::session(
@@ -274,22 +298,26 @@ impl RelayServer {
             sent += chunks[*next].bytes.len();
             *next += 1;
         }
-        self.stats.snapshots.bytes_forwarded += sent as u64;
-        if *next < chunks.len() {
-            return;
-        }
+        sent
+    }
+
+    /// The joiner got every chunk of `served`'s snapshot (`bytes` long): it acknowledges the
+    /// snapshot's tick, so the confirmed sets after it follow; the transfer is remembered
+    /// (a refusal names its buddy), counted, logged and reported.
+    fn snapshot_served(&mut self, served: Served, bytes: usize) {
+        let Served {
+            joiner,
+            buddy,
+            tick,
+            ..
+        } = served;
         let slot = &mut self.slots[usize::from(joiner)];
-        slot.ack = slot.ack.max(*tick);
-        slot.sent_through = *tick;
+        slot.ack = slot.ack.max(tick);
+        slot.sent_through = tick;
         slot.resend_next = None;
         slot.resend_after = self.now;
         self.stats.snapshots.served += 1;
-        self.served.push_back(Served {
-            request: chunks[0].request,
-            joiner,
-            buddy: *buddy,
-            tick: *tick,
-        });
+        self.served.push_back(served);
         while self.served.len() > SERVED_MEMORY {
             self.served.pop_front();
         }
@@ -298,9 +326,9 @@ impl RelayServer {
         );
         self.events.push(RelayEvent::Served(SnapshotServed {
             slot: joiner,
-            buddy: *buddy,
-            tick: *tick,
-            bytes: *bytes,
+            buddy,
+            tick,
+            bytes,
         }));
     }
 
