@@ -84,7 +84,7 @@ use crate::limits::{Limited, RelayLimits, input_tick_cost};
 use crate::matches::MatchChanged;
 use crate::seats::{Seat, SlotView, choose_assigned_seat, choose_seat};
 use crate::snapshots::{
-    Candidate, CaughtBy, LyingSnapshot, Phase, SnapshotServed, SnapshotServing, Stall, Transfer,
+    Candidate, CaughtBy, LyingSnapshot, Phase, Rescue, SnapshotServed, SnapshotServing, Transfer,
     Verdict, check_snapshot, pick_buddy,
 };
 use crate::stats::RelayStats;
@@ -1250,6 +1250,10 @@ impl RelayServer {
         }
     }
 
+    /// Sends every seated client its part of the confirmed sets ([`RelayServer::plan_sends`])
+    /// and the clock report: nothing to a silent one (its sets count as sent), only the clock
+    /// to one waiting for a snapshot (the sets after its tick follow it), and a client behind
+    /// the history gets a snapshot or is told ([`RelayServer::on_behind`]).
     fn broadcast(&mut self, server: &mut RenetServer) {
         let Some(newest) = self.confirmed.back().map(|(t, _)| *t) else {
             return;
@@ -1277,41 +1281,69 @@ impl RelayServer {
                 continue;
             }
             let plan = self.plan_sends(index, newest, redundancy, hz);
-            for (first, last) in plan.chunks {
-                let Some(bytes) = encoded.get(&self.confirmed, first, last) else {
-                    continue;
-                };
-                let channel = NetChannel::Inputs;
-                if server.can_send_message(client, channel.id(), bytes.len()) {
-                    self.stats.confirmed_bytes_sent += bytes.len() as u64;
-                    server.send_message(client, channel, bytes);
-                } else {
-                    debug!("relay: confirmed inputs to {client} not sent: channel full");
-                }
-            }
+            self.send_sets(server, client, &plan.chunks, &mut encoded);
             self.stats.resent_sets += plan.resent;
-            if plan.behind.is_some() && self.config.snapshots.is_some() {
-                info!(
-                    "relay: player {index} acknowledged tick {} only; the history starts later: \
-                     it gets a snapshot",
-                    self.slots[index].ack
-                );
-                self.start_transfer(index as u8);
-            } else if let Some(oldest_available) = plan.behind {
-                self.stats.behind_reports += 1;
-                warn!(
-                    "relay: player {index} acknowledged tick {} only; the history starts at \
-                     {oldest_available}: it needs a snapshot",
-                    self.slots[index].ack
-                );
-                let behind = ServerMessage::session(
-                    self.match_id,
-                    SessionServerMessage::Behind { oldest_available },
-                );
-                let _ = server.send_msg(client, &behind);
+            if let Some(oldest_available) = plan.behind {
+                self.on_behind(server, index, client, oldest_available);
             }
             self.send_clock(server, index, client);
         }
+    }
+
+    /// Sends `client` the confirmed sets of `chunks` (inclusive tick ranges, one
+    /// `ConfirmedInputs` message each, encoded once per update for all clients by `encoded`);
+    /// a message its channel has no room for is not sent (the resend rule sends it again).
+    fn send_sets(
+        &mut self,
+        server: &mut RenetServer,
+        client: ClientId,
+        chunks: &[(Tick, Tick)],
+        encoded: &mut EncodedChunks,
+    ) {
+        for &(first, last) in chunks {
+            let Some(bytes) = encoded.get(&self.confirmed, first, last) else {
+                continue;
+            };
+            let channel = NetChannel::Inputs;
+            if server.can_send_message(client, channel.id(), bytes.len()) {
+                self.stats.confirmed_bytes_sent += bytes.len() as u64;
+                server.send_message(client, channel, bytes);
+            } else {
+                debug!("relay: confirmed inputs to {client} not sent: channel full");
+            }
+        }
+    }
+
+    /// Slot `index` acknowledged less than the history holds (it starts at
+    /// `oldest_available`): it gets a snapshot when the relay serves them, else it is sent
+    /// `Behind` (counted).
+    fn on_behind(
+        &mut self,
+        server: &mut RenetServer,
+        index: usize,
+        client: ClientId,
+        oldest_available: Tick,
+    ) {
+        if self.config.snapshots.is_some() {
+            info!(
+                "relay: player {index} acknowledged tick {} only; the history starts later: \
+                 it gets a snapshot",
+                self.slots[index].ack
+            );
+            self.start_transfer(index as u8);
+            return;
+        }
+        self.stats.behind_reports += 1;
+        warn!(
+            "relay: player {index} acknowledged tick {} only; the history starts at \
+             {oldest_available}: it needs a snapshot",
+            self.slots[index].ack
+        );
+        let behind = ServerMessage::session(
+            self.match_id,
+            SessionServerMessage::Behind { oldest_available },
+        );
+        let _ = server.send_msg(client, &behind);
     }
 
     /// What to send to slot `index` this update: the sets never sent plus the redundancy, and

@@ -154,6 +154,15 @@ pub(crate) enum Stall {
     Forwarding,
 }
 
+/// What [`Transfer::rescue`] did to a transfer that stalled or lost its buddy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rescue {
+    /// Forwarding stalled: the snapshot is asked for again, the buddy not blamed.
+    Restarted,
+    /// The buddy (`Some`, the one asked) is gone or too slow: another is asked.
+    BuddyFailed(Option<u8>),
+}
+
 /// The pause after a failed buddy before the next is asked.
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
@@ -202,6 +211,34 @@ impl Transfer {
         self.phase = Phase::NoBuddy;
         self.since = now;
         self.retry_at = now + RETRY_PAUSE;
+    }
+
+    /// Rescues a transfer that made no progress for `timeout` by `now`, or whose buddy is
+    /// gone (`buddy_gone`): a stalled forwarding is restarted ([`Transfer::restart`]) even when
+    /// the buddy left meanwhile; otherwise a gone or slow buddy is failed
+    /// ([`Transfer::fail_buddy`]). Returns what it did (`None`: nothing to rescue).
+    pub(crate) fn rescue(
+        &mut self,
+        now: Duration,
+        timeout: Duration,
+        buddy_gone: bool,
+    ) -> Option<Rescue> {
+        let stall = self.stall(now, timeout);
+        if stall == Some(Stall::Forwarding) {
+            self.restart(now);
+            Some(Rescue::Restarted)
+        } else if buddy_gone || stall == Some(Stall::Buddy) {
+            let buddy = self.buddy();
+            self.fail_buddy(now);
+            Some(Rescue::BuddyFailed(buddy))
+        } else {
+            None
+        }
+    }
+
+    /// Whether the transfer is done: forwarding, every chunk sent to the joiner.
+    pub(crate) fn is_done(&self) -> bool {
+        matches!(&self.phase, Phase::Forwarding { chunks, next, .. } if *next >= chunks.len())
     }
 
     /// The current buddy failed: it is not asked again in this transfer, and another is.
@@ -332,6 +369,75 @@ mod tests {
         };
         assert_eq!(transfer.stall(Duration::from_secs(4), timeout), None);
         assert_eq!(transfer.stall(timeout, timeout), Some(Stall::Buddy));
+    }
+
+    fn receiving_from(buddy: u8) -> Transfer {
+        let mut transfer = Transfer::new(2, Duration::ZERO);
+        transfer.phase = Phase::Receiving {
+            buddy,
+            request: 3,
+            assembly: SnapshotAssembly::new(3, 1_000),
+        };
+        transfer
+    }
+
+    #[test]
+    fn a_stalled_forwarding_is_restarted_even_when_its_buddy_left() {
+        let timeout = Duration::from_secs(5);
+        let mut transfer = forwarding(Duration::from_secs(1));
+        let now = Duration::from_secs(6);
+        assert_eq!(transfer.rescue(now, timeout, true), Some(Rescue::Restarted));
+        assert!(matches!(transfer.phase, Phase::NoBuddy));
+        assert!(transfer.tried.is_empty(), "the buddy is not blamed");
+        assert_eq!(transfer.retry_at, now + RETRY_PAUSE);
+    }
+
+    #[test]
+    fn a_gone_or_slow_buddy_is_failed_and_another_asked() {
+        let timeout = Duration::from_secs(5);
+        let early = Duration::from_secs(1);
+        let mut transfer = receiving_from(1);
+        assert_eq!(transfer.rescue(early, timeout, false), None);
+        assert_eq!(transfer.buddy(), Some(1), "in time and connected: kept");
+        assert_eq!(
+            transfer.rescue(early, timeout, true),
+            Some(Rescue::BuddyFailed(Some(1)))
+        );
+        assert_eq!(transfer.tried, BTreeSet::from([1]));
+        assert_eq!(transfer.retry_at, early + RETRY_PAUSE);
+        let mut slow = receiving_from(0);
+        assert_eq!(
+            slow.rescue(timeout, timeout, false),
+            Some(Rescue::BuddyFailed(Some(0)))
+        );
+        assert!(matches!(slow.phase, Phase::NoBuddy));
+        assert_eq!(slow.tried, BTreeSet::from([0]));
+    }
+
+    #[test]
+    fn a_transfer_is_done_once_every_chunk_went_to_the_joiner() {
+        let chunk = SnapshotChunk {
+            request: 3,
+            tick: 40,
+            checksum: 9,
+            total_bytes: 2,
+            index: 0,
+            count: 2,
+            bytes: vec![1],
+        };
+        let mut transfer = forwarding(Duration::ZERO);
+        let chunks = vec![chunk.clone(), SnapshotChunk { index: 1, ..chunk }];
+        for (next, done) in [(0, false), (1, false), (2, true)] {
+            if let Phase::Forwarding {
+                chunks: c, next: n, ..
+            } = &mut transfer.phase
+            {
+                (*c, *n) = (chunks.clone(), next);
+            }
+            assert_eq!(transfer.is_done(), done, "{next} of 2 chunks sent");
+        }
+        assert!(!receiving_from(1).is_done());
+        assert!(!Transfer::new(2, Duration::ZERO).is_done());
     }
 
     #[test]

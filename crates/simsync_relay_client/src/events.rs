@@ -4,7 +4,7 @@
 
 use simsync_net::{
     DesyncJudge, DesyncReport, InputSet, MatchDrops, MatchEndReason, MatchId, NetChannel, NetError,
-    PlayerIndex, ReconnectToken, RejectReason, SnapshotChunk, Tick,
+    PlayerIndex, ReconnectToken, RejectReason, SessionServerMessage, SnapshotChunk, Tick,
 };
 
 /// One encoded client message to put on the connection, on `channel` (the message's own channel,
@@ -155,6 +155,66 @@ pub enum ProtocolEvent {
     NextMatch(NextMatch),
 }
 
+impl ProtocolEvent {
+    /// The event that reports a session message of the played match: each message its own
+    /// event, its fields unchanged. `None` for `Start`, `MatchOpened` and `MatchEnded`: they
+    /// change the match and are the match rule's (`crate::matches`), never reported as they
+    /// come.
+    pub(crate) fn of_session_message(message: SessionServerMessage) -> Option<Self> {
+        use SessionServerMessage as M;
+        Some(match message {
+            M::Start { .. } | M::MatchEnded { .. } | M::MatchOpened => return None,
+            M::ConfirmedInputs { first_tick, sets } => Self::ConfirmedInputs { first_tick, sets },
+            M::SnapshotRequest {
+                request,
+                min_tick,
+                max_bytes,
+            } => Self::SnapshotRequest {
+                request,
+                min_tick,
+                max_bytes,
+            },
+            M::SnapshotChunk(chunk) => Self::SnapshotChunk(chunk),
+            M::Clock {
+                input_lead_ticks,
+                server_tick,
+                judged_through,
+                desyncs_sent,
+                unjudged_checksums,
+            } => Self::Clock(ClockReport {
+                input_lead_ticks,
+                server_tick,
+                judged_through,
+                desyncs_sent,
+                unjudged_checksums,
+            }),
+            M::Desync {
+                tick,
+                players,
+                judge,
+            } => Self::Desync {
+                tick,
+                players,
+                judge,
+            },
+            M::PlayerLeft { slot, tick } => Self::PlayerLeft { slot, tick },
+            M::PlayerRejoined { slot, tick } => Self::PlayerRejoined { slot, tick },
+            M::Behind { oldest_available } => Self::Behind { oldest_available },
+            M::DesyncReport {
+                tick,
+                players,
+                components,
+                slots,
+            } => Self::DesyncReport(DesyncReport {
+                tick,
+                players,
+                components,
+                slots,
+            }),
+        })
+    }
+}
+
 /// What the protocol counted since it was made (a rematch keeps them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProtocolStats {
@@ -191,4 +251,87 @@ pub enum ReceiveError {
     /// The bytes are not a server message of this protocol version, or break the codec's limits.
     #[error("the relay's message does not decode: {0}")]
     Decode(#[from] NetError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_messages_that_change_the_match_are_not_reported_as_they_come() {
+        let start = SessionServerMessage::Start {
+            tick: 0,
+            players: 2,
+            tick_rate_hz: 64,
+        };
+        let ended = SessionServerMessage::MatchEnded {
+            reason: MatchEndReason::Completed,
+        };
+        for message in [start, ended, SessionServerMessage::MatchOpened] {
+            assert_eq!(ProtocolEvent::of_session_message(message), None);
+        }
+    }
+
+    #[test]
+    fn every_other_session_message_is_reported_with_its_fields() {
+        let cases = [
+            (
+                SessionServerMessage::Desync {
+                    tick: 90,
+                    players: vec![1],
+                    judge: DesyncJudge::Authority,
+                },
+                ProtocolEvent::Desync {
+                    tick: 90,
+                    players: vec![1],
+                    judge: DesyncJudge::Authority,
+                },
+            ),
+            (
+                SessionServerMessage::DesyncReport {
+                    tick: 90,
+                    players: vec![0, 1],
+                    components: vec!["Position".into()],
+                    slots: vec![7],
+                },
+                ProtocolEvent::DesyncReport(DesyncReport {
+                    tick: 90,
+                    players: vec![0, 1],
+                    components: vec!["Position".into()],
+                    slots: vec![7],
+                }),
+            ),
+            (
+                SessionServerMessage::SnapshotRequest {
+                    request: 4,
+                    min_tick: 60,
+                    max_bytes: 1_000,
+                },
+                ProtocolEvent::SnapshotRequest {
+                    request: 4,
+                    min_tick: 60,
+                    max_bytes: 1_000,
+                },
+            ),
+            (
+                SessionServerMessage::PlayerLeft { slot: 1, tick: 33 },
+                ProtocolEvent::PlayerLeft { slot: 1, tick: 33 },
+            ),
+            (
+                SessionServerMessage::PlayerRejoined { slot: 1, tick: 80 },
+                ProtocolEvent::PlayerRejoined { slot: 1, tick: 80 },
+            ),
+            (
+                SessionServerMessage::Behind {
+                    oldest_available: 12,
+                },
+                ProtocolEvent::Behind {
+                    oldest_available: 12,
+                },
+            ),
+        ];
+        for (message, event) in cases {
+            assert_eq!(ProtocolEvent::of_session_message(message), Some(event));
+        }
+    }
 }

@@ -321,84 +321,38 @@ impl SessionProtocol {
         self.rtt.on_pong(t, millis_u32(now));
     }
 
-    /// A session message of the played match while it is played.
+    /// A session message of the played match while it is played: reported as its event
+    /// ([`ProtocolEvent::of_session_message`]), after the protocol's own part of it — a
+    /// snapshot request it does not serve answered, a clock report kept.
     pub(crate) fn on_session_message(&mut self, match_id: MatchId, message: SessionServerMessage) {
-        let event = match message {
-            // They change the match: handled by the match rule before.
-            SessionServerMessage::Start { .. }
-            | SessionServerMessage::MatchEnded { .. }
-            | SessionServerMessage::MatchOpened => return,
-            SessionServerMessage::ConfirmedInputs { first_tick, sets } => {
-                ProtocolEvent::ConfirmedInputs { first_tick, sets }
-            }
-            SessionServerMessage::SnapshotRequest {
-                request,
-                min_tick,
-                max_bytes,
-            } => {
-                if !self.config.serves_snapshots {
-                    let answer = SessionClientMessage::SnapshotUnavailable { request };
-                    self.queue(
-                        &ClientMessage::session(match_id, answer),
-                        TransmitKind::Session,
-                    );
-                }
-                ProtocolEvent::SnapshotRequest {
-                    request,
-                    min_tick,
-                    max_bytes,
-                }
-            }
-            SessionServerMessage::SnapshotChunk(chunk) => ProtocolEvent::SnapshotChunk(chunk),
-            SessionServerMessage::Clock {
-                input_lead_ticks,
-                server_tick,
-                judged_through,
-                desyncs_sent,
-                unjudged_checksums,
-            } => {
-                let report = ClockReport {
-                    input_lead_ticks,
-                    server_tick,
-                    judged_through,
-                    desyncs_sent,
-                    unjudged_checksums,
-                };
-                self.stats.clock_reports += 1;
-                self.clock = Some((report, self.last_heard.unwrap_or_default()));
-                ProtocolEvent::Clock(report)
-            }
-            SessionServerMessage::Desync {
-                tick,
-                players,
-                judge,
-            } => ProtocolEvent::Desync {
-                tick,
-                players,
-                judge,
-            },
-            SessionServerMessage::PlayerLeft { slot, tick } => {
-                ProtocolEvent::PlayerLeft { slot, tick }
-            }
-            SessionServerMessage::PlayerRejoined { slot, tick } => {
-                ProtocolEvent::PlayerRejoined { slot, tick }
-            }
-            SessionServerMessage::Behind { oldest_available } => {
-                ProtocolEvent::Behind { oldest_available }
-            }
-            SessionServerMessage::DesyncReport {
-                tick,
-                players,
-                components,
-                slots,
-            } => ProtocolEvent::DesyncReport(simsync_net::DesyncReport {
-                tick,
-                players,
-                components,
-                slots,
-            }),
+        let Some(event) = ProtocolEvent::of_session_message(message) else {
+            return;
         };
+        match &event {
+            ProtocolEvent::SnapshotRequest { request, .. } if !self.config.serves_snapshots => {
+                self.answer_snapshot_unavailable(match_id, *request);
+            }
+            ProtocolEvent::Clock(report) => self.keep_clock_report(*report),
+            _ => {}
+        }
         self.events.push_back(event);
+    }
+
+    /// A snapshot request of `match_id` while the driver serves no snapshots: answered
+    /// `SnapshotUnavailable` at once (the relay asks another client).
+    fn answer_snapshot_unavailable(&mut self, match_id: MatchId, request: u32) {
+        let answer = SessionClientMessage::SnapshotUnavailable { request };
+        self.queue(
+            &ClientMessage::session(match_id, answer),
+            TransmitKind::Session,
+        );
+    }
+
+    /// The relay's clock report: counted and kept with the time the last message arrived
+    /// ([`SessionProtocol::clock`]).
+    fn keep_clock_report(&mut self, report: ClockReport) {
+        self.stats.clock_reports += 1;
+        self.clock = Some((report, self.last_heard.unwrap_or_default()));
     }
 
     /// Queues what time and the connection make due at `now`: the `Hello` once `connected`,
@@ -642,6 +596,48 @@ pub(crate) mod tests {
         assert_eq!(p.stats().rejected_messages, rejected);
         assert!(rejected >= samples.len() as u64);
         assert_eq!(p.slot(), Some(1), "still seated");
+    }
+
+    #[test]
+    fn a_snapshot_request_is_answered_unavailable_unless_the_driver_serves_snapshots() {
+        let start = SessionServerMessage::Start {
+            tick: 0,
+            players: 2,
+            tick_rate_hz: 64,
+        };
+        let request = SessionServerMessage::SnapshotRequest {
+            request: 5,
+            min_tick: 30,
+            max_bytes: 4_096,
+        };
+        let session = |m| server_bytes(&ServerMessage::session(MatchId(1), m));
+        for serves_snapshots in [false, true] {
+            let (mut p, now) = joined();
+            p.config.serves_snapshots = serves_snapshots;
+            p.handle_message(now, &session(start.clone()))
+                .expect("decodes");
+            p.transmits().for_each(drop);
+            p.handle_message(now, &session(request.clone()))
+                .expect("decodes");
+            let answers: Vec<ClientMessage> = p.transmits().map(|t| decoded(&t)).collect();
+            let unavailable = ClientMessage::session(
+                MatchId(1),
+                SessionClientMessage::SnapshotUnavailable { request: 5 },
+            );
+            let expected = if serves_snapshots {
+                vec![]
+            } else {
+                vec![unavailable]
+            };
+            assert_eq!(answers, expected, "serves snapshots: {serves_snapshots}");
+            // Reported either way: a driver that serves snapshots answers it.
+            let reported = ProtocolEvent::SnapshotRequest {
+                request: 5,
+                min_tick: 30,
+                max_bytes: 4_096,
+            };
+            assert_eq!(p.events().last(), Some(reported));
+        }
     }
 
     #[test]

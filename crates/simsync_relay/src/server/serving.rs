@@ -8,9 +8,9 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 
 use super::{
-    Candidate, CaughtBy, ChunkError, LyingSnapshot, Phase, RelayEvent, RelayServer, SERVED_MEMORY,
-    Served, ServerMessage, ServerNetExt, SessionServerMessage, SnapshotAssembly, SnapshotChunk,
-    SnapshotServed, Stall, Transfer, Verdict, check_snapshot, pick_buddy,
+    Candidate, CaughtBy, ChunkError, LyingSnapshot, Phase, RelayEvent, RelayServer, Rescue,
+    SERVED_MEMORY, Served, ServerMessage, ServerNetExt, SessionServerMessage, SnapshotAssembly,
+    SnapshotChunk, SnapshotServed, SnapshotServing, Transfer, Verdict, check_snapshot, pick_buddy,
 };
 use simsync_net::Tick;
 
@@ -23,71 +23,100 @@ impl RelayServer {
         self.transfers.push(Transfer::new(slot, self.now));
     }
 
-    /// Moves every transfer on by one step: asks a buddy, abandons a late one, verifies a
-    /// complete snapshot, forwards a verified one. A silent joiner's transfer waits (a
-    /// departed joiner's ended when it left).
+    /// Moves every transfer on by one step ([`RelayServer::drive_transfer`]) and drops the
+    /// done ones ([`Transfer::is_done`]).
     pub(super) fn drive_transfers(&mut self, server: &mut RenetServer) {
         let Some(serving) = self.config.snapshots.clone() else {
             return;
         };
-        let timeout = std::time::Duration::from_millis(u64::from(serving.timeout_ms));
         let mut transfers = std::mem::take(&mut self.transfers);
         let joining: Vec<u8> = transfers.iter().map(|t| t.joiner).collect();
         for transfer in &mut transfers {
-            if self.slots[usize::from(transfer.joiner)].silent {
-                // A silent joiner gets nothing, no snapshot either; its transfer waits (and
-                // its stall clock with it) until it is heard from again.
-                transfer.since = self.now;
-                continue;
-            }
-            let buddy_gone = transfer.buddy().is_some_and(|b| {
-                self.slots
-                    .get(usize::from(b))
-                    .is_some_and(|slot| !slot.connected())
-            });
-            let stall = transfer.stall(self.now, timeout);
-            if stall == Some(Stall::Forwarding) {
+            self.drive_transfer(server, transfer, &joining, &serving);
+        }
+        transfers.retain(|t| !t.is_done());
+        // Transfers started while driving (none today) are kept too.
+        transfers.append(&mut self.transfers);
+        self.transfers = transfers;
+    }
+
+    /// One step of `transfer` (`joining`: the slots every transfer is for): a stalled one or
+    /// one whose buddy left is rescued, then its phase moves on. A silent joiner's transfer
+    /// waits (a departed joiner's ended when it left).
+    fn drive_transfer(
+        &mut self,
+        server: &mut RenetServer,
+        transfer: &mut Transfer,
+        joining: &[u8],
+        serving: &SnapshotServing,
+    ) {
+        if self.slots[usize::from(transfer.joiner)].silent {
+            // A silent joiner gets nothing, no snapshot either; its transfer waits (and
+            // its stall clock with it) until it is heard from again.
+            transfer.since = self.now;
+            return;
+        }
+        self.rescue_transfer(transfer, serving);
+        self.advance_transfer(server, transfer, joining, serving);
+    }
+
+    /// Rescues `transfer` when it stalled past the serving timeout or its buddy is no longer
+    /// connected ([`Transfer::rescue`]): counted and logged.
+    fn rescue_transfer(&mut self, transfer: &mut Transfer, serving: &SnapshotServing) {
+        let timeout = std::time::Duration::from_millis(u64::from(serving.timeout_ms));
+        let buddy_gone = transfer.buddy().is_some_and(|b| {
+            self.slots
+                .get(usize::from(b))
+                .is_some_and(|slot| !slot.connected())
+        });
+        match transfer.rescue(self.now, timeout, buddy_gone) {
+            Some(Rescue::Restarted) => {
                 self.stats.snapshots.forwarding_stalls += 1;
                 warn!(
                     "relay: the snapshot for player {} made no progress for {timeout:?}; \
                      asking again",
                     transfer.joiner
                 );
-                transfer.restart(self.now);
-            } else if buddy_gone || stall == Some(Stall::Buddy) {
+            }
+            Some(Rescue::BuddyFailed(buddy)) => {
                 self.stats.snapshots.abandoned += 1;
                 warn!(
-                    "relay: snapshot buddy {:?} for player {} is gone or too slow; asking another",
-                    transfer.buddy(),
+                    "relay: snapshot buddy {buddy:?} for player {} is gone or too slow; \
+                     asking another",
                     transfer.joiner
                 );
-                transfer.fail_buddy(self.now);
             }
-            match transfer.phase {
-                Phase::NoBuddy if self.now >= transfer.retry_at => {
-                    if !self.serve_authority_snapshot(transfer) {
-                        self.ask_buddy(server, transfer, &joining, serving.max_bytes);
-                    }
+            None => {}
+        }
+    }
+
+    /// Moves `transfer`'s phase on: without a buddy (past the retry pause) the authority's
+    /// snapshot or a buddy is asked, a complete snapshot is verified, a verified one forwarded
+    /// (progress when bytes went).
+    fn advance_transfer(
+        &mut self,
+        server: &mut RenetServer,
+        transfer: &mut Transfer,
+        joining: &[u8],
+        serving: &SnapshotServing,
+    ) {
+        match transfer.phase {
+            Phase::NoBuddy if self.now >= transfer.retry_at => {
+                if !self.serve_authority_snapshot(transfer) {
+                    self.ask_buddy(server, transfer, joining, serving.max_bytes);
                 }
-                Phase::NoBuddy => {}
-                Phase::Receiving { .. } => {}
-                Phase::Verifying { .. } => self.verify(transfer, &joining),
-                Phase::Forwarding { .. } => {
-                    let before = self.stats.snapshots.bytes_forwarded;
-                    self.forward(server, transfer, serving.bytes_per_update);
-                    if self.stats.snapshots.bytes_forwarded > before {
-                        transfer.since = self.now; // progress
-                    }
+            }
+            Phase::NoBuddy => {}
+            Phase::Receiving { .. } => {}
+            Phase::Verifying { .. } => self.verify(transfer, joining),
+            Phase::Forwarding { .. } => {
+                let before = self.stats.snapshots.bytes_forwarded;
+                self.forward(server, transfer, serving.bytes_per_update);
+                if self.stats.snapshots.bytes_forwarded > before {
+                    transfer.since = self.now; // progress
                 }
             }
         }
-        // A transfer whose joiner's chunks all went is done.
-        transfers.retain(|t| {
-            !matches!(&t.phase, Phase::Forwarding { chunks, next, .. } if *next >= chunks.len())
-        });
-        // Transfers started while driving (none today) are kept too.
-        transfers.append(&mut self.transfers);
-        self.transfers = transfers;
     }
 
     /// Asks the best buddy for `transfer`'s snapshot (nothing when no other player is
@@ -215,9 +244,8 @@ impl RelayServer {
         }));
     }
 
-    /// Sends the joiner the next chunks of a verified snapshot, within `budget` bytes and the
-    /// channel's room; after the last one the joiner acknowledges the snapshot's tick, so the
-    /// confirmed sets after it follow.
+    /// Sends the joiner the next chunks of a verified snapshot ([`RelayServer::send_chunks`]);
+    /// once the last one went, the snapshot is served ([`RelayServer::snapshot_served`]).
     fn forward(&mut self, server: &mut RenetServer, transfer: &mut Transfer, budget: usize) {
         let joiner = transfer.joiner;
         let Phase::Forwarding {
@@ -233,6 +261,31 @@ impl RelayServer {
         let Some(client) = self.slots[usize::from(joiner)].client else {
             return;
         };
+        let sent = self.send_chunks(server, client, chunks, next, budget);
+        self.stats.snapshots.bytes_forwarded += sent as u64;
+        if *next < chunks.len() {
+            return;
+        }
+        let served = Served {
+            request: chunks[0].request,
+            joiner,
+            buddy: *buddy,
+            tick: *tick,
+        };
+        self.snapshot_served(served, *bytes);
+    }
+
+    /// Sends `client` the chunks from `next` on (moved past the sent ones) while fewer than
+    /// `budget` bytes went in this update (the chunk that crosses it goes too) and the
+    /// channel has room (the rest goes in a later update). Returns the bytes sent.
+    fn send_chunks(
+        &self,
+        server: &mut RenetServer,
+        client: ClientId,
+        chunks: &[SnapshotChunk],
+        next: &mut usize,
+        budget: usize,
+    ) -> usize {
         let mut sent = 0usize;
         while *next < chunks.len() && sent < budget {
             let message = ServerMessage::session(
@@ -245,22 +298,26 @@ impl RelayServer {
             sent += chunks[*next].bytes.len();
             *next += 1;
         }
-        self.stats.snapshots.bytes_forwarded += sent as u64;
-        if *next < chunks.len() {
-            return;
-        }
+        sent
+    }
+
+    /// The joiner got every chunk of `served`'s snapshot (`bytes` long): it acknowledges the
+    /// snapshot's tick, so the confirmed sets after it follow; the transfer is remembered
+    /// (a refusal names its buddy), counted, logged and reported.
+    fn snapshot_served(&mut self, served: Served, bytes: usize) {
+        let Served {
+            joiner,
+            buddy,
+            tick,
+            ..
+        } = served;
         let slot = &mut self.slots[usize::from(joiner)];
-        slot.ack = slot.ack.max(*tick);
-        slot.sent_through = *tick;
+        slot.ack = slot.ack.max(tick);
+        slot.sent_through = tick;
         slot.resend_next = None;
         slot.resend_after = self.now;
         self.stats.snapshots.served += 1;
-        self.served.push_back(Served {
-            request: chunks[0].request,
-            joiner,
-            buddy: *buddy,
-            tick: *tick,
-        });
+        self.served.push_back(served);
         while self.served.len() > SERVED_MEMORY {
             self.served.pop_front();
         }
@@ -269,9 +326,9 @@ impl RelayServer {
         );
         self.events.push(RelayEvent::Served(SnapshotServed {
             slot: joiner,
-            buddy: *buddy,
-            tick: *tick,
-            bytes: *bytes,
+            buddy,
+            tick,
+            bytes,
         }));
     }
 
