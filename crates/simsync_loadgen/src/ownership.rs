@@ -13,10 +13,10 @@ use simsync_net::{
     OwnershipServerMessage, ParticipantId, Protocols, ServerMessage, millis_u32,
 };
 use simsync_ownership::{BodyState, DeltaLink, StateBatch};
+use simsync_server::{BodySpec, OwnershipRoomConfig, RoomConfig};
 
-use super::ClientPhase;
-use super::link::{LoadLink, LoadLinkError, Traffic};
-use crate::room_config::{BodySpec, OwnershipRoomConfig, RoomConfig};
+use crate::ClientPhase;
+use crate::link::{LoadLink, LoadLinkError, Traffic};
 
 /// The priority load participants bid: GRAB (they hold their bodies until they leave).
 pub const LOAD_BID_PRIORITY: u8 = 128;
@@ -157,7 +157,7 @@ pub struct OwnershipCounters {
     pub send_refused: u64,
 }
 
-/// A fake participant of an ownership room ([module docs](super)).
+/// A fake participant of an ownership room ([crate docs](crate)).
 #[derive(Debug)]
 pub struct OwnershipLoadClient {
     link: LoadLink,

@@ -1,12 +1,13 @@
 //! Load test of the dedicated server over loopback UDP: many relay rooms of fake players and
-//! ownership rooms of fake participants ([`simsync_server::loadgen`]) against one
+//! ownership rooms of fake participants ([`simsync_loadgen`]) against one
 //! `simsync-server` process, whose CPU time is read from `/proc` alone. Prints a JSON summary:
 //! the server's CPU share of one core, the relay-tick quantiles from its `/metrics`, bytes per
 //! client each way, every refusal, drop, disconnect and desync, and the confirmed-tick progress
 //! of every player against the tick rate. See `docs/load.md`.
 //!
 //! ```text
-//! cargo build --ignore-rust-version --release -p simsync_server --example load --bin simsync-server
+//! cargo build --ignore-rust-version --release -p simsync_server
+//! cargo build --ignore-rust-version --release -p simsync_loadgen --example load
 //! target/release/examples/load run --relay-rooms 250 --duration 60
 //! target/release/examples/load run --relay-rooms 0 --ownership-rooms 20 --bodies 200
 //! ```
@@ -24,14 +25,14 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
-use simsync_net::renet_netcode::ConnectToken;
-use simsync_server::loadgen::report::{
+use simsync_loadgen::report::{
     Metrics, Spread, UdpCounters, read_cpu_ticks, read_machine_ticks, read_thread_ticks,
 };
-use simsync_server::loadgen::{
+use simsync_loadgen::{
     ClientPhase, OwnershipCounters, OwnershipLoadClient, OwnershipLoadSpec, RelayCounters,
     RelayLoadClient, RelayLoadSpec, Traffic, ownership_room_config, relay_room_config,
 };
+use simsync_net::renet_netcode::ConnectToken;
 use simsync_server::{RoomConfig, RoomId, TokenClaims, TokenMinter, key_to_hex, parse_key};
 
 /// Load test of simsync-server: fake relay players and ownership participants over loopback

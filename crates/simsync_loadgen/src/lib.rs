@@ -1,8 +1,11 @@
-//! Load generation for the dedicated server: **a tool for load tests, not for games**.
+//! `simsync_loadgen`: load generation for the dedicated server — **a tool for load tests, not
+//! for games**. A dev tool of the simsync workspace (not published, not part of the `simsync`
+//! facade); the server crate, `simsync_server`, contains no load-generation code.
 //!
 //! Fake clients that speak the server's wire protocols without simulating anything, so one
 //! process can drive hundreds of connections over loopback UDP against one server process
-//! (`cargo run --ignore-rust-version --release -p simsync_server --example load -- --help`, and `docs/load.md`):
+//! (`cargo run --ignore-rust-version --release -p simsync_loadgen --example load -- --help`,
+//! and `docs/load.md`):
 //!
 //! - [`RelayLoadClient`]: a player of a relay room. It says hello with the room's session
 //!   config (tick rate, players, the input fingerprint of [`load_input_spec`]), answers
@@ -24,7 +27,9 @@
 //!
 //! Every client is stepped by its owner with the time since its last step
 //! ([`RelayLoadClient::frame`]), so many run on one thread, and a test can step them in lockstep
-//! with an in-process [`DedicatedServer`](crate::DedicatedServer).
+//! with an in-process [`DedicatedServer`](simsync_server::DedicatedServer).
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod link;
 mod ownership;

@@ -11,13 +11,13 @@ use simsync_net::{Hello, InputFingerprint, InputSet, NetChannel, Protocols, Tick
 use simsync_relay_client::{
     InputAck, NextMatch, ProtocolConfig, ProtocolEvent, SessionProtocol, TransmitKind,
 };
+use simsync_server::{InputSpec, RelayRoomConfig, RoomConfig};
 
-use super::ClientPhase;
-use super::link::{LoadLink, LoadLinkError, Traffic};
-use crate::room_config::{InputSpec, RelayRoomConfig, RoomConfig};
+use crate::ClientPhase;
+use crate::link::{LoadLink, LoadLinkError, Traffic};
 
 /// The input type name load rooms and load clients state (the fingerprint's name).
-pub const LOAD_INPUT_NAME: &str = "simsync_server::loadgen::LoadInput";
+pub const LOAD_INPUT_NAME: &str = "simsync_loadgen::LoadInput";
 
 /// Bytes of one load input.
 pub const LOAD_INPUT_BYTES: usize = 4;
@@ -194,7 +194,7 @@ pub struct RelayCounters {
     pub send_refused: u64,
 }
 
-/// A fake player of a relay room ([module docs](super)): the relay protocol is
+/// A fake player of a relay room ([crate docs](crate)): the relay protocol is
 /// [`simsync_relay_client::SessionProtocol`], the deterministic client's own; this client adds
 /// the inputs it plays, a checksum of every confirmed set, and its counters.
 #[derive(Debug)]
