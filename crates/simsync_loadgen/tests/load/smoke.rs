@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use simsync_loadgen::{
-    ClientPhase, OwnershipLoadClient, OwnershipLoadSpec, RelayLoadClient, RelayLoadSpec,
-    ownership_room_config, relay_room_config,
+    ClientPhase, LoadClient, OwnershipLoadClient, OwnershipLoadSpec, RelayLoadClient,
+    RelayLoadSpec, ownership_room_config, relay_room_config,
 };
 use simsync_server::{DedicatedServer, RoomConfig, RoomId};
 
