@@ -3,7 +3,7 @@
 //! happened as [`ProtocolEvent`]s. It reads no clock (every call is given `now`), owns no
 //! socket and knows no renet and no Bevy: a driver moves the bytes over its connection and the
 //! simulation acts on the events. The networked session of `simsync_deterministic` drives it
-//! over renet, and the load generator of `simsync_server` drives the same state machine
+//! over renet, and the load generator (`simsync_loadgen`) drives the same state machine
 //! without a simulation.
 //!
 //! What it does:

@@ -19,8 +19,6 @@
 //! - Agones: [`AgonesAdapter`] (the `--agones` mode's thread), [`AgonesSdk`] (single calls to
 //!   the sidecar).
 //! - Configuration: [`ServeArgs`] (flags and environment), [`FileConfig`], [`ServerConfig`].
-//! - [`loadgen`]: fake relay players and ownership participants for load tests (a measuring
-//!   tool, not for games).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -30,7 +28,6 @@ mod config;
 mod drain;
 mod health;
 mod http;
-pub mod loadgen;
 mod metrics;
 mod metrics_format;
 mod process;

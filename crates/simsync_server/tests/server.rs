@@ -12,8 +12,6 @@ mod common;
 mod drain;
 #[path = "server/http.rs"]
 mod http;
-#[path = "server/load_smoke.rs"]
-mod load_smoke;
 #[path = "server/ownership_room.rs"]
 mod ownership_room;
 #[path = "server/refusals.rs"]

@@ -1,14 +1,13 @@
-//! The load clients of `simsync_server::loadgen` against an in-process server over UDP on
-//! 127.0.0.1, stepped in lockstep with it: the load tool's clients play the real protocols
-//! (every fake player gets every tick confirmed, the relay finds their checksums agree; every
-//! fake participant gets its bodies and the others' states), so what `examples/load.rs`
-//! measures is the server doing its real work.
+//! The load clients against an in-process server over UDP on 127.0.0.1, stepped in lockstep
+//! with it: the load tool's clients play the real protocols (every fake player gets every tick
+//! confirmed, the relay finds their checksums agree; every fake participant gets its bodies and
+//! the others' states), so what `examples/load.rs` measures is the server doing its real work.
 
 use std::collections::BTreeMap;
 
-use simsync_server::loadgen::{
-    ClientPhase, OwnershipLoadClient, OwnershipLoadSpec, RelayLoadClient, RelayLoadSpec,
-    ownership_room_config, relay_room_config,
+use simsync_loadgen::{
+    ClientPhase, LoadClient, OwnershipLoadClient, OwnershipLoadSpec, RelayLoadClient,
+    RelayLoadSpec, ownership_room_config, relay_room_config,
 };
 use simsync_server::{DedicatedServer, RoomConfig, RoomId};
 

@@ -1,12 +1,13 @@
 //! Load test of the dedicated server over loopback UDP: many relay rooms of fake players and
-//! ownership rooms of fake participants ([`simsync_server::loadgen`]) against one
+//! ownership rooms of fake participants ([`simsync_loadgen`]) against one
 //! `simsync-server` process, whose CPU time is read from `/proc` alone. Prints a JSON summary:
 //! the server's CPU share of one core, the relay-tick quantiles from its `/metrics`, bytes per
 //! client each way, every refusal, drop, disconnect and desync, and the confirmed-tick progress
 //! of every player against the tick rate. See `docs/load.md`.
 //!
 //! ```text
-//! cargo build --ignore-rust-version --release -p simsync_server --example load --bin simsync-server
+//! cargo build --ignore-rust-version --release -p simsync_server
+//! cargo build --ignore-rust-version --release -p simsync_loadgen --example load
 //! target/release/examples/load run --relay-rooms 250 --duration 60
 //! target/release/examples/load run --relay-rooms 0 --ownership-rooms 20 --bodies 200
 //! ```
@@ -24,14 +25,15 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
-use simsync_net::renet_netcode::ConnectToken;
-use simsync_server::loadgen::report::{
+use simsync_loadgen::report::{
     Metrics, Spread, UdpCounters, read_cpu_ticks, read_machine_ticks, read_thread_ticks,
 };
-use simsync_server::loadgen::{
-    ClientPhase, OwnershipCounters, OwnershipLoadClient, OwnershipLoadSpec, RelayCounters,
-    RelayLoadClient, RelayLoadSpec, Traffic, ownership_room_config, relay_room_config,
+use simsync_loadgen::{
+    ClientPhase, LoadClient, OwnershipCounters, OwnershipLoadClient, OwnershipLoadSpec,
+    RelayCounters, RelayLoadClient, RelayLoadSpec, Traffic, ownership_room_config,
+    relay_room_config,
 };
+use simsync_net::renet_netcode::ConnectToken;
 use simsync_server::{RoomConfig, RoomId, TokenClaims, TokenMinter, key_to_hex, parse_key};
 
 /// Load test of simsync-server: fake relay players and ownership participants over loopback
@@ -452,17 +454,18 @@ impl Fake {
         })
     }
 
-    fn frame(&mut self, dt: Duration) {
+    /// The client's frame, phase and close, whichever kind it is.
+    fn client(&self) -> &dyn LoadClient {
         match self {
-            Fake::Relay(c) => c.frame(dt),
-            Fake::Ownership(c) => c.frame(dt),
+            Fake::Relay(c) => c.as_ref(),
+            Fake::Ownership(c) => c.as_ref(),
         }
     }
 
-    fn phase(&self) -> &ClientPhase {
+    fn client_mut(&mut self) -> &mut dyn LoadClient {
         match self {
-            Fake::Relay(c) => c.phase(),
-            Fake::Ownership(c) => c.phase(),
+            Fake::Relay(c) => c.as_mut(),
+            Fake::Ownership(c) => c.as_mut(),
         }
     }
 
@@ -470,13 +473,6 @@ impl Fake {
         match self {
             Fake::Relay(c) => Counters::Relay(c.counters()),
             Fake::Ownership(c) => Counters::Ownership(c.counters()),
-        }
-    }
-
-    fn close(&mut self) {
-        match self {
-            Fake::Relay(c) => c.close(),
-            Fake::Ownership(c) => c.close(),
         }
     }
 }
@@ -528,7 +524,7 @@ struct Live {
 impl Live {
     fn phase(&self) -> ClientPhase {
         match &self.client {
-            Ok(client) => client.phase().clone(),
+            Ok(client) => client.client().phase().clone(),
             Err(why) => ClientPhase::Lost(format!("not started: {why}")),
         }
     }
@@ -613,7 +609,7 @@ fn worker(
             .step_by(slices as usize)
         {
             if let Ok(client) = &mut l.client {
-                client.frame(now - l.last);
+                client.client_mut().frame(now - l.last);
             }
             l.last = now;
         }
@@ -667,7 +663,7 @@ fn finish(mut report: ThreadReport, live: Vec<Live>) -> ThreadReport {
     for mut l in live {
         let phase = l.phase();
         if let Ok(client) = &mut l.client {
-            client.close();
+            client.client_mut().close();
         }
         report.clients.push(ClientReport {
             room: l.room,

@@ -11,13 +11,13 @@ use simsync_net::{Hello, InputFingerprint, InputSet, NetChannel, Protocols, Tick
 use simsync_relay_client::{
     InputAck, NextMatch, ProtocolConfig, ProtocolEvent, SessionProtocol, TransmitKind,
 };
+use simsync_server::{InputSpec, RelayRoomConfig, RoomConfig};
 
-use super::ClientPhase;
-use super::link::{LoadLink, LoadLinkError, Traffic};
-use crate::room_config::{InputSpec, RelayRoomConfig, RoomConfig};
+use crate::client::{ClientLink, ClientPhase, LoadClient};
+use crate::link::{LoadLinkError, Traffic};
 
 /// The input type name load rooms and load clients state (the fingerprint's name).
-pub const LOAD_INPUT_NAME: &str = "simsync_server::loadgen::LoadInput";
+pub const LOAD_INPUT_NAME: &str = "simsync_loadgen::LoadInput";
 
 /// Bytes of one load input.
 pub const LOAD_INPUT_BYTES: usize = 4;
@@ -194,15 +194,14 @@ pub struct RelayCounters {
     pub send_refused: u64,
 }
 
-/// A fake player of a relay room ([module docs](super)): the relay protocol is
+/// A fake player of a relay room ([crate docs](crate)): the relay protocol is
 /// [`simsync_relay_client::SessionProtocol`], the deterministic client's own; this client adds
 /// the inputs it plays, a checksum of every confirmed set, and its counters.
 #[derive(Debug)]
 pub struct RelayLoadClient {
-    link: LoadLink,
+    link: ClientLink,
     protocol: SessionProtocol,
     spec: RelayLoadSpec,
-    phase: ClientPhase,
     started_at: Option<Duration>,
     next_tick: Tick,
     /// Hashes of confirmed sets after `verified`, waiting for the ones before.
@@ -211,7 +210,6 @@ pub struct RelayLoadClient {
     rolling: u64,
     /// The newest checksums reported, oldest first.
     history: VecDeque<(Tick, u64)>,
-    now: Duration,
     counters: RelayCounters,
 }
 
@@ -220,41 +218,29 @@ impl RelayLoadClient {
     ///
     /// # Errors
     ///
-    /// [`LoadLinkError`] as [`LoadLink::connect`].
+    /// [`LoadLinkError`] as [`LoadLink::connect`](crate::LoadLink::connect).
     pub fn connect(
         token: ConnectToken,
         bind: SocketAddr,
         spec: RelayLoadSpec,
     ) -> Result<Self, LoadLinkError> {
         Ok(Self {
-            link: LoadLink::connect(token, bind)?,
+            link: ClientLink::connect(token, bind)?,
             protocol: SessionProtocol::new(protocol_config(&spec)),
             spec,
-            phase: ClientPhase::Connecting,
             started_at: None,
             next_tick: 1,
             held: BTreeMap::new(),
             verified: 0,
             rolling: 0,
             history: VecDeque::with_capacity(CHECKSUM_HISTORY),
-            now: Duration::ZERO,
             counters: RelayCounters::default(),
         })
-    }
-
-    /// Where the client is.
-    pub fn phase(&self) -> &ClientPhase {
-        &self.phase
     }
 
     /// The slot the relay seated it in, once welcomed.
     pub fn slot(&self) -> Option<u8> {
         self.protocol.slot()
-    }
-
-    /// The client's id (its token's).
-    pub fn client_id(&self) -> u64 {
-        self.link.client_id()
     }
 
     /// The newest verified tick and the checksum reported for it.
@@ -286,35 +272,9 @@ impl RelayLoadClient {
         }
     }
 
-    /// Closes the connection (netcode's disconnect packet).
-    pub fn close(&mut self) {
-        self.link.close();
-    }
-
-    /// One step of `dt`: receive, answer, sample and send what is due, flush.
-    pub fn frame(&mut self, dt: Duration) {
-        self.now += dt;
-        self.link.update(dt);
-        if let Some(why) = self.link.lost() {
-            if !self.phase.is_over() {
-                self.phase = ClientPhase::Lost(why.to_string());
-            }
-            return;
-        }
-        for channel in NetChannel::ALL {
-            while let Some(bytes) = self.link.renet().receive_message(channel) {
-                // A message that does not decode is counted by the protocol.
-                let _ = self.protocol.handle_message(self.now, &bytes);
-            }
-        }
-        self.take_events();
-        let up = self.link.is_connected() && !self.phase.is_over();
-        self.protocol.step(self.now, up);
-        if self.phase == ClientPhase::Running {
-            self.send_inputs();
-        }
-        self.transmit();
-        self.link.flush();
+    /// The client's time (the sum of its frames' steps).
+    fn now(&self) -> Duration {
+        self.link.now()
     }
 
     /// Queues the protocol's messages on renet; one that does not fit is handed back.
@@ -343,11 +303,12 @@ impl RelayLoadClient {
         for event in events {
             let c = &mut self.counters;
             match event {
-                ProtocolEvent::Joined { .. } if self.phase == ClientPhase::Connecting => {
-                    self.phase = ClientPhase::Joined;
+                ProtocolEvent::Joined { .. } if self.link.phase() == &ClientPhase::Connecting => {
+                    self.link.set_phase(ClientPhase::Joined);
                 }
                 ProtocolEvent::Refused(reason) => {
-                    self.phase = ClientPhase::Refused(format!("{reason:?}"));
+                    self.link
+                        .set_phase(ClientPhase::Refused(format!("{reason:?}")));
                 }
                 ProtocolEvent::Started { .. } => self.start(),
                 ProtocolEvent::ConfirmedInputs { first_tick, sets } => {
@@ -363,7 +324,7 @@ impl RelayLoadClient {
                 ProtocolEvent::PlayerRejoined { .. } => c.players_rejoined += 1,
                 ProtocolEvent::Behind { .. } => c.behind += 1,
                 ProtocolEvent::MatchEnded { reason, .. } => {
-                    self.phase = ClientPhase::Ended(reason.to_string());
+                    self.link.set_phase(ClientPhase::Ended(reason.to_string()));
                 }
                 ProtocolEvent::NextMatch(next) => self.enter_match(next),
                 _ => {}
@@ -380,7 +341,7 @@ impl RelayLoadClient {
         self.verified = 0;
         self.rolling = 0;
         self.history.clear();
-        self.phase = ClientPhase::Joined;
+        self.link.set_phase(ClientPhase::Joined);
         if next.running {
             self.start();
         }
@@ -388,9 +349,9 @@ impl RelayLoadClient {
 
     fn start(&mut self) {
         if self.started_at.is_none() {
-            self.started_at = Some(self.now);
+            self.started_at = Some(self.now());
         }
-        self.phase = ClientPhase::Running;
+        self.link.set_phase(ClientPhase::Running);
     }
 
     /// Confirmed sets from `first_tick` on: new ones are held by tick; every tick that
@@ -429,9 +390,9 @@ impl RelayLoadClient {
         let hz = f64::from(self.spec.tick_rate_hz.max(1));
         let (tick, at) = match self.protocol.clock() {
             Some((report, at)) => (report.server_tick, at),
-            None => (0, self.started_at.unwrap_or(self.now)),
+            None => (0, self.started_at.unwrap_or(self.now())),
         };
-        let since = self.now.saturating_sub(at).as_secs_f64();
+        let since = self.now().saturating_sub(at).as_secs_f64();
         f64::from(tick) + since * hz + self.protocol.rtt_ms() / 2_000.0 * hz
     }
 
@@ -457,7 +418,38 @@ impl RelayLoadClient {
             own_confirmed_through: self.verified,
             sampled_through: self.next_tick - 1,
         };
-        self.protocol.send_inputs(self.now, ack);
+        self.protocol.send_inputs(self.now(), ack);
+    }
+}
+
+impl LoadClient for RelayLoadClient {
+    fn link(&self) -> &ClientLink {
+        &self.link
+    }
+
+    fn link_mut(&mut self) -> &mut ClientLink {
+        &mut self.link
+    }
+
+    /// One step of `dt`: receive, answer, sample and send what is due, flush.
+    fn frame(&mut self, dt: Duration) {
+        if !self.link.begin_frame(dt) {
+            return;
+        }
+        let now = self.now();
+        for channel in NetChannel::ALL {
+            while let Some(bytes) = self.link.renet().receive_message(channel) {
+                // A message that does not decode is counted by the protocol.
+                let _ = self.protocol.handle_message(now, &bytes);
+            }
+        }
+        self.take_events();
+        self.protocol.step(now, self.link.is_up());
+        if self.link.is_running() {
+            self.send_inputs();
+        }
+        self.transmit();
+        self.link.end_frame();
     }
 }
 

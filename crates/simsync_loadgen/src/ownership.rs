@@ -13,10 +13,10 @@ use simsync_net::{
     OwnershipServerMessage, ParticipantId, Protocols, ServerMessage, millis_u32,
 };
 use simsync_ownership::{BodyState, DeltaLink, StateBatch};
+use simsync_server::{BodySpec, OwnershipRoomConfig, RoomConfig};
 
-use super::ClientPhase;
-use super::link::{LoadLink, LoadLinkError, Traffic};
-use crate::room_config::{BodySpec, OwnershipRoomConfig, RoomConfig};
+use crate::client::{ClientLink, ClientPhase, LoadClient, is_due};
+use crate::link::{LoadLinkError, Traffic};
 
 /// The priority load participants bid: GRAB (they hold their bodies until they leave).
 pub const LOAD_BID_PRIORITY: u8 = 128;
@@ -157,12 +157,11 @@ pub struct OwnershipCounters {
     pub send_refused: u64,
 }
 
-/// A fake participant of an ownership room ([module docs](super)).
+/// A fake participant of an ownership room ([crate docs](crate)).
 #[derive(Debug)]
 pub struct OwnershipLoadClient {
-    link: LoadLink,
+    link: ClientLink,
     spec: OwnershipLoadSpec,
-    phase: ClientPhase,
     hello_sent: bool,
     participant: Option<ParticipantId>,
     owned: BTreeSet<BodyId>,
@@ -170,7 +169,6 @@ pub struct OwnershipLoadClient {
     last_ping: Option<Duration>,
     seq: u32,
     delta: DeltaLink,
-    now: Duration,
     decode: DecodeStats,
     counters: OwnershipCounters,
 }
@@ -180,16 +178,15 @@ impl OwnershipLoadClient {
     ///
     /// # Errors
     ///
-    /// [`LoadLinkError`] as [`LoadLink::connect`].
+    /// [`LoadLinkError`] as [`LoadLink::connect`](crate::LoadLink::connect).
     pub fn connect(
         token: ConnectToken,
         bind: SocketAddr,
         spec: OwnershipLoadSpec,
     ) -> Result<Self, LoadLinkError> {
         Ok(Self {
-            link: LoadLink::connect(token, bind)?,
+            link: ClientLink::connect(token, bind)?,
             spec,
-            phase: ClientPhase::Connecting,
             hello_sent: false,
             participant: None,
             owned: BTreeSet::new(),
@@ -197,15 +194,9 @@ impl OwnershipLoadClient {
             last_ping: None,
             seq: 0,
             delta: DeltaLink::default(),
-            now: Duration::ZERO,
             decode: DecodeStats::default(),
             counters: OwnershipCounters::default(),
         })
-    }
-
-    /// Where the client is.
-    pub fn phase(&self) -> &ClientPhase {
-        &self.phase
     }
 
     /// Its participant id, once welcomed.
@@ -222,41 +213,6 @@ impl OwnershipLoadClient {
         }
     }
 
-    /// Closes the connection (netcode's disconnect packet).
-    pub fn close(&mut self) {
-        self.link.close();
-    }
-
-    /// One step of `dt`: receive, bid for what is not granted, send the owned bodies' states,
-    /// flush.
-    pub fn frame(&mut self, dt: Duration) {
-        self.now += dt;
-        self.link.update(dt);
-        if let Some(why) = self.link.lost() {
-            if !self.phase.is_over() {
-                self.phase = ClientPhase::Lost(why.to_string());
-            }
-            return;
-        }
-        if self.link.is_connected() && !self.hello_sent {
-            let hello = Hello::new(Protocols::OWNERSHIP, self.spec.name.clone());
-            self.send(&ClientMessage::Hello(hello));
-            self.hello_sent = true;
-        }
-        for received in self.link.renet().receive_msgs(&mut self.decode) {
-            match received.message {
-                Ok(message) => self.on_message(message),
-                Err(_) => self.counters.decode_errors += 1,
-            }
-        }
-        if self.phase == ClientPhase::Running {
-            self.bid();
-            self.send_states();
-            self.ping();
-        }
-        self.link.flush();
-    }
-
     fn send(&mut self, message: &ClientMessage) -> bool {
         let sent = self.link.renet().send_msg(message).is_ok();
         if !sent {
@@ -266,14 +222,12 @@ impl OwnershipLoadClient {
     }
 
     fn ping(&mut self) {
-        if self
-            .last_ping
-            .is_some_and(|at| self.now.saturating_sub(at) < self.spec.ping_interval)
-        {
+        let now = self.link.now();
+        if !is_due(self.last_ping, now, self.spec.ping_interval) {
             return;
         }
-        self.last_ping = Some(self.now);
-        let t = millis_u32(self.now);
+        self.last_ping = Some(now);
+        let t = millis_u32(now);
         self.send(&ClientMessage::Ping { t });
     }
 
@@ -281,16 +235,17 @@ impl OwnershipLoadClient {
         match message {
             ServerMessage::Welcome(welcome) => {
                 self.participant = Some(welcome.participant);
-                self.phase = ClientPhase::Running;
+                self.link.set_phase(ClientPhase::Running);
             }
             ServerMessage::Rejected { reason } => {
-                self.phase = ClientPhase::Refused(format!("{reason:?}"));
+                self.link
+                    .set_phase(ClientPhase::Refused(format!("{reason:?}")));
             }
             ServerMessage::Ping { t } => {
                 self.send(&ClientMessage::Pong { t });
             }
             ServerMessage::Pong { t, .. } => {
-                let rtt = millis_u32(self.now).wrapping_sub(t);
+                let rtt = millis_u32(self.link.now()).wrapping_sub(t);
                 if rtt < 60_000 {
                     self.counters.pongs += 1;
                     self.counters.rtt_ms_sum += u64::from(rtt);
@@ -330,17 +285,15 @@ impl OwnershipLoadClient {
             OwnershipServerMessage::Reset { .. } => c.resets += 1,
             OwnershipServerMessage::CountedSilent { .. } => c.counted_silent += 1,
             OwnershipServerMessage::Closing { reason } => {
-                self.phase = ClientPhase::Ended(reason.to_string());
+                self.link.set_phase(ClientPhase::Ended(reason.to_string()));
             }
         }
     }
 
     /// Bids GRAB for every body of its share not granted yet, every [`BID_INTERVAL`].
     fn bid(&mut self) {
-        if self
-            .last_bids
-            .is_some_and(|at| self.now.saturating_sub(at) < BID_INTERVAL)
-        {
+        let now = self.link.now();
+        if !is_due(self.last_bids, now, BID_INTERVAL) {
             return;
         }
         let bids: Vec<BidRequest> = self
@@ -356,7 +309,7 @@ impl OwnershipLoadClient {
         if bids.is_empty() {
             return;
         }
-        self.last_bids = Some(self.now);
+        self.last_bids = Some(now);
         if self.send(&ClientMessage::Ownership(OwnershipClientMessage::Bids(
             bids,
         ))) {
@@ -367,7 +320,7 @@ impl OwnershipLoadClient {
     /// One state batch (or a few, [`BODIES_PER_BATCH`] bodies each) of every owned body, each
     /// a delta against what the server acknowledged where that pays.
     fn send_states(&mut self) {
-        let t = self.now.as_secs_f32();
+        let t = self.link.now().as_secs_f32();
         let states: Vec<(BodyId, BodyState)> = self
             .spec
             .bodies
@@ -391,6 +344,41 @@ impl OwnershipLoadClient {
                 self.counters.bodies_sent += chunk.len() as u64;
             }
         }
+    }
+}
+
+impl LoadClient for OwnershipLoadClient {
+    fn link(&self) -> &ClientLink {
+        &self.link
+    }
+
+    fn link_mut(&mut self) -> &mut ClientLink {
+        &mut self.link
+    }
+
+    /// One step of `dt`: receive, bid for what is not granted, send the owned bodies' states,
+    /// flush.
+    fn frame(&mut self, dt: Duration) {
+        if !self.link.begin_frame(dt) {
+            return;
+        }
+        if self.link.is_connected() && !self.hello_sent {
+            let hello = Hello::new(Protocols::OWNERSHIP, self.spec.name.clone());
+            self.send(&ClientMessage::Hello(hello));
+            self.hello_sent = true;
+        }
+        for received in self.link.renet().receive_msgs(&mut self.decode) {
+            match received.message {
+                Ok(message) => self.on_message(message),
+                Err(_) => self.counters.decode_errors += 1,
+            }
+        }
+        if self.link.is_running() {
+            self.bid();
+            self.send_states();
+            self.ping();
+        }
+        self.link.end_frame();
     }
 }
 
