@@ -213,6 +213,10 @@ pub struct WorkerLoad {
     pub busy: Duration,
 }
 
+/// One worker report's packets: each connection and its packet's length, and their bytes one
+/// after another.
+type Outgoing = (Vec<(ClientId, usize)>, Vec<u8>);
+
 /// Every room of a server (their [`RoomEntry`]s), the worker threads that run them, the
 /// connections' routes, and the connections refused.
 pub struct Rooms {
@@ -235,8 +239,8 @@ pub struct Rooms {
     turns: Vec<(RoomId, RoomTurn)>,
     /// Connections the rooms closed, for the transport.
     closed: Vec<ClientId>,
-    /// Reported packets not yet sent: (connection, length) and their bytes.
-    outgoing: Vec<(Vec<(ClientId, usize)>, Vec<u8>)>,
+    /// Reported packets not yet sent, a batch per report.
+    outgoing: Vec<Outgoing>,
 }
 
 impl std::fmt::Debug for Rooms {
@@ -502,10 +506,10 @@ impl Rooms {
             self.ended.push_back(summary);
         }
         for (client, reason) in report.refused {
-            if let Some(room) = self.routes.remove(&client) {
-                if let Some(entry) = self.entries.get_mut(&room) {
-                    entry.clients.remove(&client);
-                }
+            if let Some(room) = self.routes.remove(&client)
+                && let Some(entry) = self.entries.get_mut(&room)
+            {
+                entry.clients.remove(&client);
             }
             self.refuse(client, reason);
         }
