@@ -27,6 +27,15 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 30.0;
 pub const DEFAULT_EMPTY_ROOM_TIMEOUT_SECS: f64 = 30.0;
 /// Default main-loop rate, in turns per second.
 pub const DEFAULT_LOOP_HZ: u32 = 250;
+/// Most worker threads (`workers`).
+pub const MAX_WORKERS: usize = 256;
+
+/// The default number of worker threads: one per core the process may use
+/// (`std::thread::available_parallelism`), 1 when that cannot be told.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// The Agones SDK sidecar's default HTTP address.
 pub const DEFAULT_AGONES_URL: &str = "http://127.0.0.1:9358";
 
@@ -96,6 +105,10 @@ pub struct ServeArgs {
     /// [default: 250].
     #[arg(long, env = "SIMSYNC_LOOP_HZ", value_name = "HZ")]
     pub loop_hz: Option<u32>,
+    /// Worker threads the rooms run on (1 to 256; each room on one, the least loaded when it
+    /// is made) [default: one per core].
+    #[arg(long, env = "SIMSYNC_WORKERS", value_name = "N")]
+    pub workers: Option<usize>,
     /// Log format [default: text].
     #[arg(long, env = "SIMSYNC_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -146,6 +159,8 @@ pub struct FileConfig {
     pub empty_room_timeout: Option<f64>,
     /// See [`ServeArgs::loop_hz`].
     pub loop_hz: Option<u32>,
+    /// See [`ServeArgs::workers`].
+    pub workers: Option<usize>,
     /// See [`ServeArgs::log_format`].
     pub log_format: Option<LogFormat>,
     /// See [`ServeArgs::agones`].
@@ -240,6 +255,8 @@ pub struct ServerConfig {
     pub empty_room_timeout: Duration,
     /// Main-loop turns per second.
     pub loop_hz: u32,
+    /// Worker threads the rooms run on (at least 1).
+    pub workers: usize,
     /// Log format.
     pub log_format: LogFormat,
     /// Agones mode.
@@ -263,6 +280,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("drain_timeout", &self.drain_timeout)
             .field("empty_room_timeout", &self.empty_room_timeout)
             .field("loop_hz", &self.loop_hz)
+            .field("workers", &self.workers)
             .field("agones", &self.agones)
             .field("rooms", &self.rooms.len())
             .finish_non_exhaustive()
@@ -403,6 +421,11 @@ impl ServerConfig {
         )?;
         let loop_hz = args.loop_hz.or(file.loop_hz).unwrap_or(DEFAULT_LOOP_HZ);
         in_range("loop_hz", "10 to 2000", loop_hz, 10..=2_000)?;
+        let workers = args
+            .workers
+            .or(file.workers)
+            .unwrap_or_else(default_workers);
+        in_range("workers", "1 to 256", workers, 1..=MAX_WORKERS)?;
         let drain_timeout = args.drain_timeout.or(file.drain_timeout);
         let empty_room_timeout = args.empty_room_timeout.or(file.empty_room_timeout);
         let default_addr = |s: &str| s.parse().expect("the default addresses parse");
@@ -428,6 +451,7 @@ impl ServerConfig {
                 empty_room_timeout.unwrap_or(DEFAULT_EMPTY_ROOM_TIMEOUT_SECS),
             )?,
             loop_hz,
+            workers,
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             agones: args.agones || file.agones.unwrap_or(false),
             agones_url: args.agones_url.clone().or(file.agones_url),
@@ -485,6 +509,7 @@ impl ServerConfig {
             drain_timeout: Duration::from_secs_f64(DEFAULT_DRAIN_TIMEOUT_SECS),
             empty_room_timeout: Duration::from_secs_f64(DEFAULT_EMPTY_ROOM_TIMEOUT_SECS),
             loop_hz: DEFAULT_LOOP_HZ,
+            workers: default_workers(),
             log_format: LogFormat::Text,
             agones: false,
             agones_url: None,
@@ -563,19 +588,25 @@ mod tests {
         assert_eq!(config.drain_timeout, Duration::from_secs(30));
         assert_eq!(config.loop_hz, 250);
         assert_eq!(config.max_clients, 1024);
+        assert_eq!(config.workers, default_workers());
+        assert!(config.workers >= 1);
         assert_eq!(config.private_key, [1; 32]);
     }
 
     #[test]
     fn flags_beat_the_file_which_beats_the_defaults() {
-        let file =
-            FileConfig::parse("bind = \"127.0.0.1:9000\"\nloop_hz = 100\ndrain_timeout = 5.0\n")
-                .unwrap();
+        let file = FileConfig::parse(
+            "bind = \"127.0.0.1:9000\"\nloop_hz = 100\ndrain_timeout = 5.0\nworkers = 3\n",
+        )
+        .unwrap();
         let mut flags = args();
         flags.loop_hz = Some(500);
-        let config = ServerConfig::resolve(&flags, file).unwrap();
+        let config = ServerConfig::resolve(&flags, file.clone()).unwrap();
         assert_eq!(config.bind, "127.0.0.1:9000".parse().unwrap());
         assert_eq!(config.loop_hz, 500);
+        assert_eq!(config.workers, 3);
+        flags.workers = Some(2);
+        assert_eq!(ServerConfig::resolve(&flags, file).unwrap().workers, 2);
         assert_eq!(config.drain_timeout, Duration::from_secs(5));
     }
 
@@ -621,6 +652,17 @@ mod tests {
                 ..
             })
         ));
+        for workers in [0, 257] {
+            let mut flags = args();
+            flags.workers = Some(workers);
+            assert!(matches!(
+                ServerConfig::resolve(&flags, FileConfig::default()),
+                Err(ConfigError::OutOfRange {
+                    name: "workers",
+                    ..
+                })
+            ));
+        }
         assert!(FileConfig::parse("bnid = \"127.0.0.1:1\"").is_err());
     }
 

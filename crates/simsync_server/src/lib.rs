@@ -11,8 +11,9 @@
 //! The parts:
 //! - [`DedicatedServer`]: the main loop's turn ([`DedicatedServer::turn`]) and real-time loop
 //!   ([`DedicatedServer::run`]); [`DrainSignal`] starts the drain ([`Drain`]).
-//! - Rooms: [`Rooms`] (the transport's connection sink: routing by token), [`Room`],
-//!   [`RoomConfig`] ([`RelayRoomConfig`], [`OwnershipRoomConfig`]), [`RoomSummary`].
+//! - Rooms: [`Rooms`] (the transport's connection sink: routing by token; the worker
+//!   threads the rooms run on, [`RoomEntry`], [`WorkerLoad`]), [`Room`], [`RoomConfig`]
+//!   ([`RelayRoomConfig`], [`OwnershipRoomConfig`]), [`RoomSummary`].
 //! - Tokens: [`TokenClaims`] (room and slot in a token's user data), [`TokenMinter`].
 //! - Operations: [`Heartbeat`], [`Readiness`], [`ServerMetrics`], the admin API
 //!   ([`AdminCommand`], [`AdminError`]).
@@ -30,12 +31,14 @@ mod health;
 mod http;
 mod metrics;
 mod metrics_format;
+mod pool;
 mod process;
 mod room;
 mod room_config;
 mod rooms;
 mod server;
 mod token;
+mod worker;
 
 /// The server's rules, in prose: rooms, tokens, operations, drain, fleets.
 #[doc = include_str!("rules.md")]
@@ -50,7 +53,7 @@ pub use agones::{
 pub use config::{
     ConfigError, DEFAULT_AGONES_URL, DEFAULT_BIND, DEFAULT_DRAIN_TIMEOUT_SECS,
     DEFAULT_EMPTY_ROOM_TIMEOUT_SECS, DEFAULT_LOOP_HZ, DEFAULT_OPS_BIND, FileConfig, FileRoom,
-    LogFormat, ServeArgs, ServerConfig,
+    LogFormat, MAX_WORKERS, ServeArgs, ServerConfig, default_workers,
 };
 pub use drain::{Drain, DrainAction, DrainPhase, ENDING_WAIT};
 pub use health::{Heartbeat, LIVENESS_TIMEOUT, NotReady, Readiness};
@@ -59,18 +62,19 @@ pub use metrics::{
     HttpMetrics, METRIC_NAMES, ServerMetrics, hello_refusal_label, remote_error_label, render,
     to_prometheus_text,
 };
+pub use pool::WorkerStopped;
 pub use process::{ProcFiles, ProcessSample, USER_HZ};
 pub use room::{
-    AuthoritySummary, END_GRACE, OwnershipSummary, RelayBuilder, RelaySummary, Room, RoomState,
-    RoomSummary, RoomTotals, RoomTurn, fingerprint_relay,
+    AuthoritySummary, END_GRACE, OwnershipSummary, RelayBuilder, RelaySeats, RelaySummary, Room,
+    RoomState, RoomSummary, RoomTotals, RoomTurn, fingerprint_relay,
 };
 pub use room_config::{
     BodySpec, InputSpec, MAX_BODIES, MAX_INPUT_BYTES, MAX_INPUT_NAME_BYTES, MAX_PARTICIPANTS,
     MAX_PLAYERS, OwnershipRoomConfig, RelayRoomConfig, RoomConfig, RoomConfigError, TICK_RATES_HZ,
 };
 pub use rooms::{
-    CreateRoomError, ENDED_KEPT, MAX_ROOMS, REFUSAL_LABELS, REFUSED_LINGER, Rooms, SinkCounters,
-    UnknownRoom, refusal_label,
+    CreateRoomError, ENDED_KEPT, MAX_ROOMS, REFUSAL_LABELS, REFUSED_LINGER, RoomEntry, Rooms,
+    SinkCounters, UnknownRoom, WorkerLoad, refusal_label,
 };
 pub use server::{DedicatedServer, DrainSignal, ServerError};
 pub use token::{ClaimsError, RoomId, TokenClaims, TokenError, TokenMinter, key_to_hex, parse_key};

@@ -30,6 +30,8 @@ struct Cli {
     serve: ServeArgs,
 }
 
+// Parsed once at start: the size of `Serve`'s arguments does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve rooms (the default).

@@ -44,7 +44,7 @@ fn duration_buckets() -> Histogram {
 
 /// Every metric name the server exports (without the `_total` the text formats add to
 /// counters and the `_info` of `simsync_build`), for the docs and the tests.
-pub const METRIC_NAMES: [&str; 26] = [
+pub const METRIC_NAMES: [&str; 28] = [
     "simsync_rooms",
     "simsync_clients",
     "simsync_packets",
@@ -60,6 +60,8 @@ pub const METRIC_NAMES: [&str; 26] = [
     "simsync_room_tick_lag_ticks",
     "simsync_loop_turn_seconds",
     "simsync_room_update_seconds",
+    "simsync_worker_busy_seconds",
+    "simsync_worker_rooms",
     "simsync_build",
     "simsync_ops_connections",
     "simsync_ops_connections_accepted",
@@ -92,6 +94,8 @@ pub struct ServerMetrics {
     tick_lag: Family<Labels, Gauge>,
     loop_turn: Histogram,
     room_update: Histograms,
+    worker_busy: Family<Labels, Counter<f64, AtomicU64>>,
+    worker_rooms: Gauges,
     http: HttpMetrics,
     /// What was already added to the counters, to add only what is new.
     seen: Seen,
@@ -105,6 +109,10 @@ struct Seen {
     bytes_out: u64,
     refused: [u64; REFUSAL_LABELS.len()],
     remote: [u64; RemoteErrorKind::ALL.len()],
+    /// Payloads the workers' rooms could not take.
+    bad_payloads: u64,
+    /// Each worker's busy time already added.
+    worker_busy: Vec<Duration>,
     rooms: HashMap<RoomId, RoomTotals>,
     /// Per room: its relay's refused hellos already added, in `RejectReason::LABELS` order.
     hellos: HashMap<RoomId, [u64; RejectReason::LABELS.len()]>,
@@ -192,6 +200,8 @@ impl ServerMetrics {
             tick_lag: Gauges::default(),
             loop_turn: duration_buckets(),
             room_update: Histograms::new_with_constructor(duration_buckets),
+            worker_busy: Family::default(),
+            worker_rooms: Gauges::default(),
             http: HttpMetrics::at_zero(),
             seen: Seen::default(),
         }
@@ -275,13 +285,25 @@ impl ServerMetrics {
     fn register_loop(&self, r: &mut Registry) {
         r.register(
             "simsync_loop_turn_seconds",
-            "Work of one main-loop turn (socket, admin commands, every room, metrics), sleep excluded",
+            "Work of one main-loop turn (socket, admin commands, routing, packets out, metrics), \
+             waiting for the workers and sleep excluded",
             self.loop_turn.clone(),
         );
         r.register(
             "simsync_room_update_seconds",
-            "One room's update in a main-loop turn, by room kind (relay, ownership)",
+            "One room's update in its worker's turn, by room kind (relay, ownership)",
             self.room_update.clone(),
+        );
+        r.register(
+            "simsync_worker_busy_seconds",
+            "Time each worker thread spent running its rooms (by worker); divided by the wall \
+             time, how busy the worker is",
+            self.worker_busy.clone(),
+        );
+        r.register(
+            "simsync_worker_rooms",
+            "Live rooms on each worker thread",
+            self.worker_rooms.clone(),
         );
         r.register(
             "simsync_build",
@@ -341,6 +363,23 @@ impl ServerMetrics {
         }
         self.record_traffic(rooms, remote);
         self.record_rooms(rooms);
+        self.record_workers(rooms);
+    }
+
+    fn record_workers(&mut self, rooms: &Rooms) {
+        let loads = rooms.workers();
+        self.seen.worker_busy.resize(loads.len(), Duration::ZERO);
+        for (index, (load, seen)) in loads.iter().zip(&mut self.seen.worker_busy).enumerate() {
+            let labels = label("worker", index.to_string());
+            let new = load.busy.saturating_sub(*seen);
+            self.worker_busy
+                .get_or_create(&labels)
+                .inc_by(new.as_secs_f64());
+            *seen = load.busy.max(*seen);
+            self.worker_rooms
+                .get_or_create(&labels)
+                .set(load.rooms as i64);
+        }
     }
 
     fn record_traffic(&mut self, rooms: &Rooms, remote: &RemoteErrors) {
@@ -370,6 +409,11 @@ impl ServerMetrics {
             let counter = self.refused.get_or_create(&label("reason", *reason));
             add_new(&counter, &mut seen.refused[i], counters.refused[i]);
         }
+        add_new(
+            &self.refused.get_or_create(&label("reason", "bad_payload")),
+            &mut seen.bad_payloads,
+            counters.bad_payloads,
+        );
         for (i, kind) in RemoteErrorKind::ALL.into_iter().enumerate() {
             let counter = self
                 .refused
@@ -388,10 +432,8 @@ impl ServerMetrics {
             *clients.entry(kind).or_default() += room.clients().len() as i64;
             live.push(room.id());
             self.record_room_totals(room.id(), kind, room.totals());
-            if let Some(relay) = room.relay() {
-                let lag = relay.acknowledged_through().map_or(0, |ack| {
-                    i64::from(relay.stats().server_tick) - i64::from(ack)
-                });
+            if kind == "relay" {
+                let lag = room.summary().relay.as_ref().map_or(0, |r| r.tick_lag);
                 self.tick_lag
                     .get_or_create(&label("room", room.id().0.to_string()))
                     .set(lag);

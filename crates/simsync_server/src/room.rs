@@ -43,8 +43,8 @@ pub fn fingerprint_relay(config: RelayServerConfig, room: &RelayRoomConfig) -> R
     }
 }
 
-/// Where a room is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// Where a room is in its life (ordered: a room only moves forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RoomState {
     /// Made; its players are joining (a relay room's match has not started, an ownership
@@ -157,6 +157,31 @@ pub struct OwnershipSummary {
     pub bodies: usize,
     /// Owner states relayed.
     pub state_updates_relayed: u64,
+}
+
+/// Where a relay room's relay seated its connections.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelaySeats {
+    /// Each seated connection and its slot (`RelayServer::slot_of`), by connection.
+    pub seated: Vec<(ClientId, u8)>,
+    /// The slots whose player counts as connected (`RelayServer::is_connected`: seated and
+    /// heard from within the relay's silence timeout), ascending.
+    pub connected: Vec<u8>,
+}
+
+impl RelaySeats {
+    /// The slot the relay seated `client` in.
+    pub fn slot_of(&self, client: ClientId) -> Option<u8> {
+        self.seated
+            .iter()
+            .find(|(c, _)| *c == client)
+            .map(|(_, slot)| *slot)
+    }
+
+    /// Whether slot `slot`'s player counts as connected.
+    pub fn is_connected(&self, slot: u8) -> bool {
+        self.connected.contains(&slot)
+    }
 }
 
 /// The relay host of a room.
@@ -303,6 +328,21 @@ impl Room {
             Host::Relay(host) => Some(&host.relay),
             Host::Ownership(_) => None,
         }
+    }
+
+    /// A relay room's seating (`None` for an ownership room).
+    pub fn relay_seats(&self) -> Option<RelaySeats> {
+        let relay = self.relay()?;
+        Some(RelaySeats {
+            seated: self
+                .clients
+                .keys()
+                .filter_map(|c| relay.slot_of(*c).map(|slot| (*c, slot)))
+                .collect(),
+            connected: (0..self.config.slots())
+                .filter(|slot| relay.is_connected(*slot))
+                .collect(),
+        })
     }
 
     /// The entity server, for an ownership room.

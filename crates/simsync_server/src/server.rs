@@ -1,6 +1,6 @@
 //! The dedicated server ([`DedicatedServer`]): the UDP transport with every room behind it,
-//! the HTTP thread, the metrics and the drain, turned by one main loop
-//! ([rules](crate::rules)).
+//! the HTTP thread, the metrics and the drain, turned by one main loop; the rooms run on the
+//! worker threads ([rules](crate::rules), [workers](crate::rules#workers)).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,6 +50,12 @@ pub enum ServerError {
     /// The UDP socket failed while serving.
     #[error("udp socket failed: {0}")]
     Socket(String),
+    /// The worker threads could not start.
+    #[error("worker threads: {0}")]
+    Workers(String),
+    /// A worker thread stopped (a room's code panicked): its rooms are gone.
+    #[error("{0}")]
+    WorkerStopped(#[from] crate::pool::WorkerStopped),
 }
 
 /// A signal to start the drain from any thread (what SIGTERM and SIGINT set).
@@ -148,7 +154,12 @@ impl DedicatedServer {
             addr: config.ops_bind,
             message,
         })?;
-        let mut rooms = Rooms::new(config.empty_room_timeout).with_relay_builder(relay);
+        let mut rooms = Rooms::new(config.empty_room_timeout)
+            .with_workers(config.workers)
+            .with_relay_builder(relay);
+        rooms
+            .start_workers()
+            .map_err(|e| ServerError::Workers(e.to_string()))?;
         for (id, room) in config.rooms.clone() {
             rooms
                 .create(id, room)
@@ -160,6 +171,7 @@ impl DedicatedServer {
             public = %public_addr,
             ops = %ops.addr(),
             rooms = config.rooms.len(),
+            workers = config.workers,
             "simsync-server ready"
         );
         Ok(Self {
@@ -240,13 +252,27 @@ impl DedicatedServer {
         self.drain.phase()
     }
 
-    /// One turn of the main loop over `dt`: admin commands, the socket, every room, the
-    /// packets out, the metrics, and the drain's next step.
+    /// One turn of the main loop over `dt`: admin commands, the socket, every room's turn
+    /// sent to its worker, every worker's report waited for (their packets sent as each
+    /// arrives), the metrics, and the drain's next step. Waiting for every worker makes the
+    /// turn whole (tests and programs that step the server themselves); [`Self::run`] waits
+    /// no longer than its period instead.
     ///
     /// # Errors
     ///
-    /// [`ServerError::Socket`] when the socket fails.
+    /// [`ServerError::Socket`] when the socket fails, [`ServerError::WorkerStopped`] when a
+    /// worker thread ended.
     pub fn turn(&mut self, dt: Duration) -> Result<DrainAction, ServerError> {
+        self.turn_until(dt, None)
+    }
+
+    /// [`Self::turn`], waiting for the workers' reports until `until` at most (`None`: until
+    /// every worker ran the turn). A worker still busy then reports at a later turn.
+    fn turn_until(
+        &mut self,
+        dt: Duration,
+        until: Option<Instant>,
+    ) -> Result<DrainAction, ServerError> {
         let started = Instant::now();
         self.heartbeat.beat();
         if self.signal.raised() && self.drain.serving() {
@@ -265,8 +291,11 @@ impl DedicatedServer {
         self.transport
             .update(dt, &mut self.rooms)
             .map_err(|e| ServerError::Socket(e.to_string()))?;
-        let turns = self.rooms.step(dt);
+        self.rooms.dispatch(dt);
+        // The refused connections' answers go at once; each worker's as it reports.
         self.transport.send_packets(&mut self.rooms);
+        let waited = self.collect(until)?;
+        let turns = self.rooms.take_turns();
         self.metrics
             .record(&self.rooms, &turns, self.transport.remote_errors());
         let action = self
@@ -276,13 +305,31 @@ impl DedicatedServer {
             tracing::info!("drain: timeout reached; ending every room");
             self.rooms.end_all(MatchEndReason::ServerShutdown);
         }
-        self.metrics.observe_turn(started.elapsed());
+        self.metrics
+            .observe_turn(started.elapsed().saturating_sub(waited));
         Ok(action)
+    }
+
+    /// Reads the workers' reports until `until` (see [`Rooms::collect`]), sending each one's
+    /// packets as it arrives; returns the time spent waiting.
+    fn collect(&mut self, until: Option<Instant>) -> Result<Duration, ServerError> {
+        let mut waited = Duration::ZERO;
+        loop {
+            let asked = Instant::now();
+            let read = self.rooms.collect(until)?;
+            waited += asked.elapsed();
+            if !read {
+                return Ok(waited);
+            }
+            self.transport.send_packets(&mut self.rooms);
+        }
     }
 
     /// Turns the loop in real time at the config's rate until the drain is over (after the
     /// [`DrainSignal`]), then closes every connection and stops the HTTP thread. `each_turn`
-    /// runs after every turn (the Agones adapter's reports, say).
+    /// runs after every turn (the Agones adapter's reports, say). A turn waits for the
+    /// workers' reports until its period is over, no longer: a worker still busy (a slow
+    /// room) reports at a later turn, and the other workers' rooms go on at the loop's rate.
     ///
     /// # Errors
     ///
@@ -294,7 +341,7 @@ impl DedicatedServer {
             let now = Instant::now();
             let dt = now - last;
             last = now;
-            let action = self.turn(dt)?;
+            let action = self.turn_until(dt, Some(now + period))?;
             each_turn(&self);
             if action == DrainAction::Exit {
                 break;

@@ -1,6 +1,6 @@
 //! Integration tests of the dedicated server (one test binary): rooms over real UDP on
 //! 127.0.0.1, refusals, the HTTP port, the drain, the Agones adapter against a local recorder
-//! and against the sidecar's documented REST exchange.
+//! and against the sidecar's documented REST exchange; rooms on several worker threads.
 
 #[path = "server/agones.rs"]
 mod agones;
@@ -20,3 +20,5 @@ mod refusals;
 mod room_ends;
 #[path = "server/rooms_udp.rs"]
 mod rooms_udp;
+#[path = "server/workers.rs"]
+mod workers;

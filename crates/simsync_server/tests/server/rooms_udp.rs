@@ -11,7 +11,11 @@ use simsync_server::{RoomId, RoomState};
 use crate::common::*;
 
 fn relay_slot(server: &simsync_server::DedicatedServer, room: u64, client: ClientId) -> Option<u8> {
-    server.rooms().room(RoomId(room))?.relay()?.slot_of(client)
+    server
+        .rooms()
+        .room(RoomId(room))?
+        .relay_seats()?
+        .slot_of(client)
 }
 
 #[test]
@@ -114,7 +118,7 @@ fn a_killed_client_takes_its_slot_again_with_a_new_token_and_agrees() {
             .rooms()
             .room(room)
             .unwrap()
-            .relay()
+            .relay_seats()
             .unwrap()
             .is_connected(1)
     );
