@@ -178,7 +178,7 @@ impl OwnershipPeersBuilder {
     /// The Apps, stepped until every participant has joined.
     ///
     /// # Errors
-    /// [`PeersError::Transport`] or [`PeersError::Setup`] if an App cannot be made,
+    /// [`PeersError::Network`] or [`PeersError::Setup`] if an App cannot be made,
     /// [`PeersError::NotJoined`] if a participant does not join in time.
     pub fn build(self) -> Result<OwnershipPeers, PeersError> {
         let join_steps = self.join_steps;
@@ -190,7 +190,7 @@ impl OwnershipPeersBuilder {
     /// The Apps, not stepped yet: nobody has joined.
     ///
     /// # Errors
-    /// [`PeersError::Transport`] or [`PeersError::Setup`] if an App cannot be made.
+    /// [`PeersError::Network`] or [`PeersError::Setup`] if an App cannot be made.
     pub fn build_unjoined(mut self) -> Result<OwnershipPeers, PeersError> {
         let net = PeerNetwork::new(self.seed, self.up, self.down, |transport| {
             self.server_app(transport)
