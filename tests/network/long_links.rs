@@ -137,7 +137,7 @@ fn a_3_s_outage_is_reported_and_every_client_catches_up_within_2_s() {
     let mut h = peers(game(), link).build().expect("peers");
     h.verify(200, 600);
     for c in 0..2 {
-        h.cut(c).expect("cut");
+        h.cut_link(c).expect("cut");
     }
     let before = h.stats_of(0).verified_tick;
     h.run_frames(3 * 64).expect("an outage is a stall");
@@ -149,7 +149,7 @@ fn a_3_s_outage_is_reported_and_every_client_catches_up_within_2_s() {
         assert_eq!(net.stalls_reported, 1, "{net:?}");
     }
     for c in 0..2 {
-        h.restore(c).expect("restore");
+        h.restore_link(c).expect("restore");
     }
     let server_tick = h.relay_stats().server_tick;
     let mut frames = 0;
@@ -190,10 +190,10 @@ fn a_client_behind_the_relay_history_is_told_it_needs_a_snapshot() {
     let link = LinkConditionerConfig::PERFECT.with_latency(15, 0);
     let mut h = peers(game(), link).relay(relay).build().expect("peers");
     h.verify(100, 600);
-    h.cut(1).expect("cut");
+    h.cut_link(1).expect("cut");
     let cut_at = h.stats_of(1).verified_tick;
     h.run_frames(4 * 64).expect("an outage is a stall");
-    h.restore(1).expect("restore");
+    h.restore_link(1).expect("restore");
     h.run_frames(2 * 64).expect("falling behind is a stall");
     let net = h.net_of(1);
     let oldest = net.needs_snapshot_from.expect("told it needs a snapshot");

@@ -9,6 +9,7 @@ use simsync::prelude::*;
 use simsync::relay::{MatchEndReason, MatchId, MatchPhase, RelayCommand};
 use simsync::testing::{PeersError, RelayPeers, RunLimits, RunUntilError};
 use simsync_net::LinkConditionerConfig;
+use simsync_net::testing::PeerNetworkError;
 
 use crate::common::{Crate, TestGame, scripted_input};
 
@@ -129,7 +130,10 @@ fn tolerated_desyncs_do_not_stop_a_run_and_agreement_of_names_the_desynced_clien
     );
     assert!(matches!(
         peers.agreement_of(2),
-        Err(PeersError::UnknownClient(2))
+        Err(PeersError::Network(PeerNetworkError::UnknownPeer {
+            peer: 2,
+            peers: 2
+        }))
     ));
 }
 
@@ -192,9 +196,9 @@ fn a_killed_client_rejoins_and_agrees() {
 fn an_outage_and_its_end_leave_every_client_agreeing() {
     let mut peers = three_peers(LinkConditionerConfig::PERFECT.with_latency(40, 10));
     peers.run_until_verified(100).expect("to tick 100");
-    peers.cut(0).expect("cut");
+    peers.cut_link(0).expect("cut");
     peers.run_frames(64).expect("one second of outage");
-    peers.restore(0).expect("restore");
+    peers.restore_link(0).expect("restore");
     peers.run_until_verified(500).expect("every client to 500");
     peers.assert_all_agree();
 }
@@ -202,24 +206,42 @@ fn an_outage_and_its_end_leave_every_client_agreeing() {
 #[test]
 fn misuse_gets_typed_errors() {
     let mut peers = three_peers(LinkConditionerConfig::PERFECT);
-    assert!(matches!(peers.pause(9), Err(PeersError::UnknownClient(9))));
-    assert!(matches!(peers.rejoin(0), Err(PeersError::StillRunning(0))));
+    assert!(matches!(
+        peers.pause(9),
+        Err(PeersError::Network(PeerNetworkError::UnknownPeer {
+            peer: 9,
+            peers: 3
+        }))
+    ));
+    assert!(matches!(
+        peers.rejoin(0),
+        Err(PeersError::Network(PeerNetworkError::StillRunning(0)))
+    ));
     peers.kill(2).expect("kill before any welcome");
-    assert!(matches!(peers.kill(2), Err(PeersError::NotRunning(2))));
+    assert!(matches!(
+        peers.kill(2),
+        Err(PeersError::Network(PeerNetworkError::NotRunning(2)))
+    ));
     assert!(matches!(
         peers.rejoin(2),
         Err(PeersError::NoReconnectToken(2))
     ));
-    assert!(matches!(peers.stats(2), Err(PeersError::NotRunning(2))));
+    assert!(matches!(
+        peers.stats(2),
+        Err(PeersError::Network(PeerNetworkError::NotRunning(2)))
+    ));
     let bad = LinkConditionerConfig::PERFECT.with_loss(250.0);
     assert!(matches!(
         peers.set_link(0, bad),
-        Err(PeersError::Network(_))
+        Err(PeersError::Network(PeerNetworkError::Network(_)))
     ));
     let broken = RelayPeers::builder(2, |_| plugin(small()))
         .link(bad)
         .build();
-    assert!(matches!(broken, Err(PeersError::Network(_))));
+    assert!(matches!(
+        broken,
+        Err(PeersError::Network(PeerNetworkError::Network(_)))
+    ));
 }
 
 #[test]

@@ -20,6 +20,9 @@
 //! - **Clocks**: [`RttEstimator`], [`input_delay_ticks`], [`LeadControl`], [`TickAccumulator`].
 //! - **Rate limits**: [`RateLimiter`] of [`TokenBucket`]s per connection, by [`RateLimit`].
 //! - **Remote errors**: counted per kind and logged at most once a second ([`RemoteErrors`]).
+//! - **Test networks**: [`testing::PeerNetwork`], a server App and client Apps on one
+//!   [`MemoryNetwork`], stepped together, each client's link, pause and life set by its index
+//!   (what `RelayPeers` and `OwnershipPeers` stand on).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -48,6 +51,7 @@ mod session_proto;
 mod snapshot_chunks;
 mod snapshot_frame;
 mod state_hash;
+pub mod testing;
 mod transport;
 mod udp;
 

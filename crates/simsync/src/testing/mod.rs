@@ -9,11 +9,16 @@
 //!   what differs ([`Disagreement`]); [`agreement_of`](RelayPeers::agreement_of) checks one
 //!   client (a late joiner, a rejoined one) against the others. Tests of desync detection
 //!   itself build with [`tolerate_desyncs`](RelayPeersBuilder::tolerate_desyncs). Links change
-//!   mid-run ([`set_link`](RelayPeers::set_link), [`cut`](RelayPeers::cut),
-//!   [`restore`](RelayPeers::restore)), a client can be paused
+//!   mid-run ([`set_link`](RelayPeers::set_link), [`cut_link`](RelayPeers::cut_link),
+//!   [`restore_link`](RelayPeers::restore_link)), a client can be paused
 //!   ([`pause`](RelayPeers::pause)), killed and rejoined with its reconnect token
 //!   ([`kill`](RelayPeers::kill), [`rejoin`](RelayPeers::rejoin)), or join late
-//!   ([`join`](RelayPeers::join)).
+//!   ([`join`](RelayPeers::join)). The network, the links, pauses, kills and rejoins are
+//!   `simsync_net`'s [`PeerNetwork`](crate::net::testing::PeerNetwork), which
+//!   `simsync_ownership`'s `OwnershipPeers` stands on too: both harnesses give these methods
+//!   the same names and meanings (here a resumed client goes on from where it froze), and
+//!   report an unknown, killed or still running client as [`PeersError::Network`] with the
+//!   network's [`PeerNetworkError`](crate::net::testing::PeerNetworkError).
 //!
 //! The harness checks more than agreement by default ([`HarnessChecks`]): every client's
 //! session compares its predicted ticks with its verified ones (`verify_predictions`),

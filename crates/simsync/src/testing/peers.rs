@@ -12,9 +12,8 @@ use simsync_deterministic::{
     TickInputSource, VerifiedTick, VerifiedTickHook, VerifiedTickHookAppExt,
 };
 use simsync_net::prelude::*;
-use simsync_net::{
-    Direction, LinkConditionerConfig, MemoryNetwork, NetClock, NetError, ReconnectToken,
-};
+use simsync_net::testing::{PeerNetwork, PeerNetworkError};
+use simsync_net::{Direction, LinkConditionerConfig, MemoryClientTransport, ReconnectToken};
 use simsync_relay::{
     DeterministicServerPlugin, MatchEndReason, MatchId, MatchPhase, RelayCommand, RelayServer,
     RelayStats,
@@ -42,10 +41,11 @@ type BreakdownLog = Arc<Mutex<VecDeque<ComponentBreakdown>>>;
 /// Why the harness could not build, step or change a peer.
 #[derive(Debug, Error)]
 pub enum PeersError {
-    /// The in-memory network refused a link or transport (an invalid conditioner, an id in
-    /// use).
-    #[error("in-memory network: {0}")]
-    Network(#[from] NetError),
+    /// The in-memory network refused a link or a transport (an invalid conditioner), or no
+    /// client has the index, or it is killed (for what needs it running) or running (for a
+    /// rejoin); the client is the network's peer of the same index.
+    #[error("{0}")]
+    Network(#[from] PeerNetworkError),
     /// A client's session configuration was refused when its App was built.
     #[error("client {client}: the session setup failed: {error}")]
     Setup {
@@ -110,15 +110,6 @@ pub enum PeersError {
         /// Clients there would be.
         clients: usize,
     },
-    /// No client has this index.
-    #[error("no client {0}")]
-    UnknownClient(ClientIndex),
-    /// The client was killed ([`RelayPeers::kill`]) and has not rejoined.
-    #[error("client {0} is not running (killed)")]
-    NotRunning(ClientIndex),
-    /// [`RelayPeers::rejoin`] of a client that is running.
-    #[error("client {0} is running: kill it before it rejoins")]
-    StillRunning(ClientIndex),
     /// [`RelayPeers::rejoin`] of a client that never got a reconnect token (it was killed
     /// before the relay welcomed it).
     #[error("client {0} has no reconnect token: it was never welcomed")]
@@ -273,7 +264,6 @@ impl<I: SimInput> RelayPeersBuilder<I> {
             });
         }
         let hz = (self.make_plugin)(0).session_config().tick_rate.hz();
-        let network = MemoryNetwork::new(self.seed, self.link)?;
         let relay_plugin = match self.relay {
             Some(relay) => relay,
             None => DeterministicServerPlugin::new::<I>(
@@ -281,21 +271,23 @@ impl<I: SimInput> RelayPeersBuilder<I> {
                 u16::try_from(hz).unwrap_or(u16::MAX),
             ),
         };
-        let mut relay = App::new();
-        relay.add_plugins(MinimalPlugins);
-        if let Some(customize) = self.customize_relay {
-            customize(&mut relay);
-        }
-        relay
-            .add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(hz)))
-            .add_plugins(relay_plugin)
-            .insert_net_server(network.server_transport()?);
-        relay.finish();
-        relay.cleanup();
+        let customize_relay = self.customize_relay;
+        let net = PeerNetwork::new(self.seed, self.link, self.link, |transport| {
+            let mut relay = App::new();
+            relay.add_plugins(MinimalPlugins);
+            if let Some(customize) = customize_relay {
+                customize(&mut relay);
+            }
+            relay
+                .add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(hz)))
+                .add_plugins(relay_plugin)
+                .insert_net_server(transport);
+            relay.finish();
+            relay.cleanup();
+            Ok::<_, PeersError>(relay)
+        })?;
         let mut peers = RelayPeers {
-            network,
-            relay,
-            peers: Vec::new(),
+            net,
             spec: ClientSpec {
                 players: self.players,
                 hz,
@@ -305,8 +297,6 @@ impl<I: SimInput> RelayPeersBuilder<I> {
                 breakdowns: self.breakdowns,
                 checks: self.checks,
             },
-            link: self.link,
-            next_transport: 1,
             tolerate_desyncs: self.tolerate_desyncs,
         };
         for _ in 0..clients {
@@ -327,12 +317,11 @@ struct ClientSpec<I: SimInput> {
     checks: HarnessChecks,
 }
 
-/// One client: its App while it runs, its last history once killed.
-struct Peer {
-    app: Option<App>,
+/// What the harness keeps of a client beside its App (the network's record of the peer): the
+/// watch of its session while it runs, its breakdowns, and once killed its last history and
+/// reconnect token.
+struct ClientRecord {
     watch: Option<SessionWatch>,
-    paused: bool,
-    transport: u64,
     breakdowns: BreakdownLog,
     history: Vec<TickChecksum>,
     token: Option<ReconnectToken>,
@@ -345,14 +334,11 @@ struct Peer {
 ///
 /// Each client App is `MinimalPlugins`, the network client and the plugin the game's closure
 /// returns for that client (made networked, with the harness's player count); see the
-/// [module docs](super) for a whole test.
+/// [module docs](super) for a whole test. The network, links, pauses, kills and rejoins are a
+/// [`PeerNetwork`] whose server is the relay and whose peers are the clients.
 pub struct RelayPeers<I: SimInput> {
-    network: MemoryNetwork,
-    relay: App,
-    peers: Vec<Peer>,
+    net: PeerNetwork<ClientRecord>,
     spec: ClientSpec<I>,
-    link: LinkConditionerConfig,
-    next_transport: u64,
     tolerate_desyncs: bool,
 }
 
@@ -382,12 +368,7 @@ impl<I: SimInput> RelayPeers<I> {
 
     /// One frame: the relay, then every running client that is not paused.
     pub fn step(&mut self) {
-        self.relay.update();
-        for peer in &mut self.peers {
-            if let (Some(app), false) = (&mut peer.app, peer.paused) {
-                app.update();
-            }
-        }
+        self.net.step();
     }
 
     /// Steps until every running client that is not paused verified `tick` of the relay's
@@ -474,13 +455,14 @@ impl<I: SimInput> RelayPeers<I> {
     /// [`PeersError::NoClientRunning`] without a running, unpaused client.
     pub fn rematch(&mut self, max_frames: u32) -> Result<MatchId, PeersError> {
         let before = self.relay_match();
-        self.relay.world_mut().write_message(RelayCommand::Rematch {
+        let relay = self.net.server_mut().world_mut();
+        relay.write_message(RelayCommand::Rematch {
             reason: MatchEndReason::Completed,
         });
         self.step();
         self.check()?;
         // The relay App always holds the relay server (the builder adds it).
-        let server = self.relay.world().get_resource::<RelayServer>();
+        let server = self.net.server().world().get_resource::<RelayServer>();
         let next = server.map_or(MatchId::FIRST, RelayServer::match_id);
         if Some(next) == before || server.is_none() {
             return Err(PeersError::RematchRefused {
@@ -508,12 +490,7 @@ impl<I: SimInput> RelayPeers<I> {
 
     /// Whether every running, unpaused client plays match `id` and runs it.
     fn all_playing(&self, id: MatchId) -> Result<bool, PeersError> {
-        let mut running = self
-            .peers
-            .iter()
-            .filter(|p| !p.paused)
-            .filter_map(|p| p.app.as_ref())
-            .peekable();
+        let mut running = self.net.unpaused().peekable();
         if running.peek().is_none() {
             return Err(PeersError::NoClientRunning(0));
         }
@@ -547,7 +524,7 @@ impl<I: SimInput> RelayPeers<I> {
     /// their breakdown of it — the components, entity slots and resources that differ.
     pub fn agreement(&self) -> Result<Agreement, Disagreement> {
         let histories: Vec<Vec<TickChecksum>> =
-            (0..self.peers.len()).map(|c| self.history(c)).collect();
+            (0..self.net.len()).map(|c| self.history(c)).collect();
         self.compare(&histories)
     }
 
@@ -557,12 +534,12 @@ impl<I: SimInput> RelayPeers<I> {
     /// [`Agreement`] counts the ticks of `client` that another client holds.
     ///
     /// # Errors
-    /// [`PeersError::UnknownClient`]; [`PeersError::Disagreement`] with the first of its ticks
+    /// [`PeerNetworkError::UnknownPeer`]; [`PeersError::Disagreement`] with the first of its ticks
     /// where a checksum differs, as [`agreement`](Self::agreement) reports it.
     pub fn agreement_of(&self, client: ClientIndex) -> Result<Agreement, PeersError> {
-        self.peer(client)?;
+        self.net.state(client)?;
         let ticks: BTreeSet<Tick> = self.history(client).iter().map(|c| c.tick).collect();
-        let histories: Vec<Vec<TickChecksum>> = (0..self.peers.len())
+        let histories: Vec<Vec<TickChecksum>> = (0..self.net.len())
             .map(|c| {
                 let mut history = self.history(c);
                 history.retain(|t| ticks.contains(&t.tick));
@@ -603,14 +580,13 @@ impl<I: SimInput> RelayPeers<I> {
     /// Client `client`'s link, both directions, from now on.
     ///
     /// # Errors
-    /// [`PeersError::UnknownClient`]; [`PeersError::Network`] for an invalid link.
+    /// [`PeerNetworkError::UnknownPeer`]; [`PeerNetworkError::Network`] for an invalid link.
     pub fn set_link(
         &mut self,
         client: ClientIndex,
         link: LinkConditionerConfig,
     ) -> Result<(), PeersError> {
-        self.set_link_direction(client, Direction::ToServer, link)?;
-        self.set_link_direction(client, Direction::ToClient, link)
+        Ok(self.net.set_link(client, link)?)
     }
 
     /// Client `client`'s link in one direction, from now on.
@@ -623,26 +599,24 @@ impl<I: SimInput> RelayPeers<I> {
         direction: Direction,
         link: LinkConditionerConfig,
     ) -> Result<(), PeersError> {
-        let transport = self.peer(client)?.transport;
-        self.network.set_link(transport, direction, link)?;
-        Ok(())
+        Ok(self.net.set_link_direction(client, direction, link)?)
     }
 
     /// An outage: every packet of client `client` is lost, both ways, until
-    /// [`restore`](Self::restore).
+    /// [`restore_link`](Self::restore_link) (the link does not close).
     ///
     /// # Errors
     /// As [`set_link`](Self::set_link).
-    pub fn cut(&mut self, client: ClientIndex) -> Result<(), PeersError> {
-        self.set_link(client, self.link.with_loss(100.0))
+    pub fn cut_link(&mut self, client: ClientIndex) -> Result<(), PeersError> {
+        Ok(self.net.cut_link(client)?)
     }
 
     /// Client `client`'s link back to the harness's link.
     ///
     /// # Errors
     /// As [`set_link`](Self::set_link).
-    pub fn restore(&mut self, client: ClientIndex) -> Result<(), PeersError> {
-        self.set_link(client, self.link)
+    pub fn restore_link(&mut self, client: ClientIndex) -> Result<(), PeersError> {
+        Ok(self.net.restore_link(client)?)
     }
 
     /// Stops updating client `client` (its App freezes, as a process that hangs), until
@@ -650,18 +624,18 @@ impl<I: SimInput> RelayPeers<I> {
     /// [`run_until_verified`](Self::run_until_verified).
     ///
     /// # Errors
-    /// [`PeersError::UnknownClient`], [`PeersError::NotRunning`].
+    /// [`PeerNetworkError::UnknownPeer`], [`PeerNetworkError::NotRunning`].
     pub fn pause(&mut self, client: ClientIndex) -> Result<(), PeersError> {
-        self.running_peer(client)?.paused = true;
-        Ok(())
+        Ok(self.net.pause(client)?)
     }
 
-    /// Updates client `client` again.
+    /// Updates client `client` again from the next frame, from where it froze (its session
+    /// catches up on its own, as after a hang: the frames it missed are not run).
     ///
     /// # Errors
     /// As [`pause`](Self::pause).
     pub fn resume(&mut self, client: ClientIndex) -> Result<(), PeersError> {
-        self.running_peer(client)?.paused = false;
+        self.net.resume(client)?;
         Ok(())
     }
 
@@ -669,19 +643,18 @@ impl<I: SimInput> RelayPeers<I> {
     /// close). Its checksum history stays in [`agreement`](Self::agreement).
     ///
     /// # Errors
-    /// [`PeersError::UnknownClient`], [`PeersError::NotRunning`].
+    /// As [`pause`](Self::pause).
     pub fn kill(&mut self, client: ClientIndex) -> Result<(), PeersError> {
-        let peer = self.running_peer(client)?;
-        let app = peer.app.take().ok_or(PeersError::NotRunning(client))?;
+        let app = self.net.kill(client)?;
         let stats = app.world().get_resource::<SessionStats>();
-        peer.history = stats
+        let record = self.net.record_mut(client)?;
+        record.history = stats
             .map(|s| s.checksum_history.clone())
             .unwrap_or_default();
-        peer.token = stats
+        record.token = stats
             .and_then(|s| s.network.as_ref())
             .and_then(|n| n.reconnect_token);
-        peer.watch = None;
-        peer.paused = false;
+        record.watch = None;
         Ok(())
     }
 
@@ -689,17 +662,19 @@ impl<I: SimInput> RelayPeers<I> {
     /// reconnect token of its last welcome, on a new transport.
     ///
     /// # Errors
-    /// [`PeersError::StillRunning`], [`PeersError::NoReconnectToken`], or the errors of
+    /// [`PeerNetworkError::StillRunning`], [`PeersError::NoReconnectToken`], or the errors of
     /// [`RelayPeersBuilder::build`].
     pub fn rejoin(&mut self, client: ClientIndex) -> Result<(), PeersError> {
-        let peer = self.peer(client)?;
-        if peer.app.is_some() {
-            return Err(PeersError::StillRunning(client));
+        let token = self.net.record(client)?.token;
+        if self.net.is_running(client) {
+            return Err(PeerNetworkError::StillRunning(client).into());
         }
-        let token = peer.token.ok_or(PeersError::NoReconnectToken(client))?;
-        let fresh = self.make_peer(client, Some(token))?;
-        let history = std::mem::take(&mut self.peers[client].history);
-        self.peers[client] = Peer { history, ..fresh };
+        let token = token.ok_or(PeersError::NoReconnectToken(client))?;
+        let spec = &self.spec;
+        let old = self.net.rejoin(client, |client, transport| {
+            make_client(spec, client, transport, Some(token))
+        })?;
+        self.net.record_mut(client)?.history = old.history;
         Ok(())
     }
 
@@ -709,31 +684,32 @@ impl<I: SimInput> RelayPeers<I> {
     /// # Errors
     /// As [`RelayPeersBuilder::build`].
     pub fn join(&mut self) -> Result<ClientIndex, PeersError> {
-        let index = self.peers.len();
-        let peer = self.make_peer(index, None)?;
-        self.peers.push(peer);
-        Ok(index)
+        let spec = &self.spec;
+        self.net
+            .join(|client, transport| make_client(spec, client, transport, None))
     }
 
     /// Clients made so far (running or killed).
     pub fn clients(&self) -> usize {
-        self.peers.len()
+        self.net.len()
     }
 
-    /// Whether client `client` runs (made and not killed).
+    /// Whether client `client` runs (made and not killed; paused or not).
     pub fn is_running(&self, client: ClientIndex) -> bool {
-        self.peers.get(client).is_some_and(|p| p.app.is_some())
+        self.net.is_running(client)
+    }
+
+    /// Whether client `client` runs and is paused.
+    pub fn is_paused(&self, client: ClientIndex) -> bool {
+        self.net.is_paused(client)
     }
 
     /// Client `client`'s App.
     ///
     /// # Errors
-    /// [`PeersError::UnknownClient`], [`PeersError::NotRunning`].
+    /// [`PeerNetworkError::UnknownPeer`], [`PeerNetworkError::NotRunning`].
     pub fn client(&self, client: ClientIndex) -> Result<&App, PeersError> {
-        self.peer(client)?
-            .app
-            .as_ref()
-            .ok_or(PeersError::NotRunning(client))
+        Ok(self.net.app(client)?)
     }
 
     /// Client `client`'s App, mutably.
@@ -741,10 +717,7 @@ impl<I: SimInput> RelayPeers<I> {
     /// # Errors
     /// As [`client`](Self::client).
     pub fn client_mut(&mut self, client: ClientIndex) -> Result<&mut App, PeersError> {
-        self.running_peer(client)?
-            .app
-            .as_mut()
-            .ok_or(PeersError::NotRunning(client))
+        Ok(self.net.app_mut(client)?)
     }
 
     /// Client `client`'s [`SessionStats`].
@@ -763,27 +736,22 @@ impl<I: SimInput> RelayPeers<I> {
     /// The relay server's App and every running client's App (in client order), mutably, at
     /// once (e.g. to read every world for a summary).
     pub fn apps_mut(&mut self) -> (&mut App, Vec<&mut App>) {
-        let clients = self
-            .peers
-            .iter_mut()
-            .filter_map(|p| p.app.as_mut())
-            .collect();
-        (&mut self.relay, clients)
+        self.net.apps_mut()
     }
 
     /// The relay server's App.
     pub fn relay(&self) -> &App {
-        &self.relay
+        self.net.server()
     }
 
     /// The relay server's App, mutably.
     pub fn relay_mut(&mut self) -> &mut App {
-        &mut self.relay
+        self.net.server_mut()
     }
 
     /// The relay's [`RelayStats`].
     pub fn relay_stats(&self) -> RelayStats {
-        self.relay
+        self.relay()
             .world()
             .get_resource::<RelayStats>()
             .cloned()
@@ -792,15 +760,14 @@ impl<I: SimInput> RelayPeers<I> {
 
     /// The in-memory network (link counters, per-direction links).
     pub fn network(&self) -> &MemoryNetwork {
-        &self.network
+        self.net.network()
     }
 
     /// Every client's lifecycle state (`None`: killed).
     pub fn states(&self) -> Vec<Option<SessionState>> {
-        self.peers
-            .iter()
-            .map(|p| {
-                let app = p.app.as_ref()?;
+        (0..self.net.len())
+            .map(|c| {
+                let app = self.net.app(c).ok()?;
                 app.world()
                     .get_resource::<SessionLifecycle>()
                     .map(|l| l.state)
@@ -810,36 +777,17 @@ impl<I: SimInput> RelayPeers<I> {
 
     /// Every client's verified tick (`None`: killed).
     pub fn verified_ticks(&self) -> Vec<Option<Tick>> {
-        (0..self.peers.len())
+        (0..self.net.len())
             .map(|c| self.stats(c).ok().map(|s| s.verified_tick))
             .collect()
-    }
-
-    fn peer(&self, client: ClientIndex) -> Result<&Peer, PeersError> {
-        self.peers
-            .get(client)
-            .ok_or(PeersError::UnknownClient(client))
-    }
-
-    fn running_peer(&mut self, client: ClientIndex) -> Result<&mut Peer, PeersError> {
-        let peer = self
-            .peers
-            .get_mut(client)
-            .ok_or(PeersError::UnknownClient(client))?;
-        if peer.app.is_none() {
-            return Err(PeersError::NotRunning(client));
-        }
-        Ok(peer)
     }
 
     /// The lowest verified tick of the running, unpaused clients (`None` without any); a client
     /// whose session plays another match than the relay's counts as 0.
     fn slowest(&self) -> Option<Tick> {
         let current = self.relay_match();
-        self.peers
-            .iter()
-            .filter(|p| !p.paused)
-            .filter_map(|p| p.app.as_ref())
+        self.net
+            .unpaused()
             .map(|app| {
                 app.world()
                     .get_resource::<SessionStats>()
@@ -854,7 +802,7 @@ impl<I: SimInput> RelayPeers<I> {
 
     /// The relay's current match (`None` when the relay App has no relay server).
     fn relay_match(&self) -> Option<MatchId> {
-        self.relay
+        self.relay()
             .world()
             .get_resource::<RelayServer>()
             .map(RelayServer::match_id)
@@ -862,10 +810,14 @@ impl<I: SimInput> RelayPeers<I> {
 
     /// Every client's match, as its session says (`None`: killed, or not welcomed yet).
     pub fn matches(&self) -> Vec<Option<MatchId>> {
-        self.peers
-            .iter()
-            .map(|p| {
-                let stats = p.app.as_ref()?.world().get_resource::<SessionStats>()?;
+        (0..self.net.len())
+            .map(|c| {
+                let stats = self
+                    .net
+                    .app(c)
+                    .ok()?
+                    .world()
+                    .get_resource::<SessionStats>()?;
                 stats.network.as_ref().and_then(|n| n.match_id)
             })
             .collect()
@@ -873,7 +825,7 @@ impl<I: SimInput> RelayPeers<I> {
 
     /// Whether a running client is still connecting or waiting for players.
     fn any_waiting(&self) -> bool {
-        self.peers.iter().filter_map(|p| p.app.as_ref()).any(|app| {
+        self.net.running().any(|(_, app)| {
             app.world()
                 .get_resource::<SessionLifecycle>()
                 .is_some_and(|l| {
@@ -889,11 +841,12 @@ impl<I: SimInput> RelayPeers<I> {
     /// outages and paused peers stall the others until they resume, which the progress limit
     /// watches instead.
     fn check(&mut self) -> Result<(), PeersError> {
-        for (client, peer) in self.peers.iter_mut().enumerate() {
-            if let (Some(app), Some(watch)) = (&peer.app, &mut peer.watch) {
+        let tolerate_desyncs = self.tolerate_desyncs;
+        for (client, app, record) in self.net.running_mut() {
+            if let Some(watch) = &mut record.watch {
                 match watch.check(app.world()) {
                     Ok(()) | Err(RunUntilError::Stalled { .. }) => {}
-                    Err(RunUntilError::Desync(_)) if self.tolerate_desyncs => {}
+                    Err(RunUntilError::Desync(_)) if tolerate_desyncs => {}
                     Err(error) => return Err(PeersError::Client { client, error }),
                 }
             }
@@ -904,53 +857,54 @@ impl<I: SimInput> RelayPeers<I> {
     fn history(&self, client: ClientIndex) -> Vec<TickChecksum> {
         match self.stats(client) {
             Ok(stats) => stats.checksum_history,
-            Err(_) => self.peers[client].history.clone(),
+            Err(_) => self
+                .net
+                .record(client)
+                .map(|r| r.history.clone())
+                .unwrap_or_default(),
         }
     }
 
     fn breakdown_of(&self, client: ClientIndex, tick: Tick) -> Option<ComponentBreakdown> {
-        let log = self.peers.get(client)?.breakdowns.lock();
+        let log = self.net.record(client).ok()?.breakdowns.lock();
         let log = log.unwrap_or_else(PoisonError::into_inner);
         log.iter().find(|b| b.tick == tick).cloned()
     }
+}
 
-    /// A new client App for index `client` on a new transport, finished.
-    fn make_peer(
-        &mut self,
-        client: ClientIndex,
-        rejoin: Option<ReconnectToken>,
-    ) -> Result<Peer, PeersError> {
-        let transport = self.next_transport;
-        self.next_transport += 1;
-        let mut app = client_app(&self.spec, client, rejoin);
-        app.insert_net_client(self.network.client_transport(transport)?);
-        app.finish();
-        app.cleanup();
-        if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
-            let error = error.clone();
-            return Err(PeersError::Setup { client, error });
-        }
-        let breakdowns = BreakdownLog::default();
-        if self.spec.breakdowns > 0 {
-            let hook = KeepBreakdowns {
-                log: breakdowns.clone(),
-                keep: self.spec.breakdowns,
-            };
-            app.add_verified_tick_hook::<I>(hook)
-                .map_err(|error| PeersError::Setup { client, error })?;
-        }
-        let watch =
-            SessionWatch::new(app.world()).map_err(|error| PeersError::Client { client, error })?;
-        Ok(Peer {
-            app: Some(app),
-            watch: Some(watch),
-            paused: false,
-            transport,
-            breakdowns,
-            history: Vec::new(),
-            token: None,
-        })
+/// A new client App for index `client` around its transport, finished, and its record.
+fn make_client<I: SimInput>(
+    spec: &ClientSpec<I>,
+    client: ClientIndex,
+    transport: MemoryClientTransport,
+    rejoin: Option<ReconnectToken>,
+) -> Result<(App, ClientRecord), PeersError> {
+    let mut app = client_app(spec, client, rejoin);
+    app.insert_net_client(transport);
+    app.finish();
+    app.cleanup();
+    if let Some(SessionSetupError(error)) = app.world().get_resource::<SessionSetupError>() {
+        let error = error.clone();
+        return Err(PeersError::Setup { client, error });
     }
+    let breakdowns = BreakdownLog::default();
+    if spec.breakdowns > 0 {
+        let hook = KeepBreakdowns {
+            log: breakdowns.clone(),
+            keep: spec.breakdowns,
+        };
+        app.add_verified_tick_hook::<I>(hook)
+            .map_err(|error| PeersError::Setup { client, error })?;
+    }
+    let watch =
+        SessionWatch::new(app.world()).map_err(|error| PeersError::Client { client, error })?;
+    let record = ClientRecord {
+        watch: Some(watch),
+        breakdowns,
+        history: Vec::new(),
+        token: None,
+    };
+    Ok((app, record))
 }
 
 impl<I: SimInput> std::fmt::Debug for RelayPeers<I> {

@@ -13,10 +13,17 @@
 //! [`step`](OwnershipPeers::step) / [`run`](OwnershipPeers::run) for ticks, run until a
 //! condition, until joined or until converged, [`assert_converged`](OwnershipPeers::assert_converged)
 //! (every copy of every body within a tolerance, naming the first body that is not), link
-//! changes mid-run ([`set_link`](OwnershipPeers::set_link), [`outage`](OwnershipPeers::outage),
+//! changes mid-run ([`set_link`](OwnershipPeers::set_link), [`cut_link`](OwnershipPeers::cut_link),
 //! [`restore_link`](OwnershipPeers::restore_link)), [`pause`](OwnershipPeers::pause) /
 //! [`resume`](OwnershipPeers::resume) one participant, [`kill`](OwnershipPeers::kill) and
-//! [`rejoin`](OwnershipPeers::rejoin) one.
+//! [`rejoin`](OwnershipPeers::rejoin) one, or [`join`](OwnershipPeers::join) one late.
+//!
+//! The network, the links, pauses, kills and rejoins are `simsync_net`'s
+//! [`PeerNetwork`](simsync_net::testing::PeerNetwork), which `simsync::testing::RelayPeers`
+//! stands on too: both harnesses give these methods the same names and meanings (here a resumed
+//! participant first runs the updates it missed, as a stalled process catching up), and report
+//! an unknown, killed or still running participant as [`PeersError::Network`] with the
+//! network's [`PeerNetworkError`](simsync_net::testing::PeerNetworkError).
 //!
 //! Copies of a moving body lag its owner's by the link's latency (a relayed state is applied
 //! as it was sent), so compare them once the bodies came to rest, or with a tolerance of the

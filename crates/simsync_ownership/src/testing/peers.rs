@@ -4,9 +4,10 @@ use core::time::Duration;
 
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{NoUserData, RapierPhysicsPlugin};
+use simsync_net::testing::{PeerIndex, PeerNetwork, PeerNetworkError, PeerState};
 use simsync_net::{
-    Direction, LinkConditionerConfig, MemoryNetwork, NetAppExt, NetClientPlugin, NetClock,
-    NetError, NetServerPlugin,
+    Direction, LinkConditionerConfig, MemoryClientTransport, MemoryNetwork, MemoryServerTransport,
+    NetAppExt, NetClientPlugin, NetClock, NetServerPlugin,
 };
 use thiserror::Error;
 
@@ -30,9 +31,11 @@ type PluginSetup = Box<dyn Fn(OwnershipPlugin) -> OwnershipPlugin>;
 /// Why the harness could not do what it was asked.
 #[derive(Debug, Error)]
 pub enum PeersError {
-    /// The in-memory transport refused an endpoint.
-    #[error("in-memory transport: {0}")]
-    Transport(#[from] NetError),
+    /// The in-memory network refused a link or a transport, or no participant has the index,
+    /// or it is killed (for what needs it running) or running (for a rejoin); the participant
+    /// is the network's peer of the same index.
+    #[error("{0}")]
+    Network(#[from] PeerNetworkError),
     /// An App's [`OwnershipPlugin`] did not start ([`OwnershipSetupError`]).
     #[error("the {app}'s ownership plugin did not start: {error}")]
     Setup {
@@ -49,20 +52,6 @@ pub enum PeersError {
         /// Steps run.
         steps: u32,
     },
-    /// No participant with this index.
-    #[error("no participant {index} (there are {len})")]
-    NoSuchParticipant {
-        /// The index asked for.
-        index: usize,
-        /// Participants (alive or killed).
-        len: usize,
-    },
-    /// The participant was killed; rejoin it first.
-    #[error("participant {0} was killed; rejoin it first")]
-    Killed(usize),
-    /// The participant is alive; kill it before rejoining.
-    #[error("participant {0} is alive; kill it before it rejoins")]
-    Alive(usize),
     /// The participant has no body with this id.
     #[error("participant {participant} has no {body}")]
     NoSuchBody {
@@ -189,7 +178,7 @@ impl OwnershipPeersBuilder {
     /// The Apps, stepped until every participant has joined.
     ///
     /// # Errors
-    /// [`PeersError::Transport`] or [`PeersError::Setup`] if an App cannot be made,
+    /// [`PeersError::Network`] or [`PeersError::Setup`] if an App cannot be made,
     /// [`PeersError::NotJoined`] if a participant does not join in time.
     pub fn build(self) -> Result<OwnershipPeers, PeersError> {
         let join_steps = self.join_steps;
@@ -201,9 +190,22 @@ impl OwnershipPeersBuilder {
     /// The Apps, not stepped yet: nobody has joined.
     ///
     /// # Errors
-    /// [`PeersError::Transport`] or [`PeersError::Setup`] if an App cannot be made.
+    /// [`PeersError::Network`] or [`PeersError::Setup`] if an App cannot be made.
     pub fn build_unjoined(mut self) -> Result<OwnershipPeers, PeersError> {
-        let network = MemoryNetwork::with_directions(self.seed, self.up, self.down)?;
+        let net = PeerNetwork::new(self.seed, self.up, self.down, |transport| {
+            self.server_app(transport)
+        })?;
+        let mut peers = OwnershipPeers { net, setup: self };
+        for _ in 0..peers.setup.participants {
+            peers.join()?;
+        }
+        Ok(peers)
+    }
+
+    /// The entity server's App around its transport: `MinimalPlugins`, with the physics host
+    /// `TransformPlugin` and Rapier, the net plugin, the plugin, then the scene and server
+    /// closures.
+    fn server_app(&mut self, transport: MemoryServerTransport) -> Result<App, PeersError> {
         let mut server = App::new();
         server.add_plugins(MinimalPlugins);
         let mut plugin = (self.plugin)(OwnershipPlugin::entity_server());
@@ -217,26 +219,38 @@ impl OwnershipPeersBuilder {
         server
             .add_plugins(NetServerPlugin::default().with_clock(NetClock::Fixed(self.tick)))
             .add_plugins(plugin)
-            .insert_net_server(network.server_transport()?);
+            .insert_net_server(transport);
         (self.scene)(&mut server);
         (self.server)(&mut server);
         setup_error(&server, "entity server")?;
-        let mut peers = OwnershipPeers {
-            network,
-            server,
-            server_stopped: false,
-            peers: Vec::with_capacity(self.participants),
-            next_client: 1,
-            steps: 0,
-            up: self.up,
-            down: self.down,
-            setup: self,
-        };
-        for index in 0..peers.setup.participants {
-            let peer = peers.new_peer(index)?;
-            peers.peers.push(peer);
+        Ok(server)
+    }
+
+    /// Participant `index`'s App around its transport: `MinimalPlugins`, unless
+    /// [`without_rapier`](Self::without_rapier) `TransformPlugin` and Rapier, the net plugin,
+    /// the plugin named `participant N`, then the scene and participant closures.
+    fn participant_app(
+        &mut self,
+        index: PeerIndex,
+        transport: MemoryClientTransport,
+    ) -> Result<(App, ()), PeersError> {
+        let mut app = App::new();
+        app.add_plugins(MinimalPlugins);
+        if self.rapier {
+            app.add_plugins((
+                TransformPlugin,
+                RapierPhysicsPlugin::<NoUserData>::default(),
+            ));
         }
-        Ok(peers)
+        let plugin =
+            (self.plugin)(OwnershipPlugin::participant().with_name(format!("participant {index}")));
+        app.add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(self.tick)))
+            .add_plugins(plugin)
+            .insert_net_client(transport);
+        (self.scene)(&mut app);
+        (self.participant)(index, &mut app);
+        setup_error(&app, &format!("participant {index}"))?;
+        Ok((app, ()))
     }
 }
 
@@ -251,31 +265,16 @@ fn setup_error(app: &App, name: &str) -> Result<(), PeersError> {
     }
 }
 
-/// One participant: its App (`None` once killed), its connection id, and the steps it missed
-/// while paused.
-struct Peer {
-    app: Option<App>,
-    client_id: u64,
-    paused: Option<u32>,
-}
-
 /// An entity server and N participants in one process ([module docs](super)), stepped by
-/// hand. Participant `i` (0-based) is connection `i + 1` at first; one that rejoins gets a new
-/// connection id.
+/// hand: a [`PeerNetwork`] whose server is the entity server and whose peers are the
+/// participants. Participant `i` (0-based) is connection `i + 1` at first; one that rejoins gets
+/// a new connection id.
 ///
 /// Each [`step`](Self::step) updates the entity server, then every participant that is alive
 /// and not paused, in index order, one tick each: the same calls in the same order on the same
 /// seed give the same run.
 pub struct OwnershipPeers {
-    network: MemoryNetwork,
-    server: App,
-    /// The entity server is no longer updated ([`stop_server`](Self::stop_server)).
-    server_stopped: bool,
-    peers: Vec<Peer>,
-    next_client: u64,
-    steps: u64,
-    up: LinkConditionerConfig,
-    down: LinkConditionerConfig,
+    net: PeerNetwork,
     setup: OwnershipPeersBuilder,
 }
 
@@ -299,49 +298,9 @@ impl OwnershipPeers {
         }
     }
 
-    /// A new participant App for `index` on the next connection id.
-    fn new_peer(&mut self, index: usize) -> Result<Peer, PeersError> {
-        let client_id = self.next_client;
-        let transport = self.network.client_transport(client_id)?;
-        self.next_client += 1;
-        let setup = &mut self.setup;
-        let mut app = App::new();
-        app.add_plugins(MinimalPlugins);
-        if setup.rapier {
-            app.add_plugins((
-                TransformPlugin,
-                RapierPhysicsPlugin::<NoUserData>::default(),
-            ));
-        }
-        let plugin = (setup.plugin)(
-            OwnershipPlugin::participant().with_name(format!("participant {index}")),
-        );
-        app.add_plugins(NetClientPlugin::default().with_clock(NetClock::Fixed(setup.tick)))
-            .add_plugins(plugin)
-            .insert_net_client(transport);
-        (setup.scene)(&mut app);
-        (setup.participant)(index, &mut app);
-        setup_error(&app, &format!("participant {index}"))?;
-        Ok(Peer {
-            app: Some(app),
-            client_id,
-            paused: None,
-        })
-    }
-
     /// One tick: the entity server, then every participant alive and not paused.
     pub fn step(&mut self) {
-        if !self.server_stopped {
-            self.server.update();
-        }
-        for peer in &mut self.peers {
-            match (&mut peer.app, &mut peer.paused) {
-                (Some(_), Some(missed)) => *missed += 1,
-                (Some(app), None) => app.update(),
-                (None, _) => {}
-            }
-        }
-        self.steps += 1;
+        self.net.step();
     }
 
     /// `n` ticks.
@@ -383,8 +342,8 @@ impl OwnershipPeers {
 
     /// Participants alive without a participant id yet.
     fn waiting(&self) -> Vec<usize> {
-        (0..self.peers.len())
-            .filter(|&i| self.peers[i].app.is_some() && self.id_of(i).is_none())
+        (0..self.net.len())
+            .filter(|&i| self.net.is_running(i) && self.id_of(i).is_none())
             .collect()
     }
 
@@ -396,10 +355,9 @@ impl OwnershipPeers {
     /// The first [`Divergence`].
     pub fn convergence(&mut self, tolerance_m: f32) -> Result<Converged, Divergence> {
         let copies: Vec<_> = self
-            .peers
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, p)| Some((i, convergence::positions(p.app.as_mut()?.world_mut()))))
+            .net
+            .running_mut()
+            .map(|(i, app, ())| (i, convergence::positions(app.world_mut())))
             .collect();
         convergence::compare(&copies, tolerance_m)
     }
@@ -439,47 +397,23 @@ impl OwnershipPeers {
 }
 
 impl OwnershipPeers {
-    fn peer(&self, index: usize) -> Result<&Peer, PeersError> {
-        self.peers.get(index).ok_or(PeersError::NoSuchParticipant {
-            index,
-            len: self.peers.len(),
-        })
-    }
-
-    fn peer_mut(&mut self, index: usize) -> Result<&mut Peer, PeersError> {
-        let len = self.peers.len();
-        self.peers
-            .get_mut(index)
-            .ok_or(PeersError::NoSuchParticipant { index, len })
-    }
-
     /// Stops updating participant `index`: it sends and receives nothing, as a stalled process
     /// (the entity server counts it gone after `participant_silence_timeout`).
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`], [`PeersError::Killed`].
+    /// [`PeerNetworkError::UnknownPeer`], [`PeerNetworkError::NotRunning`].
     pub fn pause(&mut self, index: usize) -> Result<(), PeersError> {
-        let peer = self.peer_mut(index)?;
-        if peer.app.is_none() {
-            return Err(PeersError::Killed(index));
-        }
-        peer.paused.get_or_insert(0);
-        Ok(())
+        Ok(self.net.pause(index)?)
     }
 
     /// Resumes a paused participant: it runs the updates it missed back to back, as a stalled
-    /// process catching up, so its clock is the others' again. Nothing if it was not paused.
+    /// process catching up, so its clock is the others' again
+    /// ([`PeerNetwork::resume_catching_up`]). Nothing if it was not paused.
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`], [`PeersError::Killed`].
+    /// As [`pause`](Self::pause).
     pub fn resume(&mut self, index: usize) -> Result<(), PeersError> {
-        let peer = self.peer_mut(index)?;
-        let Some(app) = peer.app.as_mut() else {
-            return Err(PeersError::Killed(index));
-        };
-        for _ in 0..peer.paused.take().unwrap_or(0) {
-            app.update();
-        }
+        self.net.resume_catching_up(index)?;
         Ok(())
     }
 
@@ -487,52 +421,51 @@ impl OwnershipPeers {
     /// again, so it sends nothing, answers nothing and closes no connection; the participants
     /// go on stepping.
     pub fn stop_server(&mut self) {
-        self.server_stopped = true;
+        self.net.stop_server();
     }
 
-    /// Whether participant `index` is paused.
+    /// Whether participant `index` is alive and paused.
     pub fn is_paused(&self, index: usize) -> bool {
-        self.peers.get(index).is_some_and(|p| p.paused.is_some())
+        self.net.is_paused(index)
+    }
+
+    /// Whether participant `index` is alive (made and not killed; paused or not).
+    pub fn is_running(&self, index: usize) -> bool {
+        self.net.is_running(index)
     }
 
     /// Kills participant `index`: its App is dropped, its connection closed (the entity server
     /// sees it leave at its next update).
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`], [`PeersError::Killed`].
+    /// As [`pause`](Self::pause).
     pub fn kill(&mut self, index: usize) -> Result<(), PeersError> {
-        let peer = self.peer_mut(index)?;
-        match peer.app.take() {
-            Some(_) => Ok(()),
-            None => Err(PeersError::Killed(index)),
-        }
+        let app = self.net.kill(index)?;
+        drop(app);
+        Ok(())
     }
 
     /// A killed participant starts again: a new App (built by the same closures) on a new
     /// connection; it joins in the next steps ([`run_until_joined`](Self::run_until_joined)).
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`], [`PeersError::Alive`] if it was not killed;
-    /// [`PeersError::Transport`] or [`PeersError::Setup`] if its App cannot be made.
+    /// [`PeerNetworkError::UnknownPeer`], [`PeerNetworkError::StillRunning`] if it was not
+    /// killed; [`PeersError::Network`] or [`PeersError::Setup`] if its App cannot be made.
     pub fn rejoin(&mut self, index: usize) -> Result<(), PeersError> {
-        if self.peer(index)?.app.is_some() {
-            return Err(PeersError::Alive(index));
-        }
-        let peer = self.new_peer(index)?;
-        self.peers[index] = peer;
-        Ok(())
+        let setup = &mut self.setup;
+        self.net
+            .rejoin(index, |i, transport| setup.participant_app(i, transport))
     }
 
     /// Adds a participant (a late joiner) with the next index, built by the same closures; it
     /// joins in the next steps. Returns its index.
     ///
     /// # Errors
-    /// [`PeersError::Transport`] or [`PeersError::Setup`] if its App cannot be made.
-    pub fn add_participant(&mut self) -> Result<usize, PeersError> {
-        let index = self.peers.len();
-        let peer = self.new_peer(index)?;
-        self.peers.push(peer);
-        Ok(index)
+    /// [`PeersError::Network`] or [`PeersError::Setup`] if its App cannot be made.
+    pub fn join(&mut self) -> Result<usize, PeersError> {
+        let setup = &mut self.setup;
+        self.net
+            .join(|i, transport| setup.participant_app(i, transport))
     }
 }
 
@@ -540,56 +473,51 @@ impl OwnershipPeers {
     /// Sets participant `index`'s link in both directions, for packets sent from now on.
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`]; [`PeersError::Transport`] for a link that does not
-    /// validate.
+    /// [`PeerNetworkError::UnknownPeer`]; [`PeerNetworkError::Network`] for a link that does
+    /// not validate.
     pub fn set_link(
         &mut self,
         index: usize,
         link: LinkConditionerConfig,
     ) -> Result<(), PeersError> {
-        self.set_link_direction(index, Direction::ToServer, link)?;
-        self.set_link_direction(index, Direction::ToClient, link)
+        Ok(self.net.set_link(index, link)?)
     }
 
     /// Sets one direction of participant `index`'s link.
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`]; [`PeersError::Transport`] for a link that does not
-    /// validate.
+    /// As [`set_link`](Self::set_link).
     pub fn set_link_direction(
         &mut self,
         index: usize,
         direction: Direction,
         link: LinkConditionerConfig,
     ) -> Result<(), PeersError> {
-        let client = self.peer(index)?.client_id;
-        Ok(self.network.set_link(client, direction, link)?)
+        Ok(self.net.set_link_direction(index, direction, link)?)
     }
 
     /// Every packet to and from participant `index` is lost from now on (a dead link that does
     /// not close); [`restore_link`](Self::restore_link) ends it.
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`].
-    pub fn outage(&mut self, index: usize) -> Result<(), PeersError> {
-        self.set_link(index, LinkConditionerConfig::PERFECT.with_loss(100.0))
+    /// As [`set_link`](Self::set_link).
+    pub fn cut_link(&mut self, index: usize) -> Result<(), PeersError> {
+        Ok(self.net.cut_link(index)?)
     }
 
     /// Participant `index`'s link is the builder's again.
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`].
+    /// As [`set_link`](Self::set_link).
     pub fn restore_link(&mut self, index: usize) -> Result<(), PeersError> {
-        let (up, down) = (self.up, self.down);
-        self.set_link_direction(index, Direction::ToServer, up)?;
-        self.set_link_direction(index, Direction::ToClient, down)
+        Ok(self.net.restore_link(index)?)
     }
 }
 
 impl OwnershipPeers {
     /// The network (link stats, raw links).
     pub fn network(&self) -> &MemoryNetwork {
-        &self.network
+        self.net.network()
     }
 
     /// The tick every App steps.
@@ -599,47 +527,47 @@ impl OwnershipPeers {
 
     /// Steps taken.
     pub fn steps(&self) -> u64 {
-        self.steps
+        self.net.steps()
     }
 
     /// Participants, alive or killed.
     pub fn len(&self) -> usize {
-        self.peers.len()
+        self.net.len()
     }
 
     /// Whether there are no participants.
     pub fn is_empty(&self) -> bool {
-        self.peers.is_empty()
+        self.net.is_empty()
     }
 
     /// The entity server's App.
     pub fn server(&self) -> &App {
-        &self.server
+        self.net.server()
     }
 
     /// The entity server's App, to change.
     pub fn server_mut(&mut self) -> &mut App {
-        &mut self.server
+        self.net.server_mut()
     }
 
     /// The entity server's state (`None` only if its plugin did not start).
     pub fn entity_server(&self) -> Option<&EntityServer> {
-        self.server.world().get_resource::<EntityServer>()
+        self.server().world().get_resource::<EntityServer>()
     }
 
     /// Participant `index`'s App, unless it was killed.
     pub fn participant(&self, index: usize) -> Option<&App> {
-        self.peers.get(index)?.app.as_ref()
+        self.net.app(index).ok()
     }
 
     /// Participant `index`'s App, to change, unless it was killed.
     pub fn participant_mut(&mut self, index: usize) -> Option<&mut App> {
-        self.peers.get_mut(index)?.app.as_mut()
+        self.net.app_mut(index).ok()
     }
 
     /// Participant `index`'s connection id.
     pub fn client_id(&self, index: usize) -> Option<u64> {
-        self.peers.get(index).map(|p| p.client_id)
+        self.net.client_id(index).ok()
     }
 
     /// Participant `index`'s [`OwnershipClient`].
@@ -689,8 +617,8 @@ impl OwnershipPeers {
     /// priority of `body`.
     pub fn owners_agree(&self, body: BodyId) -> bool {
         let server = self.server_owner(body);
-        (0..self.peers.len())
-            .filter(|&i| self.participant(i).is_some() && !self.is_paused(i))
+        (0..self.net.len())
+            .filter(|&i| matches!(self.net.state(i), Ok(PeerState::Running)))
             .all(|i| {
                 self.owner_on(i, body)
                     .is_some_and(|o| o.owner.map(|p| (p, o.priority)) == server)
@@ -701,24 +629,20 @@ impl OwnershipPeers {
     /// `poke`, `grab`, inserting a `Velocity`), applied at once.
     ///
     /// # Errors
-    /// [`PeersError::NoSuchParticipant`], [`PeersError::Killed`], [`PeersError::NoSuchBody`].
+    /// [`PeerNetworkError::UnknownPeer`], [`PeerNetworkError::NotRunning`],
+    /// [`PeersError::NoSuchBody`].
     pub fn command(
         &mut self,
         index: usize,
         body: BodyId,
         f: impl FnOnce(&mut EntityCommands),
     ) -> Result<(), PeersError> {
-        if self.peer(index)?.app.is_none() {
-            return Err(PeersError::Killed(index));
-        }
+        self.net.app(index)?;
         let entity = self.entity(index, body).ok_or(PeersError::NoSuchBody {
             participant: index,
             body,
         })?;
-        let Some(app) = self.participant_mut(index) else {
-            return Err(PeersError::Killed(index));
-        };
-        let world = app.world_mut();
+        let world = self.net.app_mut(index)?.world_mut();
         f(&mut world.commands().entity(entity));
         world.flush();
         Ok(())

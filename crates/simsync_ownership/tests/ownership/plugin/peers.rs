@@ -6,6 +6,7 @@
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
 use simsync_net::LinkConditionerConfig;
+use simsync_net::testing::PeerNetworkError;
 use simsync_ownership::prelude::*;
 use simsync_ownership::testing::{Divergence, OwnershipPeers, OwnershipPeersBuilder, PeersError};
 
@@ -163,7 +164,10 @@ fn a_killed_participant_rejoins_and_converges() {
     let old_id = peers.id_of(1).unwrap();
     assert_eq!(peers.server_owner(BodyId(1)).map(|o| o.0), Some(old_id));
     peers.kill(1).unwrap();
-    assert!(matches!(peers.kill(1), Err(PeersError::Killed(1))));
+    assert!(matches!(
+        peers.kill(1),
+        Err(PeersError::Network(PeerNetworkError::NotRunning(1)))
+    ));
     assert!(peers.client(1).is_none());
     peers.run(steps(5_000));
     assert_eq!(peers.server_owner(BodyId(2)), None, "released at rest");
@@ -188,9 +192,15 @@ fn misuse_is_a_typed_error() {
     let mut peers = two_bodies(None).build().unwrap();
     assert!(matches!(
         peers.pause(7),
-        Err(PeersError::NoSuchParticipant { index: 7, len: 3 })
+        Err(PeersError::Network(PeerNetworkError::UnknownPeer {
+            peer: 7,
+            peers: 3
+        }))
     ));
-    assert!(matches!(peers.rejoin(0), Err(PeersError::Alive(0))));
+    assert!(matches!(
+        peers.rejoin(0),
+        Err(PeersError::Network(PeerNetworkError::StillRunning(0)))
+    ));
     assert!(matches!(
         peers.command(0, BodyId(99), |_| {}),
         Err(PeersError::NoSuchBody { participant: 0, .. })
@@ -198,7 +208,7 @@ fn misuse_is_a_typed_error() {
     let bad = LinkConditionerConfig::PERFECT.with_loss(150.0);
     assert!(matches!(
         peers.set_link(0, bad),
-        Err(PeersError::Transport(_))
+        Err(PeersError::Network(PeerNetworkError::Network(_)))
     ));
     // A plugin that does not start is named.
     let refused = OwnershipPeers::builder(1)

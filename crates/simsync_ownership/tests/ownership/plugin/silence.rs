@@ -36,7 +36,7 @@ fn owned_by_0_nobody_else_wants_it() -> Session {
 fn a_participant_behind_a_dead_link_is_gone_after_2_s_and_its_body_flies_on() {
     let mut s = owned_by_0_nobody_else_wants_it();
     let me = s.id_of(0);
-    s.outage(0).unwrap();
+    s.cut_link(0).unwrap();
     s.run(steps(1_700));
     assert_eq!(s.server_stats().participants_silent, 0, "not before 1.75 s");
     let counted = s
@@ -82,7 +82,7 @@ fn a_participant_behind_a_dead_link_is_gone_after_2_s_and_its_body_flies_on() {
 fn a_participant_heard_from_again_is_told_it_was_counted_gone() {
     let mut s = owned_by_0_nobody_else_wants_it();
     let me = s.id_of(0);
-    s.outage(0).unwrap();
+    s.cut_link(0).unwrap();
     s.run(steps(3_000));
     assert_eq!(s.server_stats().participants_silent, 1);
     s.restore_link(0).unwrap();
