@@ -52,9 +52,11 @@
 
 mod convergence;
 mod peers;
+mod relay_load;
 
 pub use convergence::{Converged, Divergence};
 pub use peers::{OwnershipPeers, OwnershipPeersBuilder, PeersError};
+pub use relay_load::{RelayLoad, relay_load_start, relay_load_state};
 
 use core::time::Duration;
 
