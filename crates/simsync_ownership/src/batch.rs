@@ -22,7 +22,7 @@ pub const POSITION_STEP: f32 = 0.001;
 /// Velocity step, m/s (linear) and rad/s (angular): 1/256.
 pub const VELOCITY_STEP: f32 = 1.0 / 256.0;
 /// Largest absolute quantized position per axis: 10⁶ m in millimetres.
-const MAX_POSITION_Q: i64 = 1_000_000_000;
+pub(crate) const MAX_POSITION_Q: i64 = 1_000_000_000;
 /// Largest absolute quantized velocity per axis: 4,096 m/s (or rad/s) in 1/256 steps. Faster
 /// bodies are sent at this speed.
 const MAX_VELOCITY_Q: i64 = 1 << 20;

@@ -20,8 +20,8 @@ use bevy_rapier3d::prelude::RigidBody;
 use simsync_net::bevy_renet::{RenetClient, RenetServer};
 use simsync_net::renet::ClientId;
 use simsync_net::{
-    BidRequest, ClientMessage, ClientNetExt, DecodeStats, Hello, NetClock,
-    OwnershipClientMessage, OwnershipServerMessage, Protocols, ServerMessage, connection_config,
+    BidRequest, ClientMessage, ClientNetExt, DecodeStats, Hello, NetClock, OwnershipClientMessage,
+    OwnershipServerMessage, Protocols, ServerMessage, connection_config,
 };
 
 use crate::baseline::DeltaLink;
