@@ -263,19 +263,31 @@ pub fn choose_entry(
     seq: u32,
     baseline: Option<(u32, QuantizedState)>,
 ) -> Entry {
+    choose_entry_sized(gap, state, seq, baseline).0
+}
+
+/// [`choose_entry`] and the chosen entry's [size](Entry::size) at `gap`.
+pub(crate) fn choose_entry_sized(
+    gap: u64,
+    state: QuantizedState,
+    seq: u32,
+    baseline: Option<(u32, QuantizedState)>,
+) -> (Entry, usize) {
     let absolute = Entry::Absolute(state);
+    let absolute_size = absolute.size(gap);
     let Some((base_seq, base)) = baseline else {
-        return absolute;
+        return (absolute, absolute_size);
     };
     let ago = seq.wrapping_sub(base_seq);
     if ago == 0 || ago > MAX_BASELINE_AGO {
-        return absolute;
+        return (absolute, absolute_size);
     }
     let delta = Entry::Delta(Delta::between(&base, &state, ago));
-    if delta.size(gap) < absolute.size(gap) {
-        delta
+    let delta_size = delta.size(gap);
+    if delta_size < absolute_size {
+        (delta, delta_size)
     } else {
-        absolute
+        (absolute, absolute_size)
     }
 }
 

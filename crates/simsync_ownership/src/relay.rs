@@ -18,7 +18,7 @@ use bevy::platform::collections::HashMap;
 use crate::baseline::{ACK_INTERVAL, DeltaLink};
 use crate::batch::{
     BatchError, Entry, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_POSITION_Q, POSITION_STEP,
-    QuantizedState, StateBatch, WireBatch, choose_entry, entry_room,
+    QuantizedState, StateBatch, WireBatch, choose_entry_sized, entry_room,
 };
 use crate::body::BodyState;
 use crate::budget::{MAX_WEIGHT, MIN_WEIGHT, UploadBudget, send_weight};
@@ -139,7 +139,6 @@ fn same_bits(a: &BodyState, b: &BodyState) -> bool {
 /// What the relay keeps per body for one receiver.
 #[derive(Debug, Clone, Copy)]
 struct QueueBody {
-    body: BodyId,
     /// The quantized state last sent and when.
     sent: Option<(BodyState, Duration)>,
     /// Accumulated priority ([rule 18](crate::rules#rule-18--priority-accumulation-and-starvation-freedom)),
@@ -469,7 +468,7 @@ impl RelayQueue {
                 None
             };
             let gap = body.0.min(MAX_BATCH_BODY_ID);
-            let entry = choose_entry(gap, q, seq, baseline);
+            let (entry, size) = choose_entry_sized(gap, q, seq, baseline);
             entries.push(entry);
             candidates.push(Candidate {
                 body,
@@ -479,7 +478,7 @@ impl RelayQueue {
                 weight,
                 acc: 0.0,
                 entry: (entries.len() - 1) as u32,
-                size: entry.size(gap),
+                size,
             });
         }
         (candidates, entries)
@@ -491,7 +490,6 @@ impl RelayQueue {
         let slot = *self.slots.entry(body).or_insert(next);
         if slot == next {
             self.bodies.push(QueueBody {
-                body,
                 sent: None,
                 acc: 0.0,
                 acc_at: 0,
@@ -507,10 +505,15 @@ impl RelayQueue {
     /// returns how many were chosen. Chosen bodies start again from 0.
     fn select(&mut self, candidates: &mut [Candidate], dt: f32, bytes: usize) -> usize {
         let dt = dt.max(0.0);
+        let mut total = 0;
         for c in candidates.iter_mut() {
             c.acc = c.held + c.weight * dt;
+            total += c.size;
         }
-        candidates.sort_unstable_by(|a, b| b.acc.total_cmp(&a.acc).then(a.body.cmp(&b.body)));
+        // When every candidate fits, all are chosen whatever their order: no ranking needed.
+        if total > bytes {
+            candidates.sort_unstable_by(|a, b| b.acc.total_cmp(&a.acc).then(a.body.cmp(&b.body)));
+        }
         let mut used = 0;
         let mut chosen = candidates.len();
         for (i, c) in candidates.iter().enumerate() {

@@ -46,6 +46,10 @@
 //! # Ok::<(), simsync_ownership::testing::PeersError>(())
 //! ```
 //!
+//! [`RelayLoad`] is the entity server's relay alone under load (fake participants without
+//! physics, moving every body every tick), for benches of the relay path and for pinning the
+//! bytes receivers get.
+//!
 //! [`scene`]: OwnershipPeersBuilder::scene
 //! [`server`]: OwnershipPeersBuilder::server
 //! [`participant`]: OwnershipPeersBuilder::participant

@@ -302,7 +302,7 @@ impl RelayLoad {
         let took = started.elapsed();
         for (p, packets) in self.participants.iter_mut().zip(down) {
             for packet in packets {
-                let _ = p.client.process_packet(&packet);
+                p.client.process_packet(&packet);
             }
         }
         self.tick += 1;
