@@ -179,10 +179,16 @@ impl FakeParticipant {
     }
 }
 
-/// The entity server's relay under load ([module docs](self)): `participants` fake
-/// participants, bodies `1..=bodies`, participant `i` owning the ids `≡ i + 1 (mod
-/// participants)` (all of them once its bids are granted) and sending all their states every
-/// tick.
+/// The entity server's relay under load: an entity-server App as the stock server hosts it (no
+/// transport: its `RenetServer` is fed packets by hand), `participants` fake participants
+/// without physics, bodies `1..=bodies`, participant `i` owning the ids `≡ i + 1 (mod
+/// participants)` (all of them once its bids are granted) and moving all of them every tick
+/// ([`relay_load_state`]), so every body is due every tick — the relay's worst case.
+///
+/// [`step`](Self::step) times the server's whole turn on that traffic: renet taking the
+/// participants' packets, the update (receive, check, queue, and per receiver: choose,
+/// quantize, delta, pack) and renet laying out its packets. The participants' own work (their
+/// batches, decoding the relays, acknowledging) is not timed.
 #[derive(Debug)]
 pub struct RelayLoad {
     server: App,
