@@ -28,6 +28,14 @@
 //! `SIMSYNC_OWNERSHIP_SECONDS=6` the scripted seconds (default 4; 4 s of settling follow),
 //! `SIMSYNC_OWNERSHIP_BUDGETS=32000,64000` the upload budgets, `SIMSYNC_OWNERSHIP_DELTA=0` turns
 //! deltas against acknowledged states off (ownership rule 20; on by default).
+//!
+//! The `relay_path` group times the entity server's relay alone ([`RelayLoad`]: the server App
+//! as `simsync-server` hosts it, fake participants without physics that move every body every
+//! tick — the load test's worst case): `SIMSYNC_RELAY_SCALE=4x200` sets participants × bodies
+//! (default 4 × 200, one room of the load test). Printed: µs per relayed body state, and the
+//! same as a ratio to copying the same bytes in the same run (the floor: each state's bytes
+//! copied into its receiver's packet buffer), so the figure holds on any machine. The
+//! at-scale table above does not run with `SIMSYNC_OWNERSHIP_BUDGETS=none`.
 
 use std::time::{Duration, Instant};
 
@@ -37,6 +45,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use simsync_net::prelude::*;
 use simsync_net::{LinkConditionerConfig, MemoryNetwork};
 use simsync_ownership::prelude::*;
+use simsync_ownership::testing::RelayLoad;
 use simsync_ownership::{EntityServer, StateBatch, StateBudgetConfig};
 
 const DT: Duration = Duration::from_nanos(15_625_000);
@@ -499,5 +508,100 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// Participants × bodies of the relay-path group.
+fn relay_scale() -> (usize, u64) {
+    std::env::var("SIMSYNC_RELAY_SCALE")
+        .ok()
+        .and_then(|s| {
+            let (p, n) = s.split_once('x')?;
+            Some((p.trim().parse().ok()?, n.trim().parse().ok()?))
+        })
+        .unwrap_or((4, 200))
+}
+
+/// A relay load with every participant owning all of its bodies, after 2 s of steady state.
+fn relay_load(p: usize, n: u64) -> RelayLoad {
+    let mut load =
+        RelayLoad::new(p, n, StateBudgetConfig::default(), HZ as u16).expect("valid budget");
+    for _ in 0..(HZ * 10) {
+        load.step();
+        if load.all_owned() {
+            break;
+        }
+    }
+    assert!(load.all_owned(), "the fake participants own their bodies");
+    for _ in 0..(HZ * 2) {
+        load.step();
+    }
+    load
+}
+
+/// Copies `states` entries of `bytes` bytes in all (as laid out: a few bytes each) from
+/// `source` into `receivers` packet buffers, round robin: the floor of a relay tick.
+fn copy_floor(source: &[u8], buffers: &mut [Vec<u8>], states: usize, bytes: usize) {
+    for b in buffers.iter_mut() {
+        b.clear();
+    }
+    let receivers = buffers.len();
+    let mut at = 0;
+    for k in 0..states {
+        // The k-th state's share of the bytes, so the total is exactly `bytes`.
+        let len = (k + 1) * bytes / states - k * bytes / states;
+        if at + len > source.len() {
+            at = 0;
+        }
+        buffers[k % receivers].extend_from_slice(&source[at..at + len]);
+        at += len;
+    }
+    std::hint::black_box(buffers);
+}
+
+fn relay_path(c: &mut Criterion) {
+    let (p, n) = relay_scale();
+    let mut load = relay_load(p, n);
+    let ticks = HZ * 4;
+    let before = *load.server().stats();
+    let mut took = Duration::ZERO;
+    for _ in 0..ticks {
+        took += load.step();
+    }
+    let after = *load.server().stats();
+    let states = (after.relay_bodies_sent - before.relay_bodies_sent) as usize;
+    let bytes = (after.relay_bytes_sent - before.relay_bytes_sent) as usize;
+    let per_tick = (states / ticks as usize).max(1);
+    let bytes_per_tick = bytes / ticks as usize;
+    let source: Vec<u8> = (0..64 * 1024).map(|i| (i * 31 % 251) as u8).collect();
+    let mut buffers = vec![Vec::with_capacity(bytes_per_tick); p];
+    let rounds = 2_000;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        copy_floor(&source, &mut buffers, per_tick, bytes_per_tick);
+    }
+    let floor = started.elapsed().as_secs_f64() / f64::from(rounds) / per_tick as f64;
+    let per_state = took.as_secs_f64() / states.max(1) as f64;
+    println!(
+        "\nrelay path, {p} participants × {n} moving bodies, 64 Hz, default relay budget: \
+         {states} body states relayed in {ticks} ticks ({:.1} B each), server {:.3} ms/tick; \
+         {:.3} µs per relayed body state; floor (copying the same bytes) {:.1} ns per state; \
+         ratio {:.1}",
+        bytes as f64 / states.max(1) as f64,
+        took.as_secs_f64() * 1e3 / f64::from(ticks),
+        per_state * 1e6,
+        floor * 1e9,
+        per_state / floor,
+    );
+    let mut group = c.benchmark_group("relay_path");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3));
+    group.bench_function(format!("server_tick_{p}x{n}"), |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| load.step()).sum())
+    });
+    group.bench_function(format!("copy_floor_{p}x{n}"), |b| {
+        b.iter(|| copy_floor(&source, &mut buffers, per_tick, bytes_per_tick))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, relay_path, bench);
 criterion_main!(benches);

@@ -22,7 +22,7 @@ pub const POSITION_STEP: f32 = 0.001;
 /// Velocity step, m/s (linear) and rad/s (angular): 1/256.
 pub const VELOCITY_STEP: f32 = 1.0 / 256.0;
 /// Largest absolute quantized position per axis: 10⁶ m in millimetres.
-const MAX_POSITION_Q: i64 = 1_000_000_000;
+pub(crate) const MAX_POSITION_Q: i64 = 1_000_000_000;
 /// Largest absolute quantized velocity per axis: 4,096 m/s (or rad/s) in 1/256 steps. Faster
 /// bodies are sent at this speed.
 const MAX_VELOCITY_Q: i64 = 1 << 20;
@@ -263,19 +263,31 @@ pub fn choose_entry(
     seq: u32,
     baseline: Option<(u32, QuantizedState)>,
 ) -> Entry {
+    choose_entry_sized(gap, state, seq, baseline).0
+}
+
+/// [`choose_entry`] and the chosen entry's [size](Entry::size) at `gap`.
+pub(crate) fn choose_entry_sized(
+    gap: u64,
+    state: QuantizedState,
+    seq: u32,
+    baseline: Option<(u32, QuantizedState)>,
+) -> (Entry, usize) {
     let absolute = Entry::Absolute(state);
+    let absolute_size = absolute.size(gap);
     let Some((base_seq, base)) = baseline else {
-        return absolute;
+        return (absolute, absolute_size);
     };
     let ago = seq.wrapping_sub(base_seq);
     if ago == 0 || ago > MAX_BASELINE_AGO {
-        return absolute;
+        return (absolute, absolute_size);
     }
     let delta = Entry::Delta(Delta::between(&base, &state, ago));
-    if delta.size(gap) < absolute.size(gap) {
-        delta
+    let delta_size = delta.size(gap);
+    if delta_size < absolute_size {
+        (delta, delta_size)
     } else {
-        absolute
+        (absolute, absolute_size)
     }
 }
 

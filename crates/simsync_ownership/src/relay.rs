@@ -1,33 +1,172 @@
 //! The entity server's relay to one participant under its budget
-//! ([rules 17–19](crate::rules#rule-17--byte-budgets)): [`RelayQueue`].
+//! ([rules 17–19](crate::rules#rule-17--byte-budgets)): [`RelayQueue`], and what one update
+//! works out once per relayed body for all its receivers ([`PreparedStates`]).
+//!
+//! # Work per relayed state
+//! A body's state is moved on to the update's time, quantized and checked once per update
+//! ([`PreparedStates`]); its predicted error against what a receiver was last sent is worked
+//! out once for all receivers that were last sent the same state at the same time. What stays
+//! per receiver is what differs per receiver: its budget and priorities, the delta against the
+//! state it acknowledged, and laying out its batch. The bytes each receiver gets are those of
+//! [`StateBatch::to_wire`] for the same bodies: the sharing changes no byte and no choice.
 
 use core::time::Duration;
-use std::collections::BTreeSet;
 
 use bevy::math::Vec3;
 use bevy::platform::collections::HashMap;
 
 use crate::baseline::{ACK_INTERVAL, DeltaLink};
-use crate::batch::{BatchError, StateBatch, WireBatch, chosen_states, entry_room, quantize};
+use crate::batch::{
+    BatchError, Entry, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_POSITION_Q, POSITION_STEP,
+    QuantizedState, StateBatch, WireBatch, choose_entry_sized, entry_room,
+};
 use crate::body::BodyState;
-use crate::budget::{Candidate, PriorityAccumulator, UploadBudget, send_weight};
+use crate::budget::{MAX_WEIGHT, MIN_WEIGHT, UploadBudget, send_weight};
 use crate::config::OwnershipConfig;
-use crate::priority::BodyId;
+use crate::priority::{BodyId, ParticipantId};
 use crate::send_policy::predicted_error;
 
+/// Marks kept before a queue's pending list is first deduplicated between passes (then at
+/// each power of two).
+const PENDING_COMPACT: usize = 1 << 16;
+
+/// One body's relayed state in one update, as every receiver gets it.
+#[derive(Debug, Clone, Copy)]
+struct Prepared {
+    /// Its owner (not relayed back to it).
+    owner: Option<ParticipantId>,
+    /// The state moved on to the update's time.
+    state: BodyState,
+    /// Its wire values.
+    q: QuantizedState,
+    /// What receivers apply (`q` as a state): remembered as sent.
+    quantized: BodyState,
+    /// Whether a batch may carry its position (finite, within 10⁶ m).
+    position_ok: bool,
+    /// The last predicted error worked out: against which state sent when.
+    error: Option<(BodyState, Duration, f32)>,
+}
+
+/// The states of one update's relay, each prepared once for every receiver's pass: cleared at
+/// the start of each update, then filled as receivers' passes ask for bodies.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PreparedStates {
+    index: HashMap<BodyId, Option<u32>>,
+    prepared: Vec<Prepared>,
+}
+
+impl PreparedStates {
+    /// Forgets the last update's states (keeps the memory).
+    pub(crate) fn clear(&mut self) {
+        self.index.clear();
+        self.prepared.clear();
+    }
+
+    /// `body`'s prepared state: `state_of` (its owner and latest state, `None` for a body not
+    /// to relay) is asked once per update.
+    fn get(
+        &mut self,
+        body: BodyId,
+        state_of: &impl Fn(BodyId) -> Option<(Option<ParticipantId>, BodyState)>,
+    ) -> Option<u32> {
+        if let Some(slot) = self.index.get(&body) {
+            return *slot;
+        }
+        let slot = state_of(body).map(|(owner, state)| {
+            let q = QuantizedState::new(&state);
+            self.prepared.push(Prepared {
+                owner,
+                state,
+                q,
+                quantized: q.to_state(),
+                position_ok: state.position.is_finite()
+                    && state.position.abs().max_element() <= MAX_POSITION_Q as f32 * POSITION_STEP,
+                error: None,
+            });
+            (self.prepared.len() - 1) as u32
+        });
+        self.index.insert(body, slot);
+        slot
+    }
+
+    /// The predicted error of the receivers' copy of the body in `slot` last sent `last` at
+    /// `at` ([`predicted_error`]), worked out once for all receivers sent the same.
+    fn error(
+        &mut self,
+        slot: u32,
+        last: &BodyState,
+        at: Duration,
+        now: Duration,
+        config: &OwnershipConfig,
+    ) -> f32 {
+        let p = &mut self.prepared[slot as usize];
+        if let Some((l, a, e)) = p.error
+            && a == at
+            && same_bits(&l, last)
+        {
+            return e;
+        }
+        let e = predicted_error(last, &p.state, now.saturating_sub(at), config);
+        p.error = Some((*last, at, e));
+        e
+    }
+}
+
+/// Whether `a` and `b` are the same bit for bit.
+fn same_bits(a: &BodyState, b: &BodyState) -> bool {
+    let bits = |s: &BodyState| {
+        let [x, y, z, w] = s.rotation.to_array();
+        [
+            s.position.x,
+            s.position.y,
+            s.position.z,
+            x,
+            y,
+            z,
+            w,
+            s.linear_velocity.x,
+            s.linear_velocity.y,
+            s.linear_velocity.z,
+            s.angular_velocity.x,
+            s.angular_velocity.y,
+            s.angular_velocity.z,
+        ]
+        .map(f32::to_bits)
+    };
+    bits(a) == bits(b)
+}
+
+/// What the relay keeps per body for one receiver.
+#[derive(Debug, Clone, Copy)]
+struct QueueBody {
+    /// The quantized state last sent and when.
+    sent: Option<(BodyState, Duration)>,
+    /// Accumulated priority ([rule 18](crate::rules#rule-18--priority-accumulation-and-starvation-freedom)),
+    /// valid only if kept by the latest selection (`acc_at`): a body that was not waiting
+    /// then starts again from 0.
+    acc: f32,
+    acc_at: u64,
+}
+
 /// What the entity server keeps per participant: the bodies updated since they were last
-/// relayed to it, its budget, priority accumulator, batch numbering, interest centre, the
-/// states it was last sent, and the deltas both ways with it
+/// relayed to it, its budget, per body the state it was last sent and its accumulated
+/// priority, batch numbering, interest centre, and the deltas both ways with it
 /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
+///
+/// Memory: one record (about 80 bytes) per body ever relayed to the participant, until it
+/// leaves (an unregistered body's record is reused if its id is registered again).
 #[derive(Debug, Clone)]
 pub(crate) struct RelayQueue {
-    pending: BTreeSet<BodyId>,
+    /// Bodies with a new state to relay, unsorted, maybe repeated (sorted at the next pass).
+    pending: Vec<BodyId>,
     budget: UploadBudget,
-    accumulator: PriorityAccumulator,
+    bodies: Vec<QueueBody>,
+    slots: HashMap<BodyId, u32>,
+    /// Selections made so far.
+    selections: u64,
     seq: u32,
     /// The receiver's interest centre (its avatar), from its own batches.
     pub(crate) focus: Option<Vec3>,
-    sent: HashMap<BodyId, (BodyState, Duration)>,
     last: Option<Duration>,
     /// Deltas both ways with this participant.
     pub(crate) link: DeltaLink,
@@ -37,36 +176,56 @@ pub(crate) struct RelayQueue {
     last_batch_at: Option<Duration>,
 }
 
+/// One body a pass chose: its entry as laid out for this receiver.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Chosen {
+    body: BodyId,
+    q: QuantizedState,
+    entry: Entry,
+    position_ok: bool,
+}
+
 /// What one relay pass did for one receiver.
 #[derive(Debug, Default)]
 pub(crate) struct RelayPass {
     /// The batch to send, if any.
     pub(crate) batch: Option<StateBatch>,
+    /// Its bodies' entries, ids increasing ([`RelayQueue::wire_chosen`]).
+    pub(crate) chosen: Vec<Chosen>,
     /// Bodies left waiting.
     pub(crate) deferred: usize,
     /// Bodies dropped as outside the interest radius.
     pub(crate) out_of_interest: usize,
 }
 
-/// The pending bodies a pass weighs ([`RelayQueue::pass`]).
-struct Due {
-    /// The bodies still to relay, weighed.
-    candidates: Vec<Candidate>,
-    /// Their latest states.
-    states: HashMap<BodyId, BodyState>,
-    /// Bodies dropped as outside the interest radius.
-    out_of_interest: usize,
+/// One pending body a pass weighs.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    body: BodyId,
+    /// Its [`PreparedStates`] slot and its [`QueueBody`].
+    prepared: u32,
+    slot: u32,
+    /// Accumulated priority held from the last selection, and this pass's weight.
+    held: f32,
+    weight: f32,
+    /// Accumulated priority after this pass (set by [`RelayQueue::select`]).
+    acc: f32,
+    /// Its entry's index in the pass's entries (kept apart: candidates are sorted), and the
+    /// bytes the budget reserves for it.
+    entry: u32,
+    size: usize,
 }
 
 impl RelayQueue {
     pub(crate) fn new(bytes_per_second: u32, delta: bool) -> Self {
         Self {
-            pending: BTreeSet::new(),
+            pending: Vec::new(),
             budget: UploadBudget::new(bytes_per_second),
-            accumulator: PriorityAccumulator::default(),
+            bodies: Vec::new(),
+            slots: HashMap::default(),
+            selections: 0,
             seq: 0,
             focus: None,
-            sent: HashMap::default(),
             last: None,
             link: DeltaLink::default(),
             delta,
@@ -76,18 +235,33 @@ impl RelayQueue {
 
     /// `body` has a new state to relay.
     pub(crate) fn mark(&mut self, body: BodyId) {
-        self.pending.insert(body);
+        self.pending.push(body);
+        let len = self.pending.len();
+        if len >= PENDING_COMPACT && len.is_power_of_two() {
+            // Passes sort and deduplicate; this bounds the list between them.
+            self.pending.sort_unstable();
+            self.pending.dedup();
+        }
     }
 
     /// Forgets `body` (unregistered, or relayed outside the budget).
     pub(crate) fn forget(&mut self, body: BodyId) {
-        self.pending.remove(&body);
+        self.pending.retain(|b| *b != body);
+    }
+
+    /// Forgets `bodies` (relayed outside the budget).
+    pub(crate) fn forget_all(&mut self, bodies: &[BodyId]) {
+        let mut gone = bodies.to_vec();
+        gone.sort_unstable();
+        self.pending.retain(|b| gone.binary_search(b).is_err());
     }
 
     /// Forgets everything about `body` (unregistered), its delta baselines included.
     pub(crate) fn unregister(&mut self, body: BodyId) {
-        self.pending.remove(&body);
-        self.sent.remove(&body);
+        self.forget(body);
+        if let Some(slot) = self.slots.get(&body) {
+            self.bodies[*slot as usize].sent = None;
+        }
         self.link.forget(body);
     }
 
@@ -101,6 +275,56 @@ impl RelayQueue {
         let wire = self.link.send(batch, self.delta)?;
         self.last_batch_at = Some(now);
         Ok(wire)
+    }
+
+    /// The batch numbered `seq` of the bodies a [`pass`](Self::pass) chose, as it goes out at
+    /// `now`: exactly [`wire`](Self::wire) of the pass's batch (same checks and errors, same
+    /// entries, remembered as sent), with the entries the pass laid out.
+    pub(crate) fn wire_chosen(
+        &mut self,
+        seq: u32,
+        chosen: &[Chosen],
+        now: Duration,
+    ) -> Result<WireBatch, BatchError> {
+        if chosen.len() > MAX_BATCH_BODIES {
+            return Err(BatchError::TooManyBodies {
+                count: chosen.len() as u64,
+            });
+        }
+        let mut next = 0;
+        for c in chosen {
+            if c.body.0 < next || c.body.0 > MAX_BATCH_BODY_ID {
+                return Err(BatchError::BodyIds);
+            }
+            if !c.position_ok {
+                return Err(BatchError::OutOfRange {
+                    body: c.body,
+                    field: "position",
+                });
+            }
+            next = c.body.0 + 1;
+        }
+        let ack = if self.delta {
+            self.link.acks.ack()
+        } else {
+            None
+        };
+        let entries = chosen.iter().map(|c| (c.body, c.entry)).collect();
+        if self.delta {
+            self.link
+                .sent
+                .record(seq, chosen.iter().map(|c| (c.body, c.q)));
+            if ack.is_some() {
+                self.link.acks.sent();
+            }
+        }
+        self.last_batch_at = Some(now);
+        Ok(WireBatch {
+            seq,
+            focus: None,
+            ack,
+            entries,
+        })
     }
 
     /// Whether this participant's batches wait for an acknowledgement and no relay batch went
@@ -131,10 +355,10 @@ impl RelayQueue {
         }
     }
 
-    /// One pass at `now`: refills the budget, drops pending bodies `state_of` no longer has or
-    /// that lie outside `radius` of the focus, and chooses the most urgent of the rest that fit
-    /// (rules 17–19). `state_of` gives a body's latest state, `None` for a body not to relay to
-    /// this receiver (its own, or gone).
+    /// One pass with `state_of` giving each body's latest state (`None` for a body not to
+    /// relay to this receiver): [`pass_prepared`](Self::pass_prepared) with states prepared
+    /// for this pass alone.
+    #[cfg(test)]
     pub(crate) fn pass(
         &mut self,
         now: Duration,
@@ -142,89 +366,208 @@ impl RelayQueue {
         config: &OwnershipConfig,
         state_of: impl Fn(BodyId) -> Option<BodyState>,
     ) -> RelayPass {
+        let mut prepared = PreparedStates::default();
+        self.pass_prepared(now, radius, config, None, &mut prepared, |b| {
+            Some((None, state_of(b)?))
+        })
+    }
+
+    /// One pass at `now` for the receiver `me`: refills the budget, drops pending bodies
+    /// `prepared` (asking `state_of` for a body's owner and latest state) no longer has, that
+    /// `me` owns or that lie outside `radius` of the focus, and chooses the most urgent of the
+    /// rest that fit (rules 17–19), remembered as sent.
+    pub(crate) fn pass_prepared(
+        &mut self,
+        now: Duration,
+        radius: Option<f32>,
+        config: &OwnershipConfig,
+        me: Option<ParticipantId>,
+        prepared: &mut PreparedStates,
+        state_of: impl Fn(BodyId) -> Option<(Option<ParticipantId>, BodyState)>,
+    ) -> RelayPass {
         let dt = self
             .last
             .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
         self.last = Some(now);
         self.budget.refill(dt);
-        let due = self.due(now, radius, config, state_of);
-        let mut result = RelayPass {
-            out_of_interest: due.out_of_interest,
-            ..RelayPass::default()
-        };
-        if due.candidates.is_empty() {
+        let mut result = RelayPass::default();
+        let (mut candidates, entries) =
+            self.due(now, radius, config, me, prepared, &state_of, &mut result);
+        if candidates.is_empty() {
             return result;
         }
-        let room = entry_room(self.budget.available(), None, due.candidates.len());
-        let selection = self.accumulator.select(&due.candidates, dt as f32, room);
-        result.deferred = selection.deferred;
-        if selection.chosen.is_empty() {
+        let room = entry_room(self.budget.available(), None, candidates.len());
+        let chosen = self.select(&mut candidates, dt as f32, room);
+        result.deferred = candidates.len() - chosen;
+        if chosen == 0 {
+            self.pending = candidates.iter().map(|c| c.body).collect();
             return result;
         }
-        let bodies = chosen_states(&selection.chosen, &due.states);
-        result.batch = Some(self.take(bodies, now));
+        self.take(
+            &mut candidates,
+            chosen,
+            &entries,
+            prepared,
+            now,
+            &mut result,
+        );
         result
     }
 
-    /// The pending bodies as candidates for this pass, weighed by their predicted error
-    /// against the state last sent (never sent: the largest error) and their distance from the
-    /// focus; the pending bodies `state_of` no longer has, or outside `radius` of the focus
-    /// (counted), leave the queue.
+    /// The pending bodies (ids increasing, each once) as candidates for this pass, weighed by
+    /// their predicted error against the state last sent (never sent: the largest error) and
+    /// their distance from the focus; the pending bodies without a state, owned by `me`, or
+    /// outside `radius` of the focus (counted in `result`), leave the queue.
+    #[allow(clippy::too_many_arguments)]
     fn due(
         &mut self,
         now: Duration,
         radius: Option<f32>,
         config: &OwnershipConfig,
-        state_of: impl Fn(BodyId) -> Option<BodyState>,
-    ) -> Due {
-        let mut due = Due {
-            candidates: Vec::with_capacity(self.pending.len()),
-            states: HashMap::default(),
-            out_of_interest: 0,
-        };
-        let focus = self.focus;
-        let pending: Vec<BodyId> = self.pending.iter().copied().collect();
+        me: Option<ParticipantId>,
+        prepared: &mut PreparedStates,
+        state_of: &impl Fn(BodyId) -> Option<(Option<ParticipantId>, BodyState)>,
+        result: &mut RelayPass,
+    ) -> (Vec<Candidate>, Vec<Entry>) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_unstable();
+        pending.dedup();
+        let mut candidates = Vec::with_capacity(pending.len());
+        let mut entries = Vec::with_capacity(pending.len());
+        let seq = self.seq.wrapping_add(1);
         for body in pending {
-            let Some(state) = state_of(body) else {
-                self.pending.remove(&body);
+            let Some(index) = prepared.get(body, state_of) else {
                 continue;
             };
-            let distance = focus.map(|f| f.distance(state.position));
+            let p = &prepared.prepared[index as usize];
+            let (owner, position, q) = (p.owner, p.state.position, p.q);
+            if me.is_some() && owner == me {
+                continue;
+            }
+            let distance = self.focus.map(|f| f.distance(position));
             if let (Some(r), Some(d)) = (radius, distance)
                 && d > r
             {
-                self.pending.remove(&body);
-                due.out_of_interest += 1;
+                result.out_of_interest += 1;
                 continue;
             }
-            let error = self.sent.get(&body).map_or(8.0, |(last, at)| {
-                predicted_error(last, &state, now.saturating_sub(*at), config)
+            let slot = self.slot(body);
+            let record = self.bodies[slot as usize];
+            let error = record.sent.map_or(8.0, |(last, at)| {
+                prepared.error(index, &last, at, now, config)
             });
-            due.candidates.push(Candidate {
+            let weight = send_weight(error, false, distance).clamp(MIN_WEIGHT, MAX_WEIGHT);
+            let held = if record.acc_at == self.selections {
+                record.acc
+            } else {
+                0.0
+            };
+            let baseline = if self.delta {
+                self.link.sent.baseline(body)
+            } else {
+                None
+            };
+            let gap = body.0.min(MAX_BATCH_BODY_ID);
+            let (entry, size) = choose_entry_sized(gap, q, seq, baseline);
+            entries.push(entry);
+            candidates.push(Candidate {
                 body,
-                weight: send_weight(error, false, distance),
-                urgent: false,
-                size: self
-                    .link
-                    .entry_size(body, &state, self.seq.wrapping_add(1), self.delta),
+                prepared: index,
+                slot,
+                held,
+                weight,
+                acc: 0.0,
+                entry: (entries.len() - 1) as u32,
+                size,
             });
-            due.states.insert(body, state);
         }
-        due
+        (candidates, entries)
     }
 
-    /// The chosen `bodies` (ids increasing) as the next-numbered batch: they leave the queue
-    /// and their quantized states are remembered as sent at `now`.
-    fn take(&mut self, bodies: Vec<(BodyId, BodyState)>, now: Duration) -> StateBatch {
-        for (body, state) in &bodies {
-            self.pending.remove(body);
-            self.sent.insert(*body, (quantize(state), now));
+    /// `body`'s record, made if new.
+    fn slot(&mut self, body: BodyId) -> u32 {
+        let next = self.bodies.len() as u32;
+        let slot = *self.slots.entry(body).or_insert(next);
+        if slot == next {
+            self.bodies.push(QueueBody {
+                sent: None,
+                acc: 0.0,
+                acc_at: 0,
+            });
         }
-        StateBatch {
+        slot
+    }
+
+    /// [Rule 18](crate::rules#rule-18--priority-accumulation-and-starvation-freedom) as
+    /// [`PriorityAccumulator::select`](crate::PriorityAccumulator::select) does it: every
+    /// candidate gains its weight × `dt`, then in order of accumulated priority (ties by body
+    /// id) they are chosen while their sizes fit in `bytes`. Sorts `candidates` chosen first;
+    /// returns how many were chosen. Chosen bodies start again from 0.
+    fn select(&mut self, candidates: &mut [Candidate], dt: f32, bytes: usize) -> usize {
+        let dt = dt.max(0.0);
+        let mut total = 0;
+        for c in candidates.iter_mut() {
+            c.acc = c.held + c.weight * dt;
+            total += c.size;
+        }
+        // When every candidate fits, all are chosen whatever their order: no ranking needed.
+        if total > bytes {
+            candidates.sort_unstable_by(|a, b| b.acc.total_cmp(&a.acc).then(a.body.cmp(&b.body)));
+        }
+        let mut used = 0;
+        let mut chosen = candidates.len();
+        for (i, c) in candidates.iter().enumerate() {
+            if used + c.size > bytes {
+                chosen = i;
+                break;
+            }
+            used += c.size;
+        }
+        self.selections += 1;
+        for (i, c) in candidates.iter().enumerate() {
+            let record = &mut self.bodies[c.slot as usize];
+            record.acc = if i < chosen { 0.0 } else { c.acc };
+            record.acc_at = self.selections;
+        }
+        chosen
+    }
+
+    /// The first `chosen` of `candidates` (their entries in `entries`) as the next-numbered
+    /// batch (ids increasing): they
+    /// leave the queue, the rest stay, and their quantized states are remembered as sent at
+    /// `now`.
+    fn take(
+        &mut self,
+        candidates: &mut [Candidate],
+        chosen: usize,
+        entries: &[Entry],
+        prepared: &PreparedStates,
+        now: Duration,
+        result: &mut RelayPass,
+    ) {
+        let (sent, waiting) = candidates.split_at_mut(chosen);
+        sent.sort_unstable_by_key(|c| c.body);
+        let mut pending: Vec<BodyId> = waiting.iter().map(|c| c.body).collect();
+        pending.sort_unstable();
+        self.pending = pending;
+        let mut bodies = Vec::with_capacity(sent.len());
+        result.chosen.reserve(sent.len());
+        for c in sent.iter() {
+            let p = &prepared.prepared[c.prepared as usize];
+            self.bodies[c.slot as usize].sent = Some((p.quantized, now));
+            bodies.push((c.body, p.state));
+            result.chosen.push(Chosen {
+                body: c.body,
+                q: p.q,
+                entry: entries[c.entry as usize],
+                position_ok: p.position_ok,
+            });
+        }
+        result.batch = Some(StateBatch {
             seq: self.next_seq(),
             focus: None,
             bodies,
-        }
+        });
     }
 }
 

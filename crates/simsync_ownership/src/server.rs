@@ -60,15 +60,16 @@ use bevy_rapier3d::prelude::{RigidBody, Sleeping, Velocity};
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
-    BidRequest, ClientMessage, DecodeStats, MAX_BIDS_PER_MESSAGE, NetChannel, NetClock, NetError,
-    OwnerRecord, OwnershipClientMessage, OwnershipServerMessage, PackedBodyState, Protocols,
-    RefusalReason, RejectReason, ServerHandshake, ServerMessage, ServerNetExt, encode, millis_u32,
+    BidRequest, ClientMessage, DecodeStats, MAX_BIDS_PER_MESSAGE, MAX_MESSAGE_BYTES, NetChannel,
+    NetClock, NetError, OwnerRecord, OwnershipClientMessage, OwnershipServerMessage,
+    PackedBodyState, Protocols, RefusalReason, RejectReason, ServerHandshake, ServerMessage,
+    ServerNetExt, encode, millis_u32,
 };
 
 use crate::activity::ActivityConfig;
 use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
 use crate::baseline::Received;
-use crate::batch::{StateBatch, is_newer_batch, varint_len};
+use crate::batch::{BatchError, StateBatch, WireBatch, is_newer_batch, varint_len};
 use crate::body::{BodyKind, BodyState, one_way_latency};
 use crate::budget::StateBudgetConfig;
 use crate::clock::OwnershipClock;
@@ -82,8 +83,7 @@ use crate::host::{
 use crate::limits::{ConnectionLimits, Dropped, EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::{GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned};
 use crate::priority::{BodyId, ParticipantId, Priority};
-use crate::relay::RelayPass;
-use crate::relay::RelayQueue;
+use crate::relay::{Chosen, PreparedStates, RelayPass, RelayQueue};
 use crate::send_policy::Sequence;
 use crate::traffic::TrafficTotals;
 use crate::wire;
@@ -304,6 +304,8 @@ pub struct EntityServer {
     warned_impossible: HashSet<ParticipantId>,
     /// Until when a participant may not bid for a body whose impossible state it sent.
     penalties: HashMap<(BodyId, ParticipantId), Duration>,
+    /// The relayed states of the update, prepared once for every receiver.
+    prepared: PreparedStates,
 }
 
 /// Owner records per `Snapshot` message of a resync table (a few KiB each).
@@ -341,6 +343,7 @@ impl EntityServer {
             reach: HashMap::default(),
             warned_impossible: HashSet::default(),
             penalties: HashMap::default(),
+            prepared: PreparedStates::default(),
         })
     }
 
@@ -1357,23 +1360,25 @@ impl EntityServer {
         let mut clients: Vec<(ClientId, ParticipantId)> = self.handshake.participants().collect();
         clients.sort_unstable_by_key(|(c, _)| *c);
         self.deferred_now = 0;
+        let mut prepared = std::mem::take(&mut self.prepared);
+        prepared.clear();
         for (client, participant) in clients {
             let Some(mut queue) = self.queues.remove(&client) else {
                 continue;
             };
             let relay = &self.relay;
             let arbiter = &self.arbiter;
-            let pass = queue.pass(
+            let pass = queue.pass_prepared(
                 io.now,
                 self.budget.interest_radius,
                 arbiter.config(),
+                Some(participant),
+                &mut prepared,
                 |body| {
-                    if arbiter.owner(body).is_some_and(|(o, _)| o == participant) {
-                        return None;
-                    }
                     let relay = relay.get(&body)?;
                     let age = io.now.saturating_sub(relay.taken_at);
-                    Some(relay.last_state?.moved_on(age))
+                    let owner = arbiter.owner(body).map(|(o, _)| o);
+                    Some((owner, relay.last_state?.moved_on(age)))
                 },
             );
             self.stats.relay_bodies_deferred += pass.deferred as u64;
@@ -1382,6 +1387,7 @@ impl EntityServer {
             self.send_pass(io, client, &mut queue, pass);
             self.queues.insert(client, queue);
         }
+        self.prepared = prepared;
     }
 
     /// Sends a relay pass's batch within the receiver's budget, or — with nothing to relay — a
@@ -1394,7 +1400,7 @@ impl EntityServer {
         pass: RelayPass,
     ) {
         if let Some(batch) = pass.batch {
-            let size = self.send_batch(io, client, queue, &batch, NetChannel::State);
+            let size = self.send_chosen(io, client, queue, &batch, &pass.chosen);
             queue.spend(size);
         } else if queue.ack_due(io.now) {
             let batch = StateBatch {
@@ -1413,9 +1419,8 @@ impl EntityServer {
         let Some(mut queue) = self.queues.remove(&client) else {
             return;
         };
-        for (body, _) in &bodies {
-            queue.forget(*body);
-        }
+        let ids: Vec<BodyId> = bodies.iter().map(|(body, _)| *body).collect();
+        queue.forget_all(&ids);
         let batch = StateBatch {
             seq: queue.next_seq(),
             focus: None,
@@ -1436,23 +1441,51 @@ impl EntityServer {
         batch: &StateBatch,
         channel: NetChannel,
     ) -> usize {
-        let encoded = queue
-            .wire(batch, io.now)
-            .and_then(|wire| Ok((wire.encode()?, wire.deltas())));
-        let (bytes, deltas) = match encoded {
+        let wire = queue.wire(batch, io.now);
+        self.send_wire(io, client, wire, batch.bodies.len(), channel)
+    }
+
+    /// [`send_batch`](Self::send_batch) of a relay pass's batch, with the entries the pass
+    /// laid out (`chosen`), on the state channel.
+    fn send_chosen(
+        &mut self,
+        io: &mut Io,
+        client: ClientId,
+        queue: &mut RelayQueue,
+        batch: &StateBatch,
+        chosen: &[Chosen],
+    ) -> usize {
+        let wire = queue.wire_chosen(batch.seq, chosen, io.now);
+        self.send_wire(io, client, wire, batch.bodies.len(), NetChannel::State)
+    }
+
+    /// Encodes a laid-out relay batch of `bodies` bodies once, counts it and sends it to
+    /// `client` on `channel`; returns its size in bytes (0 if not sent).
+    fn send_wire(
+        &mut self,
+        io: &mut Io,
+        client: ClientId,
+        wire: Result<WireBatch, BatchError>,
+        bodies: usize,
+        channel: NetChannel,
+    ) -> usize {
+        let (bytes, deltas) = match wire.and_then(|wire| Ok((wire.encode()?, wire.deltas()))) {
             Ok(encoded) => encoded,
             Err(error) => {
                 warn!("entity server: relay batch not sent: {error}");
                 return 0;
             }
         };
-        let msg = ServerMessage::Ownership(OwnershipServerMessage::StateBatch(bytes));
-        let size = encode(&msg).map_or(0, |b| b.len());
+        let encoded = encode_state_batch(&bytes);
+        let size = encoded.as_ref().map_or(0, Vec::len);
         self.stats.relay_batches_sent += 1;
-        self.stats.relay_bodies_sent += batch.bodies.len() as u64;
+        self.stats.relay_bodies_sent += bodies as u64;
         self.stats.relay_delta_entries_sent += deltas as u64;
         self.stats.relay_bytes_sent += size as u64;
-        self.send(io.server, client, channel, &msg);
+        match encoded {
+            Ok(bytes) => self.send_encoded(io.server, client, channel, bytes),
+            Err(error) => self.send_failed(client, channel, error),
+        }
         size
     }
 
@@ -1678,20 +1711,82 @@ impl EntityServer {
         msg: &ServerMessage,
     ) {
         if let Err(error) = server.send_msg_on(client, channel, msg) {
-            self.stats.send_errors += 1;
-            debug!("entity server: to {client}: {error}");
-            let overflowed = matches!(error, NetError::ChannelFull { .. }) && channel.is_reliable();
-            if overflowed
-                && self.handshake.participant(client).is_some()
-                && self.resync.insert(client)
-            {
-                self.stats.resyncs_marked += 1;
-                warn!(
-                    "entity server: {client}'s control channel is full; it will get the full owner table"
-                );
-            }
+            self.send_failed(client, channel, error);
         }
     }
+
+    /// Sends an encoded message, as [`send`](Self::send) would.
+    fn send_encoded(
+        &mut self,
+        server: &mut RenetServer,
+        client: ClientId,
+        channel: NetChannel,
+        bytes: Vec<u8>,
+    ) {
+        if !server.is_connected(client) {
+            self.send_failed(client, channel, NetError::UnknownClient(client));
+        } else if !server.can_send_message(client, channel, bytes.len()) {
+            let error = NetError::ChannelFull {
+                channel: channel.id(),
+                bytes: bytes.len(),
+            };
+            self.send_failed(client, channel, error);
+        } else {
+            server.send_message(client, channel, bytes);
+        }
+    }
+
+    /// A message to `client` on `channel` was not sent: counted; a full reliable channel marks
+    /// the participant for resync.
+    fn send_failed(&mut self, client: ClientId, channel: NetChannel, error: NetError) {
+        self.stats.send_errors += 1;
+        debug!("entity server: to {client}: {error}");
+        let overflowed = matches!(error, NetError::ChannelFull { .. }) && channel.is_reliable();
+        if overflowed && self.handshake.participant(client).is_some() && self.resync.insert(client)
+        {
+            self.stats.resyncs_marked += 1;
+            warn!(
+                "entity server: {client}'s control channel is full; it will get the full owner table"
+            );
+        }
+    }
+}
+
+/// `ServerMessage::Ownership(OwnershipServerMessage::StateBatch(payload))` byte for byte as
+/// [`encode`] lays it out, without serializing the payload a byte at a time: the message's
+/// head (its enum tags, as `encode` gives them for an empty payload), the payload's length as
+/// bincode's varint (one byte below 251, else 251 and two bytes, 252 and four, 253 and eight,
+/// little-endian), then the payload.
+///
+/// # Errors
+/// [`NetError::MessageTooLarge`] above [`MAX_MESSAGE_BYTES`] (as `encode`).
+fn encode_state_batch(payload: &[u8]) -> Result<Vec<u8>, NetError> {
+    let empty = ServerMessage::Ownership(OwnershipServerMessage::StateBatch(Vec::new()));
+    let mut out = encode(&empty)?;
+    // The empty payload's length, 0, is the last byte.
+    out.pop();
+    let n = payload.len();
+    out.reserve(9 + n);
+    if n < 251 {
+        out.push(n as u8);
+    } else if let Ok(n) = u16::try_from(n) {
+        out.push(251);
+        out.extend_from_slice(&n.to_le_bytes());
+    } else if let Ok(n) = u32::try_from(n) {
+        out.push(252);
+        out.extend_from_slice(&n.to_le_bytes());
+    } else {
+        out.push(253);
+        out.extend_from_slice(&(n as u64).to_le_bytes());
+    }
+    out.extend_from_slice(payload);
+    if out.len() > MAX_MESSAGE_BYTES {
+        return Err(NetError::MessageTooLarge {
+            size: out.len(),
+            limit: MAX_MESSAGE_BYTES,
+        });
+    }
+    Ok(out)
 }
 
 fn record(body: BodyId, owner: Option<ParticipantId>, priority: Priority) -> OwnerRecord {
@@ -1871,5 +1966,31 @@ impl EntityServer {
             .owner_update(ParticipantId::ENTITY_SERVER, body, now);
         self.stats.host_states_published += 1;
         self.accept_state(None, body, world, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_batch_message_is_framed_byte_for_byte_as_encode_lays_it_out() {
+        for n in [0, 1, 127, 128, 250, 251, 252, 1_000, 60 * 1024] {
+            let payload: Vec<u8> = (0..n).map(|i| (i * 7 % 256) as u8).collect();
+            let msg = ServerMessage::Ownership(OwnershipServerMessage::StateBatch(payload.clone()));
+            assert_eq!(
+                encode_state_batch(&payload).expect("fits"),
+                encode(&msg).expect("fits"),
+                "{n}-byte payload"
+            );
+        }
+        // Over the message limit: refused, as by `encode`.
+        let payload = vec![0; MAX_MESSAGE_BYTES];
+        let msg = ServerMessage::Ownership(OwnershipServerMessage::StateBatch(payload.clone()));
+        assert!(encode(&msg).is_err());
+        assert!(matches!(
+            encode_state_batch(&payload),
+            Err(NetError::MessageTooLarge { .. })
+        ));
     }
 }

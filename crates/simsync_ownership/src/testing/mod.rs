@@ -53,15 +53,21 @@
 //! # Ok::<(), simsync_ownership::testing::PeersError>(())
 //! ```
 //!
+//! [`RelayLoad`] is the entity server's relay alone under load (fake participants without
+//! physics, moving every body every tick), for benches of the relay path and for pinning the
+//! bytes receivers get.
+//!
 //! [`scene`]: OwnershipPeersBuilder::scene
 //! [`server`]: OwnershipPeersBuilder::server
 //! [`participant`]: OwnershipPeersBuilder::participant
 
 mod convergence;
 mod peers;
+mod relay_load;
 
 pub use convergence::{Converged, Divergence};
 pub use peers::{OwnershipPeers, OwnershipPeersBuilder, PeersError};
+pub use relay_load::{RelayLoad, relay_load_start, relay_load_state};
 
 use core::time::Duration;
 

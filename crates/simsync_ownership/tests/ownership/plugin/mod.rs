@@ -15,6 +15,7 @@ mod misuse;
 mod orphans;
 mod peers;
 mod refusals;
+mod relay_bytes;
 mod reproducible;
 mod respawn;
 mod sessions;
