@@ -215,7 +215,8 @@ impl Transfer {
 
     /// Rescues a transfer that made no progress for `timeout` by `now`, or whose buddy is
     /// gone (`buddy_gone`): a stalled forwarding is restarted ([`Transfer::restart`]) even when
-    /// the buddy left meanwhile; otherwise a gone or slow buddy is failed
+    /// the buddy left meanwhile; a forwarding that moves goes on without its buddy (the relay
+    /// holds the verified chunks); otherwise a gone or slow buddy is failed
     /// ([`Transfer::fail_buddy`]). Returns what it did (`None`: nothing to rescue).
     pub(crate) fn rescue(
         &mut self,
@@ -224,10 +225,11 @@ impl Transfer {
         buddy_gone: bool,
     ) -> Option<Rescue> {
         let stall = self.stall(now, timeout);
+        let forwarding = matches!(self.phase, Phase::Forwarding { .. });
         if stall == Some(Stall::Forwarding) {
             self.restart(now);
             Some(Rescue::Restarted)
-        } else if buddy_gone || stall == Some(Stall::Buddy) {
+        } else if (buddy_gone && !forwarding) || stall == Some(Stall::Buddy) {
             let buddy = self.buddy();
             self.fail_buddy(now);
             Some(Rescue::BuddyFailed(buddy))
@@ -390,6 +392,15 @@ mod tests {
         assert!(matches!(transfer.phase, Phase::NoBuddy));
         assert!(transfer.tried.is_empty(), "the buddy is not blamed");
         assert_eq!(transfer.retry_at, now + RETRY_PAUSE);
+    }
+
+    #[test]
+    fn a_forwarding_that_moves_goes_on_when_its_buddy_leaves() {
+        let timeout = Duration::from_secs(5);
+        let mut transfer = forwarding(Duration::from_secs(1));
+        assert_eq!(transfer.rescue(Duration::from_secs(2), timeout, true), None);
+        assert!(matches!(transfer.phase, Phase::Forwarding { .. }));
+        assert!(transfer.tried.is_empty(), "the buddy is not blamed");
     }
 
     #[test]
