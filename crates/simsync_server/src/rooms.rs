@@ -102,6 +102,8 @@ pub struct Rooms {
     next_id: u64,
     relay: RelayBuilder,
     empty_timeout: Duration,
+    /// The server's `--physics-host` switch ([`Self::with_physics_host`]).
+    physics_host: bool,
 }
 
 impl std::fmt::Debug for Rooms {
@@ -131,7 +133,17 @@ impl Rooms {
             next_id: 1,
             relay: std::sync::Arc::new(fingerprint_relay),
             empty_timeout,
+            physics_host: false,
         }
+    }
+
+    /// The server's physics-host switch (`--physics-host`): an ownership room made without its
+    /// own `physics_host` hosts physics when `on` and its every dynamic body has a shape
+    /// ([`OwnershipRoomConfig::resolve_physics_host`](crate::OwnershipRoomConfig::resolve_physics_host)).
+    /// Default off.
+    pub fn with_physics_host(mut self, on: bool) -> Self {
+        self.physics_host = on;
+        self
     }
 
     /// Relay rooms are built by `relay` (a server built with the game's input type).
@@ -171,7 +183,8 @@ impl Rooms {
         self.accepting
     }
 
-    /// Makes a room from `config` under `id` (or the next free id).
+    /// Makes a room from `config` under `id` (or the next free id). An ownership room's
+    /// physics-host switch is settled first, with the server's ([`Self::with_physics_host`]).
     ///
     /// # Errors
     ///
@@ -179,10 +192,13 @@ impl Rooms {
     pub fn create(
         &mut self,
         id: Option<RoomId>,
-        config: RoomConfig,
+        mut config: RoomConfig,
     ) -> Result<RoomId, CreateRoomError> {
         if !self.accepting {
             return Err(CreateRoomError::Draining);
+        }
+        if let RoomConfig::Ownership(room) = &mut config {
+            room.resolve_physics_host(self.physics_host);
         }
         config.validate()?;
         if self.rooms.len() >= MAX_ROOMS {

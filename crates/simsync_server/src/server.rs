@@ -148,7 +148,9 @@ impl DedicatedServer {
             addr: config.ops_bind,
             message,
         })?;
-        let mut rooms = Rooms::new(config.empty_room_timeout).with_relay_builder(relay);
+        let mut rooms = Rooms::new(config.empty_room_timeout)
+            .with_relay_builder(relay)
+            .with_physics_host(config.physics_host);
         for (id, room) in config.rooms.clone() {
             rooms
                 .create(id, room)

@@ -16,6 +16,8 @@ mod http;
 mod load_smoke;
 #[path = "server/ownership_room.rs"]
 mod ownership_room;
+#[path = "server/physics_host.rs"]
+mod physics_host;
 #[path = "server/refusals.rs"]
 mod refusals;
 #[path = "server/room_ends.rs"]
