@@ -162,6 +162,14 @@ pub struct OwnershipSummary {
     pub bodies: usize,
     /// Owner states relayed.
     pub state_updates_relayed: u64,
+    /// Whether the entity server hosts physics ([physics host](crate::rules#physics-host)).
+    pub physics_host: bool,
+    /// Owner states refused (impossible states, stale owners; every `RefusalReason`).
+    pub state_updates_refused: u64,
+    /// Bodies the physics host took (orphans, and others its settings let it take).
+    pub host_takes: u64,
+    /// Bodies the physics host released at rest.
+    pub host_releases: u64,
 }
 
 /// The relay host of a room.
@@ -557,13 +565,20 @@ impl Room {
                 }),
             }
         });
-        let ownership = self.entity_server().map(|server| OwnershipSummary {
-            participants: server.participants().count(),
-            bodies: match &self.config {
-                RoomConfig::Ownership(config) => config.bodies.len(),
-                RoomConfig::Relay(_) => 0,
-            },
-            state_updates_relayed: server.stats().state_updates_relayed,
+        let ownership = self.entity_server().map(|server| {
+            let stats = server.stats();
+            OwnershipSummary {
+                participants: server.participants().count(),
+                bodies: match &self.config {
+                    RoomConfig::Ownership(config) => config.bodies.len(),
+                    RoomConfig::Relay(_) => 0,
+                },
+                state_updates_relayed: stats.state_updates_relayed,
+                physics_host: server.physics_host().is_some(),
+                state_updates_refused: stats.state_updates_refused.total(),
+                host_takes: stats.host_takes,
+                host_releases: stats.host_releases,
+            }
         });
         RoomSummary {
             id: self.id,

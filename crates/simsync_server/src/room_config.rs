@@ -817,7 +817,8 @@ mod tests {
 
     #[test]
     fn body_properties_are_bounded() {
-        let bad: [(&str, fn(&mut BodyProperties)); 7] = [
+        type Edit = fn(&mut BodyProperties);
+        let bad: [(&str, Edit); 7] = [
             ("mass", |p| p.mass = Some(0.0)),
             ("density", |p| p.density = -1.0),
             ("friction", |p| p.friction = f32::NAN),

@@ -184,7 +184,7 @@ fn the_stock_server_flies_and_releases_the_box_of_a_participant_that_left_mid_th
     run_until(&mut server, &mut stayer, 1_000, |_, apps| {
         seen(&apps[0]).0.is_none()
     });
-    let stats = entity_server(&server, id).stats().clone();
+    let stats = *entity_server(&server, id).stats();
     assert_eq!(stats.disconnect_clears, 1, "{stats:?}");
     assert_eq!(stats.host_takes, 1, "{stats:?}");
     assert_eq!(stats.host_releases, 1, "{stats:?}");
@@ -193,6 +193,10 @@ fn the_stock_server_flies_and_releases_the_box_of_a_participant_that_left_mid_th
     assert!(at.x > 0.5, "it flew: {at}");
     assert!((at.y - 0.25).abs() < 0.05, "on the ground: {at}");
     assert!(v.linear.length() < 0.1, "at rest: {v:?}");
+    // The admin API shows the host at work.
+    let summary = server.rooms().summary(id).unwrap().ownership.unwrap();
+    assert!(summary.physics_host);
+    assert_eq!((summary.host_takes, summary.host_releases), (1, 1));
     let (server_state, _) = entity_server(&server, id).server_state(BodyId(1)).unwrap();
     assert!(
         server_state.position.distance(at) < 0.05,
@@ -228,8 +232,14 @@ fn the_stock_server_refuses_a_teleporting_owner() {
     run_until(&mut server, &mut apps, 100, |_, apps| {
         apps.iter().all(|a| seen(a).0 == Some(HOST))
     });
-    let stats = entity_server(&server, id).stats().clone();
+    let stats = *entity_server(&server, id).stats();
     assert_eq!(stats.owners_revoked, 1, "{stats:?}");
+    let summary = server.rooms().summary(id).unwrap().ownership.unwrap();
+    assert_eq!(
+        summary.state_updates_refused,
+        stats.state_updates_refused.total()
+    );
+    assert!(summary.state_updates_refused >= 1);
     for (i, app) in apps.iter().enumerate() {
         let (_, at, v) = seen(app);
         assert!(at.x < 3.0, "participant {i} keeps the server's state: {at}");
