@@ -113,6 +113,11 @@ pub struct RoomConfigArgs {
     /// Ownership room: scene file (RON) [default: assets/scenes/sandbox.ron].
     #[arg(long, value_name = "PATH", requires = "ownership", value_hint = ValueHint::FilePath)]
     pub scene: Option<PathBuf>,
+    /// Ownership room: the room says `"physics_host": true` (the server hosts its physics
+    /// whatever its own `--physics-host` switch). Without it the room carries the scene's
+    /// shapes and properties and the server's switch decides.
+    #[arg(long, requires = "ownership")]
+    pub physics_host: bool,
 }
 
 /// Flags of every mode.

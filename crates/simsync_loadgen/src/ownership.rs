@@ -49,16 +49,13 @@ pub fn body_start(id: u64) -> Vec3 {
 /// `bodies` dynamic bodies, ids 1 to `bodies`, starting at `body_start`.
 pub fn ownership_room_config(participants: u8, bodies: u64, tick_rate_hz: u16) -> RoomConfig {
     RoomConfig::Ownership(OwnershipRoomConfig {
-        participants,
         tick_rate_hz,
-        bodies: (1..=bodies)
-            .map(|id| BodySpec {
-                id,
-                fixed: false,
-                position: body_start(id).to_array(),
-                rotation: [0.0, 0.0, 0.0, 1.0],
-            })
-            .collect(),
+        ..OwnershipRoomConfig::new(
+            participants,
+            (1..=bodies)
+                .map(|id| BodySpec::new(id, false, body_start(id).to_array()))
+                .collect(),
+        )
     })
 }
 

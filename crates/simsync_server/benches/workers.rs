@@ -34,17 +34,17 @@ fn room_count() -> u64 {
 
 fn room() -> RoomConfig {
     let bodies = (0..setting("SIMSYNC_BENCH_BODIES", BODIES))
-        .map(|i| BodySpec {
-            id: i + 1,
-            fixed: i % 10 == 0,
-            position: [(i % 20) as f32 * 2.0, 1.0 + (i / 20) as f32 * 2.0, 0.0],
-            rotation: [0.0, 0.0, 0.0, 1.0],
+        .map(|i| {
+            BodySpec::new(
+                i + 1,
+                i % 10 == 0,
+                [(i % 20) as f32 * 2.0, 1.0 + (i / 20) as f32 * 2.0, 0.0],
+            )
         })
         .collect();
     RoomConfig::Ownership(OwnershipRoomConfig {
-        participants: 4,
         tick_rate_hz: 60,
-        bodies,
+        ..OwnershipRoomConfig::new(4, bodies)
     })
 }
 

@@ -120,6 +120,11 @@ pub struct ServeArgs {
     /// else http://127.0.0.1:9358].
     #[arg(long, env = "SIMSYNC_AGONES_URL", value_name = "URL")]
     pub agones_url: Option<String>,
+    /// Ownership rooms host physics (the server flies orphans and refuses impossible owner
+    /// states) when every dynamic body of the room has a shape; a room's own `physics_host`
+    /// overrides this switch.
+    #[arg(long, env = "SIMSYNC_PHYSICS_HOST")]
+    pub physics_host: bool,
 }
 
 /// A room listed in the config file, made at start.
@@ -167,6 +172,8 @@ pub struct FileConfig {
     pub agones: Option<bool>,
     /// See [`ServeArgs::agones_url`].
     pub agones_url: Option<String>,
+    /// See [`ServeArgs::physics_host`].
+    pub physics_host: Option<bool>,
     /// Rooms to make at start.
     #[serde(default)]
     pub rooms: Vec<FileRoom>,
@@ -263,6 +270,9 @@ pub struct ServerConfig {
     pub agones: bool,
     /// The Agones sidecar's URL, if given.
     pub agones_url: Option<String>,
+    /// Ownership rooms without their own `physics_host` host physics when their dynamic
+    /// bodies have shapes ([`Rooms::with_physics_host`](crate::Rooms::with_physics_host)).
+    pub physics_host: bool,
     /// Rooms made at start.
     pub rooms: Vec<(Option<RoomId>, RoomConfig)>,
     /// The operations port's bounds (connections, timeouts; not a flag: the defaults suit
@@ -282,6 +292,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("loop_hz", &self.loop_hz)
             .field("workers", &self.workers)
             .field("agones", &self.agones)
+            .field("physics_host", &self.physics_host)
             .field("rooms", &self.rooms.len())
             .finish_non_exhaustive()
     }
@@ -455,6 +466,7 @@ impl ServerConfig {
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             agones: args.agones || file.agones.unwrap_or(false),
             agones_url: args.agones_url.clone().or(file.agones_url),
+            physics_host: args.physics_host || file.physics_host.unwrap_or(false),
             rooms: file_rooms(file.rooms)?,
             ops_limits: OpsLimits::default(),
         }
@@ -513,6 +525,7 @@ impl ServerConfig {
             log_format: LogFormat::Text,
             agones: false,
             agones_url: None,
+            physics_host: false,
             rooms: Vec::new(),
             ops_limits: OpsLimits::default(),
         }
@@ -664,6 +677,46 @@ mod tests {
             ));
         }
         assert!(FileConfig::parse("bnid = \"127.0.0.1:1\"").is_err());
+    }
+
+    #[test]
+    fn a_hosted_room_with_shapes_reads_from_the_file() {
+        let text = r#"
+[[rooms]]
+kind = "ownership"
+participants = 4
+physics_host = true
+host = { max_speed = 30.0, max_teleport = 5.0 }
+bodies = [
+  { id = 0, fixed = true, position = [0.0, -0.5, 0.0], shape = { kind = "cuboid", half_extents = [20.0, 0.5, 20.0] } },
+  { id = 1, position = [0.0, 1.0, 0.0], shape = { kind = "ball", radius = 0.3 }, properties = { mass = 2.0, friction = 0.8 } },
+]
+"#;
+        let config = ServerConfig::resolve(&args(), FileConfig::parse(text).unwrap()).unwrap();
+        let RoomConfig::Ownership(room) = &config.rooms[0].1 else {
+            panic!("an ownership room")
+        };
+        assert!(room.hosts_physics());
+        assert_eq!(room.host.max_teleport, 5.0);
+        assert_eq!(room.bodies[1].properties.mass, Some(2.0));
+    }
+
+    #[test]
+    fn the_physics_host_switch_is_a_flag_or_a_file_key() {
+        assert!(
+            !ServerConfig::resolve(&args(), FileConfig::default())
+                .unwrap()
+                .physics_host
+        );
+        let file = FileConfig::parse("physics_host = true").unwrap();
+        assert!(ServerConfig::resolve(&args(), file).unwrap().physics_host);
+        let mut flags = args();
+        flags.physics_host = true;
+        assert!(
+            ServerConfig::resolve(&flags, FileConfig::default())
+                .unwrap()
+                .physics_host
+        );
     }
 
     #[test]

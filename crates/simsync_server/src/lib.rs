@@ -69,8 +69,9 @@ pub use room::{
     RoomState, RoomSummary, RoomTotals, RoomTurn, fingerprint_relay,
 };
 pub use room_config::{
-    BodySpec, InputSpec, MAX_BODIES, MAX_INPUT_BYTES, MAX_INPUT_NAME_BYTES, MAX_PARTICIPANTS,
-    MAX_PLAYERS, OwnershipRoomConfig, RelayRoomConfig, RoomConfig, RoomConfigError, TICK_RATES_HZ,
+    BodyProperties, BodySpec, InputSpec, MAX_BODIES, MAX_INPUT_BYTES, MAX_INPUT_NAME_BYTES,
+    MAX_PARTICIPANTS, MAX_PLAYERS, MAX_SIZE, OwnershipRoomConfig, PhysicsHostSpec, RelayRoomConfig,
+    RoomConfig, RoomConfigError, ShapeSpec, TICK_RATES_HZ,
 };
 pub use rooms::{
     CreateRoomError, ENDED_KEPT, MAX_ROOMS, REFUSAL_LABELS, REFUSED_LINGER, RoomEntry, Rooms,

@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 use bevy::app::App;
 use bevy::ecs::schedule::ScheduleLabel;
 use bevy::ecs::schedule::SingleThreadedExecutor;
-use bevy::prelude::{Quat, Transform, Vec3};
-use bevy_rapier3d::prelude::RigidBody;
+use bevy::prelude::{Bundle, Quat, Transform, Vec3};
+use bevy_rapier3d::prelude::{
+    Collider, ColliderMassProperties, Damping, Friction, GravityScale, NoUserData,
+    RapierPhysicsPlugin, Restitution, RigidBody, Sleeping, TimestepMode, Velocity,
+};
 use serde::Serialize;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
@@ -22,7 +25,9 @@ use simsync_relay::{
     RelayLimits, RelayServer, RelayServerConfig, SnapshotServing, read_snapshot_header,
 };
 
-use crate::room_config::{OwnershipRoomConfig, RelayRoomConfig, RoomConfig};
+use crate::room_config::{
+    BodyProperties, OwnershipRoomConfig, RelayRoomConfig, RoomConfig, ShapeSpec,
+};
 use crate::token::RoomId;
 
 /// Builds a relay room's [`RelayServer`] from its config: the stock server checks inputs by
@@ -157,6 +162,14 @@ pub struct OwnershipSummary {
     pub bodies: usize,
     /// Owner states relayed.
     pub state_updates_relayed: u64,
+    /// Whether the entity server hosts physics ([physics host](crate::rules#physics-host)).
+    pub physics_host: bool,
+    /// Owner states refused (impossible states, stale owners; every `RefusalReason`).
+    pub state_updates_refused: u64,
+    /// Bodies the physics host took (orphans, and others its settings let it take).
+    pub host_takes: u64,
+    /// Bodies the physics host released at rest.
+    pub host_releases: u64,
 }
 
 /// Where a relay room's relay seated its connections.
@@ -427,8 +440,7 @@ impl Room {
         let turn = match &mut self.host {
             Host::Relay(host) => step_relay(host, dt),
             Host::Ownership(app) => {
-                app.world_mut().insert_resource(NetClock::Fixed(dt));
-                app.update();
+                step_ownership(app, dt);
                 RoomTurn::default()
             }
         };
@@ -593,13 +605,20 @@ impl Room {
                 }),
             }
         });
-        let ownership = self.entity_server().map(|server| OwnershipSummary {
-            participants: server.participants().count(),
-            bodies: match &self.config {
-                RoomConfig::Ownership(config) => config.bodies.len(),
-                RoomConfig::Relay(_) => 0,
-            },
-            state_updates_relayed: server.stats().state_updates_relayed,
+        let ownership = self.entity_server().map(|server| {
+            let stats = server.stats();
+            OwnershipSummary {
+                participants: server.participants().count(),
+                bodies: match &self.config {
+                    RoomConfig::Ownership(config) => config.bodies.len(),
+                    RoomConfig::Relay(_) => 0,
+                },
+                state_updates_relayed: stats.state_updates_relayed,
+                physics_host: server.physics_host().is_some(),
+                state_updates_refused: stats.state_updates_refused.total(),
+                host_takes: stats.host_takes,
+                host_releases: stats.host_releases,
+            }
         });
         RoomSummary {
             id: self.id,
@@ -659,19 +678,29 @@ fn relay_config(room: &RelayRoomConfig) -> RelayServerConfig {
 }
 
 /// An entity server's App: headless, single-threaded (a server runs many rooms), with the
-/// room's bodies; its `RenetServer` fed by the server's transport.
+/// room's bodies; its `RenetServer` fed by the server's transport. A room that hosts physics
+/// ([physics host](crate::rules#physics-host)) also gets Rapier on the room's tick and every
+/// body's collider and properties ([`add_host_physics`]).
 fn ownership_app(room: &OwnershipRoomConfig) -> App {
+    let tick = Duration::from_secs_f64(1.0 / f64::from(room.tick_rate_hz.max(1)));
+    let mut plugin = OwnershipPlugin::entity_server();
+    if room.hosts_physics() {
+        plugin = plugin.with_physics_host(room.host.config());
+    }
     let mut app = App::new();
     app.add_plugins(bevy::app::TaskPoolPlugin::default())
-        .add_plugins(OwnershipPlugin::entity_server())
+        .add_plugins(plugin)
         .insert_resource(RenetServer::new(connection_config()))
-        .insert_resource(NetClock::Fixed(Duration::from_secs_f64(
-            1.0 / f64::from(room.tick_rate_hz.max(1)),
-        )));
+        .insert_resource(NetClock::Fixed(tick));
+    if room.hosts_physics() {
+        add_host_physics(&mut app, tick);
+    }
     for label in [
+        bevy::app::First.intern(),
         bevy::app::PreUpdate.intern(),
         bevy::app::Update.intern(),
         bevy::app::PostUpdate.intern(),
+        bevy::app::Last.intern(),
     ] {
         app.edit_schedule(label, |schedule| {
             schedule.set_executor(SingleThreadedExecutor::new());
@@ -685,10 +714,93 @@ fn ownership_app(room: &OwnershipRoomConfig) -> App {
         };
         let at = Transform::from_translation(Vec3::from_array(body.position))
             .with_rotation(Quat::from_array(body.rotation).normalize());
-        app.world_mut()
+        let mut entity = app
+            .world_mut()
             .spawn((BodyNetId(BodyId(body.id)), kind, at));
+        if room.hosts_physics()
+            && let Some(shape) = body.shape
+        {
+            entity.insert(body_physics(shape, &body.properties));
+            if !body.fixed {
+                entity.insert((Velocity::zero(), Sleeping::default()));
+            }
+        }
     }
     app.finish();
     app.cleanup();
     app
+}
+
+/// The physics host's part of a room's App: time, transforms and Rapier (the same plugins a
+/// participant runs), Rapier stepping one room tick (`tick`) per update, and the room's
+/// [`HostTicks`] so that [`Room::step`] updates the App once per tick.
+fn add_host_physics(app: &mut App, tick: Duration) {
+    app.add_plugins((
+        bevy::time::TimePlugin,
+        bevy::transform::TransformPlugin,
+        RapierPhysicsPlugin::<NoUserData>::default(),
+    ))
+    .insert_resource(TimestepMode::Fixed {
+        dt: tick.as_secs_f32(),
+        substeps: 1,
+    })
+    .insert_resource(HostTicks {
+        clock: TickAccumulator::new().with_max_ticks_per_advance(8),
+        hz: 1.0 / tick.as_secs_f64(),
+    });
+}
+
+/// A body's collider and properties in the host's Rapier world, as [`BodySpec`](crate::BodySpec) gives them.
+fn body_physics(shape: ShapeSpec, properties: &BodyProperties) -> impl Bundle {
+    let collider = match shape {
+        ShapeSpec::Cuboid {
+            half_extents: [x, y, z],
+        } => Collider::cuboid(x, y, z),
+        ShapeSpec::Ball { radius } => Collider::ball(radius),
+        ShapeSpec::Capsule {
+            half_height,
+            radius,
+        } => Collider::capsule_y(half_height, radius),
+    };
+    let mass = properties.mass.map_or(
+        ColliderMassProperties::Density(properties.density),
+        ColliderMassProperties::Mass,
+    );
+    (
+        collider,
+        mass,
+        Friction::coefficient(properties.friction),
+        Restitution::coefficient(properties.restitution),
+        Damping {
+            linear_damping: properties.linear_damping,
+            angular_damping: properties.angular_damping,
+        },
+        GravityScale(properties.gravity_scale),
+    )
+}
+
+/// A physics-hosting room's tick clock: its App runs once per room tick, with a fixed
+/// `NetClock` and Rapier step of one tick, however long the server's turns are.
+#[derive(bevy::prelude::Resource)]
+struct HostTicks {
+    clock: TickAccumulator,
+    hz: f64,
+}
+
+/// One turn of an ownership room: a room that hosts physics updates its App once per room tick
+/// due ([`HostTicks`]); any other updates it once, its clock stepping `dt`.
+fn step_ownership(app: &mut App, dt: Duration) {
+    match app.world_mut().remove_resource::<HostTicks>() {
+        Some(mut ticks) => {
+            let due = ticks.clock.advance_secs(dt.as_secs_f64(), ticks.hz);
+            app.insert_resource(ticks);
+            for _ in 0..due {
+                app.update();
+            }
+        }
+        None => {
+            app.world_mut().insert_resource(NetClock::Fixed(dt));
+            app.update();
+        }
+    }
 }

@@ -2,8 +2,11 @@
 //! API as JSON or listed in the server's config file, and checked by
 //! [`RoomConfig::validate`] before a room is made.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use simsync_net::{InputFingerprint, SimInput};
+use simsync_ownership::{PhysicsHostConfig, StateLimits};
 
 /// Most player slots of a relay room.
 pub const MAX_PLAYERS: u8 = 64;
@@ -89,7 +92,9 @@ pub struct RelayRoomConfig {
     pub snapshots: bool,
 }
 
-/// One body of an ownership room: its id, whether it is fixed, and where it starts (metres).
+/// One body of an ownership room: its id, whether it is fixed, where it starts (metres), and —
+/// for the physics host ([physics host](crate::rules#physics-host)) — its collider shape and
+/// properties, the same as the participants give it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BodySpec {
@@ -103,10 +108,242 @@ pub struct BodySpec {
     /// How it is turned at the start: a unit quaternion `[x, y, z, w]` (default: not turned).
     #[serde(default = "no_rotation")]
     pub rotation: [f32; 4],
+    /// Its collider, for the physics host (default: none — the server only relays it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<ShapeSpec>,
+    /// Its mass, material and damping, for the physics host (default
+    /// [`BodyProperties::default`], Rapier's defaults).
+    #[serde(default, skip_serializing_if = "BodyProperties::is_default")]
+    pub properties: BodyProperties,
+}
+
+impl BodySpec {
+    /// A body with no shape and default properties: `id`, dynamic unless `fixed`, at
+    /// `position` (m), not turned.
+    pub fn new(id: u64, fixed: bool, position: [f32; 3]) -> Self {
+        Self {
+            id,
+            fixed,
+            position,
+            rotation: no_rotation(),
+            shape: None,
+            properties: BodyProperties::default(),
+        }
+    }
+
+    /// The body with collider `shape`.
+    #[must_use]
+    pub fn with_shape(mut self, shape: ShapeSpec) -> Self {
+        self.shape = Some(shape);
+        self
+    }
 }
 
 fn no_rotation() -> [f32; 4] {
     [0.0, 0.0, 0.0, 1.0]
+}
+
+/// Largest shape size (half extent, radius, half height), m.
+pub const MAX_SIZE: f32 = 1e6;
+
+/// A body's collider shape, in metres, in the body's frame. In JSON, `kind` says which:
+/// `{"kind": "cuboid", "half_extents": [x, y, z]}`, `{"kind": "ball", "radius": r}`,
+/// `{"kind": "capsule", "half_height": h, "radius": r}` (a capsule along the body's y axis,
+/// Rapier's `Collider::capsule_y`). Every size is finite, > 0 and at most [`MAX_SIZE`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ShapeSpec {
+    /// A box of half extents `[x, y, z]`, m.
+    Cuboid {
+        /// Half the box's size along x, y and z, m.
+        half_extents: [f32; 3],
+    },
+    /// A ball of `radius`, m.
+    Ball {
+        /// Its radius, m.
+        radius: f32,
+    },
+    /// A capsule along y: a cylinder of height `2 × half_height` capped by half balls of
+    /// `radius`.
+    Capsule {
+        /// Half the cylinder's height, m.
+        half_height: f32,
+        /// Its radius, m.
+        radius: f32,
+    },
+}
+
+impl ShapeSpec {
+    /// Whether every size is finite, > 0 and at most [`MAX_SIZE`].
+    pub fn is_valid(&self) -> bool {
+        let ok = |v: f32| v.is_finite() && v > 0.0 && v <= MAX_SIZE;
+        match *self {
+            ShapeSpec::Cuboid { half_extents } => half_extents.into_iter().all(ok),
+            ShapeSpec::Ball { radius } => ok(radius),
+            ShapeSpec::Capsule {
+                half_height,
+                radius,
+            } => ok(half_height) && ok(radius),
+        }
+    }
+}
+
+/// A body's mass, material and damping for the physics host. Each field defaults to Rapier's
+/// own default, so a participant that sets none of them matches a spec that gives none.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BodyProperties {
+    /// Its mass, kg (finite, > 0); when given it replaces `density`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mass: Option<f32>,
+    /// Its collider's density, kg/m³ (finite, > 0; default 1, Rapier's).
+    #[serde(default = "one")]
+    pub density: f32,
+    /// Friction coefficient (finite, ≥ 0; default 0.5, Rapier's).
+    #[serde(default = "half")]
+    pub friction: f32,
+    /// Restitution coefficient (0 to 1; default 0).
+    #[serde(default)]
+    pub restitution: f32,
+    /// Linear damping, 1/s (finite, ≥ 0; default 0).
+    #[serde(default)]
+    pub linear_damping: f32,
+    /// Angular damping, 1/s (finite, ≥ 0; default 0).
+    #[serde(default)]
+    pub angular_damping: f32,
+    /// Gravity scale (finite; default 1; 0: the body floats).
+    #[serde(default = "one")]
+    pub gravity_scale: f32,
+}
+
+fn one() -> f32 {
+    1.0
+}
+
+fn half() -> f32 {
+    0.5
+}
+
+impl Default for BodyProperties {
+    fn default() -> Self {
+        Self {
+            mass: None,
+            density: 1.0,
+            friction: 0.5,
+            restitution: 0.0,
+            linear_damping: 0.0,
+            angular_damping: 0.0,
+            gravity_scale: 1.0,
+        }
+    }
+}
+
+impl BodyProperties {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The first field out of its bounds (see each field), by name.
+    pub fn bad_field(&self) -> Option<&'static str> {
+        let positive = |v: f32| v.is_finite() && v > 0.0;
+        let non_negative = |v: f32| v.is_finite() && v >= 0.0;
+        [
+            ("mass", self.mass.is_none_or(positive)),
+            ("density", positive(self.density)),
+            ("friction", non_negative(self.friction)),
+            ("restitution", (0.0..=1.0).contains(&self.restitution)),
+            ("linear_damping", non_negative(self.linear_damping)),
+            ("angular_damping", non_negative(self.angular_damping)),
+            ("gravity_scale", self.gravity_scale.is_finite()),
+        ]
+        .into_iter()
+        .find(|(_, ok)| !ok)
+        .map(|(field, _)| field)
+    }
+}
+
+/// The physics host's settings of an ownership room (ownership rules 21 and 22): which bodies
+/// it takes besides orphans and the limits on owners' states. Defaults are the ownership
+/// crate's ([`PhysicsHostConfig::default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhysicsHostSpec {
+    /// Also take an unowned body that moved this long in the server's world, ms (default:
+    /// none, only orphans are taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub take_unowned_after_ms: Option<u32>,
+    /// Also take a volunteered body whose owner's interest centre is farther than this, m
+    /// (finite, > 0; default: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interest_radius: Option<f32>,
+    /// Highest linear speed an owner's state may carry, m/s (finite, > 0; default 50).
+    #[serde(default = "default_max_speed")]
+    pub max_speed: f32,
+    /// How far beyond its own motion an owner may move a body, m (finite, > 0; default 10).
+    #[serde(default = "default_max_teleport")]
+    pub max_teleport: f32,
+    /// How long a refused owner may not bid for the body, ms (default 2000).
+    #[serde(default = "default_penalty_ms")]
+    pub penalty_ms: u32,
+}
+
+fn default_max_speed() -> f32 {
+    StateLimits::default().max_speed
+}
+
+fn default_max_teleport() -> f32 {
+    StateLimits::default().max_teleport
+}
+
+fn default_penalty_ms() -> u32 {
+    u32::try_from(StateLimits::default().penalty.as_millis()).unwrap_or(u32::MAX)
+}
+
+impl Default for PhysicsHostSpec {
+    fn default() -> Self {
+        Self {
+            take_unowned_after_ms: None,
+            interest_radius: None,
+            max_speed: default_max_speed(),
+            max_teleport: default_max_teleport(),
+            penalty_ms: default_penalty_ms(),
+        }
+    }
+}
+
+impl PhysicsHostSpec {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The ownership crate's config of the host, state limits on.
+    pub fn config(&self) -> PhysicsHostConfig {
+        PhysicsHostConfig {
+            take_unowned_after: self
+                .take_unowned_after_ms
+                .map(|ms| Duration::from_millis(u64::from(ms))),
+            interest_radius: self.interest_radius,
+            limits: Some(StateLimits {
+                max_speed: self.max_speed,
+                max_teleport: self.max_teleport,
+                penalty: Duration::from_millis(u64::from(self.penalty_ms)),
+            }),
+        }
+    }
+
+    fn validate(&self) -> Result<(), RoomConfigError> {
+        let positive = |v: f32| v.is_finite() && v > 0.0;
+        [
+            ("interest_radius", self.interest_radius.is_none_or(positive)),
+            ("max_speed", positive(self.max_speed)),
+            ("max_teleport", positive(self.max_teleport)),
+        ]
+        .into_iter()
+        .find(|(_, ok)| !ok)
+        .map_or(Ok(()), |(field, _)| {
+            Err(RoomConfigError::PhysicsHost(field))
+        })
+    }
 }
 
 /// An ownership room: the entity server of one scene of `participants`.
@@ -120,6 +357,50 @@ pub struct OwnershipRoomConfig {
     pub tick_rate_hz: u16,
     /// The bodies (at most [`MAX_BODIES`]).
     pub bodies: Vec<BodySpec>,
+    /// Whether the room's entity server hosts physics ([physics
+    /// host](crate::rules#physics-host)): `Some(true)` needs a shape on every dynamic body,
+    /// `Some(false)` never hosts, `None` (default) follows the server's `--physics-host`
+    /// switch ([`Self::resolve_physics_host`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physics_host: Option<bool>,
+    /// The physics host's settings (default [`PhysicsHostSpec::default`]).
+    #[serde(default, skip_serializing_if = "PhysicsHostSpec::is_default")]
+    pub host: PhysicsHostSpec,
+}
+
+impl OwnershipRoomConfig {
+    /// A room of `participants` at 64 ticks a second with `bodies`, the physics host left to
+    /// the server's switch, default host settings.
+    pub fn new(participants: u8, bodies: Vec<BodySpec>) -> Self {
+        Self {
+            participants,
+            tick_rate_hz: default_tick_rate(),
+            bodies,
+            physics_host: None,
+            host: PhysicsHostSpec::default(),
+        }
+    }
+
+    /// Whether some body has a shape and every dynamic body has one: what the server's
+    /// `--physics-host` switch needs to host the room.
+    pub fn shaped(&self) -> bool {
+        self.bodies.iter().any(|b| b.shape.is_some())
+            && self.bodies.iter().all(|b| b.fixed || b.shape.is_some())
+    }
+
+    /// Settles the room's switch with the server's (`server_hosts`): the room's own
+    /// `physics_host` when it says, else `server_hosts && self.shaped()`.
+    pub fn resolve_physics_host(&mut self, server_hosts: bool) {
+        if self.physics_host.is_none() {
+            self.physics_host = Some(server_hosts && self.shaped());
+        }
+    }
+
+    /// Whether the room's entity server hosts physics (`physics_host` of `None` is off: a
+    /// room is settled by [`Self::resolve_physics_host`] when it is made).
+    pub fn hosts_physics(&self) -> bool {
+        self.physics_host == Some(true)
+    }
 }
 
 fn default_tick_rate() -> u16 {
@@ -171,6 +452,24 @@ pub enum RoomConfigError {
     /// A body rotation that is not a unit quaternion.
     #[error("body {0}'s rotation must be a unit quaternion [x, y, z, w]")]
     BodyRotation(u64),
+    /// A body shape with a size that is not finite, ≤ 0 or above [`MAX_SIZE`].
+    #[error("body {0}'s shape sizes must be finite, > 0 and at most 1e6 m")]
+    BodyShape(u64),
+    /// A body property out of its bounds ([`BodyProperties`]).
+    #[error("body {body}'s {field} is out of bounds")]
+    BodyProperty {
+        /// The body.
+        body: u64,
+        /// The property's field name.
+        field: &'static str,
+    },
+    /// A room with `physics_host: true` and a dynamic body without a shape: the host cannot
+    /// simulate it.
+    #[error("the physics host needs a shape on every dynamic body; body {0} has none")]
+    ShapeMissing(u64),
+    /// A physics-host setting out of its bounds ([`PhysicsHostSpec`]), by field name.
+    #[error("host.{0} must be a finite number > 0")]
+    PhysicsHost(&'static str),
 }
 
 impl RoomConfig {
@@ -288,8 +587,28 @@ impl OwnershipRoomConfig {
             if !length.is_finite() || (length - 1.0).abs() > 1e-3 {
                 return Err(RoomConfigError::BodyRotation(body.id));
             }
+            body.validate_physics(self.hosts_physics())?;
         }
-        Ok(())
+        self.host.validate()
+    }
+}
+
+impl BodySpec {
+    /// The shape's sizes and the properties' bounds; with the physics host on (`hosted`), a
+    /// dynamic body needs a shape.
+    fn validate_physics(&self, hosted: bool) -> Result<(), RoomConfigError> {
+        match self.shape {
+            Some(shape) if !shape.is_valid() => return Err(RoomConfigError::BodyShape(self.id)),
+            None if hosted && !self.fixed => return Err(RoomConfigError::ShapeMissing(self.id)),
+            _ => {}
+        }
+        match self.properties.bad_field() {
+            Some(field) => Err(RoomConfigError::BodyProperty {
+                body: self.id,
+                field,
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -379,19 +698,8 @@ mod tests {
 
     #[test]
     fn ownership_bodies_need_unique_ids_and_finite_positions() {
-        let body = |id, x| BodySpec {
-            id,
-            fixed: false,
-            position: [x, 0.0, 0.0],
-            rotation: no_rotation(),
-        };
-        let room = |bodies| {
-            RoomConfig::Ownership(OwnershipRoomConfig {
-                participants: 3,
-                tick_rate_hz: 64,
-                bodies,
-            })
-        };
+        let body = |id, x| BodySpec::new(id, false, [x, 0.0, 0.0]);
+        let room = |bodies| RoomConfig::Ownership(OwnershipRoomConfig::new(3, bodies));
         assert_eq!(room(vec![body(1, 0.0), body(2, 1.0)]).validate(), Ok(()));
         assert_eq!(
             room(vec![body(1, 0.0), body(1, 1.0)]).validate(),
@@ -407,6 +715,195 @@ mod tests {
             room(vec![turned]).validate(),
             Err(RoomConfigError::BodyRotation(5))
         );
+    }
+
+    fn cube(id: u64) -> BodySpec {
+        BodySpec::new(id, false, [0.0, 1.0, 0.0]).with_shape(ShapeSpec::Cuboid {
+            half_extents: [0.25, 0.25, 0.25],
+        })
+    }
+
+    fn hosted(bodies: Vec<BodySpec>) -> OwnershipRoomConfig {
+        OwnershipRoomConfig {
+            physics_host: Some(true),
+            ..OwnershipRoomConfig::new(2, bodies)
+        }
+    }
+
+    #[test]
+    fn an_ownership_room_without_shapes_reads_as_before() {
+        let json = r#"{"kind":"ownership","participants":2,"bodies":[{"id":0,"fixed":true,"position":[0,-0.5,0]},{"id":1,"position":[1,0.25,0]}]}"#;
+        let RoomConfig::Ownership(room) = serde_json::from_str(json).unwrap() else {
+            panic!("an ownership room")
+        };
+        assert_eq!(room.physics_host, None);
+        assert_eq!(room.host, PhysicsHostSpec::default());
+        assert_eq!(room.bodies[1].shape, None);
+        assert_eq!(room.bodies[1].properties, BodyProperties::default());
+        assert!(!room.shaped());
+        // Written back, it has none of the new fields.
+        let written = serde_json::to_string(&RoomConfig::Ownership(room)).unwrap();
+        assert!(
+            !written.contains("shape") && !written.contains("properties"),
+            "{written}"
+        );
+    }
+
+    #[test]
+    fn shapes_properties_and_the_host_read_from_json() {
+        let json = r#"{"kind":"ownership","participants":2,"physics_host":true,
+            "host":{"max_teleport":3,"penalty_ms":500},
+            "bodies":[
+              {"id":0,"fixed":true,"position":[0,-0.5,0],"shape":{"kind":"cuboid","half_extents":[20,0.5,20]}},
+              {"id":1,"position":[0,1,0],"shape":{"kind":"ball","radius":0.3},
+               "properties":{"mass":2.5,"friction":0.8,"restitution":0.2,"linear_damping":0.3,"angular_damping":0.8}},
+              {"id":2,"position":[1,1,0],"shape":{"kind":"capsule","half_height":0.4,"radius":0.2}}]}"#;
+        let config: RoomConfig = serde_json::from_str(json).unwrap();
+        assert_eq!(config.validate(), Ok(()));
+        let RoomConfig::Ownership(room) = &config else {
+            panic!("an ownership room")
+        };
+        assert!(room.hosts_physics() && room.shaped());
+        assert_eq!(room.bodies[1].shape, Some(ShapeSpec::Ball { radius: 0.3 }));
+        assert_eq!(
+            room.bodies[2].shape,
+            Some(ShapeSpec::Capsule {
+                half_height: 0.4,
+                radius: 0.2
+            })
+        );
+        let p = room.bodies[1].properties;
+        assert_eq!(
+            (p.mass, p.density, p.friction, p.restitution),
+            (Some(2.5), 1.0, 0.8, 0.2)
+        );
+        assert_eq!(
+            (p.linear_damping, p.angular_damping, p.gravity_scale),
+            (0.3, 0.8, 1.0)
+        );
+        let limits = room.host.config().limits.unwrap();
+        assert_eq!((limits.max_speed, limits.max_teleport), (50.0, 3.0));
+        assert_eq!(limits.penalty, Duration::from_millis(500));
+        // It writes back to the same room.
+        let again: RoomConfig =
+            serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
+        assert_eq!(again, config);
+        let typo = r#"{"kind":"ownership","participants":1,"bodies":[{"id":1,"position":[0,0,0],"shape":{"kind":"ball","radius":1,"radios":2}}]}"#;
+        assert!(serde_json::from_str::<RoomConfig>(typo).is_err());
+    }
+
+    #[test]
+    fn shape_sizes_must_be_finite_and_positive() {
+        for shape in [
+            ShapeSpec::Ball { radius: 0.0 },
+            ShapeSpec::Ball { radius: -1.0 },
+            ShapeSpec::Cuboid {
+                half_extents: [1.0, f32::NAN, 1.0],
+            },
+            ShapeSpec::Capsule {
+                half_height: f32::INFINITY,
+                radius: 0.2,
+            },
+            ShapeSpec::Ball { radius: 2e6 },
+        ] {
+            let room = hosted(vec![BodySpec::new(7, false, [0.0; 3]).with_shape(shape)]);
+            assert_eq!(
+                RoomConfig::Ownership(room).validate(),
+                Err(RoomConfigError::BodyShape(7)),
+                "{shape:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn body_properties_are_bounded() {
+        type Edit = fn(&mut BodyProperties);
+        let bad: [(&str, Edit); 7] = [
+            ("mass", |p| p.mass = Some(0.0)),
+            ("density", |p| p.density = -1.0),
+            ("friction", |p| p.friction = f32::NAN),
+            ("restitution", |p| p.restitution = 1.5),
+            ("linear_damping", |p| p.linear_damping = -0.1),
+            ("angular_damping", |p| p.angular_damping = f32::INFINITY),
+            ("gravity_scale", |p| p.gravity_scale = f32::NAN),
+        ];
+        for (field, edit) in bad {
+            let mut body = cube(3);
+            edit(&mut body.properties);
+            assert_eq!(
+                RoomConfig::Ownership(hosted(vec![body])).validate(),
+                Err(RoomConfigError::BodyProperty { body: 3, field })
+            );
+        }
+    }
+
+    #[test]
+    fn a_hosted_room_needs_a_shape_on_every_dynamic_body() {
+        let ground = BodySpec::new(0, true, [0.0, -0.5, 0.0]);
+        let bare = BodySpec::new(2, false, [1.0, 0.0, 0.0]);
+        assert_eq!(
+            RoomConfig::Ownership(hosted(vec![ground, cube(1)])).validate(),
+            Ok(()),
+            "a fixed body may have no shape"
+        );
+        assert_eq!(
+            RoomConfig::Ownership(hosted(vec![ground, cube(1), bare])).validate(),
+            Err(RoomConfigError::ShapeMissing(2))
+        );
+        // Not hosted, the same bodies are a plain relayed room.
+        let mut relayed = hosted(vec![ground, cube(1), bare]);
+        relayed.physics_host = Some(false);
+        assert_eq!(RoomConfig::Ownership(relayed).validate(), Ok(()));
+    }
+
+    #[test]
+    fn the_host_settings_are_bounded() {
+        for (field, edit) in [
+            (
+                "max_speed",
+                (|h| h.max_speed = 0.0) as fn(&mut PhysicsHostSpec),
+            ),
+            ("max_teleport", |h| h.max_teleport = f32::NAN),
+            ("interest_radius", |h| h.interest_radius = Some(-2.0)),
+        ] {
+            let mut room = hosted(vec![cube(1)]);
+            edit(&mut room.host);
+            assert_eq!(
+                RoomConfig::Ownership(room).validate(),
+                Err(RoomConfigError::PhysicsHost(field))
+            );
+        }
+    }
+
+    #[test]
+    fn the_room_says_first_and_the_server_switch_hosts_only_shaped_rooms() {
+        let shaped = OwnershipRoomConfig::new(2, vec![cube(1)]);
+        let bare = OwnershipRoomConfig::new(2, vec![BodySpec::new(1, false, [0.0; 3])]);
+        let settled = |mut room: OwnershipRoomConfig, server: bool| {
+            room.resolve_physics_host(server);
+            room.physics_host
+        };
+        assert_eq!(settled(shaped.clone(), true), Some(true));
+        assert_eq!(settled(shaped.clone(), false), Some(false));
+        assert_eq!(
+            settled(bare.clone(), true),
+            Some(false),
+            "no shapes: relayed"
+        );
+        let off = OwnershipRoomConfig {
+            physics_host: Some(false),
+            ..shaped.clone()
+        };
+        assert_eq!(
+            settled(off, true),
+            Some(false),
+            "the room's own switch wins"
+        );
+        let on = OwnershipRoomConfig {
+            physics_host: Some(true),
+            ..shaped
+        };
+        assert_eq!(settled(on, false), Some(true));
     }
 
     #[test]

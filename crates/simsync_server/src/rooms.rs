@@ -18,7 +18,7 @@ use simsync_net::{
 
 use crate::pool::{Pool, WorkerStopped};
 use crate::room::{
-    RelayBuilder, RelaySeats, RoomState, RoomSummary, RoomTotals, RoomTurn, fingerprint_relay,
+    RelayBuilder, RelaySeats, Room, RoomState, RoomSummary, RoomTotals, RoomTurn, fingerprint_relay,
 };
 use crate::room_config::{RoomConfig, RoomConfigError};
 use crate::token::{RoomId, TokenClaims};
@@ -241,6 +241,8 @@ pub struct Rooms {
     closed: Vec<ClientId>,
     /// Reported packets not yet sent, a batch per report.
     outgoing: Vec<Outgoing>,
+    /// The server's `--physics-host` switch ([`Self::with_physics_host`]).
+    physics_host: bool,
 }
 
 impl std::fmt::Debug for Rooms {
@@ -275,7 +277,17 @@ impl Rooms {
             turns: Vec::new(),
             closed: Vec::new(),
             outgoing: Vec::new(),
+            physics_host: false,
         }
+    }
+
+    /// The server's physics-host switch (`--physics-host`): an ownership room made without its
+    /// own `physics_host` hosts physics when `on` and its every dynamic body has a shape
+    /// ([`OwnershipRoomConfig::resolve_physics_host`](crate::OwnershipRoomConfig::resolve_physics_host)).
+    /// Default off.
+    pub fn with_physics_host(mut self, on: bool) -> Self {
+        self.physics_host = on;
+        self
     }
 
     /// Relay rooms are built by `relay` (a server built with the game's input type).
@@ -345,6 +357,29 @@ impl Rooms {
         self.entries.get(&id)
     }
 
+    /// Runs `visit` on live room `id` on its worker, between two of its turns, and returns
+    /// what it returns (tests and tools that read a room's relay or entity server; the admin
+    /// API reads [`RoomEntry`] instead). Blocks until the worker has run it.
+    ///
+    /// # Errors
+    /// `None` when the room is unknown, the workers are not started, or the worker stopped.
+    pub fn inspect<R: Send + 'static>(
+        &self,
+        id: RoomId,
+        visit: impl FnOnce(&Room) -> R + Send + 'static,
+    ) -> Option<R> {
+        let worker = self.entries.get(&id)?.worker();
+        if !self.pool.started() {
+            return None;
+        }
+        let (answer, answered) = std::sync::mpsc::channel();
+        let visit = Box::new(move |room: Option<&Room>| {
+            let _ = answer.send(room.map(visit));
+        });
+        self.pool.send(worker, ToWorker::Inspect { id, visit });
+        answered.recv().ok().flatten()
+    }
+
     /// Stops taking new rooms and clients (the drain): new connections are refused with
     /// [`RejectReason::ServerDraining`], and a room ends as soon as it is empty.
     pub fn stop_accepting(&mut self) {
@@ -358,7 +393,8 @@ impl Rooms {
     }
 
     /// Makes a room from `config` under `id` (or the next free id), on the worker with the
-    /// fewest rooms.
+    /// fewest rooms. An ownership room's physics-host switch is settled first, with the
+    /// server's ([`Self::with_physics_host`]).
     ///
     /// # Errors
     ///
@@ -371,10 +407,13 @@ impl Rooms {
     pub fn create(
         &mut self,
         id: Option<RoomId>,
-        config: RoomConfig,
+        mut config: RoomConfig,
     ) -> Result<RoomId, CreateRoomError> {
         if !self.accepting {
             return Err(CreateRoomError::Draining);
+        }
+        if let RoomConfig::Ownership(room) = &mut config {
+            room.resolve_physics_host(self.physics_host);
         }
         config.validate()?;
         if self.entries.len() >= MAX_ROOMS {

@@ -156,7 +156,8 @@ impl DedicatedServer {
         })?;
         let mut rooms = Rooms::new(config.empty_room_timeout)
             .with_workers(config.workers)
-            .with_relay_builder(relay);
+            .with_relay_builder(relay)
+            .with_physics_host(config.physics_host);
         rooms
             .start_workers()
             .map_err(|e| ServerError::Workers(e.to_string()))?;

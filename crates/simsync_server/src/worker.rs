@@ -24,6 +24,9 @@ use crate::room::{RelayBuilder, RelaySeats, Room, RoomState, RoomSummary, RoomTo
 use crate::room_config::RoomConfig;
 use crate::token::RoomId;
 
+/// A read of one room run on its worker ([`ToWorker::Inspect`]); it sends its own answer.
+pub(crate) type RoomVisit = Box<dyn FnOnce(Option<&Room>) + Send>;
+
 /// What the main loop asks a worker, in order.
 pub(crate) enum ToWorker {
     /// Make room `id` (its config validated by the main loop).
@@ -42,6 +45,13 @@ pub(crate) enum ToWorker {
     },
     /// The server drains: rooms end as soon as they are empty.
     StopAccepting,
+    /// Run `visit` on room `id` (`None`: the worker does not have it) between turns.
+    Inspect {
+        /// The room.
+        id: RoomId,
+        /// What to run on it; it sends its own answer.
+        visit: RoomVisit,
+    },
     /// One main-loop turn.
     Turn(TurnInput),
 }
@@ -200,6 +210,7 @@ impl RoomSet {
                 }
             }
             ToWorker::StopAccepting => self.accepting = false,
+            ToWorker::Inspect { id, visit } => visit(self.rooms.get(&id)),
             ToWorker::Turn(_) => {}
         }
     }

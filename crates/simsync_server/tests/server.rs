@@ -14,6 +14,8 @@ mod drain;
 mod http;
 #[path = "server/ownership_room.rs"]
 mod ownership_room;
+#[path = "server/physics_host.rs"]
+mod physics_host;
 #[path = "server/refusals.rs"]
 mod refusals;
 #[path = "server/room_ends.rs"]

@@ -47,7 +47,8 @@ use bevy_rapier3d::prelude::RigidBody;
 use crate::cli;
 use crate::driver::Failure;
 use crate::scene::load_scene;
-use bodies::{NetBody, net_bodies};
+pub use bodies::NetBody;
+use bodies::net_bodies;
 use script::Script;
 
 pub use in_process::run_in_process;

@@ -19,19 +19,13 @@ const BODIES: [(u64, bool, Vec3, f32); 3] = [
 ];
 
 fn room() -> RoomConfig {
-    RoomConfig::Ownership(OwnershipRoomConfig {
-        participants: 2,
-        tick_rate_hz: 64,
-        bodies: BODIES
+    RoomConfig::Ownership(OwnershipRoomConfig::new(
+        2,
+        BODIES
             .iter()
-            .map(|&(id, fixed, at, _)| BodySpec {
-                id,
-                fixed,
-                position: at.to_array(),
-                rotation: [0.0, 0.0, 0.0, 1.0],
-            })
+            .map(|&(id, fixed, at, _)| BodySpec::new(id, fixed, at.to_array()))
             .collect(),
-    })
+    ))
 }
 
 fn participant(token: ConnectToken) -> App {
