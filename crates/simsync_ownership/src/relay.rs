@@ -505,15 +505,11 @@ impl RelayQueue {
     /// returns how many were chosen. Chosen bodies start again from 0.
     fn select(&mut self, candidates: &mut [Candidate], dt: f32, bytes: usize) -> usize {
         let dt = dt.max(0.0);
-        let mut total = 0;
         for c in candidates.iter_mut() {
             c.acc = c.held + c.weight * dt;
-            total += c.size;
         }
-        // When every candidate fits, all are chosen whatever their order: no ranking needed.
-        if total > bytes {
-            candidates.sort_unstable_by(|a, b| b.acc.total_cmp(&a.acc).then(a.body.cmp(&b.body)));
-        }
+        // Ranked even when every candidate fits: the batch lays the chosen out in this order.
+        candidates.sort_unstable_by(|a, b| b.acc.total_cmp(&a.acc).then(a.body.cmp(&b.body)));
         let mut used = 0;
         let mut chosen = candidates.len();
         for (i, c) in candidates.iter().enumerate() {
