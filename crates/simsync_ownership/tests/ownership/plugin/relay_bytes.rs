@@ -3,13 +3,27 @@
 //! (`fixtures/relay_bytes.hex`) made by the relay before its per-state work was shared across
 //! receivers. A change of the relay's speed must not change a byte; a deliberate change of the
 //! wire re-records it with `SIMSYNC_RECORD_RELAY_BYTES=1` and says so in its commit.
+//!
+//! The relay's arithmetic is glam's, whose SIMD and scalar builds round differently (its
+//! `scalar-math` feature, which Rapier's `enhanced-determinism` turns on for a whole build,
+//! as in the workspace's `cargo test --workspace`; `cargo test -p simsync_ownership` builds
+//! SIMD glam): budget choices near a tie then differ, so each build has its recording, both
+//! made by that same relay (`relay_bytes.hex` SIMD, `relay_bytes_scalar.hex` scalar).
 
 use std::fmt::Write as _;
 
 use simsync_ownership::StateBudgetConfig;
 use simsync_ownership::testing::RelayLoad;
 
-const FIXTURE: &str = "tests/ownership/plugin/fixtures/relay_bytes.hex";
+/// The recording of this build's glam: scalar glam stores a `Quat` at its fields' alignment
+/// (4), SIMD glam at 16.
+fn fixture() -> &'static str {
+    if std::mem::align_of::<bevy::math::Quat>() == 16 {
+        "tests/ownership/plugin/fixtures/relay_bytes.hex"
+    } else {
+        "tests/ownership/plugin/fixtures/relay_bytes_scalar.hex"
+    }
+}
 
 /// Three participants each moving 8 of 24 bodies every tick, a relay budget that defers some
 /// of them (so the priority order matters), deltas on: from the first tick (joins, bids,
@@ -47,7 +61,7 @@ fn scenario() -> String {
 #[test]
 fn every_receiver_gets_the_recorded_relay_bytes() {
     let got = scenario();
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture());
     if std::env::var_os("SIMSYNC_RECORD_RELAY_BYTES").is_some() {
         std::fs::write(&path, &got).expect("fixture written");
     }
