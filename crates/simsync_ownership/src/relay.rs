@@ -462,13 +462,7 @@ impl RelayQueue {
             } else {
                 0.0
             };
-            let baseline = if self.delta {
-                self.link.sent.baseline(body)
-            } else {
-                None
-            };
-            let gap = body.0.min(MAX_BATCH_BODY_ID);
-            let (entry, size) = choose_entry_sized(gap, q, seq, baseline);
+            let (entry, size) = self.entry(body, q, seq);
             entries.push(entry);
             candidates.push(Candidate {
                 body,
@@ -482,6 +476,17 @@ impl RelayQueue {
             });
         }
         (candidates, entries)
+    }
+
+    /// `body`'s entry in batch `seq` and its size in bytes: absolute, or a delta against the
+    /// receiver's acknowledged baseline when deltas are on and it is smaller.
+    fn entry(&self, body: BodyId, q: QuantizedState, seq: u32) -> (Entry, usize) {
+        let baseline = if self.delta {
+            self.link.sent.baseline(body)
+        } else {
+            None
+        };
+        choose_entry_sized(body.0.min(MAX_BATCH_BODY_ID), q, seq, baseline)
     }
 
     /// `body`'s record, made if new.

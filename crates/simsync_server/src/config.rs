@@ -408,18 +408,7 @@ impl ServerConfig {
     ///
     /// The first [`ConfigError`].
     pub fn resolve(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
-        let key_hex = secret(
-            (&args.private_key, &args.private_key_file),
-            (&file.private_key, &file.private_key_file),
-        )?
-        .ok_or(ConfigError::NoPrivateKey)?;
-        let private_key = parse_key(&key_hex).map_err(|_| ConfigError::BadPrivateKey)?;
-        let admin_token = secret(
-            (&args.admin_token, &args.admin_token_file),
-            (&file.admin_token, &file.admin_token_file),
-        )?
-        .filter(|token| !token.is_empty())
-        .ok_or(ConfigError::NoAdminToken)?;
+        let (private_key, admin_token) = resolve_secrets(args, &file)?;
         let max_clients = args
             .max_clients
             .or(file.max_clients)
@@ -530,6 +519,31 @@ impl ServerConfig {
             ops_limits: OpsLimits::default(),
         }
     }
+}
+
+/// The private key and the admin token, each from the flags (a value or a file holding it),
+/// else from the config file's (the same two ways).
+///
+/// # Errors
+/// [`ConfigError::NoPrivateKey`], [`ConfigError::BadPrivateKey`], [`ConfigError::NoAdminToken`]
+/// (also for an empty token), or a secret file that cannot be read.
+fn resolve_secrets(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<([u8; NETCODE_KEY_BYTES], String), ConfigError> {
+    let key_hex = secret(
+        (&args.private_key, &args.private_key_file),
+        (&file.private_key, &file.private_key_file),
+    )?
+    .ok_or(ConfigError::NoPrivateKey)?;
+    let private_key = parse_key(&key_hex).map_err(|_| ConfigError::BadPrivateKey)?;
+    let admin_token = secret(
+        (&args.admin_token, &args.admin_token_file),
+        (&file.admin_token, &file.admin_token_file),
+    )?
+    .filter(|token| !token.is_empty())
+    .ok_or(ConfigError::NoAdminToken)?;
+    Ok((private_key, admin_token))
 }
 
 #[cfg(test)]

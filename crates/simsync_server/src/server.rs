@@ -132,13 +132,7 @@ impl DedicatedServer {
         let relay: RelayBuilder = std::sync::Arc::new(relay);
         let readiness = Readiness::default();
         let heartbeat = Heartbeat::new();
-        let mut udp = UdpServerConfig::secure(config.bind, config.private_key);
-        udp.public_addr = config.public_addr;
-        udp.max_clients = config.max_clients;
-        let transport = UdpServerTransport::bind(udp).map_err(|e| ServerError::Udp {
-            addr: config.bind,
-            message: e.to_string(),
-        })?;
+        let transport = bind_udp(&config)?;
         readiness.set_bound();
         let public_addr = config.public_addr.unwrap_or(transport.local_addr());
         let metrics = ServerMetrics::new();
@@ -154,18 +148,7 @@ impl DedicatedServer {
             addr: config.ops_bind,
             message,
         })?;
-        let mut rooms = Rooms::new(config.empty_room_timeout)
-            .with_workers(config.workers)
-            .with_relay_builder(relay)
-            .with_physics_host(config.physics_host);
-        rooms
-            .start_workers()
-            .map_err(|e| ServerError::Workers(e.to_string()))?;
-        for (id, room) in config.rooms.clone() {
-            rooms
-                .create(id, room)
-                .map_err(|e| ServerError::Room(e.to_string()))?;
-        }
+        let rooms = start_rooms(&config, relay)?;
         readiness.set_config_loaded();
         tracing::info!(
             udp = %transport.local_addr(),
@@ -359,4 +342,40 @@ impl DedicatedServer {
         tracing::info!("drain: done; exiting");
         Ok(())
     }
+}
+
+/// The UDP socket and netcode of `config` (its bind and public address, key, client cap).
+///
+/// # Errors
+/// [`ServerError::Udp`] when the address cannot be bound.
+fn bind_udp(config: &ServerConfig) -> Result<UdpServerTransport, ServerError> {
+    let mut udp = UdpServerConfig::secure(config.bind, config.private_key);
+    udp.public_addr = config.public_addr;
+    udp.max_clients = config.max_clients;
+    UdpServerTransport::bind(udp).map_err(|e| ServerError::Udp {
+        addr: config.bind,
+        message: e.to_string(),
+    })
+}
+
+/// The rooms of `config`: its workers started, its configured rooms made (relay rooms built
+/// by `relay`).
+///
+/// # Errors
+/// [`ServerError::Workers`] when a worker thread cannot start, [`ServerError::Room`] for a
+/// configured room that cannot be made.
+fn start_rooms(config: &ServerConfig, relay: RelayBuilder) -> Result<Rooms, ServerError> {
+    let mut rooms = Rooms::new(config.empty_room_timeout)
+        .with_workers(config.workers)
+        .with_relay_builder(relay)
+        .with_physics_host(config.physics_host);
+    rooms
+        .start_workers()
+        .map_err(|e| ServerError::Workers(e.to_string()))?;
+    for (id, room) in config.rooms.clone() {
+        rooms
+            .create(id, room)
+            .map_err(|e| ServerError::Room(e.to_string()))?;
+    }
+    Ok(rooms)
 }

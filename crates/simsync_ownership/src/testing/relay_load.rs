@@ -200,6 +200,67 @@ pub struct RelayLoad {
     up: Vec<Vec<Vec<u8>>>,
 }
 
+/// The entity server of a relay load: `bodies` bodies on the start grid, a fixed network clock
+/// of `dt`, single-threaded schedules (the timing is the relay's, not the executor's).
+fn load_server(budget: StateBudgetConfig, dt: Duration, bodies: u64) -> App {
+    let mut server = App::new();
+    server
+        .add_plugins(bevy::app::TaskPoolPlugin::default())
+        .add_plugins(OwnershipPlugin::entity_server().with_state_budget(budget))
+        .insert_resource(RenetServer::new(connection_config()))
+        .insert_resource(NetClock::Fixed(dt));
+    for label in [
+        bevy::app::PreUpdate.intern(),
+        bevy::app::Update.intern(),
+        bevy::app::PostUpdate.intern(),
+    ] {
+        server.edit_schedule(label, |schedule| {
+            schedule.set_executor(SingleThreadedExecutor::new());
+        });
+    }
+    for id in 1..=bodies {
+        server.world_mut().spawn((
+            BodyNetId(BodyId(id)),
+            RigidBody::Dynamic,
+            Transform::from_translation(relay_load_start(id)),
+        ));
+    }
+    server.finish();
+    server.cleanup();
+    server
+}
+
+impl FakeParticipant {
+    /// Fake participant `index` of `of`, connected to `server` (client id `index + 1`), moving
+    /// every `of`-th of the `bodies` bodies from body `index + 1` on.
+    fn connect(server: &mut App, index: usize, of: usize, bodies: u64) -> Self {
+        let n = of.max(1) as u64;
+        let id = index as ClientId + 1;
+        server
+            .world_mut()
+            .resource_mut::<RenetServer>()
+            .add_connection(id);
+        let mut client = RenetClient::new(connection_config());
+        client.set_connected();
+        FakeParticipant {
+            id,
+            client,
+            bodies: (1..=bodies)
+                .filter(|b| (b - 1) % n == index as u64)
+                .map(BodyId)
+                .collect(),
+            owned: BTreeSet::new(),
+            me: None,
+            hello_sent: false,
+            link: DeltaLink::default(),
+            seq: 0,
+            decode: DecodeStats::default(),
+            recorded: Vec::new(),
+            states_received: 0,
+        }
+    }
+}
+
 impl RelayLoad {
     /// An entity server with `budget` (relay budget per participant, interest radius, deltas)
     /// at `tick_rate_hz`, and `participants` fake participants connected to it. Nothing has
@@ -215,57 +276,9 @@ impl RelayLoad {
     ) -> Result<Self, OwnershipError> {
         budget.validate()?;
         let dt = Duration::from_secs_f64(1.0 / f64::from(tick_rate_hz.max(1)));
-        let mut server = App::new();
-        server
-            .add_plugins(bevy::app::TaskPoolPlugin::default())
-            .add_plugins(OwnershipPlugin::entity_server().with_state_budget(budget))
-            .insert_resource(RenetServer::new(connection_config()))
-            .insert_resource(NetClock::Fixed(dt));
-        for label in [
-            bevy::app::PreUpdate.intern(),
-            bevy::app::Update.intern(),
-            bevy::app::PostUpdate.intern(),
-        ] {
-            server.edit_schedule(label, |schedule| {
-                schedule.set_executor(SingleThreadedExecutor::new());
-            });
-        }
-        for id in 1..=bodies {
-            server.world_mut().spawn((
-                BodyNetId(BodyId(id)),
-                RigidBody::Dynamic,
-                Transform::from_translation(relay_load_start(id)),
-            ));
-        }
-        server.finish();
-        server.cleanup();
-        let n = participants.max(1) as u64;
+        let mut server = load_server(budget, dt, bodies);
         let participants: Vec<FakeParticipant> = (0..participants)
-            .map(|i| {
-                let id = i as ClientId + 1;
-                server
-                    .world_mut()
-                    .resource_mut::<RenetServer>()
-                    .add_connection(id);
-                let mut client = RenetClient::new(connection_config());
-                client.set_connected();
-                FakeParticipant {
-                    id,
-                    client,
-                    bodies: (1..=bodies)
-                        .filter(|b| (b - 1) % n == i as u64)
-                        .map(BodyId)
-                        .collect(),
-                    owned: BTreeSet::new(),
-                    me: None,
-                    hello_sent: false,
-                    link: DeltaLink::default(),
-                    seq: 0,
-                    decode: DecodeStats::default(),
-                    recorded: Vec::new(),
-                    states_received: 0,
-                }
-            })
+            .map(|i| FakeParticipant::connect(&mut server, i, participants, bodies))
             .collect();
         let up = vec![Vec::new(); participants.len()];
         Ok(Self {
