@@ -7,11 +7,13 @@
 //! - `frame_phases`: frame phases and virtual-time events inside the simulation worlds;
 //! - `sandbox_assets`: the sandbox example's loaders, CLI rules and shipped assets;
 //! - `sandbox_ownership`: the sandbox's ownership mode run in this process (reproducibility);
+//! - `load`: the load generator's clients against the dedicated server over UDP;
 //! - `module_graph`: no module cycle inside any crate.
 
 mod common;
 mod deterministic;
 mod frame_phases;
+mod load;
 mod module_graph;
 mod network;
 mod sandbox_assets;

@@ -11,7 +11,7 @@ use simsync_loadgen::{
 };
 use simsync_server::{DedicatedServer, RoomConfig, RoomId};
 
-use crate::common::*;
+use super::common::*;
 
 /// One frame of the server and every load client.
 fn step<C>(server: &mut DedicatedServer, clients: &mut [C], frame: impl Fn(&mut C)) {
