@@ -34,15 +34,11 @@ const CIRCLE_RADIUS: f32 = 1.0;
 /// Angular speed of load bodies on their circles, rad/s.
 const CIRCLE_SPEED: f32 = 1.0;
 
-/// Where body `id` of a load room starts: a grid with 2 m between bodies, 16 to a row, 0.5 m
-/// up.
+/// Where body `id` of a load room starts: the relay-path bench's grid
+/// ([`relay_load_start`](simsync_ownership::testing::relay_load_start): 2 m between bodies,
+/// 16 to a row, 0.5 m up), so the load test and the bench lay out the same scene.
 pub fn body_start(id: u64) -> Vec3 {
-    let index = id.saturating_sub(1);
-    Vec3::new(
-        (index % 16) as f32 * 2.0,
-        0.5,
-        (index / 16).min(100_000) as f32 * 2.0,
-    )
+    simsync_ownership::testing::relay_load_start(id)
 }
 
 /// An ownership room for load participants: `participants` seats at `tick_rate_hz` and
