@@ -14,6 +14,14 @@
 //!
 //! `run` starts the server as a child process (built from the same workspace, next to this
 //! example: `target/release/simsync-server`); `clients` drives a server started otherwise.
+//!
+//! The server measured is the binary `cargo build --release -p simsync_server` ships: this
+//! example lives in its own crate, so building it never rebuilds that binary with other
+//! features, and the summary shows the server's build profile (`simsync_build_info`) with a
+//! warning when it is a debug build. Where the machine has 4 or more usable cores, `run` pins
+//! the server to the first half and this driver to the rest (`taskset`; `--server-cpus`,
+//! `--driver-cpus` choose), and prints the server's CPU per worker thread
+//! (`server.workers`); `--workers N` sets the server's worker threads.
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -25,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
+use simsync_loadgen::affinity::{CpuSet, Placement, allowed_cpus};
 use simsync_loadgen::report::{
     Metrics, Spread, UdpCounters, read_cpu_ticks, read_machine_ticks, read_thread_ticks,
 };
@@ -102,6 +111,10 @@ struct LoadArgs {
     /// The first room id (rooms are numbered from it).
     #[arg(long, default_value_t = 1_000)]
     first_room: u64,
+    /// The driver's cores (the fake clients' threads), a `taskset -c` list [default: see
+    /// `run --server-cpus`; `clients` pins the driver only when this is given].
+    #[arg(long, value_name = "LIST", value_parser = CpuSet::parse)]
+    driver_cpus: Option<CpuSet>,
     /// Also write the JSON summary to this file.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -117,6 +130,15 @@ struct RunArgs {
     /// The server's main-loop rate, turns per second.
     #[arg(long, default_value_t = 250)]
     loop_hz: u32,
+    /// The server's worker threads (`simsync-server --workers`) [default: the server's, one
+    /// per core it may use].
+    #[arg(long)]
+    workers: Option<usize>,
+    /// The server's cores, a `taskset -c` list such as `0-3` [default: on a machine with 4
+    /// or more usable cores the server gets the first half and the driver the rest; with
+    /// fewer, both share every core].
+    #[arg(long, value_name = "LIST", value_parser = CpuSet::parse)]
+    server_cpus: Option<CpuSet>,
     /// The server's log filter (RUST_LOG).
     #[arg(long, default_value = "info")]
     server_log_level: String,
@@ -185,7 +207,9 @@ fn clients(args: ClientsArgs) -> Result<Value, String> {
         key: parse_key(&hex).map_err(|e| e.to_string())?,
         pid: args.server_pid,
     };
-    let summary = drive(&args.load, &target)?;
+    let placement = place(None, args.load.driver_cpus.clone(), false)?;
+    let mut summary = drive(&args.load, &target)?;
+    add_placement(&mut summary, &placement);
     write_out(&args.load, &summary)?;
     Ok(summary)
 }
@@ -199,14 +223,25 @@ fn run(args: RunArgs) -> Result<Value, String> {
     let admin_file = dir.join("admin_token");
     std::fs::write(&key_file, key_to_hex(&key)).map_err(|e| e.to_string())?;
     std::fs::write(&admin_file, &admin_token).map_err(|e| e.to_string())?;
+    let placement = place(
+        args.server_cpus.clone(),
+        args.load.driver_cpus.clone(),
+        true,
+    )?;
     let udp = free_udp()?;
     let ops = free_tcp()?;
-    let log = args.server_log.clone().unwrap_or(dir.join("server.log"));
+    let log = server_log(&args, &key_file);
     let bin = args
         .server_bin
         .clone()
         .map_or_else(default_server_bin, Ok)?;
-    let mut child = start_server(&bin, &args, [&key_file, &admin_file], (udp, ops), &log)?;
+    let mut child = start_server(
+        &bin,
+        &args,
+        &placement,
+        [&key_file, &admin_file],
+        (udp, ops),
+    )?;
     eprintln!(
         "load: server {} (pid {}) on udp {udp}, http {ops}; log {}",
         bin.display(),
@@ -224,7 +259,10 @@ fn run(args: RunArgs) -> Result<Value, String> {
     stop_server(&mut child);
     let mut summary = result?;
     summary["server"]["log"] = json!(log.display().to_string());
+    summary["server"]["binary"] = json!(bin.display().to_string());
     summary["server"]["loop_hz"] = json!(args.loop_hz);
+    summary["server"]["workers_asked"] = json!(args.workers);
+    add_placement(&mut summary, &placement);
     write_out(&args.load, &summary)?;
     Ok(summary)
 }
@@ -256,17 +294,32 @@ fn default_server_bin() -> Result<PathBuf, String> {
         .ok_or_else(|| "no directory above this executable: pass --server-bin".into())
 }
 
+/// Starts `bin serve` on `udp` and `ops`, on the placement's server cores (through `taskset`,
+/// which runs the server in its own process: the child's pid is the server's), logging to
+/// `args.server_log` or a file next to the key.
 fn start_server(
     bin: &Path,
     args: &RunArgs,
+    placement: &Placement,
     [key_file, admin_file]: [&PathBuf; 2],
     (udp, ops): (SocketAddr, SocketAddr),
-    log: &Path,
 ) -> Result<Child, String> {
-    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let log = server_log(args, key_file);
+    let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
-    Command::new(bin)
-        .arg("serve")
+    let mut command = match &placement.server {
+        Some(cores) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &cores.to_string()]).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    command.arg("serve");
+    if let Some(workers) = args.workers {
+        command.args(["--workers", &workers.to_string()]);
+    }
+    command
         .args(["--bind", &udp.to_string(), "--ops-bind", &ops.to_string()])
         .arg("--private-key-file")
         .arg(key_file)
@@ -285,6 +338,75 @@ fn start_server(
         .stderr(err)
         .spawn()
         .map_err(|e| format!("{}: {e}", bin.display()))
+}
+
+/// Where the server's log goes: `--server-log`, or `server.log` next to the key file.
+fn server_log(args: &RunArgs, key_file: &Path) -> PathBuf {
+    args.server_log.clone().unwrap_or_else(|| {
+        key_file
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("server.log")
+    })
+}
+
+/// The run's placement ([`Placement::plan`]; `auto`: split when nothing is asked, as `run`
+/// does), with this process — the driver — pinned to its cores.
+fn place(server: Option<CpuSet>, driver: Option<CpuSet>, auto: bool) -> Result<Placement, String> {
+    let asked = server.is_some() || driver.is_some();
+    let placement = match allowed_cpus() {
+        Ok(allowed) if asked || auto => {
+            Placement::plan(&allowed, server, driver).map_err(|e| e.to_string())?
+        }
+        Err(e) if asked => return Err(format!("cannot pin cores: {e}")),
+        _ => Placement {
+            server: None,
+            driver: None,
+        },
+    };
+    if let Some(cores) = &placement.driver {
+        let pid = std::process::id().to_string();
+        taskset(&["-a", "-p", "-c", &cores.to_string(), &pid])?;
+    }
+    Ok(placement)
+}
+
+/// Runs `taskset` (util-linux) with `args`.
+fn taskset(args: &[&str]) -> Result<(), String> {
+    let status = Command::new("taskset")
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("taskset (util-linux), to pin cores: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("taskset {} failed: {status}", args.join(" ")))
+    }
+}
+
+/// Writes where the server and the driver ran into `summary["placement"]`, and a warning into
+/// `summary["warnings"]` when they shared cores or the server is a debug build.
+fn add_placement(summary: &mut Value, placement: &Placement) {
+    let cores = |set: &Option<CpuSet>| set.as_ref().map_or("all".to_string(), CpuSet::to_string);
+    let usable = allowed_cpus().map_or_else(|e| e, |set| set.to_string());
+    summary["placement"] = json!({
+        "usable_cores": usable,
+        "server_cores": cores(&placement.server),
+        "driver_cores": cores(&placement.driver),
+    });
+    let mut warnings = Vec::new();
+    if !placement.is_split() {
+        warnings.push(
+            "the driver shared the server's cores: the server's CPU is its own, but its turn \
+             times include waiting for cores the driver held"
+                .to_string(),
+        );
+    }
+    if summary["server"]["build"]["profile"] == "debug" {
+        warnings.push("the server is a debug build: several times slower than release".into());
+    }
+    summary["warnings"] = json!(warnings);
 }
 
 /// SIGTERM (the drain), then SIGKILL after 10 s.
@@ -888,6 +1010,11 @@ fn server_json(first: &Probe, second: &Probe, window: f64, clk: f64) -> Value {
         "pid_cpu_seconds": cpu.map(|c| round(c * window, 2)),
         "cpu_share_of_one_core": cpu,
         "threads_cpu_share": threads_json(first, second, window, clk),
+        "workers": workers_json(first, second, window, clk),
+        "build": {
+            "version": b.by_label("simsync_build_info", "version").keys().next(),
+            "profile": b.by_label("simsync_build_info", "profile").keys().next(),
+        },
         "relay_tick": relay_tick_json(first, second),
         "refused_in_window": refused,
         "refused_total": b.sum("simsync_refused_total", &[]),
@@ -904,6 +1031,40 @@ fn server_json(first: &Probe, second: &Probe, window: f64, clk: f64) -> Value {
         "rooms_running_at_end": b.by_label("simsync_rooms", "state"),
         "room_tick_lag_ticks_at_end": spread_json(Spread::of(lag.into_values()), 1),
     })
+}
+
+/// Per worker thread (`sim-worker-<i>`): its CPU share of one core from `/proc`, its busy
+/// share from `simsync_worker_busy_seconds` (time running rooms over the window), and its live
+/// rooms at the end.
+fn workers_json(first: &Probe, second: &Probe, window: f64, clk: f64) -> Value {
+    let busy_name = "simsync_worker_busy_seconds_total";
+    let (a, b) = (&first.metrics, &second.metrics);
+    let rooms = b.by_label("simsync_worker_rooms", "worker");
+    let mut workers = serde_json::Map::new();
+    for index in 0..simsync_server::MAX_WORKERS {
+        let name = simsync_server::worker_thread_name(index);
+        let label = index.to_string();
+        let Some((tid, _, ticks)) = second.server_threads.iter().find(|(_, n, _)| *n == name)
+        else {
+            continue;
+        };
+        let before = first
+            .server_threads
+            .iter()
+            .find(|(t, _, _)| t == tid)
+            .map_or(0, |(_, _, b)| *b);
+        let busy =
+            b.sum(busy_name, &[("worker", &label)]) - a.sum(busy_name, &[("worker", &label)]);
+        workers.insert(
+            name,
+            json!({
+                "cpu_share": round(ticks.saturating_sub(before) as f64 / clk / window, 4),
+                "busy_share": round(busy / window, 4),
+                "rooms_at_end": rooms.get(&label),
+            }),
+        );
+    }
+    Value::Object(workers)
 }
 
 fn threads_json(first: &Probe, second: &Probe, window: f64, clk: f64) -> Value {

@@ -59,8 +59,8 @@ pub use drain::{Drain, DrainAction, DrainPhase, ENDING_WAIT};
 pub use health::{Heartbeat, LIVENESS_TIMEOUT, NotReady, Readiness};
 pub use http::{ADMIN_ANSWER_TIMEOUT, MetricsFormat, OPS_THREADS, OpsConnections, OpsLimits};
 pub use metrics::{
-    HttpMetrics, METRIC_NAMES, ServerMetrics, hello_refusal_label, remote_error_label, render,
-    to_prometheus_text,
+    HttpMetrics, METRIC_NAMES, ServerMetrics, build_profile, hello_refusal_label,
+    remote_error_label, render, to_prometheus_text,
 };
 pub use pool::WorkerStopped;
 pub use process::{ProcFiles, ProcessSample, USER_HZ};
@@ -79,3 +79,4 @@ pub use rooms::{
 };
 pub use server::{DedicatedServer, DrainSignal, ServerError};
 pub use token::{ClaimsError, RoomId, TokenClaims, TokenError, TokenMinter, key_to_hex, parse_key};
+pub use worker::thread_name as worker_thread_name;

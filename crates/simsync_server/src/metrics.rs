@@ -37,6 +37,16 @@ type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
 /// A gauge of seconds or other fractions.
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+/// `release` when the server was built without debug assertions (cargo's release profile),
+/// else `debug`: the `profile` label of `simsync_build_info`.
+pub fn build_profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
+
 /// Buckets of the turn and update histograms, in seconds: 50 µs to ~0.4 s.
 fn duration_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 14))
@@ -307,8 +317,12 @@ impl ServerMetrics {
         );
         r.register(
             "simsync_build",
-            "The server's build: its version",
-            Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_string())]),
+            "The server's build: its version and profile (release, or debug: a debug build is \
+             several times slower)",
+            Info::new(vec![
+                ("version", env!("CARGO_PKG_VERSION").to_string()),
+                ("profile", build_profile().to_string()),
+            ]),
         );
     }
 
@@ -806,6 +820,7 @@ mod tests {
             "process_max_fds -1",
             "simsync_loop_turn_seconds_count 1",
             "simsync_build_info{version=",
+            &format!("profile=\"{}\"", build_profile()),
         ] {
             assert!(text.contains(line), "{line} not in\n{text}");
         }

@@ -348,6 +348,13 @@ pub(crate) struct WorkerHandle {
     pub thread: JoinHandle<()>,
 }
 
+/// The name of worker `index`'s thread, `sim-worker-<index>`: at most 15 bytes for every
+/// index up to [`MAX_WORKERS`](crate::config::MAX_WORKERS), so Linux keeps it whole (a thread's
+/// name in `/proc/<pid>/task/<tid>/comm` and `top -H` is cut at 15 bytes).
+pub fn thread_name(index: usize) -> String {
+    format!("sim-worker-{index}")
+}
+
 /// Starts worker `index` on its own thread: it owns a [`RoomSet`] and answers on `reports`.
 pub(crate) fn spawn(
     index: usize,
@@ -357,7 +364,7 @@ pub(crate) fn spawn(
 ) -> std::io::Result<WorkerHandle> {
     let (to, from_main) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
-        .name(format!("simsync-worker-{index}"))
+        .name(thread_name(index))
         .spawn(move || {
             run(
                 RoomSet::new(index, empty_timeout, relay),
@@ -397,6 +404,14 @@ fn run(mut set: RoomSet, from_main: &Receiver<ToWorker>, reports: &Sender<Report
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_worker_thread_name_fits_linux_s_15_bytes_and_names_its_worker() {
+        let last = crate::config::MAX_WORKERS - 1;
+        assert_eq!(thread_name(last), format!("sim-worker-{last}"));
+        assert!(thread_name(last).len() <= 15);
+        assert_ne!(thread_name(1), thread_name(10));
+    }
 
     #[test]
     fn a_room_goes_to_the_worker_with_the_fewest_rooms_the_first_among_equals() {
