@@ -949,7 +949,14 @@ fn summarize(
         (Some(a), Some(b)) => json!(b.since(a)),
         _ => Value::Null,
     };
+    let relayed = ownership["relayed_states_per_second"].as_f64();
+    let per_core = match (relayed, server["cpu_share_of_one_core"].as_f64()) {
+        (Some(states), Some(cpu)) if states > 0.0 && cpu > 0.0 => Some(round(states / cpu, 0)),
+        _ => None,
+    };
     let targets = json!({
+        "relayed_states_per_server_core_second": per_core,
+        "relayed_states_per_server_core_second_at_least_4m": per_core.map(|n| n >= 4.0e6),
         "server_cpu_share_at_most_one_core": server["cpu_share_of_one_core"].as_f64().map(|c| c <= 1.0),
         "relay_tick_p99_at_most_2_ms": server["relay_tick"]["p99_ms"].as_f64().map(|p| p <= 2.0),
         "clients_lost": relay["phases"]["lost"].as_u64().unwrap_or(0)
@@ -1317,6 +1324,10 @@ fn ownership_json(reports: &[ThreadReport]) -> Value {
         "owned_bodies_at_end": spread_json(Spread::of(m.iter().map(|(_, e, _)| e.owned as f64)), 0),
         "bodies_sent_per_second": spread_json(rate(|c| c.bodies_sent), 1),
         "bodies_received_per_second": spread_json(rate(|c| c.bodies_received), 1),
+        "relayed_states_per_second": round(
+            m.iter().map(|(s, e, w)| (e.bodies_received - s.bodies_received) as f64 / w).sum(),
+            0
+        ),
         "relay_batches_received_per_second": spread_json(rate(|c| c.batches_received), 1),
         "traffic_per_client": traffic_json(&traffic),
         "in_window": {
