@@ -4,10 +4,12 @@
 //!
 //! # Work per relayed state
 //! A body's state is moved on to the update's time, quantized and checked once per update
-//! ([`PreparedStates`]); its predicted error against what a receiver was last sent is worked
-//! out once for all receivers that were last sent the same state at the same time. What stays
-//! per receiver is what differs per receiver: its budget and priorities, the delta against the
-//! state it acknowledged, and laying out its batch. The bytes each receiver gets are those of
+//! ([`PreparedStates`]). A receiver's candidates are weighed and ranked only when they do not
+//! all fit its budget (when they all fit, each is chosen whatever its rank); their predicted
+//! error against what a receiver was last sent is then worked out once for all receivers that
+//! were last sent the same state at the same time. What stays per receiver is what differs per
+//! receiver: its budget and priorities, the delta against the state it acknowledged, and laying
+//! out its batch. The bytes each receiver gets are those of
 //! [`StateBatch::to_wire`] for the same bodies: the sharing changes no byte and no choice.
 
 use core::time::Duration;
@@ -591,6 +593,29 @@ mod tests {
             linear_velocity: Vec3::new(1.0, 0.0, 0.0),
             ..BodyState::default()
         }
+    }
+
+    #[test]
+    fn when_every_candidate_fits_all_go_by_id_and_none_keeps_priority() {
+        let config = OwnershipConfig::default();
+        let mut q = RelayQueue::new(1_000_000, true);
+        for i in [5, 1, 3, 1] {
+            q.mark(BodyId(i));
+        }
+        let state_of = |b: BodyId| Some(moving(b.0 as f32));
+        let pass = q.pass(Duration::from_secs(1), None, &config, state_of);
+        assert_eq!(pass.deferred, 0);
+        let ids: Vec<u64> = pass.chosen.iter().map(|c| c.body.0).collect();
+        assert_eq!(ids, vec![1, 3, 5]);
+        assert_eq!(q.selections, 1);
+        for record in &q.bodies {
+            assert_eq!((record.acc, record.acc_at), (0.0, 1));
+            // Remembered as sent, as its wire values.
+            let (sent, at) = record.sent.expect("sent");
+            assert_eq!(at, Duration::from_secs(1));
+            assert!(pass.chosen.iter().any(|c| c.q == sent));
+        }
+        assert!(q.pending.is_empty());
     }
 
     #[test]
