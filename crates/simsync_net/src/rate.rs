@@ -190,6 +190,16 @@ impl<K: Ord + Copy> RateLimiter<K> {
             .is_none_or(|bucket| bucket.try_take(now))
     }
 
+    /// Whether a message of `kind` at time `now` passes, `kind` limited by `limit` with a full
+    /// bucket if it had no limit yet (one look-up: what [`set_limit`](Self::set_limit) for a
+    /// kind without a bucket, then [`try_take`](Self::try_take) does).
+    pub fn try_take_or_limit(&mut self, kind: K, limit: RateLimit, now: Duration) -> bool {
+        self.buckets
+            .entry(kind)
+            .or_insert_with(|| TokenBucket::new(limit))
+            .try_take(now)
+    }
+
     /// Whether a message of `kind` costing `cost` tokens at time `now` passes (see
     /// [`TokenBucket::try_take_n`]).
     pub fn try_take_n(&mut self, kind: K, cost: u32, now: Duration) -> bool {
@@ -224,6 +234,22 @@ impl<K: Ord + Copy> RateLimiter<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_take_or_limit_limits_a_new_kind_and_keeps_an_existing_limit() {
+        let mut limiter: RateLimiter<u8> = RateLimiter::new().with_limit(1, RateLimit::new(1, 1));
+        let two = RateLimit::new(1, 2);
+        // Kind 0 had no limit: it gets a full bucket of 2.
+        assert!(limiter.try_take_or_limit(0, two, ms(0)));
+        assert!(limiter.try_take_or_limit(0, two, ms(0)));
+        assert!(!limiter.try_take_or_limit(0, two, ms(0)));
+        assert_eq!(limiter.bucket(0).map(TokenBucket::limit), Some(two));
+        // Kind 1 keeps its own limit (burst 1), not the one passed.
+        assert!(limiter.try_take_or_limit(1, two, ms(0)));
+        assert!(!limiter.try_take_or_limit(1, two, ms(0)));
+        assert_eq!(limiter.rejected(0), 1);
+        assert_eq!(limiter.rejected(1), 1);
+    }
 
     fn ms(millis: u64) -> Duration {
         Duration::from_millis(millis)

@@ -131,17 +131,13 @@ impl EntityServerLimits {
         kind: Limited,
         now: Duration,
     ) -> Result<(), Dropped> {
-        let limiter = &mut connection.limiter;
-        if limiter.bucket(kind).is_none() {
-            let limit = match kind {
-                Limited::Bid(_) => self.bids,
-                Limited::Release(_) => self.releases,
-                Limited::StateUpdate(_) => self.state_updates,
-                Limited::Requests => self.ownership_requests,
-            };
-            limiter.set_limit(kind, limit);
-        }
-        if !limiter.try_take(kind, now) {
+        let limit = match kind {
+            Limited::Bid(_) => self.bids,
+            Limited::Release(_) => self.releases,
+            Limited::StateUpdate(_) => self.state_updates,
+            Limited::Requests => self.ownership_requests,
+        };
+        if !connection.limiter.try_take_or_limit(kind, limit, now) {
             return Err(Dropped::BodyLimit);
         }
         if !matches!(kind, Limited::Bid(Some(_)) | Limited::Release(Some(_))) {
@@ -161,10 +157,7 @@ fn limiter_take_requests(
     limit: RateLimit,
     now: Duration,
 ) -> bool {
-    if limiter.bucket(Limited::Requests).is_none() {
-        limiter.set_limit(Limited::Requests, limit);
-    }
-    limiter.try_take(Limited::Requests, now)
+    limiter.try_take_or_limit(Limited::Requests, limit, now)
 }
 
 /// The kinds of message the entity server rate-limits.

@@ -4,10 +4,12 @@
 //!
 //! # Work per relayed state
 //! A body's state is moved on to the update's time, quantized and checked once per update
-//! ([`PreparedStates`]); its predicted error against what a receiver was last sent is worked
-//! out once for all receivers that were last sent the same state at the same time. What stays
-//! per receiver is what differs per receiver: its budget and priorities, the delta against the
-//! state it acknowledged, and laying out its batch. The bytes each receiver gets are those of
+//! ([`PreparedStates`]). A receiver's candidates are weighed and ranked only when they do not
+//! all fit its budget (when they all fit, each is chosen whatever its rank); their predicted
+//! error against what a receiver was last sent is then worked out once for all receivers that
+//! were last sent the same state at the same time. What stays per receiver is what differs per
+//! receiver: its budget and priorities, the delta against the state it acknowledged, and laying
+//! out its batch. The bytes each receiver gets are those of
 //! [`StateBatch::to_wire`] for the same bodies: the sharing changes no byte and no choice.
 
 use core::time::Duration;
@@ -37,14 +39,12 @@ struct Prepared {
     owner: Option<ParticipantId>,
     /// The state moved on to the update's time.
     state: BodyState,
-    /// Its wire values.
+    /// Its wire values: remembered as sent.
     q: QuantizedState,
-    /// What receivers apply (`q` as a state): remembered as sent.
-    quantized: BodyState,
     /// Whether a batch may carry its position (finite, within 10⁶ m).
     position_ok: bool,
     /// The last predicted error worked out: against which state sent when.
-    error: Option<(BodyState, Duration, f32)>,
+    error: Option<(QuantizedState, Duration, f32)>,
 }
 
 /// The states of one update's relay, each prepared once for every receiver's pass: cleared at
@@ -78,7 +78,6 @@ impl PreparedStates {
                 owner,
                 state,
                 q,
-                quantized: q.to_state(),
                 position_ok: state.position.is_finite()
                     && state.position.abs().max_element() <= MAX_POSITION_Q as f32 * POSITION_STEP,
                 error: None,
@@ -89,12 +88,13 @@ impl PreparedStates {
         slot
     }
 
-    /// The predicted error of the receivers' copy of the body in `slot` last sent `last` at
-    /// `at` ([`predicted_error`]), worked out once for all receivers sent the same.
+    /// The predicted error of the receivers' copy of the body in `slot` last sent `last` (as
+    /// quantized on the wire: receivers apply [`QuantizedState::to_state`]) at `at`
+    /// ([`predicted_error`]), worked out once for all receivers sent the same.
     fn error(
         &mut self,
         slot: u32,
-        last: &BodyState,
+        last: &QuantizedState,
         at: Duration,
         now: Duration,
         config: &OwnershipConfig,
@@ -102,45 +102,21 @@ impl PreparedStates {
         let p = &mut self.prepared[slot as usize];
         if let Some((l, a, e)) = p.error
             && a == at
-            && same_bits(&l, last)
+            && l == *last
         {
             return e;
         }
-        let e = predicted_error(last, &p.state, now.saturating_sub(at), config);
+        let e = predicted_error(&last.to_state(), &p.state, now.saturating_sub(at), config);
         p.error = Some((*last, at, e));
         e
     }
 }
 
-/// Whether `a` and `b` are the same bit for bit.
-fn same_bits(a: &BodyState, b: &BodyState) -> bool {
-    let bits = |s: &BodyState| {
-        let [x, y, z, w] = s.rotation.to_array();
-        [
-            s.position.x,
-            s.position.y,
-            s.position.z,
-            x,
-            y,
-            z,
-            w,
-            s.linear_velocity.x,
-            s.linear_velocity.y,
-            s.linear_velocity.z,
-            s.angular_velocity.x,
-            s.angular_velocity.y,
-            s.angular_velocity.z,
-        ]
-        .map(f32::to_bits)
-    };
-    bits(a) == bits(b)
-}
-
 /// What the relay keeps per body for one receiver.
 #[derive(Debug, Clone, Copy)]
 struct QueueBody {
-    /// The quantized state last sent and when.
-    sent: Option<(BodyState, Duration)>,
+    /// The state last sent (as quantized on the wire) and when.
+    sent: Option<(QuantizedState, Duration)>,
     /// Accumulated priority ([rule 18](crate::rules#rule-18--priority-accumulation-and-starvation-freedom)),
     /// valid only if kept by the latest selection (`acc_at`): a body that was not waiting
     /// then starts again from 0.
@@ -205,8 +181,13 @@ struct Candidate {
     /// Its [`PreparedStates`] slot and its [`QueueBody`].
     prepared: u32,
     slot: u32,
-    /// Accumulated priority held from the last selection, and this pass's weight.
+    /// Accumulated priority held from the last selection.
     held: f32,
+    /// The quantized state last sent to this receiver and when (`None`: never sent), and the
+    /// distance from its focus: what its weight is worked out from, when the pass ranks.
+    sent: Option<(QuantizedState, Duration)>,
+    distance: Option<f32>,
+    /// This pass's weight (set by [`RelayQueue::weigh`]).
     weight: f32,
     /// Accumulated priority after this pass (set by [`RelayQueue::select`]).
     acc: f32,
@@ -391,13 +372,20 @@ impl RelayQueue {
         self.last = Some(now);
         self.budget.refill(dt);
         let mut result = RelayPass::default();
-        let (mut candidates, entries) =
-            self.due(now, radius, config, me, prepared, &state_of, &mut result);
+        let (mut candidates, entries) = self.due(radius, me, prepared, &state_of, &mut result);
         if candidates.is_empty() {
             return result;
         }
         let room = entry_room(self.budget.available(), None, candidates.len());
-        let chosen = self.select(&mut candidates, dt as f32, room);
+        let all_fit = candidates.iter().map(|c| c.size).sum::<usize>() <= room;
+        let chosen = if all_fit {
+            // Every candidate is chosen whatever its rank: weights and order change nothing
+            // (the batch lists bodies by id, and chosen bodies start again from 0).
+            self.choose_all(&candidates)
+        } else {
+            Self::weigh(&mut candidates, now, config, prepared);
+            self.select(&mut candidates, dt as f32, room)
+        };
         result.deferred = candidates.len() - chosen;
         if chosen == 0 {
             self.pending = candidates.iter().map(|c| c.body).collect();
@@ -414,16 +402,12 @@ impl RelayQueue {
         result
     }
 
-    /// The pending bodies (ids increasing, each once) as candidates for this pass, weighed by
-    /// their predicted error against the state last sent (never sent: the largest error) and
-    /// their distance from the focus; the pending bodies without a state, owned by `me`, or
-    /// outside `radius` of the focus (counted in `result`), leave the queue.
-    #[allow(clippy::too_many_arguments)]
+    /// The pending bodies (ids increasing, each once) as candidates for this pass, with their
+    /// entries and sizes; the pending bodies without a state, owned by `me`, or outside
+    /// `radius` of the focus (counted in `result`), leave the queue.
     fn due(
         &mut self,
-        now: Duration,
         radius: Option<f32>,
-        config: &OwnershipConfig,
         me: Option<ParticipantId>,
         prepared: &mut PreparedStates,
         state_of: &impl Fn(BodyId) -> Option<(Option<ParticipantId>, BodyState)>,
@@ -453,10 +437,6 @@ impl RelayQueue {
             }
             let slot = self.slot(body);
             let record = self.bodies[slot as usize];
-            let error = record.sent.map_or(8.0, |(last, at)| {
-                prepared.error(index, &last, at, now, config)
-            });
-            let weight = send_weight(error, false, distance).clamp(MIN_WEIGHT, MAX_WEIGHT);
             let held = if record.acc_at == self.selections {
                 record.acc
             } else {
@@ -469,7 +449,9 @@ impl RelayQueue {
                 prepared: index,
                 slot,
                 held,
-                weight,
+                sent: record.sent,
+                distance,
+                weight: 0.0,
                 acc: 0.0,
                 entry: (entries.len() - 1) as u32,
                 size,
@@ -503,6 +485,35 @@ impl RelayQueue {
         slot
     }
 
+    /// Each candidate's weight for this pass: its predicted error against the state last
+    /// sent (never sent: the largest error) and its distance from the focus. Worked out only
+    /// when the candidates do not all fit (then their rank decides).
+    fn weigh(
+        candidates: &mut [Candidate],
+        now: Duration,
+        config: &OwnershipConfig,
+        prepared: &mut PreparedStates,
+    ) {
+        for c in candidates.iter_mut() {
+            let error = c.sent.map_or(8.0, |(last, at)| {
+                prepared.error(c.prepared, &last, at, now, config)
+            });
+            c.weight = send_weight(error, false, c.distance).clamp(MIN_WEIGHT, MAX_WEIGHT);
+        }
+    }
+
+    /// [`select`](Self::select) when every candidate fits: all are chosen (in their order,
+    /// ids increasing) and start again from 0. Returns how many were chosen.
+    fn choose_all(&mut self, candidates: &[Candidate]) -> usize {
+        self.selections += 1;
+        for c in candidates {
+            let record = &mut self.bodies[c.slot as usize];
+            record.acc = 0.0;
+            record.acc_at = self.selections;
+        }
+        candidates.len()
+    }
+
     /// [Rule 18](crate::rules#rule-18--priority-accumulation-and-starvation-freedom) as
     /// [`PriorityAccumulator::select`](crate::PriorityAccumulator::select) does it: every
     /// candidate gains its weight × `dt`, then in order of accumulated priority (ties by body
@@ -513,7 +524,6 @@ impl RelayQueue {
         for c in candidates.iter_mut() {
             c.acc = c.held + c.weight * dt;
         }
-        // Ranked even when every candidate fits: the batch lays the chosen out in this order.
         candidates.sort_unstable_by(|a, b| b.acc.total_cmp(&a.acc).then(a.body.cmp(&b.body)));
         let mut used = 0;
         let mut chosen = candidates.len();
@@ -555,7 +565,7 @@ impl RelayQueue {
         result.chosen.reserve(sent.len());
         for c in sent.iter() {
             let p = &prepared.prepared[c.prepared as usize];
-            self.bodies[c.slot as usize].sent = Some((p.quantized, now));
+            self.bodies[c.slot as usize].sent = Some((p.q, now));
             bodies.push((c.body, p.state));
             result.chosen.push(Chosen {
                 body: c.body,
@@ -583,6 +593,29 @@ mod tests {
             linear_velocity: Vec3::new(1.0, 0.0, 0.0),
             ..BodyState::default()
         }
+    }
+
+    #[test]
+    fn when_every_candidate_fits_all_go_by_id_and_none_keeps_priority() {
+        let config = OwnershipConfig::default();
+        let mut q = RelayQueue::new(1_000_000, true);
+        for i in [5, 1, 3, 1] {
+            q.mark(BodyId(i));
+        }
+        let state_of = |b: BodyId| Some(moving(b.0 as f32));
+        let pass = q.pass(Duration::from_secs(1), None, &config, state_of);
+        assert_eq!(pass.deferred, 0);
+        let ids: Vec<u64> = pass.chosen.iter().map(|c| c.body.0).collect();
+        assert_eq!(ids, vec![1, 3, 5]);
+        assert_eq!(q.selections, 1);
+        for record in &q.bodies {
+            assert_eq!((record.acc, record.acc_at), (0.0, 1));
+            // Remembered as sent, as its wire values.
+            let (sent, at) = record.sent.expect("sent");
+            assert_eq!(at, Duration::from_secs(1));
+            assert!(pass.chosen.iter().any(|c| c.q == sent));
+        }
+        assert!(q.pending.is_empty());
     }
 
     #[test]
