@@ -190,6 +190,9 @@ struct ViewArgs {
     /// Draw frames as fast as possible (no vsync), to measure frame times.
     #[arg(long)]
     no_vsync: bool,
+    /// Draw without multisample anti-aliasing (cheaper, e.g. on a software renderer).
+    #[arg(long)]
+    no_msaa: bool,
     /// Window size in pixels, WIDTHxHEIGHT.
     #[arg(long, value_name = "WxH", default_value = "1280x720", value_parser = parse_size)]
     window: (u32, u32),
@@ -276,6 +279,9 @@ fn run(mode: Mode) -> Result<ExitCode, Failure> {
             start_screenshot: view.start_screenshot.clone(),
         },
     ));
+    if view.no_msaa {
+        app.add_systems(PostStartup, draw::msaa_off);
+    }
     let exit = app.run();
     if let Some(outcome) = joined {
         return join_exit(outcome.take());

@@ -272,23 +272,23 @@ fn join_footer(
     footer.0 = join_lines(&stats, loss, run.phase, run.args.run.ticks);
 }
 
-/// The join's HUD lines for `stats`: packet loss (a fraction of the packets, `None` without a
-/// connection), late and replaced inputs, and the state of the match of `ticks` ticks.
+/// The join's HUD lines for `stats` (each at most as wide as the session's lines, so the HUD
+/// keeps the view clear): packet loss (a fraction of the packets, `None` without a
+/// connection), this client's inputs the relay replaced as late, every player's replaced
+/// inputs, this client's desyncs, and the state of the match of `ticks` ticks with the keys.
 fn join_lines(stats: &SessionStats, loss: Option<f64>, phase: Phase, ticks: u32) -> String {
     let net = stats.network.clone().unwrap_or_default();
     let loss = loss.map_or("-".to_string(), |l| format!("{:.1} %", l * 100.0));
     let state = match phase {
-        Phase::Playing if net.match_id.is_none() => "connecting / waiting in the lobby".to_string(),
-        Phase::Playing => {
-            format!("playing to tick {ticks} (WASD/arrows move, Space jumps, E pushes)")
-        }
-        Phase::Judging { .. } => "match over: waiting for the relay's judgement".to_string(),
+        Phase::Playing if net.match_id.is_none() => "connecting, or in the lobby".to_string(),
+        Phase::Playing => format!("playing to tick {ticks}: WASD/arrows, Space, E"),
+        Phase::Judging { .. } => "match over: awaiting the relay's judgement".to_string(),
         Phase::Lingering { .. } | Phase::Leaving { .. } | Phase::Done => {
             "match over: leaving".to_string()
         }
     };
     format!(
-        "loss {loss}  late inputs {}  replaced {}  desyncs {}\n{state}",
+        "loss {loss}  late {}  replaced {}  desyncs {}\n{state}",
         net.late_inputs, net.replaced_inputs, net.desyncs
     )
 }
