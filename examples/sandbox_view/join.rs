@@ -37,7 +37,7 @@ use super::session::{HudFooter, SessionHudPlugin};
 /// How the rendered `join` ended, read by `main` once the window's loop returned: `None` while
 /// the match runs (or when the window was closed before its end), else the run's result
 /// (`Ok(agree)` as `network::run_client` returns it).
-#[derive(Resource, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct JoinOutcome(Arc<Mutex<Option<Result<bool, Failure>>>>);
 
 impl JoinOutcome {
@@ -133,7 +133,6 @@ pub fn add_join(
     let now = Instant::now();
     app.add_plugins((JoinKeyboardPlugin { script }, SessionHudPlugin))
         .init_resource::<HudFooter>()
-        .insert_resource(outcome.clone())
         .insert_resource(JoinRun {
             args: args.clone(),
             phase: Phase::Playing,
