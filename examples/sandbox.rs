@@ -115,20 +115,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 
 /// `sandbox join` without `--ownership`: one deterministic session client over UDP.
 fn run_join(args: &JoinArgs) -> Result<bool, Failure> {
-    let (game, trace) = load_session(args.scene.as_deref(), args.trace.as_deref(), args.players)?;
-    let game = match args.plant_desync {
-        Some(tick) => game.with_planted_desync(tick as i32),
-        None => game,
-    };
-    let session = network::ClientSession {
-        dump_dir: args.dump_dir(),
-        players: args.players,
-        verify_predictions: !args.no_verify_predictions,
-        rejoin: args.rejoin.map(|r| simsync_net::ReconnectToken {
-            slot: r.slot,
-            token: r.token,
-        }),
-    };
+    let (session, game, trace) = network::join_setup(args)?;
     let record = replay::Recording::from_args(args.record.as_deref(), args.snapshot_every);
     let link = link::ServerLink::from_args(args.connect, args.token.as_deref())?;
     network::run_client(

@@ -13,6 +13,12 @@
 //! - `ownership`: the entity server and participants of `sandbox ownership`; the window shows
 //!   participant 0's copy of the bodies coloured by owner (unowned grey, a colour per
 //!   participant, brighter while grabbed).
+//! - `join --token FILE` / `join --connect ADDR`: a real client over UDP of a relay room
+//!   (`sandbox host`, `sandbox serve`, `simsync-server`), paced by the window in real time: this
+//!   client's player under the keyboard (WASD / arrows, Space, E; with `--trace FILE` the script
+//!   drives it while no key is held), the others' players as the network brings them, the
+//!   verified world as ghosts; the HUD adds RTT, loss and input delay. At the end of the match
+//!   it prints the headless `sandbox join`'s summary and exits as it does.
 //!
 //! The HUD shows the mode's numbers (tick, verified/predicted depth, rollbacks per second,
 //! re-simulated ticks, RTT, input delay, bytes per second, ownership counters). At the end of
@@ -24,11 +30,15 @@
 //! cargo run --ignore-rust-version --release --features render --example sandbox_view -- network --ticks 600
 //! cargo run --ignore-rust-version --release --features render --example sandbox_view -- ownership --ticks 600
 //! cargo run --ignore-rust-version --features render --example sandbox_view -- local --ticks 300 --screenshot shot.png
+//! cargo run --ignore-rust-version --release --example sandbox -- host --tokens tokens
+//! cargo run --ignore-rust-version --release --features render --example sandbox_view -- join --token tokens/slot0.token --ticks 19200
 //! ```
 //!
 //! With `--screenshot PATH` it saves a screenshot of the window through Bevy's screenshot API
 //! (local, network: when the run finished; ownership: when the script ended, while bodies are
-//! still carried), prints the HUD's lines and frame times, and exits once the run finished.
+//! still carried), prints the HUD's lines and frame times, and exits once the run finished;
+//! `--start-screenshot PATH` also saves one once the verified world passed tick 0 (local,
+//! network, join).
 //! Exit codes: 0 success, 1 the run failed or a check failed, 2 bad arguments or input files.
 //!
 //! [`VisualSmoothingPlugin`]: simsync::VisualSmoothingPlugin
@@ -79,6 +89,8 @@ mod draw;
 mod hud;
 #[path = "sandbox_view/in_process.rs"]
 mod in_process;
+#[path = "sandbox_view/join.rs"]
+mod join;
 #[path = "sandbox_view/keyboard.rs"]
 mod keyboard;
 #[path = "sandbox_view/ownership.rs"]
@@ -90,6 +102,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use bevy::prelude::*;
+use bevy::render::RenderPlugin;
 use bevy::window::PresentMode;
 use bevy::winit::{UpdateMode, WinitSettings};
 use clap::{Args, Parser, Subcommand};
@@ -122,6 +135,18 @@ enum Mode {
     /// Entity server and participants; participant 0's view, bodies coloured by owner (as
     /// `sandbox ownership`).
     Ownership(OwnershipView),
+    /// A client over UDP of a server's relay room (`--token FILE` or `--connect ADDR`), this
+    /// client's player under the keyboard (with --ownership: a participant of an ownership
+    /// room).
+    Join(JoinView),
+}
+
+#[derive(Debug, Args)]
+struct JoinView {
+    #[command(flatten)]
+    args: cli::JoinArgs,
+    #[command(flatten)]
+    view: ViewArgs,
 }
 
 #[derive(Debug, Args)]
@@ -155,12 +180,19 @@ struct ViewArgs {
     /// finished.
     #[arg(long, value_name = "PATH")]
     screenshot: Option<PathBuf>,
+    /// Also save a screenshot to PATH once the simulation started (the verified world passed
+    /// tick 0; local, network and join).
+    #[arg(long, value_name = "PATH")]
+    start_screenshot: Option<PathBuf>,
     /// Present the simulation as is: no rollback smoothing, no interpolation.
     #[arg(long)]
     no_smoothing: bool,
     /// Draw frames as fast as possible (no vsync), to measure frame times.
     #[arg(long)]
     no_vsync: bool,
+    /// Draw without multisample anti-aliasing (cheaper, e.g. on a software renderer).
+    #[arg(long)]
+    no_msaa: bool,
     /// Window size in pixels, WIDTHxHEIGHT.
     #[arg(long, value_name = "WxH", default_value = "1280x720", value_parser = parse_size)]
     window: (u32, u32),
@@ -194,6 +226,7 @@ fn main() -> ExitCode {
 }
 
 fn run(mode: Mode) -> Result<ExitCode, Failure> {
+    let mut joined = None;
     let (mut app, view) = match mode {
         Mode::Local(local) => {
             let view = &local.view;
@@ -225,36 +258,80 @@ fn run(mode: Mode) -> Result<ExitCode, Failure> {
             ownership_view::add_ownership(&mut app, &own.args, setup, script)?;
             (app, own.view)
         }
+        Mode::Join(join) if join.args.ownership => {
+            return Err(Failure::input(
+                "join --ownership is not built yet in this view: use `sandbox join --ownership`",
+            ));
+        }
+        Mode::Join(join) => {
+            let mut app = window_app("simsync sandbox: join", &join.view);
+            let outcome = join::JoinOutcome::default();
+            join::add_join(&mut app, &join.args, &join.view, outcome.clone())?;
+            add_session_view(&mut app, &join.view);
+            joined = Some(outcome);
+            (app, join.view)
+        }
     };
     app.add_plugins((
         draw::CameraPlugin,
         hud::HudPlugin {
             screenshot: view.screenshot.clone(),
+            start_screenshot: view.start_screenshot.clone(),
         },
     ));
-    match app.run() {
+    if view.no_msaa {
+        app.add_systems(PostStartup, draw::msaa_off);
+    }
+    let exit = app.run();
+    if let Some(outcome) = joined {
+        return join_exit(outcome.take());
+    }
+    match exit {
         AppExit::Success => Ok(ExitCode::SUCCESS),
         AppExit::Error(code) => Err(Failure::run(format!("exited with code {code}"))),
     }
 }
 
+/// The exit of `join` as `sandbox join`'s: 0 when this client agreed, 1 when it did not, the
+/// failure's code; 1 also when the window was closed before the match ended.
+fn join_exit(outcome: Option<Result<bool, Failure>>) -> Result<ExitCode, Failure> {
+    match outcome {
+        Some(Ok(true)) => Ok(ExitCode::SUCCESS),
+        Some(Ok(false)) => Err(Failure::run(
+            "clients disagreed on a checksum or a prediction mismatched",
+        )),
+        Some(Err(failure)) => Err(failure),
+        None => Err(Failure::run("the window was closed before the match ended")),
+    }
+}
+
 /// An App with Bevy's default plugins and a `--window` sized window, updated continuously also when
-/// the window is not focused (under Xvfb it never is).
+/// the window is not focused (under Xvfb it never is). With a screenshot to take, pipelines
+/// compile before the frame that needs them (no frame is presented without its meshes: a
+/// `--start-screenshot` shows the scene, not a blank window).
 fn window_app(title: &str, view: &ViewArgs) -> App {
     let mut app = App::new();
-    app.add_plugins(DefaultPlugins.set(WindowPlugin {
-        primary_window: Some(Window {
-            title: title.into(),
-            resolution: view.window.into(),
-            present_mode: if view.no_vsync {
-                PresentMode::AutoNoVsync
-            } else {
-                PresentMode::AutoVsync
-            },
-            ..default()
-        }),
-        ..default()
-    }))
+    let shots = view.screenshot.is_some() || view.start_screenshot.is_some();
+    app.add_plugins(
+        DefaultPlugins
+            .set(WindowPlugin {
+                primary_window: Some(Window {
+                    title: title.into(),
+                    resolution: view.window.into(),
+                    present_mode: if view.no_vsync {
+                        PresentMode::AutoNoVsync
+                    } else {
+                        PresentMode::AutoVsync
+                    },
+                    ..default()
+                }),
+                ..default()
+            })
+            .set(RenderPlugin {
+                synchronous_pipeline_compilation: shots,
+                ..default()
+            }),
+    )
     .insert_resource(WinitSettings {
         focused_mode: UpdateMode::Continuous,
         unfocused_mode: UpdateMode::Continuous,

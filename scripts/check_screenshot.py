@@ -2,13 +2,19 @@
 """Checks a sandbox_view screenshot (PNG, 8-bit RGB/RGBA, non-interlaced), standard library only.
 
 usage: check_screenshot.py PATH [--colors R,G,B ...] [--hues NAME ...] [--min-hue-pixels N]
+                          [--changed-from START --region TOP,BOTTOM,LEFT,RIGHT
+                           --min-changed-pixels N]
 
 Fails (exit 1) when the picture is blank (fewer than 8 distinct colours or one colour covering
 more than 97 % of it), when the HUD is missing (no near-white pixels inside the dark HUD box in
 the top-left corner), when a --colors entry has fewer than 50 pixels within 60 of it (sum of
 channel differences), or when a --hues entry (red, green, blue, yellow: a channel clearly above
 the others, as lit and tone-mapped owner colours are) has fewer than N pixels outside the HUD
-box (--min-hue-pixels, default 200). Exit 2 for an unreadable file or bad arguments.
+box (--min-hue-pixels, default 200), or, with --changed-from, when fewer than N pixels of the
+region (rows TOP..BOTTOM, columns LEFT..RIGHT, end exclusive) differ by more than 60 (sum of
+channel differences) from the same pixels of START, a screenshot of the same window taken
+earlier (--min-changed-pixels, default 500): what stood there has moved. Exit 2 for an unreadable
+file or bad arguments.
 """
 import struct
 import sys
@@ -84,6 +90,30 @@ def option_values(argv, flag):
     return values
 
 
+def changed_pixels(pixels, start, region):
+    """Pixels of REGION (top, bottom, left, right) that differ by more than 60 between the two."""
+    top, bottom, left, right = region
+    return sum(
+        1
+        for y in range(top, bottom)
+        for x in range(left, right)
+        if sum(abs(a - b) for a, b in zip(pixels[y][x], start[y][x])) > 60
+    )
+
+
+def change_args(argv):
+    """(START path, region, minimum) of --changed-from, or None; ValueError for bad values."""
+    (start,) = option_values(argv, "--changed-from") or [None]
+    if start is None:
+        return None
+    (region,) = option_values(argv, "--region")
+    region = tuple(int(v) for v in region.split(","))
+    if len(region) != 4 or region[0] >= region[1] or region[2] >= region[3] or min(region) < 0:
+        raise ValueError(f"bad --region {region}")
+    (minimum,) = option_values(argv, "--min-changed-pixels") or ["500"]
+    return start, region, int(minimum)
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -100,6 +130,11 @@ def main(argv):
         min_hue_pixels = int(min_hue_pixels)
     except ValueError:
         print(f"bad --min-hue-pixels: {option_values(argv, '--min-hue-pixels')}", file=sys.stderr)
+        return 2
+    try:
+        change = change_args(argv)
+    except ValueError as error:
+        print(f"bad --changed-from, --region or --min-changed-pixels: {error}", file=sys.stderr)
         return 2
     unknown = [h for h in hues if h not in HUES]
     if unknown:
@@ -140,9 +175,25 @@ def main(argv):
         )
         if hue_counts[name] < min_hue_pixels:
             failures.append(f"hue {name}: {hue_counts[name]} pixels")
+    changed = None
+    if change is not None:
+        start_path, region, minimum = change
+        try:
+            start_width, start_height, start = read_png(start_path)
+        except (OSError, ValueError, zlib.error, TypeError, struct.error) as error:
+            print(f"{start_path}: unreadable: {error}", file=sys.stderr)
+            return 2
+        if (start_width, start_height) != (width, height) or region[1] > height or region[3] > width:
+            print(f"{start_path}: {start_width}x{start_height}, region {region}: "
+                  f"does not fit {width}x{height}", file=sys.stderr)
+            return 2
+        changed = changed_pixels(pixels, start, region)
+        if changed < minimum:
+            failures.append(f"region {region}: {changed} pixels changed since {start_path}")
     print(
         f"{path}: {width}x{height}, {len(counts)} colours, HUD pixels {len(hud)}"
         + "".join(f", {name} pixels {n}" for name, n in hue_counts.items())
+        + (f", changed pixels {changed}" if changed is not None else "")
         + "".join(f"; FAIL {f}" for f in failures)
     )
     return 1 if failures else 0

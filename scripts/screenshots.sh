@@ -4,14 +4,19 @@
 # screenshot of each through Bevy's screenshot API and checks it with scripts/check_screenshot.py
 # (not blank, HUD present; in ownership mode the owner colours present). Then runs the headless
 # sandbox on the same run and prints both summaries, so the view's numbers can be compared.
+# Last, a match over UDP on 127.0.0.1: `sandbox host` and two rendered `sandbox_view join`
+# windows, player 1 scripted by assets/traces/push_pile.ron (it pushes the crate stack over),
+# player 0 idle; player 0's window is shot at the match's start and end and the stack's part of
+# the picture must have changed; both clients must end on the same final checksum.
 #
 # usage: scripts/screenshots.sh [--no-install] [--release] [--out DIR] [--ticks N]
-#                               [--ownership-ticks N]
+#                               [--ownership-ticks N] [--join-ticks N]
 #   --no-install  never call apt-get (fail with exit 2 when something is missing)
 #   --release     build and run the release profile (faster frames, longer build)
 #   --out DIR     where the PNGs go (default docs/screenshots)
 #   --ticks N     verified ticks of the local and network runs (default 300)
 #   --ownership-ticks N  scripted ticks of the ownership run (default 480)
+#   --join-ticks N  verified ticks of the UDP match (default 512; the push ends at tick 472)
 # Installs xvfb, mesa-vulkan-drivers, libvulkan1 and the X11 runtime libraries from Debian's
 # packages with apt-get (as root or through sudo) when Xvfb or the lavapipe driver is missing.
 # Exit 0 ok, 1 a run or check failed, 2 the environment could not be set up (no apt, no X
@@ -25,6 +30,7 @@ cargo_profile=()
 out=docs/screenshots
 ticks=300
 ownership_ticks=480
+join_ticks=512
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-install) install=0 ;;
@@ -32,7 +38,8 @@ while [ $# -gt 0 ]; do
         --out) out="$2"; shift ;;
         --ticks) ticks="$2"; shift ;;
         --ownership-ticks) ownership_ticks="$2"; shift ;;
-        *) echo "usage: $0 [--no-install] [--release] [--out DIR] [--ticks N] [--ownership-ticks N]" >&2; exit 2 ;;
+        --join-ticks) join_ticks="$2"; shift ;;
+        *) echo "usage: $0 [--no-install] [--release] [--out DIR] [--ticks N] [--ownership-ticks N] [--join-ticks N]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -134,4 +141,72 @@ echo "screenshots: headless summary of the same network run:"
 shoot ownership --hues blue red green --min-hue-pixels 100 -- ownership --ticks "$ownership_ticks" --quiet
 echo "screenshots: headless summary of the same ownership run:"
 "$dir/sandbox" ownership --ticks "$ownership_ticks" --quiet | tail -n 30 || status=1
+
+# The final checksum of a join's log: `client: match 1 of 1: verified tick T, final checksum C,
+# desyncs D` (printed by `sandbox join` and `sandbox_view join` alike).
+final_line() { grep -m1 '^client: match 1 of 1: ' "$1" | sed 's/^client: match 1 of 1: //'; }
+
+# join_match: the UDP match (see the top). Prints both clients' final lines and the time taken.
+join_match() {
+    local work start udp http pids=() rc0 rc1 line0 line1
+    work="$(mktemp -d)"
+    start=$SECONDS
+    udp=$((20000 + RANDOM % 20000)); http=$((udp + 1))
+    "$dir/sandbox" host --bind "127.0.0.1:$udp" --ops "127.0.0.1:$http" --players 2 \
+        --tokens "$work/tokens" --quiet >"$work/host.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 50); do [ -f "$work/tokens/slot1.token" ] && break; sleep 0.2; done
+    if [ ! -f "$work/tokens/slot1.token" ]; then
+        echo "screenshots: join: the host wrote no tokens ($work/host.log):" >&2
+        tail -n 5 "$work/host.log" >&2
+        kill "${pids[@]}" 2>/dev/null
+        return 1
+    fi
+    # Small windows without MSAA: a client polls at most 8 ticks a frame, so below 8 frames a
+    # second (lavapipe on a loaded machine) its clock falls behind and the relay replaces its
+    # late inputs. The scripted window is the smallest: its inputs are the ones that must
+    # arrive; player 0's are all "stand still" and its picture is the one checked.
+    local view=(--ticks "$join_ticks" --quiet --no-vsync --no-msaa)
+    echo "screenshots: join: sandbox host on 127.0.0.1:$udp, two sandbox_view join windows, $join_ticks ticks"
+    timeout 300 "$dir/sandbox_view" join --token "$work/tokens/slot1.token" --window 160x90 \
+        --trace assets/traces/push_pile.ron "${view[@]}" >"$work/player1.log" 2>&1 &
+    pids+=($!)
+    rm -f "$out/join-start.png" "$out/join.png"
+    timeout 300 "$dir/sandbox_view" join --token "$work/tokens/slot0.token" --window 480x270 \
+        "${view[@]}" --start-screenshot "$out/join-start.png" --screenshot "$out/join.png" \
+        >"$work/player0.log" 2>&1
+    rc0=$?
+    wait "${pids[1]}"; rc1=$?
+    # The room ends once both players left; the host then exits by itself.
+    for _ in $(seq 25); do kill -0 "${pids[0]}" 2>/dev/null || break; sleep 0.2; done
+    kill "${pids[0]}" 2>/dev/null
+    line0="$(final_line "$work/player0.log")"; line1="$(final_line "$work/player1.log")"
+    echo "screenshots: join: player 0 (shot):     exit $rc0, $line0"
+    echo "screenshots: join: player 1 (scripted): exit $rc1, $line1"
+    grep -h '"rtt_ms"\|"late_inputs"' "$work/player0.log" "$work/player1.log" | sed 's/^ */screenshots: join: /'
+    echo "screenshots: join took $((SECONDS - start)) s (logs in $work)"
+    local ok=0
+    if [ "$rc0" != 0 ] || [ "$rc1" != 0 ]; then
+        echo "screenshots: join: a client failed:" >&2
+        tail -n 5 "$work/player0.log" "$work/player1.log" >&2
+        ok=1
+    fi
+    if [ -z "$line0" ] || [ "$line0" != "$line1" ]; then
+        echo "screenshots: join: the clients' final checksums differ or are missing" >&2
+        ok=1
+    fi
+    # The crate stack's part of player 0's picture (480x270: right of the HUD, above the middle)
+    # changed between the match's start and end: about 1,500 pixels when the stack is pushed
+    # over (the same trace in local mode under lavapipe: 1,573), at most about 150 when only the
+    # scripted player walks through.
+    if [ -f "$out/join-start.png" ] && [ -f "$out/join.png" ]; then
+        python3 scripts/check_screenshot.py "$out/join.png" --changed-from "$out/join-start.png" \
+            --region 50,150,285,420 --min-changed-pixels 600 || ok=1
+    else
+        echo "screenshots: join: $out/join-start.png or $out/join.png was not written" >&2
+        ok=1
+    fi
+    return $ok
+}
+join_match || status=1
 exit $status

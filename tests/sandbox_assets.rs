@@ -301,6 +301,58 @@ fn shipped_ownership_script_covers_three_participants() {
     assert!(script.segments > 0 && script.end_tick > 0);
 }
 
+#[test]
+fn shipped_push_trace_stands_still_then_walks_player_1_into_the_crate_stack_and_pushes() {
+    let trace = load_trace(&asset("traces/push_pile.ron")).expect("the push trace loads");
+    assert_eq!(trace.players(), 2);
+    assert!(trace.end_tick() <= 480, "ends at {}", trace.end_tick());
+    let (mut pushes, mut jumps, mut previous) = (0, 0, TraceInput::default());
+    for tick in 1..=480 {
+        let input = trace.input(1, tick);
+        if tick <= 160 {
+            // Standing still while the other window takes its start screenshot.
+            assert_eq!(input, TraceInput::default(), "tick {tick}");
+        }
+        pushes += usize::from(input.push && !previous.push);
+        jumps += usize::from(input.jump && !previous.jump);
+        previous = input;
+        // Player 0 (the window the check shoots) stands still.
+        assert_eq!(trace.input(0, tick), TraceInput::default());
+    }
+    assert!(pushes >= 12, "{pushes} pushes");
+    assert_eq!(jumps, 1);
+    // One heading from the spawn (3, 0) north-east (+x, -z) into the crate stack, kept to the
+    // end: an input the relay replaces with the previous one does not change the path.
+    let heading = trace.input(1, 161).movement;
+    assert!(heading[0] > 0.0 && heading[1] < -0.8, "{heading:?}");
+    assert!((161..trace.end_tick() as i32).all(|t| trace.input(1, t).movement == heading));
+}
+
+#[test]
+fn a_held_key_wins_over_the_script_and_neither_means_standing_still() {
+    use simsync::prelude::PackedInput;
+    let scripted = game::encode(&TraceInput {
+        movement: [0.5, 1.0],
+        jump: false,
+        push: true,
+    });
+    let mut keys = PackedInput::default();
+    keys.set_axis(0, -1.0).expect("axis 0");
+    // Keys held: the keyboard's input, also when it is the neutral one (W and S together).
+    assert_eq!(game::keyboard_over_trace(Some(keys), Some(scripted)), keys);
+    assert_eq!(
+        game::keyboard_over_trace(Some(PackedInput::default()), Some(scripted)),
+        PackedInput::default()
+    );
+    // No key: the script's; no script either: standing still.
+    assert_eq!(game::keyboard_over_trace(None, Some(scripted)), scripted);
+    assert_eq!(
+        game::keyboard_over_trace(None, None),
+        PackedInput::default()
+    );
+    assert_ne!(scripted, PackedInput::default());
+}
+
 // --- The command line. ---
 
 /// Parses `args` (split at spaces) as the sandbox's command line.
@@ -410,6 +462,45 @@ fn serve_and_join_play_one_match_unless_told_more() {
         let error = parse(args).expect_err(args);
         assert_eq!(error.exit_code(), 2, "{args}: {error}");
     }
+}
+
+#[test]
+fn join_takes_a_token_file_or_an_address_and_a_script() {
+    let Ok(Command::Join(join)) =
+        parse("join --token tokens/slot1.token --trace assets/traces/push_pile.ron --ticks 512")
+    else {
+        panic!("join --token --trace parses");
+    };
+    assert_eq!(join.token, Some(PathBuf::from("tokens/slot1.token")));
+    assert_eq!(join.connect, None);
+    assert_eq!(
+        join.trace,
+        Some(PathBuf::from("assets/traces/push_pile.ron"))
+    );
+    assert_eq!((join.run.ticks, join.players, join.matches), (512, 2, 1));
+    let Ok(Command::Join(join)) = parse("join --connect 192.168.1.20:5000") else {
+        panic!("join --connect parses");
+    };
+    assert_eq!(join.connect, Some("192.168.1.20:5000".parse().unwrap()));
+    assert_eq!((join.token, join.trace), (None, None));
+    let error = parse("join --ticks 320").expect_err("neither --connect nor --token");
+    assert_eq!(error.exit_code(), 2, "{error}");
+}
+
+#[test]
+fn host_takes_the_public_address_its_tokens_name() {
+    let Ok(Command::Host(host)) = parse("host") else {
+        panic!("host parses");
+    };
+    assert_eq!(host.bind, "127.0.0.1:7000".parse().unwrap());
+    assert_eq!(host.public_addr, None);
+    let Ok(Command::Host(host)) = parse("host --bind 0.0.0.0:7000 --public-addr 192.168.1.20:7000")
+    else {
+        panic!("host --public-addr parses");
+    };
+    assert_eq!(host.public_addr, Some("192.168.1.20:7000".parse().unwrap()));
+    let error = parse("host --public-addr nowhere").expect_err("not an address");
+    assert_eq!(error.exit_code(), 2, "{error}");
 }
 
 #[test]

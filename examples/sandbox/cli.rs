@@ -384,6 +384,11 @@ pub struct HostArgs {
     /// UDP address of the rooms (what `join --token` connects to).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7000")]
     pub bind: SocketAddr,
+    /// The address players reach the rooms at, which the connect tokens name [default: --bind].
+    /// Needed when --bind is 0.0.0.0 (all interfaces): e.g. `--bind 0.0.0.0:7000 --public-addr
+    /// 192.168.1.20:7000` for players on the local network.
+    #[arg(long, value_name = "ADDR")]
+    pub public_addr: Option<SocketAddr>,
     /// HTTP address of the probes, metrics and admin API (its bearer token: see
     /// --admin-token-file).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7080")]

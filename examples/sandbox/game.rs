@@ -60,6 +60,19 @@ pub fn encode(input: &TraceInput) -> PackedInput {
     packed
 }
 
+/// The input of a player steered by a person and a script at once (the rendered `join`): the
+/// keyboard's while a key of the player's is held (`keyboard` is `Some`, even when the keys
+/// cancel out), else the script's for the tick (`scripted`, from `--trace`), else standing
+/// still. A pressed key always wins; letting go hands the player back to the script at the tick
+/// it has reached.
+#[allow(dead_code)] // only the rendered sandbox has a keyboard
+pub fn keyboard_over_trace(
+    keyboard: Option<PackedInput>,
+    scripted: Option<PackedInput>,
+) -> PackedInput {
+    keyboard.or(scripted).unwrap_or_default()
+}
+
 /// Marks a player's body (rolled back, part of checksums and of snapshots; reflected, so a
 /// desync dump shows whose body an entity is and `sandbox diff` names it).
 #[derive(

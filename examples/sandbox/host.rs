@@ -39,6 +39,7 @@ pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
         simsync_net::generate_private_key(),
         &admin_token.token,
     );
+    config.public_addr = args.public_addr;
     config.rooms = vec![(Some(ROOM), crate::room_config::relay_room(args.players)?)];
     let server = if args.authoritative {
         let (game, _) = load_session(args.scene.as_deref(), None, args.players)?;
@@ -65,9 +66,10 @@ pub fn run_host(args: &HostArgs) -> Result<ExitCode, Failure> {
     }
     if !args.quiet {
         println!(
-            "sandbox: host on udp {}, http {} (admin token {}) ({} room of {} players); tokens \
-             in {}; `sandbox join --token {}/slot0.token` ...",
+            "sandbox: host on udp {} (tokens name {}), http {} (admin token {}) ({} room of {} \
+             players); tokens in {}; `sandbox join --token {}/slot0.token` ...",
             server.udp_addr(),
+            server.public_addr(),
             args.ops,
             admin_token.source,
             if args.authoritative {

@@ -31,15 +31,15 @@ use simsync_net::{
 
 use bevy::log::LogPlugin;
 
-use super::cli::{NetworkArgs, RunArgs};
-use super::driver::{Failure, log_plugin};
+use super::cli::{JoinArgs, NetworkArgs, RunArgs};
+use super::driver::{Failure, load_session, log_plugin};
 use super::game::{self, SandboxGame};
 use super::link::ServerLink;
 use super::replay::Recording;
 use super::trace::CompiledTrace;
 
 /// Tick rate of every peer (Hz).
-const HZ: u32 = 64;
+pub const HZ: u32 = 64;
 
 #[derive(Resource, Clone, Copy)]
 struct StopAt(i32);
@@ -62,6 +62,18 @@ pub struct ClientSession {
     pub verify_predictions: bool,
     /// Take this slot again with its reconnect token (`join --rejoin`).
     pub rejoin: Option<ReconnectToken>,
+}
+
+/// How a client's clocks advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientPacing {
+    /// One tick and one tick of network time (1/64 s) per update: the caller paces the updates
+    /// (the headless `join` sleeps between them; in-process runs step as fast as they can).
+    Stepped,
+    /// The wall clock: each update polls the ticks `Time<Real>` says have passed and the network
+    /// clock follows it, whatever the frame rate (the rendered `join`, paced by its window).
+    #[allow(dead_code)] // only the rendered sandbox runs on the wall clock
+    RealTime,
 }
 
 /// A headless client App (`MinimalPlugins`, optional log output) of `session`, finished.
@@ -99,25 +111,37 @@ pub fn authority_factory(
     game: SandboxGame,
 ) -> Result<simsync::relay::AuthorityFactory, Failure> {
     let slots = session.players;
-    let make = move || client_plugin(&session, game.clone(), "authority".into());
+    let make = move || {
+        client_plugin(
+            &session,
+            game.clone(),
+            "authority".into(),
+            ClientPacing::Stepped,
+        )
+    };
     simsync::authority::LockstepAuthority::factory::<PackedInput>(slots, Arc::new(make))
         .map_err(|e| Failure::run(format!("the authoritative room cannot be set up: {e}")))
 }
 
-/// The session plugin of a client of `session` simulating `game`, named `name`: stepped clock,
-/// a checksum every tick, snapshots (late join), desync dumps when asked.
+/// The session plugin of a client of `session` simulating `game`, named `name`: the clock of
+/// `pacing`, a checksum every tick, snapshots (late join), desync dumps when asked.
 fn client_plugin(
     session: &ClientSession,
     game: SandboxGame,
     name: String,
+    pacing: ClientPacing,
 ) -> DeterministicPlugin<PackedInput> {
     let entities = game.entity_count() + 256;
+    let clock = match pacing {
+        ClientPacing::Stepped => SessionClock::Stepped {
+            ticks_per_update: 1,
+        },
+        ClientPacing::RealTime => SessionClock::RealTime,
+    };
     let plugin = DeterministicPlugin::<PackedInput>::new(game)
         .config(SessionConfig {
             checksum_interval: 1,
-            clock: SessionClock::Stepped {
-                ticks_per_update: 1,
-            },
+            clock,
             verify_predictions: session.verify_predictions,
             max_simulation_entities: entities,
             ..Default::default()
@@ -163,10 +187,32 @@ pub fn add_client(
     transport: ClientTransport,
     name: String,
 ) {
-    app.add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(HZ)))
-        .add_plugins(client_plugin(&session, game, name))
+    let pacing = ClientPacing::Stepped;
+    add_paced_client(app, session, ticks, game, transport, name, pacing);
+    app.insert_resource(trace_inputs(trace));
+}
+
+/// Adds a client of `session` to `app` (which brings Bevy's base plugins) with the clocks of
+/// `pacing`: the session plugin, the network client over `transport`, the stop at verified tick
+/// `ticks` and the watches `join` reads (connect failures, desyncs told). Its input comes from
+/// what the caller adds: a `TickInputSource`, or `LocalInputs` written each frame. The caller
+/// finishes the app.
+pub fn add_paced_client(
+    app: &mut App,
+    session: ClientSession,
+    ticks: u32,
+    game: SandboxGame,
+    transport: ClientTransport,
+    name: String,
+    pacing: ClientPacing,
+) {
+    let clock = match pacing {
+        ClientPacing::Stepped => NetClock::fixed_hz(HZ),
+        ClientPacing::RealTime => NetClock::Real,
+    };
+    app.add_plugins(NetClientPlugin::default().with_clock(clock))
+        .add_plugins(client_plugin(&session, game, name, pacing))
         .insert_net_client(transport)
-        .insert_resource(trace_inputs(trace))
         .init_resource::<ConnectFailureSeen>()
         .init_resource::<DesyncsTold>()
         .add_systems(Update, (keep_connect_failure, keep_desyncs));
@@ -318,7 +364,11 @@ fn relay_plugin(
 }
 
 fn stats(app: &App) -> SessionStats {
-    app.world().resource::<SessionStats>().clone()
+    world_stats(app.world())
+}
+
+fn world_stats(world: &World) -> SessionStats {
+    world.resource::<SessionStats>().clone()
 }
 
 fn final_checksum(world: &mut World) -> u64 {
@@ -390,6 +440,30 @@ fn write_json(path: &Path, value: &Value) -> Result<(), Failure> {
         .map_err(|e| Failure::input(format!("{}: cannot write: {e}", path.display())))
 }
 
+/// What a `join` client of a relay room plays: its session settings (`--players`, the
+/// prediction check, `--rejoin`, desync dumps), the game of `--scene` (with `--plant-desync`'s
+/// wrong step) and the trace of `--trace` (the default trace without it).
+///
+/// # Errors
+/// Exit code 2 if a file is missing or invalid, or the scene has too few player spawns.
+pub fn join_setup(args: &JoinArgs) -> Result<(ClientSession, SandboxGame, CompiledTrace), Failure> {
+    let (game, trace) = load_session(args.scene.as_deref(), args.trace.as_deref(), args.players)?;
+    let game = match args.plant_desync {
+        Some(tick) => game.with_planted_desync(tick as i32),
+        None => game,
+    };
+    let session = ClientSession {
+        dump_dir: args.dump_dir(),
+        players: args.players,
+        verify_predictions: !args.no_verify_predictions,
+        rejoin: args.rejoin.map(|r| ReconnectToken {
+            slot: r.slot,
+            token: r.token,
+        }),
+    };
+    Ok((session, game, trace))
+}
+
 /// The clients' session settings of `args`: one more slot with `--late-join-at`, dumps into
 /// `--dump-dir` (or `desync-dumps` with `--plant-desync`).
 pub fn client_session(args: &NetworkArgs) -> ClientSession {
@@ -443,7 +517,7 @@ fn in_process_peers(
             (id, _) if id >= usize::from(players) => (game.clone(), "late-joiner".into()),
             (id, _) => (game.clone(), format!("client-{id}")),
         };
-        client_plugin(&session, game, name)
+        client_plugin(&session, game, name, ClientPacing::Stepped)
     })
     .relay(relay_plugin(slots, players, authority))
     .customize_relay(move |app| {
@@ -970,10 +1044,8 @@ fn server_summary(run: &RunArgs, players: u8, relay: &simsync::relay::RelayStats
 
 /// A client whose connection is lost for good (every reconnect attempt failed, or it could
 /// not reconnect) fails the run (exit code 1) with the lifecycle's reason, instead of idling.
-fn lost_for_good(app: &App) -> Result<(), Failure> {
-    let lifecycle = app
-        .world()
-        .resource::<simsync::deterministic::SessionLifecycle>();
+fn lost_for_good(world: &World) -> Result<(), Failure> {
+    let lifecycle = world.resource::<simsync::deterministic::SessionLifecycle>();
     if lifecycle.state != simsync::deterministic::SessionState::Disconnected {
         return Ok(());
     }
@@ -985,8 +1057,7 @@ fn lost_for_good(app: &App) -> Result<(), Failure> {
             "the server is gone (nothing heard from it for {:.1} s)",
             silent_for.as_secs_f64()
         ),
-        other => match app
-            .world()
+        other => match world
             .get_resource::<ConnectFailureSeen>()
             .and_then(|seen| seen.0)
         {
@@ -1002,20 +1073,60 @@ fn lost_for_good(app: &App) -> Result<(), Failure> {
 /// A match the server ended before the client's verified world reached `target` (the
 /// dedicated server drains, or its operator ended the room) fails the run (exit code 1) with
 /// the server's reason.
-fn ended_by_server(app: &App, target: i32) -> Result<(), Failure> {
+fn ended_by_server(world: &World, target: i32) -> Result<(), Failure> {
     use simsync::deterministic::{SessionLifecycle, SessionState, SessionStateReason};
-    let lifecycle = app.world().resource::<SessionLifecycle>();
+    let lifecycle = world.resource::<SessionLifecycle>();
+    let verified = world_stats(world).verified_tick;
     match (&lifecycle.state, &lifecycle.reason) {
         (SessionState::Ended, Some(SessionStateReason::MatchEnded { match_id, reason }))
-            if stats(app).verified_tick < target =>
+            if verified < target =>
         {
             Err(Failure::run(format!(
-                "client: the server ended {match_id} at verified tick {}: {reason}",
-                stats(app).verified_tick
+                "client: the server ended {match_id} at verified tick {verified}: {reason}"
             )))
         }
         _ => Ok(()),
     }
+}
+
+/// Why a `join` client cannot go on with its match towards verified tick `target`, checked
+/// after every update: the session's registration failed (exit code 2), the relay refused the
+/// client, the connection is lost for good, or the server ended the match early (exit code 1).
+///
+/// # Errors
+/// The first of those that holds for `world` (the client App's).
+pub fn match_failure(world: &World, target: i32) -> Result<(), Failure> {
+    if let Some(message) = super::setup_check::failure_in(world) {
+        return Err(Failure::input(message));
+    }
+    if let Some(reason) = world_stats(world).network.and_then(|n| n.rejected) {
+        return Err(Failure::run(format!(
+            "client: rejected by the server: {reason}"
+        )));
+    }
+    lost_for_good(world)?;
+    ended_by_server(world, target)
+}
+
+/// Whether the client of `world` plays match `match_id` (its session was welcomed into it).
+pub fn playing(world: &World, match_id: MatchId) -> bool {
+    world_stats(world).network.and_then(|n| n.match_id) == Some(match_id)
+}
+
+/// The once-a-second progress line of a `join` during `match_id`.
+pub fn progress_line(world: &World, match_id: MatchId) -> String {
+    let s = world_stats(world);
+    let net = s.network.unwrap_or_default();
+    format!(
+        "client: {match_id}: verified {} predicted {} rtt {:.0} ms delay {} ticks",
+        s.verified_tick, s.predicted_tick, net.rtt_ms, net.input_delay_ticks
+    )
+}
+
+/// A client id for an unsecured connection (`join --connect`): the process id mixed with the
+/// clock, so two clients on one machine differ (a connect token brings its own).
+pub fn fresh_client_id() -> u64 {
+    std::process::id() as u64 ^ (Instant::now().elapsed().as_nanos() as u64) ^ 0x5eed
 }
 
 /// `sandbox join --connect ADDR`: one client over UDP, for `matches` matches on the same
@@ -1034,10 +1145,7 @@ pub fn run_client(
     link: &ServerLink,
     (record, matches): (Option<Recording>, u32),
 ) -> Result<bool, Failure> {
-    let client_id =
-        std::process::id() as u64 ^ (Instant::now().elapsed().as_nanos() as u64) ^ 0x5eed;
-    let server = link.server;
-    let transport = link.transport(client_id)?;
+    let transport = link.transport(fresh_client_id())?;
     let client_id = transport.client_id();
     let mut app = client_app(
         session,
@@ -1051,126 +1159,160 @@ pub fn run_client(
     if let Some(record) = &record {
         record.start(&mut app)?;
     }
-    let mut watch = ClientWatch {
-        pacer: Pacer::new(),
-        token_shown: None,
-        state_shown: None,
-        server,
-        secure: link.is_secure(),
-    };
+    let mut watch = ClientWatch::new(link);
+    let mut pacer = Pacer::new();
     let mut summaries = Vec::new();
     let mut agree = true;
     for m in 1..=matches {
-        play_match(&mut app, &mut watch, run, MatchId(m))?;
+        play_match(&mut app, (&mut watch, &mut pacer), run, MatchId(m))?;
         if let (Some(record), 1) = (&record, m) {
             record.finish(&mut app, run.quiet)?;
         }
-        let judged = await_judgement(&mut app, &mut watch, run.quiet);
-        let s = stats(&app);
-        // This client's own desyncs (another player's desync is `others_desynced`).
-        let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs) as usize;
-        let mut summary = client_summary(app.world_mut(), s.checksum_history.len(), mismatches);
-        summary["mode"] = json!("client");
-        summary["match"] = json!(m);
-        summary["ticks"] = json!(run.ticks);
-        summary["judgement_complete"] = json!(judged);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).unwrap_or_default()
-        );
-        println!(
-            "client: match {m} of {matches}: verified tick {}, final checksum {}, desyncs {mismatches}",
-            s.verified_tick,
-            summary["final_checksum"].as_str().unwrap_or_default()
-        );
-        for told in std::mem::take(&mut app.world_mut().resource_mut::<DesyncsTold>().0) {
-            println!("client: {}", told.line());
-        }
-        // This client agreed unless a desync named it and no authoritative room resynced it.
-        let (named, resyncs) = s
-            .network
-            .as_ref()
-            .map_or((0, 0), |n| (n.desyncs, n.resyncs));
-        agree &=
-            (named == 0 || resyncs >= named) && s.resim_ticks_matching == s.resim_ticks_checked;
+        let judged = await_judgement(&mut app, (&mut watch, &mut pacer), run.quiet);
+        let (summary, agreed) = match_report(app.world_mut(), run, (m, matches), judged);
+        agree &= agreed;
         summaries.push(summary);
     }
+    write_client_summaries(run, &summaries)?;
+    // Keep sending for a moment so the server sees our acknowledgement (and we its end).
+    for _ in 0..HZ / 2 {
+        app.update();
+        watch.show_state(app.world(), run.quiet);
+        pacer.wait();
+    }
+    leave(&mut app, (&mut watch, &mut pacer), run.quiet);
+    Ok(agree)
+}
+
+/// The end of match `m` of `matches` of a `join`, its judgement `judged` (complete or not):
+/// prints the client's summary (JSON), the line `client: match M of N: verified tick T, final
+/// checksum C, desyncs D` and the desyncs the relay told of; returns the summary and whether
+/// this client agreed (no desync named it unless an authoritative room resynced it, every
+/// re-simulated tick matched its prediction).
+pub fn match_report(
+    world: &mut World,
+    run: &RunArgs,
+    (m, matches): (u32, u32),
+    judged: bool,
+) -> (Value, bool) {
+    let s = world_stats(world);
+    // This client's own desyncs (another player's desync is `others_desynced`).
+    let mismatches = s.network.as_ref().map_or(0, |n| n.desyncs) as usize;
+    let mut summary = client_summary(world, s.checksum_history.len(), mismatches);
+    summary["mode"] = json!("client");
+    summary["match"] = json!(m);
+    summary["ticks"] = json!(run.ticks);
+    summary["judgement_complete"] = json!(judged);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).unwrap_or_default()
+    );
+    println!(
+        "client: match {m} of {matches}: verified tick {}, final checksum {}, desyncs {mismatches}",
+        s.verified_tick,
+        summary["final_checksum"].as_str().unwrap_or_default()
+    );
+    for told in std::mem::take(&mut world.resource_mut::<DesyncsTold>().0) {
+        println!("client: {}", told.line());
+    }
+    let (named, resyncs) = s
+        .network
+        .as_ref()
+        .map_or((0, 0), |n| (n.desyncs, n.resyncs));
+    let agree = (named == 0 || resyncs >= named) && s.resim_ticks_matching == s.resim_ticks_checked;
+    (summary, agree)
+}
+
+/// With `--summary-json`: writes the last match's summary with every match's under `matches`.
+///
+/// # Errors
+/// Exit code 2 if the file cannot be written.
+pub fn write_client_summaries(run: &RunArgs, summaries: &[Value]) -> Result<(), Failure> {
     if let (Some(path), Some(last)) = (&run.summary_json, summaries.last()) {
         let mut summary = last.clone();
         summary["matches"] = json!(summaries);
         write_json(path, &summary)?;
     }
-    // Keep sending for a moment so the server sees our acknowledgement (and we its end).
-    for _ in 0..HZ / 2 {
-        app.update();
-        watch.show_state(&app, run.quiet);
-        watch.pacer.wait();
-    }
-    leave(&mut app, &mut watch, run.quiet);
-    Ok(agree)
+    Ok(())
 }
 
 /// How long a client that reached its last tick waits, at most, for the relay to judge every
 /// connected player's checksums through its last checksummed tick, so that its summary reports
 /// the desyncs of a player running behind it.
-const JUDGEMENT_WAIT: Duration = Duration::from_secs(10);
+pub const JUDGEMENT_WAIT: Duration = Duration::from_secs(10);
 
-/// Updates `app` until the relay judged every connected player's checksums through this
-/// client's last checksummed tick (`RelayClientStats::judged`), the session ended, or
-/// [`JUDGEMENT_WAIT`] passed. Returns whether the judgement is complete (a client without
-/// checksums has nothing to wait for).
-fn await_judgement(app: &mut App, watch: &mut ClientWatch, quiet: bool) -> bool {
-    let Some(last) = stats(app).checksum_history.last().map(|c| c.tick) else {
-        return true;
+/// Whether the wait for the relay's judgement of this client's checksums is over:
+/// `Some(true)` once the relay judged every connected player's checksums through this client's
+/// last checksummed tick (`RelayClientStats::judged`; at once for a client without checksums),
+/// `Some(false)` when the session ended or `until` passed first (printed unless `quiet`),
+/// `None` while it is worth another update.
+pub fn judgement_done(world: &World, until: Instant, quiet: bool) -> Option<bool> {
+    let s = world_stats(world);
+    let Some(last) = s.checksum_history.last().map(|c| c.tick) else {
+        return Some(true);
     };
+    if s.network.as_ref().is_some_and(|n| n.judged(last)) {
+        return Some(true);
+    }
+    let lifecycle = world.resource::<simsync::deterministic::SessionLifecycle>();
+    if !lifecycle.state.is_final() && Instant::now() < until {
+        return None;
+    }
+    if !quiet {
+        let through = s.network.map_or(0, |n| n.judged_through);
+        println!(
+            "client: the relay judged the checksums through tick {through} of {last}; a player \
+             behind may still be judged (not waiting longer)"
+        );
+    }
+    Some(false)
+}
+
+/// Updates `app` until [`judgement_done`], at most [`JUDGEMENT_WAIT`]. Returns whether the
+/// judgement is complete.
+fn await_judgement(
+    app: &mut App,
+    (watch, pacer): (&mut ClientWatch, &mut Pacer),
+    quiet: bool,
+) -> bool {
     let until = Instant::now() + JUDGEMENT_WAIT;
     loop {
-        if stats(app).network.is_some_and(|n| n.judged(last)) {
-            return true;
-        }
-        let lifecycle = app
-            .world()
-            .resource::<simsync::deterministic::SessionLifecycle>();
-        if lifecycle.state.is_final() || Instant::now() >= until {
-            let through = stats(app).network.map_or(0, |n| n.judged_through);
-            if !quiet {
-                println!(
-                    "client: the relay judged the checksums through tick {through} of {last}; \
-                     a player behind may still be judged (not waiting longer)"
-                );
-            }
-            return false;
+        if let Some(done) = judgement_done(app.world(), until, quiet) {
+            return done;
         }
         app.update();
-        watch.show_state(app, quiet);
-        watch.pacer.wait();
+        watch.show_state(app.world(), quiet);
+        pacer.wait();
     }
+}
+
+/// Whether the client of `world` has closed its connection (after its goodbye the relay closes
+/// it, or the client itself after a second).
+pub fn connection_closed(world: &World) -> bool {
+    world
+        .get_resource::<RenetClient>()
+        .is_none_or(|client| client.is_disconnected())
 }
 
 /// Leaves the session cleanly: says goodbye, then updates until the relay closed the
 /// connection (the client closes it itself after a second), so the server sees this player
 /// leave at once instead of after its connection's timeout.
-fn leave(app: &mut App, watch: &mut ClientWatch, quiet: bool) {
+fn leave(app: &mut App, (watch, pacer): (&mut ClientWatch, &mut Pacer), quiet: bool) {
     app.world_mut()
         .write_message(simsync::deterministic::LeaveSession);
     for _ in 0..2 * HZ {
         app.update();
-        watch.show_state(app, quiet);
-        let closed = app
-            .world()
-            .get_resource::<RenetClient>()
-            .is_none_or(|client| client.is_disconnected());
-        if closed {
+        watch.show_state(app.world(), quiet);
+        if connection_closed(app.world()) {
             return;
         }
-        watch.pacer.wait();
+        pacer.wait();
     }
 }
 
 /// What a `join` shows while it runs: the reconnect token and the lifecycle state, once each
 /// time they change.
-struct ClientWatch {
-    pacer: Pacer,
+pub struct ClientWatch {
     token_shown: Option<ReconnectToken>,
     state_shown: Option<simsync::deterministic::SessionState>,
     server: SocketAddr,
@@ -1179,11 +1321,19 @@ struct ClientWatch {
 }
 
 impl ClientWatch {
+    /// Nothing shown yet, for a client of `link`'s server.
+    pub fn new(link: &ServerLink) -> Self {
+        Self {
+            token_shown: None,
+            state_shown: None,
+            server: link.server,
+            secure: link.is_secure(),
+        }
+    }
+
     /// Prints the lifecycle's state when it changed (lobby, match, end).
-    fn show_state(&mut self, app: &App, quiet: bool) {
-        let lifecycle = app
-            .world()
-            .resource::<simsync::deterministic::SessionLifecycle>();
+    pub fn show_state(&mut self, world: &World, quiet: bool) {
+        let lifecycle = world.resource::<simsync::deterministic::SessionLifecycle>();
         if self.state_shown == Some(lifecycle.state) {
             return;
         }
@@ -1198,8 +1348,8 @@ impl ClientWatch {
     }
 
     /// Prints the reconnect token when a new one came (a rematch keeps it).
-    fn show_token(&mut self, app: &App, quiet: bool) {
-        let token = stats(app).network.and_then(|n| n.reconnect_token);
+    pub fn show_token(&mut self, world: &World, quiet: bool) {
+        let token = world_stats(world).network.and_then(|n| n.reconnect_token);
         if token.is_none() || token == self.token_shown {
             return;
         }
@@ -1221,25 +1371,28 @@ impl ClientWatch {
     }
 }
 
+/// How long a `join` may take for a match of `ticks` ticks: four times its length plus five
+/// minutes (a slow start, a lobby, reconnects).
+pub fn match_time_limit(ticks: u32) -> Duration {
+    Duration::from_secs(u64::from(ticks) / u64::from(HZ) * 4 + 300)
+}
+
 /// Runs the client of `app` until it plays match `match_id` and its verified world reached
 /// `--ticks` of it.
 ///
 /// # Errors
-/// Exit code 2 when the session's setup failed; 1 when the relay refused the client, the
-/// connection is lost for good, or the match takes more than four times its length plus five
-/// minutes.
+/// As [`match_failure`]; exit code 1 also when the match takes longer than
+/// [`match_time_limit`].
 fn play_match(
     app: &mut App,
-    watch: &mut ClientWatch,
+    (watch, pacer): (&mut ClientWatch, &mut Pacer),
     run: &RunArgs,
     match_id: MatchId,
 ) -> Result<(), Failure> {
     let target = run.ticks as i32;
-    let limit =
-        Instant::now() + Duration::from_secs(u64::from(run.ticks) / u64::from(HZ) * 4 + 300);
+    let limit = Instant::now() + match_time_limit(run.ticks);
     let mut last_report = Instant::now();
-    let playing = |app: &App| stats(app).network.and_then(|n| n.match_id) == Some(match_id);
-    while !playing(app) || stats(app).verified_tick < target {
+    while !playing(app.world(), match_id) || stats(app).verified_tick < target {
         if Instant::now() > limit {
             return Err(Failure::run(format!(
                 "client: {match_id}: verified tick {} of {target}; giving up",
@@ -1247,28 +1400,17 @@ fn play_match(
             )));
         }
         app.update();
-        if let Some(message) = super::setup_check::failure(app) {
-            return Err(Failure::input(message));
-        }
-        if let Some(reason) = stats(app).network.and_then(|n| n.rejected) {
-            return Err(Failure::run(format!(
-                "client: rejected by the server: {reason}"
-            )));
-        }
-        lost_for_good(app)?;
-        ended_by_server(app, target)?;
-        watch.show_token(app, run.quiet);
-        watch.show_state(app, run.quiet);
-        if !run.quiet && playing(app) && last_report.elapsed() >= Duration::from_secs(1) {
+        match_failure(app.world(), target)?;
+        watch.show_token(app.world(), run.quiet);
+        watch.show_state(app.world(), run.quiet);
+        if !run.quiet
+            && playing(app.world(), match_id)
+            && last_report.elapsed() >= Duration::from_secs(1)
+        {
             last_report = Instant::now();
-            let s = stats(app);
-            let net = s.network.unwrap_or_default();
-            println!(
-                "client: {match_id}: verified {} predicted {} rtt {:.0} ms delay {} ticks",
-                s.verified_tick, s.predicted_tick, net.rtt_ms, net.input_delay_ticks
-            );
+            println!("{}", progress_line(app.world(), match_id));
         }
-        watch.pacer.wait();
+        pacer.wait();
     }
     Ok(())
 }

@@ -26,7 +26,12 @@ pub fn watch(app: &mut App) {
 /// The message a run stops with when the session of `app` reported registration errors (after
 /// an update), naming each; `None` while there are none.
 pub fn failure(app: &App) -> Option<String> {
-    let failures = app.world().get_resource::<SetupFailures>()?;
+    failure_in(app.world())
+}
+
+/// As [`failure`], for the world of the session's app.
+pub fn failure_in(world: &World) -> Option<String> {
+    let failures = world.get_resource::<SetupFailures>()?;
     if failures.0.is_empty() {
         return None;
     }

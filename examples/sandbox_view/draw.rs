@@ -61,6 +61,14 @@ fn setup(mut commands: Commands) {
     });
 }
 
+/// `--no-msaa`: every 3D camera draws without multisample anti-aliasing (a quarter of the
+/// samples: much cheaper on a software renderer such as lavapipe).
+pub fn msaa_off(mut commands: Commands, cameras: Query<Entity, With<Camera3d>>) {
+    for camera in &cameras {
+        commands.entity(camera).insert(Msaa::Off);
+    }
+}
+
 /// The mesh and outline size of a collider (a unit cube for shapes the view does not know).
 pub fn shape(collider: &Collider) -> (Mesh, Vec3) {
     if let Some(cuboid) = collider.as_cuboid() {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bevy::prelude::*;
 use bevy::render::view::screenshot::{Screenshot, save_to_disk};
 use bevy::time::Real;
+use bevy::window::PrimaryWindow;
 
 /// Frames left out of the frame-time statistics (start-up: shader compilation, first uploads).
 const WARM_UP_FRAMES: u32 = 30;
@@ -22,6 +23,11 @@ pub struct HudLines(pub String);
 #[derive(Resource, Debug, Clone, Copy)]
 pub struct ShotReady;
 
+/// Inserted by the mode once the simulation started (the deterministic modes: the verified
+/// world passed tick 0), for `--start-screenshot`.
+#[derive(Resource, Debug, Clone, Copy)]
+pub struct StartShotReady;
+
 /// Inserted by the mode once the run finished and its summary was printed; `ok` is false when
 /// a check failed (the exit code is then 1).
 #[derive(Resource, Debug, Clone, Copy)]
@@ -34,7 +40,22 @@ pub struct RunFinished {
 pub struct HudPlugin {
     /// Where to save the screenshot (then exit once the run finished); `None`: keep running.
     pub screenshot: Option<PathBuf>,
+    /// Where to save a screenshot once the simulation started ([`StartShotReady`]).
+    pub start_screenshot: Option<PathBuf>,
 }
+
+/// `--start-screenshot`: where, the frame [`StartShotReady`] came at, and whether the
+/// screenshot was requested.
+#[derive(Resource)]
+struct StartShotPlan {
+    path: Option<PathBuf>,
+    ready_at: Option<u32>,
+    requested: bool,
+}
+
+/// Frames between [`StartShotReady`] and the start screenshot: the bodies spawned with the
+/// simulation are drawn by then.
+const START_SHOT_DELAY_FRAMES: u32 = 2;
 
 /// Screenshot state: where, and the frame it was requested at.
 #[derive(Resource)]
@@ -95,19 +116,31 @@ impl Plugin for HudPlugin {
             path: self.screenshot.clone(),
             requested_at: None,
         })
+        .insert_resource(StartShotPlan {
+            path: self.start_screenshot.clone(),
+            ready_at: None,
+            requested: false,
+        })
         .init_resource::<HudLines>()
         .init_resource::<FrameTimes>()
         .add_systems(Startup, spawn_hud)
         .add_systems(PostUpdate, show_hud)
-        .add_systems(Last, screenshot_and_exit);
+        .add_systems(Last, (start_screenshot, screenshot_and_exit));
     }
 }
 
-fn spawn_hud(mut commands: Commands) {
+/// The HUD's font size for a window `height` pixels high: 18 at 720 (the default window),
+/// scaled with the height from 9 (360 and less) to 36, so a small window keeps its view clear.
+pub fn hud_font_size(height: f32) -> f32 {
+    (18.0 * height / 720.0).clamp(9.0, 36.0)
+}
+
+fn spawn_hud(mut commands: Commands, windows: Query<&Window, With<PrimaryWindow>>) {
+    let height = windows.iter().next().map_or(720.0, Window::height);
     commands.spawn((
         HudText,
         Text::new("simsync"),
-        TextFont::from_font_size(18.0),
+        TextFont::from_font_size(hud_font_size(height)),
         TextColor(Color::WHITE),
         BackgroundColor(Color::srgba(0.0, 0.0, 0.0, 0.6)),
         Node {
@@ -132,6 +165,31 @@ fn show_hud(
             text.0.clone_from(&lines.0);
         }
     }
+}
+
+/// With `--start-screenshot`: [`START_SHOT_DELAY_FRAMES`] frames after the mode said the
+/// simulation started ([`StartShotReady`]), requests a screenshot of the window (once).
+fn start_screenshot(
+    mut commands: Commands,
+    mut plan: ResMut<StartShotPlan>,
+    ready: Option<Res<StartShotReady>>,
+    frames: Res<FrameTimes>,
+) {
+    if plan.requested || ready.is_none() {
+        return;
+    }
+    let Some(path) = plan.path.clone() else {
+        return;
+    };
+    let ready_at = *plan.ready_at.get_or_insert(frames.frames);
+    if frames.frames < ready_at + START_SHOT_DELAY_FRAMES {
+        return;
+    }
+    println!("sandbox_view: start screenshot to {}", path.display());
+    commands
+        .spawn(Screenshot::primary_window())
+        .observe(save_to_disk(path));
+    plan.requested = true;
 }
 
 /// With `--screenshot`: once the mode says so ([`ShotReady`]), request a screenshot and print
@@ -179,6 +237,14 @@ fn screenshot_and_exit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hud_font_follows_the_window_height_within_bounds() {
+        assert_eq!(hud_font_size(720.0), 18.0);
+        assert_eq!(hud_font_size(450.0), 11.25);
+        assert_eq!(hud_font_size(200.0), 9.0);
+        assert_eq!(hud_font_size(2160.0), 36.0);
+    }
 
     #[test]
     fn frame_times_leave_out_the_warm_up_frames() {

@@ -24,7 +24,7 @@ use simsync::prelude::{SessionStats, SimulationWorlds};
 use super::cli::{LocalArgs, NetworkArgs};
 use super::driver::{self, Failure};
 use super::game::SandboxGame;
-use super::hud::{HudLines, RunFinished, ShotReady};
+use super::hud::{HudLines, RunFinished, ShotReady, StartShotReady};
 use super::in_process::{self, InProcessNetwork};
 use super::network;
 use super::summary::Summary;
@@ -212,7 +212,7 @@ fn finish_network(world: &mut World) {
 }
 
 /// Writes the HUD's lines from `SessionStats` and the session diagnostics.
-struct SessionHudPlugin;
+pub struct SessionHudPlugin;
 
 impl Plugin for SessionHudPlugin {
     fn build(&self, app: &mut App) {
@@ -220,6 +220,11 @@ impl Plugin for SessionHudPlugin {
             .add_systems(Update, session_hud);
     }
 }
+
+/// Lines a mode adds below the session's HUD lines (main-app resource; `join` writes the link's
+/// loss and the match's state).
+#[derive(Resource, Default, Debug, Clone)]
+pub struct HudFooter(pub String);
 
 /// Rollbacks per (wall-clock) second.
 #[derive(Resource)]
@@ -268,17 +273,25 @@ pub fn session_lines(stats: &SessionStats, rollbacks_per_second: f64, bytes: (f6
     )
 }
 
+/// The HUD's lines every frame; once the verified world passed tick 0, the start screenshot's
+/// [`StartShotReady`].
+#[allow(clippy::too_many_arguments)]
 fn session_hud(
+    mut commands: Commands,
     stats: Option<Res<SessionStats>>,
     diagnostics: Res<DiagnosticsStore>,
     time: Res<Time<Real>>,
-    finished: Option<Res<RunFinished>>,
+    (finished, started): (Option<Res<RunFinished>>, Option<Res<StartShotReady>>),
+    footer: Option<Res<HudFooter>>,
     mut rate: ResMut<RollbackRate>,
     mut lines: ResMut<HudLines>,
 ) {
     let Some(stats) = stats else {
         return;
     };
+    if started.is_none() && stats.verified_tick >= 1 {
+        commands.insert_resource(StartShotReady);
+    }
     // The HUD stops with the run, so the screenshot shows the summary's numbers.
     if finished.is_some() {
         return;
@@ -290,4 +303,8 @@ fn session_hud(
         value(&SessionDiagnosticsPlugin::BYTES_OUT_PER_SECOND),
     );
     lines.0 = session_lines(&stats, per_second, bytes);
+    if let Some(footer) = footer.filter(|f| !f.0.is_empty()) {
+        lines.0.push('\n');
+        lines.0.push_str(&footer.0);
+    }
 }
