@@ -51,6 +51,8 @@ mod error;
 #[allow(dead_code)]
 #[path = "sandbox/game.rs"]
 mod game;
+#[path = "sandbox/grab_rules.rs"]
+mod grab_rules;
 #[allow(dead_code)]
 #[path = "sandbox/network.rs"]
 mod network;
@@ -75,12 +77,16 @@ mod trace;
 
 #[path = "sandbox_view/draw.rs"]
 mod draw;
+#[path = "sandbox_view/grab.rs"]
+mod grab;
 #[path = "sandbox_view/hud.rs"]
 mod hud;
 #[path = "sandbox_view/in_process.rs"]
 mod in_process;
 #[path = "sandbox_view/keyboard.rs"]
 mod keyboard;
+#[path = "sandbox_view/ownership_join.rs"]
+mod ownership_join;
 #[path = "sandbox_view/ownership.rs"]
 mod ownership_view;
 #[path = "sandbox_view/session.rs"]
@@ -122,6 +128,17 @@ enum Mode {
     /// Entity server and participants; participant 0's view, bodies coloured by owner (as
     /// `sandbox ownership`).
     Ownership(OwnershipView),
+    /// A participant of a server's room over UDP (with --ownership: an ownership room, the
+    /// mouse grabs and throws bodies).
+    Join(JoinView),
+}
+
+#[derive(Debug, Args)]
+struct JoinView {
+    #[command(flatten)]
+    args: cli::JoinArgs,
+    #[command(flatten)]
+    view: ViewArgs,
 }
 
 #[derive(Debug, Args)]
@@ -224,6 +241,20 @@ fn run(mode: Mode) -> Result<ExitCode, Failure> {
             let mut app = window_app("simsync sandbox: ownership, participant 0", &own.view);
             ownership_view::add_ownership(&mut app, &own.args, setup, script)?;
             (app, own.view)
+        }
+        Mode::Join(join) if join.args.ownership => {
+            let title = format!(
+                "simsync sandbox: join --ownership, participant {}",
+                join.args.participant_index
+            );
+            let mut app = window_app(&title, &join.view);
+            ownership_join::add_ownership_join(&mut app, &join.args)?;
+            (app, join.view)
+        }
+        Mode::Join(_) => {
+            return Err(Failure::input(
+                "join without --ownership is not drawn by this build yet",
+            ));
         }
     };
     app.add_plugins((
