@@ -18,8 +18,9 @@
 //!    participant owns it.
 //! 4. **Throw**: on release the body's velocity becomes the drag target's velocity over the
 //!    last [`THROW_SAMPLES`] ticks, at most [`MAX_THROW_SPEED`] ([`throw_velocity`]), and the
-//!    grab is released (`release_grab()`; ownership stays until the body rests). A release
-//!    without a grab does nothing.
+//!    grab is released (`release_grab()`; ownership stays until the body rests). When those
+//!    ticks give no measure (all from one slow frame of the view: one cursor position) the body
+//!    keeps the velocity it was steered with. A release without a grab does nothing.
 //! 5. **Refused**: a refused GRAB bid for the held body (another owner at a higher priority, or
 //!    an equal GRAB within the lockout) ends the grab: the body was never moved (steering needs
 //!    ownership) and the refusal is kept in [`GrabStatus`] for the view to show.
@@ -449,8 +450,11 @@ fn mouse_grab(
             if let Ok((.., mut velocity, owner, _)) = bodies.get_mut(body)
                 && owns(owner)
             {
-                velocity.linear = v;
-                status.last_throw_speed = v.length();
+                // No measure (one frame's samples): the body keeps its steered velocity.
+                if v != Vec3::ZERO {
+                    velocity.linear = v;
+                }
+                status.last_throw_speed = velocity.linear.length();
             }
             status.held = None;
             status.owned = false;

@@ -73,7 +73,7 @@ pub fn grab_lines(status: &GrabStatus) -> String {
     };
     let refused = match status.last_refusal {
         Some(r) if flashing(r.tick, status.tick) => format!(
-            "GRAB REFUSED: body {} owned by participant {} at priority {}: {}",
+            "\nGRAB REFUSED: body {} owned by participant {} at priority {}: {}",
             r.body.0.0,
             r.owner.map_or("-".to_string(), |p| p.0.to_string()),
             r.priority,
@@ -82,7 +82,7 @@ pub fn grab_lines(status: &GrabStatus) -> String {
         _ => String::new(),
     };
     format!(
-        "mouse: {held}; grabs {} misses {} throws {} (last {:.1} m/s) refused {}\n{refused}",
+        "mouse: {held}; grabs {} misses {} throws {} (last {:.1} m/s) refused {}{refused}",
         status.grabs, status.misses, status.throws, status.last_throw_speed, status.refusals,
     )
 }

@@ -5,7 +5,7 @@
 //! on the HUD.
 //!
 //! The participant App (its own Rapier world) is stepped in real time, 64 ticks per second of
-//! wall time (at most [`MAX_STEPS_PER_FRAME`] a frame), as `sandbox join --ownership` paces it.
+//! wall time (at most [`MAX_STEPS_PER_FRAME`] a frame, all with the frame's mouse), as `sandbox join --ownership` paces it.
 //! With `--trace` the participant also plays its part of that script; without, only the mouse
 //! moves bodies. After `--ticks` ticks (and `--settle-seconds`) it prints the same counters as
 //! the headless `join`, leaves and keeps the window open (with `--screenshot`: exits).
@@ -29,8 +29,10 @@ use super::ownership::udp::{connect_participant, finish_participant, has_ended, 
 use super::ownership::{DT, JOIN_STEPS, NetBody, Setup, settle_ticks};
 use super::ownership_view::owner_color;
 
-/// Most participant ticks stepped in one frame (a slow frame drops the rest of the backlog).
-pub const MAX_STEPS_PER_FRAME: u32 = 4;
+/// Most participant ticks stepped in one frame: a second's worth, so a slow frame (a software
+/// renderer, a busy machine) is caught up on and the session keeps real time; a longer stall
+/// drops the rest of the backlog.
+pub const MAX_STEPS_PER_FRAME: u32 = 64;
 
 /// Where the participant's session is; each holds the ticks stepped in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
