@@ -392,3 +392,32 @@ fn a_refused_grab_is_shown_and_never_moves_the_body() {
         Some((holder, Priority::GRAB))
     );
 }
+
+#[test]
+fn a_cursor_leaving_the_window_keeps_the_last_target() {
+    let all = shapes();
+    let centre = |id: u8| all.iter().find(|b| b.0 == id).map(|b| b.1.translation);
+    let mut grab = MouseGrab::<u8>::default();
+    let pick_all = |ray| pick_in(&all, ray);
+    grab.step(1, true, Some(ray_at(CENTRE)), Vec3::NEG_Z, pick_all, centre);
+    let moved = CENTRE + Vec2::new(40.0, -30.0);
+    let GrabStep::Drag { target, .. } =
+        grab.step(2, true, Some(ray_at(moved)), Vec3::NEG_Z, pick_all, centre)
+    else {
+        panic!("expected a drag");
+    };
+    let outside = grab.step(3, true, None, Vec3::NEG_Z, pick_all, centre);
+    assert_eq!(outside, GrabStep::Drag { body: 2, target });
+}
+
+#[test]
+fn a_body_marked_not_grabbable_is_never_picked() {
+    let mut peers = session();
+    let entity = peers.entity(0, BodyId(1)).expect("an entity");
+    let app = peers.participant_mut(0).expect("a participant");
+    app.world_mut().entity_mut(entity).insert(NotGrabbable);
+    mouse(&mut peers, 0, CENTRE, true);
+    peers.run(16);
+    assert_eq!((status(&peers, 0).grabs, status(&peers, 0).misses), (0, 1));
+    assert_eq!(peers.stats(0).map(|s| s.bids_sent), Some(0));
+}
