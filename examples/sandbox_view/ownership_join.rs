@@ -100,6 +100,21 @@ pub fn add_ownership_join(app: &mut App, args: &JoinArgs) -> Result<(), Failure>
     Ok(())
 }
 
+/// The app exits (the window closed, a rendering error) before the session's end: leave it
+/// cleanly, so the entity server frees this participant's bodies at once instead of after its
+/// silence timeout.
+impl Drop for JoinRun {
+    fn drop(&mut self) {
+        if self.phase == JoinPhase::Done {
+            return;
+        }
+        self.phase = JoinPhase::Done;
+        if let Err(failure) = finish_participant(&self.args, &mut self.app) {
+            eprintln!("sandbox_view: {}", failure.message);
+        }
+    }
+}
+
 /// Steps the participant for the wall time passed (64 Hz), with the window's mouse.
 fn step_join(world: &mut World) {
     let Some(mut run) = world.remove_non_send::<JoinRun>() else {
