@@ -19,6 +19,10 @@
 //!   drives it while no key is held), the others' players as the network brings them, the
 //!   verified world as ghosts; the HUD adds RTT, loss and input delay. At the end of the match
 //!   it prints the headless `sandbox join`'s summary and exits as it does.
+//! - `join --ownership --token FILE` / `--connect ADDR`: a participant over UDP of an
+//!   ownership room (`sandbox serve --ownership`, `simsync-server`): the bodies in owner
+//!   colours; the mouse grabs a body (a GRAB bid), drags it and throws it on release; a refused
+//!   grab flashes red and the HUD says who holds the body.
 //!
 //! The HUD shows the mode's numbers (tick, verified/predicted depth, rollbacks per second,
 //! re-simulated ticks, RTT, input delay, bytes per second, ownership counters). At the end of
@@ -61,6 +65,8 @@ mod error;
 #[allow(dead_code)]
 #[path = "sandbox/game.rs"]
 mod game;
+#[path = "sandbox/grab_rules.rs"]
+mod grab_rules;
 #[allow(dead_code)]
 #[path = "sandbox/network.rs"]
 mod network;
@@ -85,6 +91,8 @@ mod trace;
 
 #[path = "sandbox_view/draw.rs"]
 mod draw;
+#[path = "sandbox_view/grab.rs"]
+mod grab;
 #[path = "sandbox_view/hud.rs"]
 mod hud;
 #[path = "sandbox_view/in_process.rs"]
@@ -93,6 +101,8 @@ mod in_process;
 mod join;
 #[path = "sandbox_view/keyboard.rs"]
 mod keyboard;
+#[path = "sandbox_view/ownership_join.rs"]
+mod ownership_join;
 #[path = "sandbox_view/ownership.rs"]
 mod ownership_view;
 #[path = "sandbox_view/session.rs"]
@@ -135,9 +145,9 @@ enum Mode {
     /// Entity server and participants; participant 0's view, bodies coloured by owner (as
     /// `sandbox ownership`).
     Ownership(OwnershipView),
-    /// A client over UDP of a server's relay room (`--token FILE` or `--connect ADDR`), this
-    /// client's player under the keyboard (with --ownership: a participant of an ownership
-    /// room).
+    /// A client over UDP of a server's room (`--token FILE` or `--connect ADDR`): in a relay
+    /// room this client's player under the keyboard; with --ownership a participant of an
+    /// ownership room whose mouse grabs, drags and throws bodies.
     Join(JoinView),
 }
 
@@ -259,9 +269,13 @@ fn run(mode: Mode) -> Result<ExitCode, Failure> {
             (app, own.view)
         }
         Mode::Join(join) if join.args.ownership => {
-            return Err(Failure::input(
-                "join --ownership is not built yet in this view: use `sandbox join --ownership`",
-            ));
+            let title = format!(
+                "simsync sandbox: join --ownership, participant {}",
+                join.args.participant_index
+            );
+            let mut app = window_app(&title, &join.view);
+            ownership_join::add_ownership_join(&mut app, &join.args)?;
+            (app, join.view)
         }
         Mode::Join(join) => {
             let mut app = window_app("simsync sandbox: join", &join.view);

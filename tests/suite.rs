@@ -7,6 +7,7 @@
 //! - `frame_phases`: frame phases and virtual-time events inside the simulation worlds;
 //! - `sandbox_assets`: the sandbox example's loaders, CLI rules and shipped assets;
 //! - `sandbox_ownership`: the sandbox's ownership mode run in this process (reproducibility);
+//! - `sandbox_grab`: the mouse grab of the rendered ownership participant (rules, injected input);
 //! - `load`: the load generator's clients against the dedicated server over UDP;
 //! - `module_graph`: no module cycle inside any crate.
 
@@ -17,6 +18,7 @@ mod load;
 mod module_graph;
 mod network;
 mod sandbox_assets;
+mod sandbox_grab;
 mod sandbox_ownership;
 
 // The sandbox's modules name each other `crate::cli`, `crate::error`, ... (the example's root

@@ -29,14 +29,15 @@
 //! participant's scripted actions), `apps` (server and participant Apps), `in_process`, `udp`,
 //! `summary`.
 
-mod actors;
+// `pub(crate)`: the rendered `join --ownership` (sandbox_view) steps a participant with them.
+pub(crate) mod actors;
 mod apps;
-mod bodies;
+pub(crate) mod bodies;
 pub mod in_process;
 // `pub(crate)`: the integration tests load the shipped script with it.
 pub(crate) mod script;
 mod summary;
-mod udp;
+pub(crate) mod udp;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,11 +56,11 @@ pub use in_process::run_in_process;
 pub use udp::{run_udp_client, run_udp_server};
 
 /// One step of simulated time (64 Hz).
-const DT: Duration = Duration::from_micros(15_625);
+pub const DT: Duration = Duration::from_micros(15_625);
 /// Steps per second.
-const HZ: u32 = 64;
+pub const HZ: u32 = 64;
 /// Steps allowed for every participant to join.
-const JOIN_STEPS: u32 = 10 * HZ;
+pub const JOIN_STEPS: u32 = 10 * HZ;
 
 /// The scene of a session as numbered bodies.
 pub struct Setup {
@@ -145,6 +146,6 @@ pub fn print_banner(role: &str, setup: &Setup, script: Option<&LoadedScript>) {
 }
 
 /// `--settle-seconds` in steps (rounded up).
-fn settle_ticks(seconds: f64) -> u32 {
+pub fn settle_ticks(seconds: f64) -> u32 {
     (seconds.max(0.0) * f64::from(HZ)).ceil() as u32
 }

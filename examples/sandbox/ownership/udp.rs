@@ -113,9 +113,45 @@ pub fn run_udp_server(args: &ServeArgs) -> Result<ExitCode, Failure> {
 /// Exit code 2 for bad files, an index not below `--participants` or a socket that cannot be
 /// opened; 1 if the entity server does not answer, is gone or ends the room early.
 pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
+    let UdpParticipant {
+        mut app, server, ..
+    } = connect_participant(args, Some(log_plugin(args.run.quiet)))?;
+    let joined = |app: &App| app.world().resource::<OwnershipClient>().me().is_some();
+    if paced(&mut app, JOIN_STEPS, joined) >= JOIN_STEPS {
+        return Err(Failure::run(format!(
+            "no answer from the entity server at {server} in 10 s"
+        )));
+    }
+    start_script(&mut app);
+    paced(&mut app, args.run.ticks, has_ended);
+    if !has_ended(&app) {
+        stop_script(&mut app);
+        paced(&mut app, settle_ticks(args.settle_seconds), has_ended);
+    }
+    finish_participant(args, &mut app)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A participant of `join --ownership` over UDP ([`connect_participant`]).
+pub struct UdpParticipant {
+    /// Its App, with its own Rapier world and the scripted actor.
+    pub app: App,
+    /// The entity server's address.
+    pub server: std::net::SocketAddr,
+}
+
+/// The participant of `join --ownership` (`args`), connecting to its server over UDP but not
+/// stepped yet; the script (`--trace`) is loaded but not started.
+///
+/// # Errors
+/// Exit code 2 for bad files, an index not below `--participants` or a socket that cannot be
+/// opened.
+pub fn connect_participant(
+    args: &JoinArgs,
+    log: Option<bevy::log::LogPlugin>,
+) -> Result<UdpParticipant, Failure> {
     let index = args.participant_index;
     let link = ServerLink::from_args(args.connect, args.token.as_deref())?;
-    let connect = link.server;
     if index >= args.participants {
         return Err(Failure::input(format!(
             "--participant-index {index} but the session has {} participants (--participants)",
@@ -134,38 +170,43 @@ pub fn run_udp_client(args: &JoinArgs) -> Result<ExitCode, Failure> {
     // Unique enough among the clients of one server: process id and index.
     let client_id = u64::from(std::process::id()) << 8 | u64::from(index);
     let transport = link.transport(client_id)?;
-    let log = Some(log_plugin(args.run.quiet));
-    let mut app = participant_app(&setup.bodies, index, script.script, transport, log, true);
-    let joined = |app: &App| app.world().resource::<OwnershipClient>().me().is_some();
-    if paced(&mut app, JOIN_STEPS, joined) >= JOIN_STEPS {
-        return Err(Failure::run(format!(
-            "no answer from the entity server at {connect} in 10 s"
-        )));
-    }
+    let app = participant_app(&setup.bodies, index, script.script, transport, log, true);
+    Ok(UdpParticipant {
+        app,
+        server: link.server,
+    })
+}
+
+/// Starts the participant's script (once joined).
+pub fn start_script(app: &mut App) {
     app.world_mut().resource_mut::<Actor>().running = true;
-    paced(&mut app, args.run.ticks, has_ended);
-    if !has_ended(&app) {
-        stop_script(&mut app);
-        paced(&mut app, settle_ticks(args.settle_seconds), has_ended);
-    }
-    report_participant(args, &app)?;
+}
+
+/// The end of a participant's session: prints its counters (and `--summary-json`); a session
+/// that ran to its end leaves (a normal end, not a lost connection).
+///
+/// # Errors
+/// Exit code 1 if the session ended early (server gone, room ended); 2 if the summary file
+/// cannot be written.
+pub fn finish_participant(args: &JoinArgs, app: &mut App) -> Result<(), Failure> {
+    report_participant(args, app)?;
     let client = app.world().resource::<OwnershipClient>();
     if let Some(end) = client.ended().filter(|end| end.is_early()) {
         return Err(Failure::run(format!(
-            "participant {index}: the session ended early: {end}"
+            "participant {}: the session ended early: {end}",
+            args.participant_index
         )));
     }
-    // A session that ran to its end: leave (a normal end, not a lost connection).
     app.world_mut().resource_mut::<OwnershipClient>().leave();
     app.world_mut()
         .resource_mut::<ClientTransport>()
         .disconnect();
     app.update();
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Whether the participant's session with the entity server ended (server gone, room ended).
-fn has_ended(app: &App) -> bool {
+pub fn has_ended(app: &App) -> bool {
     app.world().resource::<OwnershipClient>().ended().is_some()
 }
 
