@@ -5,6 +5,7 @@
 //!   entity, resource and change-detection lifecycles);
 //! - `network`: networked sessions over the in-memory transport with a link conditioner, and UDP;
 //! - `frame_phases`: frame phases and virtual-time events inside the simulation worlds;
+//! - `hybrid`: players under rollback and props under ownership in one App;
 //! - `sandbox_assets`: the sandbox example's loaders, CLI rules and shipped assets;
 //! - `sandbox_ownership`: the sandbox's ownership mode run in this process (reproducibility);
 //! - `load`: the load generator's clients against the dedicated server over UDP;
@@ -13,6 +14,7 @@
 mod common;
 mod deterministic;
 mod frame_phases;
+mod hybrid;
 mod load;
 mod module_graph;
 mod network;

@@ -44,7 +44,7 @@
 //! the configuration's, whatever number of props the game has. A rollback copies and
 //! re-simulates the players, the world and the pool: the same with 0 props as with 2,000.
 //! The price is in the inputs: every input carries at most
-//! [`HybridConfig::max_props_per_input`] poses (about 25 bytes each), chosen fastest first
+//! [`HybridConfig::max_props_per_input`] poses (about 25 bytes each), in turn when more props move than fit
 //! ([`choose_carried`]); a moving prop left out is seen moving on by its last carried velocity.
 //! A prop that never moved since the session started has no proxy, and one evicted from a
 //! full pool is no longer an obstacle for the players until it is carried again.
@@ -70,7 +70,7 @@ pub use pose::{
 };
 pub use proxies::{PropProxy, ProxyStep, advance_proxies};
 pub use sim::{HybridGame, HybridSimSet, RollbackBody};
-pub use source::{HybridStats, OwnedProp, PropOwnedHere, choose_carried};
+pub use source::{HybridStats, OwnedPose, OwnedProp, PropOwnedHere, choose_carried};
 
 /// A game's input of `(player, tick)`, for a scripted player ([`HybridPlugin::scripted`]).
 pub type ScriptedInput<I> = Arc<dyn Fn(PlayerIndex, Tick) -> I + Send + Sync>;

@@ -67,6 +67,7 @@ fn spawn_proxies(mut sim: SimCommands, config: Res<HybridConfig>) {
             RigidBody::KinematicPositionBased,
             config.shape(0),
             proxy.transform(),
+            SOLID_NOT,
             proxy,
         ));
         if let Err(error) = spawned {
@@ -77,12 +78,28 @@ fn spawn_proxies(mut sim: SimCommands, config: Res<HybridConfig>) {
     }
 }
 
+/// The components of a proxy the pool writes.
+type ProxyParts<'a> = (
+    Entity,
+    &'a mut PropProxy,
+    &'a mut Transform,
+    &'a mut CollisionGroups,
+    &'a mut Collider,
+);
+
+/// The collision groups of a parked proxy, and of one on the tick it takes a prop: it touches
+/// nothing.
+const SOLID_NOT: CollisionGroups = CollisionGroups::new(Group::NONE, Group::NONE);
+
 /// Moves the proxy pool on to the tick being simulated ([`advance_proxies`] on the tick's
-/// carried poses) and writes each changed slot's transform and, on a new kind, its shape.
+/// carried poses) and writes each slot's pose and, on a new kind, shape. The proxies are
+/// position-based kinematic bodies (Rapier gives them the velocity of their move, which is
+/// what a player touching one feels); a proxy parked, or taking another prop this tick (a
+/// jump Rapier would read as a huge velocity), touches nothing for that tick.
 fn apply_carried_props<I: SimInput>(
     inputs: Res<PlayerInputs<HybridInput<I>>>,
     config: Res<HybridConfig>,
-    mut proxies: Query<(Entity, &mut PropProxy, &mut Transform, &mut Collider)>,
+    mut proxies: Query<ProxyParts>,
 ) {
     let mut slots: Vec<(Entity, PropProxy)> = proxies
         .iter()
@@ -99,18 +116,28 @@ fn apply_carried_props<I: SimInput>(
         config.max_stale_ticks,
     );
     for (entity, state) in entities.into_iter().zip(states) {
-        let Ok((_, mut proxy, mut transform, mut collider)) = proxies.get_mut(entity) else {
+        let Ok((_, mut proxy, mut transform, mut groups, mut collider)) = proxies.get_mut(entity)
+        else {
             continue;
         };
+        let target = state.transform();
+        if *transform != target {
+            *transform = target;
+        }
+        let solid = state.prop.is_some() && state.prop == proxy.prop;
+        let wanted = if solid {
+            CollisionGroups::default()
+        } else {
+            SOLID_NOT
+        };
+        if *groups != wanted {
+            *groups = wanted;
+        }
         if *proxy == state {
             continue;
         }
         if proxy.kind != state.kind {
             *collider = config.shape(state.kind);
-        }
-        let target = state.transform();
-        if *transform != target {
-            *transform = target;
         }
         *proxy = state;
     }

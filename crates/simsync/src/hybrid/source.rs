@@ -2,6 +2,7 @@
 //! [`PropOwnedHere`]), which of them its next input carries ([`choose_carried`]) and the input
 //! source that stamps them with the input's tick.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bevy::prelude::*;
@@ -47,6 +48,9 @@ pub struct HybridStats {
 #[derive(Default)]
 pub(crate) struct Outbox<I> {
     pub(crate) poses: Vec<PropPose>,
+    /// The tick the poses are for: the first tick the session polled since they were chosen
+    /// (a frame that polls several ticks, catching up, carries them moved on from it).
+    pub(crate) stamp: Option<Tick>,
     pub(crate) game: Vec<I>,
 }
 
@@ -54,24 +58,42 @@ pub(crate) struct Outbox<I> {
 #[derive(Resource)]
 pub(crate) struct SharedOutbox<I>(pub(crate) Arc<Mutex<Outbox<I>>>);
 
+/// One owned prop as [`choose_carried`] weighs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OwnedPose {
+    /// Its pose now.
+    pub pose: PropPose,
+    /// Its speed, m/s.
+    pub speed: f32,
+    /// Frames since an input last carried it (`u32::MAX`: never).
+    pub waited: u32,
+}
+
 /// Which owned props the next input carries: those moving faster than `rest_speed` (m/s),
-/// fastest first, plus those that were carried moving last time and now rest (once, so every
-/// world sees them stop); at most `max`. Returns the chosen poses and how many moving props
-/// did not fit. `owned` is `(pose, speed)`; `was_moving` the props carried moving last time.
+/// the one waiting longest since it was last carried first, then the fastest (so every moving
+/// prop is carried in turn when more move than fit), plus those that were carried moving last
+/// time and now rest (once, so every world sees them stop); at most `max`. Returns the chosen
+/// poses and how many moving props did not fit. `was_moving` lists the props carried moving
+/// last time.
 pub fn choose_carried(
-    owned: &[(PropPose, f32)],
+    owned: &[OwnedPose],
     was_moving: &[u64],
     rest_speed: f32,
     max: usize,
 ) -> (Vec<PropPose>, usize) {
-    let mut moving: Vec<&(PropPose, f32)> = owned.iter().filter(|(_, s)| *s > rest_speed).collect();
-    moving.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.id.cmp(&b.0.id)));
+    let mut moving: Vec<&OwnedPose> = owned.iter().filter(|o| o.speed > rest_speed).collect();
+    moving.sort_by(|a, b| {
+        b.waited
+            .cmp(&a.waited)
+            .then(b.speed.total_cmp(&a.speed))
+            .then(a.pose.id.cmp(&b.pose.id))
+    });
     let stopped = owned
         .iter()
-        .filter(|(p, s)| *s <= rest_speed && was_moving.contains(&p.id));
+        .filter(|o| o.speed <= rest_speed && was_moving.contains(&o.pose.id));
     let mut chosen: Vec<PropPose> = Vec::new();
     let mut left_out = 0;
-    for (pose, speed) in moving.into_iter().chain(stopped) {
+    for OwnedPose { pose, speed, .. } in moving.into_iter().chain(stopped) {
         if chosen.len() == max {
             left_out += usize::from(*speed > rest_speed);
             continue;
@@ -116,23 +138,39 @@ pub(crate) fn gather_owned_props<I: SimInput>(
     game: Option<Res<LocalInputs<I>>>,
     mut stats: ResMut<HybridStats>,
     mut was_moving: Local<Vec<u64>>,
-    props: Query<
-        (&BodyNetId, &OwnedProp, &GlobalTransform, Option<&Velocity>),
-        With<PropOwnedHere>,
-    >,
+    mut last_carried: Local<HashMap<u64, u64>>,
+    mut frame: Local<u64>,
+    props: Query<(&BodyNetId, &OwnedProp, &Transform, Option<&Velocity>), With<PropOwnedHere>>,
 ) {
+    *frame += 1;
     let mut owned = Vec::new();
     for (id, prop, transform, velocity) in &props {
-        let (_, rotation, translation) = transform.to_scale_rotation_translation();
         let linvel = velocity.map_or(Vec3::ZERO, |v| v.linear);
-        match PropPose::quantize(id.0.0, prop.kind, translation, rotation, linvel) {
-            Ok(pose) => owned.push((pose, linvel.length())),
+        let pose = PropPose::quantize(
+            id.0.0,
+            prop.kind,
+            transform.translation,
+            transform.rotation,
+            linvel,
+        );
+        match pose {
+            Ok(pose) => owned.push(OwnedPose {
+                pose,
+                speed: linvel.length(),
+                waited: last_carried
+                    .get(&pose.id)
+                    .map_or(u32::MAX, |f| u32::try_from(*frame - f).unwrap_or(u32::MAX)),
+            }),
             Err(_) => stats.props_refused += 1,
         }
     }
-    owned.sort_by_key(|(pose, _)| pose.id);
+    owned.sort_by_key(|o| o.pose.id);
     let max = config.max_props_per_input;
     let (chosen, left_out) = choose_carried(&owned, &was_moving, config.rest_speed, max);
+    last_carried.retain(|_, f| *frame - *f < 1 << 20);
+    for pose in &chosen {
+        last_carried.insert(pose.id, *frame);
+    }
     if left_out > 0 {
         stats.frames_over_budget += 1;
         stats.props_left_out += left_out as u64;
@@ -146,6 +184,7 @@ pub(crate) fn gather_owned_props<I: SimInput>(
         return;
     };
     outbox.poses = chosen;
+    outbox.stamp = None;
     if let Some(game) = game {
         outbox.game = (0..=PlayerIndex::MAX)
             .map_while(|p| game.get(p).cloned())
@@ -155,16 +194,20 @@ pub(crate) fn gather_owned_props<I: SimInput>(
 
 /// The session's input source of a hybrid App: the game's input of `(player, tick)` (the
 /// scripted one, else the latest [`LocalInputs<I>`] the game wrote) with this frame's chosen
-/// props stamped `tick`.
+/// props, stamped with the first tick polled since they were chosen: the input of that tick
+/// carries them as they are, a later tick polled in the same frame (catching up) carries them
+/// with the older stamp, and the worlds move them on by their velocity
+/// ([the rule](super#the-rule)).
 pub(crate) fn input_source<I: SimInput>(
     outbox: Arc<Mutex<Outbox<I>>>,
     scripted: Option<super::ScriptedInput<I>>,
     max: usize,
 ) -> TickInputSource<HybridInput<I>> {
     TickInputSource::new(move |player: PlayerIndex, tick: Tick| {
-        let Ok(outbox) = outbox.lock() else {
+        let Ok(mut outbox) = outbox.lock() else {
             return HybridInput::default();
         };
+        let stamp = (*outbox.stamp.get_or_insert(tick)).min(tick);
         let input = match &scripted {
             Some(f) => f(player, tick),
             None => outbox
@@ -174,7 +217,7 @@ pub(crate) fn input_source<I: SimInput>(
                 .unwrap_or_default(),
         };
         // `choose_carried` keeps to `max` and ids are unique per entity: `new` cannot refuse.
-        let props = PropPoses::new(tick, outbox.poses.clone(), max).unwrap_or_default();
+        let props = PropPoses::new(stamp, outbox.poses.clone(), max).unwrap_or_default();
         HybridInput { input, props }
     })
 }
@@ -183,13 +226,17 @@ pub(crate) fn input_source<I: SimInput>(
 mod tests {
     use super::*;
 
-    fn pose(id: u64, vx: i32) -> (PropPose, f32) {
+    fn pose(id: u64, vx: i32) -> OwnedPose {
         let pose = PropPose {
             id,
             vel_mm_s: [vx, 0, 0],
             ..default()
         };
-        (pose, vx.unsigned_abs() as f32 / 1000.0)
+        OwnedPose {
+            pose,
+            speed: vx.unsigned_abs() as f32 / 1000.0,
+            waited: 1,
+        }
     }
 
     #[test]
@@ -198,6 +245,16 @@ mod tests {
         let (chosen, left_out) = choose_carried(&owned, &[], 0.01, 2);
         let ids: Vec<_> = chosen.iter().map(|p| p.id).collect();
         assert_eq!((ids, left_out), (vec![2, 4], 1));
+    }
+
+    #[test]
+    fn the_prop_waiting_longest_goes_first() {
+        let mut owned = [pose(1, 500), pose(2, 3000), pose(3, 100)];
+        owned[2].waited = 9;
+        owned[0].waited = u32::MAX;
+        let (chosen, left_out) = choose_carried(&owned, &[], 0.01, 2);
+        let ids: Vec<_> = chosen.iter().map(|p| p.id).collect();
+        assert_eq!((ids, left_out), (vec![1, 3], 1));
     }
 
     #[test]
