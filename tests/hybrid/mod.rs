@@ -3,162 +3,18 @@
 //! world by a script (standing in for ownership's physics: the owner's bodies are whatever it
 //! simulates); the tests check what the players' verified worlds make of the carried poses.
 
+mod arena;
+
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::*;
-use serde::{Deserialize, Serialize};
 use simsync::deterministic::{
     HookFlow, SimulationWorlds, VerifiedTick, VerifiedTickHook, VerifiedTickHookAppExt,
 };
-use simsync::hybrid::{
-    HybridConfig, HybridInput, HybridPlugin, OwnedProp, PropOwnedHere, PropProxy, RollbackBody,
-    VerifiedProps, hybrid_session,
-};
-use simsync::ownership::{BodyId, BodyNetId};
+use simsync::hybrid::{HybridPlugin, PropProxy, VerifiedProps, hybrid_session};
 use simsync::prelude::*;
 use simsync::testing::RelayPeers;
 use simsync_net::LinkConditionerConfig;
 
-type Input = HybridInput<PackedInput>;
-
-/// The players' game: a ground and one ball avatar per player, pushed by the input's axes.
-#[derive(Clone)]
-struct Arena {
-    players: u8,
-}
-
-/// Each player's avatar.
-#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-struct Avatars(Vec<Entity>);
-
-/// Where player `p`'s avatar starts.
-fn avatar_start(p: u8) -> Vec3 {
-    Vec3::new(-5.0 + 5.0 * f32::from(p), 0.6, 0.0)
-}
-
-impl Plugin for Arena {
-    fn build(&self, app: &mut App) {
-        let players = self.players;
-        app.rollback_resource_serde::<Avatars>()
-            .add_systems(SimulationStartup, move |mut sim: SimCommands| {
-                sim.spawn((
-                    RigidBody::Fixed,
-                    Collider::cuboid(40.0, 0.5, 40.0),
-                    Transform::from_xyz(0.0, -0.5, 0.0),
-                ))
-                .expect("slot");
-                let avatars = (0..players)
-                    .map(|p| {
-                        sim.spawn((
-                            RollbackBody,
-                            RigidBody::Dynamic,
-                            Collider::ball(0.6),
-                            Transform::from_translation(avatar_start(p)),
-                            Velocity::zero(),
-                            ExternalImpulse::default(),
-                            Sleeping::disabled(),
-                        ))
-                        .expect("slot")
-                    })
-                    .collect();
-                sim.commands.insert_resource(Avatars(avatars));
-            })
-            .add_systems(SimulationTick, drive.in_set(SimulationSet::Game));
-    }
-}
-
-fn drive(
-    inputs: Res<PlayerInputs<Input>>,
-    avatars: Res<Avatars>,
-    mut impulses: Query<&mut ExternalImpulse>,
-) {
-    for (p, avatar) in avatars.0.iter().enumerate() {
-        let Some(input) = inputs.get(p as u8) else {
-            continue;
-        };
-        if let Ok(mut impulse) = impulses.get_mut(*avatar) {
-            impulse.impulse = Vec3::new(input.input.axis(0), 0.0, input.input.axis(1)) * 0.05;
-        }
-    }
-}
-
-fn config() -> HybridConfig {
-    HybridConfig {
-        proxy_slots: 8,
-        shapes: vec![Collider::ball(0.3)],
-        ..default()
-    }
-}
-
-/// How a scripted prop moves in its owner's world, by tick.
-#[derive(Component, Clone, Copy)]
-enum Script {
-    /// Circles `center` at `radius` m, one turn per `period` ticks.
-    Circle {
-        center: Vec3,
-        radius: f32,
-        period: f32,
-    },
-    /// Rests at `from` until tick `at`, then flies at `velocity` (m/s).
-    Throw { from: Vec3, at: u32, velocity: Vec3 },
-}
-
-impl Script {
-    fn pose(self, tick: u32) -> (Vec3, Vec3) {
-        let frame = tick;
-        match self {
-            Script::Circle {
-                center,
-                radius,
-                period,
-            } => {
-                let w = std::f32::consts::TAU / period * 64.0;
-                let a = frame as f32 / 64.0 * w;
-                let pos = center + radius * Vec3::new(a.cos(), 0.0, a.sin());
-                let vel = radius * w * Vec3::new(-a.sin(), 0.0, a.cos());
-                (pos, vel)
-            }
-            Script::Throw { from, at, velocity } => {
-                let t = frame.saturating_sub(at) as f32 / 64.0;
-                let v = if frame >= at { velocity } else { Vec3::ZERO };
-                (from + velocity * t, v)
-            }
-        }
-    }
-}
-
-/// Moves the scripted props to where they are at the tick this frame's input is for.
-fn move_props(
-    session: Res<DeterministicSession<Input>>,
-    mut props: Query<(&Script, &mut Transform, &mut Velocity)>,
-) {
-    let tick = u32::try_from(session.next_input_tick()).unwrap_or(0);
-    for (script, mut transform, mut velocity) in &mut props {
-        let (pos, vel) = script.pose(tick);
-        transform.translation = pos;
-        velocity.linear = vel;
-    }
-}
-
-/// Spawns the props in a client's own world; `owned_here` says which this client owns.
-fn spawn_props(app: &mut App, props: &[(u64, Script)], owned_here: impl Fn(u64) -> bool) {
-    for &(id, script) in props {
-        let (pos, vel) = script.pose(0);
-        let mut prop = app.world_mut().spawn((
-            BodyNetId(BodyId(id)),
-            OwnedProp { kind: 0 },
-            script,
-            Transform::from_translation(pos),
-            Velocity::linear(vel),
-        ));
-        if owned_here(id) {
-            prop.insert(PropOwnedHere);
-        }
-    }
-    app.add_systems(
-        PreUpdate,
-        move_props.before(simsync::deterministic::DeterministicSet::ReadLocalInput),
-    );
-}
+use arena::{Arena, Avatars, Input, Script, avatar_start, config, spawn_props};
 
 /// A client's players' session with props: scripted game inputs, the props spawned.
 fn peers(
@@ -276,10 +132,10 @@ fn carried_prop_poses_keep_every_peers_players_equal_under_loss_and_jitter() {
         .with_latency(40, 10)
         .with_loss(2.0);
     let mut peers = peers(2, link, props, wander);
-    peers.run_until_verified(300).expect("run");
+    peers.run_until_verified(200).expect("run");
     let agreement = peers.assert_all_agree();
     assert!(
-        agreement.ticks_compared >= 290,
+        agreement.ticks_compared >= 190,
         "checksums compared over {} ticks",
         agreement.ticks_compared
     );
@@ -291,7 +147,7 @@ fn carried_prop_poses_keep_every_peers_players_equal_under_loss_and_jitter() {
             .resource::<VerifiedProps>()
             .clone();
         // Both players carry moving props every tick after their first input.
-        assert!(record.ticks_with_props >= 280, "{record:?}");
+        assert!(record.ticks_with_props >= 180, "{record:?}");
         assert_eq!(record.ignored, 0);
         let world = verified(peers.client(client).expect("client"));
         let in_use = world
@@ -301,14 +157,14 @@ fn carried_prop_poses_keep_every_peers_players_equal_under_loss_and_jitter() {
             .count();
         assert_eq!(in_use, 8, "every prop has a proxy");
     }
-    // The props touched the players: their verified states at tick 300 are the same on both
+    // The props touched the players: their verified states at tick 200 are the same on both
     // peers and differ from a run without props.
-    let with_props = trace(&peers, 0).at(300);
-    assert_eq!(with_props, trace(&peers, 1).at(300));
+    let with_props = trace(&peers, 0).at(200);
+    assert_eq!(with_props, trace(&peers, 1).at(200));
     let mut alone = self::peers(2, link, Vec::new(), wander);
-    alone.run_until_verified(300).expect("run");
+    alone.run_until_verified(200).expect("run");
     alone.assert_all_agree();
-    assert_ne!(with_props, trace(&alone, 0).at(300));
+    assert_ne!(with_props, trace(&alone, 0).at(200));
 }
 
 #[test]
@@ -322,7 +178,7 @@ fn a_thrown_prop_hits_another_player_alike_on_every_peer_across_a_rollback() {
     };
     let link = LinkConditionerConfig::PERFECT.with_latency(60, 5);
     let mut peers = peers(2, link, vec![(1, throw, 0)], idle);
-    peers.run_until_verified(200).expect("run");
+    peers.run_until_verified(120).expect("run");
     peers.assert_all_agree();
     let start = avatar_start(1);
     let first = trace(&peers, 0);
@@ -332,14 +188,14 @@ fn a_thrown_prop_hits_another_player_alike_on_every_peer_across_a_rollback() {
         .find(|(_, p)| (p[1] - start).length() > 0.01)
         .map(|(t, _)| *t)
         .expect("the prop hit player 1's avatar");
-    let after = first.at(200);
+    let after = first.at(120);
     assert!(
         after[1].x - start.x > 0.5,
         "player 1's avatar was pushed along the throw: {after:?}"
     );
     for client in 0..2 {
         let trace = trace(&peers, client);
-        assert_eq!(trace.at(200), after, "client {client}");
+        assert_eq!(trace.at(120), after, "client {client}");
         assert_eq!(trace.at(hit), first.at(hit), "client {client}");
     }
     // Player 1's client predicted past the hit before player 0's input of that tick arrived,
