@@ -7,6 +7,10 @@
 //! this peer owns, circling, each input carrying 6 of them in turn. After a warm-up the pool
 //! of the 2,000-prop scene is full and busy.
 //!
+//! A third scene has 32 props, as many as proxies: its pool is as full and busy as the
+//! 2,000-prop scene's, so `2000 ÷ 32` is what the props' number adds; `2000 ÷ 0` also counts
+//! what a busy pool (32 moving kinematic colliders) adds to an idle one.
+//!
 //! What is timed, after one session update of each App (samples of the two scenes
 //! interleaved, so both see the same machine): `SimulationWorlds::rollback_predicted` (the
 //! verified world copied into the predicted one) followed by 8 runs of `SimulationTick` on the
@@ -118,10 +122,12 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
-    let (mut r0, mut r1, mut u0, mut u1) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut full = scene(32);
+    let mut samples = vec![(Vec::new(), Vec::new()); 3];
     for _ in 0..SAMPLES {
-        for (app, rollbacks, updates) in
-            [(&mut none, &mut r0, &mut u0), (&mut many, &mut r1, &mut u1)]
+        for (app, (rollbacks, updates)) in [&mut none, &mut full, &mut many]
+            .into_iter()
+            .zip(samples.iter_mut())
         {
             let t = Instant::now();
             app.update();
@@ -138,16 +144,26 @@ fn bench(c: &mut Criterion) {
         let mut q = world.query::<&simsync::hybrid::PropProxy>();
         q.iter(world).filter(|p| p.prop.is_some()).count()
     };
-    let (p0, p1) = (in_use(&mut none), in_use(&mut many));
-    let (r0, r1, u0, u1) = (median(r0), median(r1), median(u0), median(u1));
+    let in_use = [in_use(&mut none), in_use(&mut full), in_use(&mut many)];
+    let medians: Vec<_> = samples
+        .into_iter()
+        .map(|(r, u)| (median(r), median(u)))
+        .collect();
     println!("| props | proxies in use | rollback + 8 ticks | session update |");
     println!("|---|---|---|---|");
-    println!("| 0 | {p0} | {r0:?} | {u0:?} |");
-    println!("| 2000 | {p1} | {r1:?} | {u1:?} |");
+    for ((props, used), (r, u)) in [0, 32, 2000].iter().zip(in_use).zip(&medians) {
+        println!("| {props} | {used} | {r:?} | {u:?} |");
+    }
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!(
-        "rollback + re-simulation ratio (2000 ÷ 0 props): {:.3}; session update ratio: {:.3}",
-        r1.as_secs_f64() / r0.as_secs_f64(),
-        u1.as_secs_f64() / u0.as_secs_f64()
+        "rollback + re-simulation ratio, 2000 ÷ 0 props: {:.3}; 2000 ÷ 32 props (pool full in both): {:.3}",
+        ratio(medians[2].0, medians[0].0),
+        ratio(medians[2].0, medians[1].0)
+    );
+    println!(
+        "session update ratio, 2000 ÷ 0 props: {:.3}; 2000 ÷ 32: {:.3}",
+        ratio(medians[2].1, medians[0].1),
+        ratio(medians[2].1, medians[1].1)
     );
 }
 
