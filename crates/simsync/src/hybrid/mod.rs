@@ -42,9 +42,11 @@
 //!
 //! **What the rollback costs.** Props never enter the simulation worlds; the pool's size is
 //! the configuration's, whatever number of props the game has. A rollback copies and
-//! re-simulates the players, the world and the pool: the same with 0 props as with 2,000.
+//! re-simulates the players, the world and the pool, whatever the number of props: the same
+//! with 2,000 props as with 32 (a full pool). A busy pool (proxies moving, touching players)
+//! costs more than an idle one, bounded by its size.
 //! The price is in the inputs: every input carries at most
-//! [`HybridConfig::max_props_per_input`] poses (about 25 bytes each), in turn when more props move than fit
+//! [`HybridConfig::max_props_per_input`] poses (about 30 bytes each on the wire), in turn when more props move than fit
 //! ([`choose_carried`]); a moving prop left out is seen moving on by its last carried velocity.
 //! A prop that never moved since the session started has no proxy, and one evicted from a
 //! full pool is no longer an obstacle for the players until it is carried again.
@@ -84,7 +86,7 @@ pub struct HybridConfig {
     /// touch at once. The rollback's cost grows with this, not with the props.
     pub proxy_slots: u16,
     /// Poses one input carries at most (default 6; capped at [`MAX_PROPS_PER_INPUT`]). Keep
-    /// `max_props_per_input × 25` bytes plus the game's input under the session's input size
+    /// `max_props_per_input × 30` bytes plus the game's input under the session's input size
     /// cap (256 bytes unless configured).
     pub max_props_per_input: usize,
     /// A carried pose older than this many ticks at the tick that applies it is ignored

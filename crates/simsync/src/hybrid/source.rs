@@ -129,6 +129,17 @@ pub(crate) fn mark_owned_props(
     }
 }
 
+/// What [`gather_owned_props`] remembers between frames.
+#[derive(Default)]
+pub(crate) struct CarryMemory {
+    /// The props the last input carried moving.
+    was_moving: Vec<u64>,
+    /// The frame each prop was last carried.
+    last_carried: HashMap<u64, u64>,
+    /// Frames gathered so far.
+    frame: u64,
+}
+
 /// Chooses the owned props the next input carries and hands them, with the game's inputs,
 /// to the session's input source.
 #[allow(clippy::type_complexity)]
@@ -137,15 +148,22 @@ pub(crate) fn gather_owned_props<I: SimInput>(
     outbox: Res<SharedOutbox<I>>,
     game: Option<Res<LocalInputs<I>>>,
     mut stats: ResMut<HybridStats>,
-    mut was_moving: Local<Vec<u64>>,
-    mut last_carried: Local<HashMap<u64, u64>>,
-    mut frame: Local<u64>,
+    mut memory: Local<CarryMemory>,
     props: Query<(&BodyNetId, &OwnedProp, &Transform, Option<&Velocity>), With<PropOwnedHere>>,
 ) {
+    let CarryMemory {
+        was_moving,
+        last_carried,
+        frame,
+    } = &mut *memory;
     *frame += 1;
     let mut owned = Vec::new();
     for (id, prop, transform, velocity) in &props {
         let linvel = velocity.map_or(Vec3::ZERO, |v| v.linear);
+        if linvel.length() <= config.rest_speed && !was_moving.contains(&id.0.0) {
+            // Resting and already carried at rest (or never moved): not carried.
+            continue;
+        }
         let pose = PropPose::quantize(
             id.0.0,
             prop.kind,
@@ -166,7 +184,7 @@ pub(crate) fn gather_owned_props<I: SimInput>(
     }
     owned.sort_by_key(|o| o.pose.id);
     let max = config.max_props_per_input;
-    let (chosen, left_out) = choose_carried(&owned, &was_moving, config.rest_speed, max);
+    let (chosen, left_out) = choose_carried(&owned, was_moving, config.rest_speed, max);
     last_carried.retain(|_, f| *frame - *f < 1 << 20);
     for pose in &chosen {
         last_carried.insert(pose.id, *frame);
