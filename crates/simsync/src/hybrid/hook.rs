@@ -47,6 +47,4 @@ impl<I: SimInput> VerifiedTickHook<HybridInput<I>> for HybridHook {
         record.last = carried.iter().map(|c| (c.pose.id, c.pose.pos_mm)).collect();
         HookFlow::Continue
     }
-
-    fn on_restart(&mut self) {}
 }
