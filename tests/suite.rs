@@ -5,6 +5,7 @@
 //!   entity, resource and change-detection lifecycles);
 //! - `network`: networked sessions over the in-memory transport with a link conditioner, and UDP;
 //! - `frame_phases`: frame phases and virtual-time events inside the simulation worlds;
+//! - `hybrid`: players under rollback and props under ownership in one App;
 //! - `sandbox_assets`: the sandbox example's loaders, CLI rules and shipped assets;
 //! - `sandbox_ownership`: the sandbox's ownership mode run in this process (reproducibility);
 //! - `sandbox_grab`: the mouse grab of the rendered ownership participant (rules, injected input);
@@ -14,6 +15,7 @@
 mod common;
 mod deterministic;
 mod frame_phases;
+mod hybrid;
 mod load;
 mod module_graph;
 mod network;

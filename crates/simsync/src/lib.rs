@@ -10,6 +10,8 @@
 //!   server of a networked deterministic session (it never simulates).
 //! - [`ownership`]: [`OwnershipPlugin`] — distributed physics by simulation ownership (entity
 //!   server, participants, bids, state updates).
+//! - [`hybrid`]: players under rollback and props under ownership in one App, with a
+//!   rollback whose cost does not grow with the props.
 //! - [`net`]: the wire — messages, codec, renet channels, in-memory and UDP transports.
 //! - [`testing`]: a game's netcode tests — a relay and N clients in one process
 //!   ([`testing::RelayPeers`]), stepped together and compared checksum by checksum.
@@ -52,6 +54,7 @@ pub use simsync_ownership::OwnershipPlugin;
 pub use simsync_time::VirtualTimePlugin;
 
 pub mod authority;
+pub mod hybrid;
 pub mod testing;
 
 use bevy::app::{PluginGroup, PluginGroupBuilder};

@@ -1,0 +1,175 @@
+//! The rollback of a hybrid session's players' worlds with 0 and with 2,000 props, measured
+//! in the same run (issue 40's target: ratio ≤ 1.10).
+//!
+//! Each scene is one App running the hybrid tests' game (`tests/hybrid/arena.rs`: 4 avatars on
+//! a ground, the default pool of 32 proxies) in a local session whose inputs arrive 8 ticks
+//! late, so every update rolls back and predicts 8 ticks; its own world holds 0 or 2,000 props
+//! this peer owns, circling, each input carrying 6 of them in turn. After a warm-up the pool
+//! of the 2,000-prop scene is full and busy.
+//!
+//! A third scene has 32 props, as many as proxies: its pool is as full and busy as the
+//! 2,000-prop scene's, so `2000 ÷ 32` is what the props' number adds; `2000 ÷ 0` also counts
+//! what a busy pool (32 moving kinematic colliders) adds to an idle one.
+//!
+//! What is timed, after one session update of each App (samples of the two scenes
+//! interleaved, so both see the same machine): `SimulationWorlds::rollback_predicted` (the
+//! verified world copied into the predicted one) followed by 8 runs of `SimulationTick` on the
+//! predicted world (the re-simulation). Printed: the median of each and their ratio
+//! (2,000 ÷ 0). Also printed, for the record: a whole session update of each App, which in the
+//! 2,000-prop scene includes choosing the carried props among 2,000 in the App's own world
+//! (the owner's cost, not the rollback's).
+
+#[path = "../tests/hybrid/arena.rs"]
+mod arena;
+
+use std::time::{Duration, Instant};
+
+use bevy::prelude::*;
+use criterion::{Criterion, criterion_group, criterion_main};
+use simsync::deterministic::{LocalSessionConfig, SessionClock, SimulationWorlds};
+use simsync::hybrid::{HybridConfig, HybridPlugin, hybrid_session};
+use simsync::prelude::*;
+
+use arena::{Arena, Script};
+
+const PLAYERS: u8 = 4;
+const LATE_TICKS: u32 = 8;
+const WARM_UPDATES: usize = 150;
+const SAMPLES: usize = 200;
+
+fn wander(player: u8, tick: i32) -> PackedInput {
+    let mut input = PackedInput::default();
+    let phase = (tick / (20 + 7 * i32::from(player))) % 4;
+    let (x, z) = [(1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0)][phase as usize];
+    input.set_axis(0, x).expect("slot");
+    input.set_axis(1, z).expect("slot");
+    input
+}
+
+/// A local hybrid session with `props` owned props circling in the App's own world.
+fn scene(props: u64) -> App {
+    let config = HybridConfig::default();
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins).add_plugins(
+        hybrid_session::<PackedInput, _>(Arena { players: PLAYERS }, config.clone())
+            .config(SessionConfig {
+                skip_rollback_when_predictions_hold: false,
+                clock: SessionClock::Stepped {
+                    ticks_per_update: 1,
+                },
+                local: LocalSessionConfig {
+                    latency_ticks: vec![LATE_TICKS; usize::from(PLAYERS)],
+                    jitter_ticks: 0,
+                    seed: 7,
+                    known_players: vec![0],
+                },
+                ..Default::default()
+            })
+            .players(PLAYERS),
+    );
+    app.add_plugins(HybridPlugin::<PackedInput>::new(config).scripted(wander));
+    let scripts: Vec<_> = (0..props)
+        .map(|n| {
+            // Rings of 50 around the avatars' area, 1 m apart.
+            let center = Vec3::new((n % 50) as f32 - 25.0, 0.4, (n / 50) as f32 - 20.0);
+            let circle = Script::Circle {
+                center,
+                radius: 0.5,
+                period: 64.0 + (n % 7) as f32,
+            };
+            (n + 1, circle)
+        })
+        .collect();
+    arena::spawn_props(&mut app, &scripts, |_| true);
+    for _ in 0..WARM_UPDATES {
+        app.update();
+    }
+    app
+}
+
+/// One rollback of the players' worlds and its re-simulation.
+fn rollback_and_resimulate(app: &mut App) -> Duration {
+    let mut worlds = app.world_mut().resource_mut::<SimulationWorlds>();
+    let t = Instant::now();
+    worlds.rollback_predicted();
+    let predicted = worlds.predicted_mut();
+    for _ in 0..LATE_TICKS {
+        predicted.run_schedule(SimulationTick);
+    }
+    t.elapsed()
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn bench(c: &mut Criterion) {
+    let mut none = scene(0);
+    let mut many = scene(2_000);
+    let mut group = c.benchmark_group("hybrid_rollback");
+    for (name, app) in [("0 props", &mut none), ("2000 props", &mut many)] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| {
+                        app.update();
+                        rollback_and_resimulate(app)
+                    })
+                    .sum()
+            })
+        });
+    }
+    group.finish();
+
+    let mut full = scene(32);
+    let mut samples = vec![(Vec::new(), Vec::new()); 3];
+    for _ in 0..SAMPLES {
+        for (app, (rollbacks, updates)) in [&mut none, &mut full, &mut many]
+            .into_iter()
+            .zip(samples.iter_mut())
+        {
+            let t = Instant::now();
+            app.update();
+            updates.push(t.elapsed());
+            rollbacks.push(rollback_and_resimulate(app));
+        }
+    }
+    let in_use = |app: &mut App| {
+        let world = app
+            .world_mut()
+            .resource_mut::<SimulationWorlds>()
+            .into_inner();
+        let world = world.verified_mut();
+        let mut q = world.query::<&simsync::hybrid::PropProxy>();
+        q.iter(world).filter(|p| p.prop.is_some()).count()
+    };
+    let in_use = [in_use(&mut none), in_use(&mut full), in_use(&mut many)];
+    let medians: Vec<_> = samples
+        .into_iter()
+        .map(|(r, u)| (median(r), median(u)))
+        .collect();
+    println!("| props | proxies in use | rollback + 8 ticks | session update |");
+    println!("|---|---|---|---|");
+    for ((props, used), (r, u)) in [0, 32, 2000].iter().zip(in_use).zip(&medians) {
+        println!("| {props} | {used} | {r:?} | {u:?} |");
+    }
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    println!(
+        "rollback + re-simulation ratio, 2000 ÷ 0 props: {:.3}; 2000 ÷ 32 props (pool full in both): {:.3}",
+        ratio(medians[2].0, medians[0].0),
+        ratio(medians[2].0, medians[1].0)
+    );
+    println!(
+        "session update ratio, 2000 ÷ 0 props: {:.3}; 2000 ÷ 32: {:.3}",
+        ratio(medians[2].1, medians[0].1),
+        ratio(medians[2].1, medians[1].1)
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);

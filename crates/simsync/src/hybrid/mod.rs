@@ -1,0 +1,201 @@
+//! Hybrid sessions: **players** (avatars, game state, rules) under the deterministic rollback
+//! session and **props** (loose Rapier bodies) under simulation ownership, in one App, with a
+//! rollback whose cost does not grow with the props.
+//!
+//! - [`RollbackBody`]: a player body, spawned in the simulation worlds (rolled back, hashed,
+//!   in snapshots). [`OwnedProp`]: a prop, a body of the App's own world under
+//!   [`OwnershipPlugin`](crate::OwnershipPlugin), carried by its owner ([`PropOwnedHere`]).
+//! - [`hybrid_session`] makes the session plugin: the game's plugin wrapped in [`HybridGame`],
+//!   on the input [`HybridInput<I>`] (the game's input and the owner's [`PropPoses`]).
+//!   [`HybridPlugin`], added after it, chooses which owned props each input carries, stamps
+//!   them with the input's tick and records what the verified ticks carried ([`HybridHook`],
+//!   a hook of the session's seam, into [`VerifiedProps`]).
+//! - Plain data and pure rules: [`PropPose`] (quantized), [`PropPoses`] (bounded),
+//!   [`carried_poses`] (which pose a tick applies), [`advance_proxies`] (the proxy pool),
+//!   [`choose_carried`] (what an owner sends).
+//!
+//! # The rule
+//!
+//! **Which prop pose a verified tick sees.** The players' worlds never hold the props: they
+//! hold a fixed pool of [`HybridConfig::proxy_slots`] kinematic colliders ([`PropProxy`]),
+//! each standing for at most one prop. A peer's input for tick `t` carries the poses of the
+//! moving props this peer owned when it sent that input, stamped `t` ([`PropPoses`]). Before
+//! the game's systems and physics run tick `t`, the pool is moved on by the tick's inputs
+//! alone:
+//!
+//! 1. every proxy standing for a prop moves by its velocity for one tick;
+//! 2. the tick's carried poses, resolved in player order (a prop carried by several inputs —
+//!    an ownership change in flight — keeps the lowest player's pose), each set its prop's
+//!    proxy to the pose moved on by its velocity for `t − stamp` ticks; a prop without a proxy
+//!    takes the lowest parked slot, else the slot seen longest ago.
+//!
+//! **Why every peer sees the same one.** A verified tick runs on the confirmed inputs of `t`,
+//! which the relay confirmed identically to every peer; the pool is rollback state (in the
+//! snapshot and the checksum); the step is integer arithmetic on both. So the verified world
+//! of every peer applies the same poses to the same proxies before tick `t`, and its players
+//! collide with the same props. A confirmed input carries the stamp `t`, so the verified world
+//! takes the owner's pose as it was sent. A **predicted** tick runs on predicted inputs: a
+//! remote player's last confirmed input repeated carries an older stamp, so the predicted
+//! world sees that prop's latest known pose moved on by its velocity — the same function of
+//! the same input values as a verified tick, so a prediction whose inputs held matches the
+//! verified state bit for bit.
+//!
+//! **What the rollback costs.** Props never enter the simulation worlds; the pool's size is
+//! the configuration's, whatever number of props the game has. A rollback copies and
+//! re-simulates the players, the world and the pool, whatever the number of props: the same
+//! with 2,000 props as with 32 (a full pool). A busy pool (proxies moving, touching players)
+//! costs more than an idle one, bounded by its size.
+//! The price is in the inputs: every input carries at most
+//! [`HybridConfig::max_props_per_input`] poses (about 30 bytes each on the wire), in turn when more props move than fit
+//! ([`choose_carried`]); a moving prop left out is seen moving on by its last carried velocity.
+//! A prop that never moved since the session started has no proxy, and one evicted from a
+//! full pool is no longer an obstacle for the players until it is carried again.
+
+mod hook;
+mod pose;
+mod proxies;
+mod sim;
+mod source;
+
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::Collider;
+use simsync_deterministic::{
+    DeterministicPlugin, DeterministicSet, PlayerIndex, SimInput, Tick, VerifiedTickHookAppExt,
+};
+
+pub use hook::{HybridHook, VerifiedProps};
+pub use pose::{
+    CarriedPose, HybridError, HybridInput, MAX_PROPS_PER_INPUT, PropPose, PropPoses, carried_poses,
+};
+pub use proxies::{PropProxy, ProxyStep, advance_proxies};
+pub use sim::{HybridGame, HybridSimSet, RollbackBody};
+pub use source::{HybridStats, OwnedPose, OwnedProp, PropOwnedHere, choose_carried};
+
+/// A game's input of `(player, tick)`, for a scripted player ([`HybridPlugin::scripted`]).
+pub type ScriptedInput<I> = Arc<dyn Fn(PlayerIndex, Tick) -> I + Send + Sync>;
+
+/// How a hybrid session is set up (a resource of the App and of the simulation worlds): the
+/// proxy pool, the props per input, the shapes. Give the same value to [`hybrid_session`] and
+/// [`HybridPlugin`], and the same on every peer (the pool is simulation state).
+#[derive(Resource, Clone, Debug)]
+pub struct HybridConfig {
+    /// Proxy colliders in the players' worlds (default 32): how many props the players can
+    /// touch at once. The rollback's cost grows with this, not with the props.
+    pub proxy_slots: u16,
+    /// Poses one input carries at most (default 6; capped at [`MAX_PROPS_PER_INPUT`]). Keep
+    /// `max_props_per_input × 30` bytes plus the game's input under the session's input size
+    /// cap (256 bytes unless configured).
+    pub max_props_per_input: usize,
+    /// A carried pose older than this many ticks at the tick that applies it is ignored
+    /// (default 32).
+    pub max_stale_ticks: Tick,
+    /// Speed (m/s) at or below which an owned prop rests and is not carried (default 0.01).
+    pub rest_speed: f32,
+    /// The session's tick rate (default 64): a proxy moves `velocity / tick_hz` per tick.
+    pub tick_hz: u32,
+    /// The proxy shape of each prop kind ([`OwnedProp::kind`]); a kind past the end takes the
+    /// first; an empty list a 0.25 m ball (the default).
+    pub shapes: Vec<Collider>,
+}
+
+impl Default for HybridConfig {
+    fn default() -> Self {
+        Self {
+            proxy_slots: 32,
+            max_props_per_input: 6,
+            max_stale_ticks: 32,
+            rest_speed: 0.01,
+            tick_hz: 64,
+            shapes: vec![Collider::ball(0.25)],
+        }
+    }
+}
+
+impl HybridConfig {
+    /// The proxy shape of `kind` (see [`shapes`](Self::shapes)).
+    pub fn shape(&self, kind: u8) -> Collider {
+        self.shapes
+            .get(usize::from(kind))
+            .or(self.shapes.first())
+            .cloned()
+            .unwrap_or_else(|| Collider::ball(0.25))
+    }
+}
+
+/// The session plugin of a hybrid game: `DeterministicPlugin<HybridInput<I>>` running `game`
+/// wrapped in [`HybridGame`] (the proxy pool and the rule). Configure it like any session
+/// plugin (`.config(..)`, `.networked(..)`); add [`HybridPlugin`] after it.
+pub fn hybrid_session<I: SimInput, G: Plugin + Clone>(
+    game: G,
+    config: HybridConfig,
+) -> DeterministicPlugin<HybridInput<I>> {
+    DeterministicPlugin::new(HybridGame::<G, I> {
+        game,
+        config,
+        input: PhantomData,
+    })
+}
+
+/// The App's side of a hybrid session, added after the session plugin ([`hybrid_session`]):
+///
+/// - keeps [`PropOwnedHere`] in step with ownership on an ownership participant;
+/// - each frame, in [`DeterministicSet::ReadLocalInput`], chooses the owned props the next
+///   input carries ([`choose_carried`]; counted in [`HybridStats`]);
+/// - installs the session's input source: the game's input (scripted, or the latest
+///   `LocalInputs<I>` the game wrote: frames between two ticks are not merged) with those
+///   props stamped with the input's tick;
+/// - adds [`HybridHook`] to the session's hooks ([`VerifiedProps`]).
+pub struct HybridPlugin<I: SimInput> {
+    config: HybridConfig,
+    scripted: Option<ScriptedInput<I>>,
+}
+
+impl<I: SimInput> HybridPlugin<I> {
+    /// The plugin with `config` (the one given to [`hybrid_session`]).
+    pub fn new(config: HybridConfig) -> Self {
+        Self {
+            config,
+            scripted: None,
+        }
+    }
+
+    /// The game's input of `(player, tick)` comes from `input` (a scripted player, a test)
+    /// instead of `LocalInputs<I>`.
+    pub fn scripted(
+        mut self,
+        input: impl Fn(PlayerIndex, Tick) -> I + Send + Sync + 'static,
+    ) -> Self {
+        self.scripted = Some(Arc::new(input));
+        self
+    }
+}
+
+impl<I: SimInput> Plugin for HybridPlugin<I> {
+    /// # Panics
+    /// When the session plugin of `HybridInput<I>` was not added before this one.
+    fn build(&self, app: &mut App) {
+        let outbox = Arc::new(Mutex::new(source::Outbox::<I>::default()));
+        let max = self.config.max_props_per_input;
+        app.insert_resource(self.config.clone())
+            .insert_resource(source::SharedOutbox(outbox.clone()))
+            .insert_resource(source::input_source(outbox, self.scripted.clone(), max))
+            .init_resource::<HybridStats>()
+            .init_resource::<VerifiedProps>()
+            .register_type::<HybridStats>()
+            .register_type::<VerifiedProps>()
+            .register_type::<OwnedProp>()
+            .register_type::<PropOwnedHere>()
+            .add_systems(
+                PreUpdate,
+                (source::mark_owned_props, source::gather_owned_props::<I>)
+                    .chain()
+                    .in_set(DeterministicSet::ReadLocalInput),
+            );
+        if let Err(error) = app.add_verified_tick_hook::<HybridInput<I>>(HybridHook) {
+            panic!("HybridPlugin needs the hybrid session plugin added first: {error}");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The players' worlds' side of a hybrid session: [`HybridGame`] wraps the game's plugin with
+//! the proxy pool and the system that applies the carried props before each tick.
+
+use std::marker::PhantomData;
+
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::*;
+use serde::{Deserialize, Serialize};
+use simsync_deterministic::prelude::*;
+use simsync_deterministic::{SimHash, StateHasher};
+
+use super::HybridConfig;
+use super::pose::{HybridInput, carried_poses};
+use super::proxies::{PropProxy, advance_proxies};
+
+/// Marks a player body in the simulation worlds: rolled back, hashed, part of every snapshot
+/// (spawn it with `SimCommands` like any simulation entity). The other side of the split is
+/// [`OwnedProp`](super::OwnedProp), a body of the App's own world under simulation ownership.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollbackBody;
+
+impl SimHash for RollbackBody {
+    fn sim_hash(&self, _hasher: &mut StateHasher) {}
+}
+
+/// The sets of the hybrid session in `SimulationTick`.
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HybridSimSet {
+    /// The carried props are applied to the proxies (in [`SimulationSet::Prepare`], so before
+    /// every game system and physics).
+    ApplyProps,
+}
+
+/// The game's plugin wrapped for a hybrid session: builds `game` and adds the proxy pool
+/// (`config.proxy_slots` kinematic colliders, [`PropProxy`] each, spawned at the setup tick)
+/// and the system that moves it on each tick from the tick's inputs
+/// ([the rule](super#the-rule)). Made by [`hybrid_session`](super::hybrid_session).
+#[derive(Clone)]
+pub struct HybridGame<G, I> {
+    pub(crate) game: G,
+    pub(crate) config: HybridConfig,
+    pub(crate) input: PhantomData<fn() -> I>,
+}
+
+impl<G: Plugin + Clone, I: SimInput> Plugin for HybridGame<G, I> {
+    fn build(&self, app: &mut App) {
+        app.insert_resource(self.config.clone())
+            .rollback_hashed_component_serde::<PropProxy>()
+            .rollback_hashed_component_serde::<RollbackBody>()
+            .configure_sets(
+                SimulationTick,
+                HybridSimSet::ApplyProps.in_set(SimulationSet::Prepare),
+            )
+            .add_systems(SimulationStartup, spawn_proxies)
+            .add_systems(
+                SimulationTick,
+                apply_carried_props::<I>.in_set(HybridSimSet::ApplyProps),
+            );
+        self.game.build(app);
+    }
+}
+
+fn spawn_proxies(mut sim: SimCommands, config: Res<HybridConfig>) {
+    for slot in 0..config.proxy_slots {
+        let proxy = PropProxy::parked(slot);
+        let spawned = sim.spawn((
+            RigidBody::KinematicPositionBased,
+            config.shape(0),
+            proxy.transform(),
+            SOLID_NOT,
+            proxy,
+        ));
+        if let Err(error) = spawned {
+            // The capacity of simulation entities is the game's: the session reports it too.
+            error!("hybrid session: proxy slot {slot} not spawned: {error}");
+            return;
+        }
+    }
+}
+
+/// The components of a proxy the pool writes.
+type ProxyParts<'a> = (
+    Entity,
+    &'a mut PropProxy,
+    &'a mut Transform,
+    &'a mut CollisionGroups,
+    &'a mut Collider,
+);
+
+/// The collision groups of a parked proxy, and of one on the tick it takes a prop: it touches
+/// nothing.
+const SOLID_NOT: CollisionGroups = CollisionGroups::new(Group::NONE, Group::NONE);
+
+/// Moves the proxy pool on to the tick being simulated ([`advance_proxies`] on the tick's
+/// carried poses) and writes each slot's pose and, on a new kind, shape. The proxies are
+/// position-based kinematic bodies (Rapier gives them the velocity of their move, which is
+/// what a player touching one feels); a proxy parked, or taking another prop this tick (a
+/// jump Rapier would read as a huge velocity), touches nothing for that tick.
+fn apply_carried_props<I: SimInput>(
+    inputs: Res<PlayerInputs<HybridInput<I>>>,
+    config: Res<HybridConfig>,
+    mut proxies: Query<ProxyParts>,
+) {
+    let mut slots: Vec<(Entity, PropProxy)> = proxies
+        .iter()
+        .map(|(entity, proxy, ..)| (entity, proxy.clone()))
+        .collect();
+    slots.sort_by_key(|(_, proxy)| proxy.slot);
+    let (entities, mut states): (Vec<Entity>, Vec<PropProxy>) = slots.into_iter().unzip();
+    let (carried, _ignored) = carried_poses(inputs.iter().map(|(p, input)| (p, &input.props)));
+    advance_proxies(
+        &mut states,
+        &carried,
+        inputs.tick(),
+        config.tick_hz,
+        config.max_stale_ticks,
+    );
+    for (entity, state) in entities.into_iter().zip(states) {
+        let Ok((_, mut proxy, mut transform, mut groups, mut collider)) = proxies.get_mut(entity)
+        else {
+            continue;
+        };
+        let target = state.transform();
+        if *transform != target {
+            *transform = target;
+        }
+        let solid = state.prop.is_some() && state.prop == proxy.prop;
+        let wanted = if solid {
+            CollisionGroups::default()
+        } else {
+            SOLID_NOT
+        };
+        if *groups != wanted {
+            *groups = wanted;
+        }
+        if *proxy == state {
+            continue;
+        }
+        if proxy.kind != state.kind {
+            *collider = config.shape(state.kind);
+        }
+        *proxy = state;
+    }
+}

@@ -1,0 +1,287 @@
+//! The App's side of a hybrid session: which props this peer owns ([`OwnedProp`],
+//! [`PropOwnedHere`]), which of them its next input carries ([`choose_carried`]) and the input
+//! source that stamps them with the input's tick.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::Velocity;
+use simsync_deterministic::{LocalInputs, PlayerIndex, SimInput, Tick, TickInputSource};
+use simsync_ownership::{BodyNetId, OwnershipClient, SimulationOwner};
+
+use super::HybridConfig;
+use super::pose::{HybridInput, PropPose, PropPoses};
+
+/// Marks a prop: a body of the App's own world (not of the simulation worlds), simulated under
+/// simulation ownership, matched across peers by its [`BodyNetId`]. Its `kind` picks the
+/// proxy shape the players' worlds give it ([`HybridConfig::shapes`]). The other side of the
+/// split is [`RollbackBody`](super::RollbackBody).
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component)]
+pub struct OwnedProp {
+    /// Index into the proxy shapes.
+    pub kind: u8,
+}
+
+/// This peer simulates the prop now, so its inputs carry it. Kept in step with
+/// [`SimulationOwner`] by the [`HybridPlugin`](super::HybridPlugin) when the App is an
+/// ownership participant; an App without ownership (a test, a game with its own authority)
+/// inserts and removes it itself.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component)]
+pub struct PropOwnedHere;
+
+/// This peer's counters of the props it carries (main-app resource).
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Reflect)]
+#[reflect(Resource)]
+pub struct HybridStats {
+    /// Frames whose owned moving props did not all fit the input (the slowest were left out).
+    pub frames_over_budget: u64,
+    /// Props left out of an input for the bound, in total.
+    pub props_left_out: u64,
+    /// Props refused by quantization (a position or velocity out of range), in total.
+    pub props_refused: u64,
+}
+
+/// What the input source reads: the poses chosen this frame and the game's latest inputs.
+#[derive(Default)]
+pub(crate) struct Outbox<I> {
+    pub(crate) poses: Vec<PropPose>,
+    /// The tick the poses are for: the first tick the session polled since they were chosen
+    /// (a frame that polls several ticks, catching up, carries them moved on from it).
+    pub(crate) stamp: Option<Tick>,
+    pub(crate) game: Vec<I>,
+}
+
+/// The outbox shared between the App's systems and the session's input source.
+#[derive(Resource)]
+pub(crate) struct SharedOutbox<I>(pub(crate) Arc<Mutex<Outbox<I>>>);
+
+/// One owned prop as [`choose_carried`] weighs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OwnedPose {
+    /// Its pose now.
+    pub pose: PropPose,
+    /// Its speed, m/s.
+    pub speed: f32,
+    /// Frames since an input last carried it (`u32::MAX`: never).
+    pub waited: u32,
+}
+
+/// Which owned props the next input carries: those moving faster than `rest_speed` (m/s),
+/// the one waiting longest since it was last carried first, then the fastest (so every moving
+/// prop is carried in turn when more move than fit), plus those that were carried moving last
+/// time and now rest (once, so every world sees them stop); at most `max`. Returns the chosen
+/// poses and how many moving props did not fit. `was_moving` lists the props carried moving
+/// last time.
+pub fn choose_carried(
+    owned: &[OwnedPose],
+    was_moving: &[u64],
+    rest_speed: f32,
+    max: usize,
+) -> (Vec<PropPose>, usize) {
+    let mut moving: Vec<&OwnedPose> = owned.iter().filter(|o| o.speed > rest_speed).collect();
+    moving.sort_by(|a, b| {
+        b.waited
+            .cmp(&a.waited)
+            .then(b.speed.total_cmp(&a.speed))
+            .then(a.pose.id.cmp(&b.pose.id))
+    });
+    let stopped = owned
+        .iter()
+        .filter(|o| o.speed <= rest_speed && was_moving.contains(&o.pose.id));
+    let mut chosen: Vec<PropPose> = Vec::new();
+    let mut left_out = 0;
+    for OwnedPose { pose, speed, .. } in moving.into_iter().chain(stopped) {
+        if chosen.len() == max {
+            left_out += usize::from(*speed > rest_speed);
+            continue;
+        }
+        let mut pose = *pose;
+        if *speed <= rest_speed {
+            pose.vel_mm_s = [0; 3];
+        }
+        chosen.push(pose);
+    }
+    (chosen, left_out)
+}
+
+/// Keeps [`PropOwnedHere`] in step with [`SimulationOwner`] on an ownership participant.
+pub(crate) fn mark_owned_props(
+    mut commands: Commands,
+    client: Option<Res<OwnershipClient>>,
+    props: Query<(Entity, &SimulationOwner, Has<PropOwnedHere>), With<OwnedProp>>,
+) {
+    let Some(me) = client.and_then(|c| c.me()) else {
+        return;
+    };
+    for (entity, owner, marked) in &props {
+        match (owner.is_owned_by(me), marked) {
+            (true, false) => {
+                commands.entity(entity).insert(PropOwnedHere);
+            }
+            (false, true) => {
+                commands.entity(entity).remove::<PropOwnedHere>();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What [`gather_owned_props`] remembers between frames.
+#[derive(Default)]
+pub(crate) struct CarryMemory {
+    /// The props the last input carried moving.
+    was_moving: Vec<u64>,
+    /// The frame each prop was last carried.
+    last_carried: HashMap<u64, u64>,
+    /// Frames gathered so far.
+    frame: u64,
+}
+
+/// Chooses the owned props the next input carries and hands them, with the game's inputs,
+/// to the session's input source.
+#[allow(clippy::type_complexity)]
+pub(crate) fn gather_owned_props<I: SimInput>(
+    config: Res<HybridConfig>,
+    outbox: Res<SharedOutbox<I>>,
+    game: Option<Res<LocalInputs<I>>>,
+    mut stats: ResMut<HybridStats>,
+    mut memory: Local<CarryMemory>,
+    props: Query<(&BodyNetId, &OwnedProp, &Transform, Option<&Velocity>), With<PropOwnedHere>>,
+) {
+    let CarryMemory {
+        was_moving,
+        last_carried,
+        frame,
+    } = &mut *memory;
+    *frame += 1;
+    let mut owned = Vec::new();
+    for (id, prop, transform, velocity) in &props {
+        let linvel = velocity.map_or(Vec3::ZERO, |v| v.linear);
+        if linvel.length() <= config.rest_speed && !was_moving.contains(&id.0.0) {
+            // Resting and already carried at rest (or never moved): not carried.
+            continue;
+        }
+        let pose = PropPose::quantize(
+            id.0.0,
+            prop.kind,
+            transform.translation,
+            transform.rotation,
+            linvel,
+        );
+        match pose {
+            Ok(pose) => owned.push(OwnedPose {
+                pose,
+                speed: linvel.length(),
+                waited: last_carried
+                    .get(&pose.id)
+                    .map_or(u32::MAX, |f| u32::try_from(*frame - f).unwrap_or(u32::MAX)),
+            }),
+            Err(_) => stats.props_refused += 1,
+        }
+    }
+    owned.sort_by_key(|o| o.pose.id);
+    let max = config.max_props_per_input;
+    let (chosen, left_out) = choose_carried(&owned, was_moving, config.rest_speed, max);
+    last_carried.retain(|_, f| *frame - *f < 1 << 20);
+    for pose in &chosen {
+        last_carried.insert(pose.id, *frame);
+    }
+    if left_out > 0 {
+        stats.frames_over_budget += 1;
+        stats.props_left_out += left_out as u64;
+    }
+    *was_moving = chosen
+        .iter()
+        .filter(|p| p.vel_mm_s != [0; 3])
+        .map(|p| p.id)
+        .collect();
+    let Ok(mut outbox) = outbox.0.lock() else {
+        return;
+    };
+    outbox.poses = chosen;
+    outbox.stamp = None;
+    if let Some(game) = game {
+        outbox.game = (0..=PlayerIndex::MAX)
+            .map_while(|p| game.get(p).cloned())
+            .collect();
+    }
+}
+
+/// The session's input source of a hybrid App: the game's input of `(player, tick)` (the
+/// scripted one, else the latest [`LocalInputs<I>`] the game wrote) with this frame's chosen
+/// props, stamped with the first tick polled since they were chosen: the input of that tick
+/// carries them as they are, a later tick polled in the same frame (catching up) carries them
+/// with the older stamp, and the worlds move them on by their velocity
+/// ([the rule](super#the-rule)).
+pub(crate) fn input_source<I: SimInput>(
+    outbox: Arc<Mutex<Outbox<I>>>,
+    scripted: Option<super::ScriptedInput<I>>,
+    max: usize,
+) -> TickInputSource<HybridInput<I>> {
+    TickInputSource::new(move |player: PlayerIndex, tick: Tick| {
+        let Ok(mut outbox) = outbox.lock() else {
+            return HybridInput::default();
+        };
+        let stamp = (*outbox.stamp.get_or_insert(tick)).min(tick);
+        let input = match &scripted {
+            Some(f) => f(player, tick),
+            None => outbox
+                .game
+                .get(usize::from(player))
+                .cloned()
+                .unwrap_or_default(),
+        };
+        // `choose_carried` keeps to `max` and ids are unique per entity: `new` cannot refuse.
+        let props = PropPoses::new(stamp, outbox.poses.clone(), max).unwrap_or_default();
+        HybridInput { input, props }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pose(id: u64, vx: i32) -> OwnedPose {
+        let pose = PropPose {
+            id,
+            vel_mm_s: [vx, 0, 0],
+            ..default()
+        };
+        OwnedPose {
+            pose,
+            speed: vx.unsigned_abs() as f32 / 1000.0,
+            waited: 1,
+        }
+    }
+
+    #[test]
+    fn the_fastest_moving_props_are_carried_first() {
+        let owned = [pose(1, 500), pose(2, 3000), pose(3, 0), pose(4, 1500)];
+        let (chosen, left_out) = choose_carried(&owned, &[], 0.01, 2);
+        let ids: Vec<_> = chosen.iter().map(|p| p.id).collect();
+        assert_eq!((ids, left_out), (vec![2, 4], 1));
+    }
+
+    #[test]
+    fn the_prop_waiting_longest_goes_first() {
+        let mut owned = [pose(1, 500), pose(2, 3000), pose(3, 100)];
+        owned[2].waited = 9;
+        owned[0].waited = u32::MAX;
+        let (chosen, left_out) = choose_carried(&owned, &[], 0.01, 2);
+        let ids: Vec<_> = chosen.iter().map(|p| p.id).collect();
+        assert_eq!((ids, left_out), (vec![1, 3], 1));
+    }
+
+    #[test]
+    fn a_prop_that_came_to_rest_is_carried_once_with_no_velocity() {
+        let owned = [pose(1, 5), pose(2, 0)];
+        let (chosen, _) = choose_carried(&owned, &[1], 0.01, 4);
+        assert_eq!(chosen.len(), 1);
+        assert_eq!((chosen[0].id, chosen[0].vel_mm_s), (1, [0; 3]));
+        let (again, _) = choose_carried(&owned, &[], 0.01, 4);
+        assert!(again.is_empty());
+    }
+}
