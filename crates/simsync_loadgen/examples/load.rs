@@ -359,7 +359,13 @@ fn place(server: Option<CpuSet>, driver: Option<CpuSet>, auto: bool) -> Result<P
             Placement::plan(&allowed, server, driver).map_err(|e| e.to_string())?
         }
         Err(e) if asked => return Err(format!("cannot pin cores: {e}")),
-        _ => Placement {
+        Ok(allowed) => Placement {
+            usable: allowed,
+            server: None,
+            driver: None,
+        },
+        Err(_) => Placement {
+            usable: CpuSet::default(),
             server: None,
             driver: None,
         },
@@ -389,9 +395,8 @@ fn taskset(args: &[&str]) -> Result<(), String> {
 /// `summary["warnings"]` when they shared cores or the server is a debug build.
 fn add_placement(summary: &mut Value, placement: &Placement) {
     let cores = |set: &Option<CpuSet>| set.as_ref().map_or("all".to_string(), CpuSet::to_string);
-    let usable = allowed_cpus().map_or_else(|e| e, |set| set.to_string());
     summary["placement"] = json!({
-        "usable_cores": usable,
+        "usable_cores": (!placement.usable.is_empty()).then(|| placement.usable.to_string()),
         "server_cores": cores(&placement.server),
         "driver_cores": cores(&placement.driver),
     });
@@ -1022,7 +1027,9 @@ fn server_json(first: &Probe, second: &Probe, window: f64, clk: f64) -> Value {
             "version": b.by_label("simsync_build_info", "version").keys().next(),
             "profile": b.by_label("simsync_build_info", "profile").keys().next(),
         },
-        "relay_tick": relay_tick_json(first, second),
+        "relay_tick": histogram_json(first, second, "simsync_relay_tick_seconds", "room_updates_timed"),
+        "loop_turn": histogram_json(first, second, "simsync_loop_turn_seconds", "turns_timed"),
+        "room_update": histogram_json(first, second, "simsync_room_update_seconds", "room_updates_timed"),
         "refused_in_window": refused,
         "refused_total": b.sum("simsync_refused_total", &[]),
         "desyncs": b.sum("simsync_desyncs_total", &[]),
@@ -1101,8 +1108,9 @@ fn threads_json(first: &Probe, second: &Probe, window: f64, clk: f64) -> Value {
     )
 }
 
-fn relay_tick_json(first: &Probe, second: &Probe) -> Value {
-    let name = "simsync_relay_tick_seconds";
+/// The quantiles of the histogram `name` (no labels) over the window, `count_key` naming what
+/// it counted.
+fn histogram_json(first: &Probe, second: &Probe, name: &str, count_key: &str) -> Value {
     let (Some(a), Some(b)) = (
         first.metrics.histogram(name),
         second.metrics.histogram(name),
@@ -1117,7 +1125,7 @@ fn relay_tick_json(first: &Probe, second: &Probe) -> Value {
         .map(|(le, n)| (format!("le_{}ms", round(le * 1_000.0, 3)), json!(n)))
         .collect();
     json!({
-        "room_updates_timed": h.count,
+        count_key: h.count,
         "p50_ms": ms(h.quantile(0.5)),
         "p90_ms": ms(h.quantile(0.9)),
         "p99_ms": ms(h.quantile(0.99)),

@@ -138,6 +138,8 @@ impl fmt::Display for CpuSet {
 /// Where the server and the driver run; `None`: not pinned (every usable core).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
+    /// The cores the run could use when it was planned (before the driver was pinned).
+    pub usable: CpuSet,
     /// The server's cores.
     pub server: Option<CpuSet>,
     /// The driver's cores.
@@ -173,11 +175,17 @@ impl Placement {
                 driver: d.clone(),
             });
         }
+        let usable = allowed.clone();
         if server.is_some() || driver.is_some() {
-            return Ok(Self { server, driver });
+            return Ok(Self {
+                usable,
+                server,
+                driver,
+            });
         }
         if allowed.len() < MIN_CORES_TO_SPLIT {
             return Ok(Self {
+                usable,
                 server: None,
                 driver: None,
             });
@@ -186,6 +194,7 @@ impl Placement {
         let half =
             |skip: usize, take: usize| CpuSet(allowed.cores().skip(skip).take(take).collect());
         Ok(Self {
+            usable,
             server: Some(half(0, first)),
             driver: Some(half(first, allowed.len())),
         })

@@ -129,6 +129,14 @@ impl Metrics {
             return None;
         }
         buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // A labelled family writes one series per label set: the same bound's counts add up.
+        buckets.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
         Some(Histogram {
             buckets,
             count: self.sum(&format!("{name}_count"), &[]),
@@ -425,6 +433,24 @@ not a sample
         assert_eq!(h.quantile(1.0), Some(0.0004));
         assert_eq!(h.mean(), Some(0.0005));
         assert_eq!(h.share_above(0.0002), Some(0.1));
+    }
+
+    #[test]
+    fn a_labelled_histogram_adds_its_series_bound_by_bound() {
+        let text = "\
+u_seconds_bucket{kind=\"relay\",le=\"0.001\"} 2
+u_seconds_bucket{kind=\"relay\",le=\"+Inf\"} 3
+u_seconds_bucket{kind=\"ownership\",le=\"0.001\"} 5
+u_seconds_bucket{kind=\"ownership\",le=\"+Inf\"} 9
+u_seconds_count{kind=\"relay\"} 3
+u_seconds_count{kind=\"ownership\"} 9
+u_seconds_sum{kind=\"relay\"} 0.01
+u_seconds_sum{kind=\"ownership\"} 0.02
+";
+        let h = Metrics::parse(text).histogram("u_seconds").unwrap();
+        assert_eq!(h.buckets, vec![(0.001, 7.0), (f64::INFINITY, 12.0)]);
+        assert_eq!(h.count, 12.0);
+        assert!((h.sum - 0.03).abs() < 1e-12);
     }
 
     #[test]
