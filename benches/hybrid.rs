@@ -30,21 +30,12 @@ use simsync::deterministic::{LocalSessionConfig, SessionClock, SimulationWorlds}
 use simsync::hybrid::{HybridConfig, HybridPlugin, hybrid_session};
 use simsync::prelude::*;
 
-use arena::{Arena, Script};
+use arena::{Arena, Script, wander};
 
 const PLAYERS: u8 = 4;
 const LATE_TICKS: u32 = 8;
 const WARM_UPDATES: usize = 150;
 const SAMPLES: usize = 200;
-
-fn wander(player: u8, tick: i32) -> PackedInput {
-    let mut input = PackedInput::default();
-    let phase = (tick / (20 + 7 * i32::from(player))) % 4;
-    let (x, z) = [(1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0)][phase as usize];
-    input.set_axis(0, x).expect("slot");
-    input.set_axis(1, z).expect("slot");
-    input
-}
 
 /// A local hybrid session with `props` owned props circling in the App's own world.
 fn scene(props: u64) -> App {

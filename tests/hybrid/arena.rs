@@ -24,6 +24,16 @@ pub struct Arena {
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Avatars(pub Vec<Entity>);
 
+/// Player `player`'s input at `tick`: walks a square, each player at its own pace.
+pub fn wander(player: u8, tick: i32) -> PackedInput {
+    let mut input = PackedInput::default();
+    let phase = (tick / (20 + 7 * i32::from(player))) % 4;
+    let (x, z) = [(1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0)][phase as usize];
+    input.set_axis(0, x).expect("slot");
+    input.set_axis(1, z).expect("slot");
+    input
+}
+
 /// Where player `p`'s avatar starts.
 pub fn avatar_start(p: u8) -> Vec3 {
     Vec3::new(-5.0 + 5.0 * f32::from(p), 0.6, 0.0)

@@ -14,7 +14,7 @@ use simsync::prelude::*;
 use simsync::testing::RelayPeers;
 use simsync_net::LinkConditionerConfig;
 
-use arena::{Arena, Avatars, Input, Script, avatar_start, config, spawn_props};
+use arena::{Arena, Avatars, Input, Script, avatar_start, config, spawn_props, wander};
 
 /// A client's players' session with props: scripted game inputs, the props spawned.
 fn peers(
@@ -42,15 +42,6 @@ fn peers(
     })
     .build()
     .expect("harness")
-}
-
-fn wander(player: u8, tick: i32) -> PackedInput {
-    let mut input = PackedInput::default();
-    let phase = (tick / (20 + 7 * i32::from(player))) % 4;
-    let (x, z) = [(1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0)][phase as usize];
-    input.set_axis(0, x).expect("slot");
-    input.set_axis(1, z).expect("slot");
-    input
 }
 
 fn idle(_player: u8, _tick: i32) -> PackedInput {

@@ -157,31 +157,12 @@ pub(crate) fn gather_owned_props<I: SimInput>(
         frame,
     } = &mut *memory;
     *frame += 1;
-    let mut owned = Vec::new();
-    for (id, prop, transform, velocity) in &props {
-        let linvel = velocity.map_or(Vec3::ZERO, |v| v.linear);
-        if linvel.length() <= config.rest_speed && !was_moving.contains(&id.0.0) {
-            // Resting and already carried at rest (or never moved): not carried.
-            continue;
-        }
-        let pose = PropPose::quantize(
-            id.0.0,
-            prop.kind,
-            transform.translation,
-            transform.rotation,
-            linvel,
-        );
-        match pose {
-            Ok(pose) => owned.push(OwnedPose {
-                pose,
-                speed: linvel.length(),
-                waited: last_carried
-                    .get(&pose.id)
-                    .map_or(u32::MAX, |f| u32::try_from(*frame - f).unwrap_or(u32::MAX)),
-            }),
-            Err(_) => stats.props_refused += 1,
-        }
-    }
+    let mut owned = owned_poses(
+        props.iter(),
+        &config,
+        (was_moving, last_carried, *frame),
+        &mut stats,
+    );
     owned.sort_by_key(|o| o.pose.id);
     let max = config.max_props_per_input;
     let (chosen, left_out) = choose_carried(&owned, was_moving, config.rest_speed, max);
@@ -208,6 +189,51 @@ pub(crate) fn gather_owned_props<I: SimInput>(
             .map_while(|p| game.get(p).cloned())
             .collect();
     }
+}
+
+/// The moving owned props as quantized poses with how long each waited since it was last
+/// carried (`u32::MAX`: never); a prop at rest is left out once it was carried at rest, a prop
+/// whose pose cannot be quantized is counted in [`HybridStats::props_refused`].
+#[allow(clippy::type_complexity)]
+fn owned_poses<'a>(
+    props: impl Iterator<
+        Item = (
+            &'a BodyNetId,
+            &'a OwnedProp,
+            &'a Transform,
+            Option<&'a Velocity>,
+        ),
+    >,
+    config: &HybridConfig,
+    (was_moving, last_carried, frame): (&[u64], &HashMap<u64, u64>, u64),
+    stats: &mut HybridStats,
+) -> Vec<OwnedPose> {
+    let mut owned = Vec::new();
+    for (id, prop, transform, velocity) in props {
+        let linvel = velocity.map_or(Vec3::ZERO, |v| v.linear);
+        if linvel.length() <= config.rest_speed && !was_moving.contains(&id.0.0) {
+            // Resting and already carried at rest (or never moved): not carried.
+            continue;
+        }
+        let pose = PropPose::quantize(
+            id.0.0,
+            prop.kind,
+            transform.translation,
+            transform.rotation,
+            linvel,
+        );
+        match pose {
+            Ok(pose) => owned.push(OwnedPose {
+                pose,
+                speed: linvel.length(),
+                waited: last_carried
+                    .get(&pose.id)
+                    .map_or(u32::MAX, |f| u32::try_from(frame - f).unwrap_or(u32::MAX)),
+            }),
+            Err(_) => stats.props_refused += 1,
+        }
+    }
+    owned
 }
 
 /// The session's input source of a hybrid App: the game's input of `(player, tick)` (the
