@@ -735,32 +735,7 @@ pub fn report(
         "late_join_at": joined_at,
         "clients": summaries,
         "all_clients_agree": agree,
-        "server": {
-            "confirmed_tick": relay.confirmed_tick,
-            "replaced_inputs": relay.replaced_inputs,
-            "late_inputs": relay.late_inputs,
-            "rejected_messages": relay.rejected_messages,
-            "desyncs": relay.desyncs,
-            "desync_report": relay.last_desync_report.as_ref().map(|r| json!({
-                "tick": r.tick,
-                "players": r.players,
-                "components": r.components,
-                "slots": r.slots,
-            })),
-            "late_joins": relay.late_joins,
-            "snapshots_served": relay.snapshots.served,
-            "snapshot_bytes_forwarded": relay.snapshots.bytes_forwarded,
-            "lying_snapshots": relay.snapshots.lying,
-            "authority": args.authoritative.then(|| json!({
-                "ticks": relay.authority.ticks,
-                "tick": relay.authority.tick,
-                "max_lag_ticks": relay.authority.max_lag_ticks,
-                "snapshots_served": relay.authority.snapshots_served,
-                "resyncs": relay.authority.resyncs,
-                "relay_ms": relay.authority.relay_us as f64 / 1000.0,
-            })),
-            "desyncs_named": relay.desyncs_named,
-        },
+        "server": relay_json(&relay, args.authoritative),
         "desync_dumps": dump_files(dump_dir),
         "elapsed_s": (elapsed.as_secs_f64() * 100.0).round() / 100.0,
     });
@@ -787,6 +762,38 @@ pub fn report(
         write_json(path, &summary)?;
     }
     Ok(agree && predictions_ok)
+}
+
+/// The relay server's side of a network run's summary: confirmed tick, input and message
+/// counters, desyncs and their report, late joins and snapshots, and (authoritative rooms)
+/// the authority's numbers.
+fn relay_json(relay: &simsync::relay::RelayStats, authoritative: bool) -> Value {
+    json!({
+        "confirmed_tick": relay.confirmed_tick,
+        "replaced_inputs": relay.replaced_inputs,
+        "late_inputs": relay.late_inputs,
+        "rejected_messages": relay.rejected_messages,
+        "desyncs": relay.desyncs,
+        "desync_report": relay.last_desync_report.as_ref().map(|r| json!({
+            "tick": r.tick,
+            "players": r.players,
+            "components": r.components,
+            "slots": r.slots,
+        })),
+        "late_joins": relay.late_joins,
+        "snapshots_served": relay.snapshots.served,
+        "snapshot_bytes_forwarded": relay.snapshots.bytes_forwarded,
+        "lying_snapshots": relay.snapshots.lying,
+        "authority": authoritative.then(|| json!({
+            "ticks": relay.authority.ticks,
+            "tick": relay.authority.tick,
+            "max_lag_ticks": relay.authority.max_lag_ticks,
+            "snapshots_served": relay.authority.snapshots_served,
+            "resyncs": relay.authority.resyncs,
+            "relay_ms": relay.authority.relay_us as f64 / 1000.0,
+        })),
+        "desyncs_named": relay.desyncs_named,
+    })
 }
 
 /// The last checksum of every tick after `tick` in `history`, in tick order.
