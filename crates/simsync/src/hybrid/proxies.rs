@@ -109,7 +109,7 @@ pub fn advance_proxies(
     let mut set_now: Vec<usize> = Vec::new();
     for c in carried {
         let age = tick - c.stamp;
-        if !(0..=max_stale).contains(&age) {
+        if !is_fresh(age, max_stale) {
             step.stale += 1;
             continue;
         }
@@ -135,6 +135,12 @@ pub fn advance_proxies(
 }
 
 /// The slot a pose of `prop` goes to (see [`advance_proxies`]).
+/// Whether a pose stamped `age` ticks before the tick that applies it is taken: stamped this
+/// tick or at most `max_stale` ticks before (a pose from a later tick, or older, is not).
+pub fn is_fresh(age: Tick, max_stale: Tick) -> bool {
+    (0..=max_stale).contains(&age)
+}
+
 fn slot_for(slots: &[PropProxy], prop: u64, set_now: &[usize]) -> Option<usize> {
     if let Some(i) = slots.iter().position(|s| s.prop == Some(prop)) {
         return Some(i);
@@ -171,6 +177,14 @@ mod tests {
 
     fn pool(n: u16) -> Vec<PropProxy> {
         (0..n).map(PropProxy::parked).collect()
+    }
+
+    #[test]
+    fn a_pose_is_fresh_from_its_own_tick_to_max_stale_ticks_later() {
+        assert!(is_fresh(0, 32));
+        assert!(is_fresh(32, 32));
+        assert!(!is_fresh(33, 32));
+        assert!(!is_fresh(-1, 32));
     }
 
     #[test]
