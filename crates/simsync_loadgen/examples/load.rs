@@ -255,7 +255,7 @@ fn run(args: RunArgs) -> Result<Value, String> {
         key,
         pid: Some(child.id()),
     };
-    let result = wait_ready(ops).and_then(|()| drive(&args.load, &target));
+    let result = wait_ready(ops, &mut child, &log).and_then(|()| drive(&args.load, &target));
     stop_server(&mut child);
     let mut summary = result?;
     summary["server"]["log"] = json!(log.display().to_string());
@@ -438,10 +438,24 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-fn wait_ready(ops: SocketAddr) -> Result<(), String> {
+/// Waits at most 15 s for the server's `/readyz`; a server that exits first (a refused
+/// setting) ends the wait at once with its exit status and the last line of its log.
+fn wait_ready(ops: SocketAddr, child: &mut Child, log: &Path) -> Result<(), String> {
     let agent = agent();
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let last = text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            return Err(format!(
+                "the server exited ({status}) before it was ready: {last} (log {})",
+                log.display()
+            ));
+        }
         if let Ok(response) = agent.get(&format!("http://{ops}/readyz")).call()
             && response.status().as_u16() == 200
         {
