@@ -185,16 +185,9 @@ fn mirror_bodies(
         return;
     }
     for (mut shown, mut transform, material) in &mut mirrored {
-        let Some(entity) = client.entity_of(shown.body) else {
+        let Some(owner) = copy_body(world, client, shown.body, &mut transform) else {
             continue;
         };
-        if let Some(t) = world.get::<Transform>(entity) {
-            *transform = *t;
-        }
-        let owner = world
-            .get::<SimulationOwner>(entity)
-            .copied()
-            .unwrap_or(SimulationOwner::UNOWNED);
         if owner != shown.owner {
             shown.owner = owner;
             if let Some(mut m) = materials.get_mut(&material.0) {
@@ -202,6 +195,26 @@ fn mirror_bodies(
             }
         }
     }
+}
+
+/// Copies body `body`'s transform in a participant's `world` into `transform` and returns its
+/// owner (unowned when it has none); `None` when the participant has no entity for it.
+pub fn copy_body(
+    world: &World,
+    client: &OwnershipClient,
+    body: BodyId,
+    transform: &mut Transform,
+) -> Option<SimulationOwner> {
+    let entity = client.entity_of(body)?;
+    if let Some(t) = world.get::<Transform>(entity) {
+        *transform = *t;
+    }
+    Some(
+        world
+            .get::<SimulationOwner>(entity)
+            .copied()
+            .unwrap_or(SimulationOwner::UNOWNED),
+    )
 }
 
 /// The HUD's lines from the server's and participant 0's counters.

@@ -27,7 +27,7 @@ use super::ownership::actors::stop_script;
 use super::ownership::bodies::AvatarBody;
 use super::ownership::udp::{connect_participant, finish_participant, has_ended, start_script};
 use super::ownership::{DT, JOIN_STEPS, NetBody, Setup, settle_ticks};
-use super::ownership_view::owner_color;
+use super::ownership_view::{copy_body, owner_color};
 
 /// Most participant ticks stepped in one frame: a second's worth, so a slow frame (a software
 /// renderer, a busy machine) is caught up on and the session keeps real time; a longer stall
@@ -221,22 +221,15 @@ fn show_bodies(
         .map(|r| r.body.0);
     let mut held_at = None;
     for (mut body, mut transform, material) in &mut shown {
-        let Some(entity) = client.entity_of(body.body) else {
+        let Some(owner) = copy_body(world, client, body.body, &mut transform) else {
             continue;
         };
-        if let Some(t) = world.get::<Transform>(entity) {
-            *transform = *t;
-        }
         if status
             .and_then(|s| s.held)
-            .is_some_and(|(e, _)| e == entity)
+            .is_some_and(|(e, _)| Some(e) == client.entity_of(body.body))
         {
             held_at = Some(transform.translation);
         }
-        let owner = world
-            .get::<SimulationOwner>(entity)
-            .copied()
-            .unwrap_or(SimulationOwner::UNOWNED);
         let flash = refused == Some(body.body);
         if owner != body.owner || flash != body.flashing {
             body.owner = owner;
