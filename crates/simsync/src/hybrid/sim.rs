@@ -47,6 +47,7 @@ impl<G: Plugin + Clone, I: SimInput> Plugin for HybridGame<G, I> {
         app.insert_resource(self.config.clone())
             .rollback_hashed_component_serde::<PropProxy>()
             .rollback_hashed_component_serde::<RollbackBody>()
+            .rollback_hashed_component_serde::<super::AvatarOf>()
             .configure_sets(
                 SimulationTick,
                 HybridSimSet::ApplyProps.in_set(SimulationSet::Prepare),
