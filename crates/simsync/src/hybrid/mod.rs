@@ -31,7 +31,8 @@
 //!
 //! 1. every proxy standing for a prop moves by its velocity for one tick;
 //! 2. the tick's carried poses, resolved in player order (a prop carried by several inputs —
-//!    an ownership change in flight — keeps the lowest player's pose), each set its prop's
+//!    an ownership change in flight, or the repeated last input of a player who left — keeps
+//!    the pose with the latest stamp, of equal stamps the lowest player's), each set its prop's
 //!    proxy to the pose moved on by its velocity for `t − stamp` ticks; a prop without a proxy
 //!    takes the lowest parked slot, else the slot seen longest ago.
 //!
