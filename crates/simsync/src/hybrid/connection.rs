@@ -1,18 +1,5 @@
 //! A hybrid App's second connection: the ownership participant's, to the entity server, beside
 //! the session's connection to the relay ([`OwnershipConnection`], [`OwnershipConnectionPlugin`]).
-//!
-//! Both the session and [`OwnershipPlugin`](crate::OwnershipPlugin) read the App's one
-//! `RenetClient`. The App's own `RenetClient` (and `ClientTransport`, driven by
-//! `NetClientPlugin`) is the relay's; the entity server's lives in [`OwnershipConnection`] and
-//! is swapped into the App's `RenetClient` while, and only while, the ownership systems run:
-//!
-//! | schedule | before the ownership set | [`OwnershipSet`] | after it |
-//! |---|---|---|---|
-//! | `PreUpdate`, after `RenetReceive`, before [`DeterministicSet::ReadLocalInput`] | advance the ownership connection and its transport by the [`NetClock`] step, swap it in | `Receive` | swap the relay's back |
-//! | `PostUpdate`, after Rapier's writeback, before `RenetSend` | swap it in | `Send` | swap the relay's back, send the ownership connection's packets |
-//!
-//! The session's systems run after the first window and never inside either, so they always
-//! see the relay's connection.
 
 use bevy::prelude::*;
 use bevy::time::Real;
@@ -74,10 +61,23 @@ impl OwnershipConnection {
     }
 }
 
-/// Drives a hybrid App's [`OwnershipConnection`] (see [the module](self)): add it to an App
-/// that has `NetClientPlugin` (the relay's connection), the session plugin and an
-/// `OwnershipPlugin::participant()`. Without an [`OwnershipConnection`] resource it does
-/// nothing, and the ownership plugin uses the App's one connection as usual.
+/// Drives a hybrid App's [`OwnershipConnection`]: add it to an App that has `NetClientPlugin`
+/// (the relay's connection), the session plugin and an `OwnershipPlugin::participant()`.
+/// Without an [`OwnershipConnection`] resource it does nothing, and the ownership plugin uses
+/// the App's one connection as usual.
+///
+/// Both the session and [`OwnershipPlugin`](crate::OwnershipPlugin) read the App's one
+/// `RenetClient`. The App's own `RenetClient` (and `ClientTransport`, driven by
+/// `NetClientPlugin`) is the relay's; the entity server's lives in [`OwnershipConnection`] and
+/// is swapped into the App's `RenetClient` while, and only while, the ownership systems run:
+///
+/// | schedule | before the ownership set | [`OwnershipSet`] | after it |
+/// |---|---|---|---|
+/// | `PreUpdate`, after `RenetReceive`, before [`DeterministicSet::ReadLocalInput`] | advance the ownership connection and its transport by the [`NetClock`] step, swap it in | `Receive` | swap the relay's back |
+/// | `PostUpdate`, after Rapier's writeback, before `RenetSend` | swap it in | `Send` | swap the relay's back, send the ownership connection's packets |
+///
+/// The session's systems run after the first window and never inside either, so they always
+/// see the relay's connection.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OwnershipConnectionPlugin;
 
