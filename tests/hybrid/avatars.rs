@@ -123,12 +123,14 @@ fn a_prop_pushed_by_a_players_avatar_moves_on_every_peer() {
     let converged = peers
         .prop_convergence(0.01)
         .expect("copies within 1 cm at rest");
+    let mut moved = Vec::new();
     for client in 0..2 {
         let at = peers.prop_position(client, PROP).expect("prop");
         assert!(
             (at - start).length() > 0.3,
             "client {client}: the prop moved from {start} to {at}"
         );
+        moved.push((at - start).length());
     }
     let carried = carried(&peers, &[0, 1]);
     assert!(
@@ -148,7 +150,7 @@ fn a_prop_pushed_by_a_players_avatar_moves_on_every_peer() {
     let agreement = peers.assert_all_agree();
     assert!(agreement.ticks_compared >= 100, "{agreement:?}");
     eprintln!(
-        "pushed: {} verified ticks compared, copies {:?} apart at rest, poses carried by \
+        "pushed {moved:?} m: {} verified ticks compared, copies {:?} apart at rest, poses carried by \
          verified ticks {carried:?}, {} prop states sent by the owner, {per_update:.1} B each",
         agreement.ticks_compared, converged.widest, owner.state_updates_sent
     );
