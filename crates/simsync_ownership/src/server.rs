@@ -437,6 +437,21 @@ impl EntityServer {
         }
     }
 
+    /// Whether the server has work waiting that its next update does whatever arrives and
+    /// whatever time passes: bodies the relay budgets left for later
+    /// ([rule 17](crate::rules#rule-17--byte-budgets)), owner changes or respawns still to
+    /// announce, participants waiting for a resync. A host that updates the server only when
+    /// something arrives or a timer may be due (the stock server's rooms) updates it at once
+    /// while this is `true`. Timers (silence, owner expiry, acknowledgements without bodies)
+    /// are not work waiting: they need an update by their time.
+    pub fn work_waiting(&self) -> bool {
+        self.deferred_now > 0
+            || !self.resync.is_empty()
+            || !self.respawned.is_empty()
+            || !self.pending.is_empty()
+            || !self.to_world.is_empty()
+    }
+
     /// A participant's interest centre, as its last batch gave it.
     pub fn focus(&self, client: ClientId) -> Option<Vec3> {
         self.queues.get(&client).and_then(|q| q.focus)
