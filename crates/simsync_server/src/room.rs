@@ -427,7 +427,8 @@ impl Room {
     }
 
     /// A packet from connection `client` for the room's renet server; whether renet took it
-    /// (an ownership room updates at its next turn: [`OwnershipPace`]).
+    /// (an ownership room updates at its next turn:
+    /// [ticking](crate::rules#physics-host)).
     pub fn receive(&mut self, client: ClientId, payload: &[u8]) -> bool {
         self.on_inbound();
         self.server_mut().receive(client, payload)
