@@ -18,18 +18,18 @@
 //! server.
 //!
 //! # Cost
-//! A bid is one hash lookup (Bevy's fixed foldhash hasher on the `u64` body id) into a dense
-//! `Vec` of records, a few comparisons and a counter increment: no allocation. `expire` and
+//! A bid is one lookup of the body's record index (a `BodyMap`: the body id indexes a `Vec`,
+//! a hash lookup only for ids too large for it) into a dense `Vec` of records, a few comparisons and a counter increment: no allocation. `expire` and
 //! `disconnect` scan every record once.
 
 use core::time::Duration;
 
-use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 use simsync_net::RefusalReason;
 
 use crate::body::BodyKind;
+use crate::body_map::BodyMap;
 use crate::config::OwnershipConfig;
 use crate::error::OwnershipError;
 use crate::priority::{BodyId, ParticipantId, Priority};
@@ -290,7 +290,7 @@ pub struct ArbiterStats {
 #[derive(Debug, Clone)]
 pub struct OwnershipArbiter {
     config: OwnershipConfig,
-    index: HashMap<BodyId, usize>,
+    index: BodyMap<usize>,
     records: Vec<BodyRecord>,
     stats: ArbiterStats,
 }
@@ -300,7 +300,7 @@ impl Default for OwnershipArbiter {
     fn default() -> Self {
         Self {
             config: OwnershipConfig::default(),
-            index: HashMap::default(),
+            index: BodyMap::default(),
             records: Vec::new(),
             stats: ArbiterStats::default(),
         }
@@ -418,7 +418,7 @@ impl OwnershipArbiter {
     pub fn unregister_body(&mut self, body: BodyId) -> Result<BodyRecord, OwnershipError> {
         let i = self
             .index
-            .remove(&body)
+            .remove(body)
             .ok_or(OwnershipError::UnknownBody { body })?;
         let removed = self.records.swap_remove(i);
         if let Some(moved) = self.records.get(i) {
@@ -782,12 +782,12 @@ impl OwnershipArbiter {
 
     #[inline]
     fn slot(&self, body: BodyId) -> Option<usize> {
-        self.index.get(&body).copied()
+        self.index.get(body).copied()
     }
 
     fn insert(&mut self, record: BodyRecord) -> Result<(), OwnershipError> {
         let body = record.body;
-        if self.index.contains_key(&body) {
+        if self.index.contains_key(body) {
             return Err(OwnershipError::BodyAlreadyRegistered { body });
         }
         self.index.insert(body, self.records.len());

@@ -17,6 +17,10 @@
 //!   not kept, so a hostile sender cannot grow it.
 //! - [`AckWindow`]: a batch number and 32 bits.
 //!
+//! Per-body records are found by indexing a `Vec` with the body id (ids too large for it, in a
+//! hash map beside it), so a table may hold up to `max(256, 2 × (its most bodies + 1))` empty
+//! slots besides its records.
+//!
 //! # Errors
 //! Acknowledgements and deltas are untrusted input: an acknowledgement of a batch never sent or
 //! not yet sent is an [`AckRejection`], a delta whose baseline the receiver does not have (or
@@ -27,7 +31,6 @@ use core::time::Duration;
 use std::collections::VecDeque;
 
 use bevy::math::Vec3;
-use bevy::platform::collections::HashMap;
 use thiserror::Error;
 
 use crate::batch::{
@@ -35,6 +38,7 @@ use crate::batch::{
     is_newer_batch,
 };
 use crate::body::BodyState;
+use crate::body_map::BodyMap;
 use crate::priority::BodyId;
 
 /// States kept per body by a receiver, and how many sends of a body a sender's baseline may be
@@ -164,7 +168,7 @@ struct SentBatch {
 #[derive(Debug, Clone, Default)]
 pub struct SentHistory {
     batches: VecDeque<SentBatch>,
-    bodies: HashMap<BodyId, SentBody>,
+    bodies: BodyMap<SentBody>,
     first: Option<u32>,
     last: Option<u32>,
 }
@@ -183,7 +187,7 @@ impl SentHistory {
         let bodies = bodies
             .into_iter()
             .map(|(body, state)| {
-                let sent = self.bodies.entry(body).or_default();
+                let sent = self.bodies.get_or_insert_with(body, SentBody::default);
                 sent.sends = sent.sends.wrapping_add(1);
                 (body, sent.sends, state)
             })
@@ -221,7 +225,7 @@ impl SentHistory {
             };
             acknowledged += 1;
             for (body, send, state) in batch.bodies {
-                let Some(sent) = self.bodies.get_mut(&body) else {
+                let Some(sent) = self.bodies.get_mut(body) else {
                     continue;
                 };
                 let newer = sent
@@ -238,14 +242,14 @@ impl SentHistory {
     /// The baseline for `body`'s next entry: its newest acknowledged state and batch, if that
     /// is among its last [`RING_LEN`] sends (so the receiver still keeps it).
     pub fn baseline(&self, body: BodyId) -> Option<(u32, QuantizedState)> {
-        let sent = self.bodies.get(&body)?;
+        let sent = self.bodies.get(body)?;
         let (seq, send, state) = sent.acked?;
         (sent.sends.wrapping_sub(send) < RING_LEN as u32).then_some((seq, state))
     }
 
     /// Forgets `body` (unregistered).
     pub fn forget(&mut self, body: BodyId) {
-        self.bodies.remove(&body);
+        self.bodies.remove(body);
     }
 }
 
@@ -253,7 +257,7 @@ impl SentHistory {
 /// refer to ([memory bounds](crate::rules#rule-20--deltas-against-acknowledged-states)).
 #[derive(Debug, Clone, Default)]
 pub struct ReceivedStates {
-    bodies: HashMap<BodyId, [Option<(u32, QuantizedState)>; RING_LEN]>,
+    bodies: BodyMap<[Option<(u32, QuantizedState)>; RING_LEN]>,
 }
 
 /// A batch's entries made states.
@@ -301,7 +305,7 @@ impl ReceivedStates {
     /// `body`'s state of batch `seq`, if kept.
     pub fn find(&self, body: BodyId, seq: u32) -> Option<QuantizedState> {
         self.bodies
-            .get(&body)?
+            .get(body)?
             .iter()
             .flatten()
             .find(|(s, _)| *s == seq)
@@ -311,7 +315,7 @@ impl ReceivedStates {
     /// Keeps `state` of batch `seq`, in place of the oldest kept state when the ring is full
     /// (a state older than every kept one is not kept).
     fn store(&mut self, body: BodyId, seq: u32, state: QuantizedState) {
-        let ring = self.bodies.entry(body).or_default();
+        let ring = self.bodies.get_or_insert_with(body, Default::default);
         if ring.iter().flatten().any(|(s, _)| *s == seq) {
             return;
         }
@@ -337,7 +341,7 @@ impl ReceivedStates {
 
     /// Forgets `body` (unregistered).
     pub fn forget(&mut self, body: BodyId) {
-        self.bodies.remove(&body);
+        self.bodies.remove(body);
     }
 
     /// Bodies with kept states.

@@ -275,19 +275,32 @@ pub(crate) fn choose_entry_sized(
 ) -> (Entry, usize) {
     let absolute = Entry::Absolute(state);
     let absolute_size = absolute.size(gap);
+    choose_delta_sized(gap, state, seq, baseline, (absolute, absolute_size))
+}
+
+/// [`choose_entry_sized`] given `state`'s absolute entry and its size (`absolute`, the same for
+/// every receiver, so worked out once): the delta against `baseline` when there is one within
+/// reach and it is smaller, else `absolute`.
+pub(crate) fn choose_delta_sized(
+    gap: u64,
+    state: QuantizedState,
+    seq: u32,
+    baseline: Option<(u32, QuantizedState)>,
+    absolute: (Entry, usize),
+) -> (Entry, usize) {
     let Some((base_seq, base)) = baseline else {
-        return (absolute, absolute_size);
+        return absolute;
     };
     let ago = seq.wrapping_sub(base_seq);
     if ago == 0 || ago > MAX_BASELINE_AGO {
-        return (absolute, absolute_size);
+        return absolute;
     }
     let delta = Entry::Delta(Delta::between(&base, &state, ago));
     let delta_size = delta.size(gap);
-    if delta_size < absolute_size {
+    if delta_size < absolute.1 {
         (delta, delta_size)
     } else {
-        (absolute, absolute_size)
+        absolute
     }
 }
 

@@ -68,6 +68,11 @@ impl PendingOwners {
         had
     }
 
+    /// Whether no change waits to be broadcast.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     /// Every body's latest record, in first-change order; empties the set.
     pub(crate) fn drain(&mut self) -> Vec<PendingOwner> {
         let latest = &mut self.latest;

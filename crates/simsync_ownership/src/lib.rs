@@ -75,6 +75,7 @@ mod arbiter;
 mod baseline;
 mod batch;
 mod body;
+mod body_map;
 mod budget;
 mod client;
 mod clock;

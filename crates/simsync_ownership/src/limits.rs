@@ -8,8 +8,9 @@ use core::time::Duration;
 
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
-use simsync_net::{RateLimit, RateLimiter};
+use simsync_net::{RateLimit, RateLimiter, TokenBucket};
 
+use crate::body_map::BodyMap;
 use crate::error::OwnershipError;
 use crate::priority::BodyId;
 
@@ -137,7 +138,15 @@ impl EntityServerLimits {
             Limited::StateUpdate(_) => self.state_updates,
             Limited::Requests => self.ownership_requests,
         };
-        if !connection.limiter.try_take_or_limit(kind, limit, now) {
+        let passed = match kind {
+            // The one limit taken once per relayed state: its buckets are found by body id.
+            Limited::StateUpdate(Some(body)) => connection
+                .state_buckets
+                .get_or_insert_with(body, || TokenBucket::new(limit))
+                .try_take(now),
+            _ => connection.limiter.try_take_or_limit(kind, limit, now),
+        };
+        if !passed {
             return Err(Dropped::BodyLimit);
         }
         if !matches!(kind, Limited::Bid(Some(_)) | Limited::Release(Some(_))) {
@@ -188,7 +197,10 @@ pub(crate) enum Dropped {
 /// re-bid cool-down), and whether the server has warned about it going over its limit.
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionLimits {
+    /// Every bucket but the per-body state-update ones.
     limiter: RateLimiter<Limited>,
+    /// The state-update bucket of each body it sent a state of while owning it.
+    state_buckets: BodyMap<TokenBucket>,
     /// When the server granted this connection's release of each body it released; an entry
     /// older than the cool-down is removed when next looked at. At most one per registered body.
     released: HashMap<BodyId, Duration>,

@@ -15,14 +15,14 @@
 use core::time::Duration;
 
 use bevy::math::Vec3;
-use bevy::platform::collections::HashMap;
 
 use crate::baseline::{ACK_INTERVAL, DeltaLink};
 use crate::batch::{
     BatchError, Entry, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_POSITION_Q, POSITION_STEP,
-    QuantizedState, StateBatch, WireBatch, choose_entry_sized, entry_room,
+    QuantizedState, StateBatch, WireBatch, choose_delta_sized, choose_entry_sized, entry_room,
 };
 use crate::body::BodyState;
+use crate::body_map::BodyMap;
 use crate::budget::{MAX_WEIGHT, MIN_WEIGHT, UploadBudget, send_weight};
 use crate::config::OwnershipConfig;
 use crate::priority::{BodyId, ParticipantId};
@@ -43,6 +43,8 @@ struct Prepared {
     q: QuantizedState,
     /// Whether a batch may carry its position (finite, within 10⁶ m).
     position_ok: bool,
+    /// Its absolute entry and that entry's size, the same for every receiver.
+    absolute: (Entry, usize),
     /// The last predicted error worked out: against which state sent when.
     error: Option<(QuantizedState, Duration, f32)>,
 }
@@ -51,7 +53,7 @@ struct Prepared {
 /// the start of each update, then filled as receivers' passes ask for bodies.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PreparedStates {
-    index: HashMap<BodyId, Option<u32>>,
+    index: BodyMap<Option<u32>>,
     prepared: Vec<Prepared>,
 }
 
@@ -69,7 +71,7 @@ impl PreparedStates {
         body: BodyId,
         state_of: &impl Fn(BodyId) -> Option<(Option<ParticipantId>, BodyState)>,
     ) -> Option<u32> {
-        if let Some(slot) = self.index.get(&body) {
+        if let Some(slot) = self.index.get(body) {
             return *slot;
         }
         let slot = state_of(body).map(|(owner, state)| {
@@ -78,6 +80,7 @@ impl PreparedStates {
                 owner,
                 state,
                 q,
+                absolute: absolute_entry(body, q),
                 position_ok: state.position.is_finite()
                     && state.position.abs().max_element() <= MAX_POSITION_Q as f32 * POSITION_STEP,
                 error: None,
@@ -112,6 +115,11 @@ impl PreparedStates {
     }
 }
 
+/// `body`'s absolute entry of `q` and its size, as [`choose_entry_sized`] lays it out.
+fn absolute_entry(body: BodyId, q: QuantizedState) -> (Entry, usize) {
+    choose_entry_sized(body.0.min(MAX_BATCH_BODY_ID), q, 0, None)
+}
+
 /// What the relay keeps per body for one receiver.
 #[derive(Debug, Clone, Copy)]
 struct QueueBody {
@@ -136,8 +144,8 @@ pub(crate) struct RelayQueue {
     /// Bodies with a new state to relay, unsorted, maybe repeated (sorted at the next pass).
     pending: Vec<BodyId>,
     budget: UploadBudget,
-    bodies: Vec<QueueBody>,
-    slots: HashMap<BodyId, u32>,
+    /// Per body relayed to it, its record.
+    bodies: BodyMap<QueueBody>,
     /// Selections made so far.
     selections: u64,
     seq: u32,
@@ -164,8 +172,8 @@ pub(crate) struct Chosen {
 /// What one relay pass did for one receiver.
 #[derive(Debug, Default)]
 pub(crate) struct RelayPass {
-    /// The batch to send, if any.
-    pub(crate) batch: Option<StateBatch>,
+    /// The number of the batch to send, if any: its bodies are `chosen`.
+    pub(crate) seq: Option<u32>,
     /// Its bodies' entries, ids increasing ([`RelayQueue::wire_chosen`]).
     pub(crate) chosen: Vec<Chosen>,
     /// Bodies left waiting.
@@ -178,9 +186,8 @@ pub(crate) struct RelayPass {
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
     body: BodyId,
-    /// Its [`PreparedStates`] slot and its [`QueueBody`].
+    /// Its [`PreparedStates`] slot.
     prepared: u32,
-    slot: u32,
     /// Accumulated priority held from the last selection.
     held: f32,
     /// The quantized state last sent to this receiver and when (`None`: never sent), and the
@@ -202,8 +209,7 @@ impl RelayQueue {
         Self {
             pending: Vec::new(),
             budget: UploadBudget::new(bytes_per_second),
-            bodies: Vec::new(),
-            slots: HashMap::default(),
+            bodies: BodyMap::default(),
             selections: 0,
             seq: 0,
             focus: None,
@@ -240,8 +246,8 @@ impl RelayQueue {
     /// Forgets everything about `body` (unregistered), its delta baselines included.
     pub(crate) fn unregister(&mut self, body: BodyId) {
         self.forget(body);
-        if let Some(slot) = self.slots.get(&body) {
-            self.bodies[*slot as usize].sent = None;
+        if let Some(record) = self.bodies.get_mut(body) {
+            record.sent = None;
         }
         self.link.forget(body);
     }
@@ -424,7 +430,7 @@ impl RelayQueue {
                 continue;
             };
             let p = &prepared.prepared[index as usize];
-            let (owner, position, q) = (p.owner, p.state.position, p.q);
+            let (owner, position, q, absolute) = (p.owner, p.state.position, p.q, p.absolute);
             if me.is_some() && owner == me {
                 continue;
             }
@@ -435,19 +441,17 @@ impl RelayQueue {
                 result.out_of_interest += 1;
                 continue;
             }
-            let slot = self.slot(body);
-            let record = self.bodies[slot as usize];
+            let record = *self.record(body);
             let held = if record.acc_at == self.selections {
                 record.acc
             } else {
                 0.0
             };
-            let (entry, size) = self.entry(body, q, seq);
+            let (entry, size) = self.entry(body, q, seq, absolute);
             entries.push(entry);
             candidates.push(Candidate {
                 body,
                 prepared: index,
-                slot,
                 held,
                 sent: record.sent,
                 distance,
@@ -460,29 +464,31 @@ impl RelayQueue {
         (candidates, entries)
     }
 
-    /// `body`'s entry in batch `seq` and its size in bytes: absolute, or a delta against the
-    /// receiver's acknowledged baseline when deltas are on and it is smaller.
-    fn entry(&self, body: BodyId, q: QuantizedState, seq: u32) -> (Entry, usize) {
+    /// `body`'s entry in batch `seq` and its size in bytes: `absolute` (its absolute entry
+    /// and size), or a delta against the receiver's acknowledged baseline when deltas are on
+    /// and it is smaller — what [`choose_entry_sized`] chooses.
+    fn entry(
+        &self,
+        body: BodyId,
+        q: QuantizedState,
+        seq: u32,
+        absolute: (Entry, usize),
+    ) -> (Entry, usize) {
         let baseline = if self.delta {
             self.link.sent.baseline(body)
         } else {
             None
         };
-        choose_entry_sized(body.0.min(MAX_BATCH_BODY_ID), q, seq, baseline)
+        choose_delta_sized(body.0.min(MAX_BATCH_BODY_ID), q, seq, baseline, absolute)
     }
 
     /// `body`'s record, made if new.
-    fn slot(&mut self, body: BodyId) -> u32 {
-        let next = self.bodies.len() as u32;
-        let slot = *self.slots.entry(body).or_insert(next);
-        if slot == next {
-            self.bodies.push(QueueBody {
-                sent: None,
-                acc: 0.0,
-                acc_at: 0,
-            });
-        }
-        slot
+    fn record(&mut self, body: BodyId) -> &mut QueueBody {
+        self.bodies.get_or_insert_with(body, || QueueBody {
+            sent: None,
+            acc: 0.0,
+            acc_at: 0,
+        })
     }
 
     /// Each candidate's weight for this pass: its predicted error against the state last
@@ -506,10 +512,11 @@ impl RelayQueue {
     /// ids increasing) and start again from 0. Returns how many were chosen.
     fn choose_all(&mut self, candidates: &[Candidate]) -> usize {
         self.selections += 1;
+        let selections = self.selections;
         for c in candidates {
-            let record = &mut self.bodies[c.slot as usize];
+            let record = self.record(c.body);
             record.acc = 0.0;
-            record.acc_at = self.selections;
+            record.acc_at = selections;
         }
         candidates.len()
     }
@@ -535,10 +542,11 @@ impl RelayQueue {
             used += c.size;
         }
         self.selections += 1;
+        let selections = self.selections;
         for (i, c) in candidates.iter().enumerate() {
-            let record = &mut self.bodies[c.slot as usize];
+            let record = self.record(c.body);
             record.acc = if i < chosen { 0.0 } else { c.acc };
-            record.acc_at = self.selections;
+            record.acc_at = selections;
         }
         chosen
     }
@@ -561,12 +569,10 @@ impl RelayQueue {
         let mut pending: Vec<BodyId> = waiting.iter().map(|c| c.body).collect();
         pending.sort_unstable();
         self.pending = pending;
-        let mut bodies = Vec::with_capacity(sent.len());
         result.chosen.reserve(sent.len());
         for c in sent.iter() {
             let p = &prepared.prepared[c.prepared as usize];
-            self.bodies[c.slot as usize].sent = Some((p.q, now));
-            bodies.push((c.body, p.state));
+            self.record(c.body).sent = Some((p.q, now));
             result.chosen.push(Chosen {
                 body: c.body,
                 q: p.q,
@@ -574,11 +580,7 @@ impl RelayQueue {
                 position_ok: p.position_ok,
             });
         }
-        result.batch = Some(StateBatch {
-            seq: self.next_seq(),
-            focus: None,
-            bodies,
-        });
+        result.seq = Some(self.next_seq());
     }
 }
 
@@ -608,7 +610,9 @@ mod tests {
         let ids: Vec<u64> = pass.chosen.iter().map(|c| c.body.0).collect();
         assert_eq!(ids, vec![1, 3, 5]);
         assert_eq!(q.selections, 1);
-        for record in &q.bodies {
+        assert_eq!(q.bodies.len(), 3);
+        for i in [1, 3, 5] {
+            let record = q.bodies.get(BodyId(i)).expect("a record");
             assert_eq!((record.acc, record.acc_at), (0.0, 1));
             // Remembered as sent, as its wire values.
             let (sent, at) = record.sent.expect("sent");
@@ -630,12 +634,13 @@ mod tests {
         let first = q.pass(Duration::ZERO, Some(10.0), &config, state_of);
         // Bodies 100..199 are more than 10 m away (x = 0.1 × id, y = 1).
         assert_eq!(first.out_of_interest, 100);
-        let batch = first.batch.unwrap();
-        let bytes = batch.encode().unwrap().len() + MESSAGE_OVERHEAD;
+        let seq = first.seq.expect("a batch");
+        let wire = q.wire_chosen(seq, &first.chosen, Duration::ZERO).unwrap();
+        let bytes = wire.encode().unwrap().len() + MESSAGE_OVERHEAD;
         assert!(bytes <= 1_000, "{bytes}");
-        assert_eq!(batch.bodies.len() + first.deferred, 100);
+        assert_eq!(first.chosen.len() + first.deferred, 100);
         // Nothing has accumulated on the first pass: ties go by body id.
-        let ids: Vec<u64> = batch.bodies.iter().map(|(b, _)| b.0).collect();
+        let ids: Vec<u64> = first.chosen.iter().map(|c| c.body.0).collect();
         assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>());
     }
 }

@@ -71,6 +71,7 @@ use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
 use crate::baseline::Received;
 use crate::batch::{BatchError, StateBatch, WireBatch, is_newer_batch, varint_len};
 use crate::body::{BodyKind, BodyState, one_way_latency};
+use crate::body_map::BodyMap;
 use crate::budget::StateBudgetConfig;
 use crate::clock::OwnershipClock;
 use crate::coalesce::PendingOwners;
@@ -262,7 +263,7 @@ pub struct EntityServer {
     arbiter: OwnershipArbiter,
     /// Which connection is which participant, and the answers to `Hello`s.
     handshake: ServerHandshake,
-    relay: HashMap<BodyId, RelayBody>,
+    relay: BodyMap<RelayBody>,
     entity_of: HashMap<BodyId, Entity>,
     body_of: HashMap<Entity, BodyId>,
     stats: EntityServerStats,
@@ -295,7 +296,7 @@ pub struct EntityServer {
     state_limits: Option<StateLimits>,
     /// The server's own state of each body and when it was taken: the last accepted state,
     /// or — with the physics host — its world's state of this tick.
-    view: HashMap<BodyId, (BodyState, Duration)>,
+    view: BodyMap<(BodyState, Duration)>,
     /// States accepted from participants since the host's world last took them.
     to_world: Vec<(BodyId, BodyState)>,
     /// Each body's reach left under the [`StateLimits`] ([rule 22](crate::rules#rule-22--impossible-states)).
@@ -320,7 +321,7 @@ impl EntityServer {
         Ok(Self {
             arbiter: OwnershipArbiter::new(config)?,
             handshake: ServerHandshake::new(Protocols::OWNERSHIP),
-            relay: HashMap::default(),
+            relay: BodyMap::default(),
             entity_of: HashMap::default(),
             body_of: HashMap::default(),
             stats: EntityServerStats::default(),
@@ -338,7 +339,7 @@ impl EntityServer {
             heard: HashMap::default(),
             host: None,
             state_limits: None,
-            view: HashMap::default(),
+            view: BodyMap::default(),
             to_world: Vec::new(),
             reach: HashMap::default(),
             warned_impossible: HashSet::default(),
@@ -407,7 +408,7 @@ impl EntityServer {
     /// The server's own state of `body` and when it was taken: the last accepted state, or,
     /// with the physics host, its world's state of the last tick.
     pub fn server_state(&self, body: BodyId) -> Option<(BodyState, Duration)> {
-        self.view.get(&body).copied()
+        self.view.get(body).copied()
     }
 
     /// The server with `budget`'s relay budget per participant and interest radius
@@ -435,6 +436,21 @@ impl EntityServer {
             deltas_rejected: self.stats.deltas_rejected,
             acks_rejected: self.stats.acks_rejected,
         }
+    }
+
+    /// Whether the server has work waiting that its next update does whatever arrives and
+    /// whatever time passes: bodies the relay budgets left for later
+    /// ([rule 17](crate::rules#rule-17--byte-budgets)), owner changes or respawns still to
+    /// announce, participants waiting for a resync. A host that updates the server only when
+    /// something arrives or a timer may be due (the stock server's rooms) updates it at once
+    /// while this is `true`. Timers (silence, owner expiry, acknowledgements without bodies)
+    /// are not work waiting: they need an update by their time.
+    pub fn work_waiting(&self) -> bool {
+        self.deferred_now > 0
+            || !self.resync.is_empty()
+            || !self.respawned.is_empty()
+            || !self.pending.is_empty()
+            || !self.to_world.is_empty()
     }
 
     /// A participant's interest centre, as its last batch gave it.
@@ -496,7 +512,7 @@ impl EntityServer {
     /// The last state the server accepted for `body` from an owner (or its registered
     /// transform, at rest).
     pub fn last_state(&self, body: BodyId) -> Option<BodyState> {
-        self.relay.get(&body).and_then(|r| r.last_state)
+        self.relay.get(body).and_then(|r| r.last_state)
     }
 
     fn register(
@@ -535,8 +551,8 @@ impl EntityServer {
             return;
         };
         self.entity_of.remove(&body);
-        self.relay.remove(&body);
-        self.view.remove(&body);
+        self.relay.remove(body);
+        self.view.remove(body);
         self.reach.remove(&body);
         self.penalties.retain(|(b, _), _| *b != body);
         if let Some(host) = self.host.as_mut() {
@@ -751,7 +767,7 @@ impl EntityServer {
                 // The sender's new copy has none of the old one's states: it gets the body's
                 // latest state whole, with the next relay.
                 if let Some(queue) = self.queues.get_mut(&client)
-                    && self.relay.contains_key(&body)
+                    && self.relay.contains_key(body)
                 {
                     queue.unregister(body);
                     queue.mark(body);
@@ -772,7 +788,7 @@ impl EntityServer {
         for limits in self.buckets.values_mut() {
             limits.forget(body);
         }
-        let Some(relay) = self.relay.get_mut(&body) else {
+        let Some(relay) = self.relay.get_mut(body) else {
             return;
         };
         if state.is_some() {
@@ -971,7 +987,7 @@ impl EntityServer {
             .records()
             .iter()
             .filter_map(|r| {
-                let relay = self.relay.get(&r.body)?;
+                let relay = self.relay.get(r.body)?;
                 let known = relay.moved || r.owner.is_some();
                 Some((r.body, relay.last_state.filter(|_| known)?))
             })
@@ -1079,7 +1095,7 @@ impl EntityServer {
 
     /// `Some(body)` if the server has it: requests about it have their own buckets.
     fn registered(&self, body: BodyId) -> Option<BodyId> {
-        self.relay.contains_key(&body).then_some(body)
+        self.relay.contains_key(body).then_some(body)
     }
 
     /// Whether a request of `kind` from `client` (participant `from`) is within its limits
@@ -1153,7 +1169,7 @@ impl EntityServer {
         state: BodyState,
         now: Duration,
     ) {
-        let Some(relay) = self.relay.get_mut(&body) else {
+        let Some(relay) = self.relay.get_mut(body) else {
             return;
         };
         let (from, latency) = (
@@ -1215,7 +1231,7 @@ impl EntityServer {
             priority: Priority::NONE,
         };
         self.refuse(io, client, &refusal);
-        if let Some((server_state, _)) = self.view.get(&body).copied() {
+        if let Some((server_state, _)) = self.view.get(body).copied() {
             self.send_unbudgeted(io, client, vec![(body, server_state)]);
         }
     }
@@ -1263,7 +1279,7 @@ impl EntityServer {
             self.stats.messages_ignored += 1;
             return None;
         };
-        let batch = match queue.link.receive(bytes, |b| relay.contains_key(&b)) {
+        let batch = match queue.link.receive(bytes, |b| relay.contains_key(b)) {
             Ok(batch) => batch,
             Err(error) => {
                 self.stats.state_batches_invalid += 1;
@@ -1340,7 +1356,7 @@ impl EntityServer {
         let Some(limits) = self.state_limits else {
             return true;
         };
-        let reference = self.view.get(&body).copied();
+        let reference = self.view.get(body).copied();
         let reach = self.reach.get(&body).copied();
         match limits.check(reference, reach, state, io.now) {
             Ok(left) => {
@@ -1375,7 +1391,7 @@ impl EntityServer {
                 Some(participant),
                 &mut prepared,
                 |body| {
-                    let relay = relay.get(&body)?;
+                    let relay = relay.get(body)?;
                     let age = io.now.saturating_sub(relay.taken_at);
                     let owner = arbiter.owner(body).map(|(o, _)| o);
                     Some((owner, relay.last_state?.moved_on(age)))
@@ -1399,8 +1415,8 @@ impl EntityServer {
         queue: &mut RelayQueue,
         pass: RelayPass,
     ) {
-        if let Some(batch) = pass.batch {
-            let size = self.send_chosen(io, client, queue, &batch, &pass.chosen);
+        if let Some(seq) = pass.seq {
+            let size = self.send_chosen(io, client, queue, seq, &pass.chosen);
             queue.spend(size);
         } else if queue.ack_due(io.now) {
             let batch = StateBatch {
@@ -1445,18 +1461,18 @@ impl EntityServer {
         self.send_wire(io, client, wire, batch.bodies.len(), channel)
     }
 
-    /// [`send_batch`](Self::send_batch) of a relay pass's batch, with the entries the pass
-    /// laid out (`chosen`), on the state channel.
+    /// [`send_batch`](Self::send_batch) of a relay pass's batch numbered `seq`, with the entries the
+    /// pass laid out (`chosen`), on the state channel.
     fn send_chosen(
         &mut self,
         io: &mut Io,
         client: ClientId,
         queue: &mut RelayQueue,
-        batch: &StateBatch,
+        seq: u32,
         chosen: &[Chosen],
     ) -> usize {
-        let wire = queue.wire_chosen(batch.seq, chosen, io.now);
-        self.send_wire(io, client, wire, batch.bodies.len(), NetChannel::State)
+        let wire = queue.wire_chosen(seq, chosen, io.now);
+        self.send_wire(io, client, wire, chosen.len(), NetChannel::State)
     }
 
     /// Encodes a laid-out relay batch of `bodies` bodies once, counts it and sends it to
@@ -1554,7 +1570,7 @@ impl EntityServer {
     /// The owner released a body at rest (ownership rule 12): announce it; its last state with
     /// zero velocities goes to everyone with the update's owner records.
     fn released(&mut self, io: &mut Io, body: BodyId, previous_owner: ParticipantId) {
-        if let Some(relay) = self.relay.get_mut(&body)
+        if let Some(relay) = self.relay.get_mut(body)
             && let Some(last) = relay.last_state
         {
             relay.last_state = Some(last.stopped());
@@ -1625,7 +1641,7 @@ impl EntityServer {
             let (None, Some(_)) = (pending.owner, pending.cleared_from) else {
                 continue;
             };
-            let Some(relay) = self.relay.get_mut(&body) else {
+            let Some(relay) = self.relay.get_mut(body) else {
                 continue;
             };
             let Some(zero) = relay.last_state else {
@@ -1849,7 +1865,7 @@ pub(crate) fn host_tick(
             continue;
         };
         let body = id.0;
-        if !state.relay.contains_key(&body) {
+        if !state.relay.contains_key(body) {
             continue;
         }
         let world = BodyState {

@@ -31,6 +31,7 @@ mod health;
 mod http;
 mod metrics;
 mod metrics_format;
+mod pace;
 mod pool;
 mod process;
 mod room;

@@ -301,7 +301,8 @@ impl ServerMetrics {
         );
         r.register(
             "simsync_room_update_seconds",
-            "One room's update in its worker's turn, by room kind (relay, ownership)",
+            "One room's update in its worker's turn, by room kind (relay, ownership); an ownership \
+             room's turns without an update (nothing due) are not observed",
             self.room_update.clone(),
         );
         r.register(
@@ -369,7 +370,7 @@ impl ServerMetrics {
             if let Some(tick) = turn.relay_tick {
                 self.relay_tick.observe(tick.as_secs_f64());
             }
-            if !turn.kind.is_empty() {
+            if !turn.kind.is_empty() && !turn.skipped {
                 self.room_update
                     .get_or_create(&label("kind", turn.kind))
                     .observe(turn.update.as_secs_f64());

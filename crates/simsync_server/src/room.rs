@@ -17,14 +17,16 @@ use serde::Serialize;
 use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::{
-    MatchEndReason, MatchPhase, NetClock, OwnershipServerMessage, RejectCounts, RejectReason,
-    ServerMessage, ServerNetExt, SessionServerMessage, TickAccumulator, connection_config,
+    ConnectionSink, MatchEndReason, MatchPhase, NetClock, OwnershipServerMessage, RejectCounts,
+    RejectReason, ServerMessage, ServerNetExt, SessionServerMessage, TickAccumulator,
+    connection_config,
 };
 use simsync_ownership::{BodyId, BodyNetId, EntityServer, OwnershipPlugin};
 use simsync_relay::{
     RelayLimits, RelayServer, RelayServerConfig, SnapshotServing, read_snapshot_header,
 };
 
+use crate::pace::OwnershipPace;
 use crate::room_config::{
     BodyProperties, OwnershipRoomConfig, RelayRoomConfig, RoomConfig, ShapeSpec,
 };
@@ -207,7 +209,7 @@ struct RelayHost {
 /// The host of a room.
 enum Host {
     Relay(Box<RelayHost>),
-    Ownership(Box<App>),
+    Ownership(Box<App>, OwnershipPace),
 }
 
 /// Counters a room adds to the server's metrics, as totals since the room was made (kept
@@ -241,6 +243,9 @@ pub struct RoomTurn {
     pub kind: &'static str,
     /// How long the room's whole update took (set by `Rooms::step`).
     pub update: Duration,
+    /// An ownership room that was not due an update this turn and skipped it
+    /// ([ticking](crate::rules#physics-host)): its `update` is not observed.
+    pub skipped: bool,
 }
 
 /// How long an ending room's clients have to receive why before their connections close.
@@ -283,7 +288,10 @@ impl Room {
                 server: RenetServer::new(connection_config()),
                 clock: TickAccumulator::new().with_max_ticks_per_advance(8),
             })),
-            RoomConfig::Ownership(room) => Host::Ownership(Box::new(ownership_app(room))),
+            RoomConfig::Ownership(room) => Host::Ownership(
+                Box::new(ownership_app(room)),
+                OwnershipPace::new(room.tick_rate_hz),
+            ),
         };
         Self {
             id,
@@ -339,7 +347,7 @@ impl Room {
     pub fn relay(&self) -> Option<&RelayServer> {
         match &self.host {
             Host::Relay(host) => Some(&host.relay),
-            Host::Ownership(_) => None,
+            Host::Ownership(..) => None,
         }
     }
 
@@ -362,7 +370,7 @@ impl Room {
     pub fn entity_server(&self) -> Option<&EntityServer> {
         match &self.host {
             Host::Relay(_) => None,
-            Host::Ownership(app) => app.world().get_resource::<EntityServer>(),
+            Host::Ownership(app, _) => app.world().get_resource::<EntityServer>(),
         }
     }
 
@@ -370,7 +378,7 @@ impl Room {
     pub fn server_mut(&mut self) -> &mut RenetServer {
         match &mut self.host {
             Host::Relay(host) => &mut host.server,
-            Host::Ownership(app) => app
+            Host::Ownership(app, _) => app
                 .world_mut()
                 .get_resource_mut::<RenetServer>()
                 .expect("an ownership room's app holds its RenetServer from its creation")
@@ -399,7 +407,7 @@ impl Room {
         }
         match &mut self.host {
             Host::Relay(host) => host.relay.assign_slot(client, slot),
-            Host::Ownership(_) => {
+            Host::Ownership(..) => {
                 let older: Vec<ClientId> = self
                     .clients
                     .iter()
@@ -411,14 +419,31 @@ impl Room {
                 }
             }
         }
+        self.on_inbound();
         self.server_mut().add_connection(client);
         self.clients.insert(client, slot);
         self.empty_since = None;
         Ok(())
     }
 
+    /// A packet from connection `client` for the room's renet server; whether renet took it
+    /// (an ownership room updates at its next turn:
+    /// [ticking](crate::rules#physics-host)).
+    pub fn receive(&mut self, client: ClientId, payload: &[u8]) -> bool {
+        self.on_inbound();
+        self.server_mut().receive(client, payload)
+    }
+
+    /// Something arrived for an ownership room: its next turn updates it.
+    fn on_inbound(&mut self) {
+        if let Host::Ownership(_, pace) = &mut self.host {
+            pace.on_inbound();
+        }
+    }
+
     /// Connection `client` is gone (closed by either side, or timed out).
     pub fn remove(&mut self, client: ClientId, now: Duration) {
+        self.on_inbound();
         self.server_mut().remove_connection(client);
         if self.clients.remove(&client).is_some() && self.clients.is_empty() {
             self.empty_since = Some(now);
@@ -439,8 +464,13 @@ impl Room {
         }
         let turn = match &mut self.host {
             Host::Relay(host) => step_relay(host, dt),
-            Host::Ownership(app) => {
-                step_ownership(app, dt);
+            Host::Ownership(app, pace) => {
+                if !step_ownership(app, pace, dt) {
+                    return RoomTurn {
+                        skipped: true,
+                        ..RoomTurn::default()
+                    };
+                }
                 RoomTurn::default()
             }
         };
@@ -467,7 +497,7 @@ impl Room {
     fn running(&self) -> bool {
         match &self.host {
             Host::Relay(host) => host.relay.phase() != MatchPhase::Lobby,
-            Host::Ownership(app) => app
+            Host::Ownership(app, _) => app
                 .world()
                 .get_resource::<EntityServer>()
                 .is_some_and(|s| s.participants().next().is_some()),
@@ -555,7 +585,7 @@ impl Room {
                 host.relay.match_id(),
                 SessionServerMessage::MatchEnded { reason },
             ),
-            Host::Ownership(_) => {
+            Host::Ownership(..) => {
                 ServerMessage::Ownership(OwnershipServerMessage::Closing { reason })
             }
         };
@@ -788,8 +818,9 @@ struct HostTicks {
 }
 
 /// One turn of an ownership room: a room that hosts physics updates its App once per room tick
-/// due ([`HostTicks`]); any other updates it once, its clock stepping `dt`.
-fn step_ownership(app: &mut App, dt: Duration) {
+/// due ([`HostTicks`]); any other updates it when `pace` says it is due, its clock stepping
+/// all the time since its last update. Returns whether the App was updated.
+fn step_ownership(app: &mut App, pace: &mut OwnershipPace, dt: Duration) -> bool {
     match app.world_mut().remove_resource::<HostTicks>() {
         Some(mut ticks) => {
             let due = ticks.clock.advance_secs(dt.as_secs_f64(), ticks.hz);
@@ -797,10 +828,20 @@ fn step_ownership(app: &mut App, dt: Duration) {
             for _ in 0..due {
                 app.update();
             }
+            due > 0
         }
         None => {
-            app.world_mut().insert_resource(NetClock::Fixed(dt));
+            let Some(step) = pace.turn(dt) else {
+                return false;
+            };
+            app.world_mut().insert_resource(NetClock::Fixed(step));
             app.update();
+            pace.updated(
+                app.world()
+                    .get_resource::<EntityServer>()
+                    .is_some_and(EntityServer::work_waiting),
+            );
+            true
         }
     }
 }

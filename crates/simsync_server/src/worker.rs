@@ -279,7 +279,7 @@ impl RoomSet {
                 let taken = self
                     .rooms
                     .get_mut(&room)
-                    .is_some_and(|room| room.server_mut().receive(client, payload));
+                    .is_some_and(|room| room.receive(client, payload));
                 if !taken {
                     report.bad_payloads += 1;
                 }
