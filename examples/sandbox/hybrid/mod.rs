@@ -1,0 +1,192 @@
+//! Hybrid mode: players under rollback, props under simulation ownership (`simsync::hybrid`).
+//!
+//! `sandbox hybrid` runs, in this process over the in-memory transport with a seeded link
+//! conditioner (`--rtt-ms`, `--net-jitter-ms`, `--loss-percent`, as the other in-process
+//! modes), `--players` peers (2–4) of one game:
+//!
+//! - **players**: a relay server and one deterministic session per peer, the sandbox's game on
+//!   the scene's ground, ramps and player spawns (`SandboxGame::hybrid`: its input is
+//!   `HybridInput<PackedInput>`, its player bodies `RollbackBody`), every player playing the
+//!   input trace (`--trace`, default `assets/traces/two_players.ron`; a player the trace does
+//!   not know stands still);
+//! - **props**: `--props` bodies (default 300: the scene's pile bodies, then rows of the
+//!   piles' shapes, [`props::prop_layout`]) under an entity server and one ownership
+//!   participant per peer, each with its own Rapier world, playing its part of the ownership
+//!   script (`--script`, default `assets/traces/ownership_three.ron`: walking into piles,
+//!   pushing, poking, grabbing and carrying). Each peer's players' session carries the props
+//!   its participant owns in its inputs (`HybridPlugin`), so every peer's verified players'
+//!   world sees the same prop poses (kinematic proxies) at the same tick.
+//!
+//! Until the library moves a participant's props with its player's avatar, each peer is two
+//! Apps in this process — its players' session and its ownership participant — and every frame
+//! the participant's props (poses, and which it owns) are handed to the session's props
+//! ([`run::HybridRun::hand_over`]); the participants' own scripted avatars push the props.
+//!
+//! After `--ticks` scripted ticks the scripts stop and the props settle (at least
+//! `--settle-seconds`, until no prop is owned, at most 20 s more). The run fails (exit 1) when
+//! the peers' verified players' checksums differ, a session reports a desync or a mispredicted
+//! tick, or two participants' copies of a prop are 1 cm or more apart at rest.
+//!
+//! The parts: `props` (layout and shapes), `run` (the Apps, stepped), `summary`.
+
+pub mod props;
+pub mod run;
+pub mod summary;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bevy_rapier3d::prelude::{Collider, RigidBody};
+
+use crate::cli::{self, HybridArgs};
+use crate::driver::{Failure, log_plugin};
+use crate::ownership::NetBody;
+use crate::ownership::bodies::bodies_with;
+use crate::ownership::in_process::Phase;
+use crate::ownership::script::{Script, load_script};
+use crate::scene::{Scene, load_scene};
+use crate::trace::{CompiledTrace, load_trace};
+
+use props::{players_scene, prop_layout, prop_shapes};
+use run::HybridRun;
+use summary::{check, summarize};
+
+/// What a hybrid run is built from.
+pub struct Setup {
+    /// The files read: scene, players' trace, participants' script.
+    pub paths: [PathBuf; 3],
+    /// Players (= peers = ownership participants).
+    pub players: u8,
+    /// The players' scene: the scene without its piles.
+    pub players_scene: Arc<Scene>,
+    /// The ownership bodies: the participants' avatars (ids `0..players`), the props (ids
+    /// `players..players + props`), then ground and ramps.
+    pub bodies: Vec<NetBody>,
+    /// Each prop's kind (its pile's index), by `id − players`.
+    pub kinds: Vec<u8>,
+    /// The proxy shape of each kind.
+    pub shapes: Vec<Collider>,
+    /// The players' input trace.
+    pub trace: Arc<CompiledTrace>,
+    /// The participants' script.
+    pub script: Arc<Script>,
+}
+
+impl Setup {
+    /// Loads the files of `args` (the defaults found at run time) and lays the props out.
+    ///
+    /// # Errors
+    /// Exit code 2 for a missing or invalid file, a scene with fewer player spawns than
+    /// players, or props that cannot be laid out ([`props::LayoutError`]).
+    pub fn load(args: &HybridArgs) -> Result<Self, Failure> {
+        let path = |given: &Option<PathBuf>, default, flag| {
+            cli::asset_path(given.as_deref(), default, flag).map_err(Failure::input)
+        };
+        let scene_path = path(&args.scene, cli::DEFAULT_SCENE, "--scene")?;
+        let trace_path = path(&args.trace, cli::DEFAULT_SESSION_TRACE, "--trace")?;
+        let script_path = path(&args.script, cli::DEFAULT_OWNERSHIP_TRACE, "--script")?;
+        let input = |e: crate::error::LoadError| Failure::input(e.to_string());
+        let scene = load_scene(&scene_path).map_err(input)?;
+        let trace = load_trace(&trace_path).map_err(input)?;
+        let script = load_script(&script_path).map_err(input)?;
+        if usize::from(args.players) > scene.players.len() {
+            return Err(Failure::input(format!(
+                "--players {} but {} has only {} player spawns",
+                args.players,
+                scene_path.display(),
+                scene.players.len()
+            )));
+        }
+        let layout = prop_layout(&scene, args.props).map_err(|e| Failure::input(e.to_string()))?;
+        Ok(Self {
+            paths: [scene_path, trace_path, script_path],
+            players: args.players,
+            players_scene: Arc::new(players_scene(&scene)),
+            bodies: bodies_with(&scene, args.players, &layout),
+            kinds: layout.iter().map(|&(_, pile)| pile as u8).collect(),
+            shapes: prop_shapes(&scene),
+            trace: Arc::new(trace),
+            script: Arc::new(script),
+        })
+    }
+
+    /// The props' bodies, in id order.
+    pub fn prop_bodies(&self) -> impl Iterator<Item = &NetBody> {
+        let first = u64::from(self.players);
+        self.bodies
+            .iter()
+            .filter(move |b| b.kind == RigidBody::Dynamic && b.id.0 >= first)
+    }
+
+    /// The kind of prop `id` (0 for an id that is not a prop).
+    pub fn kind_of(&self, id: u64) -> u8 {
+        usize::try_from(id.saturating_sub(u64::from(self.players)))
+            .ok()
+            .and_then(|i| self.kinds.get(i).copied())
+            .unwrap_or(0)
+    }
+
+    /// The banner of a run.
+    pub fn banner(&self, args: &HybridArgs) -> String {
+        let [scene, trace, script] = &self.paths;
+        format!(
+            "sandbox: hybrid mode, {} players (rolled back), {} props (owned), {} ticks, {} ± {} \
+             ms RTT, {} % loss; scene {}, trace {}, script {}",
+            self.players,
+            self.kinds.len(),
+            args.ticks,
+            args.link.rtt_ms,
+            args.link.net_jitter_ms,
+            args.link.loss_percent,
+            scene.display(),
+            trace.display(),
+            script.display(),
+        )
+    }
+}
+
+/// Runs `sandbox hybrid` (see the module docs).
+///
+/// # Errors
+/// Exit code 2 for bad arguments or input files; 1 when the run fails, the players' checksums
+/// differ or the props' copies are 1 cm or more apart at rest.
+pub fn run_in_process(args: &HybridArgs) -> Result<ExitCode, Failure> {
+    let setup = Setup::load(args)?;
+    if !args.quiet {
+        println!("{}", setup.banner(args));
+    }
+    let mut run = HybridRun::new(args, &setup, Some(log_plugin(args.quiet)))?;
+    let start = Instant::now();
+    let mut last_report = start;
+    let settled = loop {
+        match run.advance()? {
+            Phase::Done(settled) => break settled,
+            Phase::Script(tick)
+                if !args.quiet && last_report.elapsed() >= Duration::from_secs(1) =>
+            {
+                last_report = Instant::now();
+                println!(
+                    "[{:5.1} s] tick {tick}/{}  players verified {:?}",
+                    start.elapsed().as_secs_f64(),
+                    args.ticks,
+                    run.players.verified_ticks(),
+                );
+            }
+            _ => {}
+        }
+    };
+    println!(
+        "finished in {:.2} s ({} + {settled} settling ticks)",
+        start.elapsed().as_secs_f64(),
+        args.ticks
+    );
+    let summary = summarize(args, &mut run, &setup, settled)?;
+    println!("{}", summary.to_text());
+    if let Some(path) = &args.summary_json {
+        summary.write_json(path)?;
+    }
+    check(&summary)?;
+    Ok(ExitCode::SUCCESS)
+}

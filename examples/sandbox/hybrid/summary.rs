@@ -1,0 +1,325 @@
+//! What a hybrid run reports (text and `--summary-json`) and its checks.
+
+use std::path::Path;
+
+use bevy::prelude::*;
+use serde::Serialize;
+use simsync::hybrid::{HybridStats, VerifiedProps};
+use simsync_ownership::{BodyId, EntityServer, OwnershipClient};
+
+use crate::cli::HybridArgs;
+use crate::driver::Failure;
+
+use super::Setup;
+use super::run::HybridRun;
+
+/// The largest distance two participants' copies of one prop may be apart at rest, m.
+pub const AT_REST_TOLERANCE_M: f64 = 0.01;
+
+/// One peer's numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerLine {
+    /// The players' session: last verified tick, rollbacks, re-simulated ticks.
+    pub verified_tick: i32,
+    pub rollbacks: u64,
+    pub resimulated_ticks: u64,
+    /// Poses the verified ticks applied, on this peer (the same on every peer).
+    pub poses_carried: u64,
+    /// Moving owned props left out of an input for the bound, and refused by quantization.
+    pub props_left_out: u64,
+    pub props_refused: u64,
+    /// The participant's bids sent and grants received, the most props it owned at once and
+    /// the props it owns at the end.
+    pub bids_sent: u64,
+    pub grants_received: u64,
+    pub owned_most: usize,
+    pub owned_at_end: usize,
+}
+
+/// What a hybrid run reports; serialized as the `--summary-json` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub mode: &'static str,
+    pub players: u8,
+    pub props: usize,
+    /// Scripted ticks, then settling ticks (64 per second).
+    pub ticks: u32,
+    pub settle_ticks: u32,
+    /// Round trip and its jitter, ms, and loss per direction, percent.
+    pub rtt_ms: u32,
+    pub jitter_ms: u32,
+    pub loss_percent: f64,
+    /// Verified ticks whose players' checksums were compared across the peers, and whether
+    /// they were all equal (the first differing tick otherwise).
+    pub checksum_ticks_compared: usize,
+    pub checksums_equal: bool,
+    pub first_differing_tick: Option<i32>,
+    /// The last tick every peer verified, and its checksum on the first peer.
+    pub last_common_tick: Option<i32>,
+    pub last_common_checksum: Option<u64>,
+    /// Desyncs reported by the relay (a run stops at the first).
+    pub desyncs: u64,
+    /// Largest distance between two participants' copies of one prop at the end, m, and the
+    /// prop.
+    pub max_prop_distance_m: f64,
+    pub max_prop_distance_id: u64,
+    /// Ownership changes on the entity server, and the props' state traffic: state updates
+    /// sent and mean bytes per prop update sent (encoded batches over the states they
+    /// carried) and relayed.
+    pub ownership_changes: u64,
+    pub prop_updates_sent: u64,
+    pub bytes_per_prop_update: f64,
+    pub relay_bytes_per_prop_update: f64,
+    /// Per peer, in player order.
+    pub peers: Vec<PeerLine>,
+}
+
+impl Summary {
+    /// The human-readable summary, one item per line.
+    pub fn to_text(&self) -> String {
+        let peers: Vec<String> = self
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                format!(
+                    "\x20 peer {i}: verified tick {}, {} rollbacks ({} re-simulated ticks), {} \
+                     poses carried ({} left out, {} refused); props: {} bids, {} granted, at \
+                     most {} owned, {} owned at the end",
+                    p.verified_tick,
+                    p.rollbacks,
+                    p.resimulated_ticks,
+                    p.poses_carried,
+                    p.props_left_out,
+                    p.props_refused,
+                    p.bids_sent,
+                    p.grants_received,
+                    p.owned_most,
+                    p.owned_at_end,
+                )
+            })
+            .collect();
+        let checksum = match (self.last_common_tick, self.last_common_checksum) {
+            (Some(t), Some(c)) => format!("tick {t}: {c:016x}"),
+            _ => "none".into(),
+        };
+        format!(
+            "summary (hybrid mode, {} players, {} props, {} + {} settling ticks, {} ± {} ms \
+             RTT, {} % loss)\n\
+             \x20 players' checksums      {} over {} verified ticks (last common {checksum})\n\
+             \x20 desyncs                 {}\n\
+             \x20 props' copies           at most {:.4} m apart at rest (prop {})\n\
+             \x20 ownership changes       {}\n\
+             \x20 prop updates            {} sent, {:.1} B each up, {:.1} B relayed\n{}",
+            self.players,
+            self.props,
+            self.ticks,
+            self.settle_ticks,
+            self.rtt_ms,
+            self.jitter_ms,
+            self.loss_percent,
+            match self.first_differing_tick {
+                None => "equal".to_string(),
+                Some(t) => format!("DIFFER at tick {t}"),
+            },
+            self.checksum_ticks_compared,
+            self.desyncs,
+            self.max_prop_distance_m,
+            self.max_prop_distance_id,
+            self.ownership_changes,
+            self.prop_updates_sent,
+            self.bytes_per_prop_update,
+            self.relay_bytes_per_prop_update,
+            peers.join("\n"),
+        )
+    }
+
+    /// Writes the summary as JSON to `path`.
+    ///
+    /// # Errors
+    /// Exit code 2 if the file cannot be written.
+    pub fn write_json(&self, path: &Path) -> Result<(), Failure> {
+        let json = serde_json::to_string_pretty(self).map_err(|e| Failure::input(e.to_string()))?;
+        std::fs::write(path, json + "\n")
+            .map_err(|e| Failure::input(format!("--summary-json {}: {e}", path.display())))
+    }
+}
+
+/// The run's checks: the players' checksums equal over at least one tick, the props' copies
+/// within [`AT_REST_TOLERANCE_M`].
+///
+/// # Errors
+/// Exit code 1 naming the failed check.
+pub fn check(summary: &Summary) -> Result<(), Failure> {
+    if let Some(tick) = summary.first_differing_tick {
+        return Err(Failure::run(format!(
+            "the peers' players' checksums differ at verified tick {tick}"
+        )));
+    }
+    if summary.checksum_ticks_compared == 0 {
+        return Err(Failure::run("no verified tick was compared"));
+    }
+    if summary.max_prop_distance_m >= AT_REST_TOLERANCE_M {
+        return Err(Failure::run(format!(
+            "participants' copies of prop {} are {:.4} m apart at rest (≥ 1 cm)",
+            summary.max_prop_distance_id, summary.max_prop_distance_m
+        )));
+    }
+    Ok(())
+}
+
+/// The largest distance between two participants' copies of one prop, and the prop.
+///
+/// # Errors
+/// Exit code 1 if a participant has no copy of a prop.
+pub fn prop_distance(run: &HybridRun, setup: &Setup) -> Result<(f32, u64), Failure> {
+    let mut worst = (0.0f32, 0u64);
+    for body in setup.prop_bodies() {
+        let copies = (0..run.props.len())
+            .filter_map(|i| run.props.participant(i))
+            .map(|app| position(app.world(), body.id))
+            .collect::<Option<Vec<Vec3>>>()
+            .ok_or_else(|| Failure::run(format!("{} is missing on a participant", body.id)))?;
+        for (i, a) in copies.iter().enumerate() {
+            for b in &copies[i + 1..] {
+                let d = a.distance(*b);
+                if d > worst.0 {
+                    worst = (d, body.id.0);
+                }
+            }
+        }
+    }
+    Ok(worst)
+}
+
+fn position(world: &World, body: BodyId) -> Option<Vec3> {
+    let entity = world.get_resource::<OwnershipClient>()?.entity_of(body)?;
+    world.get::<Transform>(entity).map(|t| t.translation)
+}
+
+/// The summary of a finished run.
+///
+/// # Errors
+/// Exit code 1 if a participant has no copy of a prop or a peer is gone.
+pub fn summarize(
+    args: &HybridArgs,
+    run: &mut HybridRun,
+    setup: &Setup,
+    settled: u32,
+) -> Result<Summary, Failure> {
+    let (distance, distance_id) = prop_distance(run, setup)?;
+    let agreement = run.players.agreement();
+    let peers = (0..usize::from(setup.players))
+        .map(|i| peer_line(run, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (last_tick, last_checksum) = last_common(run)?;
+    let server = run.props.server().world().resource::<EntityServer>();
+    let stats = server.stats();
+    let p_stats: Vec<_> = (0..run.props.len())
+        .filter_map(|i| run.props.stats(i))
+        .collect();
+    let sent: u64 = p_stats.iter().map(|p| p.state_updates_sent).sum();
+    let bytes: u64 = p_stats.iter().map(|p| p.state_update_bytes).sum();
+    Ok(Summary {
+        mode: "hybrid",
+        players: setup.players,
+        props: setup.kinds.len(),
+        ticks: args.ticks,
+        settle_ticks: settled,
+        rtt_ms: args.link.rtt_ms,
+        jitter_ms: args.link.net_jitter_ms,
+        loss_percent: args.link.loss_percent,
+        checksum_ticks_compared: agreement.as_ref().map_or(0, |a| a.ticks_compared),
+        checksums_equal: agreement.is_ok(),
+        first_differing_tick: agreement.as_ref().err().map(|d| d.tick),
+        last_common_tick: last_tick,
+        last_common_checksum: last_checksum,
+        desyncs: 0,
+        max_prop_distance_m: f64::from(distance),
+        max_prop_distance_id: distance_id,
+        ownership_changes: server.arbiter().stats().ownership_changes,
+        prop_updates_sent: sent,
+        bytes_per_prop_update: ratio(bytes, sent),
+        relay_bytes_per_prop_update: ratio(stats.relay_bytes_sent, stats.relay_bodies_sent),
+        peers,
+    })
+}
+
+/// Peer `i`'s line.
+fn peer_line(run: &HybridRun, i: usize) -> Result<PeerLine, Failure> {
+    let session = run
+        .players
+        .stats(i)
+        .map_err(|e| Failure::run(e.to_string()))?;
+    let app = run
+        .players
+        .client(i)
+        .map_err(|e| Failure::run(e.to_string()))?;
+    let hybrid = app
+        .world()
+        .get_resource::<HybridStats>()
+        .cloned()
+        .unwrap_or_default();
+    let verified = app
+        .world()
+        .get_resource::<VerifiedProps>()
+        .cloned()
+        .unwrap_or_default();
+    let participant = run.props.participant(i);
+    let client = participant.and_then(|p| p.world().get_resource::<OwnershipClient>());
+    let stats = run.props.stats(i).unwrap_or_default();
+    let owned_at_end = match (participant, client.and_then(OwnershipClient::me)) {
+        (Some(p), Some(me)) => {
+            let world = p.world();
+            world
+                .iter_entities()
+                .filter(|e| e.contains::<super::run::PropMark>())
+                .filter_map(|e| e.get::<simsync_ownership::SimulationOwner>())
+                .filter(|o| o.is_owned_by(me))
+                .count()
+        }
+        _ => 0,
+    };
+    Ok(PeerLine {
+        verified_tick: session.verified_tick,
+        rollbacks: session.rollbacks,
+        resimulated_ticks: session.resimulated_ticks,
+        poses_carried: verified.carried,
+        props_left_out: hybrid.props_left_out,
+        props_refused: hybrid.props_refused,
+        bids_sent: stats.bids_sent,
+        grants_received: stats.grants_received,
+        owned_most: run.owned_most.get(i).copied().unwrap_or(0),
+        owned_at_end,
+    })
+}
+
+/// The highest tick every peer's checksum history holds, and the first peer's checksum of it.
+fn last_common(run: &HybridRun) -> Result<(Option<i32>, Option<u64>), Failure> {
+    let histories = (0..run.players.clients())
+        .map(|i| run.players.stats(i).map(|s| s.checksum_history))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failure::run(e.to_string()))?;
+    let Some(tick) = histories
+        .iter()
+        .map(|h| h.last().map(|c| c.tick))
+        .min()
+        .flatten()
+    else {
+        return Ok((None, None));
+    };
+    let checksum = histories
+        .first()
+        .and_then(|h| h.iter().find(|c| c.tick == tick))
+        .map(|c| c.checksum);
+    Ok((checksum.map(|_| tick), checksum))
+}
+
+/// `part / whole`, 0 when `whole` is 0.
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
