@@ -15,7 +15,7 @@ use simsync::hybrid::{
     HybridConfig, HybridInput, HybridPlugin, OwnedProp, PropOwnedHere, hybrid_session,
 };
 use simsync::prelude::PackedInput;
-use simsync::testing::RelayPeers;
+use simsync::testing::{HarnessChecks, RelayPeers};
 use simsync_net::LinkConditionerConfig;
 use simsync_ownership::testing::OwnershipPeers;
 use simsync_ownership::{BodyNetId, OwnershipClient, SimulationOwner};
@@ -240,6 +240,11 @@ fn players(setup: &Setup, link: LinkConditionerConfig) -> Result<RelayPeers<Inpu
     })
     .link(link)
     .seed(PLAYERS_SEED)
+    // Prediction checks and a checksum every tick; the link's own rollbacks, no forced ones.
+    .checks(HarnessChecks {
+        forced_rollback: 0,
+        ..HarnessChecks::ON
+    })
     .customize(move |_, app| {
         let trace = trace.clone();
         app.add_plugins(
