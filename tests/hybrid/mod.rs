@@ -4,6 +4,7 @@
 //! simulates); the tests check what the players' verified worlds make of the carried poses.
 
 mod arena;
+mod avatars;
 
 use bevy::prelude::*;
 use simsync::deterministic::{
