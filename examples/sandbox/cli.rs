@@ -275,7 +275,8 @@ pub struct OwnershipArgs {
 /// `sandbox hybrid`.
 #[derive(Debug, Clone, Args)]
 pub struct HybridArgs {
-    /// Scripted ticks (64 per second) before the props settle.
+    /// Ticks of the trace (64 per second; the players stand still after them while the props
+    /// settle).
     #[arg(long, default_value_t = 640, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub ticks: u32,
     /// Also write the summary as JSON to this file.
@@ -286,7 +287,7 @@ pub struct HybridArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub link: LinkArgs,
-    /// Players (2–4; the scene needs that many player spawns). Each player's peer is also an
+    /// Players (2–4; the scene needs that many player spawns). Each player's App is also an
     /// ownership participant.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=4))]
     pub players: u8,
@@ -297,15 +298,17 @@ pub struct HybridArgs {
     /// are the players' world, its piles the props' shapes.
     #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub scene: Option<PathBuf>,
-    /// The players' input trace (RON) [default: assets/traces/two_players.ron].
+    /// The players' input trace (RON) [default: assets/traces/two_players.ron]: player `p`
+    /// plays the trace's player `p mod` its players; each press of push grabs the nearest
+    /// prop within reach, or throws the one held.
     #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub trace: Option<PathBuf>,
-    /// The participants' scripted actions on the props (RON) [default:
-    /// assets/traces/ownership_three.ron].
-    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
-    pub script: Option<PathBuf>,
-    /// Seconds to run after the script stops, before comparing the props' copies (longer
-    /// while props are still owned, up to 20 s more).
+    /// Do not compare predicted ticks with verified ones (the comparison costs a state hash per
+    /// predicted tick).
+    #[arg(long)]
+    pub no_verify_predictions: bool,
+    /// Seconds to run after the trace stops, before comparing the props' copies (longer
+    /// while props are still owned and moving, up to 20 s more).
     #[arg(long, default_value_t = 2.0, value_parser = parse_settle_seconds)]
     pub settle_seconds: f64,
 }

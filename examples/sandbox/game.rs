@@ -21,7 +21,7 @@ use bevy_rapier3d::prelude::{
     RapierRigidBodySet, RigidBody, Sleeping, Velocity,
 };
 use simsync::deterministic::{SimHash, StateHasher};
-use simsync::hybrid::{HybridInput, RollbackBody};
+use simsync::hybrid::{AvatarOf, HybridInput, RollbackBody};
 use simsync::prelude::{
     PackedInput, PlayerInputs, RollbackAppExt, SimCommands, SimInput, SimTick, SimulationSet,
     SimulationStartup, SimulationTick,
@@ -121,7 +121,8 @@ pub struct SandboxScene {
     pub scene: Arc<Scene>,
     /// Players in the session: the first `players` player spawns are used.
     pub players: u8,
-    /// The players' bodies are also [`RollbackBody`] (a hybrid session's players).
+    /// The players' bodies are also [`RollbackBody`] and [`AvatarOf`] (a hybrid session's
+    /// players).
     pub hybrid: bool,
 }
 
@@ -134,7 +135,7 @@ pub struct SandboxGame {
     /// Plant a desync: at this tick the simulation nudges player 0's body (`--plant-desync`).
     plant_desync: Option<i32>,
     /// The game of a hybrid session (`sandbox hybrid`): it reads `HybridInput<PackedInput>`
-    /// and marks the players' bodies [`RollbackBody`].
+    /// and marks each player's body [`RollbackBody`] and [`AvatarOf`] its player.
     hybrid: bool,
 }
 
@@ -159,7 +160,8 @@ impl SandboxGame {
 
     /// The same game as the players' game of a hybrid session (`sandbox hybrid`): its input is
     /// `HybridInput<PackedInput>` (give it to `simsync::hybrid::hybrid_session`), and each
-    /// player's body is also a [`RollbackBody`]. Give it a scene without piles: the props live
+    /// player's body is also a [`RollbackBody`] and its player's avatar ([`AvatarOf`]: its
+    /// twin in the App's world pushes the props). Give it a scene without piles: the props live
     /// outside the players' worlds.
     pub fn hybrid(mut self) -> Self {
         self.hybrid = true;
@@ -293,7 +295,7 @@ fn spawn_scene(mut sim: SimCommands, scene: Res<SandboxScene>) {
             },
         );
         spawned.push(if scene.hybrid {
-            sim.spawn((body, RollbackBody))
+            sim.spawn((body, RollbackBody, AvatarOf(player as u8)))
         } else {
             sim.spawn(body)
         });

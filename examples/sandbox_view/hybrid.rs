@@ -1,7 +1,7 @@
-//! Hybrid mode of the view: the run of `sandbox hybrid` (players' relay and sessions, props'
-//! entity server and participants, stepped once per frame in the headless sandbox's order),
-//! drawn as peer 0 sees it: the props of its participant coloured by owner (unowned grey, a
-//! colour per participant, brighter while grabbed), the players of its predicted world in their
+//! Hybrid mode of the view: the run of `sandbox hybrid` (relay, entity server and one App per
+//! player, stepped once per frame in the headless sandbox's order),
+//! drawn as peer 0 sees it: the props of its world coloured by owner (unowned grey, a colour
+//! per participant, brighter while grabbed), the players of its predicted world in their
 //! colours. Prints the same summary as `sandbox hybrid` when the run is done.
 
 use bevy::prelude::*;
@@ -31,7 +31,7 @@ struct HybridView {
     run: HybridRun,
 }
 
-/// A main-app entity showing peer 0's participant's copy of `body`.
+/// A main-app entity showing peer 0's copy of prop `body`.
 #[derive(Component, Debug, Clone, Copy)]
 struct MirroredProp {
     body: BodyId,
@@ -95,7 +95,7 @@ fn step_run(world: &mut World) {
     world.insert_non_send(view);
 }
 
-/// Spawns one mesh per body of peer 0's participant (once), then copies its transform and
+/// Spawns one mesh per body of peer 0's world (once), then copies each prop's transform and
 /// owner colour every frame.
 fn mirror_props(
     mut commands: Commands,
@@ -108,10 +108,10 @@ fn mirror_props(
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
 ) {
-    let Some(participant) = view.run.props.participant(0) else {
+    let Ok(app) = view.run.peers.client(0) else {
         return;
     };
-    let world = participant.world();
+    let world = app.world();
     let Some(client) = world.get_resource::<OwnershipClient>() else {
         return;
     };
@@ -165,7 +165,7 @@ fn show_players(
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
 ) {
-    let Ok(app) = view.run.players.client(0) else {
+    let Ok(app) = view.run.peers.client(0) else {
         return;
     };
     let Some(worlds) = app.world().get_resource::<SimulationWorlds>() else {
@@ -209,7 +209,7 @@ fn hybrid_hud(
         return;
     }
     let run = &view.run;
-    let (Ok(stats), Ok(app)) = (run.players.stats(0), run.players.client(0)) else {
+    let (Ok(stats), Ok(app)) = (run.peers.players().stats(0), run.peers.client(0)) else {
         return;
     };
     let carried = app
@@ -232,17 +232,21 @@ fn hybrid_hud(
                 .collect()
         })
         .unwrap_or_default();
-    let server = run.props.server().world().resource::<EntityServer>();
-    let owned = server
-        .arbiter()
-        .records()
-        .iter()
-        .filter(|r| r.owner.is_some() && r.body.0 >= u64::from(view.setup.players))
-        .count();
-    let p = run.props.stats(0).unwrap_or_default();
+    let Some(server) = run
+        .peers
+        .entity_server()
+        .and_then(|s| s.world().get_resource::<EntityServer>())
+    else {
+        return;
+    };
+    let p = run
+        .peers
+        .ownership_client(0)
+        .map(|c| *c.stats())
+        .unwrap_or_default();
     let phase = match run.phase {
         Phase::Joining(n) => format!("joining ({n} steps)"),
-        Phase::Script(t) => format!("script tick {t}/{}", view.args.ticks),
+        Phase::Script(t) => format!("frame {t}, trace until tick {}", view.args.ticks),
         Phase::Settling(n) => format!("settling ({n} ticks)"),
         Phase::Done(n) => format!("done (settled {n} ticks)"),
     };
@@ -260,6 +264,7 @@ fn hybrid_hud(
         predicted = stats.predicted_tick,
         rollbacks = stats.rollbacks,
         at = players.join(", "),
+        owned = run.props_owned(),
         changes = server.arbiter().stats().ownership_changes,
         bids = p.bids_sent,
         grants = p.grants_received,

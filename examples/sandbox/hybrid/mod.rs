@@ -2,30 +2,25 @@
 //!
 //! `sandbox hybrid` runs, in this process over the in-memory transport with a seeded link
 //! conditioner (`--rtt-ms`, `--net-jitter-ms`, `--loss-percent`, as the other in-process
-//! modes), `--players` peers (2–4) of one game:
+//! modes), a relay server, an entity server and `--players` Apps (2–4), one per player
+//! (`simsync::testing::HybridPeers`). Each App is
 //!
-//! - **players**: a relay server and one deterministic session per peer, the sandbox's game on
-//!   the scene's ground, ramps and player spawns (`SandboxGame::hybrid`: its input is
-//!   `HybridInput<PackedInput>`, its player bodies `RollbackBody`), every player playing the
-//!   input trace (`--trace`, default `assets/traces/two_players.ron`; a player the trace does
-//!   not know stands still);
-//! - **props**: `--props` bodies (default 300: the scene's pile bodies, then rows of the
-//!   piles' shapes, [`props::prop_layout`]) under an entity server and one ownership
-//!   participant per peer, each with its own Rapier world, playing its part of the ownership
-//!   script (`--script`, default `assets/traces/ownership_three.ron`: walking into piles,
-//!   pushing, poking, grabbing and carrying). Each peer's players' session carries the props
-//!   its participant owns in its inputs (`HybridPlugin`), so every peer's verified players'
-//!   world sees the same prop poses (kinematic proxies) at the same tick.
+//! - a **player**: a deterministic session of the sandbox's game on the scene's ground, ramps
+//!   and player spawns (`SandboxGame::hybrid`: input `HybridInput<PackedInput>`, player bodies
+//!   `RollbackBody` and `AvatarOf`), playing the input trace (`--trace`, default
+//!   `assets/traces/two_players.ron`; player `p` plays the trace's player `p mod` its players)
+//!   for `--ticks` ticks, then standing still;
+//! - an ownership **participant** whose world holds `--props` props (default 300: the scene's
+//!   pile bodies, then rows of the piles' shapes, [`props::prop_layout`]) and a kinematic twin
+//!   of every player's avatar at its predicted pose: its own player's twin bids for the props
+//!   it knocks, and each press of the trace's push button grabs the nearest prop within reach
+//!   or throws the one held ([`run::Hands`]).
 //!
-//! Until the library moves a participant's props with its player's avatar, each peer is two
-//! Apps in this process — its players' session and its ownership participant — and every frame
-//! the participant's props (poses, and which it owns) are handed to the session's props
-//! ([`run::HybridRun::hand_over`]); the participants' own scripted avatars push the props.
-//!
-//! After `--ticks` scripted ticks the scripts stop and the props settle (at least
-//! `--settle-seconds`, until no prop is owned, at most 20 s more). The run fails (exit 1) when
-//! the peers' verified players' checksums differ, a session reports a desync or a mispredicted
-//! tick, or two participants' copies of a prop are 1 cm or more apart at rest.
+//! The props an App owns ride in its player's inputs, so every peer's verified players' world
+//! sees the same prop poses at the same tick. After `--ticks` the props settle (at least
+//! `--settle-seconds`, until no prop is owned or every prop rests, at most 20 s more). The run fails (exit 1)
+//! when the players' verified checksums differ, a session reports a desync or a mispredicted
+//! tick, or two Apps' copies of a prop are 1 cm or more apart at rest.
 //!
 //! The parts: `props` (layout and shapes), `run` (the Apps, stepped), `summary`.
 
@@ -38,14 +33,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bevy_rapier3d::prelude::{Collider, RigidBody};
+use bevy_rapier3d::prelude::Collider;
 
 use crate::cli::{self, HybridArgs};
 use crate::driver::{Failure, log_plugin};
 use crate::ownership::NetBody;
 use crate::ownership::bodies::bodies_with;
 use crate::ownership::in_process::Phase;
-use crate::ownership::script::{Script, load_script};
 use crate::scene::{Scene, load_scene};
 use crate::trace::{CompiledTrace, load_trace};
 
@@ -55,23 +49,20 @@ use summary::{check, summarize};
 
 /// What a hybrid run is built from.
 pub struct Setup {
-    /// The files read: scene, players' trace, participants' script.
-    pub paths: [PathBuf; 3],
-    /// Players (= peers = ownership participants).
+    /// The files read: scene, players' trace.
+    pub paths: [PathBuf; 2],
+    /// Players (= Apps = ownership participants).
     pub players: u8,
     /// The players' scene: the scene without its piles.
     pub players_scene: Arc<Scene>,
-    /// The ownership bodies: the participants' avatars (ids `0..players`), the props (ids
-    /// `players..players + props`), then ground and ramps.
+    /// The props (ids `0..props`), then ground and ramps.
     pub bodies: Vec<NetBody>,
-    /// Each prop's kind (its pile's index), by `id − players`.
+    /// Each prop's kind (its pile's index), by id.
     pub kinds: Vec<u8>,
     /// The proxy shape of each kind.
     pub shapes: Vec<Collider>,
     /// The players' input trace.
     pub trace: Arc<CompiledTrace>,
-    /// The participants' script.
-    pub script: Arc<Script>,
 }
 
 impl Setup {
@@ -86,11 +77,9 @@ impl Setup {
         };
         let scene_path = path(&args.scene, cli::DEFAULT_SCENE, "--scene")?;
         let trace_path = path(&args.trace, cli::DEFAULT_SESSION_TRACE, "--trace")?;
-        let script_path = path(&args.script, cli::DEFAULT_OWNERSHIP_TRACE, "--script")?;
         let input = |e: crate::error::LoadError| Failure::input(e.to_string());
         let scene = load_scene(&scene_path).map_err(input)?;
         let trace = load_trace(&trace_path).map_err(input)?;
-        let script = load_script(&script_path).map_err(input)?;
         if usize::from(args.players) > scene.players.len() {
             return Err(Failure::input(format!(
                 "--players {} but {} has only {} player spawns",
@@ -101,39 +90,22 @@ impl Setup {
         }
         let layout = prop_layout(&scene, args.props).map_err(|e| Failure::input(e.to_string()))?;
         Ok(Self {
-            paths: [scene_path, trace_path, script_path],
+            paths: [scene_path, trace_path],
             players: args.players,
             players_scene: Arc::new(players_scene(&scene)),
-            bodies: bodies_with(&scene, args.players, &layout),
+            bodies: bodies_with(&scene, 0, &layout),
             kinds: layout.iter().map(|&(_, pile)| pile as u8).collect(),
             shapes: prop_shapes(&scene),
             trace: Arc::new(trace),
-            script: Arc::new(script),
         })
-    }
-
-    /// The props' bodies, in id order.
-    pub fn prop_bodies(&self) -> impl Iterator<Item = &NetBody> {
-        let first = u64::from(self.players);
-        self.bodies
-            .iter()
-            .filter(move |b| b.kind == RigidBody::Dynamic && b.id.0 >= first)
-    }
-
-    /// The kind of prop `id` (0 for an id that is not a prop).
-    pub fn kind_of(&self, id: u64) -> u8 {
-        usize::try_from(id.saturating_sub(u64::from(self.players)))
-            .ok()
-            .and_then(|i| self.kinds.get(i).copied())
-            .unwrap_or(0)
     }
 
     /// The banner of a run.
     pub fn banner(&self, args: &HybridArgs) -> String {
-        let [scene, trace, script] = &self.paths;
+        let [scene, trace] = &self.paths;
         format!(
             "sandbox: hybrid mode, {} players (rolled back), {} props (owned), {} ticks, {} ± {} \
-             ms RTT, {} % loss; scene {}, trace {}, script {}",
+             ms RTT, {} % loss; scene {}, trace {}",
             self.players,
             self.kinds.len(),
             args.ticks,
@@ -142,7 +114,6 @@ impl Setup {
             args.link.loss_percent,
             scene.display(),
             trace.display(),
-            script.display(),
         )
     }
 }
@@ -168,10 +139,11 @@ pub fn run_in_process(args: &HybridArgs) -> Result<ExitCode, Failure> {
             {
                 last_report = Instant::now();
                 println!(
-                    "[{:5.1} s] tick {tick}/{}  players verified {:?}",
+                    "[{:5.1} s] frame {tick}, players verified {:?} of {}, props owned {}",
                     start.elapsed().as_secs_f64(),
+                    run.peers.players().verified_ticks(),
                     args.ticks,
-                    run.players.verified_ticks(),
+                    run.props_owned(),
                 );
             }
             _ => {}

@@ -5,13 +5,13 @@ use std::path::Path;
 use bevy::prelude::*;
 use serde::Serialize;
 use simsync::hybrid::{HybridStats, VerifiedProps};
-use simsync_ownership::{BodyId, EntityServer, OwnershipClient};
+use simsync_ownership::EntityServer;
 
 use crate::cli::HybridArgs;
 use crate::driver::Failure;
 
 use super::Setup;
-use super::run::HybridRun;
+use super::run::{Hands, HybridRun, owned_by};
 
 /// The largest distance two participants' copies of one prop may be apart at rest, m.
 pub const AT_REST_TOLERANCE_M: f64 = 0.01;
@@ -34,6 +34,9 @@ pub struct PeerLine {
     pub grants_received: u64,
     pub owned_most: usize,
     pub owned_at_end: usize,
+    /// Props its player grabbed and threw.
+    pub grabs: u64,
+    pub throws: u64,
 }
 
 /// What a hybrid run reports; serialized as the `--summary-json` object.
@@ -59,8 +62,7 @@ pub struct Summary {
     pub last_common_checksum: Option<u64>,
     /// Desyncs reported by the relay (a run stops at the first).
     pub desyncs: u64,
-    /// Largest distance between two participants' copies of one prop at the end, m, and the
-    /// prop.
+    /// Largest distance between two Apps' copies of one prop at the end, m, and the prop.
     pub max_prop_distance_m: f64,
     pub max_prop_distance_id: u64,
     /// Ownership changes on the entity server, and the props' state traffic: state updates
@@ -84,14 +86,16 @@ impl Summary {
             .map(|(i, p)| {
                 format!(
                     "\x20 peer {i}: verified tick {}, {} rollbacks ({} re-simulated ticks), {} \
-                     poses carried ({} left out, {} refused); props: {} bids, {} granted, at \
-                     most {} owned, {} owned at the end",
+                     poses carried ({} left out, {} refused); props: {} grabbed, {} thrown, {} \
+                     bids, {} granted, at most {} owned, {} owned at the end",
                     p.verified_tick,
                     p.rollbacks,
                     p.resimulated_ticks,
                     p.poses_carried,
                     p.props_left_out,
                     p.props_refused,
+                    p.grabs,
+                    p.throws,
                     p.bids_sent,
                     p.grants_received,
                     p.owned_most,
@@ -168,33 +172,16 @@ pub fn check(summary: &Summary) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The largest distance between two participants' copies of one prop, and the prop.
+/// The largest distance between two Apps' copies of one prop, and the prop.
 ///
 /// # Errors
-/// Exit code 1 if a participant has no copy of a prop.
-pub fn prop_distance(run: &HybridRun, setup: &Setup) -> Result<(f32, u64), Failure> {
-    let mut worst = (0.0f32, 0u64);
-    for body in setup.prop_bodies() {
-        let copies = (0..run.props.len())
-            .filter_map(|i| run.props.participant(i))
-            .map(|app| position(app.world(), body.id))
-            .collect::<Option<Vec<Vec3>>>()
-            .ok_or_else(|| Failure::run(format!("{} is missing on a participant", body.id)))?;
-        for (i, a) in copies.iter().enumerate() {
-            for b in &copies[i + 1..] {
-                let d = a.distance(*b);
-                if d > worst.0 {
-                    worst = (d, body.id.0);
-                }
-            }
-        }
-    }
-    Ok(worst)
-}
-
-fn position(world: &World, body: BodyId) -> Option<Vec3> {
-    let entity = world.get_resource::<OwnershipClient>()?.entity_of(body)?;
-    world.get::<Transform>(entity).map(|t| t.translation)
+/// Exit code 1 if an App has no copy of a prop.
+pub fn prop_distance(run: &mut HybridRun) -> Result<(f32, u64), Failure> {
+    let converged = run
+        .peers
+        .prop_convergence(f32::INFINITY)
+        .map_err(|d| Failure::run(format!("props' copies: {d}")))?;
+    Ok(converged.widest.map_or((0.0, 0), |(body, d)| (d, body.0)))
 }
 
 /// The summary of a finished run.
@@ -207,16 +194,20 @@ pub fn summarize(
     setup: &Setup,
     settled: u32,
 ) -> Result<Summary, Failure> {
-    let (distance, distance_id) = prop_distance(run, setup)?;
-    let agreement = run.players.agreement();
+    let (distance, distance_id) = prop_distance(run)?;
+    let agreement = run.peers.players().agreement();
     let peers = (0..usize::from(setup.players))
         .map(|i| peer_line(run, i))
         .collect::<Result<Vec<_>, _>>()?;
     let (last_tick, last_checksum) = last_common(run)?;
-    let server = run.props.server().world().resource::<EntityServer>();
+    let server = run
+        .peers
+        .entity_server()
+        .and_then(|s| s.world().get_resource::<EntityServer>())
+        .ok_or_else(|| Failure::run("the entity server is gone"))?;
     let stats = server.stats();
-    let p_stats: Vec<_> = (0..run.props.len())
-        .filter_map(|i| run.props.stats(i))
+    let p_stats: Vec<_> = (0..usize::from(setup.players))
+        .filter_map(|i| run.peers.ownership_client(i).map(|c| *c.stats()))
         .collect();
     let sent: u64 = p_stats.iter().map(|p| p.state_updates_sent).sum();
     let bytes: u64 = p_stats.iter().map(|p| p.state_update_bytes).sum();
@@ -247,14 +238,9 @@ pub fn summarize(
 
 /// Peer `i`'s line.
 fn peer_line(run: &HybridRun, i: usize) -> Result<PeerLine, Failure> {
-    let session = run
-        .players
-        .stats(i)
-        .map_err(|e| Failure::run(e.to_string()))?;
-    let app = run
-        .players
-        .client(i)
-        .map_err(|e| Failure::run(e.to_string()))?;
+    let players = run.peers.players();
+    let session = players.stats(i).map_err(|e| Failure::run(e.to_string()))?;
+    let app = players.client(i).map_err(|e| Failure::run(e.to_string()))?;
     let hybrid = app
         .world()
         .get_resource::<HybridStats>()
@@ -265,21 +251,12 @@ fn peer_line(run: &HybridRun, i: usize) -> Result<PeerLine, Failure> {
         .get_resource::<VerifiedProps>()
         .cloned()
         .unwrap_or_default();
-    let participant = run.props.participant(i);
-    let client = participant.and_then(|p| p.world().get_resource::<OwnershipClient>());
-    let stats = run.props.stats(i).unwrap_or_default();
-    let owned_at_end = match (participant, client.and_then(OwnershipClient::me)) {
-        (Some(p), Some(me)) => {
-            let world = p.world();
-            world
-                .iter_entities()
-                .filter(|e| e.contains::<super::run::PropMark>())
-                .filter_map(|e| e.get::<simsync_ownership::SimulationOwner>())
-                .filter(|o| o.is_owned_by(me))
-                .count()
-        }
-        _ => 0,
-    };
+    let hands = app.world().get_resource::<Hands>();
+    let stats = run
+        .peers
+        .ownership_client(i)
+        .map(|c| *c.stats())
+        .unwrap_or_default();
     Ok(PeerLine {
         verified_tick: session.verified_tick,
         rollbacks: session.rollbacks,
@@ -290,14 +267,17 @@ fn peer_line(run: &HybridRun, i: usize) -> Result<PeerLine, Failure> {
         bids_sent: stats.bids_sent,
         grants_received: stats.grants_received,
         owned_most: run.owned_most.get(i).copied().unwrap_or(0),
-        owned_at_end,
+        owned_at_end: owned_by(&run.peers, i),
+        grabs: hands.map_or(0, |h| h.grabs),
+        throws: hands.map_or(0, |h| h.throws),
     })
 }
 
 /// The highest tick every peer's checksum history holds, and the first peer's checksum of it.
 fn last_common(run: &HybridRun) -> Result<(Option<i32>, Option<u64>), Failure> {
-    let histories = (0..run.players.clients())
-        .map(|i| run.players.stats(i).map(|s| s.checksum_history))
+    let players = run.peers.players();
+    let histories = (0..players.clients())
+        .map(|i| players.stats(i).map(|s| s.checksum_history))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::run(e.to_string()))?;
     let Some(tick) = histories
