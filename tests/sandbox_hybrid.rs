@@ -17,7 +17,7 @@ use crate::scene::load_scene;
 use hybrid::Setup;
 use hybrid::props::{LayoutError, MAX_PROPS, prop_layout};
 use hybrid::run::HybridRun;
-use hybrid::summary::{AT_REST_TOLERANCE_M, check, summarize};
+use hybrid::summary::{AT_REST_TOLERANCE_M, Spread, at_rest_spread, check, summarize};
 
 use crate::sandbox_ownership::ownership::in_process::Phase;
 
@@ -91,6 +91,11 @@ fn hybrid_sandbox_players_agree_and_props_converge() {
         summary.max_prop_distance_m < AT_REST_TOLERANCE_M,
         "props' copies apart: {text}"
     );
+    assert!(
+        summary.props_at_rest >= 90,
+        "most props compared at rest: {text}"
+    );
+    assert_eq!(summary.props_at_rest + summary.props_moving, 100, "{text}");
     check(&summary).unwrap_or_else(|f| panic!("{}: {text}", f.message));
 }
 
@@ -126,4 +131,32 @@ fn hybrid_props_take_the_piles_then_rows_of_their_shapes() {
     let bare = crate::sandbox_hybrid::hybrid::props::players_scene(&scene);
     assert!(bare.piles.is_empty());
     assert_eq!(prop_layout(&bare, 1), Err(LayoutError::NoPiles));
+}
+
+/// The props' copies are compared at rest only: a prop moving on some App is counted, not
+/// compared; a prop an App lacks is named.
+#[test]
+fn hybrid_props_are_compared_at_rest_only() {
+    use bevy::math::Vec3;
+    let at = |x: f32, speed: f32| (Vec3::new(x, 0.5, 0.0), speed);
+    let mut copies = std::collections::BTreeMap::new();
+    copies.insert(1, vec![at(0.0, 0.0), at(0.004, 0.001)]);
+    copies.insert(2, vec![at(1.0, 0.0), at(1.5, 2.0)]);
+    copies.insert(3, vec![at(2.0, 0.0), at(2.007, 0.0)]);
+    let spread = at_rest_spread(&copies, 2, 0.01).expect("every prop on both");
+    assert_eq!(spread.compared, 2);
+    assert_eq!(spread.moving, 1, "prop 2 moves on the second App");
+    assert_eq!(spread.widest.1, 3);
+    assert!((spread.widest.0 - 0.007).abs() < 1e-4, "{spread:?}");
+    copies.insert(4, vec![at(3.0, 0.0)]);
+    assert_eq!(at_rest_spread(&copies, 2, 0.01), Err(4));
+    let empty = at_rest_spread(&Default::default(), 2, 0.01).expect("nothing to compare");
+    assert_eq!(
+        empty,
+        Spread {
+            widest: (0.0, 0),
+            compared: 0,
+            moving: 0
+        }
+    );
 }

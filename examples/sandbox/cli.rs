@@ -308,7 +308,7 @@ pub struct HybridArgs {
     #[arg(long)]
     pub no_verify_predictions: bool,
     /// Seconds to run after the trace stops, before comparing the props' copies (longer
-    /// while props are still owned and moving, up to 20 s more).
+    /// while props are still owned and moving, up to 5 s more).
     #[arg(long, default_value_t = 2.0, value_parser = parse_settle_seconds)]
     pub settle_seconds: f64,
 }

@@ -18,9 +18,10 @@
 //!
 //! The props an App owns ride in its player's inputs, so every peer's verified players' world
 //! sees the same prop poses at the same tick. After `--ticks` the props settle (at least
-//! `--settle-seconds`, until no prop is owned or every prop rests, at most 20 s more). The run fails (exit 1)
+//! `--settle-seconds`, until no prop is owned or every prop rests, at most 5 s more). The run fails (exit 1)
 //! when the players' verified checksums differ, a session reports a desync or a mispredicted
-//! tick, or two Apps' copies of a prop are 1 cm or more apart at rest.
+//! tick, or two Apps' copies of a prop at rest (slower than 1 cm/s on every App) are 1 cm or
+//! more apart; the props still moving are counted, not compared.
 //!
 //! The parts: `props` (layout and shapes), `run` (the Apps, stepped), `summary`.
 

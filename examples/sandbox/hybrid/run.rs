@@ -31,7 +31,7 @@ use crate::trace::CompiledTrace;
 use super::Setup;
 
 /// Longest settling after `--settle-seconds`, waiting for props to rest or be released.
-const MAX_EXTRA_SETTLE: Duration = Duration::from_secs(20);
+const MAX_EXTRA_SETTLE: Duration = Duration::from_secs(5);
 /// A prop moving slower than this (m/s) on every App is at rest.
 pub const REST_SPEED: f32 = 0.01;
 /// Seed of both in-memory networks (fixed, so runs are reproducible).
@@ -306,6 +306,9 @@ pub struct Hands {
     pub throws: u64,
 }
 
+/// The props nobody holds.
+type FreeProps = (With<OwnedProp>, Without<HeldProp>);
+
 /// Plays [`Hands`] for every tick the session polled since the last frame.
 fn hands(
     mut commands: Commands,
@@ -313,7 +316,7 @@ fn hands(
     stats: Option<Res<SessionStats>>,
     twins: Query<(&AvatarCollider, &Transform)>,
     held: Query<(Entity, &HeldProp, &Transform)>,
-    props: Query<(Entity, &Transform), (With<OwnedProp>, Without<HeldProp>)>,
+    props: Query<(Entity, &Transform), FreeProps>,
 ) {
     let Some(now) = stats.map(|s| s.local_tick) else {
         return;

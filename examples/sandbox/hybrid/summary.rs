@@ -2,16 +2,19 @@
 
 use std::path::Path;
 
+use std::collections::BTreeMap;
+
 use bevy::prelude::*;
+use bevy_rapier3d::prelude::Velocity;
 use serde::Serialize;
 use simsync::hybrid::{HybridStats, VerifiedProps};
-use simsync_ownership::EntityServer;
+use simsync_ownership::{BodyNetId, EntityServer};
 
 use crate::cli::HybridArgs;
 use crate::driver::Failure;
 
 use super::Setup;
-use super::run::{Hands, HybridRun, owned_by};
+use super::run::{Hands, HybridRun, REST_SPEED, owned_by};
 
 /// The largest distance two participants' copies of one prop may be apart at rest, m.
 pub const AT_REST_TOLERANCE_M: f64 = 0.01;
@@ -65,6 +68,9 @@ pub struct Summary {
     /// Largest distance between two Apps' copies of one prop at the end, m, and the prop.
     pub max_prop_distance_m: f64,
     pub max_prop_distance_id: u64,
+    /// Props compared (at rest on every App), and props left out (still moving somewhere).
+    pub props_at_rest: usize,
+    pub props_moving: usize,
     /// Ownership changes on the entity server, and the props' state traffic: state updates
     /// sent and mean bytes per prop update sent (encoded batches over the states they
     /// carried) and relayed.
@@ -112,7 +118,7 @@ impl Summary {
              RTT, {} % loss)\n\
              \x20 players' checksums      {} over {} verified ticks (last common {checksum})\n\
              \x20 desyncs                 {}\n\
-             \x20 props' copies           at most {:.4} m apart at rest (prop {})\n\
+             \x20 props' copies           at most {:.4} m apart at rest (prop {}; {} props at rest, {} moving)\n\
              \x20 ownership changes       {}\n\
              \x20 prop updates            {} sent, {:.1} B each up, {:.1} B relayed\n{}",
             self.players,
@@ -130,6 +136,8 @@ impl Summary {
             self.desyncs,
             self.max_prop_distance_m,
             self.max_prop_distance_id,
+            self.props_at_rest,
+            self.props_moving,
             self.ownership_changes,
             self.prop_updates_sent,
             self.bytes_per_prop_update,
@@ -149,8 +157,8 @@ impl Summary {
     }
 }
 
-/// The run's checks: the players' checksums equal over at least one tick, the props' copies
-/// within [`AT_REST_TOLERANCE_M`].
+/// The run's checks: the players' checksums equal over at least one tick, some prop at rest,
+/// the copies of every prop at rest within [`AT_REST_TOLERANCE_M`].
 ///
 /// # Errors
 /// Exit code 1 naming the failed check.
@@ -163,6 +171,9 @@ pub fn check(summary: &Summary) -> Result<(), Failure> {
     if summary.checksum_ticks_compared == 0 {
         return Err(Failure::run("no verified tick was compared"));
     }
+    if summary.props_at_rest == 0 {
+        return Err(Failure::run("no prop came to rest on every App"));
+    }
     if summary.max_prop_distance_m >= AT_REST_TOLERANCE_M {
         return Err(Failure::run(format!(
             "participants' copies of prop {} are {:.4} m apart at rest (≥ 1 cm)",
@@ -172,16 +183,91 @@ pub fn check(summary: &Summary) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The largest distance between two Apps' copies of one prop, and the prop.
+/// Every App's copies of the props: `id → [(position, speed m/s)]`, in client order.
+type Copies = BTreeMap<u64, Vec<(Vec3, f32)>>;
+
+/// The props' copies of every App.
+fn copies(run: &HybridRun) -> Copies {
+    let mut copies = Copies::new();
+    for client in 0..run.peers.players().clients() {
+        let Ok(app) = run.peers.client(client) else {
+            continue;
+        };
+        for entity in app.world().iter_entities() {
+            let (Some(id), Some(t), Some(v)) = (
+                entity.get::<BodyNetId>(),
+                entity.get::<Transform>(),
+                entity.get::<Velocity>(),
+            ) else {
+                continue;
+            };
+            copies
+                .entry(id.0.0)
+                .or_default()
+                .push((t.translation, v.linear.length()));
+        }
+    }
+    copies
+}
+
+/// What [`at_rest_spread`] found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// The largest distance between two copies of one prop at rest, m, and the prop.
+    pub widest: (f32, u64),
+    /// Props compared (at rest on every App).
+    pub compared: usize,
+    /// Props left out: moving faster than `rest_speed` on some App.
+    pub moving: usize,
+}
+
+/// The widest spread between the copies of a prop at rest (slower than `rest_speed` m/s on
+/// every copy), over the props every one of `apps` Apps has.
+///
+/// # Errors
+/// The id of the first prop some App has no copy of.
+pub fn at_rest_spread(copies: &Copies, apps: usize, rest_speed: f32) -> Result<Spread, u64> {
+    let mut spread = Spread {
+        widest: (0.0, 0),
+        compared: 0,
+        moving: 0,
+    };
+    for (&id, list) in copies {
+        if list.len() != apps {
+            return Err(id);
+        }
+        if list.iter().any(|&(_, speed)| speed > rest_speed) {
+            spread.moving += 1;
+            continue;
+        }
+        spread.compared += 1;
+        for (i, (a, _)) in list.iter().enumerate() {
+            for (b, _) in &list[i + 1..] {
+                let d = a.distance(*b);
+                if d > spread.widest.0 {
+                    spread.widest = (d, id);
+                }
+            }
+        }
+    }
+    Ok(spread)
+}
+
+/// [`at_rest_spread`] of a run's Apps.
 ///
 /// # Errors
 /// Exit code 1 if an App has no copy of a prop.
-pub fn prop_distance(run: &mut HybridRun) -> Result<(f32, u64), Failure> {
-    let converged = run
-        .peers
-        .prop_convergence(f32::INFINITY)
-        .map_err(|d| Failure::run(format!("props' copies: {d}")))?;
-    Ok(converged.widest.map_or((0.0, 0), |(body, d)| (d, body.0)))
+pub fn prop_spread(run: &HybridRun, setup: &Setup) -> Result<Spread, Failure> {
+    let copies = copies(run);
+    if copies.len() != setup.kinds.len() {
+        return Err(Failure::run(format!(
+            "{} props expected, {} found",
+            setup.kinds.len(),
+            copies.len()
+        )));
+    }
+    at_rest_spread(&copies, run.peers.players().clients(), REST_SPEED)
+        .map_err(|id| Failure::run(format!("prop {id} is missing on an App")))
 }
 
 /// The summary of a finished run.
@@ -194,7 +280,8 @@ pub fn summarize(
     setup: &Setup,
     settled: u32,
 ) -> Result<Summary, Failure> {
-    let (distance, distance_id) = prop_distance(run)?;
+    let spread = prop_spread(run, setup)?;
+    let (distance, distance_id) = spread.widest;
     let agreement = run.peers.players().agreement();
     let peers = (0..usize::from(setup.players))
         .map(|i| peer_line(run, i))
@@ -228,6 +315,8 @@ pub fn summarize(
         desyncs: 0,
         max_prop_distance_m: f64::from(distance),
         max_prop_distance_id: distance_id,
+        props_at_rest: spread.compared,
+        props_moving: spread.moving,
         ownership_changes: server.arbiter().stats().ownership_changes,
         prop_updates_sent: sent,
         bytes_per_prop_update: ratio(bytes, sent),
