@@ -19,11 +19,12 @@ use super::{Trace, trace};
 const PROP: BodyId = BodyId(1);
 
 /// `players` clients, each with the arena, a ground and one 0.3 m ball prop at `prop` in its
-/// own world, the scripted `input`, and a [`Trace`] of the players' verified states.
+/// own world (slowed by `damping`, 1/s), the scripted `input`, and a [`Trace`] of the players'
+/// verified states.
 fn peers(
     players: u8,
     link: LinkConditionerConfig,
-    prop: Vec3,
+    (prop, damping): (Vec3, f32),
     input: fn(u8, i32) -> PackedInput,
 ) -> HybridPeers<PackedInput> {
     HybridPeers::builder(players, config(), move |_| {
@@ -45,8 +46,8 @@ fn peers(
             RigidBody::Dynamic,
             Collider::ball(0.3),
             Damping {
-                linear_damping: 1.5,
-                angular_damping: 1.5,
+                linear_damping: damping,
+                angular_damping: damping,
             },
             Transform::from_translation(prop),
             Velocity::zero(),
@@ -110,7 +111,7 @@ fn a_prop_pushed_by_a_players_avatar_moves_on_every_peer() {
     }
     let start = avatar_start(0) + Vec3::new(0.0, -0.3, 1.3);
     let link = LinkConditionerConfig::PERFECT.with_latency(30, 5);
-    let mut peers = peers(2, link, start, push);
+    let mut peers = peers(2, link, (start, 3.0), push);
     let a = peers.participant_id(0).expect("joined");
     let owners = run_until_released(&mut peers, None, 900);
     assert_eq!(
@@ -122,23 +123,36 @@ fn a_prop_pushed_by_a_players_avatar_moves_on_every_peer() {
     let converged = peers
         .prop_convergence(0.01)
         .expect("copies within 1 cm at rest");
+    let mut moved = Vec::new();
     for client in 0..2 {
         let at = peers.prop_position(client, PROP).expect("prop");
         assert!(
             (at - start).length() > 0.3,
             "client {client}: the prop moved from {start} to {at}"
         );
+        moved.push((at - start).length());
     }
     let carried = carried(&peers, &[0, 1]);
     assert!(
         carried.iter().all(|&c| c > 0),
         "the owner's inputs carried the prop to both players' worlds: {carried:?}"
     );
+    // Only the owner sent the prop's states; the other client received them.
+    let stats = |c: usize| *peers.ownership_client(c).expect("participant").stats();
+    let (owner, other) = (stats(0), stats(1));
+    assert!(owner.state_updates_sent > 0, "{owner:?}");
+    assert_eq!(
+        other.state_updates_sent, 0,
+        "the other client never owned the prop"
+    );
+    assert!(other.state_batches_received > 0, "{other:?}");
+    let per_update = owner.state_update_bytes as f64 / owner.state_updates_sent as f64;
     let agreement = peers.assert_all_agree();
     assert!(agreement.ticks_compared >= 100, "{agreement:?}");
     eprintln!(
-        "pushed: {} verified ticks compared, copies {:?} apart at rest, carried {carried:?}",
-        agreement.ticks_compared, converged.widest
+        "pushed {moved:?} m: {} verified ticks compared, copies {:?} apart at rest, poses carried by \
+         verified ticks {carried:?}, {} prop states sent by the owner, {per_update:.1} B each",
+        agreement.ticks_compared, converged.widest, owner.state_updates_sent
     );
 }
 
@@ -147,7 +161,7 @@ fn a_thrown_prop_hits_another_players_avatar_alike_on_every_peer() {
     // Player 0's client grabs the prop beside its avatar, holds it up, throws it at player 1.
     let start = avatar_start(0) + Vec3::new(1.0, -0.3, 0.0);
     let link = LinkConditionerConfig::PERFECT.with_latency(40, 5);
-    let mut peers = peers(2, link, start, idle);
+    let mut peers = peers(2, link, (start, 1.0), idle);
     let a = peers.participant_id(0).expect("joined");
     peers.run_frames(20).expect("frames");
     peers
@@ -166,7 +180,7 @@ fn a_thrown_prop_hits_another_players_avatar_alike_on_every_peer() {
         })
         .expect("throw");
     let thrown_at = peers.players().verified_ticks()[0].expect("running");
-    let end = thrown_at + 160;
+    let end = thrown_at + 100;
     peers.run_until_verified(end).expect("run");
     let agreement = peers.assert_all_agree();
     let b_start = avatar_start(1);
@@ -207,7 +221,7 @@ fn a_thrown_prop_hits_another_players_avatar_alike_on_every_peer() {
 fn a_prop_whose_owner_leaves_mid_flight_lands_alike_on_every_remaining_peer() {
     let start = avatar_start(0) + Vec3::new(0.0, -0.3, 2.0);
     let link = LinkConditionerConfig::PERFECT.with_latency(20, 3);
-    let mut peers = peers(3, link, start, idle);
+    let mut peers = peers(3, link, (start, 3.0), idle);
     let a = peers.participant_id(0).expect("joined");
     peers
         .command(0, PROP, |prop| {

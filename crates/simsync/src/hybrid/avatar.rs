@@ -89,7 +89,7 @@ pub struct AvatarPose {
 }
 
 /// Every avatar of `world` (a simulation world): the bodies with [`AvatarOf`] and a
-/// `Transform`, one per player (of several, the lowest entity), in player order.
+/// `Transform`, one per player (of several, the lowest entity index), in player order.
 pub fn avatar_poses(world: &World) -> Vec<AvatarPose> {
     let mut found: Vec<(Entity, AvatarPose)> = world
         .iter_entities()
@@ -103,7 +103,7 @@ pub fn avatar_poses(world: &World) -> Vec<AvatarPose> {
             Some((entity.id(), pose))
         })
         .collect();
-    found.sort_by_key(|(entity, a)| (a.player, *entity));
+    found.sort_by_key(|(entity, a)| (a.player, entity.index()));
     found.dedup_by_key(|(_, a)| a.player);
     found.into_iter().map(|(_, a)| a).collect()
 }

@@ -1,18 +1,5 @@
 //! A hybrid App's second connection: the ownership participant's, to the entity server, beside
 //! the session's connection to the relay ([`OwnershipConnection`], [`OwnershipConnectionPlugin`]).
-//!
-//! Both the session and [`OwnershipPlugin`](crate::OwnershipPlugin) read the App's one
-//! `RenetClient`. The App's own `RenetClient` (and `ClientTransport`, driven by
-//! `NetClientPlugin`) is the relay's; the entity server's lives in [`OwnershipConnection`] and
-//! is swapped into the App's `RenetClient` while, and only while, the ownership systems run:
-//!
-//! | schedule | before the ownership set | [`OwnershipSet`] | after it |
-//! |---|---|---|---|
-//! | `PreUpdate`, after `RenetReceive`, before [`DeterministicSet::ReadLocalInput`] | advance the ownership connection and its transport by the [`NetClock`] step, swap it in | `Receive` | swap the relay's back |
-//! | `PostUpdate`, after Rapier's writeback, before `RenetSend` | swap it in | `Send` | swap the relay's back, send the ownership connection's packets |
-//!
-//! The session's systems run after the first window and never inside either, so they always
-//! see the relay's connection.
 
 use bevy::prelude::*;
 use bevy::time::Real;
@@ -74,10 +61,23 @@ impl OwnershipConnection {
     }
 }
 
-/// Drives a hybrid App's [`OwnershipConnection`] (see [the module](self)): add it to an App
-/// that has `NetClientPlugin` (the relay's connection), the session plugin and an
-/// `OwnershipPlugin::participant()`. Without an [`OwnershipConnection`] resource it does
-/// nothing, and the ownership plugin uses the App's one connection as usual.
+/// Drives a hybrid App's [`OwnershipConnection`]: add it to an App that has `NetClientPlugin`
+/// (the relay's connection), the session plugin and an `OwnershipPlugin::participant()`.
+/// Without an [`OwnershipConnection`] resource it does nothing, and the ownership plugin uses
+/// the App's one connection as usual.
+///
+/// Both the session and [`OwnershipPlugin`](crate::OwnershipPlugin) read the App's one
+/// `RenetClient`. The App's own `RenetClient` (and `ClientTransport`, driven by
+/// `NetClientPlugin`) is the relay's; the entity server's lives in [`OwnershipConnection`] and
+/// is swapped into the App's `RenetClient` while, and only while, the ownership systems run:
+///
+/// | schedule | before the ownership set | [`OwnershipSet`] | after it |
+/// |---|---|---|---|
+/// | `PreUpdate`, after `RenetReceive`, before [`DeterministicSet::ReadLocalInput`] | advance the ownership connection and its transport by the [`NetClock`] step, swap it in | `Receive` | swap the relay's back |
+/// | `PostUpdate`, after Rapier's writeback, before `RenetSend` | swap it in | `Send` | swap the relay's back, send the ownership connection's packets |
+///
+/// The session's systems run after the first window and never inside either, so they always
+/// see the relay's connection.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OwnershipConnectionPlugin;
 
@@ -193,4 +193,119 @@ fn swap_out_and_send(world: &mut World) {
             connection.report(error, &mut errors);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use simsync_net::bevy_renet::RenetServer;
+    use simsync_net::{MemoryNetwork, NetAppExt, NetChannel, NetClientPlugin, NetServerPlugin};
+
+    fn server(network: &MemoryNetwork) -> App {
+        let mut app = App::new();
+        app.add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(64)))
+            .insert_net_server(network.server_transport().expect("server transport"));
+        app
+    }
+
+    fn send(text: &'static str) -> impl Fn(ResMut<RenetClient>) {
+        move |mut client: ResMut<RenetClient>| {
+            if client.is_connected() {
+                client.send_message(NetChannel::Control.id(), text.as_bytes().to_vec());
+            }
+        }
+    }
+
+    fn received(server: &mut App, client: u64) -> Vec<String> {
+        let mut renet = server.world_mut().resource_mut::<RenetServer>();
+        std::iter::from_fn(|| renet.receive_message(client, NetChannel::Control.id()))
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_ownership_systems_talk_to_the_entity_server_and_the_rest_to_the_relay() {
+        let (relay_net, entity_net) = (MemoryNetwork::perfect(1), MemoryNetwork::perfect(2));
+        let (mut relay, mut entity) = (server(&relay_net), server(&entity_net));
+        let mut client = App::new();
+        client
+            .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
+            .add_plugins(OwnershipConnectionPlugin)
+            .insert_net_client(relay_net.client_transport(4).expect("relay transport"))
+            .insert_resource(OwnershipConnection::new(
+                entity_net.client_transport(9).expect("entity transport"),
+            ))
+            .add_systems(
+                PreUpdate,
+                send("ownership in").in_set(OwnershipSet::Receive),
+            )
+            .add_systems(PostUpdate, send("ownership out").in_set(OwnershipSet::Send))
+            .add_systems(Update, send("game"));
+        for _ in 0..4 {
+            relay.update();
+            entity.update();
+            client.update();
+        }
+        let connection = client.world().resource::<OwnershipConnection>();
+        assert!(connection.is_connected());
+        assert_eq!(connection.failures(), 0);
+        let clients = |app: &App| app.world().resource::<RenetServer>().clients_id();
+        assert_eq!((clients(&relay), clients(&entity)), (vec![4], vec![9]));
+        let (to_relay, to_entity) = (received(&mut relay, 4), received(&mut entity, 9));
+        assert!(!to_relay.is_empty() && !to_entity.is_empty());
+        assert!(to_relay.iter().all(|m| m == "game"), "{to_relay:?}");
+        assert!(
+            to_entity.iter().any(|m| m == "ownership in")
+                && to_entity.iter().any(|m| m == "ownership out")
+                && to_entity.iter().all(|m| m != "game"),
+            "{to_entity:?}"
+        );
+    }
+
+    #[derive(Resource, Default)]
+    struct Seen(usize);
+
+    #[test]
+    fn a_lost_entity_server_is_one_transport_error_and_the_relay_stays_up() {
+        let (relay_net, entity_net) = (MemoryNetwork::perfect(1), MemoryNetwork::perfect(2));
+        let (mut relay, mut entity) = (server(&relay_net), server(&entity_net));
+        let mut client = App::new();
+        client
+            .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
+            .add_plugins(OwnershipConnectionPlugin)
+            .insert_net_client(relay_net.client_transport(4).expect("relay transport"))
+            .insert_resource(OwnershipConnection::new(
+                entity_net.client_transport(9).expect("entity transport"),
+            ))
+            .init_resource::<Seen>()
+            .add_systems(
+                Update,
+                |mut seen: ResMut<Seen>, mut errors: MessageReader<NetTransportError>| {
+                    seen.0 += errors.read().filter(|e| !e.server).count();
+                },
+            );
+        for _ in 0..3 {
+            relay.update();
+            entity.update();
+            client.update();
+        }
+        entity
+            .world_mut()
+            .resource_mut::<RenetServer>()
+            .disconnect(9);
+        for _ in 0..6 {
+            relay.update();
+            entity.update();
+            client.update();
+        }
+        let connection = client.world().resource::<OwnershipConnection>();
+        assert!(!connection.is_connected());
+        assert_eq!(connection.failures(), 1);
+        assert_eq!(
+            client.world().resource::<Seen>().0,
+            1,
+            "one NetTransportError"
+        );
+        assert!(client.world().resource::<RenetClient>().is_connected());
+    }
 }

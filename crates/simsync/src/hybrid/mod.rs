@@ -80,6 +80,14 @@
 //!    prop that hits another player's avatar moves that avatar in every peer's verified world
 //!    alike, because the verified worlds see only the carried poses, never the App's world.
 //!
+//! A proxy pushes a player as a kinematic body does: with the velocity of its move, whatever
+//! the prop's mass, and its contacts are looked for along its move before it makes it, so a
+//! prop that reaches a player within one tick hits it at its speed rather than only pushing
+//! out of the overlap afterwards. In the owner's world the other players' twins are kinematic
+//! too: a prop thrown at a player stops or bounces off its twin, and the player, in the
+//! players' worlds, takes the prop's speed at the hit. A game wanting lighter hits scales the
+//! players' response in its own systems (the players' worlds are the game's).
+//!
 //! The twins follow the **predicted** world because it is what the player sees and steers:
 //! a touch happens where the player's avatar is on its own screen. The twins are no
 //! simulation state: a rollback that moves an avatar moves its twin the next frame, and

@@ -16,6 +16,8 @@ use super::proxies::{PropProxy, advance_proxies};
 /// Marks a player body in the simulation worlds: rolled back, hashed, part of every snapshot
 /// (spawn it with `SimCommands` like any simulation entity). The other side of the split is
 /// [`OwnedProp`](super::OwnedProp), a body of the App's own world under simulation ownership.
+/// A player body that is a player's avatar, and so moves props, also carries
+/// [`AvatarOf`](super::AvatarOf).
 #[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RollbackBody;
 

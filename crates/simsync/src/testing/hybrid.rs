@@ -138,6 +138,9 @@ impl<I: SimInput> HybridPeersBuilder<I> {
     }
 
     /// Adjusts the players' harness (checks, breakdowns, the relay plugin) before it is built.
+    /// Its link, seed and client customization are the hybrid harness's own (set them with
+    /// [`link`](Self::link), [`seed`](Self::seed) and [`customize`](Self::customize)): `build`
+    /// replaces them. The entity server is its side server: add none of your own.
     pub fn players(
         mut self,
         f: impl FnOnce(RelayPeersBuilder<HybridInput<I>>) -> RelayPeersBuilder<HybridInput<I>>,
