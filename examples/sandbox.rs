@@ -9,6 +9,7 @@
 //! cargo run --ignore-rust-version --release --example sandbox                       # = network: relay + clients in-process
 //! cargo run --ignore-rust-version --release --example sandbox -- local --ticks 1800 --input-latency-ticks 6
 //! cargo run --ignore-rust-version --release --example sandbox -- ownership          # entity server + 3 participants
+//! cargo run --ignore-rust-version --release --example sandbox -- hybrid --players 2 --props 300
 //! cargo run --ignore-rust-version --release --example sandbox -- serve --bind 127.0.0.1:5000 [--ownership]
 //! cargo run --ignore-rust-version --release --example sandbox -- join --connect 127.0.0.1:5000 [--ownership]
 //! cargo run --ignore-rust-version --release --example sandbox -- join --connect 127.0.0.1:5000 --rejoin 1:TOKEN
@@ -34,6 +35,8 @@ mod error;
 mod game;
 #[path = "sandbox/host.rs"]
 mod host;
+#[path = "sandbox/hybrid/mod.rs"]
+mod hybrid;
 #[path = "sandbox/link.rs"]
 mod link;
 #[path = "sandbox/network.rs"]
@@ -72,6 +75,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
     let networked = match command {
         Command::Local(args) => return run_local(&args),
         Command::Ownership(args) => return ownership::run_in_process(&args),
+        Command::Hybrid(args) => return hybrid::run_in_process(&args),
         Command::Serve(args) if args.ownership => return ownership::run_udp_server(&args),
         Command::Join(args) if args.ownership => return ownership::run_udp_client(&args),
         Command::Network(args) => {

@@ -13,6 +13,9 @@
 //! - `ownership`: the entity server and participants of `sandbox ownership`; the window shows
 //!   participant 0's copy of the bodies coloured by owner (unowned grey, a colour per
 //!   participant, brighter while grabbed).
+//! - `hybrid`: the players' relay and sessions and the props' entity server and participants
+//!   of `sandbox hybrid`; the window shows peer 0: its players (rolled back) in their colours,
+//!   its participant's props coloured by owner as in `ownership`.
 //! - `join --token FILE` / `join --connect ADDR`: a real client over UDP of a relay room
 //!   (`sandbox host`, `sandbox serve`, `simsync-server`), paced by the window in real time: this
 //!   client's player under the keyboard (WASD / arrows, Space, E; with `--trace FILE` the script
@@ -33,6 +36,7 @@
 //! cargo run --ignore-rust-version --release --features render --example sandbox_view -- local --ticks 1800
 //! cargo run --ignore-rust-version --release --features render --example sandbox_view -- network --ticks 600
 //! cargo run --ignore-rust-version --release --features render --example sandbox_view -- ownership --ticks 600
+//! cargo run --ignore-rust-version --release --features render --example sandbox_view -- hybrid --players 3 --props 300
 //! cargo run --ignore-rust-version --features render --example sandbox_view -- local --ticks 300 --screenshot shot.png
 //! cargo run --ignore-rust-version --release --example sandbox -- host --tokens tokens
 //! cargo run --ignore-rust-version --release --features render --example sandbox_view -- join --token tokens/slot0.token --ticks 19200
@@ -68,6 +72,9 @@ mod game;
 #[path = "sandbox/grab_rules.rs"]
 mod grab_rules;
 #[allow(dead_code)]
+#[path = "sandbox/hybrid/mod.rs"]
+mod hybrid;
+#[allow(dead_code)]
 #[path = "sandbox/network.rs"]
 mod network;
 #[allow(dead_code, unused_imports)]
@@ -95,6 +102,8 @@ mod draw;
 mod grab;
 #[path = "sandbox_view/hud.rs"]
 mod hud;
+#[path = "sandbox_view/hybrid.rs"]
+mod hybrid_view;
 #[path = "sandbox_view/in_process.rs"]
 mod in_process;
 #[path = "sandbox_view/join.rs"]
@@ -145,6 +154,9 @@ enum Mode {
     /// Entity server and participants; participant 0's view, bodies coloured by owner (as
     /// `sandbox ownership`).
     Ownership(OwnershipView),
+    /// Players rolled back, props owned; peer 0's view: its players, its props coloured by
+    /// owner (as `sandbox hybrid`).
+    Hybrid(HybridView),
     /// A client over UDP of a server's room (`--token FILE` or `--connect ADDR`): in a relay
     /// room this client's player under the keyboard; with --ownership a participant of an
     /// ownership room whose mouse grabs, drags and throws bodies.
@@ -171,6 +183,14 @@ struct LocalView {
 struct NetworkView {
     #[command(flatten)]
     args: cli::NetworkArgs,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+#[derive(Debug, Args)]
+struct HybridView {
+    #[command(flatten)]
+    args: cli::HybridArgs,
     #[command(flatten)]
     view: ViewArgs,
 }
@@ -267,6 +287,15 @@ fn run(mode: Mode) -> Result<ExitCode, Failure> {
             let mut app = window_app("simsync sandbox: ownership, participant 0", &own.view);
             ownership_view::add_ownership(&mut app, &own.args, setup, script)?;
             (app, own.view)
+        }
+        Mode::Hybrid(hybrid) => {
+            let setup = hybrid::Setup::load(&hybrid.args)?;
+            if !hybrid.args.quiet {
+                println!("{}", setup.banner(&hybrid.args));
+            }
+            let mut app = window_app("simsync sandbox: hybrid, peer 0", &hybrid.view);
+            hybrid_view::add_hybrid(&mut app, &hybrid.args, setup)?;
+            (app, hybrid.view)
         }
         Mode::Join(join) if join.args.ownership => {
             let title = format!(

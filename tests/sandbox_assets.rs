@@ -32,7 +32,7 @@ mod setup_check;
 mod summary;
 #[allow(dead_code)]
 #[path = "../examples/sandbox/trace.rs"]
-mod trace;
+pub(crate) mod trace;
 
 use std::path::{Path, PathBuf};
 

@@ -65,6 +65,12 @@ pub enum Command {
     /// each with its own physics, scripted by --trace; compares every copy of every body.
     #[command(after_help = AFTER_HELP)]
     Ownership(OwnershipArgs),
+    /// Players under rollback and props under ownership (a hybrid session): a relay server, an
+    /// entity server and --players peers in this process, over the in-memory transport with a
+    /// link conditioner; checks that every peer verified the same players' checksums and that
+    /// every prop's copies agree within 1 cm at rest.
+    #[command(after_help = AFTER_HELP)]
+    Hybrid(HybridArgs),
     /// A server over UDP for clients started with `join`, paced in real time: the deterministic
     /// session's relay server, or with --ownership the entity server.
     #[command(after_help = AFTER_HELP)]
@@ -264,6 +270,47 @@ pub struct OwnershipArgs {
     /// what it owns as orphans: with --physics-host the server flies them for everyone.
     #[arg(long, value_name = "TICK")]
     pub leave_at: Option<u32>,
+}
+
+/// `sandbox hybrid`.
+#[derive(Debug, Clone, Args)]
+pub struct HybridArgs {
+    /// Ticks of the trace (64 per second; the players stand still after them while the props
+    /// settle).
+    #[arg(long, default_value_t = 640, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub ticks: u32,
+    /// Also write the summary as JSON to this file.
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub summary_json: Option<PathBuf>,
+    /// Print only results and errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// Players (2–4; the scene needs that many player spawns). Each player's App is also an
+    /// ownership participant.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=4))]
+    pub players: u8,
+    /// Props: the scene's pile bodies first, then more of their shapes in rows on the ground.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=5_000))]
+    pub props: u32,
+    /// Scene file (RON) [default: assets/scenes/sandbox.ron]: its ground, ramps and players
+    /// are the players' world, its piles the props' shapes.
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub scene: Option<PathBuf>,
+    /// The players' input trace (RON) [default: assets/traces/two_players.ron]: player `p`
+    /// plays the trace's player `p mod` its players; each press of push grabs the nearest
+    /// prop within reach, or throws the one held.
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub trace: Option<PathBuf>,
+    /// Do not compare predicted ticks with verified ones (the comparison costs a state hash per
+    /// predicted tick).
+    #[arg(long)]
+    pub no_verify_predictions: bool,
+    /// Seconds to run after the trace stops, before comparing the props' copies (longer
+    /// while props are still owned and moving, up to 5 s more).
+    #[arg(long, default_value_t = 2.0, value_parser = parse_settle_seconds)]
+    pub settle_seconds: f64,
 }
 
 /// `sandbox serve`.

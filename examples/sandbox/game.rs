@@ -21,8 +21,9 @@ use bevy_rapier3d::prelude::{
     RapierRigidBodySet, RigidBody, Sleeping, Velocity,
 };
 use simsync::deterministic::{SimHash, StateHasher};
+use simsync::hybrid::{AvatarOf, HybridInput, RollbackBody};
 use simsync::prelude::{
-    PackedInput, PlayerInputs, RollbackAppExt, SimCommands, SimTick, SimulationSet,
+    PackedInput, PlayerInputs, RollbackAppExt, SimCommands, SimInput, SimTick, SimulationSet,
     SimulationStartup, SimulationTick,
 };
 
@@ -73,6 +74,25 @@ pub fn keyboard_over_trace(
     keyboard.or(scripted).unwrap_or_default()
 }
 
+/// The session input the game reads a player's [`PackedInput`] from: the input itself, or a
+/// hybrid session's input (`sandbox hybrid`: the game's input beside the carried prop poses).
+pub trait PlayerInput: SimInput {
+    /// The player's packed input (axes and buttons).
+    fn packed(&self) -> &PackedInput;
+}
+
+impl PlayerInput for PackedInput {
+    fn packed(&self) -> &PackedInput {
+        self
+    }
+}
+
+impl PlayerInput for HybridInput<PackedInput> {
+    fn packed(&self) -> &PackedInput {
+        &self.input
+    }
+}
+
 /// Marks a player's body (rolled back, part of checksums and of snapshots; reflected, so a
 /// desync dump shows whose body an entity is and `sandbox diff` names it).
 #[derive(
@@ -101,6 +121,9 @@ pub struct SandboxScene {
     pub scene: Arc<Scene>,
     /// Players in the session: the first `players` player spawns are used.
     pub players: u8,
+    /// The players' bodies are also [`RollbackBody`] and [`AvatarOf`] (a hybrid session's
+    /// players).
+    pub hybrid: bool,
 }
 
 /// The sandbox game plugin, added to both simulation worlds by the
@@ -111,6 +134,9 @@ pub struct SandboxGame {
     players: u8,
     /// Plant a desync: at this tick the simulation nudges player 0's body (`--plant-desync`).
     plant_desync: Option<i32>,
+    /// The game of a hybrid session (`sandbox hybrid`): it reads `HybridInput<PackedInput>`
+    /// and marks each player's body [`RollbackBody`] and [`AvatarOf`] its player.
+    hybrid: bool,
 }
 
 /// The tick at which this simulation nudges player 0's body, if any (a planted desync;
@@ -128,7 +154,18 @@ impl SandboxGame {
             scene,
             players,
             plant_desync: None,
+            hybrid: false,
         }
+    }
+
+    /// The same game as the players' game of a hybrid session (`sandbox hybrid`): its input is
+    /// `HybridInput<PackedInput>` (give it to `simsync::hybrid::hybrid_session`), and each
+    /// player's body is also a [`RollbackBody`] and its player's avatar ([`AvatarOf`]: its
+    /// twin in the App's world pushes the props). Give it a scene without piles: the props live
+    /// outside the players' worlds.
+    pub fn hybrid(mut self) -> Self {
+        self.hybrid = true;
+        self
     }
 
     /// The same game whose simulation, at the end of `tick` (after the physics step), adds
@@ -160,14 +197,22 @@ impl Plugin for SandboxGame {
         app.insert_resource(SandboxScene {
             scene: self.scene.clone(),
             players: self.players,
+            hybrid: self.hybrid,
         })
         .register_type::<PlayerBody>()
         .rollback_hashed_component_serde::<PlayerBody>()
-        .add_systems(SimulationStartup, spawn_scene)
-        .add_systems(
-            SimulationTick,
-            apply_player_inputs.in_set(SimulationSet::Game),
-        );
+        .add_systems(SimulationStartup, spawn_scene);
+        if self.hybrid {
+            app.add_systems(
+                SimulationTick,
+                apply_player_inputs::<HybridInput<PackedInput>>.in_set(SimulationSet::Game),
+            );
+        } else {
+            app.add_systems(
+                SimulationTick,
+                apply_player_inputs::<PackedInput>.in_set(SimulationSet::Game),
+            );
+        }
         app.insert_resource(PlantDesync(self.plant_desync))
             .ignore_rollback_resource::<PlantDesync>()
             .add_systems(SimulationTick, plant_desync.in_set(SimulationSet::Cleanup));
@@ -231,7 +276,7 @@ fn spawn_scene(mut sim: SimCommands, scene: Res<SandboxScene>) {
         .take(usize::from(scene.players))
         .enumerate()
     {
-        spawned.push(sim.spawn((
+        let body = (
             Transform::from_translation(vec3(spawn.spawn)),
             RigidBody::Dynamic,
             collider(&spawn.shape),
@@ -248,7 +293,12 @@ fn spawn_scene(mut sim: SimCommands, scene: Res<SandboxScene>) {
                 player: player as u8,
                 mass: spawn.mass(),
             },
-        )));
+        );
+        spawned.push(if scene.hybrid {
+            sim.spawn((body, RollbackBody, AvatarOf(player as u8)))
+        } else {
+            sim.spawn(body)
+        });
     }
     if let Some(error) = spawned.into_iter().find_map(Result::err) {
         error!("sandbox scene not fully spawned: {error}");
@@ -323,8 +373,8 @@ fn plant_desync(
 }
 
 /// Applies every player's input of this tick as impulses (see the module docs).
-fn apply_player_inputs(
-    inputs: Res<PlayerInputs<PackedInput>>,
+fn apply_player_inputs<I: PlayerInput>(
+    inputs: Res<PlayerInputs<I>>,
     time: Res<Time>,
     players: Query<(Entity, &PlayerBody, &Transform, &Velocity)>,
     mut bodies: Query<(Entity, &Transform, &RigidBody, &mut ExternalImpulse)>,
@@ -337,10 +387,13 @@ fn apply_player_inputs(
     let mut own = Vec::new();
     let mut pushes = Vec::new();
     for (entity, body, transform, velocity) in list {
-        let Some(input) = inputs.get(body.player) else {
+        let Some(input) = inputs.get(body.player).map(PlayerInput::packed) else {
             continue;
         };
-        let previous = inputs.previous(body.player).copied().unwrap_or_default();
+        let previous = inputs
+            .previous(body.player)
+            .map(|p| *p.packed())
+            .unwrap_or_default();
         let impulse = player_impulse(input, &previous, velocity, body.mass, dt);
         if impulse != Vec3::ZERO {
             own.push((entity, impulse));

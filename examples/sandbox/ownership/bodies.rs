@@ -57,6 +57,20 @@ fn cuboid(size: [f32; 3]) -> Collider {
 
 /// The scene's bodies: avatars (ids `0..participants`), pile bodies, then ground and ramps.
 pub fn net_bodies(scene: &Scene, participants: u8) -> Vec<NetBody> {
+    let piles: Vec<(Vec3, usize)> = scene
+        .piles
+        .iter()
+        .enumerate()
+        .flat_map(|(i, pile)| pile.positions().map(move |p| (Vec3::from_array(p), i)))
+        .collect();
+    bodies_with(scene, participants, &piles)
+}
+
+/// The scene's avatars (ids `0..participants`), then one body per `(centre, pile index)` of
+/// `piles` (shaped, weighted and damped as that pile's bodies; an index past the scene's piles
+/// is skipped), then ground and ramps. [`net_bodies`] with the scene's own piles; `sandbox
+/// hybrid` lays its props out itself.
+pub fn bodies_with(scene: &Scene, participants: u8, piles: &[(Vec3, usize)]) -> Vec<NetBody> {
     let mut bodies = Vec::new();
     let mut next = 0u64;
     let mut id = || {
@@ -80,19 +94,20 @@ pub fn net_bodies(scene: &Scene, participants: u8) -> Vec<NetBody> {
             avatar_of: Some(i as u8),
         });
     }
-    for pile in &scene.piles {
-        for position in pile.positions() {
-            bodies.push(NetBody {
-                id: id(),
-                kind: RigidBody::Dynamic,
-                transform: Transform::from_translation(Vec3::from_array(position)),
-                collider: collider(&pile.shape),
-                density: pile.density,
-                friction: pile.friction,
-                damping: Some(PILE_DAMPING),
-                avatar_of: None,
-            });
-        }
+    for &(position, index) in piles {
+        let Some(pile) = scene.piles.get(index) else {
+            continue;
+        };
+        bodies.push(NetBody {
+            id: id(),
+            kind: RigidBody::Dynamic,
+            transform: Transform::from_translation(position),
+            collider: collider(&pile.shape),
+            density: pile.density,
+            friction: pile.friction,
+            damping: Some(PILE_DAMPING),
+            avatar_of: None,
+        });
     }
     bodies.push(NetBody {
         id: id(),

@@ -31,7 +31,8 @@
 
 // `pub(crate)`: the rendered `join --ownership` (sandbox_view) steps a participant with them.
 pub(crate) mod actors;
-mod apps;
+// `pub(crate)`: `sandbox hybrid` runs the same server and participants for its props.
+pub(crate) mod apps;
 pub(crate) mod bodies;
 pub mod in_process;
 // `pub(crate)`: the integration tests load the shipped script with it.
