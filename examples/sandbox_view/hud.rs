@@ -95,7 +95,7 @@ impl FrameTimes {
     }
 
     /// One line for stdout.
-    pub fn to_line(&self) -> String {
+    pub fn summary_line(&self) -> String {
         format!(
             "sandbox_view: frames {}, mean frame time {:.2} ms, max {:.2} ms (first {} frames not \
              counted)",
@@ -213,12 +213,12 @@ fn screenshot_and_exit(
                 .observe(save_to_disk(path));
             plan.requested_at = Some(frames.frames);
             println!("sandbox_view HUD at the screenshot:\n{}", lines.0);
-            println!("{}", frames.to_line());
+            println!("{}", frames.summary_line());
         }
         Some(at) if frames.frames >= at + 20 && path.exists() => {
             if let Some(finished) = finished {
                 println!("sandbox_view: screenshot saved to {}", path.display());
-                println!("{}", frames.to_line());
+                println!("{}", frames.summary_line());
                 exit.write(if finished.ok {
                     AppExit::Success
                 } else {
