@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proof by picture: runs the rendered sandbox (`sandbox_view`, `render` feature) in local,
-# network and ownership mode under Xvfb with Mesa's software Vulkan driver (lavapipe), saves a
+# network, ownership and hybrid mode under Xvfb with Mesa's software Vulkan driver (lavapipe), saves a
 # screenshot of each through Bevy's screenshot API and checks it with scripts/check_screenshot.py
 # (not blank, HUD present; in ownership mode the owner colours present). Then runs the headless
 # sandbox on the same run and prints both summaries, so the view's numbers can be compared.
@@ -141,6 +141,11 @@ echo "screenshots: headless summary of the same network run:"
 shoot ownership --hues blue red green --min-hue-pixels 100 -- ownership --ticks "$ownership_ticks" --quiet
 echo "screenshots: headless summary of the same ownership run:"
 "$dir/sandbox" ownership --ticks "$ownership_ticks" --quiet | tail -n 30 || status=1
+# Hybrid: three players rolled back, 300 props owned; the players' pushes and throws hand props
+# to the participants, so their colours are on screen (a 960x540 window without MSAA: three
+# sessions and three ownership worlds are stepped per frame under lavapipe).
+shoot hybrid --hues blue red --min-hue-pixels 100 -- hybrid --players 3 --props 300 --ticks 200 \
+    --quiet --no-msaa --window 960x540
 
 # The final checksum of a join's log: `client: match 1 of 1: verified tick T, final checksum C,
 # desyncs D` (printed by `sandbox join` and `sandbox_view join` alike).
