@@ -136,3 +136,79 @@ fn a_hostile_players_poses_are_counted_alike_and_never_hide_the_owners() {
         relay.rejected_messages
     );
 }
+
+/// The prop ids each verified tick applied, from the tick the hook was added.
+#[derive(Default)]
+struct Applied(Vec<Vec<u64>>);
+
+impl VerifiedTickHook<Input> for Applied {
+    fn on_verified(&mut self, verified: &mut VerifiedTick<'_, Input>) -> HookFlow {
+        let (_, world) = verified.inputs_and_app_world();
+        let last = &world.resource::<VerifiedProps>().last;
+        self.0.push(last.iter().map(|(id, _)| *id).collect());
+        HookFlow::Continue
+    }
+}
+
+#[test]
+fn an_app_owning_thousands_of_moving_props_carries_them_in_turn_within_the_bound() {
+    let props: Vec<_> = (0..2_000u64)
+        .map(|n| {
+            let center = Vec3::new((n % 40) as f32 - 20.0, 0.6, (n / 40) as f32 - 25.0);
+            let script = Script::Circle {
+                center,
+                radius: 0.4,
+                period: 64.0,
+            };
+            (n + 1, script, 0)
+        })
+        .collect();
+    let mut peers = super::peers(1, LinkConditionerConfig::PERFECT, props, idle);
+    peers.run_until_verified(10).expect("run");
+    let app = peers.client_mut(0).expect("client");
+    app.add_verified_tick_hook::<Input>(Applied::default())
+        .expect("session");
+    let start = app.world().resource::<VerifiedProps>().clone();
+    peers.run_until_verified(60).expect("run");
+    let app = peers.client(0).expect("client");
+    let end = app.world().resource::<VerifiedProps>().clone();
+    let stats = app
+        .world()
+        .resource::<simsync::hybrid::HybridStats>()
+        .clone();
+    let max = config().max_props_per_input as u64;
+    let ticks = end.ticks_with_props - start.ticks_with_props;
+    assert!(ticks >= 45, "{ticks} ticks carried props");
+    assert_eq!(
+        end.carried - start.carried,
+        max * ticks,
+        "each input carried the bound"
+    );
+    assert_eq!(end.ignored, 0);
+    // The props left out were counted, and each carried prop waited its turn (2,000 props, 6
+    // an input): a prop is carried again only in a tick carrying the very same props (a frame
+    // that polled two ticks carries its choice in both inputs).
+    assert!(stats.frames_over_budget >= 50, "{stats:?}");
+    assert!(stats.props_left_out >= 50 * (2_000 - max), "{stats:?}");
+    let applied = &app
+        .world()
+        .resource::<DeterministicSession<Input>>()
+        .hook::<Applied>()
+        .expect("hook")
+        .0;
+    let mut distinct: Vec<&Vec<u64>> = applied.iter().collect();
+    distinct.dedup();
+    let carried: Vec<u64> = distinct
+        .iter()
+        .flat_map(|ids| ids.iter().copied())
+        .collect();
+    let mut unique = carried.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        carried.len(),
+        "a prop carried twice: {distinct:?}"
+    );
+    assert!(unique.len() >= 240, "{} props carried", unique.len());
+}

@@ -30,11 +30,23 @@
 //! alone:
 //!
 //! 1. every proxy standing for a prop moves by its velocity for one tick;
-//! 2. the tick's carried poses, resolved in player order (a prop carried by several inputs —
-//!    an ownership change in flight, or the repeated last input of a player who left — keeps
-//!    the pose with the latest stamp, of equal stamps the lowest player's), each set its prop's
-//!    proxy to the pose moved on by its velocity for `t − stamp` ticks; a prop without a proxy
-//!    takes the lowest parked slot, else the slot seen longest ago.
+//! 2. the tick's carried poses, resolved in player order ([`carried_poses`]): a pose counts
+//!    only if it is fresh (stamped at most [`HybridConfig::max_stale_ticks`] before `t`, and
+//!    not after `t`: no honest input is) and is its input's first pose of its prop; a prop
+//!    carried by several inputs — an ownership change in flight, or the repeated last input of
+//!    a player who left — keeps the fresh pose with the latest stamp, of equal stamps the
+//!    lowest player's. Each sets its prop's proxy to the pose moved on by its velocity for
+//!    `t − stamp` ticks; a prop without a proxy takes the lowest parked slot, else the slot
+//!    seen longest ago.
+//!
+//! **What a hostile input can do.** The players' worlds cannot know who owns a prop, so they
+//! trust the carried poses, within bounds every peer applies alike: a pose stamped in the
+//! future or long ago never competes with a fresh one (so it cannot hide the owner's), poses
+//! past [`MAX_PROPS_PER_INPUT`] are not looked at, and a prop given twice in one input keeps
+//! its first pose. A player carrying a prop it does not own wins it by the same rule as an
+//! ownership change (latest fresh stamp, then lowest player) and takes at most its input's cap
+//! of proxies. Each of these is counted in [`VerifiedProps`] (stale, ignored, duplicate,
+//! contested, a kind past the shapes), the same on every peer for a verified tick.
 //!
 //! **Why every peer sees the same one.** A verified tick runs on the confirmed inputs of `t`,
 //! which the relay confirmed identically to every peer; the pool is rollback state (in the
@@ -55,6 +67,9 @@
 //! The price is in the inputs: every input carries at most
 //! [`HybridConfig::max_props_per_input`] poses (about 30 bytes each on the wire), in turn when more props move than fit
 //! ([`choose_carried`]); a moving prop left out is seen moving on by its last carried velocity.
+//! An input longer than the session's input size cap would be dropped whole by the relay, the
+//! game's input with it: the last props are taken off it until it fits (counted in
+//! [`HybridStats::props_over_bytes`]).
 //! A prop that never moved since the session started has no proxy, and one evicted from a
 //! full pool is no longer an obstacle for the players until it is carried again.
 //!
@@ -137,15 +152,16 @@ pub type ScriptedInput<I> = Arc<dyn Fn(PlayerIndex, Tick) -> I + Send + Sync>;
 /// [`HybridPlugin`], and the same on every peer (the pool is simulation state).
 #[derive(Resource, Clone, Debug)]
 pub struct HybridConfig {
-    /// Proxy colliders in the players' worlds (default 32): how many props the players can
-    /// touch at once. The rollback's cost grows with this, not with the props.
+    /// Proxy colliders in the players' worlds (default 32; `1..=`[`MAX_PROXY_SLOTS`]): how
+    /// many props the players can touch at once. The rollback's cost grows with this, not with the props.
     pub proxy_slots: u16,
-    /// Poses one input carries at most (default 6; capped at [`MAX_PROPS_PER_INPUT`]). Keep
+    /// Poses one input carries at most (default 6; `1..=`[`MAX_PROPS_PER_INPUT`]). Keep
     /// `max_props_per_input × 30` bytes plus the game's input under the session's input size
-    /// cap (256 bytes unless configured).
+    /// cap (256 bytes unless configured): the props past it are taken off each input
+    /// ([`HybridStats::props_over_bytes`]).
     pub max_props_per_input: usize,
     /// A carried pose older than this many ticks at the tick that applies it is ignored
-    /// (default 32).
+    /// (default 32; at most [`MAX_STALE_TICKS`]).
     pub max_stale_ticks: Tick,
     /// Speed (m/s) at or below which an owned prop rests and is not carried (default 0.01).
     pub rest_speed: f32,
