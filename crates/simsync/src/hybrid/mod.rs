@@ -30,7 +30,9 @@
 //! alone:
 //!
 //! 1. every proxy standing for a prop moves by its velocity for one tick;
-//! 2. the tick's carried poses, resolved in player order ([`carried_poses`]): a pose counts
+//! 2. the tick's carried poses, resolved in turns ([`carried_poses`]: every input's first pose
+//!    in player order, then every input's second, ..., so a full pool is shared among the
+//!    players however many poses one of them carries): a pose counts
 //!    only if it is fresh (stamped at most [`HybridConfig::max_stale_ticks`] before `t`, and
 //!    not after `t`: no honest input is) and is its input's first pose of its prop; a prop
 //!    carried by several inputs — an ownership change in flight, or the repeated last input of
@@ -44,8 +46,8 @@
 //! future or long ago never competes with a fresh one (so it cannot hide the owner's), poses
 //! past [`MAX_PROPS_PER_INPUT`] are not looked at, and a prop given twice in one input keeps
 //! its first pose. A player carrying a prop it does not own wins it by the same rule as an
-//! ownership change (latest fresh stamp, then lowest player) and takes at most its input's cap
-//! of proxies. Each of these is counted in [`VerifiedProps`] (stale, ignored, duplicate,
+//! ownership change (latest fresh stamp, then lowest player); one carrying many props takes
+//! turns with the others for a full pool's proxies. Each of these is counted in [`VerifiedProps`] (stale, ignored, duplicate,
 //! contested, a kind past the shapes), the same on every peer for a verified tick.
 //!
 //! **Why every peer sees the same one.** A verified tick runs on the confirmed inputs of `t`,

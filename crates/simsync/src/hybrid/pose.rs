@@ -285,8 +285,8 @@ pub struct CarriedPose {
 /// every peer for a verified tick.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Carried {
-    /// The poses applied, in the order the rule met them (player order, then each input's
-    /// order), one per prop.
+    /// The poses applied, in the order the rule met them (the inputs' first poses in player
+    /// order, then their second ones, ...), one per prop.
     pub poses: Vec<CarriedPose>,
     /// Poses past [`MAX_PROPS_PER_INPUT`] in one input: not looked at.
     pub ignored: u32,
@@ -303,56 +303,71 @@ pub struct Carried {
 }
 
 /// The rule of which carried pose a tick applies ([hybrid sessions](super#the-rule)): the
-/// players' inputs in player order, each input's poses in its order, at most
-/// [`MAX_PROPS_PER_INPUT`] of each (the rest counted in [`Carried::ignored`]). A pose is taken
-/// only if it is fresh at `tick` (stamped at most `max_stale` ticks before it, and not after
-/// it; [`Carried::stale`]) and is the input's first pose of its prop
-/// ([`Carried::duplicate`]). A prop carried by several inputs keeps the pose with the latest
-/// stamp, and of equal stamps the first (lowest player index; [`Carried::contested`]). So an
-/// ownership change in flight (old and new owner both carrying the prop for one tick)
-/// resolves to one pose, the repeated input of a player who left (the relay repeats its last
-/// input) never hides the fresh pose of the prop's new owner, and a pose stamped in the future
-/// never hides a fresh one. A pure function of the inputs, so every world given the same
-/// inputs applies the same poses.
+/// players' inputs taken in turn — every input's first pose in player order, then every
+/// input's second, and so on — at most [`MAX_PROPS_PER_INPUT`] of each (the rest counted in
+/// [`Carried::ignored`]), so that the proxies of a full pool are shared among the players
+/// however many poses one of them carries. A pose is taken only if it is fresh at `tick`
+/// (stamped at most `max_stale` ticks before it, and not after it; [`Carried::stale`]) and is
+/// its input's first pose of its prop ([`Carried::duplicate`]). A prop carried by several
+/// inputs keeps the pose with the latest stamp, and of equal stamps the lowest player's
+/// ([`Carried::contested`]). So an ownership change in flight (old and new owner both carrying
+/// the prop for one tick) resolves to one pose, the repeated input of a player who left (the
+/// relay repeats its last input) never hides the fresh pose of the prop's new owner, and a
+/// pose stamped in the future never hides a fresh one. A pure function of the inputs, so every
+/// world given the same inputs applies the same poses.
 pub fn carried_poses<'a>(
     tick: Tick,
     max_stale: Tick,
     inputs: impl IntoIterator<Item = (PlayerIndex, &'a PropPoses)>,
 ) -> Carried {
     let mut out = Carried::default();
-    let mut seen_in_input: Vec<u64> = Vec::new();
-    for (player, props) in inputs {
-        let poses = props.poses();
-        out.ignored += poses.len().saturating_sub(MAX_PROPS_PER_INPUT) as u32;
-        let fresh = is_fresh(tick.saturating_sub(props.stamp()), max_stale);
-        seen_in_input.clear();
-        for pose in poses.iter().take(MAX_PROPS_PER_INPUT) {
-            if seen_in_input.contains(&pose.id) {
-                out.duplicate += 1;
+    let mut inputs: Vec<(PlayerIndex, &PropPoses, bool)> = inputs
+        .into_iter()
+        .map(|(player, props)| {
+            let fresh = is_fresh(tick.saturating_sub(props.stamp()), max_stale);
+            (player, props, fresh)
+        })
+        .collect();
+    inputs.sort_by_key(|(player, ..)| *player);
+    for (_, props, _) in &inputs {
+        out.ignored += props.poses().len().saturating_sub(MAX_PROPS_PER_INPUT) as u32;
+    }
+    for turn in 0..MAX_PROPS_PER_INPUT {
+        for &(player, props, fresh) in &inputs {
+            let Some(pose) = props.poses().get(turn) else {
                 continue;
-            }
-            seen_in_input.push(pose.id);
-            if !fresh {
-                out.stale += 1;
-                continue;
-            }
-            let carried = CarriedPose {
-                player,
-                stamp: props.stamp(),
-                pose: *pose,
             };
-            match out.poses.iter_mut().find(|c| c.pose.id == pose.id) {
-                Some(kept) => {
-                    out.contested += 1;
-                    if kept.stamp < carried.stamp {
-                        *kept = carried;
-                    }
-                }
-                None => out.poses.push(carried),
+            if props.poses()[..turn].iter().any(|p| p.id == pose.id) {
+                out.duplicate += 1;
+            } else if !fresh {
+                out.stale += 1;
+            } else {
+                out.take(CarriedPose {
+                    player,
+                    stamp: props.stamp(),
+                    pose: *pose,
+                });
             }
         }
     }
     out
+}
+
+impl Carried {
+    /// Takes a fresh pose: a prop not taken yet, or one whose kept pose is older (or, of the
+    /// same stamp, of a higher player).
+    fn take(&mut self, carried: CarriedPose) {
+        let Some(kept) = self.poses.iter_mut().find(|c| c.pose.id == carried.pose.id) else {
+            self.poses.push(carried);
+            return;
+        };
+        self.contested += 1;
+        if (carried.stamp, std::cmp::Reverse(carried.player))
+            > (kept.stamp, std::cmp::Reverse(kept.player))
+        {
+            *kept = carried;
+        }
+    }
 }
 
 /// Whether a pose stamped `age` ticks before the tick that applies it is taken: stamped this
@@ -453,6 +468,8 @@ mod tests {
         assert_eq!((resolved.ignored, resolved.contested), (0, 1));
         let carried = resolved.poses;
         let ids: Vec<_> = carried.iter().map(|c| (c.player, c.pose.id)).collect();
+        // In turns: both first poses (1, then 2 from player 1, replaced by player 0's), then
+        // both second ones.
         assert_eq!(ids, vec![(0, 1), (0, 2), (1, 3)]);
         assert_eq!(carried[1].pose.pos_mm[0], 2000);
     }

@@ -153,7 +153,7 @@ fn slot_for(slots: &[PropProxy], prop: u64, set_now: &[usize]) -> Option<usize> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hybrid::pose::PropPose;
+    use crate::hybrid::pose::{PropPose, PropPoses, carried_poses};
 
     fn carried(id: u64, stamp: Tick, x_mm: i32, vx: i32) -> CarriedPose {
         CarriedPose {
@@ -264,5 +264,27 @@ mod tests {
         let step = advance_proxies(&mut slots, &[oldest], 100, 64, 32);
         assert_eq!((step.applied, step.stale), (0, 1));
         assert!(slots[0].transform().translation.is_finite());
+    }
+
+    #[test]
+    fn a_player_flooding_the_pool_leaves_the_others_their_share() {
+        // Player 0 carries 20 new props a tick, player 1 its 4; a pool of 8 proxies: the poses
+        // are taken in turns, so player 1's 4 all find a proxy.
+        let poses = |ids: std::ops::Range<u64>| {
+            let poses = ids.map(|id| carried(id, 9, 0, 0).pose).collect();
+            PropPoses::new(9, poses, 32).unwrap()
+        };
+        let (flood, honest) = (poses(100..120), poses(1..5));
+        let resolved = carried_poses(9, 32, [(0, &flood), (1, &honest)]);
+        let mut slots = pool(8);
+        let step = advance_proxies(&mut slots, &resolved.poses, 9, 64, 32);
+        assert_eq!((step.applied, step.no_slot), (8, 16));
+        let mut held: Vec<_> = slots
+            .iter()
+            .filter_map(|s| s.prop)
+            .filter(|&p| p < 100)
+            .collect();
+        held.sort_unstable();
+        assert_eq!(held, vec![1, 2, 3, 4]);
     }
 }
