@@ -46,7 +46,9 @@ pub struct AvatarCollider {
 /// kept at `offset` metres from the avatar's predicted position: each frame its velocity is
 /// set to reach that point in one tick ([`hold_velocity`]). Inserted by
 /// [`PropGrabCommandsExt::grab_prop`], removed by [`PropGrabCommandsExt::throw_prop`]. Give
-/// it for a player local to this App (a participant bids for its own players only).
+/// it for a player local to this App (a participant bids for its own players only). A hold
+/// whose point is not finite is let go (`HeldProp` and `Held` removed) and refused
+/// ([`HybridError::NotFinite`], counted in [`HybridStats::grabs_refused`]).
 #[derive(Component, Debug, Clone, Copy, PartialEq, Reflect)]
 #[reflect(Component)]
 pub struct HeldProp {
@@ -303,17 +305,36 @@ fn follow_avatars(
 
 /// Step 2 of [`PlayerAvatarsPlugin`].
 fn hold_props(
+    mut commands: Commands,
     config: Option<Res<HybridConfig>>,
     twins: Query<(&AvatarCollider, &Transform), Without<HeldProp>>,
-    mut held: Query<(&HeldProp, &Transform, &mut Velocity)>,
+    mut held: Query<(Entity, &HeldProp, &Transform, &mut Velocity)>,
 ) {
     let hz = config.map_or(64, |c| c.tick_hz);
-    for (hold, transform, mut velocity) in &mut held {
+    for (entity, hold, transform, mut velocity) in &mut held {
         let Some((_, avatar)) = twins.iter().find(|(t, _)| t.player == hold.player) else {
             continue;
         };
         let target = avatar.translation + hold.offset;
-        *velocity = Velocity::linear(hold_velocity(transform.translation, target, hz));
+        let linear = hold_velocity(transform.translation, target, hz);
+        if !linear.is_finite() {
+            // A `HeldProp` inserted by hand with a bad offset, or a prop or twin gone
+            // non-finite: let go rather than give Rapier a non-finite velocity.
+            let error = HybridError::NotFinite {
+                what: "offset",
+                value: hold.offset,
+            };
+            commands.entity(entity).queue(move |prop: EntityWorldMut| {
+                let entity = prop.id();
+                let world = prop.into_world_mut();
+                if let Ok(mut prop) = world.get_entity_mut(entity) {
+                    prop.remove::<(HeldProp, Held)>();
+                }
+                refuse_on_error(world, entity, Err(error));
+            });
+            continue;
+        }
+        *velocity = Velocity::linear(linear);
     }
 }
 
@@ -464,5 +485,35 @@ mod tests {
             world.get::<Velocity>(prop).unwrap().linear,
             Vec3::new(4.0, 1.0, 0.0)
         );
+    }
+
+    #[test]
+    fn a_hold_that_cannot_be_reached_lets_go_instead_of_a_non_finite_velocity() {
+        let mut app = App::new();
+        app.add_plugins(PlayerAvatarsPlugin);
+        let world = app.world_mut();
+        world.spawn((
+            AvatarCollider { player: 0 },
+            Transform::from_xyz(1.0, 0.0, 0.0),
+        ));
+        let bad = HeldProp {
+            player: 0,
+            offset: Vec3::new(f32::INFINITY, 0.0, 0.0),
+        };
+        let prop = world
+            .spawn((
+                OwnedProp::default(),
+                bad,
+                Held,
+                Transform::default(),
+                Velocity::zero(),
+            ))
+            .id();
+        app.update();
+        app.update();
+        let world = app.world();
+        assert_eq!(world.get::<Velocity>(prop), Some(&Velocity::zero()));
+        assert!(world.get::<HeldProp>(prop).is_none() && world.get::<Held>(prop).is_none());
+        assert_eq!(world.resource::<HybridStats>().grabs_refused, 1);
     }
 }

@@ -46,8 +46,9 @@ pub struct HybridStats {
     /// (`SessionConfig::max_input_bytes`; the relay drops a longer input whole, the game's
     /// part with it), in total.
     pub props_over_bytes: u64,
-    /// Grabs and throws refused ([`PropGrabCommandsExt`](super::PropGrabCommandsExt); each
-    /// also a [`HybridRefused`](super::HybridRefused) message), in total.
+    /// Grabs and throws refused ([`PropGrabCommandsExt`](super::PropGrabCommandsExt)), and
+    /// holds let go because their holding point was not finite ([`HeldProp`](super::HeldProp)),
+    /// in total; each also a [`HybridRefused`](super::HybridRefused) message.
     pub grabs_refused: u64,
 }
 
