@@ -6,10 +6,11 @@ use simsync::deterministic::{
     HookFlow, TickInputSource, VerifiedTick, VerifiedTickHook, VerifiedTickHookAppExt,
 };
 use simsync::hybrid::{
-    HybridInput, HybridPlugin, PropPose, PropPoses, VerifiedProps, hybrid_session,
+    HybridConfig, HybridError, HybridInput, HybridPlugin, PropPose, PropPoses, VerifiedProps,
+    hybrid_session,
 };
 use simsync::prelude::*;
-use simsync::testing::RelayPeers;
+use simsync::testing::{HybridPeers, HybridPeersError, RelayPeers};
 use simsync_net::LinkConditionerConfig;
 
 use super::arena::{Arena, Input, Script, avatar_start, config, spawn_props};
@@ -211,4 +212,23 @@ fn an_app_owning_thousands_of_moving_props_carries_them_in_turn_within_the_bound
         "a prop carried twice: {distinct:?}"
     );
     assert!(unique.len() >= 240, "{} props carried", unique.len());
+}
+
+#[test]
+fn the_hybrid_harness_refuses_a_config_out_of_range_before_building() {
+    let bad = HybridConfig {
+        max_props_per_input: 0,
+        ..config()
+    };
+    let built = HybridPeers::<PackedInput>::builder(2, bad.clone(), move |_| {
+        hybrid_session::<PackedInput, _>(Arena { players: 2 }, bad.clone())
+    })
+    .build();
+    assert!(matches!(
+        built,
+        Err(HybridPeersError::Config(HybridError::BadConfig {
+            field: "max_props_per_input",
+            ..
+        }))
+    ));
 }
