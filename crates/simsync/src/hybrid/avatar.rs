@@ -19,7 +19,7 @@ use super::{HybridConfig, HybridRefused};
 /// player `.0`'s avatar: [`PlayerAvatarsPlugin`] gives it a kinematic twin in the App's world
 /// ([`AvatarCollider`]) with the body's `Collider`, at its predicted pose. A rollback
 /// component, hashed: spawn it with the body, at most one per player (a second one of the same
-/// player is ignored).
+/// player is ignored: no twin, and counted in [`HybridStats::extra_avatars`]).
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AvatarOf(pub PlayerIndex);
 
@@ -209,6 +209,15 @@ pub fn avatar_poses(world: &World) -> Vec<AvatarPose> {
     found.into_iter().map(|(_, a)| a).collect()
 }
 
+/// How many bodies of `world` are an avatar ([`AvatarOf`] and a `Transform`), however many per
+/// player.
+fn avatar_count(world: &World) -> usize {
+    world
+        .iter_entities()
+        .filter(|e| e.contains::<AvatarOf>() && e.contains::<Transform>())
+        .count()
+}
+
 /// The velocity (m/s) that takes a body from `position` to `target` in one tick at `hz` ticks
 /// per second (`hz` 0 is taken as 1).
 pub fn hold_velocity(position: Vec3, target: Vec3, hz: u32) -> Vec3 {
@@ -257,11 +266,16 @@ fn follow_avatars(
     worlds: Option<Res<SimulationWorlds>>,
     local: Option<Res<LocalPlayers>>,
     mut twins: Query<Twin>,
+    mut stats: ResMut<HybridStats>,
 ) {
     let Some(worlds) = worlds else {
         return;
     };
     let avatars = avatar_poses(worlds.predicted());
+    let extra = avatar_count(worlds.predicted()) - avatars.len();
+    if stats.extra_avatars != extra {
+        stats.extra_avatars = extra;
+    }
     let is_local = |p: PlayerIndex| local.as_ref().is_some_and(|l| l.contains(p));
     for (entity, twin, mut transform, marked) in &mut twins {
         let Some(avatar) = avatars.iter().find(|a| a.player == twin.player) else {
@@ -365,6 +379,11 @@ mod tests {
         assert_eq!(players, vec![0, 1]);
         assert!(found[0].collider.is_some() && found[1].collider.is_none());
         assert_eq!(found[1].transform.translation.x, 1.0);
+        assert_eq!(
+            avatar_count(&world) - found.len(),
+            1,
+            "one extra avatar counted"
+        );
     }
 
     /// What a grab or throw queued on `entity` did: the refusal, if any.

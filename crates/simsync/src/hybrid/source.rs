@@ -50,6 +50,10 @@ pub struct HybridStats {
     /// holds let go because their holding point was not finite ([`HeldProp`](super::HeldProp)),
     /// in total; each also a [`HybridRefused`](super::HybridRefused) message.
     pub grabs_refused: u64,
+    /// Avatars of the predicted world without a twin now: a second [`AvatarOf`](super::AvatarOf)
+    /// of one player (the one of the lowest entity index is the player's avatar). Not a total:
+    /// the count of the last frame, 0 when each player has one avatar.
+    pub extra_avatars: usize,
 }
 
 /// What the input source reads: the poses chosen this frame and the game's latest inputs.
