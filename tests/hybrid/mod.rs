@@ -3,10 +3,12 @@
 //! world by a script (standing in for ownership's physics: the owner's bodies are whatever it
 //! simulates); the tests check what the players' verified worlds make of the carried poses.
 //! `avatars` runs the real ownership participant in each client App (`HybridPeers`): props
-//! pushed, grabbed and thrown by the players' avatars.
+//! pushed, grabbed and thrown by the players' avatars. `misuse` plays a hostile player whose
+//! inputs carry forged poses.
 
 mod arena;
 mod avatars;
+mod misuse;
 
 use bevy::prelude::*;
 use simsync::deterministic::{

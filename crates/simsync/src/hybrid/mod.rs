@@ -30,11 +30,25 @@
 //! alone:
 //!
 //! 1. every proxy standing for a prop moves by its velocity for one tick;
-//! 2. the tick's carried poses, resolved in player order (a prop carried by several inputs —
-//!    an ownership change in flight, or the repeated last input of a player who left — keeps
-//!    the pose with the latest stamp, of equal stamps the lowest player's), each set its prop's
-//!    proxy to the pose moved on by its velocity for `t − stamp` ticks; a prop without a proxy
-//!    takes the lowest parked slot, else the slot seen longest ago.
+//! 2. the tick's carried poses, resolved in turns ([`carried_poses`]: every input's first pose
+//!    in player order, then every input's second, ..., so a full pool is shared among the
+//!    players however many poses one of them carries): a pose counts
+//!    only if it is fresh (stamped at most [`HybridConfig::max_stale_ticks`] before `t`, and
+//!    not after `t`: no honest input is) and is its input's first pose of its prop; a prop
+//!    carried by several inputs — an ownership change in flight, or the repeated last input of
+//!    a player who left — keeps the fresh pose with the latest stamp, of equal stamps the
+//!    lowest player's. Each sets its prop's proxy to the pose moved on by its velocity for
+//!    `t − stamp` ticks; a prop without a proxy takes the lowest parked slot, else the slot
+//!    seen longest ago.
+//!
+//! **What a hostile input can do.** The players' worlds cannot know who owns a prop, so they
+//! trust the carried poses, within bounds every peer applies alike: a pose stamped in the
+//! future or long ago never competes with a fresh one (so it cannot hide the owner's), poses
+//! past [`MAX_PROPS_PER_INPUT`] are not looked at, and a prop given twice in one input keeps
+//! its first pose. A player carrying a prop it does not own wins it by the same rule as an
+//! ownership change (latest fresh stamp, then lowest player); one carrying many props takes
+//! turns with the others for a full pool's proxies. Each of these is counted in [`VerifiedProps`] (stale, ignored, duplicate,
+//! contested, a kind past the shapes), the same on every peer for a verified tick.
 //!
 //! **Why every peer sees the same one.** A verified tick runs on the confirmed inputs of `t`,
 //! which the relay confirmed identically to every peer; the pool is rollback state (in the
@@ -55,6 +69,9 @@
 //! The price is in the inputs: every input carries at most
 //! [`HybridConfig::max_props_per_input`] poses (about 30 bytes each on the wire), in turn when more props move than fit
 //! ([`choose_carried`]); a moving prop left out is seen moving on by its last carried velocity.
+//! An input longer than the session's input size cap would be dropped whole by the relay, the
+//! game's input with it: the last props are taken off it until it fits (counted in
+//! [`HybridStats::props_over_bytes`]).
 //! A prop that never moved since the session started has no proxy, and one evicted from a
 //! full pool is no longer an obstacle for the players until it is carried again.
 //!
@@ -111,7 +128,8 @@ use std::sync::{Arc, Mutex};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::Collider;
 use simsync_deterministic::{
-    DeterministicPlugin, DeterministicSet, PlayerIndex, SimInput, Tick, VerifiedTickHookAppExt,
+    DeterministicPlugin, DeterministicSession, DeterministicSet, PlayerIndex, SimInput, Tick,
+    VerifiedTickHookAppExt,
 };
 
 pub use avatar::{
@@ -121,7 +139,8 @@ pub use avatar::{
 pub use connection::{OwnershipConnection, OwnershipConnectionPlugin};
 pub use hook::{HybridHook, VerifiedProps};
 pub use pose::{
-    CarriedPose, HybridError, HybridInput, MAX_PROPS_PER_INPUT, PropPose, PropPoses, carried_poses,
+    Carried, CarriedPose, HybridError, HybridInput, MAX_PROPS_PER_INPUT, PropPose, PropPoses,
+    carried_poses, is_fresh,
 };
 pub use proxies::{PropProxy, ProxyStep, advance_proxies};
 pub use sim::{HybridGame, HybridSimSet, RollbackBody};
@@ -135,15 +154,16 @@ pub type ScriptedInput<I> = Arc<dyn Fn(PlayerIndex, Tick) -> I + Send + Sync>;
 /// [`HybridPlugin`], and the same on every peer (the pool is simulation state).
 #[derive(Resource, Clone, Debug)]
 pub struct HybridConfig {
-    /// Proxy colliders in the players' worlds (default 32): how many props the players can
-    /// touch at once. The rollback's cost grows with this, not with the props.
+    /// Proxy colliders in the players' worlds (default 32; `1..=`[`MAX_PROXY_SLOTS`]): how
+    /// many props the players can touch at once. The rollback's cost grows with this, not with the props.
     pub proxy_slots: u16,
-    /// Poses one input carries at most (default 6; capped at [`MAX_PROPS_PER_INPUT`]). Keep
+    /// Poses one input carries at most (default 6; `1..=`[`MAX_PROPS_PER_INPUT`]). Keep
     /// `max_props_per_input × 30` bytes plus the game's input under the session's input size
-    /// cap (256 bytes unless configured).
+    /// cap (256 bytes unless configured): the props past it are taken off each input
+    /// ([`HybridStats::props_over_bytes`]).
     pub max_props_per_input: usize,
     /// A carried pose older than this many ticks at the tick that applies it is ignored
-    /// (default 32).
+    /// (default 32; at most [`MAX_STALE_TICKS`]).
     pub max_stale_ticks: Tick,
     /// Speed (m/s) at or below which an owned prop rests and is not carried (default 0.01).
     pub rest_speed: f32,
@@ -167,7 +187,41 @@ impl Default for HybridConfig {
     }
 }
 
+/// Proxy slots a session may have at most: every slot is a collider of every players' world,
+/// copied and re-simulated by each rollback.
+pub const MAX_PROXY_SLOTS: u16 = 1024;
+
+/// Ticks a carried pose may be stale at most ([`HybridConfig::max_stale_ticks`]).
+pub const MAX_STALE_TICKS: Tick = 1024;
+
 impl HybridConfig {
+    /// Checks the values a session can run with: `proxy_slots` in `1..=`[`MAX_PROXY_SLOTS`],
+    /// `max_props_per_input` in `1..=`[`MAX_PROPS_PER_INPUT`], `max_stale_ticks` in
+    /// `0..=`[`MAX_STALE_TICKS`], `rest_speed` finite and not negative, `tick_hz` not 0. An
+    /// empty `shapes` is allowed (every proxy a 0.25 m ball).
+    ///
+    /// # Errors
+    /// [`HybridError::BadConfig`] naming the first field out of range.
+    pub fn validate(&self) -> Result<(), HybridError> {
+        let bad = |field, allowed| Err(HybridError::BadConfig { field, allowed });
+        if !(1..=MAX_PROXY_SLOTS).contains(&self.proxy_slots) {
+            return bad("proxy_slots", "in 1..=1024");
+        }
+        if !(1..=MAX_PROPS_PER_INPUT).contains(&self.max_props_per_input) {
+            return bad("max_props_per_input", "in 1..=32");
+        }
+        if !(0..=MAX_STALE_TICKS).contains(&self.max_stale_ticks) {
+            return bad("max_stale_ticks", "in 0..=1024");
+        }
+        if !(self.rest_speed.is_finite() && self.rest_speed >= 0.0) {
+            return bad("rest_speed", "finite and not negative");
+        }
+        if self.tick_hz == 0 {
+            return bad("tick_hz", "the session's tick rate (not 0)");
+        }
+        Ok(())
+    }
+
     /// The proxy shape of `kind` (see [`shapes`](Self::shapes)).
     pub fn shape(&self, kind: u8) -> Collider {
         self.shapes
@@ -226,18 +280,85 @@ impl<I: SimInput> HybridPlugin<I> {
     }
 }
 
+/// Why the App's [`HybridPlugin`] did not install (main-app resource; also written as a
+/// [`HybridRefused`] message and logged). Without it the session runs on the game's default
+/// inputs: no prop is carried.
+#[derive(Resource, Debug, Clone, PartialEq)]
+pub struct HybridSetupError(pub HybridError);
+
+/// A refusal of the hybrid session the game must react to (main-app message): a
+/// [`HybridPlugin`] that did not install ([`HybridSetupError`]), a grab or throw refused
+/// ([`PropGrabCommandsExt`], counted in [`HybridStats::grabs_refused`]).
+#[derive(Message, Debug, Clone, PartialEq)]
+pub struct HybridRefused {
+    /// The prop, for a grab or throw.
+    pub entity: Option<Entity>,
+    /// Why.
+    pub error: HybridError,
+}
+
+/// Which [`HybridPlugin`] holds the App's hybrid side (main-app resource): one per App.
+#[derive(Resource)]
+struct HybridInstalled;
+
+impl<I: SimInput> HybridPlugin<I> {
+    /// Why this plugin cannot install in `app`, if it cannot.
+    fn refusal(&self, app: &App) -> Option<HybridError> {
+        if app.world().contains_resource::<HybridInstalled>() {
+            return Some(HybridError::PluginAddedTwice);
+        }
+        if let Err(error) = self.config.validate() {
+            return Some(error);
+        }
+        let Some(session) = app
+            .world()
+            .get_resource::<DeterministicSession<HybridInput<I>>>()
+        else {
+            return Some(HybridError::NoSession);
+        };
+        let hz = session.config().tick_rate.hz();
+        (hz != self.config.tick_hz).then_some(HybridError::TickRateMismatch {
+            config: self.config.tick_hz,
+            session: hz,
+        })
+    }
+}
+
 impl<I: SimInput> Plugin for HybridPlugin<I> {
-    /// # Panics
-    /// When the session plugin of `HybridInput<I>` was not added before this one.
+    /// A plugin added twice, without the session plugin before it, or with a configuration
+    /// that fails [`HybridConfig::validate`] (or whose `tick_hz` is not the session's) installs
+    /// nothing: the error is kept as [`HybridSetupError`], written as [`HybridRefused`] and
+    /// logged; nothing panics.
     fn build(&self, app: &mut App) {
+        app.add_message::<HybridRefused>()
+            .init_resource::<HybridStats>()
+            .register_type::<HybridStats>();
+        if let Some(error) = self.refusal(app) {
+            error!("hybrid session not set up: {error}");
+            app.world_mut().write_message(HybridRefused {
+                entity: None,
+                error: error.clone(),
+            });
+            if !app.world().contains_resource::<HybridSetupError>() {
+                app.insert_resource(HybridSetupError(error));
+            }
+            return;
+        }
+        let max_bytes = app
+            .world()
+            .resource::<DeterministicSession<HybridInput<I>>>()
+            .config()
+            .network
+            .as_ref()
+            .map_or(usize::MAX, |network| network.max_input_bytes);
         let outbox = Arc::new(Mutex::new(source::Outbox::<I>::default()));
         let max = self.config.max_props_per_input;
-        app.insert_resource(self.config.clone())
-            .insert_resource(source::SharedOutbox(outbox.clone()))
-            .insert_resource(source::input_source(outbox, self.scripted.clone(), max))
-            .init_resource::<HybridStats>()
+        let source = source::input_source(outbox.clone(), self.scripted.clone(), (max, max_bytes));
+        app.insert_resource(HybridInstalled)
+            .insert_resource(self.config.clone())
+            .insert_resource(source::SharedOutbox(outbox))
+            .insert_resource(source)
             .init_resource::<VerifiedProps>()
-            .register_type::<HybridStats>()
             .register_type::<VerifiedProps>()
             .register_type::<OwnedProp>()
             .register_type::<PropOwnedHere>()
@@ -247,8 +368,179 @@ impl<I: SimInput> Plugin for HybridPlugin<I> {
                     .chain()
                     .in_set(DeterministicSet::ReadLocalInput),
             );
-        if let Err(error) = app.add_verified_tick_hook::<HybridInput<I>>(HybridHook) {
-            panic!("HybridPlugin needs the hybrid session plugin added first: {error}");
+        // The session exists (checked above): the hook cannot be refused.
+        let _ = app.add_verified_tick_hook::<HybridInput<I>>(HybridHook);
+    }
+
+    /// Not unique for Bevy, so a second plugin is not Bevy's "plugin already added" panic:
+    /// its `build` refuses it with [`HybridError::PluginAddedTwice`] instead.
+    fn is_unique(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone)]
+    struct NoGame;
+
+    impl Plugin for NoGame {
+        fn build(&self, _app: &mut App) {}
+    }
+
+    fn setup_error(app: &App) -> Option<HybridError> {
+        app.world()
+            .get_resource::<HybridSetupError>()
+            .map(|e| e.0.clone())
+    }
+
+    fn session_app() -> App {
+        let mut app = App::new();
+        app.add_plugins(MinimalPlugins)
+            .add_plugins(hybrid_session::<u16, _>(NoGame, HybridConfig::default()));
+        app
+    }
+
+    #[test]
+    fn a_config_out_of_range_names_its_field() {
+        let field = |config: HybridConfig| match config.validate() {
+            Err(HybridError::BadConfig { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        let base = HybridConfig::default();
+        assert_eq!(base.validate(), Ok(()));
+        let cases = [
+            (
+                HybridConfig {
+                    proxy_slots: 0,
+                    ..base.clone()
+                },
+                "proxy_slots",
+            ),
+            (
+                HybridConfig {
+                    proxy_slots: u16::MAX,
+                    ..base.clone()
+                },
+                "proxy_slots",
+            ),
+            (
+                HybridConfig {
+                    max_props_per_input: 0,
+                    ..base.clone()
+                },
+                "max_props_per_input",
+            ),
+            (
+                HybridConfig {
+                    max_props_per_input: 33,
+                    ..base.clone()
+                },
+                "max_props_per_input",
+            ),
+            (
+                HybridConfig {
+                    max_stale_ticks: -1,
+                    ..base.clone()
+                },
+                "max_stale_ticks",
+            ),
+            (
+                HybridConfig {
+                    max_stale_ticks: Tick::MAX,
+                    ..base.clone()
+                },
+                "max_stale_ticks",
+            ),
+            (
+                HybridConfig {
+                    rest_speed: f32::NAN,
+                    ..base.clone()
+                },
+                "rest_speed",
+            ),
+            (
+                HybridConfig {
+                    rest_speed: -1.0,
+                    ..base.clone()
+                },
+                "rest_speed",
+            ),
+            (
+                HybridConfig {
+                    tick_hz: 0,
+                    ..base.clone()
+                },
+                "tick_hz",
+            ),
+        ];
+        for (config, expected) in cases {
+            assert_eq!(field(config), expected);
         }
+        let no_shapes = HybridConfig {
+            shapes: Vec::new(),
+            ..base.clone()
+        };
+        assert_eq!(no_shapes.validate(), Ok(()));
+        assert!(no_shapes.shape(9).as_ball().is_some());
+        assert!(
+            base.shape(200).as_ball().is_some(),
+            "a kind past the list takes the first"
+        );
+    }
+
+    #[test]
+    fn a_hybrid_plugin_without_its_session_installs_nothing_and_says_why() {
+        let mut app = App::new();
+        app.add_plugins(MinimalPlugins)
+            .add_plugins(HybridPlugin::<u16>::new(HybridConfig::default()));
+        assert_eq!(setup_error(&app), Some(HybridError::NoSession));
+        assert!(!app.world().contains_resource::<VerifiedProps>());
+        let refused = app.world().resource::<Messages<HybridRefused>>();
+        assert_eq!(refused.len(), 1);
+        app.update();
+    }
+
+    #[test]
+    fn a_second_hybrid_plugin_or_a_bad_config_is_refused_and_the_first_stays() {
+        let mut app = session_app();
+        app.add_plugins(HybridPlugin::<u16>::new(HybridConfig::default()));
+        assert_eq!(setup_error(&app), None);
+        let other = HybridConfig {
+            proxy_slots: 4,
+            ..default()
+        };
+        app.add_plugins(HybridPlugin::<u16>::new(other));
+        assert_eq!(setup_error(&app), Some(HybridError::PluginAddedTwice));
+        assert_eq!(app.world().resource::<HybridConfig>().proxy_slots, 32);
+
+        let mut app = session_app();
+        let wrong_rate = HybridConfig {
+            tick_hz: 60,
+            ..default()
+        };
+        app.add_plugins(HybridPlugin::<u16>::new(wrong_rate));
+        assert_eq!(
+            setup_error(&app),
+            Some(HybridError::TickRateMismatch {
+                config: 60,
+                session: 64
+            })
+        );
+        let mut app = session_app();
+        let none = HybridConfig {
+            max_props_per_input: 0,
+            ..default()
+        };
+        app.add_plugins(HybridPlugin::<u16>::new(none));
+        assert!(matches!(
+            setup_error(&app),
+            Some(HybridError::BadConfig {
+                field: "max_props_per_input",
+                ..
+            })
+        ));
     }
 }

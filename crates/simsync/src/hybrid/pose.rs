@@ -16,9 +16,79 @@ const MM_PER_M: f32 = 1000.0;
 /// Rotation components travel as `i16`, scaled by this.
 const ROT_SCALE: f32 = 32767.0;
 
-/// Errors of building the props an input carries. Each leaves nothing changed.
+/// Errors of a hybrid session: building the props an input carries, setting the session up
+/// ([`HybridPlugin`](super::HybridPlugin), [`HybridConfig::validate`](super::HybridConfig::validate)),
+/// grabbing and throwing props ([`PropGrabCommandsExt`](super::PropGrabCommandsExt)). Each
+/// leaves nothing changed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HybridError {
+    /// A [`HybridConfig`](super::HybridConfig) value outside what the session allows.
+    #[error("hybrid config: {field} must be {allowed}")]
+    BadConfig {
+        /// The field.
+        field: &'static str,
+        /// What it must be.
+        allowed: &'static str,
+    },
+    /// [`HybridConfig::tick_hz`](super::HybridConfig::tick_hz) is not the session's tick rate:
+    /// proxies would move at the wrong speed.
+    #[error("hybrid config: tick_hz {config} is not the session's tick rate {session}")]
+    TickRateMismatch {
+        /// The configured rate.
+        config: u32,
+        /// The session's.
+        session: u32,
+    },
+    /// [`HybridPlugin`](super::HybridPlugin) was added to an App without the hybrid session
+    /// plugin of its input type ([`hybrid_session`](super::hybrid_session)), or whose session
+    /// failed to set up: add the session plugin first.
+    #[error("HybridPlugin needs the hybrid session plugin (of its input type) added first")]
+    NoSession,
+    /// A second [`HybridPlugin`](super::HybridPlugin) in one App: the first one stays.
+    #[error("HybridPlugin added twice: the first one stays")]
+    PluginAddedTwice,
+    /// A grab or throw of an entity that does not exist (despawned).
+    #[error("{entity} does not exist")]
+    NoSuchEntity {
+        /// The entity.
+        entity: Entity,
+    },
+    /// A grab or throw of an entity that is not an [`OwnedProp`](super::OwnedProp).
+    #[error("{entity} is not an OwnedProp")]
+    NotAProp {
+        /// The entity.
+        entity: Entity,
+    },
+    /// A grab for a player this App does not play
+    /// ([`LocalPlayers`](simsync_deterministic::LocalPlayers)): a participant bids for its own
+    /// players only.
+    #[error("player {player} is not local to this App")]
+    NotLocalPlayer {
+        /// The player.
+        player: PlayerIndex,
+    },
+    /// A grab of a prop another player holds: let it be thrown first.
+    #[error("{entity} is held by player {holder}")]
+    HeldByOther {
+        /// The prop.
+        entity: Entity,
+        /// The player holding it.
+        holder: PlayerIndex,
+    },
+    /// A throw of a prop no player holds.
+    #[error("{entity} is not held")]
+    NotHeld {
+        /// The prop.
+        entity: Entity,
+    },
+    /// A grab offset or throw velocity that is not finite.
+    #[error("{what} {value} is not finite")]
+    NotFinite {
+        /// `"offset"` or `"velocity"`.
+        what: &'static str,
+        /// The value.
+        value: Vec3,
+    },
     /// More props than one input may carry.
     #[error("{count} props do not fit one input (at most {max})")]
     TooManyProps {
@@ -210,36 +280,100 @@ pub struct CarriedPose {
     pub pose: PropPose,
 }
 
+/// The carried poses a tick applies, resolved by [`carried_poses`], with what it left out.
+/// Every world given the same inputs resolves the same value, so the counters are the same on
+/// every peer for a verified tick.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// The poses applied, in the order the rule met them (the inputs' first poses in player
+    /// order, then their second ones, ...), one per prop.
+    pub poses: Vec<CarriedPose>,
+    /// Poses past [`MAX_PROPS_PER_INPUT`] in one input: not looked at.
+    pub ignored: u32,
+    /// Poses stamped after the tick (no honest input is: its stamp is at most its own tick) or
+    /// more than `max_stale` ticks before it: not applied, and they never hide a fresh pose.
+    pub stale: u32,
+    /// A prop given again in the same input (only a hostile or faulty sender does, see
+    /// [`PropPoses::new`]): the input's first pose of it is kept.
+    pub duplicate: u32,
+    /// Fresh poses of a prop another input of the tick also carried, that lost to it (an
+    /// ownership change in flight, a left player's repeated input, or a player carrying a prop
+    /// it does not own).
+    pub contested: u32,
+}
+
 /// The rule of which carried pose a tick applies ([hybrid sessions](super#the-rule)): the
-/// players' inputs in player order, each input's poses in its order, at most
-/// [`MAX_PROPS_PER_INPUT`] of each (the rest counted in the second value); a prop carried by
-/// several inputs keeps the pose with the latest stamp, and of equal stamps the first (lowest
-/// player index). So an ownership change in flight (old and new owner both carrying the prop
-/// for one tick) resolves to one pose, and the repeated input of a player who left (the relay
-/// repeats its last input) never hides the fresh pose of the prop's new owner. A pure function
-/// of the inputs, so every world given the same inputs applies the same poses.
+/// players' inputs taken in turn — every input's first pose in player order, then every
+/// input's second, and so on — at most [`MAX_PROPS_PER_INPUT`] of each (the rest counted in
+/// [`Carried::ignored`]), so that the proxies of a full pool are shared among the players
+/// however many poses one of them carries. A pose is taken only if it is fresh at `tick`
+/// (stamped at most `max_stale` ticks before it, and not after it; [`Carried::stale`]) and is
+/// its input's first pose of its prop ([`Carried::duplicate`]). A prop carried by several
+/// inputs keeps the pose with the latest stamp, and of equal stamps the lowest player's
+/// ([`Carried::contested`]). So an ownership change in flight (old and new owner both carrying
+/// the prop for one tick) resolves to one pose, the repeated input of a player who left (the
+/// relay repeats its last input) never hides the fresh pose of the prop's new owner, and a
+/// pose stamped in the future never hides a fresh one. A pure function of the inputs, so every
+/// world given the same inputs applies the same poses.
 pub fn carried_poses<'a>(
+    tick: Tick,
+    max_stale: Tick,
     inputs: impl IntoIterator<Item = (PlayerIndex, &'a PropPoses)>,
-) -> (Vec<CarriedPose>, u32) {
-    let mut out: Vec<CarriedPose> = Vec::new();
-    let mut ignored = 0u32;
-    for (player, props) in inputs {
-        let poses = props.poses();
-        ignored += poses.len().saturating_sub(MAX_PROPS_PER_INPUT) as u32;
-        for pose in poses.iter().take(MAX_PROPS_PER_INPUT) {
-            let carried = CarriedPose {
-                player,
-                stamp: props.stamp(),
-                pose: *pose,
+) -> Carried {
+    let mut out = Carried::default();
+    let mut inputs: Vec<(PlayerIndex, &PropPoses, bool)> = inputs
+        .into_iter()
+        .map(|(player, props)| {
+            let fresh = is_fresh(tick.saturating_sub(props.stamp()), max_stale);
+            (player, props, fresh)
+        })
+        .collect();
+    inputs.sort_by_key(|(player, ..)| *player);
+    for (_, props, _) in &inputs {
+        out.ignored += props.poses().len().saturating_sub(MAX_PROPS_PER_INPUT) as u32;
+    }
+    for turn in 0..MAX_PROPS_PER_INPUT {
+        for &(player, props, fresh) in &inputs {
+            let Some(pose) = props.poses().get(turn) else {
+                continue;
             };
-            match out.iter_mut().find(|c| c.pose.id == pose.id) {
-                Some(kept) if kept.stamp < carried.stamp => *kept = carried,
-                Some(_) => {}
-                None => out.push(carried),
+            if props.poses()[..turn].iter().any(|p| p.id == pose.id) {
+                out.duplicate += 1;
+            } else if !fresh {
+                out.stale += 1;
+            } else {
+                out.take(CarriedPose {
+                    player,
+                    stamp: props.stamp(),
+                    pose: *pose,
+                });
             }
         }
     }
-    (out, ignored)
+    out
+}
+
+impl Carried {
+    /// Takes a fresh pose: a prop not taken yet, or one whose kept pose is older (or, of the
+    /// same stamp, of a higher player).
+    fn take(&mut self, carried: CarriedPose) {
+        let Some(kept) = self.poses.iter_mut().find(|c| c.pose.id == carried.pose.id) else {
+            self.poses.push(carried);
+            return;
+        };
+        self.contested += 1;
+        if (carried.stamp, std::cmp::Reverse(carried.player))
+            > (kept.stamp, std::cmp::Reverse(kept.player))
+        {
+            *kept = carried;
+        }
+    }
+}
+
+/// Whether a pose stamped `age` ticks before the tick that applies it is taken: stamped this
+/// tick or at most `max_stale` ticks before (a pose from a later tick, or older, is not).
+pub fn is_fresh(age: Tick, max_stale: Tick) -> bool {
+    (0..=max_stale).contains(&age)
 }
 
 #[cfg(test)]
@@ -330,9 +464,12 @@ mod tests {
     fn the_lowest_player_wins_a_prop_carried_twice() {
         let a = PropPoses::new(10, vec![pose(1, 1.0), pose(2, 2.0)], 8).unwrap();
         let b = PropPoses::new(10, vec![pose(2, 5.0), pose(3, 3.0)], 8).unwrap();
-        let (carried, ignored) = carried_poses([(0, &a), (1, &b)]);
-        assert_eq!(ignored, 0);
+        let resolved = carried_poses(10, 32, [(0, &a), (1, &b)]);
+        assert_eq!((resolved.ignored, resolved.contested), (0, 1));
+        let carried = resolved.poses;
         let ids: Vec<_> = carried.iter().map(|c| (c.player, c.pose.id)).collect();
+        // In turns: both first poses (1, then 2 from player 1, replaced by player 0's), then
+        // both second ones.
         assert_eq!(ids, vec![(0, 1), (0, 2), (1, 3)]);
         assert_eq!(carried[1].pose.pos_mm[0], 2000);
     }
@@ -343,7 +480,7 @@ mod tests {
         // now and carries it stamped 40.
         let left = PropPoses::new(10, vec![pose(1, 1.0)], 8).unwrap();
         let owner = PropPoses::new(40, vec![pose(1, 7.0)], 8).unwrap();
-        let (carried, _) = carried_poses([(0, &left), (1, &owner)]);
+        let carried = carried_poses(40, 32, [(0, &left), (1, &owner)]).poses;
         assert_eq!(carried.len(), 1);
         assert_eq!((carried[0].player, carried[0].stamp), (1, 40));
         assert_eq!(carried[0].pose.pos_mm[0], 7000);
@@ -357,8 +494,11 @@ mod tests {
             bincode::serde::encode_to_vec((5i32, poses), bincode::config::standard()).unwrap();
         let (props, _): (PropPoses, usize) =
             bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
-        let (carried, ignored) = carried_poses([(0, &props)]);
-        assert_eq!((carried.len(), ignored), (MAX_PROPS_PER_INPUT, 8));
+        let resolved = carried_poses(5, 32, [(0, &props)]);
+        assert_eq!(
+            (resolved.poses.len(), resolved.ignored),
+            (MAX_PROPS_PER_INPUT, 8)
+        );
     }
 
     #[test]
@@ -392,5 +532,59 @@ mod tests {
             encode(0)
         );
         assert!((20..=32).contains(&per_prop), "{per_prop} bytes per prop");
+    }
+
+    /// Poses as a peer's bytes could carry them, around [`PropPoses::new`].
+    fn hostile(stamp: Tick, poses: Vec<PropPose>) -> PropPoses {
+        let bytes =
+            bincode::serde::encode_to_vec((stamp, poses), bincode::config::standard()).unwrap();
+        bincode::serde::decode_from_slice(&bytes, bincode::config::standard())
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn a_pose_stamped_in_the_future_never_hides_the_owners_fresh_one() {
+        // Player 0 (hostile) carries prop 1 stamped far past the tick; player 1 owns it.
+        let forged = hostile(Tick::MAX, vec![pose(1, 9.0)]);
+        let owner = PropPoses::new(40, vec![pose(1, 7.0)], 8).unwrap();
+        let resolved = carried_poses(40, 32, [(0, &forged), (1, &owner)]);
+        assert_eq!(resolved.poses.len(), 1);
+        assert_eq!((resolved.poses[0].player, resolved.poses[0].stamp), (1, 40));
+        assert_eq!((resolved.stale, resolved.contested), (1, 0));
+    }
+
+    #[test]
+    fn extreme_stamps_are_stale_without_overflow() {
+        let oldest = hostile(Tick::MIN, vec![pose(1, 0.0)]);
+        let newest = hostile(Tick::MAX, vec![pose(2, 0.0)]);
+        for tick in [Tick::MIN, -1, 0, 100, Tick::MAX] {
+            let resolved = carried_poses(tick, Tick::MAX, [(0, &oldest), (1, &newest)]);
+            let fresh = resolved.poses.len() as u32;
+            assert_eq!(fresh + resolved.stale, 2, "tick {tick}");
+        }
+        let resolved = carried_poses(100, 32, [(0, &oldest), (1, &newest)]);
+        assert_eq!((resolved.poses.len(), resolved.stale), (0, 2));
+    }
+
+    #[test]
+    fn a_prop_twice_in_one_input_keeps_its_first_pose_and_is_counted() {
+        let twice = hostile(10, vec![pose(1, 1.0), pose(2, 2.0), pose(1, 3.0)]);
+        let resolved = carried_poses(10, 32, [(0, &twice)]);
+        let ids: Vec<_> = resolved.poses.iter().map(|c| c.pose.id).collect();
+        assert_eq!((ids, resolved.duplicate), (vec![1, 2], 1));
+        assert_eq!(resolved.poses[0].pose.pos_mm[0], 1000);
+    }
+
+    #[test]
+    fn a_prop_claimed_by_every_player_goes_to_the_latest_stamp_then_the_lowest_player() {
+        // Four players carry prop 5 at once (one owns it; the rule cannot know which): the
+        // latest stamp, then the lowest player, and each loser is counted.
+        let inputs: Vec<PropPoses> = (0..4)
+            .map(|p| PropPoses::new(20 + p % 2, vec![pose(5, p as f32)], 8).unwrap())
+            .collect();
+        let forward = carried_poses(21, 32, (0..4u8).map(|p| (p, &inputs[usize::from(p)])));
+        assert_eq!((forward.poses[0].player, forward.contested), (1, 3));
+        assert_eq!(forward.poses.len(), 1);
     }
 }

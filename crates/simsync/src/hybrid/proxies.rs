@@ -6,7 +6,7 @@ use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 use simsync_deterministic::{SimHash, StateHasher, Tick};
 
-use super::pose::{CarriedPose, rotation_of};
+use super::pose::{CarriedPose, is_fresh, rotation_of};
 
 /// Micrometres per millimetre: a proxy's position is kept in µm so that moving it by a
 /// velocity in mm/s for one tick loses at most 1 µm to the integer division.
@@ -102,13 +102,13 @@ pub fn advance_proxies(
     let hz = i64::from(hz.max(1));
     for slot in slots.iter_mut().filter(|s| s.prop.is_some()) {
         for (p, v) in slot.pos_um.iter_mut().zip(slot.vel_mm_s) {
-            *p += i64::from(v) * UM_PER_MM / hz;
+            *p = p.saturating_add(i64::from(v) * UM_PER_MM / hz);
         }
     }
     let mut step = ProxyStep::default();
     let mut set_now: Vec<usize> = Vec::new();
     for c in carried {
-        let age = tick - c.stamp;
+        let age = tick.saturating_sub(c.stamp);
         if !is_fresh(age, max_stale) {
             step.stale += 1;
             continue;
@@ -124,8 +124,8 @@ pub fn advance_proxies(
         slot.vel_mm_s = c.pose.vel_mm_s;
         for axis in 0..3 {
             let v = i64::from(c.pose.vel_mm_s[axis]);
-            slot.pos_um[axis] =
-                i64::from(c.pose.pos_mm[axis]) * UM_PER_MM + v * UM_PER_MM * i64::from(age) / hz;
+            let moved = (v * UM_PER_MM).saturating_mul(i64::from(age)) / hz;
+            slot.pos_um[axis] = (i64::from(c.pose.pos_mm[axis]) * UM_PER_MM).saturating_add(moved);
         }
         slot.seen = tick;
         set_now.push(index);
@@ -135,12 +135,6 @@ pub fn advance_proxies(
 }
 
 /// The slot a pose of `prop` goes to (see [`advance_proxies`]).
-/// Whether a pose stamped `age` ticks before the tick that applies it is taken: stamped this
-/// tick or at most `max_stale` ticks before (a pose from a later tick, or older, is not).
-pub fn is_fresh(age: Tick, max_stale: Tick) -> bool {
-    (0..=max_stale).contains(&age)
-}
-
 fn slot_for(slots: &[PropProxy], prop: u64, set_now: &[usize]) -> Option<usize> {
     if let Some(i) = slots.iter().position(|s| s.prop == Some(prop)) {
         return Some(i);
@@ -159,7 +153,7 @@ fn slot_for(slots: &[PropProxy], prop: u64, set_now: &[usize]) -> Option<usize> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hybrid::pose::PropPose;
+    use crate::hybrid::pose::{PropPose, PropPoses, carried_poses};
 
     fn carried(id: u64, stamp: Tick, x_mm: i32, vx: i32) -> CarriedPose {
         CarriedPose {
@@ -247,5 +241,50 @@ mod tests {
     fn a_parked_slot_touches_nothing_near_the_origin() {
         let t = PropProxy::parked(3).transform();
         assert_eq!(t.translation, Vec3::new(30.0, -1000.0, 0.0));
+    }
+
+    #[test]
+    fn extreme_values_saturate_instead_of_overflowing() {
+        // A hostile pose: the fastest velocity, stamped as long ago as a huge `max_stale`
+        // allows, then moved on for ticks; and a stamp no tick can subtract.
+        let mut slots = pool(2);
+        let fast = CarriedPose {
+            pose: PropPose {
+                vel_mm_s: [i32::MAX, i32::MIN, 0],
+                ..carried(1, 0, 0, 0).pose
+            },
+            ..carried(1, 0, 0, 0)
+        };
+        let step = advance_proxies(&mut slots, &[fast], Tick::MAX, 1, Tick::MAX);
+        assert_eq!(step.applied, 1);
+        assert_eq!(slots[0].pos_um[..2], [i64::MAX, i64::MIN + 500_000]);
+        advance_proxies(&mut slots, &[], Tick::MAX, 1, Tick::MAX);
+        assert_eq!(slots[0].pos_um[0], i64::MAX);
+        let oldest = carried(2, Tick::MIN, 0, 0);
+        let step = advance_proxies(&mut slots, &[oldest], 100, 64, 32);
+        assert_eq!((step.applied, step.stale), (0, 1));
+        assert!(slots[0].transform().translation.is_finite());
+    }
+
+    #[test]
+    fn a_player_flooding_the_pool_leaves_the_others_their_share() {
+        // Player 0 carries 20 new props a tick, player 1 its 4; a pool of 8 proxies: the poses
+        // are taken in turns, so player 1's 4 all find a proxy.
+        let poses = |ids: std::ops::Range<u64>| {
+            let poses = ids.map(|id| carried(id, 9, 0, 0).pose).collect();
+            PropPoses::new(9, poses, 32).unwrap()
+        };
+        let (flood, honest) = (poses(100..120), poses(1..5));
+        let resolved = carried_poses(9, 32, [(0, &flood), (1, &honest)]);
+        let mut slots = pool(8);
+        let step = advance_proxies(&mut slots, &resolved.poses, 9, 64, 32);
+        assert_eq!((step.applied, step.no_slot), (8, 16));
+        let mut held: Vec<_> = slots
+            .iter()
+            .filter_map(|s| s.prop)
+            .filter(|&p| p < 100)
+            .collect();
+        held.sort_unstable();
+        assert_eq!(held, vec![1, 2, 3, 4]);
     }
 }

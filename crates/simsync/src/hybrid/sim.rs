@@ -119,10 +119,11 @@ fn apply_carried_props<I: SimInput>(
         .collect();
     slots.sort_by_key(|(_, proxy)| proxy.slot);
     let (entities, mut states): (Vec<Entity>, Vec<PropProxy>) = slots.into_iter().unzip();
-    let (carried, _ignored) = carried_poses(inputs.iter().map(|(p, input)| (p, &input.props)));
+    let props = inputs.iter().map(|(p, input)| (p, &input.props));
+    let carried = carried_poses(inputs.tick(), config.max_stale_ticks, props);
     advance_proxies(
         &mut states,
-        &carried,
+        &carried.poses,
         inputs.tick(),
         config.tick_hz,
         config.max_stale_ticks,

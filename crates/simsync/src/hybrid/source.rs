@@ -11,7 +11,7 @@ use simsync_deterministic::{LocalInputs, PlayerIndex, SimInput, Tick, TickInputS
 use simsync_ownership::{BodyNetId, OwnershipClient, SimulationOwner};
 
 use super::HybridConfig;
-use super::pose::{HybridInput, PropPose, PropPoses};
+use super::pose::{HybridInput, MAX_PROPS_PER_INPUT, PropPose, PropPoses};
 
 /// Marks a prop: a body of the App's own world (not of the simulation worlds), simulated under
 /// simulation ownership, matched across peers by its [`BodyNetId`]. Its `kind` picks the
@@ -42,6 +42,18 @@ pub struct HybridStats {
     pub props_left_out: u64,
     /// Props refused by quantization (a position or velocity out of range), in total.
     pub props_refused: u64,
+    /// Props taken off an input so that it fits the session's input size cap
+    /// (`SessionConfig::max_input_bytes`; the relay drops a longer input whole, the game's
+    /// part with it), in total.
+    pub props_over_bytes: u64,
+    /// Grabs and throws refused ([`PropGrabCommandsExt`](super::PropGrabCommandsExt)), and
+    /// holds let go because their holding point was not finite ([`HeldProp`](super::HeldProp)),
+    /// in total; each also a [`HybridRefused`](super::HybridRefused) message.
+    pub grabs_refused: u64,
+    /// Avatars of the predicted world without a twin now: a second [`AvatarOf`](super::AvatarOf)
+    /// of one player (the one of the lowest entity index is the player's avatar). Not a total:
+    /// the count of the last frame, 0 when each player has one avatar.
+    pub extra_avatars: usize,
 }
 
 /// What the input source reads: the poses chosen this frame and the game's latest inputs.
@@ -52,6 +64,9 @@ pub(crate) struct Outbox<I> {
     /// (a frame that polls several ticks, catching up, carries them moved on from it).
     pub(crate) stamp: Option<Tick>,
     pub(crate) game: Vec<I>,
+    /// Props the input source took off inputs to fit the input size cap, not yet counted in
+    /// [`HybridStats::props_over_bytes`].
+    pub(crate) over_bytes: u64,
 }
 
 /// The outbox shared between the App's systems and the session's input source.
@@ -164,7 +179,8 @@ pub(crate) fn gather_owned_props<I: SimInput>(
         &mut stats,
     );
     owned.sort_by_key(|o| o.pose.id);
-    let max = config.max_props_per_input;
+    // `PropPoses::new` refuses more than the cap: choosing more would lose them all.
+    let max = config.max_props_per_input.min(MAX_PROPS_PER_INPUT);
     let (chosen, left_out) = choose_carried(&owned, was_moving, config.rest_speed, max);
     last_carried.retain(|_, f| *frame - *f < 1 << 20);
     for pose in &chosen {
@@ -182,6 +198,7 @@ pub(crate) fn gather_owned_props<I: SimInput>(
     let Ok(mut outbox) = outbox.0.lock() else {
         return;
     };
+    stats.props_over_bytes += std::mem::take(&mut outbox.over_bytes);
     outbox.poses = chosen;
     outbox.stamp = None;
     if let Some(game) = game {
@@ -241,11 +258,14 @@ fn owned_poses<'a>(
 /// props, stamped with the first tick polled since they were chosen: the input of that tick
 /// carries them as they are, a later tick polled in the same frame (catching up) carries them
 /// with the older stamp, and the worlds move them on by their velocity
-/// ([the rule](super#the-rule)).
+/// ([the rule](super#the-rule)). `(max, max_bytes)`: at most `max` props (capped at
+/// [`MAX_PROPS_PER_INPUT`]), and the last ones taken off while the encoded input is longer
+/// than `max_bytes` (counted in [`HybridStats::props_over_bytes`]): the relay would drop the
+/// whole input.
 pub(crate) fn input_source<I: SimInput>(
     outbox: Arc<Mutex<Outbox<I>>>,
     scripted: Option<super::ScriptedInput<I>>,
-    max: usize,
+    (max, max_bytes): (usize, usize),
 ) -> TickInputSource<HybridInput<I>> {
     TickInputSource::new(move |player: PlayerIndex, tick: Tick| {
         let Ok(mut outbox) = outbox.lock() else {
@@ -260,10 +280,28 @@ pub(crate) fn input_source<I: SimInput>(
                 .cloned()
                 .unwrap_or_default(),
         };
-        // `choose_carried` keeps to `max` and ids are unique per entity: `new` cannot refuse.
-        let props = PropPoses::new(stamp, outbox.poses.clone(), max).unwrap_or_default();
-        HybridInput { input, props }
+        let mut poses = outbox.poses.clone();
+        poses.truncate(max.min(MAX_PROPS_PER_INPUT));
+        loop {
+            // Within the bound, and ids are unique per entity: `new` cannot refuse.
+            let props = PropPoses::new(stamp, poses.clone(), max).unwrap_or_default();
+            let input = HybridInput {
+                input: input.clone(),
+                props,
+            };
+            if poses.is_empty() || encoded_len(&input) <= max_bytes {
+                return input;
+            }
+            poses.pop();
+            outbox.over_bytes += 1;
+        }
     })
+}
+
+/// The length of `value` on the wire (bincode's standard configuration, as the session
+/// encodes inputs); `usize::MAX` if it cannot be encoded.
+fn encoded_len<T: serde::Serialize>(value: &T) -> usize {
+    simsync_net::encode_unlimited(value).map_or(usize::MAX, |bytes| bytes.len())
 }
 
 #[cfg(test)]
@@ -309,5 +347,61 @@ mod tests {
         assert_eq!((chosen[0].id, chosen[0].vel_mm_s), (1, [0; 3]));
         let (again, _) = choose_carried(&owned, &[], 0.01, 4);
         assert!(again.is_empty());
+    }
+
+    /// An App with the gathering system alone, owning `n` props moving at 2 m/s, 50 m out.
+    fn gathering(config: HybridConfig, n: u64) -> (App, Arc<Mutex<Outbox<u16>>>) {
+        let outbox = Arc::new(Mutex::new(Outbox::<u16>::default()));
+        let mut app = App::new();
+        app.insert_resource(config)
+            .insert_resource(SharedOutbox(outbox.clone()))
+            .init_resource::<HybridStats>()
+            .add_systems(Update, gather_owned_props::<u16>);
+        for id in 0..n {
+            app.world_mut().spawn((
+                BodyNetId(simsync_ownership::BodyId(1_000_000 + id)),
+                OwnedProp::default(),
+                Transform::from_xyz(50.0 + id as f32, 1.0, -50.0),
+                Velocity::linear(Vec3::new(2.0, 0.0, 0.0)),
+                PropOwnedHere,
+            ));
+        }
+        (app, outbox)
+    }
+
+    #[test]
+    fn a_configured_count_past_the_cap_carries_the_cap() {
+        // Before: 40 chosen for a configured 100, refused by `PropPoses::new`, and the input
+        // carried none of them.
+        let config = HybridConfig {
+            max_props_per_input: 100,
+            ..default()
+        };
+        let (mut app, outbox) = gathering(config, 40);
+        app.update();
+        let source = input_source(outbox, None, (100, usize::MAX));
+        let input = (source.0)(0, 7);
+        assert_eq!(input.props.poses().len(), MAX_PROPS_PER_INPUT);
+        let stats = app.world().resource::<HybridStats>();
+        assert_eq!((stats.props_left_out, stats.frames_over_budget), (8, 1));
+    }
+
+    #[test]
+    fn an_input_is_cut_to_the_size_cap_and_the_props_taken_off_counted() {
+        let (mut app, outbox) = gathering(HybridConfig::default(), 6);
+        app.update();
+        let source = input_source(outbox.clone(), None, (6, 100));
+        let input = (source.0)(0, 7);
+        let len = encoded_len(&input);
+        let kept = input.props.poses().len();
+        assert!(len <= 100 && kept < 6, "{kept} props in {len} bytes");
+        let mut one_more = input.clone();
+        let next = outbox.lock().unwrap().poses[kept];
+        let poses = [input.props.poses(), &[next]].concat();
+        one_more.props = PropPoses::new(7, poses, 6).unwrap();
+        assert!(encoded_len(&one_more) > 100, "the cut kept all that fit");
+        app.update();
+        let stats = app.world().resource::<HybridStats>();
+        assert_eq!(stats.props_over_bytes, (6 - kept) as u64);
     }
 }

@@ -21,8 +21,8 @@ use thiserror::Error;
 use super::agreement::Agreement;
 use super::peers::{ClientIndex, PeersError, RelayPeers, RelayPeersBuilder};
 use crate::hybrid::{
-    HybridConfig, HybridInput, HybridPlugin, OwnershipConnection, OwnershipConnectionPlugin,
-    PlayerAvatarsPlugin,
+    HybridConfig, HybridError, HybridInput, HybridPlugin, OwnershipConnection,
+    OwnershipConnectionPlugin, PlayerAvatarsPlugin,
 };
 
 /// A closure run on every client App, or on every App.
@@ -46,6 +46,9 @@ pub enum HybridPeersError {
     /// The ownership network refused a link or a transport.
     #[error("ownership network: {0}")]
     Network(#[from] NetError),
+    /// The hybrid configuration fails [`HybridConfig::validate`].
+    #[error("{0}")]
+    Config(#[from] HybridError),
     /// Clients whose ownership participant had no `Welcome` after `steps` steps.
     #[error("the ownership participants of clients {waiting:?} did not join within {steps} steps")]
     NotJoined {
@@ -159,11 +162,13 @@ impl<I: SimInput> HybridPeersBuilder<I> {
     /// The Apps, stepped until every client's ownership participant has joined.
     ///
     /// # Errors
-    /// [`HybridPeersError::Network`] for an invalid link; [`HybridPeersError::Ownership`] if
+    /// [`HybridPeersError::Config`] for a configuration that fails [`HybridConfig::validate`]
+    /// (nothing is built); [`HybridPeersError::Network`] for an invalid link; [`HybridPeersError::Ownership`] if
     /// the entity server does not start; [`HybridPeersError::Players`] as
     /// [`RelayPeersBuilder::build`], or when a client's ownership transport is refused;
     /// [`HybridPeersError::NotJoined`].
     pub fn build(self) -> Result<HybridPeers<I>, HybridPeersError> {
+        self.config.validate()?;
         let network = MemoryNetwork::with_directions(self.seed, self.link, self.link)?;
         let NetClock::Fixed(tick) = NetClock::fixed_hz(self.config.tick_hz) else {
             unreachable!("fixed_hz is a fixed clock");
