@@ -7,14 +7,17 @@
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::*;
 use serde::{Deserialize, Serialize};
-use simsync::hybrid::{HybridConfig, HybridInput, OwnedProp, PropOwnedHere, RollbackBody};
+use simsync::hybrid::{
+    AvatarOf, HybridConfig, HybridInput, OwnedProp, PropOwnedHere, RollbackBody,
+};
 use simsync::ownership::{BodyId, BodyNetId};
 use simsync::prelude::*;
 
 /// The hybrid tests' input.
 pub type Input = HybridInput<PackedInput>;
 
-/// The players' game: a ground and one ball avatar per player, pushed by the input's axes.
+/// The players' game: a ground and one ball avatar per player ([`AvatarOf`] it), pushed by the
+/// input's axes.
 #[derive(Clone)]
 pub struct Arena {
     pub players: u8,
@@ -54,6 +57,7 @@ impl Plugin for Arena {
                     .map(|p| {
                         sim.spawn((
                             RollbackBody,
+                            AvatarOf(p),
                             RigidBody::Dynamic,
                             Collider::ball(0.6),
                             Transform::from_translation(avatar_start(p)),

@@ -2,8 +2,11 @@
 //! client App runs the players' session over the relay and moves the props it owns in its own
 //! world by a script (standing in for ownership's physics: the owner's bodies are whatever it
 //! simulates); the tests check what the players' verified worlds make of the carried poses.
+//! `avatars` runs the real ownership participant in each client App (`HybridPeers`): props
+//! pushed, grabbed and thrown by the players' avatars.
 
 mod arena;
+mod avatars;
 
 use bevy::prelude::*;
 use simsync::deterministic::{

@@ -10,6 +10,12 @@
 //!   [`HybridPlugin`], added after it, chooses which owned props each input carries, stamps
 //!   them with the input's tick and records what the verified ticks carried ([`HybridHook`],
 //!   a hook of the session's seam, into [`VerifiedProps`]).
+//! - Players move props ([players move props](#players-move-props)): [`AvatarOf`] marks a
+//!   player body as a player's avatar; [`PlayerAvatarsPlugin`] gives each avatar a kinematic
+//!   twin in the App's world ([`AvatarCollider`]) at its predicted pose, and holds the props
+//!   players grabbed ([`HeldProp`], [`PropGrabCommandsExt`]). [`OwnershipConnection`] and
+//!   [`OwnershipConnectionPlugin`] let the App's ownership participant talk to its entity
+//!   server beside the session's connection to the relay.
 //! - Plain data and pure rules: [`PropPose`] (quantized), [`PropPoses`] (bounded),
 //!   [`carried_poses`] (which pose a tick applies), [`advance_proxies`] (the proxy pool),
 //!   [`choose_carried`] (what an owner sends).
@@ -25,7 +31,8 @@
 //!
 //! 1. every proxy standing for a prop moves by its velocity for one tick;
 //! 2. the tick's carried poses, resolved in player order (a prop carried by several inputs —
-//!    an ownership change in flight — keeps the lowest player's pose), each set its prop's
+//!    an ownership change in flight, or the repeated last input of a player who left — keeps
+//!    the pose with the latest stamp, of equal stamps the lowest player's), each set its prop's
 //!    proxy to the pose moved on by its velocity for `t − stamp` ticks; a prop without a proxy
 //!    takes the lowest parked slot, else the slot seen longest ago.
 //!
@@ -58,7 +65,48 @@
 //! ([`choose_carried`]); a moving prop left out is seen moving on by its last carried velocity.
 //! A prop that never moved since the session started has no proxy, and one evicted from a
 //! full pool is no longer an obstacle for the players until it is carried again.
+//!
+//! # Players move props
+//!
+//! The props live in the App's own world, where the App is an ownership participant; the
+//! players live in the simulation worlds. A player reaches the props through its avatar's
+//! **twin**: every frame, after the session update, each avatar of the predicted world
+//! ([`AvatarOf`]) is copied into the App's world as a kinematic collider at its predicted pose
+//! ([`AvatarCollider`]). Every App has a twin of every player, so a prop moves the same way
+//! wherever a player walks into it, but only the twins of this App's own players are its
+//! participant's avatar ([`ParticipantAvatar`](crate::ownership::ParticipantAvatar)):
+//!
+//! 1. a twin that sets a prop moving makes this participant bid for it at POKE (ownership rule
+//!    9; a prop another player's twin pushes is bid for by that player's App);
+//! 2. a prop a player grabs ([`PropGrabCommandsExt::grab_prop`]) is bid for at GRAB (ownership
+//!    rule 10) and held at a point relative to its twin; a throw
+//!    ([`PropGrabCommandsExt::throw_prop`]) ends the grab with a velocity, and the owner keeps
+//!    the prop until it rests and releases it (ownership rule 12); a prop the owner's prop hits
+//!    is bid for by knock-on (ownership rule 11);
+//! 3. the owner simulates the prop, its states reach every other participant (ownership), and
+//!    its inputs carry the prop's poses to the players' worlds ([the rule](#the-rule)): so a
+//!    prop that hits another player's avatar moves that avatar in every peer's verified world
+//!    alike, because the verified worlds see only the carried poses, never the App's world.
+//!
+//! A proxy pushes a player as a kinematic body does: with the velocity of its move, whatever
+//! the prop's mass, and its contacts are looked for along its move before it makes it, so a
+//! prop that reaches a player within one tick hits it at its speed rather than only pushing
+//! out of the overlap afterwards. In the owner's world the other players' twins are kinematic
+//! too: a prop thrown at a player stops or bounces off its twin, and the player, in the
+//! players' worlds, takes the prop's speed at the hit. A game wanting lighter hits scales the
+//! players' response in its own systems (the players' worlds are the game's).
+//!
+//! The twins follow the **predicted** world because it is what the player sees and steers:
+//! a touch happens where the player's avatar is on its own screen. The twins are no
+//! simulation state: a rollback that moves an avatar moves its twin the next frame, and
+//! nothing of the App's world flows back into the players' worlds except the carried poses.
+//!
+//! The session and the ownership participant each have their connection: the relay's is the
+//! App's `RenetClient`, the entity server's an [`OwnershipConnection`] swapped in while the
+//! ownership systems run ([`OwnershipConnectionPlugin`]).
 
+mod avatar;
+mod connection;
 mod hook;
 mod pose;
 mod proxies;
@@ -74,6 +122,11 @@ use simsync_deterministic::{
     DeterministicPlugin, DeterministicSet, PlayerIndex, SimInput, Tick, VerifiedTickHookAppExt,
 };
 
+pub use avatar::{
+    AvatarCollider, AvatarOf, AvatarPose, HeldProp, PlayerAvatarsPlugin, PropGrabCommandsExt,
+    avatar_poses, hold_velocity,
+};
+pub use connection::{OwnershipConnection, OwnershipConnectionPlugin};
 pub use hook::{HybridHook, VerifiedProps};
 pub use pose::{
     CarriedPose, HybridError, HybridInput, MAX_PROPS_PER_INPUT, PropPose, PropPoses, carried_poses,

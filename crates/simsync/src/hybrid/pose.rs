@@ -213,8 +213,11 @@ pub struct CarriedPose {
 /// The rule of which carried pose a tick applies ([hybrid sessions](super#the-rule)): the
 /// players' inputs in player order, each input's poses in its order, at most
 /// [`MAX_PROPS_PER_INPUT`] of each (the rest counted in the second value); a prop carried by
-/// several inputs keeps the first (lowest player index). A pure function of the inputs, so
-/// every world given the same inputs applies the same poses.
+/// several inputs keeps the pose with the latest stamp, and of equal stamps the first (lowest
+/// player index). So an ownership change in flight (old and new owner both carrying the prop
+/// for one tick) resolves to one pose, and the repeated input of a player who left (the relay
+/// repeats its last input) never hides the fresh pose of the prop's new owner. A pure function
+/// of the inputs, so every world given the same inputs applies the same poses.
 pub fn carried_poses<'a>(
     inputs: impl IntoIterator<Item = (PlayerIndex, &'a PropPoses)>,
 ) -> (Vec<CarriedPose>, u32) {
@@ -224,14 +227,16 @@ pub fn carried_poses<'a>(
         let poses = props.poses();
         ignored += poses.len().saturating_sub(MAX_PROPS_PER_INPUT) as u32;
         for pose in poses.iter().take(MAX_PROPS_PER_INPUT) {
-            if out.iter().any(|c| c.pose.id == pose.id) {
-                continue;
-            }
-            out.push(CarriedPose {
+            let carried = CarriedPose {
                 player,
                 stamp: props.stamp(),
                 pose: *pose,
-            });
+            };
+            match out.iter_mut().find(|c| c.pose.id == pose.id) {
+                Some(kept) if kept.stamp < carried.stamp => *kept = carried,
+                Some(_) => {}
+                None => out.push(carried),
+            }
         }
     }
     (out, ignored)
@@ -330,6 +335,18 @@ mod tests {
         let ids: Vec<_> = carried.iter().map(|c| (c.player, c.pose.id)).collect();
         assert_eq!(ids, vec![(0, 1), (0, 2), (1, 3)]);
         assert_eq!(carried[1].pose.pos_mm[0], 2000);
+    }
+
+    #[test]
+    fn the_latest_stamp_wins_a_prop_carried_twice() {
+        // Player 0 left: the relay repeats its last input, stamped 10; player 1 owns the prop
+        // now and carries it stamped 40.
+        let left = PropPoses::new(10, vec![pose(1, 1.0)], 8).unwrap();
+        let owner = PropPoses::new(40, vec![pose(1, 7.0)], 8).unwrap();
+        let (carried, _) = carried_poses([(0, &left), (1, &owner)]);
+        assert_eq!(carried.len(), 1);
+        assert_eq!((carried[0].player, carried[0].stamp), (1, 40));
+        assert_eq!(carried[0].pose.pos_mm[0], 7000);
     }
 
     #[test]

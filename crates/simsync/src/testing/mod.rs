@@ -40,6 +40,12 @@
 //! players, or more clients than seats, is a typed error ([`PeersError::NoPlayers`],
 //! [`PeersError::NoFreeSeat`]), as is a run with every client paused or killed
 //! ([`PeersError::NoClientRunning`]).
+//! - [`HybridPeers`]: clients of a hybrid game ([`crate::hybrid`]), each one App with the
+//!   players' session (a `RelayPeers` client, over the relay) and an ownership participant (its
+//!   props in the App's world, over a second in-memory network to an entity server, the
+//!   [`side server`](RelayPeersBuilder::side_server) of the players' harness). Players are
+//!   compared by their verified checksums ([`assert_all_agree`](HybridPeers::assert_all_agree)),
+//!   props by their copies' positions ([`prop_convergence`](HybridPeers::prop_convergence)).
 //! - The one-App helpers of the deterministic crate, re-exported:
 //!   [`run_until_verified`](fn@run_until_verified), [`RunLimits`], [`RunUntilError`].
 //!
@@ -66,6 +72,7 @@
 
 mod agreement;
 mod checks;
+mod hybrid;
 mod peers;
 
 pub use agreement::{
@@ -76,6 +83,7 @@ pub use checks::{
     DEFAULT_FORCED_ROLLBACK, DEFAULT_FORCED_ROLLBACK_EVERY, ForcedRollbackPlugin, HarnessChecks,
     held_back_ticks_to_verify, is_forced_rollback_update,
 };
+pub use hybrid::{HybridPeers, HybridPeersBuilder, HybridPeersError};
 pub use peers::{ClientIndex, DEFAULT_KEPT_BREAKDOWNS, PeersError, RelayPeers, RelayPeersBuilder};
 pub use simsync_deterministic::testing::{
     RunLimits, RunUntilError, SessionWatch, run_until_verified, run_until_verified_with,

@@ -159,9 +159,19 @@ pub struct RelayPeersBuilder<I: SimInput> {
     breakdowns: usize,
     tolerate_desyncs: bool,
     checks: HarnessChecks,
+    side_servers: Vec<App>,
 }
 
 impl<I: SimInput> RelayPeersBuilder<I> {
+    /// Another server App (an entity server, on its own in-memory network) stepped with the
+    /// harness: every [`step`](RelayPeers::step) updates it first, before the relay and the
+    /// clients. Read it back with [`RelayPeers::side_server`]; `simsync::testing::HybridPeers`
+    /// gives its clients' ownership participants an entity server this way.
+    pub fn side_server(mut self, app: App) -> Self {
+        self.side_servers.push(app);
+        self
+    }
+
     /// The checks every client's session runs on top of the game's configuration (default
     /// [`HarnessChecks::ON`]: prediction checks, a checksum every tick and a forced rollback of
     /// at least [`DEFAULT_FORCED_ROLLBACK`](super::DEFAULT_FORCED_ROLLBACK) ticks every
@@ -298,6 +308,7 @@ impl<I: SimInput> RelayPeersBuilder<I> {
                 checks: self.checks,
             },
             tolerate_desyncs: self.tolerate_desyncs,
+            side_servers: self.side_servers,
         };
         for _ in 0..clients {
             peers.join()?;
@@ -340,6 +351,7 @@ pub struct RelayPeers<I: SimInput> {
     net: PeerNetwork<ClientRecord>,
     spec: ClientSpec<I>,
     tolerate_desyncs: bool,
+    side_servers: Vec<App>,
 }
 
 impl<I: SimInput> RelayPeers<I> {
@@ -363,12 +375,27 @@ impl<I: SimInput> RelayPeers<I> {
             breakdowns: DEFAULT_KEPT_BREAKDOWNS,
             tolerate_desyncs: false,
             checks: HarnessChecks::ON,
+            side_servers: Vec::new(),
         }
     }
 
-    /// One frame: the relay, then every running client that is not paused.
+    /// One frame: the [side servers](RelayPeersBuilder::side_server), the relay, then every
+    /// running client that is not paused.
     pub fn step(&mut self) {
+        for server in &mut self.side_servers {
+            server.update();
+        }
         self.net.step();
+    }
+
+    /// Side server `index` ([`RelayPeersBuilder::side_server`], in the order given).
+    pub fn side_server(&self, index: usize) -> Option<&App> {
+        self.side_servers.get(index)
+    }
+
+    /// Side server `index`, mutably.
+    pub fn side_server_mut(&mut self, index: usize) -> Option<&mut App> {
+        self.side_servers.get_mut(index)
     }
 
     /// Steps until every running client that is not paused verified `tick` of the relay's

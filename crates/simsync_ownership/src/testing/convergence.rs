@@ -53,8 +53,9 @@ pub enum Divergence {
     },
 }
 
-/// Every body's position in `world`, by id (the first entity of an id if several have it).
-pub(super) fn positions(world: &mut World) -> BTreeMap<BodyId, Vec3> {
+/// Every body's position in `world`, by id (the first entity of an id if several have it):
+/// the copies one App holds, for [`compare_copies`].
+pub fn body_positions(world: &mut World) -> BTreeMap<BodyId, Vec3> {
     let mut query = world.query::<(&BodyNetId, &Transform)>();
     let mut found = BTreeMap::new();
     for (id, transform) in query.iter(world) {
@@ -65,8 +66,12 @@ pub(super) fn positions(world: &mut World) -> BTreeMap<BodyId, Vec3> {
 
 /// Compares the copies of every body of `copies` (participant index, its positions), body by
 /// body in id order: the first body missing somewhere or spread wider than `tolerance_m` is the
-/// [`Divergence`].
-pub(super) fn compare(
+/// [`Divergence`]. What [`OwnershipPeers::convergence`](super::OwnershipPeers::convergence)
+/// checks, for a harness holding its participants itself.
+///
+/// # Errors
+/// The first [`Divergence`].
+pub fn compare_copies(
     copies: &[(usize, BTreeMap<BodyId, Vec3>)],
     tolerance_m: f32,
 ) -> Result<Converged, Divergence> {
@@ -138,7 +143,7 @@ mod tests {
             copy(1, &[(1, 0.001), (2, 5.5), (3, 9.0)]),
             copy(2, &[(1, 0.0), (2, 5.2), (3, 1.0)]),
         ];
-        let d = compare(&copies, 0.01).unwrap_err();
+        let d = compare_copies(&copies, 0.01).unwrap_err();
         assert_eq!(
             d,
             Divergence::Apart {
@@ -153,7 +158,7 @@ mod tests {
             d.to_string()
                 .starts_with("body 2: participants 0 and 1 are 0.5000 m apart")
         );
-        let ok = compare(&copies, 10.0).unwrap();
+        let ok = compare_copies(&copies, 10.0).unwrap();
         assert_eq!(ok.bodies, 3);
         assert_eq!(ok.widest, Some((BodyId(3), 8.0)));
     }
@@ -162,7 +167,7 @@ mod tests {
     fn a_missing_copy_is_a_divergence() {
         let copies = [copy(0, &[(1, 0.0), (2, 0.0)]), copy(1, &[(2, 0.0)])];
         assert_eq!(
-            compare(&copies, 1.0),
+            compare_copies(&copies, 1.0),
             Err(Divergence::Missing {
                 body: BodyId(1),
                 participant: 1

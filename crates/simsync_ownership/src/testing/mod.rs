@@ -65,7 +65,7 @@ mod convergence;
 mod peers;
 mod relay_load;
 
-pub use convergence::{Converged, Divergence};
+pub use convergence::{Converged, Divergence, body_positions, compare_copies};
 pub use peers::{OwnershipPeers, OwnershipPeersBuilder, PeersError};
 pub use relay_load::{RelayLoad, relay_load_start, relay_load_state};
 

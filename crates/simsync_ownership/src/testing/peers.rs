@@ -202,6 +202,20 @@ impl OwnershipPeersBuilder {
         Ok(peers)
     }
 
+    /// The entity server's App alone, around `transport` (the server end of a network the
+    /// caller made), built as [`build`](Self::build) builds it: for a harness whose participants
+    /// live in Apps it makes itself (`simsync::testing::HybridPeers`). The participants count
+    /// and the links of this builder are not used.
+    ///
+    /// # Errors
+    /// [`PeersError::Setup`] if its ownership plugin does not start.
+    pub fn build_entity_server(
+        mut self,
+        transport: MemoryServerTransport,
+    ) -> Result<App, PeersError> {
+        self.server_app(transport)
+    }
+
     /// The entity server's App around its transport: `MinimalPlugins`, with the physics host
     /// `TransformPlugin` and Rapier, the net plugin, the plugin, then the scene and server
     /// closures.
@@ -357,9 +371,9 @@ impl OwnershipPeers {
         let copies: Vec<_> = self
             .net
             .running_mut()
-            .map(|(i, app, ())| (i, convergence::positions(app.world_mut())))
+            .map(|(i, app, ())| (i, convergence::body_positions(app.world_mut())))
             .collect();
-        convergence::compare(&copies, tolerance_m)
+        convergence::compare_copies(&copies, tolerance_m)
     }
 
     /// Panics, naming the first body whose copies are more than `tolerance_m` apart (or missing
