@@ -7,6 +7,7 @@
 
 mod arena;
 mod avatars;
+mod scale;
 
 use bevy::prelude::*;
 use simsync::deterministic::{
