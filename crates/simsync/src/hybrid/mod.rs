@@ -57,8 +57,8 @@
 //! solve. Whether a proxy is in reach is a function of rollback state (the pool and the bodies'
 //! transforms), so every peer, and a re-simulation, places it alike. A rollback therefore
 //! copies and re-simulates the players, the world and the proxies near them, whatever the
-//! number of props: the same with 2,000 props as with 0 while the props stay out of the
-//! players' reach, and at most the pool's size more when they crowd around them.
+//! number of props: the same physics work with 2,000 props as with 0 while the props stay out
+//! of the players' reach, and at most the pool's size more when they crowd around them.
 //! Out of reach, a prop is invisible to the players' worlds' queries too (ray casts, sensors).
 //! The price is in the inputs: every input carries at most
 //! [`HybridConfig::max_props_per_input`] poses (about 30 bytes each on the wire), in turn when more props move than fit
@@ -160,7 +160,7 @@ pub struct HybridConfig {
     /// How near (metres, default 1.0) a prop's proxy must come to a dynamic body of the
     /// players' worlds to take part in their physics: the largest gap between the bounding
     /// spheres of the two colliders. Farther, it waits at its parked spot, touching nothing,
-    /// and costs the physics nothing ([the rule](self#what-the-rollback-costs)). A prop
+    /// and costs the physics nothing ([the rule](crate::hybrid#the-rule)). A prop
     /// closing on a body faster than `reach × tick_hz / 2` m/s (32 m/s by default) can reach
     /// it before its proxy is solid; `f32::INFINITY` keeps every proxy in the physics.
     pub reach: f32,

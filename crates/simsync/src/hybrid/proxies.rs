@@ -92,7 +92,7 @@ pub struct ReachBody {
 
 /// Whether a proxy at `center` with a bounding sphere of `radius` is within `reach` metres of
 /// one of `bodies`: the gap between the two bounding spheres is at most `reach`
-/// ([the rule](super#what-the-rollback-costs)). An infinite `reach` takes every proxy; a NaN
+/// ([the rule](super#the-rule)). An infinite `reach` takes every proxy; a NaN
 /// one none.
 pub fn within_reach(center: Vec3, radius: f32, bodies: &[ReachBody], reach: f32) -> bool {
     bodies.iter().any(|body| {
@@ -102,7 +102,7 @@ pub fn within_reach(center: Vec3, radius: f32, bodies: &[ReachBody], reach: f32)
 }
 
 /// Where a proxy's collider goes this tick and whether it touches anything
-/// ([the rule](super#what-the-rollback-costs)).
+/// ([the rule](super#the-rule)).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Placement {
     /// The collider's transform.
