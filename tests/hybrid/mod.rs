@@ -9,6 +9,7 @@
 mod arena;
 mod avatars;
 mod misuse;
+mod scale;
 
 use bevy::prelude::*;
 use simsync::deterministic::{

@@ -62,10 +62,18 @@
 //! verified state bit for bit.
 //!
 //! **What the rollback costs.** Props never enter the simulation worlds; the pool's size is
-//! the configuration's, whatever number of props the game has. A rollback copies and
-//! re-simulates the players, the world and the pool, whatever the number of props: the same
-//! with 2,000 props as with 32 (a full pool). A busy pool (proxies moving, touching players)
-//! costs more than an idle one, bounded by its size.
+//! the configuration's, whatever number of props the game has. A proxy takes part in the
+//! players' physics only within [`HybridConfig::reach`] of a dynamic body of their world (the
+//! gap between the bounding spheres of the two colliders, from the positions before the
+//! tick's physics, [`within_reach`]); out of reach it waits at its parked spot, touching
+//! nothing ([`place`]). Its state ([`PropProxy`]) still moves on every tick, in integers; its
+//! collider, written only when its value changes, gives Rapier nothing to update, test or
+//! solve. Whether a proxy is in reach is a function of rollback state (the pool and the bodies'
+//! transforms), so every peer, and a re-simulation, places it alike. A rollback therefore
+//! copies and re-simulates the players, the world and the proxies near them, whatever the
+//! number of props: the same physics work with 2,000 props as with 0 while the props stay out
+//! of the players' reach, and at most the pool's size more when they crowd around them.
+//! Out of reach, a prop is invisible to the players' worlds' queries too (ray casts, sensors).
 //! The price is in the inputs: every input carries at most
 //! [`HybridConfig::max_props_per_input`] poses (about 30 bytes each on the wire), in turn when more props move than fit
 //! ([`choose_carried`]); a moving prop left out is seen moving on by its last carried velocity.
@@ -142,7 +150,9 @@ pub use pose::{
     Carried, CarriedPose, HybridError, HybridInput, MAX_PROPS_PER_INPUT, PropPose, PropPoses,
     carried_poses, is_fresh,
 };
-pub use proxies::{PropProxy, ProxyStep, advance_proxies};
+pub use proxies::{
+    Placement, PropProxy, ProxyStep, ReachBody, advance_proxies, place, within_reach,
+};
 pub use sim::{HybridGame, HybridSimSet, RollbackBody};
 pub use source::{HybridStats, OwnedPose, OwnedProp, PropOwnedHere, choose_carried};
 
@@ -167,6 +177,13 @@ pub struct HybridConfig {
     pub max_stale_ticks: Tick,
     /// Speed (m/s) at or below which an owned prop rests and is not carried (default 0.01).
     pub rest_speed: f32,
+    /// How near (metres, default 1.0) a prop's proxy must come to a dynamic body of the
+    /// players' worlds to take part in their physics: the largest gap between the bounding
+    /// spheres of the two colliders. Farther, it waits at its parked spot, touching nothing,
+    /// and costs the physics nothing ([the rule](crate::hybrid#the-rule)). A prop
+    /// closing on a body faster than `reach × tick_hz / 2` m/s (32 m/s by default) can reach
+    /// it before its proxy is solid; `f32::INFINITY` keeps every proxy in the physics.
+    pub reach: f32,
     /// The session's tick rate (default 64): a proxy moves `velocity / tick_hz` per tick.
     pub tick_hz: u32,
     /// The proxy shape of each prop kind ([`OwnedProp::kind`]); a kind past the end takes the
@@ -181,6 +198,7 @@ impl Default for HybridConfig {
             max_props_per_input: 6,
             max_stale_ticks: 32,
             rest_speed: 0.01,
+            reach: 1.0,
             tick_hz: 64,
             shapes: vec![Collider::ball(0.25)],
         }

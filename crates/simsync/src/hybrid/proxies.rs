@@ -58,14 +58,73 @@ impl PropProxy {
         Self { slot, ..default() }
     }
 
-    /// Where this slot's collider is: the prop's pose, or, parked, 1 km below the origin and
-    /// 10 m apart from the other parked slots (touching nothing).
+    /// The prop's pose, or, parked, [`parked_transform`](Self::parked_transform).
     pub fn transform(&self) -> Transform {
         if self.prop.is_none() {
-            return Transform::from_xyz(f32::from(self.slot) * 10.0, -1000.0, 0.0);
+            return Self::parked_transform(self.slot);
         }
+        Transform::from_translation(self.position()).with_rotation(rotation_of(self.rot))
+    }
+
+    /// Where slot `slot`'s collider waits while it stands for no prop or its prop is out of
+    /// every body's reach: 1 km below the origin, 10 m apart from the other slots' spots
+    /// (touching nothing).
+    pub fn parked_transform(slot: u16) -> Transform {
+        Transform::from_xyz(f32::from(slot) * 10.0, -1000.0, 0.0)
+    }
+
+    /// The prop's position, metres (the origin for a slot standing for none).
+    pub fn position(&self) -> Vec3 {
         let [x, y, z] = self.pos_um.map(|c| (c as f64 / 1.0e6) as f32);
-        Transform::from_xyz(x, y, z).with_rotation(rotation_of(self.rot))
+        Vec3::new(x, y, z)
+    }
+}
+
+/// A body of the players' worlds a proxy may touch: its position and the radius of a sphere
+/// around that position holding its collider (metres).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReachBody {
+    /// The body's position, metres.
+    pub center: Vec3,
+    /// The radius of its bounding sphere around `center`, metres.
+    pub radius: f32,
+}
+
+/// Whether a proxy at `center` with a bounding sphere of `radius` is within `reach` metres of
+/// one of `bodies`: the gap between the two bounding spheres is at most `reach`
+/// ([the rule](super#the-rule)). An infinite `reach` takes every proxy; a NaN
+/// one none.
+pub fn within_reach(center: Vec3, radius: f32, bodies: &[ReachBody], reach: f32) -> bool {
+    bodies.iter().any(|body| {
+        let limit = radius + body.radius + reach;
+        limit == f32::INFINITY || center.distance_squared(body.center) <= limit * limit
+    })
+}
+
+/// Where a proxy's collider goes this tick and whether it touches anything
+/// ([the rule](super#the-rule)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placement {
+    /// The collider's transform.
+    pub transform: Transform,
+    /// It collides (default collision groups) rather than touching nothing.
+    pub solid: bool,
+}
+
+/// Places slot `state` for this tick: a slot standing for a prop within reach of a body
+/// (`near`) is at the prop's pose, else at its parked spot; it is solid only when it is near
+/// and was already at the same prop's pose before this tick (`was_placed`), since a collider
+/// that jumps there this tick (from its parked spot, or from another prop) would hit with the
+/// jump's velocity.
+pub fn place(state: &PropProxy, near: bool, was_placed: bool) -> Placement {
+    let near = near && state.prop.is_some();
+    Placement {
+        transform: if near {
+            state.transform()
+        } else {
+            PropProxy::parked_transform(state.slot)
+        },
+        solid: near && was_placed,
     }
 }
 
@@ -235,6 +294,53 @@ mod tests {
             32,
         );
         assert_eq!((step.applied, step.no_slot), (2, 1));
+    }
+
+    fn body(x: f32, radius: f32) -> ReachBody {
+        ReachBody {
+            center: Vec3::new(x, 0.0, 0.0),
+            radius,
+        }
+    }
+
+    #[test]
+    fn reach_is_the_gap_between_the_bounding_spheres() {
+        let bodies = [body(10.0, 0.5), body(0.0, 0.6)];
+        // 0.25 + 0.6 + 1.0 = 1.85 m from the second body's center.
+        assert!(within_reach(Vec3::new(1.85, 0.0, 0.0), 0.25, &bodies, 1.0));
+        assert!(!within_reach(Vec3::new(1.86, 0.0, 0.0), 0.25, &bodies, 1.0));
+        assert!(within_reach(Vec3::new(8.5, 0.0, 0.0), 0.25, &bodies, 1.0));
+        assert!(!within_reach(
+            Vec3::new(5.0, 0.0, 0.0),
+            0.25,
+            &[],
+            f32::INFINITY
+        ));
+        assert!(within_reach(Vec3::splat(1e9), 0.25, &bodies, f32::INFINITY));
+        assert!(!within_reach(Vec3::ZERO, 0.25, &bodies, f32::NAN));
+    }
+
+    #[test]
+    fn a_proxy_out_of_reach_waits_parked_and_touches_nothing() {
+        let mut slots = pool(1);
+        advance_proxies(&mut slots, &[carried(7, 10, 1500, 0)], 10, 64, 32);
+        let far = place(&slots[0], false, true);
+        assert_eq!(far.transform, PropProxy::parked_transform(0));
+        assert!(!far.solid);
+        let parked = place(&PropProxy::parked(0), true, true);
+        assert_eq!((parked.transform, parked.solid), (far.transform, false));
+    }
+
+    #[test]
+    fn a_proxy_in_reach_is_solid_from_its_second_tick_at_the_pose() {
+        let mut slots = pool(1);
+        advance_proxies(&mut slots, &[carried(7, 10, 1500, 0)], 10, 64, 32);
+        let arriving = place(&slots[0], true, false);
+        assert_eq!(arriving.transform.translation, Vec3::new(1.5, 0.5, 0.0));
+        assert!(!arriving.solid);
+        let staying = place(&slots[0], true, true);
+        assert_eq!(staying.transform, arriving.transform);
+        assert!(staying.solid);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use simsync_deterministic::{SimHash, StateHasher};
 
 use super::HybridConfig;
 use super::pose::{HybridInput, carried_poses};
-use super::proxies::{PropProxy, advance_proxies};
+use super::proxies::{PropProxy, ReachBody, advance_proxies, place, within_reach};
 
 /// Marks a player body in the simulation worlds: rolled back, hashed, part of every snapshot
 /// (spawn it with `SimCommands` like any simulation entity). The other side of the split is
@@ -104,13 +104,17 @@ type ProxyParts<'a> = (
 const SOLID_NOT: CollisionGroups = CollisionGroups::new(Group::NONE, Group::NONE);
 
 /// Moves the proxy pool on to the tick being simulated ([`advance_proxies`] on the tick's
-/// carried poses) and writes each slot's pose and, on a new kind, shape. The proxies are
-/// position-based kinematic bodies (Rapier gives them the velocity of their move, which is
-/// what a player touching one feels); a proxy parked, or taking another prop this tick (a
-/// jump Rapier would read as a huge velocity), touches nothing for that tick.
+/// carried poses) and writes each slot's pose and, on a new kind, shape, where [`place`] puts
+/// it: at its prop's pose within [`HybridConfig::reach`] of a dynamic body of the players'
+/// world, else at its parked spot. The proxies are position-based kinematic bodies (Rapier
+/// gives them the velocity of their move, which is what a player touching one feels); a
+/// proxy out of reach, or arriving at its prop's pose this tick (a jump Rapier would read as a
+/// huge velocity), touches nothing for that tick. A component is written only when its value
+/// changes, so a proxy out of reach, or at rest, costs Rapier nothing.
 fn apply_carried_props<I: SimInput>(
     inputs: Res<PlayerInputs<HybridInput<I>>>,
     config: Res<HybridConfig>,
+    bodies: Query<(&RigidBody, &Transform, Option<&Collider>), Without<PropProxy>>,
     mut proxies: Query<ProxyParts>,
 ) {
     let mut slots: Vec<(Entity, PropProxy)> = proxies
@@ -128,17 +132,21 @@ fn apply_carried_props<I: SimInput>(
         config.tick_hz,
         config.max_stale_ticks,
     );
+    let reach_bodies = dynamic_bodies(&bodies);
     for (entity, state) in entities.into_iter().zip(states) {
         let Ok((_, mut proxy, mut transform, mut groups, mut collider)) = proxies.get_mut(entity)
         else {
             continue;
         };
-        let target = state.transform();
-        if *transform != target {
-            *transform = target;
+        let radius = bounding_radius(&config.shape(state.kind));
+        let near = within_reach(state.position(), radius, &reach_bodies, config.reach);
+        let was_placed =
+            proxy.prop == state.prop && *transform != PropProxy::parked_transform(state.slot);
+        let placement = place(&state, near, was_placed);
+        if *transform != placement.transform {
+            *transform = placement.transform;
         }
-        let solid = state.prop.is_some() && state.prop == proxy.prop;
-        let wanted = if solid {
+        let wanted = if placement.solid {
             CollisionGroups::default()
         } else {
             SOLID_NOT
@@ -154,4 +162,25 @@ fn apply_carried_props<I: SimInput>(
         }
         *proxy = state;
     }
+}
+
+/// The dynamic bodies of the players' world (not the proxies) as reach bodies: each one's
+/// `Transform` translation and the bounding radius of the collider on its entity (0 without).
+fn dynamic_bodies(
+    bodies: &Query<(&RigidBody, &Transform, Option<&Collider>), Without<PropProxy>>,
+) -> Vec<ReachBody> {
+    bodies
+        .iter()
+        .filter(|(body, ..)| matches!(body, RigidBody::Dynamic))
+        .map(|(_, transform, collider)| ReachBody {
+            center: transform.translation,
+            radius: collider.map_or(0.0, bounding_radius),
+        })
+        .collect()
+}
+
+/// The radius of a sphere around a collider's origin that holds it, metres.
+fn bounding_radius(collider: &Collider) -> f32 {
+    let sphere = collider.raw.compute_local_bounding_sphere();
+    sphere.center().length() + sphere.radius()
 }
