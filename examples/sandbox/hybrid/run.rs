@@ -21,10 +21,10 @@ use simsync::testing::{HarnessChecks, HybridPeers};
 use simsync_net::LinkConditionerConfig;
 use simsync_ownership::{BodyNetId, EntityServer, Ownable};
 
-use crate::cli::{HybridArgs, LinkArgs};
+use crate::cli::HybridArgs;
 use crate::driver::Failure;
 use crate::game::{PUSH, SandboxGame, encode};
-use crate::ownership::in_process::Phase;
+use crate::ownership::in_process::{Phase, link};
 use crate::ownership::{DT, HZ, NetBody, settle_ticks};
 use crate::trace::CompiledTrace;
 
@@ -194,16 +194,6 @@ pub fn owned_by(peers: &HybridPeers<PackedInput>, peer: usize) -> usize {
         .filter_map(|e| e.get::<simsync_ownership::SimulationOwner>())
         .filter(|o| o.is_owned_by(me))
         .count()
-}
-
-/// One direction of the simulated link: half the round trip and half its jitter.
-fn link(args: &LinkArgs) -> Result<LinkConditionerConfig, Failure> {
-    let link = LinkConditionerConfig::PERFECT
-        .with_latency(args.rtt_ms / 2, args.net_jitter_ms / 2)
-        .with_loss(args.loss_percent);
-    link.validate()
-        .map_err(|e| Failure::input(format!("bad link settings: {e}")))?;
-    Ok(link)
 }
 
 /// The Apps: every player plays [`scripted_input`]; every App (and the entity server) has the

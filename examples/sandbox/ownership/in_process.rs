@@ -255,8 +255,9 @@ pub fn check(summary: &Summary) -> Result<(), Failure> {
     Ok(())
 }
 
-/// One direction of the simulated link: half the round trip and half its jitter.
-fn link(args: &LinkArgs) -> Result<LinkConditionerConfig, Failure> {
+/// One direction of the simulated link: half the round trip and half its jitter (also the
+/// hybrid mode's).
+pub(crate) fn link(args: &LinkArgs) -> Result<LinkConditionerConfig, Failure> {
     let link = LinkConditionerConfig::PERFECT
         .with_latency(args.rtt_ms / 2, args.net_jitter_ms / 2)
         .with_loss(args.loss_percent);

@@ -201,6 +201,19 @@ mod tests {
     use simsync_net::bevy_renet::RenetServer;
     use simsync_net::{MemoryNetwork, NetAppExt, NetChannel, NetClientPlugin, NetServerPlugin};
 
+    /// A client App: relay connection as client 4, entity server connection as client 9.
+    fn client(relay_net: &MemoryNetwork, entity_net: &MemoryNetwork) -> App {
+        let mut client = App::new();
+        client
+            .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
+            .add_plugins(OwnershipConnectionPlugin)
+            .insert_net_client(relay_net.client_transport(4).expect("relay transport"))
+            .insert_resource(OwnershipConnection::new(
+                entity_net.client_transport(9).expect("entity transport"),
+            ));
+        client
+    }
+
     fn server(network: &MemoryNetwork) -> App {
         let mut app = App::new();
         app.add_plugins(NetServerPlugin::default().with_clock(NetClock::fixed_hz(64)))
@@ -227,14 +240,8 @@ mod tests {
     fn the_ownership_systems_talk_to_the_entity_server_and_the_rest_to_the_relay() {
         let (relay_net, entity_net) = (MemoryNetwork::perfect(1), MemoryNetwork::perfect(2));
         let (mut relay, mut entity) = (server(&relay_net), server(&entity_net));
-        let mut client = App::new();
+        let mut client = client(&relay_net, &entity_net);
         client
-            .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
-            .add_plugins(OwnershipConnectionPlugin)
-            .insert_net_client(relay_net.client_transport(4).expect("relay transport"))
-            .insert_resource(OwnershipConnection::new(
-                entity_net.client_transport(9).expect("entity transport"),
-            ))
             .add_systems(
                 PreUpdate,
                 send("ownership in").in_set(OwnershipSet::Receive),
@@ -269,21 +276,13 @@ mod tests {
     fn a_lost_entity_server_is_one_transport_error_and_the_relay_stays_up() {
         let (relay_net, entity_net) = (MemoryNetwork::perfect(1), MemoryNetwork::perfect(2));
         let (mut relay, mut entity) = (server(&relay_net), server(&entity_net));
-        let mut client = App::new();
-        client
-            .add_plugins(NetClientPlugin::default().with_clock(NetClock::fixed_hz(64)))
-            .add_plugins(OwnershipConnectionPlugin)
-            .insert_net_client(relay_net.client_transport(4).expect("relay transport"))
-            .insert_resource(OwnershipConnection::new(
-                entity_net.client_transport(9).expect("entity transport"),
-            ))
-            .init_resource::<Seen>()
-            .add_systems(
-                Update,
-                |mut seen: ResMut<Seen>, mut errors: MessageReader<NetTransportError>| {
-                    seen.0 += errors.read().filter(|e| !e.server).count();
-                },
-            );
+        let mut client = client(&relay_net, &entity_net);
+        client.init_resource::<Seen>().add_systems(
+            Update,
+            |mut seen: ResMut<Seen>, mut errors: MessageReader<NetTransportError>| {
+                seen.0 += errors.read().filter(|e| !e.server).count();
+            },
+        );
         for _ in 0..3 {
             relay.update();
             entity.update();
