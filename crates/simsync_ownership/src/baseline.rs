@@ -11,7 +11,9 @@
 //! - [`SentHistory`]: the last [`HISTORY_BATCHES`] (64) batches not yet acknowledged, each its
 //!   bodies' [`QuantizedState`]s (56 bytes a body with id and send count; a batch has at most
 //!   [`MAX_BATCH_BODIES`](crate::MAX_BATCH_BODIES)), and per body sent one acknowledged state
-//!   and a send count (about 72 bytes), until the body is forgotten.
+//!   and a send count (about 72 bytes), until the body is forgotten. The emptied body lists
+//!   of up to [`HISTORY_BATCHES`] batches acknowledged or dropped are kept for reuse, so at
+//!   most twice the batches' memory.
 //! - [`ReceivedStates`]: per body the receiver has, the [`RING_LEN`] (4) newest states
 //!   received with their batch numbers (4 × 56 bytes); bodies the receiver does not have are
 //!   not kept, so a hostile sender cannot grow it.
@@ -171,6 +173,10 @@ pub struct SentHistory {
     bodies: BodyMap<SentBody>,
     first: Option<u32>,
     last: Option<u32>,
+    /// Emptied body lists of batches acknowledged or dropped, reused by the next batches
+    /// (at most [`HISTORY_BATCHES`] kept): a batch sent costs no allocation once the history
+    /// has turned over.
+    spare: Vec<Vec<(BodyId, u32, QuantizedState)>>,
 }
 
 impl SentHistory {
@@ -184,17 +190,25 @@ impl SentHistory {
             self.first = Some(seq.wrapping_sub(FIRST_TRAILS_BY));
         }
         self.last = Some(seq);
-        let bodies = bodies
-            .into_iter()
-            .map(|(body, state)| {
-                let sent = self.bodies.get_or_insert_with(body, SentBody::default);
-                sent.sends = sent.sends.wrapping_add(1);
-                (body, sent.sends, state)
-            })
-            .collect();
-        self.batches.push_back(SentBatch { seq, bodies });
+        let mut list = self.spare.pop().unwrap_or_default();
+        list.extend(bodies.into_iter().map(|(body, state)| {
+            let sent = self.bodies.get_or_insert_with(body, SentBody::default);
+            sent.sends = sent.sends.wrapping_add(1);
+            (body, sent.sends, state)
+        }));
+        self.batches.push_back(SentBatch { seq, bodies: list });
         while self.batches.len() > HISTORY_BATCHES {
-            self.batches.pop_front();
+            if let Some(dropped) = self.batches.pop_front() {
+                self.keep_spare(dropped.bodies);
+            }
+        }
+    }
+
+    /// Keeps `list`'s memory for a later batch (emptied; dropped when enough are kept).
+    fn keep_spare(&mut self, mut list: Vec<(BodyId, u32, QuantizedState)>) {
+        if self.spare.len() < HISTORY_BATCHES {
+            list.clear();
+            self.spare.push(list);
         }
     }
 
@@ -224,7 +238,7 @@ impl SentHistory {
                 continue;
             };
             acknowledged += 1;
-            for (body, send, state) in batch.bodies {
+            for &(body, send, state) in &batch.bodies {
                 let Some(sent) = self.bodies.get_mut(body) else {
                     continue;
                 };
@@ -235,6 +249,7 @@ impl SentHistory {
                     sent.acked = Some((seq, send, state));
                 }
             }
+            self.keep_spare(batch.bodies);
         }
         Ok(acknowledged)
     }

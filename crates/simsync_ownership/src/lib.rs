@@ -135,7 +135,10 @@ pub use messages::{
     ParticipantGone, ParticipantReturned, RefusedBy, RoomClosing,
 };
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
-pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step};
+pub use plugin::{
+    OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step,
+    single_threaded_schedules,
+};
 pub use priority::{BodyId, ParticipantId, Priority};
 pub use send_policy::{Sequence, should_send};
 pub use server::{EntityServer, EntityServerStats};

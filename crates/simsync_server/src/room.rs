@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bevy::app::App;
-use bevy::ecs::schedule::ScheduleLabel;
-use bevy::ecs::schedule::SingleThreadedExecutor;
 use bevy::prelude::{Bundle, Quat, Transform, Vec3};
 use bevy_rapier3d::prelude::{
     Collider, ColliderMassProperties, Damping, Friction, GravityScale, NoUserData,
@@ -21,7 +19,9 @@ use simsync_net::{
     RejectReason, ServerMessage, ServerNetExt, SessionServerMessage, TickAccumulator,
     connection_config,
 };
-use simsync_ownership::{BodyId, BodyNetId, EntityServer, OwnershipPlugin};
+use simsync_ownership::{
+    BodyId, BodyNetId, EntityServer, OwnershipPlugin, single_threaded_schedules,
+};
 use simsync_relay::{
     RelayLimits, RelayServer, RelayServerConfig, SnapshotServing, read_snapshot_header,
 };
@@ -725,17 +725,6 @@ fn ownership_app(room: &OwnershipRoomConfig) -> App {
     if room.hosts_physics() {
         add_host_physics(&mut app, tick);
     }
-    for label in [
-        bevy::app::First.intern(),
-        bevy::app::PreUpdate.intern(),
-        bevy::app::Update.intern(),
-        bevy::app::PostUpdate.intern(),
-        bevy::app::Last.intern(),
-    ] {
-        app.edit_schedule(label, |schedule| {
-            schedule.set_executor(SingleThreadedExecutor::new());
-        });
-    }
     for body in &room.bodies {
         let kind = if body.fixed {
             RigidBody::Fixed
@@ -758,6 +747,7 @@ fn ownership_app(room: &OwnershipRoomConfig) -> App {
     }
     app.finish();
     app.cleanup();
+    single_threaded_schedules(&mut app);
     app
 }
 

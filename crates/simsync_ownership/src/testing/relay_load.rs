@@ -13,7 +13,6 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use bevy::app::App;
-use bevy::ecs::schedule::{ScheduleLabel, SingleThreadedExecutor};
 use bevy::math::{Quat, Vec3};
 use bevy::prelude::Transform;
 use bevy_rapier3d::prelude::RigidBody;
@@ -209,15 +208,6 @@ fn load_server(budget: StateBudgetConfig, dt: Duration, bodies: u64) -> App {
         .add_plugins(OwnershipPlugin::entity_server().with_state_budget(budget))
         .insert_resource(RenetServer::new(connection_config()))
         .insert_resource(NetClock::Fixed(dt));
-    for label in [
-        bevy::app::PreUpdate.intern(),
-        bevy::app::Update.intern(),
-        bevy::app::PostUpdate.intern(),
-    ] {
-        server.edit_schedule(label, |schedule| {
-            schedule.set_executor(SingleThreadedExecutor::new());
-        });
-    }
     for id in 1..=bodies {
         server.world_mut().spawn((
             BodyNetId(BodyId(id)),
@@ -227,6 +217,7 @@ fn load_server(budget: StateBudgetConfig, dt: Duration, bodies: u64) -> App {
     }
     server.finish();
     server.cleanup();
+    crate::single_threaded_schedules(&mut server);
     server
 }
 
