@@ -272,7 +272,43 @@ impl SentHistory {
 /// refer to ([memory bounds](crate::rules#rule-20--deltas-against-acknowledged-states)).
 #[derive(Debug, Clone, Default)]
 pub struct ReceivedStates {
-    bodies: BodyMap<[Option<(u32, QuantizedState)>; RING_LEN]>,
+    bodies: BodyMap<Ring>,
+}
+
+/// One body's [`RING_LEN`] newest states with their batch numbers. The numbers sit apart from
+/// the states, so finding a batch's state reads one cache line of numbers and then the one
+/// state it needs.
+#[derive(Debug, Clone, Copy)]
+struct Ring {
+    /// Which slots hold a state (bit `i`: slot `i`).
+    filled: u8,
+    /// Each slot's batch number (meaningful where filled).
+    seqs: [u32; RING_LEN],
+    /// Each slot's state (meaningful where filled).
+    states: [QuantizedState; RING_LEN],
+}
+
+impl Default for Ring {
+    fn default() -> Self {
+        const UNUSED: QuantizedState = QuantizedState {
+            position: [0; 3],
+            rotation: 0,
+            linear: [0; 3],
+            angular: [0; 3],
+        };
+        Self {
+            filled: 0,
+            seqs: [0; RING_LEN],
+            states: [UNUSED; RING_LEN],
+        }
+    }
+}
+
+impl Ring {
+    /// The slot holding batch `seq`'s state.
+    fn slot_of(&self, seq: u32) -> Option<usize> {
+        (0..RING_LEN).find(|&i| self.filled & (1 << i) != 0 && self.seqs[i] == seq)
+    }
 }
 
 /// A batch's entries made states.
@@ -319,39 +355,36 @@ impl ReceivedStates {
 
     /// `body`'s state of batch `seq`, if kept.
     pub fn find(&self, body: BodyId, seq: u32) -> Option<QuantizedState> {
-        self.bodies
-            .get(body)?
-            .iter()
-            .flatten()
-            .find(|(s, _)| *s == seq)
-            .map(|(_, state)| *state)
+        let ring = self.bodies.get(body)?;
+        ring.slot_of(seq).map(|i| ring.states[i])
     }
 
     /// Keeps `state` of batch `seq`, in place of the oldest kept state when the ring is full
     /// (a state older than every kept one is not kept).
     fn store(&mut self, body: BodyId, seq: u32, state: QuantizedState) {
-        let ring = self.bodies.get_or_insert_with(body, Default::default);
-        if ring.iter().flatten().any(|(s, _)| *s == seq) {
+        let ring = self.bodies.get_or_insert_with(body, Ring::default);
+        if ring.slot_of(seq).is_some() {
             return;
         }
-        let slot = match ring.iter().position(Option::is_none) {
+        let slot = match (0..RING_LEN).find(|&i| ring.filled & (1 << i) == 0) {
             Some(free) => free,
             None => {
-                let seq_of = |i: usize| ring[i].map_or(0, |(s, _)| s);
                 let oldest = (1..RING_LEN).fold(0, |oldest, i| {
-                    if is_newer_batch(seq_of(oldest), seq_of(i)) {
+                    if is_newer_batch(ring.seqs[oldest], ring.seqs[i]) {
                         i
                     } else {
                         oldest
                     }
                 });
-                if !is_newer_batch(seq, seq_of(oldest)) {
+                if !is_newer_batch(seq, ring.seqs[oldest]) {
                     return;
                 }
                 oldest
             }
         };
-        ring[slot] = Some((seq, state));
+        ring.filled |= 1 << slot;
+        ring.seqs[slot] = seq;
+        ring.states[slot] = state;
     }
 
     /// Forgets `body` (unregistered).
