@@ -34,8 +34,8 @@
 //! tick — the load test's worst case): `SIMSYNC_RELAY_SCALE=4x200` sets participants × bodies
 //! (default 4 × 200, one room of the load test), `SIMSYNC_RELAY_BUDGET=80000` the relay budget
 //! per receiver in B/s (default 128,000: the 4 × 200 room stays under it, so its passes never
-//! rank; below about 80,000 they rank every pass, as the load test's do). Printed: µs per relayed body state, and the
-//! same as a ratio to copying the same bytes in the same run (the floor: each state's bytes
+//! rank; below about 80,000 they rank every pass, as the load test's do). Printed: µs per
+//! relayed body state, and the same as a ratio to copying the same bytes in the same run (the floor: each state's bytes
 //! copied into its receiver's packet buffer), so the figure holds on any machine. The
 //! at-scale table above does not run with `SIMSYNC_OWNERSHIP_BUDGETS=none`.
 
@@ -534,8 +534,8 @@ fn relay_budget() -> StateBudgetConfig {
 }
 
 /// A relay load with every participant owning all of its bodies, after 2 s of steady state.
-fn relay_load(p: usize, n: u64) -> RelayLoad {
-    let mut load = RelayLoad::new(p, n, relay_budget(), HZ as u16).expect("valid budget");
+fn relay_load(p: usize, n: u64, budget: StateBudgetConfig) -> RelayLoad {
+    let mut load = RelayLoad::new(p, n, budget, HZ as u16).expect("valid budget");
     for _ in 0..(HZ * 10) {
         load.step();
         if load.all_owned() {
@@ -571,7 +571,8 @@ fn copy_floor(source: &[u8], buffers: &mut [Vec<u8>], states: usize, bytes: usiz
 
 fn relay_path(c: &mut Criterion) {
     let (p, n) = relay_scale();
-    let mut load = relay_load(p, n);
+    let budget = relay_budget();
+    let mut load = relay_load(p, n, budget);
     let ticks = HZ * 4;
     let before = *load.server().stats();
     let mut took = Duration::ZERO;
@@ -597,7 +598,7 @@ fn relay_path(c: &mut Criterion) {
          {states} body states relayed in {ticks} ticks ({:.1} B each), server {:.3} ms/tick; \
          {:.3} µs per relayed body state; floor (copying the same bytes) {:.1} ns per state; \
          ratio {:.1}",
-        relay_budget().relay_bytes_per_second,
+        budget.relay_bytes_per_second,
         bytes as f64 / states.max(1) as f64,
         took.as_secs_f64() * 1e3 / f64::from(ticks),
         per_state * 1e6,

@@ -45,6 +45,7 @@ use bevy::prelude::*;
 use criterion::{Criterion, criterion_group, criterion_main};
 use simsync::deterministic::SessionMode;
 use simsync::prelude::*;
+use simsync_net::single_threaded_schedules;
 
 use scenes::{Kind, Scene};
 
@@ -301,18 +302,6 @@ fn profile_only() -> bool {
         }
     }
     true
-}
-
-/// Puts every schedule of `app`'s main world on Bevy's single-threaded executor (the session's
-/// simulation worlds already run theirs single-threaded).
-fn single_threaded_schedules(app: &mut App) {
-    let mut schedules = app.world_mut().resource_mut::<Schedules>();
-    let labels: Vec<_> = schedules.iter().map(|(_, s)| s.label()).collect();
-    for label in labels {
-        if let Some(schedule) = schedules.get_mut(label) {
-            schedule.set_executor(bevy::ecs::schedule::SingleThreadedExecutor::new());
-        }
-    }
 }
 
 /// A built App with `MinimalPlugins` and nothing else: the App a session lives in, without it.

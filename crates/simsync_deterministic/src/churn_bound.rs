@@ -12,7 +12,6 @@
 //! simulation world ever aged: 16 bytes a cycle in each simulated world, kept in doubling steps
 //! (about 0.9 MB over 30,000 cycles at zero latency, 1.9 MB at three ticks of latency).
 
-use bevy::ecs::schedule::SingleThreadedExecutor;
 use bevy::prelude::*;
 use bevy_rapier3d::plugin::context::RapierRigidBodySet;
 use bevy_rapier3d::prelude::{
@@ -84,10 +83,7 @@ fn churn_app(per_tick: u32, latency: u32, physics: bool) -> App {
     );
     app.finish();
     app.cleanup();
-    let mut schedules = app.world_mut().resource_mut::<Schedules>();
-    for (_, schedule) in schedules.iter_mut() {
-        schedule.set_executor(SingleThreadedExecutor::new());
-    }
+    simsync_net::single_threaded_schedules(&mut app);
     app
 }
 

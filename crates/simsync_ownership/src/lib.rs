@@ -135,10 +135,7 @@ pub use messages::{
     ParticipantGone, ParticipantReturned, RefusedBy, RoomClosing,
 };
 pub use participant::{Action, BodyObservation, ParticipantOwnership, PendingRequest};
-pub use plugin::{
-    OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step,
-    single_threaded_schedules,
-};
+pub use plugin::{OwnershipPlugin, OwnershipRole, OwnershipSetupError, fixed_physics_step};
 pub use priority::{BodyId, ParticipantId, Priority};
 pub use send_policy::{Sequence, should_send};
 pub use server::{EntityServer, EntityServerStats};
@@ -149,6 +146,7 @@ pub use simsync_net::JoinStatus;
 pub use simsync_net::RateLimit;
 /// Why the entity server refused a message: `simsync_net`'s type, the same on the wire.
 pub use simsync_net::RefusalReason;
+pub use simsync_net::single_threaded_schedules;
 pub use traffic::CounterRate;
 pub use traffic::{StateTraffic, TrafficMeter, TrafficTotals};
 pub use wire::{MAX_STATE_MAGNITUDE, state_from_wire, state_to_wire};

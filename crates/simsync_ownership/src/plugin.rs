@@ -1,7 +1,6 @@
 //! [`OwnershipPlugin`]: wires the entity server ([`crate::EntityServer`]) or a participant
 //! ([`crate::OwnershipClient`]) into an App.
 
-use bevy::ecs::schedule::SingleThreadedExecutor;
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{CollisionEvent, PhysicsSet, TimestepMode};
 use simsync_net::NetClock;
@@ -415,16 +414,4 @@ pub(crate) fn measure_traffic(
         (None, None) => return,
     };
     *traffic = meter.0.update(&totals, clock.now());
-}
-
-/// Runs every schedule `app` has on its own thread, one system after another: for an App that
-/// is one of many a server runs on one worker thread (an entity server's room), where the
-/// multi-threaded executor's hand-offs to the task pool (waking threads, a lock per system)
-/// cost more than the systems themselves. Call it after the App's plugins are added and
-/// `App::finish` ran: a schedule added later keeps Bevy's default executor.
-pub fn single_threaded_schedules(app: &mut App) {
-    let mut schedules = app.world_mut().resource_mut::<Schedules>();
-    for (_, schedule) in schedules.iter_mut() {
-        schedule.set_executor(SingleThreadedExecutor::new());
-    }
 }
