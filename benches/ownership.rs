@@ -510,27 +510,37 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-/// Participants × bodies of the relay-path group.
-fn relay_scale() -> (usize, u64) {
-    std::env::var("SIMSYNC_RELAY_SCALE")
-        .ok()
-        .and_then(|s| {
-            let (p, n) = s.split_once('x')?;
-            Some((p.trim().parse().ok()?, n.trim().parse().ok()?))
-        })
-        .unwrap_or((4, 200))
+/// The setting `name` from the environment read by `parse`, or `default` when it is unset; a
+/// value `parse` refuses is said on stderr (what was asked, the default used instead).
+fn env_setting<T: std::fmt::Debug>(name: &str, default: T, parse: impl Fn(&str) -> Option<T>) -> T {
+    let Ok(raw) = std::env::var(name) else {
+        return default;
+    };
+    parse(raw.trim()).unwrap_or_else(|| {
+        eprintln!("{name}={raw:?} is not understood; using {default:?}");
+        default
+    })
 }
 
-/// The relay budget per receiver of the relay-path group, B/s.
+/// Participants × bodies of the relay-path group (`SIMSYNC_RELAY_SCALE=PxN`).
+fn relay_scale() -> (usize, u64) {
+    env_setting("SIMSYNC_RELAY_SCALE", (4, 200), |s| {
+        let (p, n) = s.split_once('x')?;
+        Some((p.trim().parse().ok()?, n.trim().parse().ok()?))
+    })
+}
+
+/// The relay budget per receiver of the relay-path group, B/s (`SIMSYNC_RELAY_BUDGET`).
 fn relay_budget() -> StateBudgetConfig {
-    let mut budget = StateBudgetConfig::default();
-    if let Some(bytes) = std::env::var("SIMSYNC_RELAY_BUDGET")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-    {
-        budget.relay_bytes_per_second = bytes;
+    let default = StateBudgetConfig::default();
+    StateBudgetConfig {
+        relay_bytes_per_second: env_setting(
+            "SIMSYNC_RELAY_BUDGET",
+            default.relay_bytes_per_second,
+            |s| s.parse().ok(),
+        ),
+        ..default
     }
-    budget
 }
 
 /// A relay load with every participant owning all of its bodies, after 2 s of steady state.

@@ -15,8 +15,8 @@
 //!   of up to [`HISTORY_BATCHES`] batches acknowledged or dropped are kept for reuse, so at
 //!   most twice the batches' memory.
 //! - [`ReceivedStates`]: per body the receiver has, the [`RING_LEN`] (4) newest states
-//!   received with their batch numbers (about 340 bytes: 4 states of 80 bytes, 4 numbers); bodies the receiver does not have are
-//!   not kept, so a hostile sender cannot grow it.
+//!   received with their batch numbers (about 340 bytes: 4 states of 80 bytes, 4 numbers);
+//!   bodies the receiver does not have are not kept, so a hostile sender cannot grow it.
 //! - [`AckWindow`]: a batch number and 32 bits.
 //!
 //! Per-body records are found by indexing a `Vec` with the body id (ids too large for it, in a
