@@ -158,6 +158,8 @@ pub(crate) struct RelayQueue {
     delta: bool,
     /// When the last relay batch to it was laid out.
     last_batch_at: Option<Duration>,
+    /// A pass's rank keys (kept for their memory).
+    ranks: Vec<u64>,
 }
 
 /// One body a pass chose: its entry as laid out for this receiver.
@@ -182,7 +184,7 @@ pub(crate) struct RelayPass {
     pub(crate) out_of_interest: usize,
 }
 
-/// One pending body a pass weighs.
+/// One pending body a pass weighs (kept small: a pass orders them).
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
     body: BodyId,
@@ -190,18 +192,28 @@ struct Candidate {
     prepared: u32,
     /// Accumulated priority held from the last selection.
     held: f32,
-    /// The quantized state last sent to this receiver and when (`None`: never sent), and the
-    /// distance from its focus: what its weight is worked out from, when the pass ranks.
-    sent: Option<(QuantizedState, Duration)>,
+    /// Its distance from the focus: with the state last sent to this receiver (in its
+    /// record), what its weight is worked out from, when the pass ranks.
     distance: Option<f32>,
     /// This pass's weight (set by [`RelayQueue::weigh`]).
     weight: f32,
     /// Accumulated priority after this pass (set by [`RelayQueue::select`]).
     acc: f32,
-    /// Its entry's index in the pass's entries (kept apart: candidates are sorted), and the
-    /// bytes the budget reserves for it.
+    /// Its entry's index in the pass's entries, and the bytes the budget reserves for it.
     entry: u32,
-    size: usize,
+    size: u32,
+    /// Whether this pass chose it (set by [`RelayQueue::select`]).
+    chosen: bool,
+}
+
+/// The key that orders candidate `index` (candidates are listed by body id, increasing) by
+/// accumulated priority `acc`, highest first, ties by body id: the order of
+/// `b.acc.total_cmp(&a.acc).then(a.body.cmp(&b.body))` as one integer, smallest first.
+fn rank_key(acc: f32, index: u32) -> u64 {
+    // `f32::total_cmp`'s order as an unsigned integer, then reversed (highest first).
+    let bits = acc.to_bits() as i32;
+    let ordered = (bits ^ (((bits >> 31) as u32) >> 1) as i32) as u32 ^ 0x8000_0000;
+    (u64::from(!ordered) << 32) | u64::from(index)
 }
 
 impl RelayQueue {
@@ -217,6 +229,7 @@ impl RelayQueue {
             link: DeltaLink::default(),
             delta,
             last_batch_at: None,
+            ranks: Vec::new(),
         }
     }
 
@@ -383,28 +396,21 @@ impl RelayQueue {
             return result;
         }
         let room = entry_room(self.budget.available(), None, candidates.len());
-        let all_fit = candidates.iter().map(|c| c.size).sum::<usize>() <= room;
+        let all_fit = candidates.iter().map(|c| c.size as usize).sum::<usize>() <= room;
         let chosen = if all_fit {
             // Every candidate is chosen whatever its rank: weights and order change nothing
             // (the batch lists bodies by id, and chosen bodies start again from 0).
-            self.choose_all(&candidates)
+            self.choose_all(&mut candidates)
         } else {
-            Self::weigh(&mut candidates, now, config, prepared);
+            self.weigh(&mut candidates, now, config, prepared);
             self.select(&mut candidates, dt as f32, room)
         };
         result.deferred = candidates.len() - chosen;
         if chosen == 0 {
-            self.pending = candidates.iter().map(|c| c.body).collect();
+            self.pending.extend(candidates.iter().map(|c| c.body));
             return result;
         }
-        self.take(
-            &mut candidates,
-            chosen,
-            &entries,
-            prepared,
-            now,
-            &mut result,
-        );
+        self.take(&candidates, chosen, &entries, prepared, now, &mut result);
         result
     }
 
@@ -425,7 +431,7 @@ impl RelayQueue {
         let mut candidates = Vec::with_capacity(pending.len());
         let mut entries = Vec::with_capacity(pending.len());
         let seq = self.seq.wrapping_add(1);
-        for body in pending {
+        for &body in &pending {
             let Some(index) = prepared.get(body, state_of) else {
                 continue;
             };
@@ -441,8 +447,9 @@ impl RelayQueue {
                 result.out_of_interest += 1;
                 continue;
             }
-            let record = *self.record(body);
-            let held = if record.acc_at == self.selections {
+            let selections = self.selections;
+            let record = self.record(body);
+            let held = if record.acc_at == selections {
                 record.acc
             } else {
                 0.0
@@ -453,14 +460,17 @@ impl RelayQueue {
                 body,
                 prepared: index,
                 held,
-                sent: record.sent,
                 distance,
                 weight: 0.0,
                 acc: 0.0,
                 entry: (entries.len() - 1) as u32,
-                size,
+                size: size as u32,
+                chosen: false,
             });
         }
+        // Emptied, kept for its memory: the pass refills it with the bodies left waiting.
+        pending.clear();
+        self.pending = pending;
         (candidates, entries)
     }
 
@@ -495,14 +505,19 @@ impl RelayQueue {
     /// sent (never sent: the largest error) and its distance from the focus. Worked out only
     /// when the candidates do not all fit (then their rank decides).
     fn weigh(
+        &self,
         candidates: &mut [Candidate],
         now: Duration,
         config: &OwnershipConfig,
         prepared: &mut PreparedStates,
     ) {
         for c in candidates.iter_mut() {
-            let error = c.sent.map_or(8.0, |(last, at)| {
-                prepared.error(c.prepared, &last, at, now, config)
+            let sent = self
+                .bodies
+                .get(c.body)
+                .and_then(|record| record.sent.as_ref());
+            let error = sent.map_or(8.0, |(last, at)| {
+                prepared.error(c.prepared, last, *at, now, config)
             });
             c.weight = send_weight(error, false, c.distance).clamp(MIN_WEIGHT, MAX_WEIGHT);
         }
@@ -510,10 +525,11 @@ impl RelayQueue {
 
     /// [`select`](Self::select) when every candidate fits: all are chosen (in their order,
     /// ids increasing) and start again from 0. Returns how many were chosen.
-    fn choose_all(&mut self, candidates: &[Candidate]) -> usize {
+    fn choose_all(&mut self, candidates: &mut [Candidate]) -> usize {
         self.selections += 1;
         let selections = self.selections;
-        for c in candidates {
+        for c in candidates.iter_mut() {
+            c.chosen = true;
             let record = self.record(c.body);
             record.acc = 0.0;
             record.acc_at = selections;
@@ -524,53 +540,60 @@ impl RelayQueue {
     /// [Rule 18](crate::rules#rule-18--priority-accumulation-and-starvation-freedom) as
     /// [`PriorityAccumulator::select`](crate::PriorityAccumulator::select) does it: every
     /// candidate gains its weight × `dt`, then in order of accumulated priority (ties by body
-    /// id) they are chosen while their sizes fit in `bytes`. Sorts `candidates` chosen first;
-    /// returns how many were chosen. Chosen bodies start again from 0.
+    /// id) they are chosen while their sizes fit in `bytes`. Marks the chosen (`candidates`
+    /// keep their order, ids increasing); returns how many were chosen. Chosen bodies start
+    /// again from 0.
     fn select(&mut self, candidates: &mut [Candidate], dt: f32, bytes: usize) -> usize {
         let dt = dt.max(0.0);
-        for c in candidates.iter_mut() {
+        let mut ranks = std::mem::take(&mut self.ranks);
+        ranks.clear();
+        for (i, c) in candidates.iter_mut().enumerate() {
             c.acc = c.held + c.weight * dt;
+            ranks.push(rank_key(c.acc, i as u32));
         }
-        candidates.sort_unstable_by(|a, b| b.acc.total_cmp(&a.acc).then(a.body.cmp(&b.body)));
+        ranks.sort_unstable();
         let mut used = 0;
-        let mut chosen = candidates.len();
-        for (i, c) in candidates.iter().enumerate() {
-            if used + c.size > bytes {
-                chosen = i;
+        let mut chosen = 0;
+        for key in &ranks {
+            let c = &mut candidates[(*key & u64::from(u32::MAX)) as usize];
+            if used + c.size as usize > bytes {
                 break;
             }
-            used += c.size;
+            used += c.size as usize;
+            c.chosen = true;
+            chosen += 1;
         }
+        self.ranks = ranks;
         self.selections += 1;
         let selections = self.selections;
-        for (i, c) in candidates.iter().enumerate() {
+        for c in candidates.iter() {
             let record = self.record(c.body);
-            record.acc = if i < chosen { 0.0 } else { c.acc };
+            record.acc = if c.chosen { 0.0 } else { c.acc };
             record.acc_at = selections;
         }
         chosen
     }
 
-    /// The first `chosen` of `candidates` (their entries in `entries`) as the next-numbered
-    /// batch (ids increasing): they
-    /// leave the queue, the rest stay, and their quantized states are remembered as sent at
-    /// `now`.
+    /// The `chosen` marked `candidates` (ids increasing; their entries in `entries`) as the
+    /// next-numbered batch: they leave the queue, the rest stay, and their quantized states
+    /// are remembered as sent at `now`.
     fn take(
         &mut self,
-        candidates: &mut [Candidate],
+        candidates: &[Candidate],
         chosen: usize,
         entries: &[Entry],
         prepared: &PreparedStates,
         now: Duration,
         result: &mut RelayPass,
     ) {
-        let (sent, waiting) = candidates.split_at_mut(chosen);
-        sent.sort_unstable_by_key(|c| c.body);
-        let mut pending: Vec<BodyId> = waiting.iter().map(|c| c.body).collect();
-        pending.sort_unstable();
-        self.pending = pending;
-        result.chosen.reserve(sent.len());
-        for c in sent.iter() {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        result.chosen.reserve(chosen);
+        for c in candidates {
+            if !c.chosen {
+                pending.push(c.body);
+                continue;
+            }
             let p = &prepared.prepared[c.prepared as usize];
             self.record(c.body).sent = Some((p.q, now));
             result.chosen.push(Chosen {
@@ -580,6 +603,7 @@ impl RelayQueue {
                 position_ok: p.position_ok,
             });
         }
+        self.pending = pending;
         result.seq = Some(self.next_seq());
     }
 }
@@ -642,5 +666,94 @@ mod tests {
         // Nothing has accumulated on the first pass: ties go by body id.
         let ids: Vec<u64> = first.chosen.iter().map(|c| c.body.0).collect();
         assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn rank_keys_order_as_total_cmp_highest_first_then_by_index() {
+        let values = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::MIN_POSITIVE,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            3.5e-42,
+        ];
+        for (i, a) in values.iter().enumerate() {
+            for (j, b) in values.iter().enumerate() {
+                let by_keys = rank_key(*a, i as u32).cmp(&rank_key(*b, j as u32));
+                let by_rule = b.total_cmp(a).then(i.cmp(&j));
+                assert_eq!(by_keys, by_rule, "{a} #{i} against {b} #{j}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Over several passes, a ranked selection chooses what the reference accumulator of
+        /// rule 18 chooses, pass after pass (so both keep the same priorities).
+        #[test]
+        fn a_ranked_selection_is_the_reference_accumulators(
+            passes in proptest::collection::vec(
+                (
+                    proptest::collection::vec((0u64..40, MIN_WEIGHT..MAX_WEIGHT, 3usize..40), 0..40),
+                    0usize..400,
+                    0.0f32..0.1,
+                ),
+                1..8,
+            ),
+        ) {
+            let mut queue = RelayQueue::new(8_000, true);
+            let mut reference = crate::budget::PriorityAccumulator::default();
+            for (bodies, bytes, dt) in passes {
+                let mut bodies = bodies;
+                bodies.sort_by_key(|b| b.0);
+                bodies.dedup_by_key(|b| b.0);
+                let mut candidates: Vec<Candidate> = bodies
+                    .iter()
+                    .map(|&(id, weight, size)| {
+                        let selections = queue.selections;
+                        let record = queue.record(BodyId(id));
+                        let held = if record.acc_at == selections { record.acc } else { 0.0 };
+                        Candidate {
+                            body: BodyId(id),
+                            prepared: 0,
+                            held,
+                            distance: None,
+                            weight,
+                            acc: 0.0,
+                            entry: 0,
+                            size: size as u32,
+                            chosen: false,
+                        }
+                    })
+                    .collect();
+                let chosen = queue.select(&mut candidates, dt, bytes);
+                let expected = reference.select(
+                    &bodies
+                        .iter()
+                        .map(|&(id, weight, size)| crate::budget::Candidate {
+                            body: BodyId(id),
+                            weight,
+                            size,
+                            urgent: false,
+                        })
+                        .collect::<Vec<_>>(),
+                    dt,
+                    bytes,
+                );
+                let mut ids: Vec<BodyId> =
+                    candidates.iter().filter(|c| c.chosen).map(|c| c.body).collect();
+                let mut reference_ids = expected.chosen.clone();
+                ids.sort_unstable();
+                reference_ids.sort_unstable();
+                proptest::prop_assert_eq!(chosen, expected.chosen.len());
+                proptest::prop_assert_eq!(ids, reference_ids);
+                proptest::prop_assert_eq!(candidates.len() - chosen, expected.deferred);
+            }
+        }
     }
 }
