@@ -202,8 +202,8 @@ struct Candidate {
     weight: f32,
     /// Accumulated priority after this pass (set by [`RelayQueue::select`]).
     acc: f32,
-    /// Its entry's index in the pass's entries, and the bytes the budget reserves for it.
-    entry: u32,
+    /// The bytes the budget reserves for its entry (the entry itself is the pass's entry of
+    /// the same index: candidates keep their order).
     size: u32,
     /// Whether this pass chose it (set by [`RelayQueue::select`]).
     chosen: bool,
@@ -418,8 +418,8 @@ impl RelayQueue {
     }
 
     /// The pending bodies (ids increasing, each once) as candidates for this pass, with their
-    /// entries and sizes; the pending bodies without a state, owned by `me`, or outside
-    /// `radius` of the focus (counted in `result`), leave the queue.
+    /// entries (at the same index) and sizes; the pending bodies without a state, owned by
+    /// `me`, or outside `radius` of the focus (counted in `result`), leave the queue.
     fn due(
         &mut self,
         radius: Option<f32>,
@@ -466,7 +466,6 @@ impl RelayQueue {
                 distance,
                 weight: 0.0,
                 acc: 0.0,
-                entry: (entries.len() - 1) as u32,
                 size: size as u32,
                 chosen: false,
             });
@@ -577,9 +576,9 @@ impl RelayQueue {
         chosen
     }
 
-    /// The `chosen` marked `candidates` (ids increasing; their entries in `entries`) as the
-    /// next-numbered batch: they leave the queue, the rest stay, and their quantized states
-    /// are remembered as sent at `now`.
+    /// The `chosen` marked `candidates` (ids increasing; their entries at the same index of
+    /// `entries`) as the next-numbered batch: they leave the queue, the rest stay, and their
+    /// quantized states are remembered as sent at `now`.
     fn take(
         &mut self,
         candidates: &[Candidate],
@@ -592,7 +591,7 @@ impl RelayQueue {
         let mut pending = std::mem::take(&mut self.pending);
         pending.clear();
         result.chosen.reserve(chosen);
-        for c in candidates {
+        for (c, entry) in candidates.iter().zip(entries) {
             if !c.chosen {
                 pending.push(c.body);
                 continue;
@@ -602,7 +601,7 @@ impl RelayQueue {
             result.chosen.push(Chosen {
                 body: c.body,
                 q: p.q,
-                entry: entries[c.entry as usize],
+                entry: *entry,
                 position_ok: p.position_ok,
             });
         }
@@ -734,7 +733,6 @@ mod tests {
                             distance: None,
                             weight,
                             acc: 0.0,
-                            entry: 0,
                             size: size as u32,
                             chosen: false,
                         }
