@@ -32,12 +32,12 @@
 //! The `relay_path` group times the entity server's relay alone ([`RelayLoad`]: the server App
 //! as `simsync-server` hosts it, fake participants without physics that move every body every
 //! tick — the load test's worst case): `SIMSYNC_RELAY_SCALE=4x200` sets participants × bodies
-//! (default 4 × 200, one room of the load test), `SIMSYNC_RELAY_BUDGET=80000` the relay budget
+//! (default 4 × 200, one room of the load test), `SIMSYNC_RELAY_BUDGET=72000` the relay budget
 //! per receiver in B/s (default 128,000: the 4 × 200 room stays under it, so its passes never
 //! rank; below about 80,000 they rank every pass, as the load test's do). Printed: µs per
-//! relayed body state, and the same as a ratio to copying the same bytes in the same run (the floor: each state's bytes
-//! copied into its receiver's packet buffer), so the figure holds on any machine. The
-//! at-scale table above does not run with `SIMSYNC_OWNERSHIP_BUDGETS=none`.
+//! relayed body state, and the same as a ratio to copying the same bytes in the same run (the
+//! floor: each state's bytes copied into its receiver's packet buffer), so the figure holds on
+//! any machine. The at-scale table above does not run with `SIMSYNC_OWNERSHIP_BUDGETS=none`.
 
 use std::time::{Duration, Instant};
 
@@ -54,22 +54,20 @@ const DT: Duration = Duration::from_nanos(15_625_000);
 const HZ: u32 = 64;
 const SPACING: f32 = 1.5;
 
-/// Participants × bodies.
+/// Participants × bodies of the at-scale table (`SIMSYNC_OWNERSHIP_SCALE=PxN`).
 fn scale() -> (usize, u64) {
-    std::env::var("SIMSYNC_OWNERSHIP_SCALE")
-        .ok()
-        .and_then(|s| {
-            let (p, n) = s.split_once('x')?;
-            Some((p.trim().parse().ok()?, n.trim().parse().ok()?))
-        })
-        .unwrap_or((8, 500))
+    env_setting("SIMSYNC_OWNERSHIP_SCALE", (8, 500), participants_by_bodies)
 }
 
+/// Scripted seconds of the at-scale table (`SIMSYNC_OWNERSHIP_SECONDS`).
 fn seconds() -> u32 {
-    std::env::var("SIMSYNC_OWNERSHIP_SECONDS")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(4)
+    env_setting("SIMSYNC_OWNERSHIP_SECONDS", 4, |s| s.parse().ok())
+}
+
+/// `PxN` read as participants × bodies.
+fn participants_by_bodies(s: &str) -> Option<(usize, u64)> {
+    let (p, n) = s.split_once('x')?;
+    Some((p.trim().parse().ok()?, n.trim().parse().ok()?))
 }
 
 /// Whether deltas against acknowledged states are on (`SIMSYNC_OWNERSHIP_DELTA=0`: off).
@@ -524,10 +522,7 @@ fn env_setting<T: std::fmt::Debug>(name: &str, default: T, parse: impl Fn(&str) 
 
 /// Participants × bodies of the relay-path group (`SIMSYNC_RELAY_SCALE=PxN`).
 fn relay_scale() -> (usize, u64) {
-    env_setting("SIMSYNC_RELAY_SCALE", (4, 200), |s| {
-        let (p, n) = s.split_once('x')?;
-        Some((p.trim().parse().ok()?, n.trim().parse().ok()?))
-    })
+    env_setting("SIMSYNC_RELAY_SCALE", (4, 200), participants_by_bodies)
 }
 
 /// The relay budget per receiver of the relay-path group, B/s (`SIMSYNC_RELAY_BUDGET`).

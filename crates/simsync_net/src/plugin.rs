@@ -336,10 +336,10 @@ impl NetAppExt for App {
 }
 
 /// Runs every schedule `app` has on its own thread, one system after another: for an App that
-/// is one of many a server runs on one worker thread (an entity server's room, a benchmark's App), where the
-/// multi-threaded executor's hand-offs to the task pool (waking threads, a lock per system)
-/// cost more than the systems themselves. Call it after the App's plugins are added and
-/// `App::finish` ran: a schedule added later keeps Bevy's default executor.
+/// is one of many a server runs on one worker thread (an entity server's room, a benchmark's
+/// App), where the multi-threaded executor's hand-offs to the task pool (waking threads, a
+/// lock per system) cost more than the systems themselves. Call it after the App's plugins
+/// are added and `App::finish` ran: a schedule added later keeps Bevy's default executor.
 pub fn single_threaded_schedules(app: &mut App) {
     let mut schedules = app.world_mut().resource_mut::<Schedules>();
     for (_, schedule) in schedules.iter_mut() {
