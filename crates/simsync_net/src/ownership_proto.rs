@@ -143,6 +143,21 @@ pub fn pack_smallest_three(rotation: Quat, bits: u32) -> u64 {
 /// decoder that must reject malformed input checks it; the largest component is then rebuilt
 /// as 0.
 pub fn unpack_smallest_three(packed: u64, bits: u32) -> (Quat, f32) {
+    let (mut c, largest, sum) = smallest_three_parts(packed, bits);
+    c[largest] = (1.0 - sum).max(0.0).sqrt();
+    (Quat::from_array(c).normalize(), sum)
+}
+
+/// The sum [`unpack_smallest_three`] returns for `packed` and `bits`, bit for bit, without
+/// rebuilding the rotation (no square root, no normalizing): what a decoder checking that
+/// three sent components can belong to a unit quaternion needs.
+pub fn smallest_three_square_sum(packed: u64, bits: u32) -> f32 {
+    smallest_three_parts(packed, bits).2
+}
+
+/// The three sent components of `packed` in their places (the largest's place, also
+/// returned, left 0) and the sum of their squares, in packing order.
+fn smallest_three_parts(packed: u64, bits: u32) -> ([f32; 4], usize, f32) {
     let bits = bits.clamp(1, MAX_SMALLEST_THREE_BITS);
     let mask = (1u64 << bits) - 1;
     let largest = (packed & 3) as usize;
@@ -158,8 +173,7 @@ pub fn unpack_smallest_three(packed: u64, bits: u32) -> (Quat, f32) {
         sum += *v * *v;
         shift += bits;
     }
-    c[largest] = (1.0 - sum).max(0.0).sqrt();
-    (Quat::from_array(c).normalize(), sum)
+    (c, largest, sum)
 }
 
 impl From<Quat> for PackedRotation {

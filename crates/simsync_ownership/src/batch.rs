@@ -11,7 +11,7 @@
 
 use bevy::math::{Quat, Vec3};
 use bevy::platform::collections::HashMap;
-use simsync_net::{pack_smallest_three, unpack_smallest_three};
+use simsync_net::{pack_smallest_three, smallest_three_square_sum, unpack_smallest_three};
 use thiserror::Error;
 
 use crate::body::BodyState;
@@ -420,20 +420,7 @@ impl WireBatch {
             });
         }
         let mut out = Vec::with_capacity(header_size(self.focus, count) + 24 * count);
-        let head = ((count as u128) << 2)
-            | (u128::from(self.ack.is_some()) << 1)
-            | u128::from(self.focus.is_some());
-        put_varint(&mut out, head);
-        put_varint(&mut out, u128::from(self.seq));
-        if let Some(focus) = self.focus {
-            for v in quantize_focus(focus) {
-                put_zigzag(&mut out, v);
-            }
-        }
-        if let Some(ack) = self.ack {
-            put_varint(&mut out, u128::from(ack.newest));
-            put_varint(&mut out, u128::from(!ack.earlier));
-        }
+        put_header(&mut out, count, self.seq, self.focus, self.ack);
         let mut next: u64 = 0;
         for (body, entry) in &self.entries {
             if body.0 < next || body.0 > MAX_BATCH_BODY_ID {
@@ -504,6 +491,99 @@ impl WireBatch {
     }
 }
 
+/// Writes a batch's head, number, focus and acknowledgement ([format](WireBatch#format)).
+fn put_header(
+    out: &mut Vec<u8>,
+    count: usize,
+    seq: u32,
+    focus: Option<Vec3>,
+    ack: Option<BatchAck>,
+) {
+    let head =
+        ((count as u128) << 2) | (u128::from(ack.is_some()) << 1) | u128::from(focus.is_some());
+    put_varint(out, head);
+    put_varint(out, u128::from(seq));
+    if let Some(focus) = focus {
+        for v in quantize_focus(focus) {
+            put_zigzag(out, v);
+        }
+    }
+    if let Some(ack) = ack {
+        put_varint(out, u128::from(ack.newest));
+        put_varint(out, u128::from(!ack.earlier));
+    }
+}
+
+/// An [`Entry`] laid out once for every receiver that gets it: the bytes after its head sit
+/// in a buffer the receivers share ([`LaidOut::new`]); receivers' batches differ only in the
+/// head's id gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LaidOut {
+    /// The head's three low bits (delta, linear, angular).
+    low: u8,
+    /// Where the bytes after the head start in the shared buffer.
+    start: usize,
+    /// How many there are.
+    len: usize,
+}
+
+impl LaidOut {
+    /// Lays `entry` out at the end of `bytes`.
+    pub(crate) fn new(entry: &Entry, bytes: &mut Vec<u8>) -> Self {
+        let at = bytes.len();
+        // At gap 0 the head is one byte: its three low bits.
+        entry.put(bytes, 0);
+        Self {
+            low: bytes[at],
+            start: at + 1,
+            len: bytes.len() - at - 1,
+        }
+    }
+
+    /// Whether it is a delta entry.
+    pub(crate) fn is_delta(&self) -> bool {
+        self.low & 4 != 0
+    }
+
+    /// Writes the entry at id gap `gap`, its bytes read from `bytes` (the buffer
+    /// [`new`](Self::new) laid it out in): what [`Entry`] writes.
+    fn put(&self, out: &mut Vec<u8>, gap: u64, bytes: &[u8]) {
+        put_varint(out, (u128::from(gap) << 3) | u128::from(self.low));
+        out.extend_from_slice(&bytes[self.start..self.start + self.len]);
+    }
+}
+
+/// The bytes of a batch numbered `seq` with `ack`, no focus and `entries` (laid out in
+/// `bytes`), exactly as [`WireBatch::encode`] lays out the same entries.
+///
+/// # Errors
+/// As [`WireBatch::encode`]: [`BatchError::TooManyBodies`] over [`MAX_BATCH_BODIES`];
+/// [`BatchError::BodyIds`] if ids are not strictly increasing or above [`MAX_BATCH_BODY_ID`].
+pub(crate) fn encode_laid_out(
+    seq: u32,
+    ack: Option<BatchAck>,
+    entries: impl ExactSizeIterator<Item = (BodyId, LaidOut)>,
+    bytes: &[u8],
+) -> Result<Vec<u8>, BatchError> {
+    let count = entries.len();
+    if count > MAX_BATCH_BODIES {
+        return Err(BatchError::TooManyBodies {
+            count: count as u64,
+        });
+    }
+    let mut out = Vec::with_capacity(header_size(None, count) + 24 * count);
+    put_header(&mut out, count, seq, None, ack);
+    let mut next: u64 = 0;
+    for (body, entry) in entries {
+        if body.0 < next || body.0 > MAX_BATCH_BODY_ID {
+            return Err(BatchError::BodyIds);
+        }
+        entry.put(&mut out, body.0 - next, bytes);
+        next = body.0 + 1;
+    }
+    Ok(out)
+}
+
 fn read_focus(r: &mut Reader) -> Result<Vec3, BatchError> {
     let mut f = [0i64; 3];
     for v in &mut f {
@@ -536,17 +616,17 @@ impl QuantizedState {
     /// ±4,096, non-finite values as 0).
     pub fn new(state: &BodyState) -> Self {
         let pos = |v: f32| {
-            let q = (v / POSITION_STEP).round();
+            let q = v / POSITION_STEP;
             if q.is_finite() {
-                (q as i64).clamp(-MAX_POSITION_Q, MAX_POSITION_Q)
+                round_to_i64(q).clamp(-MAX_POSITION_Q, MAX_POSITION_Q)
             } else {
                 0
             }
         };
         let vel = |v: f32| {
-            let q = (v / VELOCITY_STEP).round();
+            let q = v / VELOCITY_STEP;
             if q.is_finite() {
-                (q as i64).clamp(-MAX_VELOCITY_Q, MAX_VELOCITY_Q)
+                round_to_i64(q).clamp(-MAX_VELOCITY_Q, MAX_VELOCITY_Q)
             } else {
                 0
             }
@@ -580,7 +660,7 @@ impl QuantizedState {
         if !within(&self.position, MAX_POSITION_Q) {
             return Err("position");
         }
-        if unpack_rotation(self.rotation).is_none() {
+        if !rotation_valid(self.rotation) {
             return Err("rotation");
         }
         if !within(&self.linear, MAX_VELOCITY_Q) || !within(&self.angular, MAX_VELOCITY_Q) {
@@ -781,7 +861,7 @@ impl Delta {
         let components = part(FLAG_ROTATION, ROTATION_MAX as i64, "rotation delta")?;
         let rotation = if flags & FLAG_ROTATION_ABSOLUTE != 0 {
             let packed = r.rotation()?;
-            if unpack_rotation(packed).is_none() {
+            if !rotation_valid(packed) {
                 return Err(out_of_range("rotation"));
             }
             RotationDelta::Absolute(packed)
@@ -890,19 +970,45 @@ fn unpack_rotation(packed: u64) -> Option<Quat> {
         return None;
     }
     let (rotation, sum) = unpack_smallest_three(packed, ROTATION_BITS);
-    (sum <= 0.7501).then_some(rotation)
+    (sum <= MAX_SENT_SQUARES).then_some(rotation)
 }
+
+/// Whether [`unpack_rotation`] takes `packed` (`Some`), without unpacking it: the same spare
+/// bits and the same sum of squares ([`smallest_three_square_sum`]).
+fn rotation_valid(packed: u64) -> bool {
+    packed >> (2 + 3 * ROTATION_BITS) == 0
+        && smallest_three_square_sum(packed, ROTATION_BITS) <= MAX_SENT_SQUARES
+}
+
+/// The largest sum of the three sent components' squares a unit quaternion gives (3/4,
+/// with room for rounding).
+const MAX_SENT_SQUARES: f32 = 0.7501;
 
 fn quantize_focus(focus: Vec3) -> [i64; 3] {
     let q = |v: f32| {
-        let q = (v / POSITION_STEP).round();
+        let q = v / POSITION_STEP;
         if q.is_finite() {
-            (q as i64).clamp(-MAX_POSITION_Q, MAX_POSITION_Q)
+            round_to_i64(q).clamp(-MAX_POSITION_Q, MAX_POSITION_Q)
         } else {
             0
         }
     };
     [q(focus.x), q(focus.y), q(focus.z)]
+}
+
+/// `x.round() as i64`, bit for bit (halves away from zero, NaN as 0, saturating beyond
+/// `i64`), without calling the C library's `roundf`: the x86-64 baseline has no instruction
+/// for it, and a state's quantizing rounds nine values.
+fn round_to_i64(x: f32) -> i64 {
+    // From 2²³ up every finite f32 is whole: nothing to round (NaN and infinities cast as
+    // `round` would leave them).
+    if x.is_nan() || x.abs() >= 8_388_608.0 {
+        return x as i64;
+    }
+    let whole = x as i32;
+    // Exact: below 2²³, the part after the point takes no more bits than `x` has.
+    let fraction = x - whole as f32;
+    i64::from(whole) + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5)
 }
 
 /// Bytes of the `ClientMessage` / `ServerMessage` around a batch: two enum tags and the length
@@ -1028,6 +1134,70 @@ mod tests {
             rotation: Quat::from_euler(bevy::math::EulerRot::XYZ, t * 0.3, -t * 0.7, t * 0.11),
             linear_velocity: Vec3::new(2.0 - t * 0.1, -3.0, 0.7),
             angular_velocity: Vec3::new(0.3, t * 0.5 - 2.0, -1.0),
+        }
+    }
+
+    #[test]
+    fn rounding_to_an_integer_is_round_then_cast_bit_for_bit() {
+        let edges = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            0.499_999_97,
+            -0.499_999_97,
+            1.5,
+            2.5,
+            -2.5,
+            8_388_607.5,
+            -8_388_607.5,
+            8_388_608.0,
+            16_777_217.0,
+            1e19,
+            -1e19,
+            f32::MAX,
+            f32::MIN,
+            f32::MIN_POSITIVE,
+            1e-45,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        for x in edges {
+            assert_eq!(round_to_i64(x), x.round() as i64, "{x}");
+        }
+        // Every 4,099th bit pattern: all exponents, both signs, both sides of every half.
+        for bits in (0..=u32::MAX).step_by(4_099) {
+            let x = f32::from_bits(bits);
+            assert_eq!(round_to_i64(x), x.round() as i64, "{bits:#x}");
+        }
+    }
+
+    #[test]
+    fn a_rotation_is_valid_exactly_when_it_unpacks() {
+        let mut valid = 0;
+        let mut packed: u64 = 0x9e37_79b9_7f4a_7c15;
+        for k in 0..200_000u64 {
+            // Spare bits set on one in eight.
+            packed = packed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let p = if k % 8 == 0 {
+                packed >> 20
+            } else {
+                packed >> 26
+            };
+            assert_eq!(rotation_valid(p), unpack_rotation(p).is_some(), "{p:#x}");
+            valid += usize::from(rotation_valid(p));
+        }
+        // Both answers are common, so the comparison decided something.
+        assert!((20_000..180_000).contains(&valid), "{valid} valid");
+        // At the edge: components at the middle (0) and at the ends (±1/√2).
+        for c in [0, 1, 2047, 2048, 4094, 4095] {
+            for d in [0, 2048, 4095] {
+                let p = 1 | (c << 2) | (d << 14) | (2048 << 26);
+                assert_eq!(rotation_valid(p), unpack_rotation(p).is_some(), "{p:#x}");
+            }
         }
     }
 

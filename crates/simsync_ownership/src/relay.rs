@@ -20,8 +20,9 @@ use bevy::math::Vec3;
 
 use crate::baseline::{ACK_INTERVAL, DeltaLink};
 use crate::batch::{
-    BatchError, Entry, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_POSITION_Q, POSITION_STEP,
-    QuantizedState, StateBatch, WireBatch, choose_delta_sized, choose_entry_sized, entry_room,
+    BatchError, Entry, LaidOut, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_POSITION_Q, POSITION_STEP,
+    QuantizedState, StateBatch, WireBatch, choose_delta_sized, choose_entry_sized, encode_laid_out,
+    entry_room,
 };
 use crate::body::BodyState;
 use crate::body_map::BodyMap;
@@ -45,10 +46,14 @@ struct Prepared {
     q: QuantizedState,
     /// Whether a batch may carry its position (finite, within 10⁶ m).
     position_ok: bool,
-    /// Its absolute entry and that entry's size, the same for every receiver.
-    absolute: (Entry, usize),
+    /// Its absolute entry's size, the same for every receiver, and the entry laid out once a
+    /// receiver needs it.
+    absolute: (Option<LaidOut>, usize),
     /// The last predicted error worked out: against which state sent when.
     error: Option<(QuantizedState, Duration, f32)>,
+    /// The last entry chosen against a baseline: which baseline state, how many batches
+    /// back, and the entry laid out with its size.
+    delta: Option<(QuantizedState, u32, (LaidOut, usize))>,
 }
 
 /// The states of one update's relay, each prepared once for every receiver's pass: cleared at
@@ -57,6 +62,8 @@ struct Prepared {
 pub(crate) struct PreparedStates {
     index: BodyMap<Option<u32>>,
     prepared: Vec<Prepared>,
+    /// The entries laid out this update ([`LaidOut`]): every receiver's batch copies from here.
+    bytes: Vec<u8>,
 }
 
 impl PreparedStates {
@@ -64,6 +71,7 @@ impl PreparedStates {
     pub(crate) fn clear(&mut self) {
         self.index.clear();
         self.prepared.clear();
+        self.bytes.clear();
     }
 
     /// `body`'s prepared state: `state_of` (its owner and latest state, `None` for a body not
@@ -82,10 +90,11 @@ impl PreparedStates {
                 owner,
                 state,
                 q,
-                absolute: absolute_entry(body, q),
+                absolute: (None, absolute_entry(body, q).1),
                 position_ok: state.position.is_finite()
                     && state.position.abs().max_element() <= MAX_POSITION_Q as f32 * POSITION_STEP,
                 error: None,
+                delta: None,
             });
             (self.prepared.len() - 1) as u32
         });
@@ -114,6 +123,48 @@ impl PreparedStates {
         let e = predicted_error(&last.to_state(), &p.state, now.saturating_sub(at), config);
         p.error = Some((*last, at, e));
         e
+    }
+}
+
+impl PreparedStates {
+    /// The entry of the body in `slot` in batch `seq`, laid out, and its size, for a receiver
+    /// whose baseline of it is `baseline` (batch number and state): what
+    /// [`choose_delta_sized`] chooses, worked out and laid out once for all receivers whose
+    /// baseline is the same state the same number of batches back (the entry depends on
+    /// nothing else).
+    fn entry(
+        &mut self,
+        slot: u32,
+        body: BodyId,
+        seq: u32,
+        baseline: Option<(u32, QuantizedState)>,
+    ) -> (LaidOut, usize) {
+        let p = &mut self.prepared[slot as usize];
+        let Some((base_seq, base)) = baseline else {
+            return Self::absolute(p, &mut self.bytes);
+        };
+        let ago = seq.wrapping_sub(base_seq);
+        if let Some((b, a, chosen)) = p.delta
+            && a == ago
+            && b == base
+        {
+            return chosen;
+        }
+        let gap = body.0.min(MAX_BATCH_BODY_ID);
+        let absolute = (Entry::Absolute(p.q), p.absolute.1);
+        let chosen = match choose_delta_sized(gap, p.q, seq, baseline, absolute) {
+            (delta @ Entry::Delta(_), size) => (LaidOut::new(&delta, &mut self.bytes), size),
+            (Entry::Absolute(_), _) => Self::absolute(p, &mut self.bytes),
+        };
+        p.delta = Some((base, ago, chosen));
+        chosen
+    }
+
+    /// `p`'s absolute entry laid out (in `bytes`, the first time) and its size.
+    fn absolute(p: &mut Prepared, bytes: &mut Vec<u8>) -> (LaidOut, usize) {
+        let (laid, size) = &mut p.absolute;
+        let laid = *laid.get_or_insert_with(|| LaidOut::new(&Entry::Absolute(p.q), bytes));
+        (laid, *size)
     }
 }
 
@@ -170,7 +221,8 @@ pub(crate) struct RelayQueue {
 pub(crate) struct Chosen {
     body: BodyId,
     q: QuantizedState,
-    entry: Entry,
+    /// Its entry, laid out in the update's [`PreparedStates`].
+    entry: LaidOut,
     position_ok: bool,
 }
 
@@ -280,15 +332,17 @@ impl RelayQueue {
         Ok(wire)
     }
 
-    /// The batch numbered `seq` of the bodies a [`pass`](Self::pass) chose, as it goes out at
-    /// `now`: exactly [`wire`](Self::wire) of the pass's batch (same checks and errors, same
-    /// entries, remembered as sent), with the entries the pass laid out.
+    /// The batch numbered `seq` of the bodies a [`pass`](Self::pass) chose, encoded as it goes
+    /// out at `now`, and how many of its entries are deltas: exactly the encoding of
+    /// [`wire`](Self::wire) of the pass's batch (same checks and errors, same entries,
+    /// remembered as sent), copied from the entries the pass laid out in `prepared`.
     pub(crate) fn wire_chosen(
         &mut self,
         seq: u32,
         chosen: &[Chosen],
+        prepared: &PreparedStates,
         now: Duration,
-    ) -> Result<WireBatch, BatchError> {
+    ) -> Result<(Vec<u8>, usize), BatchError> {
         if chosen.len() > MAX_BATCH_BODIES {
             return Err(BatchError::TooManyBodies {
                 count: chosen.len() as u64,
@@ -312,7 +366,9 @@ impl RelayQueue {
         } else {
             None
         };
-        let entries = chosen.iter().map(|c| (c.body, c.entry)).collect();
+        let entries = chosen.iter().map(|c| (c.body, c.entry));
+        let bytes = encode_laid_out(seq, ack, entries, &prepared.bytes)?;
+        let deltas = chosen.iter().filter(|c| c.entry.is_delta()).count();
         if self.delta {
             self.link
                 .sent
@@ -322,12 +378,7 @@ impl RelayQueue {
             }
         }
         self.last_batch_at = Some(now);
-        Ok(WireBatch {
-            seq,
-            focus: None,
-            ack,
-            entries,
-        })
+        Ok((bytes, deltas))
     }
 
     /// Whether this participant's batches wait for an acknowledgement and no relay batch went
@@ -427,7 +478,7 @@ impl RelayQueue {
         prepared: &mut PreparedStates,
         state_of: &impl Fn(BodyId) -> Option<(Option<ParticipantId>, BodyState)>,
         result: &mut RelayPass,
-    ) -> (Vec<Candidate>, Vec<Entry>) {
+    ) -> (Vec<Candidate>, Vec<LaidOut>) {
         let mut pending = std::mem::take(&mut self.pending);
         pending.sort_unstable();
         pending.dedup();
@@ -439,7 +490,7 @@ impl RelayQueue {
                 continue;
             };
             let p = &prepared.prepared[index as usize];
-            let (owner, position, q, absolute) = (p.owner, p.state.position, p.q, p.absolute);
+            let (owner, position) = (p.owner, p.state.position);
             if me.is_some() && owner == me {
                 continue;
             }
@@ -457,7 +508,7 @@ impl RelayQueue {
             } else {
                 0.0
             };
-            let (entry, size) = self.entry(body, q, seq, absolute);
+            let (entry, size) = prepared.entry(index, body, seq, self.baseline(body));
             entries.push(entry);
             candidates.push(Candidate {
                 body,
@@ -476,22 +527,14 @@ impl RelayQueue {
         (candidates, entries)
     }
 
-    /// `body`'s entry in batch `seq` and its size in bytes: `absolute` (its absolute entry
-    /// and size), or a delta against the receiver's acknowledged baseline when deltas are on
-    /// and it is smaller — what [`choose_entry_sized`] chooses.
-    fn entry(
-        &self,
-        body: BodyId,
-        q: QuantizedState,
-        seq: u32,
-        absolute: (Entry, usize),
-    ) -> (Entry, usize) {
-        let baseline = if self.delta {
+    /// The receiver's baseline of `body` for a delta (none when deltas are off): its newest
+    /// acknowledged batch and state still within reach.
+    fn baseline(&self, body: BodyId) -> Option<(u32, QuantizedState)> {
+        if self.delta {
             self.link.sent.baseline(body)
         } else {
             None
-        };
-        choose_delta_sized(body.0.min(MAX_BATCH_BODY_ID), q, seq, baseline, absolute)
+        }
     }
 
     /// `body`'s record, made if new.
@@ -583,7 +626,7 @@ impl RelayQueue {
         &mut self,
         candidates: &[Candidate],
         chosen: usize,
-        entries: &[Entry],
+        entries: &[LaidOut],
         prepared: &PreparedStates,
         now: Duration,
         result: &mut RelayPass,
@@ -613,7 +656,7 @@ impl RelayQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::MESSAGE_OVERHEAD;
+    use crate::batch::{BatchAck, MESSAGE_OVERHEAD};
 
     fn moving(x: f32) -> BodyState {
         BodyState {
@@ -656,18 +699,94 @@ mod tests {
         for i in 0..200 {
             q.mark(BodyId(i));
         }
-        let state_of = |b: BodyId| Some(moving(b.0 as f32 * 0.1));
-        let first = q.pass(Duration::ZERO, Some(10.0), &config, state_of);
+        let mut prepared = PreparedStates::default();
+        let first = q.pass_prepared(
+            Duration::ZERO,
+            Some(10.0),
+            &config,
+            None,
+            &mut prepared,
+            |b| Some((None, moving(b.0 as f32 * 0.1))),
+        );
         // Bodies 100..199 are more than 10 m away (x = 0.1 × id, y = 1).
         assert_eq!(first.out_of_interest, 100);
         let seq = first.seq.expect("a batch");
-        let wire = q.wire_chosen(seq, &first.chosen, Duration::ZERO).unwrap();
-        let bytes = wire.encode().unwrap().len() + MESSAGE_OVERHEAD;
+        let (wire, _) = q
+            .wire_chosen(seq, &first.chosen, &prepared, Duration::ZERO)
+            .unwrap();
+        let bytes = wire.len() + MESSAGE_OVERHEAD;
         assert!(bytes <= 1_000, "{bytes}");
         assert_eq!(first.chosen.len() + first.deferred, 100);
         // Nothing has accumulated on the first pass: ties go by body id.
         let ids: Vec<u64> = first.chosen.iter().map(|c| c.body.0).collect();
         assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn receivers_sharing_laid_out_entries_get_the_bytes_of_their_own_batches() {
+        let config = OwnershipConfig::default();
+        let mut receivers: Vec<RelayQueue> =
+            (0..3).map(|_| RelayQueue::new(1_000_000, true)).collect();
+        let mut prepared = PreparedStates::default();
+        let (mut deltas, mut absolutes) = (0, 0);
+        for tick in 0..16u64 {
+            prepared.clear();
+            let now = Duration::from_millis(16 * tick);
+            // Bodies move at different speeds; body 0 rests.
+            let state_of = |b: BodyId| {
+                let mut state = moving(b.0 as f32);
+                state.position.x += (b.0 % 5) as f32 * 0.013 * tick as f32;
+                state.linear_velocity *= (b.0 % 5) as f32;
+                Some((None, state))
+            };
+            for (r, q) in receivers.iter_mut().enumerate() {
+                for i in 0..40u64 {
+                    if !(i + tick + r as u64).is_multiple_of(4) {
+                        q.mark(BodyId(i));
+                    }
+                }
+                let pass = q.pass_prepared(now, None, &config, None, &mut prepared, state_of);
+                let seq = pass.seq.expect("a batch");
+                // What the receiver's own batch of the same states lays out.
+                let expected = WireBatch {
+                    seq,
+                    focus: None,
+                    ack: q.link.acks.ack(),
+                    entries: pass
+                        .chosen
+                        .iter()
+                        .map(|c| {
+                            let baseline = q.link.sent.baseline(c.body);
+                            (
+                                c.body,
+                                crate::batch::choose_entry(c.body.0, c.q, seq, baseline),
+                            )
+                        })
+                        .collect(),
+                };
+                let (bytes, d) = q.wire_chosen(seq, &pass.chosen, &prepared, now).unwrap();
+                assert_eq!(
+                    bytes,
+                    expected.encode().unwrap(),
+                    "tick {tick}, receiver {r}"
+                );
+                assert_eq!(d, expected.deltas());
+                deltas += d;
+                absolutes += pass.chosen.len() - d;
+                // Receiver r acknowledges every (r + 1)th batch: their baselines differ.
+                if tick.is_multiple_of(r as u64 + 1) {
+                    let ack = BatchAck {
+                        newest: seq,
+                        earlier: 0,
+                    };
+                    q.link.sent.on_ack(&ack).unwrap();
+                }
+            }
+        }
+        assert!(
+            deltas > 200 && absolutes > 100,
+            "{deltas} deltas, {absolutes} absolute"
+        );
     }
 
     #[test]

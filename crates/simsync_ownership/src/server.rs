@@ -69,7 +69,7 @@ use simsync_net::{
 use crate::activity::ActivityConfig;
 use crate::arbiter::{OwnershipArbiter, Refusal, RefusalCounts};
 use crate::baseline::Received;
-use crate::batch::{BatchError, StateBatch, WireBatch, is_newer_batch, varint_len};
+use crate::batch::{BatchError, StateBatch, is_newer_batch, varint_len};
 use crate::body::{BodyKind, BodyState, one_way_latency};
 use crate::body_map::BodyMap;
 use crate::budget::StateBudgetConfig;
@@ -84,7 +84,7 @@ use crate::host::{
 use crate::limits::{ConnectionLimits, Dropped, EntityServerLimits, Limited, RateLimitedCounts};
 use crate::messages::{GoneCause, OwnershipChanged, ParticipantGone, ParticipantReturned};
 use crate::priority::{BodyId, ParticipantId, Priority};
-use crate::relay::{Chosen, PreparedStates, RelayPass, RelayQueue};
+use crate::relay::{PreparedStates, RelayPass, RelayQueue};
 use crate::send_policy::Sequence;
 use crate::traffic::TrafficTotals;
 use crate::wire;
@@ -1400,23 +1400,26 @@ impl EntityServer {
             self.stats.relay_bodies_deferred += pass.deferred as u64;
             self.stats.relay_out_of_interest += pass.out_of_interest as u64;
             self.deferred_now += pass.deferred as u64;
-            self.send_pass(io, client, &mut queue, pass);
+            self.send_pass(io, client, &mut queue, pass, &prepared);
             self.queues.insert(client, queue);
         }
         self.prepared = prepared;
     }
 
-    /// Sends a relay pass's batch within the receiver's budget, or — with nothing to relay — a
-    /// batch without bodies when the receiver's batches wait for an acknowledgement (rule 20).
+    /// Sends a relay pass's batch within the receiver's budget (its entries laid out in
+    /// `prepared`), or — with nothing to relay — a batch without bodies when the receiver's
+    /// batches wait for an acknowledgement (rule 20).
     fn send_pass(
         &mut self,
         io: &mut Io,
         client: ClientId,
         queue: &mut RelayQueue,
         pass: RelayPass,
+        prepared: &PreparedStates,
     ) {
         if let Some(seq) = pass.seq {
-            let size = self.send_chosen(io, client, queue, seq, &pass.chosen);
+            let encoded = queue.wire_chosen(seq, &pass.chosen, prepared, io.now);
+            let size = self.send_wire(io, client, encoded, pass.chosen.len(), NetChannel::State);
             queue.spend(size);
         } else if queue.ack_due(io.now) {
             let batch = StateBatch {
@@ -1457,35 +1460,24 @@ impl EntityServer {
         batch: &StateBatch,
         channel: NetChannel,
     ) -> usize {
-        let wire = queue.wire(batch, io.now);
-        self.send_wire(io, client, wire, batch.bodies.len(), channel)
+        let encoded = queue
+            .wire(batch, io.now)
+            .and_then(|wire| Ok((wire.encode()?, wire.deltas())));
+        self.send_wire(io, client, encoded, batch.bodies.len(), channel)
     }
 
-    /// [`send_batch`](Self::send_batch) of a relay pass's batch numbered `seq`, with the entries the
-    /// pass laid out (`chosen`), on the state channel.
-    fn send_chosen(
-        &mut self,
-        io: &mut Io,
-        client: ClientId,
-        queue: &mut RelayQueue,
-        seq: u32,
-        chosen: &[Chosen],
-    ) -> usize {
-        let wire = queue.wire_chosen(seq, chosen, io.now);
-        self.send_wire(io, client, wire, chosen.len(), NetChannel::State)
-    }
-
-    /// Encodes a laid-out relay batch of `bodies` bodies once, counts it and sends it to
-    /// `client` on `channel`; returns its size in bytes (0 if not sent).
+    /// Frames an encoded relay batch of `bodies` bodies (with its count of delta entries),
+    /// counts it and sends it to `client` on `channel`; returns its size in bytes (0 if not
+    /// sent).
     fn send_wire(
         &mut self,
         io: &mut Io,
         client: ClientId,
-        wire: Result<WireBatch, BatchError>,
+        encoded: Result<(Vec<u8>, usize), BatchError>,
         bodies: usize,
         channel: NetChannel,
     ) -> usize {
-        let (bytes, deltas) = match wire.and_then(|wire| Ok((wire.encode()?, wire.deltas()))) {
+        let (bytes, deltas) = match encoded {
             Ok(encoded) => encoded,
             Err(error) => {
                 warn!("entity server: relay batch not sent: {error}");
