@@ -9,13 +9,13 @@
 //! # Memory bounds
 //! Per connection and direction:
 //! - [`SentHistory`]: the last [`HISTORY_BATCHES`] (64) batches not yet acknowledged, each its
-//!   bodies' [`QuantizedState`]s (56 bytes a body with id and send count; a batch has at most
+//!   bodies' [`QuantizedState`]s (64 bytes a body with id and send count; a batch has at most
 //!   [`MAX_BATCH_BODIES`](crate::MAX_BATCH_BODIES)), and per body sent one acknowledged state
 //!   and a send count (about 72 bytes), until the body is forgotten. The emptied body lists
 //!   of up to [`HISTORY_BATCHES`] batches acknowledged or dropped are kept for reuse, so at
 //!   most twice the batches' memory.
 //! - [`ReceivedStates`]: per body the receiver has, the [`RING_LEN`] (4) newest states
-//!   received with their batch numbers (about 340 bytes: 4 states of 80 bytes, 4 numbers);
+//!   received with their batch numbers (about 210 bytes: 4 states of 48 bytes, 4 numbers);
 //!   bodies the receiver does not have are not kept, so a hostile sender cannot grow it.
 //! - [`AckWindow`]: a batch number and 32 bits.
 //!
@@ -523,6 +523,16 @@ mod tests {
             focus: None,
             bodies: bodies.iter().map(|(b, x)| (BodyId(*b), at(*x))).collect(),
         }
+    }
+
+    #[test]
+    fn records_take_the_memory_the_module_docs_give() {
+        use core::mem::size_of;
+        assert_eq!(size_of::<QuantizedState>(), 48);
+        // A sent batch's body: id, send count, state.
+        assert_eq!(size_of::<(BodyId, u32, QuantizedState)>(), 64);
+        assert!(size_of::<SentBody>() <= 72, "{}", size_of::<SentBody>());
+        assert!(size_of::<Ring>() <= 216, "{}", size_of::<Ring>());
     }
 
     #[test]

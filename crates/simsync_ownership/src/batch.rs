@@ -599,16 +599,61 @@ fn read_focus(r: &mut Reader) -> Result<Vec3, BatchError> {
 /// bits (2 bits for the largest component's index, then 3 × 12-bit components), linear and
 /// angular velocity in 1/256 m/s and rad/s (±2²⁰). What an absolute entry carries and what
 /// deltas are taken between: equal `QuantizedState`s give bit-identical received states.
+///
+/// 48 bytes: every value in range fits an `i32` (the relay keeps one per body and receiver).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QuantizedState {
     /// Position, mm.
-    pub position: [i64; 3],
+    pub position: [i32; 3],
     /// Packed rotation (38 bits).
     pub rotation: u64,
     /// Linear velocity, 1/256 m/s.
-    pub linear: [i64; 3],
+    pub linear: [i32; 3],
     /// Angular velocity, 1/256 rad/s.
-    pub angular: [i64; 3],
+    pub angular: [i32; 3],
+}
+
+/// A state's values before their ranges are checked: as read from the wire, or as a delta
+/// made them.
+struct WideState {
+    position: [i64; 3],
+    rotation: u64,
+    linear: [i64; 3],
+    angular: [i64; 3],
+}
+
+impl WideState {
+    /// The state, if every value is within its wire range and the rotation is a valid
+    /// packing; else the first field that is not (position, rotation, then velocity).
+    fn checked(&self) -> Result<QuantizedState, &'static str> {
+        let narrow = |q: &[i64; 3], max: i64| {
+            q.iter()
+                .all(|v| v.unsigned_abs() <= max as u64)
+                // In range, every value fits an `i32` (10⁹ and 2²⁰ are below 2³¹).
+                .then(|| q.map(|v| v as i32))
+        };
+        let position = narrow(&self.position, MAX_POSITION_Q).ok_or("position")?;
+        if !rotation_valid(self.rotation) {
+            return Err("rotation");
+        }
+        match (
+            narrow(&self.linear, MAX_VELOCITY_Q),
+            narrow(&self.angular, MAX_VELOCITY_Q),
+        ) {
+            (Some(linear), Some(angular)) => Ok(QuantizedState {
+                position,
+                rotation: self.rotation,
+                linear,
+                angular,
+            }),
+            _ => Err("velocity"),
+        }
+    }
+}
+
+/// `values` as `i64`s (what varints and differences are worked out in).
+fn wide(values: [i32; 3]) -> [i64; 3] {
+    values.map(i64::from)
 }
 
 impl QuantizedState {
@@ -618,7 +663,7 @@ impl QuantizedState {
         let pos = |v: f32| {
             let q = v / POSITION_STEP;
             if q.is_finite() {
-                round_to_i64(q).clamp(-MAX_POSITION_Q, MAX_POSITION_Q)
+                round_to_i64(q).clamp(-MAX_POSITION_Q, MAX_POSITION_Q) as i32
             } else {
                 0
             }
@@ -626,7 +671,7 @@ impl QuantizedState {
         let vel = |v: f32| {
             let q = v / VELOCITY_STEP;
             if q.is_finite() {
-                round_to_i64(q).clamp(-MAX_VELOCITY_Q, MAX_VELOCITY_Q)
+                round_to_i64(q).clamp(-MAX_VELOCITY_Q, MAX_VELOCITY_Q) as i32
             } else {
                 0
             }
@@ -645,7 +690,7 @@ impl QuantizedState {
     /// The state a receiver applies (an invalid packed rotation, which no decoded state has,
     /// as the identity).
     pub fn to_state(&self) -> BodyState {
-        let v = |q: [i64; 3], step: f32| Vec3::new(q[0] as f32, q[1] as f32, q[2] as f32) * step;
+        let v = |q: [i32; 3], step: f32| Vec3::new(q[0] as f32, q[1] as f32, q[2] as f32) * step;
         BodyState {
             position: v(self.position, POSITION_STEP),
             rotation: unpack_rotation(self.rotation).unwrap_or(Quat::IDENTITY),
@@ -654,51 +699,36 @@ impl QuantizedState {
         }
     }
 
-    /// Whether every value is within its wire range and the rotation is a valid packing.
-    fn in_range(&self) -> Result<(), &'static str> {
-        let within = |q: &[i64; 3], max: i64| q.iter().all(|v| v.unsigned_abs() <= max as u64);
-        if !within(&self.position, MAX_POSITION_Q) {
-            return Err("position");
-        }
-        if !rotation_valid(self.rotation) {
-            return Err("rotation");
-        }
-        if !within(&self.linear, MAX_VELOCITY_Q) || !within(&self.angular, MAX_VELOCITY_Q) {
-            return Err("velocity");
-        }
-        Ok(())
-    }
-
     /// Bytes after the entry head.
     fn size(&self) -> usize {
-        sum_len(&self.position)
+        sum_len(&wide(self.position))
             + ROTATION_BYTES
             + if self.linear == [0; 3] {
                 0
             } else {
-                sum_len(&self.linear)
+                sum_len(&wide(self.linear))
             }
             + if self.angular == [0; 3] {
                 0
             } else {
-                sum_len(&self.angular)
+                sum_len(&wide(self.angular))
             }
     }
 
     /// Writes the fields after the entry head.
     fn put(&self, out: &mut Vec<u8>) {
-        put_three(out, &self.position);
+        put_three(out, &wide(self.position));
         out.extend_from_slice(&self.rotation.to_le_bytes()[..ROTATION_BYTES]);
         for values in [self.linear, self.angular] {
             if values != [0; 3] {
-                put_three(out, &values);
+                put_three(out, &wide(values));
             }
         }
     }
 
     /// Reads the fields after the entry head (`head`'s two velocity bits).
     fn get(r: &mut Reader, body: BodyId, head: u128) -> Result<Self, BatchError> {
-        let mut q = QuantizedState {
+        let mut q = WideState {
             position: r.three()?,
             rotation: r.rotation()?,
             linear: [0; 3],
@@ -710,9 +740,8 @@ impl QuantizedState {
         if head & 1 != 0 {
             q.angular = r.three()?;
         }
-        q.in_range()
-            .map_err(|field| BatchError::OutOfRange { body, field })?;
-        Ok(q)
+        q.checked()
+            .map_err(|field| BatchError::OutOfRange { body, field })
     }
 }
 
@@ -739,10 +768,10 @@ impl Delta {
             };
         Self {
             ago,
-            position: diff(state.position, base.position),
+            position: diff(wide(state.position), wide(base.position)),
             rotation,
-            linear: diff(state.linear, base.linear),
-            angular: diff(state.angular, base.angular),
+            linear: diff(wide(state.linear), wide(base.linear)),
+            angular: diff(wide(state.angular), wide(base.angular)),
         }
     }
 
@@ -770,13 +799,13 @@ impl Delta {
                     | (c[2] as u64) << (2 + 2 * ROTATION_BITS)
             }
         };
-        let q = QuantizedState {
-            position: add(base.position, self.position)?,
+        let q = WideState {
+            position: add(wide(base.position), self.position)?,
             rotation,
-            linear: add(base.linear, self.linear)?,
-            angular: add(base.angular, self.angular)?,
+            linear: add(wide(base.linear), self.linear)?,
+            angular: add(wide(base.angular), self.angular)?,
         };
-        q.in_range().ok().map(|()| q)
+        q.checked().ok()
     }
 
     fn flags(&self) -> u8 {
