@@ -257,9 +257,14 @@ impl SentHistory {
     /// The baseline for `body`'s next entry: its newest acknowledged state and batch, if that
     /// is among its last [`RING_LEN`] sends (so the receiver still keeps it).
     pub fn baseline(&self, body: BodyId) -> Option<(u32, QuantizedState)> {
+        self.baseline_ref(body).map(|(seq, state)| (seq, *state))
+    }
+
+    /// [`baseline`](Self::baseline) without copying the state out.
+    pub(crate) fn baseline_ref(&self, body: BodyId) -> Option<(u32, &QuantizedState)> {
         let sent = self.bodies.get(body)?;
-        let (seq, send, state) = sent.acked?;
-        (sent.sends.wrapping_sub(send) < RING_LEN as u32).then_some((seq, state))
+        let (seq, send, state) = sent.acked.as_ref()?;
+        (sent.sends.wrapping_sub(*send) < RING_LEN as u32).then_some((*seq, state))
     }
 
     /// Forgets `body` (unregistered).

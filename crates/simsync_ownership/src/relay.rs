@@ -137,26 +137,26 @@ impl PreparedStates {
         slot: u32,
         body: BodyId,
         seq: u32,
-        baseline: Option<(u32, QuantizedState)>,
+        baseline: Option<(u32, &QuantizedState)>,
     ) -> (LaidOut, usize) {
         let p = &mut self.prepared[slot as usize];
         let Some((base_seq, base)) = baseline else {
             return Self::absolute(p, &mut self.bytes);
         };
         let ago = seq.wrapping_sub(base_seq);
-        if let Some((b, a, chosen)) = p.delta
-            && a == ago
+        if let Some((b, a, chosen)) = &p.delta
+            && *a == ago
             && b == base
         {
-            return chosen;
+            return *chosen;
         }
         let gap = body.0.min(MAX_BATCH_BODY_ID);
         let absolute = (Entry::Absolute(p.q), p.absolute.1);
-        let chosen = match choose_delta_sized(gap, p.q, seq, baseline, absolute) {
+        let chosen = match choose_delta_sized(gap, p.q, seq, Some((base_seq, *base)), absolute) {
             (delta @ Entry::Delta(_), size) => (LaidOut::new(&delta, &mut self.bytes), size),
             (Entry::Absolute(_), _) => Self::absolute(p, &mut self.bytes),
         };
-        p.delta = Some((base, ago, chosen));
+        p.delta = Some((*base, ago, chosen));
         chosen
     }
 
@@ -529,9 +529,9 @@ impl RelayQueue {
 
     /// The receiver's baseline of `body` for a delta (none when deltas are off): its newest
     /// acknowledged batch and state still within reach.
-    fn baseline(&self, body: BodyId) -> Option<(u32, QuantizedState)> {
+    fn baseline(&self, body: BodyId) -> Option<(u32, &QuantizedState)> {
         if self.delta {
-            self.link.sent.baseline(body)
+            self.link.sent.baseline_ref(body)
         } else {
             None
         }
@@ -569,15 +569,12 @@ impl RelayQueue {
     }
 
     /// [`select`](Self::select) when every candidate fits: all are chosen (in their order,
-    /// ids increasing) and start again from 0. Returns how many were chosen.
+    /// ids increasing); [`take`](Self::take) starts them again from 0. Returns how many were
+    /// chosen.
     fn choose_all(&mut self, candidates: &mut [Candidate]) -> usize {
         self.selections += 1;
-        let selections = self.selections;
         for c in candidates.iter_mut() {
             c.chosen = true;
-            let record = self.record(c.body);
-            record.acc = 0.0;
-            record.acc_at = selections;
         }
         candidates.len()
     }
@@ -586,8 +583,8 @@ impl RelayQueue {
     /// [`PriorityAccumulator::select`](crate::PriorityAccumulator::select) does it: every
     /// candidate gains its weight × `dt`, then in order of accumulated priority (ties by body
     /// id) they are chosen while their sizes fit in `bytes`. Marks the chosen (`candidates`
-    /// keep their order, ids increasing); returns how many were chosen. Chosen bodies start
-    /// again from 0.
+    /// keep their order, ids increasing); returns how many were chosen. The others keep
+    /// their accumulated priority; [`take`](Self::take) starts the chosen again from 0.
     fn select(&mut self, candidates: &mut [Candidate], dt: f32, bytes: usize) -> usize {
         let dt = dt.max(0.0);
         let mut ranks = std::mem::take(&mut self.ranks);
@@ -611,9 +608,10 @@ impl RelayQueue {
         self.ranks = ranks;
         self.selections += 1;
         let selections = self.selections;
-        for c in candidates.iter() {
+        // The chosen start again from 0 when taken.
+        for c in candidates.iter().filter(|c| !c.chosen) {
             let record = self.record(c.body);
-            record.acc = if c.chosen { 0.0 } else { c.acc };
+            record.acc = c.acc;
             record.acc_at = selections;
         }
         chosen
@@ -621,7 +619,8 @@ impl RelayQueue {
 
     /// The `chosen` marked `candidates` (ids increasing; their entries at the same index of
     /// `entries`) as the next-numbered batch: they leave the queue, the rest stay, and their
-    /// quantized states are remembered as sent at `now`.
+    /// quantized states are remembered as sent at `now`, their accumulated priority 0 as of
+    /// this selection.
     fn take(
         &mut self,
         candidates: &[Candidate],
@@ -640,7 +639,11 @@ impl RelayQueue {
                 continue;
             }
             let p = &prepared.prepared[c.prepared as usize];
-            self.record(c.body).sent = Some((p.q, now));
+            let selections = self.selections;
+            let record = self.record(c.body);
+            record.acc = 0.0;
+            record.acc_at = selections;
+            record.sent = Some((p.q, now));
             result.chosen.push(Chosen {
                 body: c.body,
                 q: p.q,
