@@ -7,9 +7,12 @@
 //! ([`PreparedStates`]). A receiver's candidates are weighed and ranked only when they do not
 //! all fit its budget (when they all fit, each is chosen whatever its rank); their predicted
 //! error against what a receiver was last sent is then worked out once for all receivers that
-//! were last sent the same state at the same time. What stays per receiver is what differs per
-//! receiver: its budget and priorities, the delta against the state it acknowledged, and laying
-//! out its batch. A ranked pass orders one 8-byte key per candidate (its accumulated
+//! were last sent the same state at the same time. Entries are laid out once per update into
+//! one buffer ([`LaidOut`]): a body's absolute entry when a receiver needs it, and its delta
+//! once for all receivers whose baseline is the same state the same number of batches back;
+//! each receiver's batch copies those bytes behind its own id gaps. What stays per receiver is
+//! what differs per receiver: its budget and priorities, finding its baseline, and copying its
+//! batch together. A ranked pass orders one 8-byte key per candidate (its accumulated
 //! priority's bits above its index), not the candidates themselves. The bytes each receiver
 //! gets are those of [`StateBatch::to_wire`] for the same bodies: the sharing changes no byte
 //! and no choice.
