@@ -15,7 +15,7 @@
 //!   of up to [`HISTORY_BATCHES`] batches acknowledged or dropped are kept for reuse, so at
 //!   most twice the batches' memory.
 //! - [`ReceivedStates`]: per body the receiver has, the [`RING_LEN`] (4) newest states
-//!   received with their batch numbers (about 210 bytes: 4 states of 48 bytes, 4 numbers);
+//!   received with their batch numbers (216 bytes: 4 states of 48 bytes, 4 numbers);
 //!   bodies the receiver does not have are not kept, so a hostile sender cannot grow it.
 //! - [`AckWindow`]: a batch number and 32 bits.
 //!

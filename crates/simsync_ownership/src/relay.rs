@@ -6,11 +6,12 @@
 //! A body's state is moved on to the update's time, quantized and checked once per update
 //! ([`PreparedStates`]). A receiver's candidates are weighed and ranked only when they do not
 //! all fit its budget (when they all fit, each is chosen whatever its rank); their predicted
-//! error against what a receiver was last sent is then worked out once for all receivers that
-//! were last sent the same state at the same time. Entries are laid out once per update into
-//! one buffer ([`LaidOut`]): a body's absolute entry when a receiver needs it, and its delta
-//! once for all receivers whose baseline is the same state the same number of batches back;
-//! each receiver's batch copies those bytes behind its own id gaps. What stays per receiver is
+//! error against what a receiver was last sent is then kept per body, the last one worked out,
+//! and reused by each next receiver last sent the same state at the same time. Entries are laid
+//! out once per update into one buffer ([`LaidOut`]): a body's absolute entry when a receiver
+//! needs it, and its delta, the last one worked out kept per body and reused by each next
+//! receiver whose baseline is the same state the same number of batches back (in the common
+//! case, every receiver's); each receiver's batch copies those bytes behind its own id gaps. What stays per receiver is
 //! what differs per receiver: its budget and priorities, finding its baseline, and copying its
 //! batch together. A ranked pass orders one 8-byte key per candidate (its accumulated
 //! priority's bits above its index), not the candidates themselves. The bytes each receiver
@@ -61,6 +62,10 @@ struct Prepared {
 
 /// The states of one update's relay, each prepared once for every receiver's pass: cleared at
 /// the start of each update, then filled as receivers' passes ask for bodies.
+///
+/// Memory: per body relayed in the update, one prepared record (336 bytes) and its laid
+/// out entries — its absolute entry and each delta worked out (at most one per receiver), at
+/// most about 50 bytes each. The largest update's memory is kept for the next.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PreparedStates {
     index: BodyMap<Option<u32>>,
@@ -132,9 +137,9 @@ impl PreparedStates {
 impl PreparedStates {
     /// The entry of the body in `slot` in batch `seq`, laid out, and its size, for a receiver
     /// whose baseline of it is `baseline` (batch number and state): what
-    /// [`choose_delta_sized`] chooses, worked out and laid out once for all receivers whose
-    /// baseline is the same state the same number of batches back (the entry depends on
-    /// nothing else).
+    /// [`choose_delta_sized`] chooses. The last delta worked out for the slot is kept, laid
+    /// out, and reused while the next receivers' baseline is the same state the same number
+    /// of batches back (the entry depends on nothing else).
     fn entry(
         &mut self,
         slot: u32,
@@ -193,7 +198,7 @@ struct QueueBody {
 /// priority, batch numbering, interest centre, and the deltas both ways with it
 /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
 ///
-/// Memory: one record (about 110 bytes) per body ever relayed to the participant, until it
+/// Memory: one record (about 80 bytes) per body ever relayed to the participant, until it
 /// leaves (an unregistered body's record is reused if its id is registered again), and the
 /// largest pass's rank keys (8 bytes a candidate).
 #[derive(Debug, Clone)]
@@ -793,6 +798,13 @@ mod tests {
             deltas > 200 && absolutes > 100,
             "{deltas} deltas, {absolutes} absolute"
         );
+    }
+
+    #[test]
+    fn records_take_the_memory_the_docs_give() {
+        use core::mem::size_of;
+        assert!(size_of::<QueueBody>() <= 80, "{}", size_of::<QueueBody>());
+        assert!(size_of::<Prepared>() <= 336, "{}", size_of::<Prepared>());
     }
 
     #[test]
