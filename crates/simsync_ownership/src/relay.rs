@@ -11,9 +11,9 @@
 //! out once per update into one buffer ([`LaidOut`]): a body's absolute entry when a receiver
 //! needs it, and its delta, the last one worked out kept per body and reused by each next
 //! receiver whose baseline is the same state the same number of batches back (in the common
-//! case, every receiver's); each receiver's batch copies those bytes behind its own id gaps. What stays per receiver is
-//! what differs per receiver: its budget and priorities, finding its baseline, and copying its
-//! batch together. A ranked pass orders one 8-byte key per candidate (its accumulated
+//! case, every receiver's); each receiver's batch copies those bytes behind its own id gaps.
+//! What stays per receiver is what differs per receiver: its budget and priorities, finding
+//! its baseline, and copying its batch together. A ranked pass orders one 8-byte key per candidate (its accumulated
 //! priority's bits above its index), not the candidates themselves. The bytes each receiver
 //! gets are those of [`StateBatch::to_wire`] for the same bodies: the sharing changes no byte
 //! and no choice.
@@ -25,8 +25,7 @@ use bevy::math::Vec3;
 use crate::baseline::{ACK_INTERVAL, DeltaLink};
 use crate::batch::{
     BatchError, Entry, LaidOut, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_POSITION_Q, POSITION_STEP,
-    QuantizedState, StateBatch, WireBatch, choose_delta_sized, choose_entry_sized, encode_laid_out,
-    entry_room,
+    QuantizedState, StateBatch, WireBatch, choose_delta_sized, encode_laid_out, entry_room,
 };
 use crate::body::BodyState;
 use crate::body_map::BodyMap;
@@ -98,7 +97,7 @@ impl PreparedStates {
                 owner,
                 state,
                 q,
-                absolute: (None, absolute_entry(body, q).1),
+                absolute: (None, absolute_size(body, q)),
                 position_ok: state.position.is_finite()
                     && state.position.abs().max_element() <= MAX_POSITION_Q as f32 * POSITION_STEP,
                 error: None,
@@ -176,9 +175,9 @@ impl PreparedStates {
     }
 }
 
-/// `body`'s absolute entry of `q` and its size, as [`choose_entry_sized`] lays it out.
-fn absolute_entry(body: BodyId, q: QuantizedState) -> (Entry, usize) {
-    choose_entry_sized(body.0.min(MAX_BATCH_BODY_ID), q, 0, None)
+/// The size of `body`'s absolute entry of `q`, as the budget reserves it.
+fn absolute_size(body: BodyId, q: QuantizedState) -> usize {
+    Entry::Absolute(q).size(body.0.min(MAX_BATCH_BODY_ID))
 }
 
 /// What the relay keeps per body for one receiver.
@@ -247,7 +246,7 @@ pub(crate) struct RelayPass {
     pub(crate) out_of_interest: usize,
 }
 
-/// One pending body a pass weighs (kept small: a pass orders them).
+/// One pending body a pass weighs.
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
     body: BodyId,
@@ -262,8 +261,9 @@ struct Candidate {
     weight: f32,
     /// Accumulated priority after this pass (set by [`RelayQueue::select`]).
     acc: f32,
-    /// The bytes the budget reserves for its entry (the entry itself is the pass's entry of
-    /// the same index: candidates keep their order).
+    /// Its entry, laid out in the update's [`PreparedStates`].
+    entry: LaidOut,
+    /// The bytes the budget reserves for its entry.
     size: u32,
     /// Whether this pass chose it (set by [`RelayQueue::select`]).
     chosen: bool,
@@ -453,7 +453,7 @@ impl RelayQueue {
         self.last = Some(now);
         self.budget.refill(dt);
         let mut result = RelayPass::default();
-        let (mut candidates, entries) = self.due(radius, me, prepared, &state_of, &mut result);
+        let mut candidates = self.due(radius, me, prepared, &state_of, &mut result);
         if candidates.is_empty() {
             return result;
         }
@@ -472,13 +472,13 @@ impl RelayQueue {
             self.pending.extend(candidates.iter().map(|c| c.body));
             return result;
         }
-        self.take(&candidates, chosen, &entries, prepared, now, &mut result);
+        self.take(&candidates, chosen, prepared, now, &mut result);
         result
     }
 
     /// The pending bodies (ids increasing, each once) as candidates for this pass, with their
-    /// entries (at the same index) and sizes; the pending bodies without a state, owned by
-    /// `me`, or outside `radius` of the focus (counted in `result`), leave the queue.
+    /// entries and sizes; the pending bodies without a state, owned by `me`, or outside
+    /// `radius` of the focus (counted in `result`), leave the queue.
     fn due(
         &mut self,
         radius: Option<f32>,
@@ -486,12 +486,11 @@ impl RelayQueue {
         prepared: &mut PreparedStates,
         state_of: &impl Fn(BodyId) -> Option<(Option<ParticipantId>, BodyState)>,
         result: &mut RelayPass,
-    ) -> (Vec<Candidate>, Vec<LaidOut>) {
+    ) -> Vec<Candidate> {
         let mut pending = std::mem::take(&mut self.pending);
         pending.sort_unstable();
         pending.dedup();
         let mut candidates = Vec::with_capacity(pending.len());
-        let mut entries = Vec::with_capacity(pending.len());
         let seq = self.seq.wrapping_add(1);
         for &body in &pending {
             let Some(index) = prepared.get(body, state_of) else {
@@ -517,7 +516,6 @@ impl RelayQueue {
                 0.0
             };
             let (entry, size) = prepared.entry(index, body, seq, self.baseline(body));
-            entries.push(entry);
             candidates.push(Candidate {
                 body,
                 prepared: index,
@@ -525,6 +523,7 @@ impl RelayQueue {
                 distance,
                 weight: 0.0,
                 acc: 0.0,
+                entry,
                 size: size as u32,
                 chosen: false,
             });
@@ -532,7 +531,7 @@ impl RelayQueue {
         // Emptied, kept for its memory: the pass refills it with the bodies left waiting.
         pending.clear();
         self.pending = pending;
-        (candidates, entries)
+        candidates
     }
 
     /// The receiver's baseline of `body` for a delta (none when deltas are off): its newest
@@ -625,15 +624,14 @@ impl RelayQueue {
         chosen
     }
 
-    /// The `chosen` marked `candidates` (ids increasing; their entries at the same index of
-    /// `entries`) as the next-numbered batch: they leave the queue, the rest stay, and their
+    /// The `chosen` marked `candidates` (ids increasing) as the next-numbered batch: they
+    /// leave the queue, the rest stay, and their
     /// quantized states are remembered as sent at `now`, their accumulated priority 0 as of
     /// this selection.
     fn take(
         &mut self,
         candidates: &[Candidate],
         chosen: usize,
-        entries: &[LaidOut],
         prepared: &PreparedStates,
         now: Duration,
         result: &mut RelayPass,
@@ -641,7 +639,7 @@ impl RelayQueue {
         let mut pending = std::mem::take(&mut self.pending);
         pending.clear();
         result.chosen.reserve(chosen);
-        for (c, entry) in candidates.iter().zip(entries) {
+        for c in candidates {
             if !c.chosen {
                 pending.push(c.body);
                 continue;
@@ -655,7 +653,7 @@ impl RelayQueue {
             result.chosen.push(Chosen {
                 body: c.body,
                 q: p.q,
-                entry: *entry,
+                entry: c.entry,
                 position_ok: p.position_ok,
             });
         }
@@ -852,6 +850,11 @@ mod tests {
         ) {
             let mut queue = RelayQueue::new(8_000, true);
             let mut reference = crate::budget::PriorityAccumulator::default();
+            // Selection never reads the entry.
+            let entry = LaidOut::new(
+                &Entry::Absolute(QuantizedState::new(&BodyState::default())),
+                &mut Vec::new(),
+            );
             for (bodies, bytes, dt) in passes {
                 let mut bodies = bodies;
                 bodies.sort_by_key(|b| b.0);
@@ -870,6 +873,7 @@ mod tests {
                             distance: None,
                             weight,
                             acc: 0.0,
+                            entry,
                             size: size as u32,
                             chosen: false,
                         }
