@@ -331,7 +331,10 @@ impl ReceivedStates {
     /// baselines for later deltas; a delta without its baseline, or that leaves the range, is
     /// rejected and nothing is made up for its body.
     pub fn resolve(&mut self, batch: &WireBatch, keep: impl Fn(BodyId) -> bool) -> Resolved {
-        let mut out = Resolved::default();
+        let mut out = Resolved {
+            states: Vec::with_capacity(batch.entries.len()),
+            rejected: Vec::new(),
+        };
         for (body, entry) in &batch.entries {
             let state = match entry {
                 Entry::Absolute(q) => *q,

@@ -28,15 +28,11 @@ use crate::batch::{
     QuantizedState, StateBatch, WireBatch, choose_delta_sized, encode_laid_out, entry_room,
 };
 use crate::body::BodyState;
-use crate::body_map::BodyMap;
+use crate::body_map::{BodyMap, BodySet};
 use crate::budget::{MAX_WEIGHT, MIN_WEIGHT, UploadBudget, send_weight};
 use crate::config::OwnershipConfig;
 use crate::priority::{BodyId, ParticipantId};
 use crate::send_policy::predicted_error;
-
-/// Marks kept before a queue's pending list is first deduplicated between passes (then at
-/// each power of two).
-const PENDING_COMPACT: usize = 1 << 16;
 
 /// One body's relayed state in one update, as every receiver gets it.
 #[derive(Debug, Clone, Copy)]
@@ -107,6 +103,11 @@ impl PreparedStates {
         });
         self.index.insert(body, slot);
         slot
+    }
+
+    /// The wire values of the body in `slot`.
+    fn q(&self, slot: u32) -> QuantizedState {
+        self.prepared[slot as usize].q
     }
 
     /// The predicted error of the receivers' copy of the body in `slot` last sent `last` (as
@@ -198,12 +199,15 @@ struct QueueBody {
 /// ([rule 20](crate::rules#rule-20--deltas-against-acknowledged-states)).
 ///
 /// Memory: one record (about 80 bytes) per body ever relayed to the participant, until it
-/// leaves (an unregistered body's record is reused if its id is registered again), and the
-/// largest pass's rank keys (8 bytes a candidate).
+/// leaves (an unregistered body's record is reused if its id is registered again), the
+/// largest pass's rank keys (8 bytes a candidate) and ids due (8 bytes each), and the bodies
+/// due as bits ([`BodySet`]: at most 8 KB, ids from 2¹⁶ up listed).
 #[derive(Debug, Clone)]
 pub(crate) struct RelayQueue {
-    /// Bodies with a new state to relay, unsorted, maybe repeated (sorted at the next pass).
-    pending: Vec<BodyId>,
+    /// Bodies with a new state to relay.
+    pending: BodySet,
+    /// The pending bodies of the current pass, ids increasing (kept for its memory).
+    due: Vec<BodyId>,
     budget: UploadBudget,
     /// Per body relayed to it, its record.
     bodies: BodyMap<QueueBody>,
@@ -227,10 +231,10 @@ pub(crate) struct RelayQueue {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Chosen {
     body: BodyId,
-    q: QuantizedState,
+    /// Its [`PreparedStates`] slot: its wire values, and whether a batch may carry them.
+    prepared: u32,
     /// Its entry, laid out in the update's [`PreparedStates`].
     entry: LaidOut,
-    position_ok: bool,
 }
 
 /// What one relay pass did for one receiver.
@@ -282,7 +286,8 @@ fn rank_key(acc: f32, index: u32) -> u64 {
 impl RelayQueue {
     pub(crate) fn new(bytes_per_second: u32, delta: bool) -> Self {
         Self {
-            pending: Vec::new(),
+            pending: BodySet::default(),
+            due: Vec::new(),
             budget: UploadBudget::new(bytes_per_second),
             bodies: BodyMap::default(),
             selections: 0,
@@ -298,25 +303,17 @@ impl RelayQueue {
 
     /// `body` has a new state to relay.
     pub(crate) fn mark(&mut self, body: BodyId) {
-        self.pending.push(body);
-        let len = self.pending.len();
-        if len >= PENDING_COMPACT && len.is_power_of_two() {
-            // Passes sort and deduplicate; this bounds the list between them.
-            self.pending.sort_unstable();
-            self.pending.dedup();
-        }
+        self.pending.insert(body);
     }
 
     /// Forgets `body` (unregistered, or relayed outside the budget).
     pub(crate) fn forget(&mut self, body: BodyId) {
-        self.pending.retain(|b| *b != body);
+        self.pending.remove(body);
     }
 
     /// Forgets `bodies` (relayed outside the budget).
     pub(crate) fn forget_all(&mut self, bodies: &[BodyId]) {
-        let mut gone = bodies.to_vec();
-        gone.sort_unstable();
-        self.pending.retain(|b| gone.binary_search(b).is_err());
+        self.pending.remove_all(bodies);
     }
 
     /// Forgets everything about `body` (unregistered), its delta baselines included.
@@ -361,7 +358,7 @@ impl RelayQueue {
             if c.body.0 < next || c.body.0 > MAX_BATCH_BODY_ID {
                 return Err(BatchError::BodyIds);
             }
-            if !c.position_ok {
+            if !prepared.prepared[c.prepared as usize].position_ok {
                 return Err(BatchError::OutOfRange {
                     body: c.body,
                     field: "position",
@@ -380,7 +377,7 @@ impl RelayQueue {
         if self.delta {
             self.link
                 .sent
-                .record(seq, chosen.iter().map(|c| (c.body, c.q)));
+                .record(seq, chosen.iter().map(|c| (c.body, prepared.q(c.prepared))));
             if ack.is_some() {
                 self.link.acks.sent();
             }
@@ -469,7 +466,9 @@ impl RelayQueue {
         };
         result.deferred = candidates.len() - chosen;
         if chosen == 0 {
-            self.pending.extend(candidates.iter().map(|c| c.body));
+            for c in &candidates {
+                self.pending.insert(c.body);
+            }
             return result;
         }
         self.take(&candidates, chosen, prepared, now, &mut result);
@@ -487,9 +486,8 @@ impl RelayQueue {
         state_of: &impl Fn(BodyId) -> Option<(Option<ParticipantId>, BodyState)>,
         result: &mut RelayPass,
     ) -> Vec<Candidate> {
-        let mut pending = std::mem::take(&mut self.pending);
-        pending.sort_unstable();
-        pending.dedup();
+        let mut pending = std::mem::take(&mut self.due);
+        self.pending.take_sorted(&mut pending);
         let mut candidates = Vec::with_capacity(pending.len());
         let seq = self.seq.wrapping_add(1);
         for &body in &pending {
@@ -530,7 +528,7 @@ impl RelayQueue {
         }
         // Emptied, kept for its memory: the pass refills it with the bodies left waiting.
         pending.clear();
-        self.pending = pending;
+        self.due = pending;
         candidates
     }
 
@@ -636,12 +634,10 @@ impl RelayQueue {
         now: Duration,
         result: &mut RelayPass,
     ) {
-        let mut pending = std::mem::take(&mut self.pending);
-        pending.clear();
         result.chosen.reserve(chosen);
         for c in candidates {
             if !c.chosen {
-                pending.push(c.body);
+                self.pending.insert(c.body);
                 continue;
             }
             let p = &prepared.prepared[c.prepared as usize];
@@ -652,12 +648,10 @@ impl RelayQueue {
             record.sent = Some((p.q, now));
             result.chosen.push(Chosen {
                 body: c.body,
-                q: p.q,
+                prepared: c.prepared,
                 entry: c.entry,
-                position_ok: p.position_ok,
             });
         }
-        self.pending = pending;
         result.seq = Some(self.next_seq());
     }
 }
@@ -695,7 +689,7 @@ mod tests {
             // Remembered as sent, as its wire values.
             let (sent, at) = record.sent.expect("sent");
             assert_eq!(at, Duration::from_secs(1));
-            assert!(pass.chosen.iter().any(|c| c.q == sent));
+            assert_eq!(sent, QuantizedState::new(&moving(i as f32)));
         }
         assert!(q.pending.is_empty());
     }
@@ -768,7 +762,12 @@ mod tests {
                             let baseline = q.link.sent.baseline(c.body);
                             (
                                 c.body,
-                                crate::batch::choose_entry(c.body.0, c.q, seq, baseline),
+                                crate::batch::choose_entry(
+                                    c.body.0,
+                                    prepared.q(c.prepared),
+                                    seq,
+                                    baseline,
+                                ),
                             )
                         })
                         .collect(),

@@ -280,8 +280,8 @@ pub struct EntityServer {
     budget: StateBudgetConfig,
     /// The relay to each joined participant.
     queues: HashMap<ClientId, RelayQueue>,
-    /// Last batch number accepted per (body, owner).
-    batch_filters: HashMap<(BodyId, ParticipantId), u32>,
+    /// Last batch number accepted per body and owner (each owner it ever had).
+    batch_filters: BodyMap<Vec<(ParticipantId, u32)>>,
     /// Bodies the budgets left waiting in the last update, all receivers.
     deferred_now: u64,
     /// Ids of bodies despawned and not registered again: registering one is a respawn.
@@ -332,7 +332,7 @@ impl EntityServer {
             resync: BTreeSet::new(),
             budget: StateBudgetConfig::default(),
             queues: HashMap::default(),
-            batch_filters: HashMap::default(),
+            batch_filters: BodyMap::default(),
             deferred_now: 0,
             retired: HashSet::default(),
             respawned: Vec::new(),
@@ -558,7 +558,7 @@ impl EntityServer {
         if let Some(host) = self.host.as_mut() {
             host.forget(body);
         }
-        self.batch_filters.retain(|(b, _), _| *b != body);
+        self.batch_filters.remove(body);
         for queue in self.queues.values_mut() {
             queue.unregister(body);
         }
@@ -781,7 +781,7 @@ impl EntityServer {
     /// old body, and sends every participant a `Reset`.
     fn reset_body(&mut self, io: &mut Io, body: BodyId, state: Option<BodyState>) {
         self.pending.forget(body);
-        self.batch_filters.retain(|(b, _), _| *b != body);
+        self.batch_filters.remove(body);
         for queue in self.queues.values_mut() {
             queue.unregister(body);
         }
@@ -1025,7 +1025,9 @@ impl EntityServer {
         self.buckets.remove(&client);
         self.resync.remove(&client);
         self.queues.remove(&client);
-        self.batch_filters.retain(|(_, p), _| *p != participant);
+        for filters in self.batch_filters.values_mut() {
+            filters.retain(|(p, _)| *p != participant);
+        }
         self.penalties.retain(|(_, p), _| *p != participant);
         let cleared = self.arbiter.disconnect(participant, io.now);
         info!(
@@ -1327,10 +1329,15 @@ impl EntityServer {
             self.refuse(io, client, &refusal);
             return;
         }
-        let last = self
-            .batch_filters
-            .entry((body, from))
-            .or_insert(seq.wrapping_sub(1));
+        let filters = self.batch_filters.get_or_insert_with(body, Vec::new);
+        let i = filters
+            .iter()
+            .position(|(p, _)| *p == from)
+            .unwrap_or_else(|| {
+                filters.push((from, seq.wrapping_sub(1)));
+                filters.len() - 1
+            });
+        let last = &mut filters[i].1;
         if !is_newer_batch(seq, *last) {
             self.stats.state_updates_stale += 1;
             return;
