@@ -248,6 +248,7 @@ impl BodySet {
     }
 
     /// Whether no id is held.
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.sparse.is_empty()
             && self.words[self.lo.min(self.hi)..self.hi]
@@ -359,7 +360,7 @@ mod tests {
                 };
                 set.insert(BodyId(id));
                 reference.insert(id);
-                if x % 11 == 0 {
+                if x.is_multiple_of(11) {
                     let gone = (x >> 8) % 300;
                     set.remove(BodyId(gone));
                     reference.remove(&gone);
