@@ -34,25 +34,28 @@ use crate::config::OwnershipConfig;
 use crate::priority::{BodyId, ParticipantId};
 use crate::send_policy::predicted_error;
 
-/// One body's relayed state in one update, as every receiver gets it.
+/// One body's relayed state in one update, as every receiver gets it. Laid out in this order
+/// (`repr(C)`) so that what each receiver's pass reads (owner, the delta kept, the absolute
+/// entry) comes first and together, and what is read once per chosen body or ranked pass last.
 #[derive(Debug, Clone, Copy)]
+#[repr(C)]
 struct Prepared {
     /// Its owner (not relayed back to it).
     owner: Option<ParticipantId>,
-    /// The state moved on to the update's time.
-    state: BodyState,
-    /// Its wire values: remembered as sent.
-    q: QuantizedState,
     /// Whether a batch may carry its position (finite, within 10⁶ m).
     position_ok: bool,
+    /// The last entry chosen against a baseline: how many batches back, which baseline
+    /// state, and the entry laid out with its size.
+    delta: Option<(u32, QuantizedState, (LaidOut, usize))>,
     /// Its absolute entry's size, the same for every receiver, and the entry laid out once a
     /// receiver needs it.
     absolute: (Option<LaidOut>, usize),
+    /// Its wire values: remembered as sent.
+    q: QuantizedState,
+    /// The state moved on to the update's time.
+    state: BodyState,
     /// The last predicted error worked out: against which state sent when.
     error: Option<(QuantizedState, Duration, f32)>,
-    /// The last entry chosen against a baseline: which baseline state, how many batches
-    /// back, and the entry laid out with its size.
-    delta: Option<(QuantizedState, u32, (LaidOut, usize))>,
 }
 
 /// The states of one update's relay, each prepared once for every receiver's pass: cleared at
@@ -152,7 +155,7 @@ impl PreparedStates {
             return Self::absolute(p, &mut self.bytes);
         };
         let ago = seq.wrapping_sub(base_seq);
-        if let Some((b, a, chosen)) = &p.delta
+        if let Some((a, b, chosen)) = &p.delta
             && *a == ago
             && b == base
         {
@@ -164,7 +167,7 @@ impl PreparedStates {
             (delta @ Entry::Delta(_), size) => (LaidOut::new(&delta, &mut self.bytes), size),
             (Entry::Absolute(_), _) => Self::absolute(p, &mut self.bytes),
         };
-        p.delta = Some((*base, ago, chosen));
+        p.delta = Some((ago, *base, chosen));
         chosen
     }
 
@@ -495,11 +498,10 @@ impl RelayQueue {
                 continue;
             };
             let p = &prepared.prepared[index as usize];
-            let (owner, position) = (p.owner, p.state.position);
-            if me.is_some() && owner == me {
+            if me.is_some() && p.owner == me {
                 continue;
             }
-            let distance = self.focus.map(|f| f.distance(position));
+            let distance = self.focus.map(|f| f.distance(p.state.position));
             if let (Some(r), Some(d)) = (radius, distance)
                 && d > r
             {
