@@ -357,7 +357,9 @@ impl RelayQueue {
             });
         }
         let mut next = 0;
+        let mut deltas = 0;
         for c in chosen {
+            deltas += usize::from(c.entry.is_delta());
             if c.body.0 < next || c.body.0 > MAX_BATCH_BODY_ID {
                 return Err(BatchError::BodyIds);
             }
@@ -376,7 +378,6 @@ impl RelayQueue {
         };
         let entries = chosen.iter().map(|c| (c.body, c.entry));
         let bytes = encode_laid_out(seq, ack, entries, &prepared.bytes)?;
-        let deltas = chosen.iter().filter(|c| c.entry.is_delta()).count();
         if self.delta {
             self.link
                 .sent
