@@ -275,33 +275,32 @@ pub(crate) fn choose_entry_sized(
 ) -> (Entry, usize) {
     let absolute = Entry::Absolute(state);
     let absolute_size = absolute.size(gap);
-    choose_delta_sized(gap, state, seq, baseline, (absolute, absolute_size))
+    baseline
+        .and_then(|(base_seq, base)| {
+            smaller_delta(gap, &state, seq, (base_seq, &base), absolute_size)
+        })
+        .unwrap_or((absolute, absolute_size))
 }
 
-/// [`choose_entry_sized`] given `state`'s absolute entry and its size (`absolute`, the same for
-/// every receiver, so worked out once): the delta against `baseline` when there is one within
-/// reach and it is smaller, else `absolute`.
-pub(crate) fn choose_delta_sized(
+/// The delta entry of `state` in batch `seq` against `base` (the state of batch `base_seq`),
+/// with its size at `gap`, when the baseline is within reach and the delta is smaller than
+/// `absolute_size` (the absolute entry's, the same for every receiver, so worked out once):
+/// what [`choose_entry_sized`] chooses instead of the absolute entry. `None`: the absolute
+/// entry.
+pub(crate) fn smaller_delta(
     gap: u64,
-    state: QuantizedState,
+    state: &QuantizedState,
     seq: u32,
-    baseline: Option<(u32, QuantizedState)>,
-    absolute: (Entry, usize),
-) -> (Entry, usize) {
-    let Some((base_seq, base)) = baseline else {
-        return absolute;
-    };
+    (base_seq, base): (u32, &QuantizedState),
+    absolute_size: usize,
+) -> Option<(Entry, usize)> {
     let ago = seq.wrapping_sub(base_seq);
     if ago == 0 || ago > MAX_BASELINE_AGO {
-        return absolute;
+        return None;
     }
-    let delta = Entry::Delta(Delta::between(&base, &state, ago));
-    let delta_size = delta.size(gap);
-    if delta_size < absolute.1 {
-        (delta, delta_size)
-    } else {
-        absolute
-    }
+    let delta = Entry::Delta(Delta::between(base, state, ago));
+    let size = delta.size(gap);
+    (size < absolute_size).then_some((delta, size))
 }
 
 /// Bytes of a batch header with `focus`, an acknowledgement (counted at its largest) and

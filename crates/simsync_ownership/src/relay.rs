@@ -25,7 +25,7 @@ use bevy::math::Vec3;
 use crate::baseline::{ACK_INTERVAL, DeltaLink};
 use crate::batch::{
     BatchError, Entry, LaidOut, MAX_BATCH_BODIES, MAX_BATCH_BODY_ID, MAX_POSITION_Q, POSITION_STEP,
-    QuantizedState, StateBatch, WireBatch, choose_delta_sized, encode_laid_out, entry_room,
+    QuantizedState, StateBatch, WireBatch, encode_laid_out, entry_room, smaller_delta,
 };
 use crate::body::BodyState;
 use crate::body_map::{BodyMap, BodySet};
@@ -139,10 +139,11 @@ impl PreparedStates {
 
 impl PreparedStates {
     /// The entry of the body in `slot` in batch `seq`, laid out, and its size, for a receiver
-    /// whose baseline of it is `baseline` (batch number and state): what
-    /// [`choose_delta_sized`] chooses. The last delta worked out for the slot is kept, laid
-    /// out, and reused while the next receivers' baseline is the same state the same number
-    /// of batches back (the entry depends on nothing else).
+    /// whose baseline of it is `baseline` (batch number and state): the delta when
+    /// [`smaller_delta`] gives one, else the absolute entry (what
+    /// [`choose_entry`](crate::choose_entry) chooses). The last delta worked out for the slot
+    /// is kept, laid out, and reused while the next receivers' baseline is the same state the
+    /// same number of batches back (the entry depends on nothing else).
     fn entry(
         &mut self,
         slot: u32,
@@ -162,10 +163,9 @@ impl PreparedStates {
             return *chosen;
         }
         let gap = body.0.min(MAX_BATCH_BODY_ID);
-        let absolute = (Entry::Absolute(p.q), p.absolute.1);
-        let chosen = match choose_delta_sized(gap, p.q, seq, Some((base_seq, *base)), absolute) {
-            (delta @ Entry::Delta(_), size) => (LaidOut::new(&delta, &mut self.bytes), size),
-            (Entry::Absolute(_), _) => Self::absolute(p, &mut self.bytes),
+        let chosen = match smaller_delta(gap, &p.q, seq, (base_seq, base), p.absolute.1) {
+            Some((delta, size)) => (LaidOut::new(&delta, &mut self.bytes), size),
+            None => Self::absolute(p, &mut self.bytes),
         };
         p.delta = Some((ago, *base, chosen));
         chosen
