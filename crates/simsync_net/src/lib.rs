@@ -95,7 +95,7 @@ pub use messages::{
 pub use ownership_proto::*;
 pub use plugin::{
     NetAppExt, NetClientPlugin, NetClock, NetServerPlugin, NetTransportError, client_ready,
-    server_ready, single_threaded_schedules,
+    server_ready, single_threaded_schedules, task_pools_without_local_tick,
 };
 pub use rate::{RateLimit, RateLimiter, TokenBucket};
 pub use rejoin::{ReconnectPolicy, ReconnectTokens, entropy_seed, siphash24};

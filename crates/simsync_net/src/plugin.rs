@@ -347,10 +347,40 @@ pub fn single_threaded_schedules(app: &mut App) {
     }
 }
 
+/// Creates Bevy's global task pools (compute, async compute, I/O) as `TaskPoolPlugin` does,
+/// without the system that plugin adds to `Last` to tick the pools' thread-local executors
+/// at the end of every update. For an App that is one of many a server runs on one worker
+/// thread and that spawns no thread-local tasks (an entity server's room, a benchmark's App):
+/// there that tick is a fixed cost of every update for nothing. Use it instead of
+/// `TaskPoolPlugin`, before the App's other plugins; pools already created are kept.
+pub fn task_pools_without_local_tick() {
+    bevy::app::TaskPoolOptions::default().create_default_pools();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::MemoryNetwork;
+
+    #[test]
+    fn task_pools_without_local_tick_makes_the_pools_and_no_last_system() {
+        task_pools_without_local_tick();
+        assert!(bevy::tasks::ComputeTaskPool::try_get().is_some());
+        assert!(bevy::tasks::AsyncComputeTaskPool::try_get().is_some());
+        assert!(bevy::tasks::IoTaskPool::try_get().is_some());
+        let mut app = App::new();
+        app.finish();
+        app.update();
+        let schedules = app.world().resource::<Schedules>();
+        let last = schedules.get(Last).map_or(0, |s| s.systems_len());
+        // With the plugin, one system more runs in Last: its tick.
+        let mut with_plugin = App::new();
+        with_plugin.add_plugins(bevy::app::TaskPoolPlugin::default());
+        with_plugin.finish();
+        with_plugin.update();
+        let schedules = with_plugin.world().resource::<Schedules>();
+        assert_eq!(schedules.get(Last).map_or(0, |s| s.systems_len()), last + 1);
+    }
 
     #[derive(Resource, Default)]
     struct Errors(Vec<bool>);

@@ -13,10 +13,11 @@
 //! receiver whose baseline is the same state the same number of batches back (in the common
 //! case, every receiver's); each receiver's batch copies those bytes behind its own id gaps.
 //! What stays per receiver is what differs per receiver: its budget and priorities, finding
-//! its baseline, and copying its batch together. A ranked pass orders one 8-byte key per candidate (its accumulated
-//! priority's bits above its index), not the candidates themselves. The bytes each receiver
-//! gets are those of [`StateBatch::to_wire`] for the same bodies: the sharing changes no byte
-//! and no choice.
+//! its baseline, and copying its batch together. Its bodies due are kept as bits
+//! ([`BodySet`]), so a pass takes them in id order without sorting. A ranked pass orders one
+//! 8-byte key per candidate (its accumulated priority's bits above its index), not the
+//! candidates themselves. The bytes each receiver gets are those of [`StateBatch::to_wire`]
+//! for the same bodies: the sharing changes no byte and no choice.
 
 use core::time::Duration;
 

@@ -717,9 +717,9 @@ fn ownership_app(room: &OwnershipRoomConfig) -> App {
     if room.hosts_physics() {
         plugin = plugin.with_physics_host(room.host.config());
     }
+    simsync_net::task_pools_without_local_tick();
     let mut app = App::new();
-    app.add_plugins(bevy::app::TaskPoolPlugin::default())
-        .add_plugins(plugin)
+    app.add_plugins(plugin)
         .insert_resource(RenetServer::new(connection_config()))
         .insert_resource(NetClock::Fixed(tick));
     if room.hosts_physics() {

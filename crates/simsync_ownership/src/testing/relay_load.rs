@@ -202,9 +202,9 @@ pub struct RelayLoad {
 /// The entity server of a relay load: `bodies` bodies on the start grid, a fixed network clock
 /// of `dt`, single-threaded schedules (the timing is the relay's, not the executor's).
 fn load_server(budget: StateBudgetConfig, dt: Duration, bodies: u64) -> App {
+    simsync_net::task_pools_without_local_tick();
     let mut server = App::new();
     server
-        .add_plugins(bevy::app::TaskPoolPlugin::default())
         .add_plugins(OwnershipPlugin::entity_server().with_state_budget(budget))
         .insert_resource(RenetServer::new(connection_config()))
         .insert_resource(NetClock::Fixed(dt));
