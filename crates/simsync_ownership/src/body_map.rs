@@ -179,8 +179,8 @@ const SET_SPARSE_COMPACT: usize = 1 << 16;
 /// of the bodies due: inserting is setting a bit, taking them in order needs no sort.
 ///
 /// Memory: the bits up to the largest id below [`SET_DENSE_IDS`] ever inserted (at most
-/// 8 KB), and the list of larger ids: at most twice the distinct ones held or
-/// `SET_SPARSE_COMPACT`, whichever is more.
+/// 8 KB), and the list of larger ids: at most `SET_SPARSE_COMPACT` or twice the most distinct
+/// ones held at once since it was last taken, whichever is more.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BodySet {
     words: Vec<u64>,

@@ -280,7 +280,8 @@ pub struct EntityServer {
     budget: StateBudgetConfig,
     /// The relay to each joined participant.
     queues: HashMap<ClientId, RelayQueue>,
-    /// Last batch number accepted per body and owner (each owner it ever had).
+    /// Last batch number accepted per body and owner (each owner it has had that is still
+    /// joined; a body's list, emptied when they leave, is kept until it is unregistered).
     batch_filters: BodyMap<Vec<(ParticipantId, u32)>>,
     /// Bodies the budgets left waiting in the last update, all receivers.
     deferred_now: u64,
