@@ -15,10 +15,10 @@
 //! What stays per receiver is what differs per receiver: its budget and priorities, finding
 //! its baseline, and copying its batch together. Its bodies due are kept as bits
 //! ([`BodySet`]), so a pass takes them in id order without sorting (ids below 2¹⁶; larger
-//! ones are listed and sorted). A ranked pass orders one
-//! 8-byte key per candidate (its accumulated priority's bits above its index), not the
-//! candidates themselves. The bytes each receiver gets are those of [`StateBatch::to_wire`]
-//! for the same bodies: the sharing changes no byte and no choice.
+//! ones are listed and sorted). A ranked pass orders one 8-byte key per candidate (its
+//! accumulated priority's bits above its index), not the candidates themselves. The bytes
+//! each receiver gets are those of [`StateBatch::to_wire`] for the same bodies: the sharing
+//! changes no byte and no choice.
 
 use core::time::Duration;
 
