@@ -236,10 +236,13 @@ pub(crate) struct RelayQueue {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Chosen {
     body: BodyId,
-    /// Its [`PreparedStates`] slot: its wire values, and whether a batch may carry them.
+    /// Its [`PreparedStates`] slot: its wire values.
     prepared: u32,
     /// Its entry, laid out in the update's [`PreparedStates`].
     entry: LaidOut,
+    /// Whether a batch may carry its position (read when taken, so the batch's checks need
+    /// not find its record again).
+    position_ok: bool,
 }
 
 /// What one relay pass did for one receiver.
@@ -365,7 +368,7 @@ impl RelayQueue {
             if c.body.0 < next || c.body.0 > MAX_BATCH_BODY_ID {
                 return Err(BatchError::BodyIds);
             }
-            if !prepared.prepared[c.prepared as usize].position_ok {
+            if !c.position_ok {
                 return Err(BatchError::OutOfRange {
                     body: c.body,
                     field: "position",
@@ -628,9 +631,8 @@ impl RelayQueue {
     }
 
     /// The `chosen` marked `candidates` (ids increasing) as the next-numbered batch: they
-    /// leave the queue, the rest stay, and their
-    /// quantized states are remembered as sent at `now`, their accumulated priority 0 as of
-    /// this selection.
+    /// leave the queue, the rest stay, and their quantized states are remembered as sent at
+    /// `now`, their accumulated priority 0 as of this selection.
     fn take(
         &mut self,
         candidates: &[Candidate],
@@ -655,6 +657,7 @@ impl RelayQueue {
                 body: c.body,
                 prepared: c.prepared,
                 entry: c.entry,
+                position_ok: p.position_ok,
             });
         }
         result.seq = Some(self.next_seq());
@@ -728,6 +731,43 @@ mod tests {
         // Nothing has accumulated on the first pass: ties go by body id.
         let ids: Vec<u64> = first.chosen.iter().map(|c| c.body.0).collect();
         assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn ids_above_the_bits_kept_are_taken_in_order_once_and_can_be_forgotten() {
+        let config = OwnershipConfig::default();
+        let mut q = RelayQueue::new(1_000_000, true);
+        let large = [70_000, 1 << 40, MAX_BATCH_BODY_ID];
+        for i in [
+            large[1],
+            5,
+            large[0],
+            3,
+            large[1],
+            MAX_BATCH_BODY_ID,
+            65_535,
+            5,
+            99_999,
+        ] {
+            q.mark(BodyId(i));
+        }
+        q.forget(BodyId(99_999));
+        q.forget_all(&[BodyId(3)]);
+        let mut prepared = PreparedStates::default();
+        let pass = q.pass_prepared(Duration::ZERO, None, &config, None, &mut prepared, |b| {
+            Some((None, moving((b.0 % 1_000) as f32)))
+        });
+        let ids: Vec<u64> = pass.chosen.iter().map(|c| c.body.0).collect();
+        assert_eq!(ids, vec![5, 65_535, large[0], large[1], large[2]]);
+        let seq = pass.seq.expect("a batch");
+        let (wire, deltas) = q
+            .wire_chosen(seq, &pass.chosen, &prepared, Duration::ZERO)
+            .unwrap();
+        assert_eq!(deltas, 0);
+        let decoded = WireBatch::decode(&wire).unwrap();
+        let decoded_ids: Vec<u64> = decoded.entries.iter().map(|(b, _)| b.0).collect();
+        assert_eq!(decoded_ids, ids);
+        assert!(q.pending.is_empty());
     }
 
     #[test]
