@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod ack_repeats;
 mod bounded;
 mod channels;
 mod clock;
@@ -60,6 +61,7 @@ mod udp;
 #[doc = include_str!("rules.md")]
 pub mod rules {}
 
+pub use ack_repeats::{ACK_REPEAT, AckRepeats};
 pub use channels::{
     BYTES_PER_UPDATE, CONTROL_MEMORY_BYTES, CONTROL_RESEND_MS, INPUTS_MEMORY_BYTES, NetChannel,
     SNAPSHOT_MEMORY_BYTES, STATE_MEMORY_BYTES, UNRELIABLE_MESSAGE_BUDGET, connection_config,
@@ -123,8 +125,9 @@ pub use state_hash::StateHasher;
 pub use transport::{ClientTransport, ServerTransport};
 pub use udp::{
     ConnectionSink, DEFAULT_TOKEN_EXPIRE_SECONDS, DEFAULT_TOKEN_TIMEOUT_SECONDS,
-    NETCODE_MAX_CLIENTS, NETCODE_PROTOCOL_ID, UdpAuth, UdpClientTransport, UdpServerConfig,
-    UdpServerTransport, generate_connect_token, generate_private_key, unix_time_now,
+    NETCODE_MAX_CLIENTS, NETCODE_PROTOCOL_ID, PacketSent, UdpAuth, UdpClientTransport,
+    UdpServerConfig, UdpServerTransport, generate_connect_token, generate_private_key,
+    unix_time_now,
 };
 
 /// The crates this one builds on, re-exported so users need no extra dependencies (and get the

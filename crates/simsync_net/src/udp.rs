@@ -12,6 +12,7 @@ use renet_netcode::{
 };
 use renetcode::{NETCODE_MAX_PACKET_BYTES, NetcodeServer, ServerResult};
 
+use crate::ack_repeats::AckRepeats;
 use crate::error::{ConnectFailure, NetError};
 use crate::handshake::PROTOCOL_VERSION;
 use crate::netcode_link::NetcodeLink;
@@ -154,6 +155,8 @@ pub struct UdpServerTransport {
     /// results), so screening a datagram's sender costs one lookup: netcode only finds a
     /// client's address by scanning its slots.
     connected: HashMap<SocketAddr, ClientId>,
+    /// Repeated acknowledgements held back ([wire rule 13](crate::rules)).
+    acks: AckRepeats,
 }
 
 impl std::fmt::Debug for UdpServerTransport {
@@ -213,6 +216,7 @@ impl UdpServerTransport {
             token_key,
             tokens_seen: TokensSeen::default(),
             connected: HashMap::new(),
+            acks: AckRepeats::default(),
         })
     }
 
@@ -266,12 +270,12 @@ impl UdpServerTransport {
         }
         for client_id in self.netcode.clients_id() {
             let result = self.netcode.update_client(client_id);
-            let counts = (&mut self.errors, &mut self.connected);
+            let counts = (&mut self.errors, &mut self.connected, &mut self.acks);
             handle_result(result, &self.socket, server, counts, self.elapsed);
         }
         for client_id in server.take_disconnections() {
             let result = self.netcode.disconnect(client_id);
-            let counts = (&mut self.errors, &mut self.connected);
+            let counts = (&mut self.errors, &mut self.connected, &mut self.acks);
             handle_result(result, &self.socket, server, counts, self.elapsed);
         }
         self.errors
@@ -319,37 +323,56 @@ impl UdpServerTransport {
             result,
             &self.socket,
             server,
-            (&mut self.errors, &mut self.connected),
+            (&mut self.errors, &mut self.connected, &mut self.acks),
             self.elapsed,
         );
     }
 
-    /// Sends renet's outgoing packets of every client; a failed send is counted as
+    /// Sends renet's outgoing packets of every client, except acknowledgements repeated too
+    /// soon ([wire rule 13](crate::rules): held back, counted in
+    /// [`acks_held`](Self::acks_held)); a failed send is counted as
     /// [`RemoteErrorKind::SendFailed`] and ends that client's sending for this update.
     pub fn send_packets<S: ConnectionSink + ?Sized>(&mut self, server: &mut S) {
-        let (netcode, socket, errors, now) = (
+        let (netcode, socket, errors, acks, now) = (
             &mut self.netcode,
             &self.socket,
             &mut self.errors,
+            &mut self.acks,
             self.elapsed,
         );
         server.drain_packets(&mut |client_id, packet| {
+            if !acks.send(client_id, packet, now) {
+                return PacketSent::Held;
+            }
             let sent = match netcode.generate_payload_packet(client_id, packet) {
                 Ok((addr, payload)) => socket.send_to(payload, addr).is_ok(),
-                Err(_) => false,
+                Err(_) => {
+                    // Not (or no longer) a netcode client: nothing of it is kept.
+                    acks.forget(client_id);
+                    false
+                }
             };
-            if !sent && let Some(line) = errors.record(RemoteErrorKind::SendFailed, now) {
+            if sent {
+                return PacketSent::Sent;
+            }
+            if let Some(line) = errors.record(RemoteErrorKind::SendFailed, now) {
                 log_line(line);
             }
-            sent
+            PacketSent::Failed
         });
+    }
+
+    /// Acknowledgement packets held back so far because they repeated the ranges last sent
+    /// too soon ([wire rule 13](crate::rules)).
+    pub fn acks_held(&self) -> u64 {
+        self.acks.held()
     }
 
     /// Closes `client_id`'s connection from the server's side (netcode tells the client) and
     /// hands the end to `server`. Unknown ids are ignored.
     pub fn disconnect<S: ConnectionSink + ?Sized>(&mut self, client_id: ClientId, server: &mut S) {
         let result = self.netcode.disconnect(client_id);
-        let counts = (&mut self.errors, &mut self.connected);
+        let counts = (&mut self.errors, &mut self.connected, &mut self.acks);
         handle_result(result, &self.socket, server, counts, self.elapsed);
     }
 
@@ -357,7 +380,7 @@ impl UdpServerTransport {
     pub fn disconnect_all<S: ConnectionSink + ?Sized>(&mut self, server: &mut S) {
         for client_id in self.netcode.clients_id() {
             let result = self.netcode.disconnect(client_id);
-            let counts = (&mut self.errors, &mut self.connected);
+            let counts = (&mut self.errors, &mut self.connected, &mut self.acks);
             handle_result(result, &self.socket, server, counts, self.elapsed);
         }
     }
@@ -370,7 +393,11 @@ fn handle_result<S: ConnectionSink + ?Sized>(
     result: ServerResult<'_, '_>,
     socket: &UdpSocket,
     server: &mut S,
-    (errors, connected): (&mut RemoteErrors, &mut HashMap<SocketAddr, ClientId>),
+    (errors, connected, acks): (
+        &mut RemoteErrors,
+        &mut HashMap<SocketAddr, ClientId>,
+        &mut AckRepeats,
+    ),
     now: Duration,
 ) {
     let mut failed = |kind| {
@@ -409,6 +436,7 @@ fn handle_result<S: ConnectionSink + ?Sized>(
             if connected.get(&addr) == Some(&client_id) {
                 connected.remove(&addr);
             }
+            acks.forget(client_id);
             server.disconnect(client_id);
             if let Some(payload) = payload {
                 send(payload, addr);
@@ -432,10 +460,23 @@ pub trait ConnectionSink {
     fn disconnect(&mut self, client_id: ClientId);
     /// The connections the sink closed since the last call: netcode tells their clients.
     fn take_disconnections(&mut self) -> Vec<ClientId>;
-    /// Hands every connection's queued packets to `send`, in order; when `send` returns
-    /// `false` (the packet could not be sent), that connection's remaining packets of this
-    /// update are dropped (renet resends what must arrive).
-    fn drain_packets(&mut self, send: &mut dyn FnMut(ClientId, &[u8]) -> bool);
+    /// Hands every connection's queued packets to `send`, in order; when `send` answers
+    /// [`PacketSent::Failed`], that connection's remaining packets of this update are dropped
+    /// (renet resends what must arrive).
+    fn drain_packets(&mut self, send: &mut dyn FnMut(ClientId, &[u8]) -> PacketSent);
+}
+
+/// What became of a packet a [`ConnectionSink`] handed over to be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketSent {
+    /// It went out.
+    Sent,
+    /// Held back on purpose, not a failure: an acknowledgement repeated too soon ([wire rule
+    /// 13](crate::rules)).
+    Held,
+    /// The socket (or netcode) refused it: the connection's remaining packets of this update
+    /// are dropped.
+    Failed,
 }
 
 impl ConnectionSink for RenetServer {
@@ -455,13 +496,13 @@ impl ConnectionSink for RenetServer {
         self.disconnections_id()
     }
 
-    fn drain_packets(&mut self, send: &mut dyn FnMut(ClientId, &[u8]) -> bool) {
+    fn drain_packets(&mut self, send: &mut dyn FnMut(ClientId, &[u8]) -> PacketSent) {
         for client_id in self.clients_id() {
             let Ok(packets) = self.get_packets_to_send(client_id) else {
                 continue;
             };
             for packet in packets {
-                if !send(client_id, &packet) {
+                if send(client_id, &packet) == PacketSent::Failed {
                     break;
                 }
             }

@@ -13,7 +13,8 @@ use simsync_net::bevy_renet::RenetServer;
 use simsync_net::renet::ClientId;
 use simsync_net::renet_netcode::NETCODE_USER_DATA_BYTES;
 use simsync_net::{
-    ConnectionSink, MatchEndReason, RejectReason, ServerMessage, ServerNetExt, connection_config,
+    ConnectionSink, MatchEndReason, PacketSent, RejectReason, ServerMessage, ServerNetExt,
+    connection_config,
 };
 
 use crate::pool::{Pool, WorkerStopped};
@@ -693,12 +694,16 @@ impl ConnectionSink for Rooms {
         out
     }
 
-    fn drain_packets(&mut self, send: &mut dyn FnMut(ClientId, &[u8]) -> bool) {
+    fn drain_packets(&mut self, send: &mut dyn FnMut(ClientId, &[u8]) -> PacketSent) {
         let counters = &mut self.counters;
+        // Counted when sent: held-back acknowledgements and refused sends are not traffic.
         let mut counted = |client: ClientId, packet: &[u8]| {
-            counters.packets_out += 1;
-            counters.bytes_out += packet.len() as u64;
-            send(client, packet)
+            let sent = send(client, packet);
+            if sent == PacketSent::Sent {
+                counters.packets_out += 1;
+                counters.bytes_out += packet.len() as u64;
+            }
+            sent
         };
         self.refused.drain_packets(&mut counted);
         for (packets, bytes) in self.outgoing.drain(..) {
@@ -712,7 +717,7 @@ impl ConnectionSink for Rooms {
                 if failed == Some(client) {
                     continue;
                 }
-                if !counted(client, packet) {
+                if counted(client, packet) == PacketSent::Failed {
                     failed = Some(client);
                 }
             }

@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use simsync_net::renet::ClientId;
-use simsync_net::{ConnectionSink, MatchEndReason, RejectReason};
+use simsync_net::{ConnectionSink, MatchEndReason, PacketSent, RejectReason};
 
 use crate::room::{RelayBuilder, RelaySeats, Room, RoomState, RoomSummary, RoomTotals, RoomTurn};
 use crate::room_config::RoomConfig;
@@ -239,7 +239,7 @@ impl RoomSet {
             room.server_mut().drain_packets(&mut |client, packet| {
                 bytes.extend_from_slice(packet);
                 packets.push((client, packet.len()));
-                true
+                PacketSent::Sent
             });
         }
         report.forgotten = self.forget_ended();
