@@ -1495,7 +1495,8 @@ const CONFIRMED_HEADER_BYTES: usize = 24;
 /// Splits the held confirmed sets of ticks `first..=last` into consecutive ranges whose
 /// messages stay within [`UNRELIABLE_MESSAGE_BUDGET`] bytes (a set larger than that goes
 /// alone), stopping before the ranges exceed `budget` bytes in total (the first range is always
-/// included).
+/// included). The history is in tick order (oldest first), so only the sets in the range are
+/// read: a client's few new ticks cost a few steps, not a walk over the whole history.
 fn chunk_ranges(
     confirmed: &VecDeque<(Tick, InputSet)>,
     first: Tick,
@@ -1505,7 +1506,9 @@ fn chunk_ranges(
     let mut chunks = Vec::new();
     let mut total = 0usize;
     let mut current: Option<(Tick, Tick, usize)> = None;
-    for (tick, set) in confirmed.iter().filter(|(t, _)| (first..=last).contains(t)) {
+    let start = confirmed.partition_point(|(t, _)| *t < first);
+    let in_range = confirmed.range(start..).take_while(|(t, _)| *t <= last);
+    for (tick, set) in in_range {
         let bytes = set_bytes(set);
         if let Some((f, _, size)) = current
             && size + bytes <= UNRELIABLE_MESSAGE_BUDGET
@@ -1828,6 +1831,27 @@ mod tests {
             chunks.len() >= 181 * 90 / UNRELIABLE_MESSAGE_BUDGET,
             "{chunks:?}"
         );
+    }
+
+    #[test]
+    fn chunks_start_at_the_first_tick_held_in_range_wherever_the_range_lies() {
+        // The history holds ticks 101..=300; ranges before, across, inside and after it.
+        let confirmed = history(101..=300, 40);
+        let held = |first: Tick, last: Tick| -> Vec<Tick> {
+            chunk_ranges(&confirmed, first, last, usize::MAX)
+                .iter()
+                .flat_map(|&(f, l)| f..=l)
+                .collect()
+        };
+        assert_eq!(held(1, 50), Vec::<Tick>::new());
+        assert_eq!(held(90, 105), (101..=105).collect::<Vec<_>>());
+        assert_eq!(held(298, 400), vec![298, 299, 300]);
+        assert_eq!(held(150, 150), vec![150]);
+        assert_eq!(held(301, 400), Vec::<Tick>::new());
+        assert_eq!(held(160, 150), Vec::<Tick>::new());
+        assert_eq!(held(1, 400), (101..=300).collect::<Vec<_>>());
+        // With a budget, the first range starts at the first tick held in range.
+        assert_eq!(chunk_ranges(&confirmed, 250, 300, 100)[0].0, 250);
     }
 
     #[test]
