@@ -27,10 +27,12 @@
 //!   is told it is `Behind`). See
 //!   [rejoining](crate::rules#rejoining-a-running-session).
 //! - Confirmed sets are sent to every client with redundancy: every set never sent to that
-//!   client plus the last `input_redundancy` sets in every update (so a burst of confirmations
-//!   leaves no gap), and every set after the client's acknowledged tick once that
-//!   acknowledgement is overdue (older than the redundancy plus a round trip: sets still in
-//!   flight are not sent again). A resend pass is split into messages of at most
+//!   client plus the last `input_redundancy` sets, in every update that has a set never sent
+//!   to it (so a burst of confirmations leaves no gap, and a server updating several times a
+//!   tick does not send the same sets again each time), and every set after the client's
+//!   acknowledged tick once that acknowledgement is overdue (older than the redundancy plus a
+//!   round trip: sets still in flight are not sent again). A resend pass is split into
+//!   messages of at most
 //!   [`UNRELIABLE_MESSAGE_BUDGET`] bytes, at most `resend_bytes_per_update` bytes per update,
 //!   and is not repeated before a retransmission timeout.
 //! - Every input is checked before it is stored: longer than `max_input_bytes`, or not decodable
@@ -1353,12 +1355,19 @@ impl RelayServer {
         let now = self.now;
         let budget = self.config.resend_bytes_per_update;
         let slot = &mut self.slots[index];
+        // The redundancy rides with sets never sent: an update that confirmed nothing new for
+        // this client sends nothing again (a server may update several times a tick).
+        let fresh = slot.sent_through < newest;
         let live_first = (slot.sent_through + 1)
             .min(newest - redundancy + 1)
             .max(oldest)
             .max(1);
         let mut plan = SendPlan {
-            chunks: chunk_ranges(&self.confirmed, live_first, newest, usize::MAX),
+            chunks: if fresh {
+                chunk_ranges(&self.confirmed, live_first, newest, usize::MAX)
+            } else {
+                Vec::new()
+            },
             ..SendPlan::default()
         };
         slot.sent_through = newest;
@@ -1375,7 +1384,8 @@ impl RelayServer {
         }
         if let Some(next) = slot.resend_next {
             let next = next.max(slot.ack + 1).max(oldest);
-            let last = live_first - 1;
+            // Up to the redundancy sent now, or to the newest when none is sent.
+            let last = if fresh { live_first - 1 } else { newest };
             let chunks = chunk_ranges(&self.confirmed, next, last, budget);
             let sent_last = chunks.last().map_or(last, |(_, l)| *l);
             plan.resent = chunks.iter().map(|(f, l)| (l - f + 1) as u64).sum();
@@ -1650,7 +1660,7 @@ mod tests {
     #[test]
     fn an_overdue_ack_is_resent_from_the_ack_without_a_window_clamp() {
         let mut relay = relay_with_sets(400);
-        relay.slots[0].sent_through = 400;
+        relay.slots[0].sent_through = 399;
         relay.slots[0].ack = 250;
         relay.slots[0].rtt.add_sample(230.0);
         let plan = relay.plan_sends(0, 400, 3, 64.0);
@@ -1660,12 +1670,36 @@ mod tests {
         assert_eq!(sent[3..], (251..=397).collect::<Vec<_>>()[..]);
         assert_eq!(plan.resent, 147);
         assert_eq!(plan.behind, None);
-        // Not again before a retransmission timeout.
+        // Not again before a retransmission timeout, and no redundancy: nothing new was
+        // confirmed.
         let plan = relay.plan_sends(0, 400, 3, 64.0);
-        assert_eq!(ticks(&plan.chunks), vec![398, 399, 400]);
+        assert_eq!(ticks(&plan.chunks), Vec::<Tick>::new());
         relay.now += Duration::from_secs(1);
+        // A resend pass without new sets runs to the newest.
         let plan = relay.plan_sends(0, 400, 3, 64.0);
-        assert_eq!(plan.resent, 147);
+        assert_eq!(ticks(&plan.chunks), (251..=400).collect::<Vec<_>>());
+        assert_eq!(plan.resent, 150);
+    }
+
+    #[test]
+    fn an_update_that_confirmed_nothing_new_sends_nothing_again() {
+        let mut relay = relay_with_sets(20);
+        relay.slots[0].sent_through = 17;
+        relay.slots[0].ack = 17;
+        // Three new sets, with the redundancy before them.
+        let plan = relay.plan_sends(0, 20, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), vec![18, 19, 20]);
+        // More updates in the same tick: nothing to send again.
+        for _ in 0..3 {
+            let plan = relay.plan_sends(0, 20, 3, 64.0);
+            assert_eq!(ticks(&plan.chunks), Vec::<Tick>::new());
+            assert_eq!(plan.resent, 0);
+        }
+        // The next confirmation goes with the two before it (the client acknowledged 20).
+        relay.slots[0].ack = 20;
+        relay.confirmed.extend(history(21..=21, 4));
+        let plan = relay.plan_sends(0, 21, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), vec![19, 20, 21]);
     }
 
     #[test]
