@@ -11,11 +11,18 @@
 //!
 //! An ack packet whose ranges are the ones last sent to that connection is held back unless
 //! [`ACK_REPEAT`] has passed since: the first acknowledgement of anything new still goes out at
-//! the update that has it (so neither side's round-trip estimate moves), and a lost one is
-//! repeated within [`ACK_REPEAT`] (well inside the reliable channels' 200 ms resend time) or
+//! the update that has it (so the client's round-trip estimate does not move), and a lost one
+//! is repeated within [`ACK_REPEAT`] (well inside the reliable channels' 200 ms resend time) or
 //! with the next new range, whichever comes first. Nothing else is held: payload packets, and
 //! ack packets with new ranges, go out as before. renet keeps unconfirmed ranges until the
 //! peer confirms an ack packet that carried them, so a held-back packet loses nothing.
+//!
+//! What it does change, on renet's side (see [wire rule 13](crate::rules)): the server's renet
+//! counts a held packet as sent and never acknowledged, so its `packet_loss` and bytes sent
+//! include them, and its round trip is measured on the packets that went out only; each held
+//! packet's number is a gap in what the client receives, so the client's ack packets carry a
+//! range per run of packets between gaps (renet keeps at most 64) until the server confirms
+//! them, about a round trip.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,7 +39,7 @@ pub const ACK_REPEAT: Duration = Duration::from_millis(50);
 const RENET_ACK: u8 = 4;
 
 /// The ranges an ack packet carries (the bytes after its packet number), or `None` if `packet`
-/// is not a well-formed renet ack packet.
+/// is not a renet ack packet with ranges.
 fn ack_ranges(packet: &[u8]) -> Option<&[u8]> {
     let (&kind, rest) = packet.split_first()?;
     if kind != RENET_ACK {
@@ -41,7 +48,7 @@ fn ack_ranges(packet: &[u8]) -> Option<&[u8]> {
     // A QUIC variable-length integer: its first byte's two high bits give its length, 1, 2, 4
     // or 8 bytes.
     let number_len = 1usize << (rest.first()? >> 6);
-    rest.get(number_len..)
+    rest.get(number_len..).filter(|ranges| !ranges.is_empty())
 }
 
 /// What a connection was last sent of its acknowledgements.
@@ -157,6 +164,8 @@ mod tests {
             vec![],
             vec![RENET_ACK],
             vec![RENET_ACK, 0xC0, 1, 2],
+            // A number and no ranges.
+            vec![RENET_ACK, 5],
         ] {
             assert!(acks.send(1, &packet, Duration::ZERO));
             assert!(acks.send(1, &packet, MS), "{packet:?}");

@@ -346,15 +346,13 @@ impl UdpServerTransport {
             }
             let sent = match netcode.generate_payload_packet(client_id, packet) {
                 Ok((addr, payload)) => socket.send_to(payload, addr).is_ok(),
-                Err(_) => {
-                    // Not (or no longer) a netcode client: nothing of it is kept.
-                    acks.forget(client_id);
-                    false
-                }
+                Err(_) => false,
             };
             if sent {
                 return PacketSent::Sent;
             }
+            // Not sent: the next acknowledgement to this client goes whatever it repeats.
+            acks.forget(client_id);
             if let Some(line) = errors.record(RemoteErrorKind::SendFailed, now) {
                 log_line(line);
             }

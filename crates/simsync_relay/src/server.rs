@@ -31,10 +31,10 @@
 //!   to it (so a burst of confirmations leaves no gap, and a server updating several times a
 //!   tick does not send the same sets again each time), and every set after the client's
 //!   acknowledged tick once that acknowledgement is overdue (older than the redundancy plus a
-//!   round trip: sets still in flight are not sent again). A resend pass is split into
-//!   messages of at most
-//!   [`UNRELIABLE_MESSAGE_BUDGET`] bytes, at most `resend_bytes_per_update` bytes per update,
-//!   and is not repeated before a retransmission timeout.
+//!   round trip: sets still in flight are not sent again) or no new set has gone to it for a
+//!   retransmission timeout (confirmations stopped). A resend pass is split into messages of
+//!   at most [`UNRELIABLE_MESSAGE_BUDGET`] bytes, at most `resend_bytes_per_update` bytes per
+//!   update, and is not repeated before a retransmission timeout.
 //! - Every input is checked before it is stored: longer than `max_input_bytes`, or not decodable
 //!   as the game's input type, it is dropped and counted ([`DroppedInputs`](crate::DroppedInputs)); its slot is then
 //!   missing and replaced at the hard tolerance like any missing input.
@@ -248,6 +248,8 @@ struct Slot {
     resend_next: Option<Tick>,
     /// No new resend pass (nor `Behind` report) before this time.
     resend_after: Duration,
+    /// When the client was last sent a set it had never been sent.
+    sent_new_at: Duration,
     /// When the relay last received a message from the client.
     last_heard: Duration,
     /// Nothing was heard from the client for the silence timeout (and nothing since).
@@ -637,6 +639,7 @@ impl RelayServer {
         s.sent_through = self.confirmed_tick;
         s.resend_next = None;
         s.resend_after = self.now;
+        s.sent_new_at = self.now;
         s.last_heard = self.now;
         s.silent = false;
         s.departure = None;
@@ -1371,7 +1374,16 @@ impl RelayServer {
             ..SendPlan::default()
         };
         slot.sent_through = newest;
-        let overdue = slot.ack < newest - redundancy - in_flight_ticks(&slot.rtt, hz);
+        if fresh {
+            slot.sent_new_at = now;
+        }
+        // Confirmations stopped (the host stalled, or the match's last ticks) and the client
+        // has not acknowledged the newest sets for a retransmission timeout: with no new set to
+        // carry the redundancy, they are resent like an overdue acknowledgement's.
+        let stalled = !fresh
+            && slot.ack < newest
+            && now.saturating_sub(slot.sent_new_at) >= retransmission_timeout(&slot.rtt);
+        let overdue = stalled || slot.ack < newest - redundancy - in_flight_ticks(&slot.rtt, hz);
         if slot.ack + 1 < oldest {
             // The sets it misses are gone: resending the rest cannot help it.
             slot.resend_next = None;
@@ -1700,6 +1712,42 @@ mod tests {
         relay.confirmed.extend(history(21..=21, 4));
         let plan = relay.plan_sends(0, 21, 3, 64.0);
         assert_eq!(ticks(&plan.chunks), vec![19, 20, 21]);
+    }
+
+    #[test]
+    fn when_confirmations_stop_the_unacknowledged_newest_sets_are_resent_after_a_timeout() {
+        let mut relay = relay_with_sets(20);
+        relay.slots[0].sent_through = 17;
+        relay.slots[0].ack = 17;
+        relay.slots[0].rtt.add_sample(50.0);
+        let plan = relay.plan_sends(0, 20, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), vec![18, 19, 20]);
+        // 18..=20 were lost; nothing new is confirmed. Before a retransmission timeout (150 ms
+        // for one 50 ms sample) nothing goes again.
+        let rto = retransmission_timeout(&relay.slots[0].rtt);
+        assert_eq!(rto, Duration::from_millis(150));
+        relay.now += rto - Duration::from_millis(1);
+        assert_eq!(
+            ticks(&relay.plan_sends(0, 20, 3, 64.0).chunks),
+            Vec::<Tick>::new()
+        );
+        relay.now += Duration::from_millis(1);
+        let plan = relay.plan_sends(0, 20, 3, 64.0);
+        assert_eq!(ticks(&plan.chunks), vec![18, 19, 20]);
+        assert_eq!(plan.resent, 3);
+        // Then not before another timeout.
+        relay.now += Duration::from_millis(50);
+        assert_eq!(
+            ticks(&relay.plan_sends(0, 20, 3, 64.0).chunks),
+            Vec::<Tick>::new()
+        );
+        // Acknowledged: nothing more.
+        relay.slots[0].ack = 20;
+        relay.now += Duration::from_secs(1);
+        assert_eq!(
+            ticks(&relay.plan_sends(0, 20, 3, 64.0).chunks),
+            Vec::<Tick>::new()
+        );
     }
 
     #[test]
