@@ -78,8 +78,8 @@ impl AckRepeats {
             return true;
         };
         let last = self.last.entry(client).or_default();
-        let repeat = !last.ranges.is_empty() && last.ranges == ranges;
-        if repeat && now.saturating_sub(last.at) < ACK_REPEAT {
+        // `ranges` is never empty, so a connection's first ack never equals its (empty) last.
+        if last.ranges == ranges && now.saturating_sub(last.at) < ACK_REPEAT {
             self.held += 1;
             return false;
         }

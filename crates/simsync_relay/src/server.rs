@@ -1693,14 +1693,20 @@ mod tests {
         assert_eq!(plan.resent, 150);
     }
 
-    #[test]
-    fn an_update_that_confirmed_nothing_new_sends_nothing_again() {
+    /// A relay that confirmed 1..=20 and has just sent slot 0 (which acknowledged 17) its three
+    /// new sets, 18..=20.
+    fn sent_three_new_sets() -> RelayServer {
         let mut relay = relay_with_sets(20);
         relay.slots[0].sent_through = 17;
         relay.slots[0].ack = 17;
-        // Three new sets, with the redundancy before them.
         let plan = relay.plan_sends(0, 20, 3, 64.0);
         assert_eq!(ticks(&plan.chunks), vec![18, 19, 20]);
+        relay
+    }
+
+    #[test]
+    fn an_update_that_confirmed_nothing_new_sends_nothing_again() {
+        let mut relay = sent_three_new_sets();
         // More updates in the same tick: nothing to send again.
         for _ in 0..3 {
             let plan = relay.plan_sends(0, 20, 3, 64.0);
@@ -1716,12 +1722,8 @@ mod tests {
 
     #[test]
     fn when_confirmations_stop_the_unacknowledged_newest_sets_are_resent_after_a_timeout() {
-        let mut relay = relay_with_sets(20);
-        relay.slots[0].sent_through = 17;
-        relay.slots[0].ack = 17;
+        let mut relay = sent_three_new_sets();
         relay.slots[0].rtt.add_sample(50.0);
-        let plan = relay.plan_sends(0, 20, 3, 64.0);
-        assert_eq!(ticks(&plan.chunks), vec![18, 19, 20]);
         // 18..=20 were lost; nothing new is confirmed. Before a retransmission timeout (150 ms
         // for one 50 ms sample) nothing goes again.
         let rto = retransmission_timeout(&relay.slots[0].rtt);
